@@ -1,0 +1,1 @@
+"""Catalog data shipped with the package: accelerators, nodes, links and models (YAML)."""

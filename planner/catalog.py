@@ -1,0 +1,165 @@
+"""Load the catalog (accelerators, nodes, links, models) once, validated and cross-checked.
+
+`load_catalog()` is pure and cached: the same directory gives the same frozen Catalog object.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import TypeVar
+
+from planner.catalog_schema import (
+    Accelerator,
+    AcceleratorFile,
+    Link,
+    LinkFile,
+    ModelArch,
+    ModelFile,
+    Node,
+    NodeFile,
+    Reference,
+    Sourced,
+)
+from planner.errors import CatalogError, did_you_mean
+from planner.yaml_io import read_yaml, validate
+
+T = TypeVar("T", bound=Sourced)
+
+FILES = {
+    "accelerators": "accelerators.yaml",
+    "nodes": "nodes.yaml",
+    "links": "links.yaml",
+    "models": "models.yaml",
+}
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Everything the planner knows about hardware and models, keyed by id."""
+
+    accelerators: Mapping[str, Accelerator]
+    nodes: Mapping[str, Node]
+    links: Mapping[str, Link]
+    models: Mapping[str, ModelArch]
+    references: Mapping[str, Reference]
+
+    def accelerator(self, name: str) -> Accelerator:
+        return _lookup(self.accelerators, name, "device")
+
+    def node(self, name: str) -> Node:
+        return _lookup(self.nodes, name, "node")
+
+    def link(self, name: str) -> Link:
+        return _lookup(self.links, name, "link")
+
+    def model(self, name: str) -> ModelArch:
+        return _lookup(self.models, name, "model")
+
+    def nodes_for(self, device: Accelerator) -> list[Node]:
+        """Nodes that can host `device`, cheapest per slot first."""
+        fits = [
+            n
+            for n in self.nodes.values()
+            if device.id in n.accepts_devices
+            or (not n.accepts_devices and device.form_factor in n.accepts_form_factors)
+        ]
+        return sorted(fits, key=lambda n: (n.price_usd / n.slots, -n.slots, n.id))
+
+
+def _lookup(table: Mapping[str, T], name: str, what: str) -> T:
+    try:
+        return table[name]
+    except KeyError:
+        hint = did_you_mean(name, table)
+        raise CatalogError(
+            f"unknown {what} `{name}`{hint or ''}"
+            + ("" if hint else f" (see `planner catalog list {what}s`)")
+        ) from None
+
+
+def default_catalog_dir() -> Path:
+    """The catalog shipped inside the package."""
+    return Path(str(resources.files("planner.catalog_data")))
+
+
+@functools.cache
+def load_catalog(directory: Path | None = None) -> Catalog:
+    """Read, validate and cross-check the four catalog files in `directory`."""
+    root = directory or default_catalog_dir()
+    refs: dict[str, Reference] = {}
+
+    def merge_refs(new: Mapping[str, Reference], src: Path) -> None:
+        for key, ref in new.items():
+            if key in refs and refs[key] != ref:
+                raise CatalogError(f"{src}: reference `{key}` is defined differently in another file")
+            refs[key] = ref
+
+    acc_path, node_path, link_path, model_path = (root / FILES[k] for k in FILES)
+    acc = validate(read_yaml(acc_path), AcceleratorFile)
+    merge_refs(acc.references, acc_path)
+    nod = validate(read_yaml(node_path), NodeFile)
+    merge_refs(nod.references, node_path)
+    lnk = validate(read_yaml(link_path), LinkFile)
+    merge_refs(lnk.references, link_path)
+    mdl = validate(read_yaml(model_path), ModelFile)
+    merge_refs(mdl.references, model_path)
+
+    cat = Catalog(
+        accelerators=_by_id(acc.accelerators, acc_path),
+        nodes=_by_id(nod.nodes, node_path),
+        links=_by_id(lnk.links, link_path),
+        models=_by_id(mdl.models, model_path),
+        references=refs,
+    )
+    _cross_check(cat, root)
+    return cat
+
+
+def _by_id(items: list[T], src: Path) -> dict[str, T]:
+    out: dict[str, T] = {}
+    for item in items:
+        key = item.id  # type: ignore[attr-defined]
+        if key in out:
+            raise CatalogError(f"{src}: id `{key}` appears twice")
+        out[key] = item
+    return out
+
+
+def _cross_check(cat: Catalog, root: Path) -> None:
+    """Every source names a known reference; every link and device named exists."""
+    for kind, table in (
+        ("accelerators", cat.accelerators),
+        ("nodes", cat.nodes),
+        ("links", cat.links),
+        ("models", cat.models),
+    ):
+        for key, item in table.items():
+            for section, ref in item.sources.items():
+                if ref not in cat.references:
+                    raise CatalogError(
+                        f"{root / FILES[kind]}: {key}.sources.{section}: unknown reference `{ref}`"
+                        f"{did_you_mean(ref, cat.references)}"
+                    )
+    for a in cat.accelerators.values():
+        if a.interconnect.scale_up and a.interconnect.scale_up not in cat.links:
+            raise CatalogError(
+                f"{root / FILES['accelerators']}: {a.id}.interconnect.scale_up: unknown link "
+                f"`{a.interconnect.scale_up}`{did_you_mean(a.interconnect.scale_up, cat.links)}"
+            )
+    for n in cat.nodes.values():
+        named = [n.intra_node_link, *(nic.link for nic in n.nics)]
+        for link in named:
+            if link not in cat.links:
+                raise CatalogError(
+                    f"{root / FILES['nodes']}: {n.id}: unknown link `{link}`{did_you_mean(link, cat.links)}"
+                )
+        for dev in n.accepts_devices:
+            if dev not in cat.accelerators:
+                raise CatalogError(
+                    f"{root / FILES['nodes']}: {n.id}.accepts_devices: unknown device `{dev}`"
+                    f"{did_you_mean(dev, cat.accelerators)}"
+                )

@@ -1,0 +1,301 @@
+"""Pydantic schema of the catalog: accelerators, nodes, links and model architectures.
+
+Units are in the field names (`_gb_s` is 1e9 bytes per second, `_w` watts, `_usd` US dollars).
+Every figure carries a source: each entry has a `sources` map from a section name to the id of a
+reference in the same file; the `spec` key covers every section not named on its own.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+GB = 1e9
+GIB = 2**30
+
+
+class Frozen(BaseModel):
+    """A validated, immutable record; unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Reference(Frozen):
+    """A published source: a spec sheet, a paper, a price list, a benchmark post."""
+
+    title: str = Field(description="What the source is, e.g. 'NVIDIA H100 Tensor Core GPU datasheet'.")
+    url: str | None = Field(None, description="Where it was published.")
+    date: str | None = Field(None, description="When it was published or read (YYYY-MM or YYYY-MM-DD).")
+    note: str | None = Field(None, description="What to keep in mind when reading it.")
+
+
+class Sourced(Frozen):
+    """Mixin: a `sources` map from section to reference id; `spec` covers unnamed sections."""
+
+    sources: dict[str, str] = Field(
+        description="Section name -> reference id. `spec` is the default for sections not named."
+    )
+
+    def source_of(self, section: str) -> str:
+        """The reference id that backs `section`."""
+        return self.sources.get(section) or self.sources["spec"]
+
+    @model_validator(mode="after")
+    def _has_default_source(self) -> Sourced:
+        if "spec" not in self.sources:
+            raise ValueError("`sources` needs a `spec` entry (the default reference for every figure)")
+        return self
+
+
+# ---------------------------------------------------------------------------------------------
+# Accelerators
+# ---------------------------------------------------------------------------------------------
+
+Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4", "int4"]
+PRECISIONS: tuple[Precision, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4", "int4")
+
+DeviceClass = Literal["consumer", "workstation", "datacenter", "unified-memory", "asic"]
+
+
+class Memory(Frozen):
+    """On-device memory: size in the vendor's stated unit, and its bandwidth."""
+
+    size: float = Field(gt=0, description="Memory size, in `unit`.")
+    unit: Literal["GB", "GiB"] = Field(
+        description="GB = 1e9 bytes, GiB = 2^30 bytes; say which the vendor's figure really is."
+    )
+    type: str = Field(description="Memory technology, e.g. HBM3, GDDR6X, LPDDR5X.")
+    bandwidth_gb_s: float = Field(gt=0, description="Peak memory bandwidth, 1e9 bytes/s.")
+    bus_width_bits: int | None = Field(None, gt=0, description="Memory bus width, bits.")
+
+    @property
+    def bytes(self) -> float:
+        return self.size * (GB if self.unit == "GB" else GIB)
+
+
+class DenseCompute(Frozen):
+    """Peak DENSE tensor throughput per precision (TFLOPS; TOPS for int8/int4). Never sparsity."""
+
+    fp32: float | None = Field(None, gt=0, description="FP32 (non-tensor unless stated), TFLOPS.")
+    tf32: float | None = Field(None, gt=0, description="TF32 tensor, dense TFLOPS.")
+    bf16: float | None = Field(None, gt=0, description="BF16 tensor, dense TFLOPS.")
+    fp16: float | None = Field(None, gt=0, description="FP16 tensor (FP32 accumulate where the vendor splits it), dense TFLOPS.")
+    fp8: float | None = Field(None, gt=0, description="FP8 tensor, dense TFLOPS.")
+    int8: float | None = Field(None, gt=0, description="INT8 tensor, dense TOPS.")
+    fp4: float | None = Field(None, gt=0, description="FP4 tensor, dense TFLOPS.")
+    int4: float | None = Field(None, gt=0, description="INT4 tensor, dense TOPS.")
+
+    def tflops(self, precision: Precision) -> float | None:
+        return getattr(self, precision)  # type: ignore[no-any-return]
+
+    @model_validator(mode="after")
+    def _some_precision(self) -> DenseCompute:
+        if self.bf16 is None and self.fp16 is None:
+            raise ValueError("dense_tflops needs at least bf16 or fp16")
+        return self
+
+
+class Power(Frozen):
+    tdp_w: float = Field(gt=0, description="Board power / TDP at full load, watts.")
+    idle_w: float = Field(ge=0, description="Power when idle with memory loaded, watts.")
+
+
+class Interconnect(Frozen):
+    """How the device talks to its neighbours."""
+
+    scale_up: str | None = Field(
+        None, description="Link id of the scale-up fabric (NVLink, Infinity Fabric, ICI...), if any."
+    )
+    scale_up_gb_s: float | None = Field(
+        None, gt=0, description="Scale-up bandwidth per device, per direction, 1e9 bytes/s."
+    )
+    domain_size: int = Field(1, ge=1, description="Devices that share one scale-up domain.")
+    pcie_gen: int | None = Field(None, ge=3, le=6, description="Host PCIe generation.")
+    pcie_lanes: int | None = Field(None, ge=1, le=16, description="Host PCIe lanes.")
+
+
+class Price(Frozen):
+    purchase_usd: float | None = Field(None, gt=0, description="Street/list price of one device, USD.")
+    purchase_date: str | None = Field(None, description="When that price was seen (YYYY-MM).")
+    rent_usd_per_hour: float | None = Field(
+        None, gt=0, description="Typical on-demand cloud rent for one device, USD per hour."
+    )
+    rent_date: str | None = Field(None, description="When that rent was seen (YYYY-MM).")
+
+    @model_validator(mode="after")
+    def _dated(self) -> Price:
+        if self.purchase_usd is not None and not self.purchase_date:
+            raise ValueError("price.purchase_usd needs a purchase_date")
+        if self.rent_usd_per_hour is not None and not self.rent_date:
+            raise ValueError("price.rent_usd_per_hour needs a rent_date")
+        return self
+
+
+FormFactor = Literal["sxm", "oam", "pcie", "superchip", "soc-system", "module", "tpu-board"]
+
+
+class Accelerator(Sourced):
+    """One accelerator model, as sold."""
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$", description="Catalog name, e.g. h100-sxm.")
+    name: str = Field(description="Full product name.")
+    vendor: Literal["nvidia", "amd", "intel", "google", "aws", "apple"]
+    device_class: DeviceClass = Field(description="Selects the default efficiency factors.")
+    architecture: str
+    released: str = Field(description="Launch date, YYYY-MM.")
+    memory: Memory
+    dense_tflops: DenseCompute
+    power: Power
+    interconnect: Interconnect = Interconnect()
+    ecc: bool = Field(description="Whether device memory has ECC enabled by default.")
+    form_factor: FormFactor
+    price: Price = Price()
+    notes: str | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# Nodes, links
+# ---------------------------------------------------------------------------------------------
+
+
+class NicSpec(Frozen):
+    link: str = Field(description="Link id of the network interface.")
+    count: int = Field(ge=1)
+
+
+class Node(Sourced):
+    """A server, board or machine that hosts accelerators."""
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
+    name: str
+    kind: Literal["hgx-board", "oam-board", "pcie-server", "workstation", "desktop", "standalone", "tpu-host", "trn-host"]
+    slots: int = Field(ge=1, description="Accelerators it holds.")
+    accepts_form_factors: list[FormFactor] = Field(
+        default_factory=list, description="Form factors that fit its slots (PCIe cards, OAM...)."
+    )
+    accepts_devices: list[str] = Field(
+        default_factory=list, description="Accelerator ids it is built for (baseboards), if limited."
+    )
+    intra_node_link: str = Field(description="Link id between its accelerators (pcie5, nvlink4...).")
+    price_usd: float = Field(ge=0, description="Price of the node without accelerators, USD.")
+    price_date: str
+    power_overhead_w: float = Field(ge=0, description="CPUs, fans, NICs, storage at load, watts.")
+    rack_units: int = Field(ge=0, description="Rack units; 0 for a desktop machine.")
+    nics: list[NicSpec] = Field(default_factory=list)
+    notes: str | None = None
+
+
+LinkKind = Literal[
+    "pcie", "nvlink", "infinity-fabric", "infiniband", "ethernet", "thunderbolt", "ici",
+    "neuronlink", "roce", "on-package",
+]
+
+
+class Link(Sourced):
+    """An interconnect: bandwidth per direction per port and one-way latency."""
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
+    name: str
+    kind: LinkKind
+    scope: Literal["intra-node", "inter-node", "both"]
+    bandwidth_gb_s: float = Field(gt=0, description="Per direction, 1e9 bytes/s, per port or per device.")
+    latency_us: float = Field(ge=0, description="One-way small-message latency, microseconds.")
+    price_usd_per_port: float | None = Field(None, ge=0, description="NIC plus switch port, USD.")
+    price_date: str | None = None
+    notes: str | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# Models
+# ---------------------------------------------------------------------------------------------
+
+
+class MoE(Frozen):
+    """Mixture-of-experts feed-forward layers."""
+
+    num_experts: int = Field(ge=2, description="Routed experts per MoE layer.")
+    experts_per_token: int = Field(ge=1, description="Routed experts active per token.")
+    shared_experts: int = Field(0, ge=0, description="Always-active shared experts.")
+    expert_intermediate_size: int = Field(gt=0, description="FFN width of one expert.")
+    first_dense_layers: int = Field(0, ge=0, description="Leading layers that use a dense FFN.")
+    dense_intermediate_size: int | None = Field(None, gt=0, description="FFN width of those dense layers.")
+
+
+class MLA(Frozen):
+    """Multi-head latent attention (DeepSeek-V2/V3): low-rank compressed KV."""
+
+    q_lora_rank: int | None = Field(None, gt=0)
+    kv_lora_rank: int = Field(gt=0)
+    qk_nope_head_dim: int = Field(gt=0)
+    qk_rope_head_dim: int = Field(gt=0)
+    v_head_dim: int = Field(gt=0)
+
+
+class ModelArch(Sourced):
+    """A decoder-only transformer, described as its Hugging Face config does."""
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
+    name: str
+    family: str
+    released: str
+    hidden_size: int = Field(gt=0)
+    num_layers: int = Field(gt=0)
+    num_attention_heads: int = Field(gt=0)
+    num_key_value_heads: int = Field(gt=0, description="= attention heads for MHA, fewer for GQA.")
+    head_dim: int | None = Field(None, gt=0, description="Defaults to hidden_size / heads.")
+    intermediate_size: int = Field(gt=0, description="Dense FFN width.")
+    vocab_size: int = Field(gt=0)
+    tie_word_embeddings: bool = False
+    mlp: Literal["gated", "plain"] = Field(description="gated: SwiGLU/GeGLU (3 matrices); plain: 2.")
+    norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
+    attention_bias: bool = False
+    mlp_bias: bool = False
+    learned_position_embeddings: int = Field(0, ge=0, description="Positions with a learned embedding (GPT-2/3).")
+    extra_norms_per_layer: int = Field(0, ge=0, description="Norms beyond the usual two per block (Gemma 2: 2).")
+    moe: MoE | None = None
+    mla: MLA | None = None
+    max_context: int = Field(gt=0)
+    published_params: float = Field(gt=0, description="Total parameters as published.")
+    published_active_params: float | None = Field(None, gt=0, description="Active per token (MoE).")
+    notes: str | None = None
+
+    @property
+    def attn_head_dim(self) -> int:
+        return self.head_dim or self.hidden_size // self.num_attention_heads
+
+    @model_validator(mode="after")
+    def _heads_divide(self) -> ModelArch:
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError(
+                f"num_attention_heads ({self.num_attention_heads}) must be a multiple of "
+                f"num_key_value_heads ({self.num_key_value_heads})"
+            )
+        if self.moe and self.moe.first_dense_layers > self.num_layers:
+            raise ValueError("moe.first_dense_layers exceeds num_layers")
+        return self
+
+
+# ---------------------------------------------------------------------------------------------
+# Files
+# ---------------------------------------------------------------------------------------------
+
+
+class AcceleratorFile(Frozen):
+    references: dict[str, Reference]
+    accelerators: list[Accelerator]
+
+
+class NodeFile(Frozen):
+    references: dict[str, Reference]
+    nodes: list[Node]
+
+
+class LinkFile(Frozen):
+    references: dict[str, Reference]
+    links: list[Link]
+
+
+class ModelFile(Frozen):
+    references: dict[str, Reference]
+    models: list[ModelArch]
