@@ -249,7 +249,9 @@ class ModelArch(Sourced):
     tie_word_embeddings: bool = False
     mlp: Literal["gated", "plain"] = Field(description="gated: SwiGLU/GeGLU (3 matrices); plain: 2.")
     norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
-    attention_bias: bool = False
+    attention_bias: Literal["none", "qkv", "all"] = Field(
+        "none", description="Biases on attention projections: none, q/k/v only (Qwen2), or all four."
+    )
     mlp_bias: bool = False
     learned_position_embeddings: int = Field(0, ge=0, description="Positions with a learned embedding (GPT-2/3).")
     extra_norms_per_layer: int = Field(0, ge=0, description="Norms beyond the usual two per block (Gemma 2: 2).")

@@ -1,0 +1,112 @@
+"""Accelerators as numpy columns, so every formula runs over all candidate devices at once."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from planner.catalog_schema import Accelerator
+from planner.estimator.efficiency import Efficiency, efficiency_for
+from planner.estimator.formats import WeightFormat
+
+Array = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class DeviceTable:
+    """One row per device; units in the names."""
+
+    ids: tuple[str, ...]
+    memory_bytes: Array
+    bandwidth_bytes_s: Array
+    fp32_flops: Array  # vector (non-tensor) FP32 throughput, for dequantization work
+    tdp_w: Array
+    idle_w: Array
+    purchase_usd: Array  # NaN where not sold
+    rent_usd_per_hour: Array  # NaN where not rented
+    scale_up_bytes_s: Array  # per direction; PCIe where there is no scale-up fabric
+    domain_size: Array
+    # efficiency factors, one column each
+    eff_bandwidth: Array
+    eff_compute: Array
+    eff_training_mfu: Array
+    layer_overhead_s: Array
+    step_overhead_s: Array
+    dequant_ops_per_weight: Array
+    power_activity_floor: Array
+    usable_memory_bytes: Array
+    devices: tuple[Accelerator, ...]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def peak_flops(self, fmt: WeightFormat) -> Array:
+        """Dense tensor FLOP/s for the best precision the device supports for `fmt`."""
+        return np.array([_peak(d, fmt) for d in self.devices])
+
+
+# PCIe x16 per-direction bandwidth by generation, bytes/s (PCI-SIG: 16 GT/s x16 = 31.5 GB/s for
+# gen 4 after 128b/130b encoding; doubles per generation).
+PCIE_X16_BYTES_S = {3: 15.75e9, 4: 31.5e9, 5: 63.0e9, 6: 126.0e9}
+
+
+def _peak(d: Accelerator, fmt: WeightFormat) -> float:
+    for precision in fmt.compute:
+        v = d.dense_tflops.tflops(precision)
+        if v:
+            return v * 1e12
+    # No listed precision: fall back to 16-bit tensor, then FP32.
+    for precision in ("bf16", "fp16", "fp32"):
+        v = d.dense_tflops.tflops(precision)  # type: ignore[arg-type]
+        if v:
+            return v * 1e12
+    return 0.0
+
+
+def _host_link_bytes_s(d: Accelerator) -> float:
+    ic = d.interconnect
+    if ic.scale_up_gb_s:
+        return ic.scale_up_gb_s * 1e9
+    gen = ic.pcie_gen or 4
+    lanes = ic.pcie_lanes or 16
+    return PCIE_X16_BYTES_S[gen] * lanes / 16
+
+
+def device_table(
+    devices: Sequence[Accelerator],
+    overrides: Mapping[str, dict[str, float]] | None = None,
+) -> DeviceTable:
+    """Build the columns; `overrides` maps a device id (or class name) to efficiency factors."""
+    ov = overrides or {}
+    effs: list[Efficiency] = [
+        efficiency_for(d.id, d.device_class, {**ov.get(d.device_class, {}), **ov.get(d.id, {})})
+        for d in devices
+    ]
+
+    def col(values: Sequence[float | None]) -> Array:
+        return np.array([np.nan if v is None else float(v) for v in values], dtype=np.float64)
+
+    return DeviceTable(
+        ids=tuple(d.id for d in devices),
+        memory_bytes=col([d.memory.bytes for d in devices]),
+        bandwidth_bytes_s=col([d.memory.bandwidth_gb_s * 1e9 for d in devices]),
+        fp32_flops=col([(d.dense_tflops.fp32 or 0.0) * 1e12 for d in devices]),
+        tdp_w=col([d.power.tdp_w for d in devices]),
+        idle_w=col([d.power.idle_w for d in devices]),
+        purchase_usd=col([d.price.purchase_usd for d in devices]),
+        rent_usd_per_hour=col([d.price.rent_usd_per_hour for d in devices]),
+        scale_up_bytes_s=col([_host_link_bytes_s(d) for d in devices]),
+        domain_size=col([d.interconnect.domain_size for d in devices]),
+        eff_bandwidth=col([e.bandwidth for e in effs]),
+        eff_compute=col([e.compute for e in effs]),
+        eff_training_mfu=col([e.training_mfu for e in effs]),
+        layer_overhead_s=col([e.layer_overhead_us * 1e-6 for e in effs]),
+        step_overhead_s=col([e.step_overhead_us * 1e-6 for e in effs]),
+        dequant_ops_per_weight=col([e.dequant_ops_per_weight for e in effs]),
+        power_activity_floor=col([e.power_activity_floor for e in effs]),
+        usable_memory_bytes=col([e.usable_memory * d.memory.bytes for e, d in zip(effs, devices, strict=True)]),
+        devices=tuple(devices),
+    )

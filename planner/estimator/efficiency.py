@@ -1,0 +1,78 @@
+"""Efficiency factors: how much of a device's peak a real engine achieves, per device class.
+
+Defaults ship in `catalog/efficiency.yaml`, fitted by `calibration/fit.py` on published
+measurements; a user can override any factor per device class or per device.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from pydantic import Field, ValidationError
+
+from planner.catalog import default_catalog_dir
+from planner.catalog_schema import DeviceClass, Frozen
+from planner.errors import InputError, did_you_mean
+from planner.yaml_io import read_yaml, validate
+
+
+class Efficiency(Frozen):
+    """Achieved fractions of peak, and fixed overheads, for one device class."""
+
+    bandwidth: float = Field(gt=0, le=1, description="Achieved / peak memory bandwidth when streaming weights.")
+    compute: float = Field(gt=0, le=1, description="Achieved / peak dense tensor FLOPs in inference matmuls.")
+    training_mfu: float = Field(gt=0, le=1, description="Model FLOPs utilization in training.")
+    layer_overhead_us: float = Field(ge=0, description="Fixed time per layer per forward step, microseconds.")
+    step_overhead_us: float = Field(ge=0, description="Fixed time per decode step (sampling, host), microseconds.")
+    dequant_ops_per_weight: float = Field(
+        ge=0, description="Vector ops per weight to unpack weight-only quantized formats."
+    )
+    usable_memory: float = Field(
+        gt=0, le=1, description="Share of device memory an engine may fill (vLLM default 0.9)."
+    )
+    power_activity_floor: float = Field(
+        ge=0, le=1, description="Share of (TDP - idle) drawn even when lightly loaded."
+    )
+
+
+class EfficiencyFile(Frozen):
+    fitted_on: str = Field(description="What the factors were fitted on, and when.")
+    classes: dict[DeviceClass, Efficiency]
+    devices: dict[str, dict[str, float]] = Field(
+        default_factory=dict, description="Per-device overrides of single factors."
+    )
+
+
+@functools.cache
+def load_efficiency(path: Path | None = None) -> EfficiencyFile:
+    """The efficiency defaults (cached)."""
+    p = path or default_catalog_dir() / "efficiency.yaml"
+    return validate(read_yaml(p), EfficiencyFile)
+
+
+def efficiency_for(
+    device_id: str,
+    device_class: DeviceClass,
+    overrides: dict[str, float] | None = None,
+    table: EfficiencyFile | None = None,
+) -> Efficiency:
+    """Class defaults, then per-device entries from the file, then the user's overrides."""
+    t = table or load_efficiency()
+    base = t.classes[device_class]
+    merged = {**t.devices.get(device_id, {}), **(overrides or {})}
+    for key in merged:
+        if key not in Efficiency.model_fields:
+            raise InputError(
+                f"unknown efficiency factor `{key}`{did_you_mean(key, Efficiency.model_fields)}"
+                f" (choices: {', '.join(Efficiency.model_fields)})"
+            )
+    if not merged:
+        return base
+    try:
+        return Efficiency.model_validate({**base.model_dump(), **merged})
+    except ValidationError as e:
+        first = e.errors()[0]
+        raise InputError(
+            f"efficiency for `{device_id}`: {'.'.join(map(str, first['loc']))}: {first['msg']}"
+        ) from None

@@ -1,0 +1,189 @@
+"""Time per step: decode, prefill and training, as a roofline per device plus fixed overheads.
+
+Decode streams every touched weight and the KV cache from memory once per step (Pope et al.
+2022, "Efficiently Scaling Transformer Inference", section 2: memory time = bytes / bandwidth,
+compute time = FLOPs / peak; the step takes the larger). What the plain roofline misses, and is
+modelled here rather than folded into one factor: a fixed time per layer (kernel launches and
+synchronization), a fixed time per step (sampling, scheduling, host work), and the vector work of
+unpacking weight-only quantized formats. All three are fitted per device class by calibration.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from planner.catalog_schema import ModelArch
+from planner.estimator.architecture import (
+    active_params,
+    attention_flops_per_token_per_layer,
+    block_groups,
+    kv_elements_per_token_per_layer,
+)
+from planner.estimator.comm import ring_allreduce_seconds
+from planner.estimator.devices import Array, DeviceTable
+from planner.estimator.formats import WeightFormat
+
+LAYER_ALLREDUCES = 2  # Megatron-LM: after attention and after the MLP (Shoeybi et al. 2019)
+
+
+def expected_experts_touched(num_experts: int, top_k: int, tokens: float) -> float:
+    """Distinct experts hit by `tokens` tokens routed uniformly to top_k of E experts:
+    E x (1 - (1 - k/E)^tokens). One token touches k; a large batch touches all.
+    """
+    return float(num_experts * (1.0 - (1.0 - top_k / num_experts) ** tokens))
+
+
+def weight_params_touched_per_layer(m: ModelArch, tokens: float) -> float:
+    """Average over layers of the weights read by one forward step over `tokens` tokens."""
+    total = 0.0
+    for g in block_groups(m):
+        if g.kind == "moe" and m.moe is not None:
+            expert = (g.params - g.active_params) / (m.moe.num_experts - m.moe.experts_per_token)
+            fixed = g.active_params - m.moe.experts_per_token * expert
+            hit = expected_experts_touched(m.moe.num_experts, m.moe.experts_per_token, tokens)
+            total += g.count * (fixed + hit * expert)
+        else:
+            total += g.count * g.params
+    return total / m.num_layers
+
+
+def active_params_per_layer(m: ModelArch) -> float:
+    return sum(g.count * g.active_params for g in block_groups(m)) / m.num_layers
+
+
+def head_seconds(m: ModelArch, fmt: WeightFormat, dev: DeviceTable, tokens: float) -> Array:
+    """Output projection for `tokens` rows: V x h weights read once, 2 V h FLOPs per row."""
+    nbytes = m.vocab_size * m.hidden_size * fmt.embedding_bits / 8
+    flops = 2.0 * m.vocab_size * m.hidden_size * tokens
+    return np.maximum(
+        nbytes / (dev.bandwidth_bytes_s * dev.eff_bandwidth),
+        flops / (dev.peak_flops(fmt) * dev.eff_compute),
+    )
+
+
+def decode_layer_seconds(
+    m: ModelArch,
+    fmt: WeightFormat,
+    kv_dtype_bytes: float,
+    dev: DeviceTable,
+    *,
+    batch: float,
+    context: float,
+    tp: int = 1,
+    link_bytes_s: float | Array | None = None,
+    link_latency_s: float = 5e-6,
+) -> Array:
+    """Seconds for one block to advance `batch` sequences by one token, on `tp` devices.
+
+    Bytes: touched weights (MoE: expected distinct experts) + KV read of `context` tokens per
+    sequence. FLOPs: 2 x active params per token + attention over the context (Kaplan et al.
+    2020, table 1). TP divides both and adds two ring all-reduces of b x h per layer.
+    """
+    weights = weight_params_touched_per_layer(m, batch)
+    w_bytes = weights * fmt.bits_per_weight / 8
+    kv_read = batch * context * kv_elements_per_token_per_layer(m) * kv_dtype_bytes
+    flops = batch * (2.0 * active_params_per_layer(m) + attention_flops_per_token_per_layer(m, context))
+    t_mem = (w_bytes + kv_read) / tp / (dev.bandwidth_bytes_s * dev.eff_bandwidth)
+    t_cmp = flops / tp / (dev.peak_flops(fmt) * dev.eff_compute)
+    t = np.maximum(t_mem, t_cmp) + dev.layer_overhead_s
+    if fmt.weight_only:
+        # Unpacking each weight costs a few vector ops; FP32 vector units do it (llama.cpp/Marlin).
+        t = t + weights / tp * dev.dequant_ops_per_weight / dev.fp32_flops
+    if tp > 1:
+        bw = dev.scale_up_bytes_s if link_bytes_s is None else link_bytes_s
+        msg = batch * m.hidden_size * 2.0
+        t = t + LAYER_ALLREDUCES * ring_allreduce_seconds(msg, tp, bw, link_latency_s)
+    return np.asarray(t, dtype=np.float64)
+
+
+def decode_compute_bound(
+    m: ModelArch, fmt: WeightFormat, kv_dtype_bytes: float, dev: DeviceTable, *, batch: float, context: float
+) -> npt.NDArray[np.bool_]:
+    """Whether a decode step is limited by FLOPs rather than by bytes moved (per device)."""
+    w_bytes = weight_params_touched_per_layer(m, batch) * fmt.bits_per_weight / 8
+    kv_read = batch * context * kv_elements_per_token_per_layer(m) * kv_dtype_bytes
+    flops = batch * (2.0 * active_params_per_layer(m) + attention_flops_per_token_per_layer(m, context))
+    t_mem = (w_bytes + kv_read) / (dev.bandwidth_bytes_s * dev.eff_bandwidth)
+    t_cmp = flops / (dev.peak_flops(fmt) * dev.eff_compute)
+    return np.asarray(t_cmp > t_mem)
+
+
+def decode_step_seconds(
+    m: ModelArch,
+    fmt: WeightFormat,
+    kv_dtype_bytes: float,
+    dev: DeviceTable,
+    *,
+    batch: float,
+    context: float,
+    tp: int = 1,
+) -> Array:
+    """One decode step of the whole model on one group of `tp` devices."""
+    layer = decode_layer_seconds(m, fmt, kv_dtype_bytes, dev, batch=batch, context=context, tp=tp)
+    return m.num_layers * layer + head_seconds(m, fmt, dev, batch) / tp + dev.step_overhead_s
+
+
+def prefill_layer_seconds(
+    m: ModelArch,
+    fmt: WeightFormat,
+    dev: DeviceTable,
+    *,
+    batch: float,
+    prompt: float,
+    tp: int = 1,
+    link_bytes_s: float | Array | None = None,
+    link_latency_s: float = 5e-6,
+) -> Array:
+    """One block over `batch` prompts of `prompt` tokens: compute-bound for long prompts.
+
+    FLOPs: 2 x active params per token + causal attention, half of Kaplan's n_ctx term on average.
+    """
+    tokens = batch * prompt
+    flops = tokens * (
+        2.0 * active_params_per_layer(m) + 0.5 * attention_flops_per_token_per_layer(m, prompt)
+    )
+    w_bytes = weight_params_touched_per_layer(m, tokens) * fmt.bits_per_weight / 8
+    t_cmp = flops / tp / (dev.peak_flops(fmt) * dev.eff_compute)
+    t_mem = w_bytes / tp / (dev.bandwidth_bytes_s * dev.eff_bandwidth)
+    t = np.maximum(t_cmp, t_mem) + dev.layer_overhead_s
+    if tp > 1:
+        bw = dev.scale_up_bytes_s if link_bytes_s is None else link_bytes_s
+        msg = tokens * m.hidden_size * 2.0
+        t = t + LAYER_ALLREDUCES * ring_allreduce_seconds(msg, tp, bw, link_latency_s)
+    return np.asarray(t, dtype=np.float64)
+
+
+def prefill_seconds(
+    m: ModelArch, fmt: WeightFormat, dev: DeviceTable, *, batch: float, prompt: float, tp: int = 1
+) -> Array:
+    """Time to first token for `batch` prompts processed together."""
+    layer = prefill_layer_seconds(m, fmt, dev, batch=batch, prompt=prompt, tp=tp)
+    return m.num_layers * layer + head_seconds(m, fmt, dev, batch) / tp + dev.step_overhead_s
+
+
+def training_flops_per_token(m: ModelArch, seq_len: int, method: str, recompute: str) -> float:
+    """Training FLOPs per token: forward 2N + 2 n_layer n_ctx d_attn (Kaplan et al. 2020), backward
+    twice the forward (6N in all). Full recomputation adds one forward (Korthikanti et al. 2022).
+    LoRA/QLoRA skip weight gradients of frozen matrices: forward + activation gradients = 4N.
+    """
+    n = float(active_params(m))
+    fwd = 2.0 * n + m.num_layers * 0.5 * attention_flops_per_token_per_layer(m, seq_len)
+    mult = 3.0 if method == "full" else 2.0
+    if recompute == "full":
+        mult += 1.0
+    return mult * fwd
+
+
+def training_tokens_per_second(
+    m: ModelArch,
+    dev: DeviceTable,
+    *,
+    seq_len: int,
+    method: str = "full",
+    recompute: str = "selective",
+    precision_fmt: WeightFormat,
+) -> Array:
+    """Tokens per second per device at the class's model FLOPs utilization (MFU)."""
+    flops = training_flops_per_token(m, seq_len, method, recompute)
+    return np.asarray(dev.peak_flops(precision_fmt) * dev.eff_training_mfu / flops, dtype=np.float64)

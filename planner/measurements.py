@@ -1,0 +1,70 @@
+"""Measured performance: a table of (model, device, format, batch) -> measured figure.
+
+The same format serves two purposes: the calibration table in the repository (published
+measurements with sources) and a user's own measurements, which replace the estimate.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from planner.catalog_schema import Frozen, Reference
+from planner.yaml_io import read_yaml, validate
+
+Metric = Literal[
+    "decode_tokens_per_s",
+    "prefill_tokens_per_s",
+    "train_tokens_per_s_per_device",
+    "train_mfu",
+    "peak_memory_gb",
+    "ms_per_output_token",
+]
+
+
+class Measurement(Frozen):
+    model: str = Field(description="Catalog model id.")
+    device: str = Field(description="Catalog device id.")
+    devices: int = Field(1, ge=1, description="Devices used (tensor parallel), all of this type.")
+    weights: str = Field(description="Weight format id (fp16, q4_0, awq-int4...).")
+    kv: str = Field("fp16", description="KV-cache format id.")
+    metric: Metric
+    batch: int = Field(1, ge=1, description="Concurrent sequences.")
+    context: int = Field(0, ge=0, description="Tokens in context while decoding, or prompt length.")
+    value: float = Field(gt=0)
+    engine: str | None = None
+    source: str | None = Field(None, description="Reference id (required in the calibration table).")
+    notes: str | None = None
+
+
+class MeasurementFile(Frozen):
+    references: dict[str, Reference] = Field(default_factory=dict)
+    measurements: list[Measurement]
+
+
+def load_measurements(path: Path) -> MeasurementFile:
+    return validate(read_yaml(path), MeasurementFile)
+
+
+def find(
+    table: MeasurementFile | None,
+    *,
+    model: str,
+    device: str,
+    weights: str,
+    metric: Metric,
+    batch: int,
+    devices: int = 1,
+) -> Measurement | None:
+    """The measurement for exactly this configuration, if the table has one (last one wins)."""
+    if table is None:
+        return None
+    hit = None
+    for row in table.measurements:
+        if (row.model, row.device, row.weights, row.metric, row.batch, row.devices) == (
+            model, device, weights, metric, batch, devices,
+        ):
+            hit = row
+    return hit
