@@ -31,8 +31,8 @@ class Measurement(Frozen):
     weights: str = Field(description="Weight format id (fp16, q4_0, awq-int4...).")
     kv: str = Field("fp16", description="KV-cache format id.")
     metric: Metric
-    batch: int = Field(1, ge=1, description="Concurrent sequences.")
-    context: int = Field(0, ge=0, description="Tokens in context while decoding, or prompt length.")
+    batch: int | None = Field(1, ge=1, description="Concurrent sequences; null for a saturated server whose batch is not published.")
+    context: int | None = Field(0, ge=0, description="Tokens in context while decoding, or prompt length.")
     value: float = Field(gt=0)
     engine: str | None = None
     source: str | None = Field(None, description="Reference id (required in the calibration table).")
