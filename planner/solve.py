@@ -1,0 +1,196 @@
+"""Problem -> designs (estimator) -> CP-SAT -> Plan -> verified Plan."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from planner.catalog import Catalog, load_catalog
+from planner.errors import InputError, did_you_mean
+from planner.estimator.formats import kv_bytes, weight_format
+from planner.model.cpsat import PlannerModel, Solution, Tables
+from planner.model.designs import Design, allowed_devices, inference_designs, training_designs
+from planner.model.economics import device_economics, energy_usd_per_watt, working_hours
+from planner.plan import DeviceLine, NodeLine, Plan, StageLine, WorkloadPlan
+from planner.problem_schema import InferenceWorkload, Problem, TrainingWorkload
+from planner.verify import stage_figures, verify
+from planner.yaml_io import Located, read_yaml, validate
+
+
+def load_problem(path: Path) -> Problem:
+    return parse_problem(read_yaml(path))
+
+
+def parse_problem(doc: Located) -> Problem:
+    problem = validate(doc, Problem)
+    check_names(problem, load_catalog(), doc)
+    return problem
+
+
+def check_names(problem: Problem, cat: Catalog, doc: Located | None = None) -> None:
+    """Every name a problem uses exists in the catalog (with a located, suggesting error)."""
+
+    def where(loc: tuple[str | int, ...]) -> str:
+        return f"{doc.where(loc)}: " if doc else ""
+
+    for i, w in enumerate(problem.workloads):
+        if w.model not in cat.models:
+            raise InputError(f"{where(('workloads', i, 'model'))}workload `{w.name}`: unknown model `{w.model}`"
+                             f"{did_you_mean(w.model, cat.models)}")
+        if isinstance(w, InferenceWorkload):
+            try:
+                weight_format(w.weights)
+                kv_bytes(w.kv)
+            except InputError as e:
+                raise InputError(f"{where(('workloads', i))}workload `{w.name}`: {e}") from None
+    c = problem.constraints
+    for key, names in (("allowed_devices", c.allowed_devices or []), ("excluded_devices", c.excluded_devices),
+                       ("inventory", [o.device for o in c.inventory])):
+        for j, n in enumerate(names):
+            if n not in cat.accelerators:
+                raise InputError(f"{where(('constraints', key, j))}constraints.{key}: unknown device `{n}`"
+                                 f"{did_you_mean(n, cat.accelerators)}")
+    if c.network not in cat.links:
+        raise InputError(f"{where(('constraints', 'network'))}constraints.network: unknown link `{c.network}`"
+                         f"{did_you_mean(c.network, cat.links)}")
+
+
+def build_tables(problem: Problem, cat: Catalog) -> Tables:
+    devs = allowed_devices(problem, cat)
+    econ = device_economics(problem, cat, devs)
+    designs: dict[str, list[Design]] = {}
+    training_cost: dict[tuple[str, int], float] = {}
+    for w in problem.workloads:
+        if isinstance(w, InferenceWorkload):
+            designs[w.name] = inference_designs(w, problem, cat, devs)
+        else:
+            ds = training_designs(w, problem, cat, devs)
+            designs[w.name] = ds
+            for j, d in enumerate(ds):
+                hours = w.token_budget / d.tokens_per_s / 3600
+                if problem.horizon.procurement == "buy":
+                    h = problem.horizon
+                    training_cost[(w.name, j)] = d.power_w * hours / 1000 * h.pue * h.electricity_usd_per_kwh
+                else:
+                    training_cost[(w.name, j)] = sum(
+                        n * (cat.accelerator(dev).price.rent_usd_per_hour or 0.0) * hours for dev, n in d.devices.items()
+                    )
+    return Tables(problem, designs, econ, training_cost)
+
+
+def solve_problem(problem: Problem, *, time_limit: float = 30.0, workers: int = 1, seed: int = 0,
+                  cat: Catalog | None = None) -> Plan:
+    cat = cat or load_catalog()
+    t0 = time.perf_counter()
+    tables = build_tables(problem, cat)
+    empty = [w.name for w in problem.workloads if not tables.designs[w.name]]
+    if empty:
+        return Plan(problem.name, "INFEASIBLE", problem.objective.goal, None, None, time.perf_counter() - t0,
+                    notes=[f"workload `{n}`: no device configuration meets its memory and latency needs "
+                           "(run `planner explain` for details)" for n in empty])
+    model = PlannerModel(tables)
+    sol = model.solve(time_limit=time_limit, workers=workers, seed=seed)
+    if sol.status not in ("OPTIMAL", "FEASIBLE"):
+        return Plan(problem.name, sol.status, problem.objective.goal, None, None, time.perf_counter() - t0)
+    plan = make_plan(problem, cat, tables, sol)
+    plan.solve_seconds = time.perf_counter() - t0
+    verify(plan, problem, cat)
+    return plan
+
+
+def make_plan(problem: Problem, cat: Catalog, tables: Tables, sol: Solution) -> Plan:
+    """Turn the solver's counts into a bill of materials and per-workload figures."""
+    h = problem.horizon
+    buy = h.procurement == "buy"
+    per_w = energy_usd_per_watt(problem)
+    plan = Plan(problem.name, sol.status, problem.objective.goal, None, None, sol.seconds)
+    used: dict[str, int] = {}
+    device_power = 0.0
+    for (wn, j), r in sorted(sol.replicas.items()):
+        d = tables.designs[wn][j]
+        w = next(x for x in problem.workloads if x.name == wn)
+        for dev, n in d.devices.items():
+            used[dev] = used.get(dev, 0) + n * r
+        stages = []
+        first = 0
+        for s_i, st in enumerate(d.stages):
+            fig = stage_figures(w, cat, d, s_i, problem)
+            stages.append(StageLine(st.device, st.tp, (first, first + st.layers - 1), fig.memory,
+                                    fig.seconds, fig.boundary_bytes))
+            first += st.layers
+        if isinstance(w, TrainingWorkload):
+            hours = w.token_budget / d.tokens_per_s / 3600
+            device_power += 0.0  # a training job's energy is a one-off, counted in its cost
+            cost = tables.training_cost[(wn, j)]
+            plan.workloads.append(WorkloadPlan(wn, "training", w.model, d.replicas_dp, d.batch, tuple(stages),
+                                               d.tokens_per_s, None, None, hours, d.power_w,
+                                               d.tokens_per_s / d.power_w, None))
+            plan.opex_usd_per_year += 0.0
+            plan.notes.append(f"training `{wn}`: {hours:,.1f} h on {sum(d.devices.values())} devices; "
+                              f"{'energy' if buy else 'rent'} for the job ${cost:,.0f}")
+        else:
+            tps = d.tokens_per_s * r
+            watts = d.power_w * r
+            device_power += watts
+            plan.workloads.append(WorkloadPlan(wn, "inference", w.model, r, d.batch, tuple(stages), tps,
+                                               d.ms_per_token, d.ttft_s, None, watts, tps / watts, None))
+    econ = tables.econ
+    for dev in sorted(used):
+        e = econ[dev]
+        bought = sol.bought.get(dev, 0)
+        unit = e.unit_usd
+        plan.devices.append(DeviceLine(dev, used[dev], used[dev] - bought, bought, unit, unit * bought))
+        hosts = -(-used[dev] // e.slots)  # the fewest hosts that hold them (the solver may leave free ones idle)
+        host_bought = -(-bought // e.slots)
+        plan.nodes.append(NodeLine(e.node.id, dev, hosts, e.node.price_usd if buy else 0.0,
+                                   (e.node.price_usd if buy else 0.0) * host_bought, e.node.rack_units * hosts))
+        plan.rack_units += e.node.rack_units * hosts
+        device_power += e.node.power_overhead_w * hosts
+        if e.node.intra_node_link not in plan.links:
+            plan.links.append(e.node.intra_node_link)
+    if len(used) > 1 or any(n.count > 1 for n in plan.nodes) or any(len(w.stages) > 1 for w in plan.workloads):
+        plan.links.append(problem.constraints.network)
+    plan.capex_usd = sum(x.total_usd for x in plan.devices) + sum(n.total_usd for n in plan.nodes) if buy else 0.0
+    plan.power_w = device_power
+    plan.wall_power_w = device_power * h.pue
+    years = h.lifetime_years
+    energy = device_power * per_w / years if buy else 0.0
+    rent = sum(x.total_usd for x in plan.devices) / years if not buy else 0.0
+    plan.opex_usd_per_year = energy + rent
+    training = sum(tables.training_cost[k] for k in sol.replicas if k in tables.training_cost)
+    plan.tco_usd = plan.capex_usd + plan.opex_usd_per_year * years + training
+    # Cost per million tokens for each serving workload: its share of devices and power.
+    seconds = working_hours(problem) * 3600
+    for wp in plan.workloads:
+        if wp.kind == "inference" and wp.tokens_per_s > 0:
+            share = _workload_cost(wp, plan, problem, econ)
+            object.__setattr__(wp, "usd_per_million_tokens", share / (wp.tokens_per_s * seconds) * 1e6)
+    plan.objective, plan.bound = _objective(plan, problem, sol)
+    return plan
+
+
+def _workload_cost(wp: WorkloadPlan, plan: Plan, problem: Problem, econ: dict) -> float:  # type: ignore[type-arg]
+    """Devices of this workload at their unit price plus its energy over the horizon."""
+    per_w = energy_usd_per_watt(problem)
+    counts: dict[str, int] = {}
+    for st in wp.stages:
+        counts[st.device] = counts.get(st.device, 0) + st.tp * wp.replicas
+    capital = sum(econ[d].unit_usd * n for d, n in counts.items())
+    energy = wp.power_w * per_w if problem.horizon.procurement == "buy" else 0.0
+    return capital + energy
+
+
+def _objective(plan: Plan, problem: Problem, sol: Solution) -> tuple[float | None, float | None]:
+    goal = problem.objective.goal
+    if goal == "min_cost":
+        return sol.objective, sol.bound  # the model's integer dollars (costs rounded up)
+    thr = sum(w.tokens_per_s for w in plan.workloads if w.kind == "inference")
+    if goal == "max_throughput":
+        b = None if sol.bound is None else sol.bound / 1000
+        return thr, b
+    if goal == "max_tokens_per_joule":
+        v = thr / plan.power_w if plan.power_w else 0.0
+        return v, (v if sol.status == "OPTIMAL" else None)
+    seconds = working_hours(problem) * 3600
+    v = plan.tco_usd / (thr * seconds) * 1e6 if thr else None
+    return v, (v if sol.status == "OPTIMAL" else None)
