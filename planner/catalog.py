@@ -69,6 +69,15 @@ class Catalog:
         ]
         return sorted(fits, key=lambda n: (n.price_usd / n.slots, -n.slots, n.id))
 
+    def host_for(self, device: Accelerator) -> Node | None:
+        """The node the planner buys for `device`: the cheapest per slot among its largest hosts
+        (up to 8 slots), so tensor-parallel groups fit in one node."""
+        fits = self.nodes_for(device)
+        if not fits:
+            return None
+        want = min(8, max(n.slots for n in fits))
+        return min((n for n in fits if n.slots >= want), key=lambda n: (n.price_usd / n.slots, n.slots, n.id))
+
 
 def _lookup(table: Mapping[str, T], name: str, what: str) -> T:
     try:

@@ -226,6 +226,58 @@ def estimate(
             raise typer.Exit(3)
 
 
+@app.command()
+def solve(
+    problem: Annotated[Path, typer.Argument(help="Problem file (YAML).")],
+    fmt: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
+    out_path: Annotated[Path | None, typer.Option("--out", help="Also write the plan as JSON to this file.")] = None,
+    time_limit: Annotated[float, typer.Option("--time-limit", min=0.1, help="Seconds the solver may take.")] = 30.0,
+    workers: Annotated[int, typer.Option(min=1, max=64, help="Solver threads (1 is deterministic and fastest here).")] = 1,
+    seed: Annotated[int, typer.Option(min=0, help="Solver random seed.")] = 0,
+) -> None:
+    """Solve a problem file: the optimal bill of materials, layer map and figures."""
+    with user_errors():
+        from planner.report_plan import plan_renderable
+        from planner.solve import load_problem, solve_problem
+
+        prob = load_problem(problem)
+        plan = solve_problem(prob, time_limit=time_limit, workers=workers, seed=seed)
+        data = plan.to_dict()
+        if out_path is not None:
+            write_atomic(out_path, json.dumps(data, indent=2, default=str) + "\n")
+        if fmt is Format.json:
+            emit_json(data)
+        else:
+            out.print(plan_renderable(plan))
+        if plan.status == "INFEASIBLE":
+            raise typer.Exit(3)
+        if plan.status == "NO_PLAN":
+            err.print(f"no plan found within {time_limit:g} s")
+            raise typer.Exit(4)
+
+
+@app.command("schema")
+def schema_cmd() -> None:
+    """Print the JSON Schema of problem files (for editor completion)."""
+    from planner.problem_schema import Problem
+
+    emit_json(Problem.model_json_schema())
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write through a temporary file and rename, so no half-written file is ever left behind."""
+    import os
+    import tempfile
+
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent or Path("."), prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        raise InputError(f"{path}: cannot write: {e.strerror}") from None
+
+
 def main() -> None:
     app()
 

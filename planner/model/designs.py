@@ -104,7 +104,8 @@ def tp_degrees(d: Accelerator, cat: Catalog, problem: Problem, m: ModelArch) -> 
     """Tensor-parallel group sizes allowed for `d`: powers of two inside a scale-up domain (or a
     node over PCIe where allowed) that divide the attention heads."""
     c = problem.constraints
-    slots = max(n.slots for n in cat.nodes_for(d))
+    host = cat.host_for(d)
+    slots = host.slots if host else 1
     limit = d.interconnect.domain_size if d.interconnect.scale_up else 1
     if c.tensor_parallel_over_pcie:
         limit = max(limit, slots)

@@ -43,5 +43,8 @@ def device_economics(problem: Problem, cat: Catalog, devices: list[Accelerator])
             unit = d.price.purchase_usd
         else:
             unit = None if d.price.rent_usd_per_hour is None else d.price.rent_usd_per_hour * working_hours(problem)
-        out[d.id] = DeviceEconomics(d, cat.nodes_for(d)[0], owned.get(d.id, 0), float(unit or 0.0))
+        host = cat.host_for(d)
+        if host is None:
+            continue
+        out[d.id] = DeviceEconomics(d, host, owned.get(d.id, 0), float(unit or 0.0))
     return out
