@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Discriminator, Field, Tag, model_validator
 
 from planner.catalog_schema import Frozen
 
@@ -47,7 +47,17 @@ class TrainingWorkload(Frozen):
     deadline_hours: float | None = Field(None, gt=0, description="Finish within this many hours.")
 
 
-Workload = Annotated[InferenceWorkload | TrainingWorkload, Field(discriminator="kind")]
+def _kind(value: object) -> str:
+    """Workloads are inference unless they say `kind: training`."""
+    if isinstance(value, dict):
+        return str(value.get("kind", "inference"))
+    return str(getattr(value, "kind", "inference"))
+
+
+Workload = Annotated[
+    Annotated[InferenceWorkload, Tag("inference")] | Annotated[TrainingWorkload, Tag("training")],
+    Discriminator(_kind),
+]
 
 
 class OwnedDevices(Frozen):

@@ -115,6 +115,24 @@ def _dotted(loc: Loc) -> str:
     return "".join(parts) or "(top level)"
 
 
+def _data_loc(data: Any, raw: Loc) -> Loc:
+    """Drop the parts of a pydantic location that are not keys in the data (union tags such as
+    `inference` or `function-after[...]`), keeping a final missing key."""
+    out: list[str | int] = []
+    current = data
+    for i, part in enumerate(raw):
+        last = i == len(raw) - 1
+        if isinstance(current, dict) and part in current:
+            out.append(part)
+            current = current[part]
+        elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
+            out.append(part)
+            current = current[part]
+        elif last and isinstance(part, str) and "[" not in part:
+            out.append(part)
+    return tuple(out)
+
+
 def _fields_at(model: type[BaseModel], loc: Loc) -> list[str]:
     """Valid field names of the pydantic model found by walking `loc` (for misspelt keys)."""
     current: Any = model
@@ -145,7 +163,7 @@ def format_validation_error(err: ValidationError, doc: Located, model: type[Base
     """One line per problem: `file:line:col: key.path: what is wrong (hint)`."""
     lines = []
     for e in err.errors():
-        loc: Loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and "[" in p))
+        loc = _data_loc(doc.data, tuple(e["loc"]))
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
             key = str(loc[-1])

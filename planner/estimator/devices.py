@@ -66,6 +66,14 @@ def _peak(d: Accelerator, fmt: WeightFormat) -> float:
     return 0.0
 
 
+def _vector_flops(d: Accelerator) -> float:
+    """FP32 vector throughput; where a vendor publishes none (TPU, Trainium), 1/16 of the 16-bit
+    tensor rate, the ratio of NVIDIA's datacenter parts (A100 19.5/312, H100 67/989)."""
+    if d.dense_tflops.fp32:
+        return d.dense_tflops.fp32 * 1e12
+    return (d.dense_tflops.bf16 or d.dense_tflops.fp16 or 0.0) * 1e12 / 16
+
+
 def _host_link_bytes_s(d: Accelerator) -> float:
     ic = d.interconnect
     if ic.scale_up_gb_s:
@@ -93,7 +101,7 @@ def device_table(
         ids=tuple(d.id for d in devices),
         memory_bytes=col([d.memory.bytes for d in devices]),
         bandwidth_bytes_s=col([d.memory.bandwidth_gb_s * 1e9 for d in devices]),
-        fp32_flops=col([(d.dense_tflops.fp32 or 0.0) * 1e12 for d in devices]),
+        fp32_flops=col([_vector_flops(d) for d in devices]),
         tdp_w=col([d.power.tdp_w for d in devices]),
         idle_w=col([d.power.idle_w for d in devices]),
         purchase_usd=col([d.price.purchase_usd for d in devices]),

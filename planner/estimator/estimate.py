@@ -123,6 +123,9 @@ def estimate_inference(
         need = _devices_needed(per_n, float(dev.usable_memory_bytes[i]))
         n = counts[need - 1] if need else 0
         domain = int(dev.domain_size[i])
+        pow2 = 1 << max(0, n - 1).bit_length()
+        if 1 < n <= domain and pow2 <= domain and m.num_attention_heads % pow2 == 0:
+            n = pow2  # tensor parallelism splits heads: a power of two that divides them
         if n <= 1:
             step, pre, par = float(step1[i]), float(pre1[i]), "single"
         elif n <= domain:
