@@ -76,7 +76,10 @@ class Catalog:
         if not fits:
             return None
         want = min(8, max(n.slots for n in fits))
-        return min((n for n in fits if n.slots >= want), key=lambda n: (n.price_usd / n.slots, n.slots, n.id))
+        return min(
+            (n for n in fits if n.slots >= want),
+            key=lambda n: (n.price_usd / n.slots, n.slots, n.id),
+        )
 
 
 def _lookup(table: Mapping[str, T], name: str, what: str) -> T:
@@ -104,7 +107,9 @@ def load_catalog(directory: Path | None = None) -> Catalog:
     def merge_refs(new: Mapping[str, Reference], src: Path) -> None:
         for key, ref in new.items():
             if key in refs and refs[key] != ref:
-                raise CatalogError(f"{src}: reference `{key}` is defined differently in another file")
+                raise CatalogError(
+                    f"{src}: reference `{key}` is defined differently in another file"
+                )
             refs[key] = ref
 
     acc_path, node_path, link_path, model_path = (root / FILES[k] for k in FILES)

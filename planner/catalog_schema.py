@@ -24,9 +24,13 @@ class Frozen(BaseModel):
 class Reference(Frozen):
     """A published source: a spec sheet, a paper, a price list, a benchmark post."""
 
-    title: str = Field(description="What the source is, e.g. 'NVIDIA H100 Tensor Core GPU datasheet'.")
+    title: str = Field(
+        description="What the source is, e.g. 'NVIDIA H100 Tensor Core GPU datasheet'."
+    )
     url: str | None = Field(None, description="Where it was published.")
-    date: str | None = Field(None, description="When it was published or read (YYYY-MM or YYYY-MM-DD).")
+    date: str | None = Field(
+        None, description="When it was published or read (YYYY-MM or YYYY-MM-DD)."
+    )
     note: str | None = Field(None, description="What to keep in mind when reading it.")
 
 
@@ -44,7 +48,9 @@ class Sourced(Frozen):
     @model_validator(mode="after")
     def _has_default_source(self) -> Sourced:
         if "spec" not in self.sources:
-            raise ValueError("`sources` needs a `spec` entry (the default reference for every figure)")
+            raise ValueError(
+                "`sources` needs a `spec` entry (the default reference for every figure)"
+            )
         return self
 
 
@@ -80,14 +86,19 @@ class DenseCompute(Frozen):
     fp32: float | None = Field(None, gt=0, description="FP32 (non-tensor unless stated), TFLOPS.")
     tf32: float | None = Field(None, gt=0, description="TF32 tensor, dense TFLOPS.")
     bf16: float | None = Field(None, gt=0, description="BF16 tensor, dense TFLOPS.")
-    fp16: float | None = Field(None, gt=0, description="FP16 tensor (FP32 accumulate where the vendor splits it), dense TFLOPS.")
+    fp16: float | None = Field(
+        None,
+        gt=0,
+        description="FP16 tensor (FP32 accumulate where the vendor splits it), dense TFLOPS.",
+    )
     fp8: float | None = Field(None, gt=0, description="FP8 tensor, dense TFLOPS.")
     int8: float | None = Field(None, gt=0, description="INT8 tensor, dense TOPS.")
     fp4: float | None = Field(None, gt=0, description="FP4 tensor, dense TFLOPS.")
     int4: float | None = Field(None, gt=0, description="INT4 tensor, dense TOPS.")
 
     def tflops(self, precision: Precision) -> float | None:
-        return getattr(self, precision)  # type: ignore[no-any-return]
+        value: float | None = getattr(self, precision)
+        return value
 
     @model_validator(mode="after")
     def _some_precision(self) -> DenseCompute:
@@ -105,7 +116,8 @@ class Interconnect(Frozen):
     """How the device talks to its neighbours."""
 
     scale_up: str | None = Field(
-        None, description="Link id of the scale-up fabric (NVLink, Infinity Fabric, ICI...), if any."
+        None,
+        description="Link id of the scale-up fabric (NVLink, Infinity Fabric, ICI...), if any.",
     )
     scale_up_gb_s: float | None = Field(
         None, gt=0, description="Scale-up bandwidth per device, per direction, 1e9 bytes/s."
@@ -116,7 +128,9 @@ class Interconnect(Frozen):
 
 
 class Price(Frozen):
-    purchase_usd: float | None = Field(None, gt=0, description="Street/list price of one device, USD.")
+    purchase_usd: float | None = Field(
+        None, gt=0, description="Street/list price of one device, USD."
+    )
     purchase_date: str | None = Field(None, description="When that price was seen (YYYY-MM).")
     rent_usd_per_hour: float | None = Field(
         None, gt=0, description="Typical on-demand cloud rent for one device, USD per hour."
@@ -169,15 +183,27 @@ class Node(Sourced):
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
     name: str
-    kind: Literal["hgx-board", "oam-board", "pcie-server", "workstation", "desktop", "standalone", "tpu-host", "trn-host"]
+    kind: Literal[
+        "hgx-board",
+        "oam-board",
+        "pcie-server",
+        "workstation",
+        "desktop",
+        "standalone",
+        "tpu-host",
+        "trn-host",
+    ]
     slots: int = Field(ge=1, description="Accelerators it holds.")
     accepts_form_factors: list[FormFactor] = Field(
         default_factory=list, description="Form factors that fit its slots (PCIe cards, OAM...)."
     )
     accepts_devices: list[str] = Field(
-        default_factory=list, description="Accelerator ids it is built for (baseboards), if limited."
+        default_factory=list,
+        description="Accelerator ids it is built for (baseboards), if limited.",
     )
-    intra_node_link: str = Field(description="Link id between its accelerators (pcie5, nvlink4...).")
+    intra_node_link: str = Field(
+        description="Link id between its accelerators (pcie5, nvlink4...)."
+    )
     price_usd: float = Field(ge=0, description="Price of the node without accelerators, USD.")
     price_date: str
     power_overhead_w: float = Field(ge=0, description="CPUs, fans, NICs, storage at load, watts.")
@@ -187,8 +213,16 @@ class Node(Sourced):
 
 
 LinkKind = Literal[
-    "pcie", "nvlink", "infinity-fabric", "infiniband", "ethernet", "thunderbolt", "ici",
-    "neuronlink", "roce", "on-package",
+    "pcie",
+    "nvlink",
+    "infinity-fabric",
+    "infiniband",
+    "ethernet",
+    "thunderbolt",
+    "ici",
+    "neuronlink",
+    "roce",
+    "on-package",
 ]
 
 
@@ -199,7 +233,9 @@ class Link(Sourced):
     name: str
     kind: LinkKind
     scope: Literal["intra-node", "inter-node", "both"]
-    bandwidth_gb_s: float = Field(gt=0, description="Per direction, 1e9 bytes/s, per port or per device.")
+    bandwidth_gb_s: float = Field(
+        gt=0, description="Per direction, 1e9 bytes/s, per port or per device."
+    )
     latency_us: float = Field(ge=0, description="One-way small-message latency, microseconds.")
     price_usd_per_port: float | None = Field(None, ge=0, description="NIC plus switch port, USD.")
     price_date: str | None = None
@@ -219,7 +255,9 @@ class MoE(Frozen):
     shared_experts: int = Field(0, ge=0, description="Always-active shared experts.")
     expert_intermediate_size: int = Field(gt=0, description="FFN width of one expert.")
     first_dense_layers: int = Field(0, ge=0, description="Leading layers that use a dense FFN.")
-    dense_intermediate_size: int | None = Field(None, gt=0, description="FFN width of those dense layers.")
+    dense_intermediate_size: int | None = Field(
+        None, gt=0, description="FFN width of those dense layers."
+    )
 
 
 class MLA(Frozen):
@@ -247,14 +285,21 @@ class ModelArch(Sourced):
     intermediate_size: int = Field(gt=0, description="Dense FFN width.")
     vocab_size: int = Field(gt=0)
     tie_word_embeddings: bool = False
-    mlp: Literal["gated", "plain"] = Field(description="gated: SwiGLU/GeGLU (3 matrices); plain: 2.")
+    mlp: Literal["gated", "plain"] = Field(
+        description="gated: SwiGLU/GeGLU (3 matrices); plain: 2."
+    )
     norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
     attention_bias: Literal["none", "qkv", "all"] = Field(
-        "none", description="Biases on attention projections: none, q/k/v only (Qwen2), or all four."
+        "none",
+        description="Biases on attention projections: none, q/k/v only (Qwen2), or all four.",
     )
     mlp_bias: bool = False
-    learned_position_embeddings: int = Field(0, ge=0, description="Positions with a learned embedding (GPT-2/3).")
-    extra_norms_per_layer: int = Field(0, ge=0, description="Norms beyond the usual two per block (Gemma 2: 2).")
+    learned_position_embeddings: int = Field(
+        0, ge=0, description="Positions with a learned embedding (GPT-2/3)."
+    )
+    extra_norms_per_layer: int = Field(
+        0, ge=0, description="Norms beyond the usual two per block (Gemma 2: 2)."
+    )
     moe: MoE | None = None
     mla: MLA | None = None
     max_context: int = Field(gt=0)

@@ -6,9 +6,9 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 from rich.console import Console
@@ -25,7 +25,8 @@ from planner.estimator.estimate import (
     estimate_inference,
     estimate_training,
 )
-from planner.estimator.memory import TrainingSetup
+from planner.estimator.estimate import Task as EstTask
+from planner.estimator.memory import Method, Optimizer, Recompute, TrainingSetup
 from planner.hf_config import load_hf_config
 from planner.measurements import load_measurements
 from planner.report_estimate import (
@@ -43,26 +44,28 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-catalog_app = typer.Typer(help="Browse the catalog of devices, models, nodes and links.", no_args_is_help=True)
+catalog_app = typer.Typer(
+    help="Browse the catalog of devices, models, nodes and links.", no_args_is_help=True
+)
 app.add_typer(catalog_app, name="catalog")
 
 out = Console(soft_wrap=False, width=160)
 err = Console(stderr=True)
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     table = "table"
     json = "json"
 
 
-class Kind(str, Enum):
+class Kind(StrEnum):
     devices = "devices"
     models = "models"
     nodes = "nodes"
     links = "links"
 
 
-class Task(str, Enum):
+class Task(StrEnum):
     inference = "inference"
     full = "full"
     lora = "lora"
@@ -115,7 +118,8 @@ def catalog_show(
                 item = table[name]
                 data = item.model_dump(mode="json")
                 data["sources"] = {
-                    k: {"id": v, **cat.references[v].model_dump(exclude_none=True)} for k, v in item.sources.items()
+                    k: {"id": v, **cat.references[v].model_dump(exclude_none=True)}
+                    for k, v in item.sources.items()
                 }
                 if fmt is Format.json:
                     emit_json(data)
@@ -140,7 +144,9 @@ def resolve_model(name: str) -> ModelArch:
         if path.is_dir():
             path = path / "config.json"
         if not path.exists():
-            raise InputError(f"{path}: no such file (give a catalog model id or a config.json path)")
+            raise InputError(
+                f"{path}: no such file (give a catalog model id or a config.json path)"
+            )
         return load_hf_config(path)
     return load_catalog().model(name)
 
@@ -163,28 +169,61 @@ def parse_overrides(pairs: list[str]) -> dict[str, dict[str, float]]:
 
 @app.command()
 def estimate(
-    model: Annotated[str, typer.Option("--model", "-m", help="Catalog model id, or a path to a config.json.")],
+    model: Annotated[
+        str, typer.Option("--model", "-m", help="Catalog model id, or a path to a config.json.")
+    ],
     device: Annotated[str, typer.Option("--device", "-d", help="Catalog device id, or `all`.")],
-    task: Annotated[Task, typer.Option(help="inference, or training: full, lora, qlora.")] = Task.inference,
-    weights: Annotated[str, typer.Option(help="Weight format: fp16, bf16, fp8, int8, awq-int4, q4_0, q4_k_m, nf4...")] = "fp16",
+    task: Annotated[
+        Task, typer.Option(help="inference, or training: full, lora, qlora.")
+    ] = Task.inference,
+    weights: Annotated[
+        str,
+        typer.Option(help="Weight format: fp16, bf16, fp8, int8, awq-int4, q4_0, q4_k_m, nf4..."),
+    ] = "fp16",
     kv: Annotated[str, typer.Option(help="KV-cache format: fp16, fp8, q8_0...")] = "fp16",
-    context: Annotated[int, typer.Option(min=1, help="Tokens held per sequence in the KV cache.")] = 4096,
+    context: Annotated[
+        int, typer.Option(min=1, help="Tokens held per sequence in the KV cache.")
+    ] = 4096,
     batch: Annotated[int, typer.Option(min=1, help="Concurrent sequences (inference).")] = 1,
-    prompt: Annotated[int, typer.Option(min=1, help="Prompt tokens, for time to first token.")] = 1024,
+    prompt: Annotated[
+        int, typer.Option(min=1, help="Prompt tokens, for time to first token.")
+    ] = 1024,
     seq: Annotated[int, typer.Option(min=1, help="Training sequence length.")] = 4096,
-    micro_batch: Annotated[int, typer.Option("--micro-batch", min=1, help="Training micro-batch per device.")] = 1,
+    micro_batch: Annotated[
+        int, typer.Option("--micro-batch", min=1, help="Training micro-batch per device.")
+    ] = 1,
     optimizer: Annotated[str, typer.Option(help="adamw, adamw-8bit, sgd, adafactor.")] = "adamw",
-    zero: Annotated[int, typer.Option(min=0, max=3, help="ZeRO stage across data-parallel ranks.")] = 0,
+    zero: Annotated[
+        int, typer.Option(min=0, max=3, help="ZeRO stage across data-parallel ranks.")
+    ] = 0,
     dp: Annotated[int, typer.Option(min=1, help="Data-parallel ranks (for ZeRO sharding).")] = 1,
-    recompute: Annotated[str | None, typer.Option(help="Activation recomputation: none, selective, full (default: full for LoRA/QLoRA, selective otherwise).")] = None,
+    recompute: Annotated[
+        str | None,
+        typer.Option(
+            help="Activation recomputation: none, selective, full (default: full for LoRA/QLoRA, selective otherwise)."
+        ),
+    ] = None,
     lora_rank: Annotated[int, typer.Option(min=1, help="LoRA rank.")] = 16,
     tokens: Annotated[float | None, typer.Option(help="Training token budget (e.g. 2e9).")] = None,
-    lifetime_years: Annotated[float, typer.Option(min=0.1, help="Depreciation period of bought devices.")] = 4.0,
-    utilization: Annotated[float, typer.Option(min=0.01, max=1.0, help="Share of hours doing useful work.")] = 0.6,
-    electricity: Annotated[float, typer.Option(min=0.0, help="Electricity price, USD per kWh.")] = 0.12,
-    pue: Annotated[float, typer.Option(min=1.0, help="Power usage effectiveness of the site.")] = 1.3,
-    efficiency: Annotated[list[str] | None, typer.Option(help="Override an efficiency factor: [DEVICE_OR_CLASS:]FACTOR=VALUE.")] = None,
-    measured: Annotated[Path | None, typer.Option(help="YAML table of measured figures that replace estimates.")] = None,
+    lifetime_years: Annotated[
+        float, typer.Option(min=0.1, help="Depreciation period of bought devices.")
+    ] = 4.0,
+    utilization: Annotated[
+        float, typer.Option(min=0.01, max=1.0, help="Share of hours doing useful work.")
+    ] = 0.6,
+    electricity: Annotated[
+        float, typer.Option(min=0.0, help="Electricity price, USD per kWh.")
+    ] = 0.12,
+    pue: Annotated[
+        float, typer.Option(min=1.0, help="Power usage effectiveness of the site.")
+    ] = 1.3,
+    efficiency: Annotated[
+        list[str] | None,
+        typer.Option(help="Override an efficiency factor: [DEVICE_OR_CLASS:]FACTOR=VALUE."),
+    ] = None,
+    measured: Annotated[
+        Path | None, typer.Option(help="YAML table of measured figures that replace estimates.")
+    ] = None,
     fmt: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
 ) -> None:
     """Does a model fit on a device, how fast does it run, and what does it cost?"""
@@ -198,8 +237,12 @@ def estimate(
             for d in devices:
                 ov[d.id] = {**star, **ov.get(d.id, {})}
         table = device_table(devices, ov)
-        econ = Economics(lifetime_years=lifetime_years, utilization=utilization,
-                         electricity_usd_per_kwh=electricity, pue=pue)
+        econ = Economics(
+            lifetime_years=lifetime_years,
+            utilization=utilization,
+            electricity_usd_per_kwh=electricity,
+            pue=pue,
+        )
         rows: list[Estimate]
         if task is Task.inference:
             mfile = load_measurements(measured) if measured else None
@@ -210,13 +253,30 @@ def estimate(
             if rc not in ("none", "selective", "full"):
                 raise InputError(f"--recompute `{rc}`: choose none, selective or full")
             if optimizer not in ("adamw", "adamw-8bit", "sgd", "adafactor"):
-                raise InputError(f"--optimizer `{optimizer}`: choose adamw, adamw-8bit, sgd or adafactor")
-            setup = TrainingSetup(method=task.value, optimizer=optimizer, zero_stage=zero,  # type: ignore[arg-type]
-                                  data_parallel=dp, seq_len=seq, micro_batch=micro_batch,
-                                  recompute=rc, lora_rank=lora_rank)  # type: ignore[arg-type]
-            rows = estimate_training(arch, table, task.value, TrainingQuery(setup=setup, token_budget=tokens), econ)  # type: ignore[arg-type]
+                raise InputError(
+                    f"--optimizer `{optimizer}`: choose adamw, adamw-8bit, sgd or adafactor"
+                )
+            setup = TrainingSetup(
+                method=cast(Method, task.value),
+                optimizer=cast(Optimizer, optimizer),
+                zero_stage=zero,
+                data_parallel=dp,
+                seq_len=seq,
+                micro_batch=micro_batch,
+                recompute=cast(Recompute, rc),
+                lora_rank=lora_rank,
+            )
+            rows = estimate_training(
+                arch,
+                table,
+                cast(EstTask, task.value),
+                TrainingQuery(setup=setup, token_budget=tokens),
+                econ,
+            )
         if fmt is Format.json:
-            emit_json([estimate_dict(r) for r in rows] if device == "all" else estimate_dict(rows[0]))
+            emit_json(
+                [estimate_dict(r) for r in rows] if device == "all" else estimate_dict(rows[0])
+            )
         elif device == "all":
             out.print(estimates_table(rows))
         else:
@@ -230,9 +290,16 @@ def estimate(
 def solve(
     problem: Annotated[Path, typer.Argument(help="Problem file (YAML).")],
     fmt: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
-    out_path: Annotated[Path | None, typer.Option("--out", help="Also write the plan as JSON to this file.")] = None,
-    time_limit: Annotated[float, typer.Option("--time-limit", min=0.1, help="Seconds the solver may take.")] = 30.0,
-    workers: Annotated[int, typer.Option(min=1, max=64, help="Solver threads (1 is deterministic and fastest here).")] = 1,
+    out_path: Annotated[
+        Path | None, typer.Option("--out", help="Also write the plan as JSON to this file.")
+    ] = None,
+    time_limit: Annotated[
+        float, typer.Option("--time-limit", min=0.1, help="Seconds the solver may take.")
+    ] = 30.0,
+    workers: Annotated[
+        int,
+        typer.Option(min=1, max=64, help="Solver threads (1 is deterministic and fastest here)."),
+    ] = 1,
     seed: Annotated[int, typer.Option(min=0, help="Solver random seed.")] = 0,
 ) -> None:
     """Solve a problem file: the optimal bill of materials, layer map and figures."""
@@ -270,7 +337,9 @@ def write_atomic(path: Path, text: str) -> None:
     import tempfile
 
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent or Path("."), prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(
+            dir=path.parent or Path("."), prefix=f".{path.name}.", suffix=".tmp"
+        )
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)

@@ -32,21 +32,29 @@ def load_hf_config(path: Path) -> ModelArch:
         for k in keys:
             if k in cfg:
                 return cfg[k]
-        raise InputError(f"{path}: missing `{keys[0]}`; is this a decoder-only transformer's config.json?")
+        raise InputError(
+            f"{path}: missing `{keys[0]}`; is this a decoder-only transformer's config.json?"
+        )
 
     hidden = int(need("hidden_size", "n_embd", "d_model"))
     heads = int(need("num_attention_heads", "n_head"))
     model_type = str(cfg.get("model_type", "custom"))
     moe = None
-    n_experts = cfg.get("n_routed_experts") or cfg.get("num_local_experts") or cfg.get("num_experts")
+    n_experts = (
+        cfg.get("n_routed_experts") or cfg.get("num_local_experts") or cfg.get("num_experts")
+    )
     if n_experts:
         moe = MoE(
             num_experts=int(n_experts),
             experts_per_token=int(need("num_experts_per_tok", "num_experts_per_token")),
             shared_experts=int(cfg.get("n_shared_experts") or 0),
-            expert_intermediate_size=int(cfg.get("moe_intermediate_size") or need("intermediate_size")),
+            expert_intermediate_size=int(
+                cfg.get("moe_intermediate_size") or need("intermediate_size")
+            ),
             first_dense_layers=int(cfg.get("first_k_dense_replace") or 0),
-            dense_intermediate_size=cfg.get("intermediate_size") if cfg.get("first_k_dense_replace") else None,
+            dense_intermediate_size=cfg.get("intermediate_size")
+            if cfg.get("first_k_dense_replace")
+            else None,
         )
     mla = None
     if cfg.get("kv_lora_rank"):
@@ -58,7 +66,11 @@ def load_hf_config(path: Path) -> ModelArch:
             v_head_dim=int(need("v_head_dim")),
         )
     act = str(cfg.get("hidden_act") or cfg.get("hidden_activation") or "silu")
-    bias = "qkv" if model_type.startswith("qwen2") else ("all" if cfg.get("attention_bias") else "none")
+    bias = (
+        "qkv"
+        if model_type.startswith("qwen2")
+        else ("all" if cfg.get("attention_bias") else "none")
+    )
     fields: dict[str, Any] = {
         "id": path.parent.name.lower().replace("_", "-") or "custom-model",
         "name": str(cfg.get("_name_or_path") or path.parent.name or "custom model"),

@@ -31,11 +31,19 @@ class Measurement(Frozen):
     weights: str = Field(description="Weight format id (fp16, q4_0, awq-int4...).")
     kv: str = Field("fp16", description="KV-cache format id.")
     metric: Metric
-    batch: int | None = Field(1, ge=1, description="Concurrent sequences; null for a saturated server whose batch is not published.")
-    context: int | None = Field(0, ge=0, description="Tokens in context while decoding, or prompt length.")
+    batch: int | None = Field(
+        1,
+        ge=1,
+        description="Concurrent sequences; null for a saturated server whose batch is not published.",
+    )
+    context: int | None = Field(
+        0, ge=0, description="Tokens in context while decoding, or prompt length."
+    )
     value: float = Field(gt=0)
     engine: str | None = None
-    source: str | None = Field(None, description="Reference id (required in the calibration table).")
+    source: str | None = Field(
+        None, description="Reference id (required in the calibration table)."
+    )
     notes: str | None = None
 
 
@@ -64,7 +72,12 @@ def find(
     hit = None
     for row in table.measurements:
         if (row.model, row.device, row.weights, row.metric, row.batch, row.devices) == (
-            model, device, weights, metric, batch, devices,
+            model,
+            device,
+            weights,
+            metric,
+            batch,
+            devices,
         ):
             hit = row
     return hit

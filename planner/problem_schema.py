@@ -20,13 +20,23 @@ class InferenceWorkload(Frozen):
     name: Name
     kind: Literal["inference"] = "inference"
     model: str = Field(description="Catalog model id.")
-    weights: str = Field("fp16", description="Weight format (fp16, bf16, fp8, int8, awq-int4, q4_k_m...).")
+    weights: str = Field(
+        "fp16", description="Weight format (fp16, bf16, fp8, int8, awq-int4, q4_k_m...)."
+    )
     kv: str = Field("fp16", description="KV-cache format (fp16, fp8, q8_0...).")
-    context_tokens: int = Field(4096, gt=0, le=2_000_000, description="KV tokens held per sequence.")
-    prompt_tokens: int = Field(1024, gt=0, description="Prompt tokens per request (time to first token).")
+    context_tokens: int = Field(
+        4096, gt=0, le=2_000_000, description="KV tokens held per sequence."
+    )
+    prompt_tokens: int = Field(
+        1024, gt=0, description="Prompt tokens per request (time to first token)."
+    )
     concurrency: int = Field(1, ge=1, le=1_000_000, description="Sequences served at once.")
-    min_tokens_per_s: float = Field(0.0, ge=0, description="Output tokens/s the fleet must sustain.")
-    max_ms_per_token: float | None = Field(None, gt=0, description="Ceiling on time per output token, ms.")
+    min_tokens_per_s: float = Field(
+        0.0, ge=0, description="Output tokens/s the fleet must sustain."
+    )
+    max_ms_per_token: float | None = Field(
+        None, gt=0, description="Ceiling on time per output token, ms."
+    )
     max_ttft_s: float | None = Field(None, gt=0, description="Ceiling on time to first token, s.")
 
 
@@ -66,11 +76,19 @@ class OwnedDevices(Frozen):
 
 
 class Constraints(Frozen):
-    budget_usd: float | None = Field(None, gt=0, description="Ceiling on total cost over the horizon, USD.")
+    budget_usd: float | None = Field(
+        None, gt=0, description="Ceiling on total cost over the horizon, USD."
+    )
     capex_usd: float | None = Field(None, gt=0, description="Ceiling on money spent up front, USD.")
-    power_w: float | None = Field(None, gt=0, description="Ceiling on power at the wall (with PUE), W.")
-    max_devices: int | None = Field(None, ge=1, le=100_000, description="Ceiling on accelerator count.")
-    allowed_devices: list[str] | None = Field(None, description="Only these device ids (default all).")
+    power_w: float | None = Field(
+        None, gt=0, description="Ceiling on power at the wall (with PUE), W."
+    )
+    max_devices: int | None = Field(
+        None, ge=1, le=100_000, description="Ceiling on accelerator count."
+    )
+    allowed_devices: list[str] | None = Field(
+        None, description="Only these device ids (default all)."
+    )
     excluded_devices: list[str] = Field(default_factory=list, description="Never these device ids.")
     vendors: list[str] | None = Field(None, description="Only these vendors.")
     require_ecc: bool = Field(False, description="Only devices with ECC memory.")
@@ -80,26 +98,41 @@ class Constraints(Frozen):
     max_tensor_parallel: int = Field(8, ge=1, le=72, description="Largest tensor-parallel group.")
     max_stages: int = Field(8, ge=1, le=64, description="Largest pipeline depth per replica.")
     tensor_parallel_over_pcie: bool = Field(
-        True, description="Allow tensor parallelism over PCIe inside a node (not only NVLink-class)."
+        True,
+        description="Allow tensor parallelism over PCIe inside a node (not only NVLink-class).",
     )
-    network: str = Field("eth-100g", description="Link id between nodes (pipeline hops, gradients).")
-    heterogeneous_pipelines: bool = Field(True, description="Allow two device types in one replica.")
-    max_rack_units: int | None = Field(None, ge=1, description="Ceiling on rack units of all nodes.")
+    network: str = Field(
+        "eth-100g", description="Link id between nodes (pipeline hops, gradients)."
+    )
+    heterogeneous_pipelines: bool = Field(
+        True, description="Allow two device types in one replica."
+    )
+    max_rack_units: int | None = Field(
+        None, ge=1, description="Ceiling on rack units of all nodes."
+    )
     inventory: list[OwnedDevices] = Field(
         default_factory=list, description="Devices already owned: free to use, hosts included."
     )
 
 
 class Horizon(Frozen):
-    lifetime_years: float = Field(3.0, gt=0, le=20, description="Depreciation period and TCO horizon.")
-    utilization: float = Field(0.6, gt=0, le=1, description="Share of hours the fleet works at load.")
+    lifetime_years: float = Field(
+        3.0, gt=0, le=20, description="Depreciation period and TCO horizon."
+    )
+    utilization: float = Field(
+        0.6, gt=0, le=1, description="Share of hours the fleet works at load."
+    )
     electricity_usd_per_kwh: float = Field(0.12, ge=0, le=10)
     pue: float = Field(1.3, ge=1, le=5, description="Power usage effectiveness.")
-    procurement: Literal["buy", "rent"] = Field("buy", description="Buy devices, or rent them by the hour.")
+    procurement: Literal["buy", "rent"] = Field(
+        "buy", description="Buy devices, or rent them by the hour."
+    )
 
 
 class Objective(Frozen):
-    goal: Literal["min_cost", "max_throughput", "max_tokens_per_joule", "min_cost_per_token"] = "min_cost"
+    goal: Literal["min_cost", "max_throughput", "max_tokens_per_joule", "min_cost_per_token"] = (
+        "min_cost"
+    )
     tie_break: Literal["min_cost", "max_throughput", "min_power", None] = Field(
         None, description="Second objective among plans optimal for the first."
     )
@@ -121,7 +154,9 @@ class Problem(Frozen):
                 raise ValueError(f"two workloads are named `{w.name}`; names must be unique")
             seen.add(w.name)
         if self.objective.goal in ("max_throughput",) and not (
-            self.constraints.budget_usd or self.constraints.capex_usd or self.constraints.max_devices
+            self.constraints.budget_usd
+            or self.constraints.capex_usd
+            or self.constraints.max_devices
             or self.constraints.power_w
         ):
             raise ValueError(

@@ -60,7 +60,9 @@ def catalog_rows(cat: Catalog, kind: str) -> list[dict[str, Any]]:
                 "name": m.name,
                 "layers": m.num_layers,
                 "hidden": m.hidden_size,
-                "attention": "MLA" if m.mla else ("GQA" if m.num_key_value_heads < m.num_attention_heads else "MHA"),
+                "attention": "MLA"
+                if m.mla
+                else ("GQA" if m.num_key_value_heads < m.num_attention_heads else "MHA"),
                 "moe": f"{m.moe.experts_per_token}/{m.moe.num_experts}" if m.moe else "-",
                 "params_b": round(total_params(m) / 1e9, 2),
                 "active_params_b": round(active_params(m) / 1e9, 2),
@@ -102,7 +104,12 @@ def table_of(rows: list[dict[str, Any]], title: str) -> Table:
     for key, value in rows[0].items():
         t.add_column(key, justify="right" if isinstance(value, (int, float)) else "left")
     for r in rows:
-        t.add_row(*("-" if v is None else (f"{v:,}" if isinstance(v, (int, float)) else str(v)) for v in r.values()))
+        t.add_row(
+            *(
+                "-" if v is None else (f"{v:,}" if isinstance(v, (int, float)) else str(v))
+                for v in r.values()
+            )
+        )
     return t
 
 
@@ -167,7 +174,11 @@ def estimate_tables(e: Estimate) -> list[Table]:
         "fits on one device"
         if e.fits
         else f"does NOT fit: short by {gb(e.shortfall_bytes)} GB"
-        + (f"; needs {e.devices_needed} devices" if e.devices_needed else "; no device count we tried holds it")
+        + (
+            f"; needs {e.devices_needed} devices"
+            if e.devices_needed
+            else "; no device count we tried holds it"
+        )
     )
     mem.caption = verdict
 
@@ -176,7 +187,10 @@ def estimate_tables(e: Estimate) -> list[Table]:
     perf.add_column("value", justify="right")
     perf.add_row("devices", f"{max(e.devices_needed, 1)} ({e.parallelism})")
     if e.task == "inference":
-        perf.add_row("decode throughput", f"{_num(e.tokens_per_s)} tokens/s" + (" (measured)" if e.measured else ""))
+        perf.add_row(
+            "decode throughput",
+            f"{_num(e.tokens_per_s)} tokens/s" + (" (measured)" if e.measured else ""),
+        )
         perf.add_row("time per output token", f"{_num(e.ms_per_token, ',.2f')} ms")
         perf.add_row("time to first token", duration(e.prefill_s))
         perf.add_row("decode is", f"{e.bound}-bound")
@@ -187,20 +201,44 @@ def estimate_tables(e: Estimate) -> list[Table]:
             perf.add_row("time for the token budget", duration(e.budget_s))
     perf.add_row("power", f"{_num(e.power_w, ',.0f')} W")
     perf.add_row("tokens per joule", _num(e.tokens_per_joule, ",.3f"))
-    perf.add_row("cost, bought", "-" if e.usd_per_mtok_bought is None else f"${e.usd_per_mtok_bought:,.3f} per M tokens")
-    perf.add_row("cost, rented", "-" if e.usd_per_mtok_rented is None else f"${e.usd_per_mtok_rented:,.3f} per M tokens")
+    perf.add_row(
+        "cost, bought",
+        "-" if e.usd_per_mtok_bought is None else f"${e.usd_per_mtok_bought:,.3f} per M tokens",
+    )
+    perf.add_row(
+        "cost, rented",
+        "-" if e.usd_per_mtok_rented is None else f"${e.usd_per_mtok_rented:,.3f} per M tokens",
+    )
     return [mem, perf]
 
 
 def estimates_table(rows: list[Estimate]) -> Table:
     """One line per device (for --device all)."""
     t = Table(title=f"{rows[0].model}: {rows[0].task} on every device", title_justify="left")
-    for col in ("device", "GB needed", "fits", "devices", "tokens/s", "ms/token", "W", "tokens/J", "$/M bought", "$/M rented"):
+    for col in (
+        "device",
+        "GB needed",
+        "fits",
+        "devices",
+        "tokens/s",
+        "ms/token",
+        "W",
+        "tokens/J",
+        "$/M bought",
+        "$/M rented",
+    ):
         t.add_column(col, justify="left" if col == "device" else "right")
     for e in rows:
         t.add_row(
-            e.device, gb(e.memory.total), "yes" if e.fits else "no", str(e.devices_needed or "-"),
-            _num(e.tokens_per_s), _num(e.ms_per_token, ",.2f"), _num(e.power_w, ",.0f"),
-            _num(e.tokens_per_joule, ",.3f"), _num(e.usd_per_mtok_bought, ",.3f"), _num(e.usd_per_mtok_rented, ",.3f"),
+            e.device,
+            gb(e.memory.total),
+            "yes" if e.fits else "no",
+            str(e.devices_needed or "-"),
+            _num(e.tokens_per_s),
+            _num(e.ms_per_token, ",.2f"),
+            _num(e.power_w, ",.0f"),
+            _num(e.tokens_per_joule, ",.3f"),
+            _num(e.usd_per_mtok_bought, ",.3f"),
+            _num(e.usd_per_mtok_rented, ",.3f"),
         )
     return t

@@ -34,9 +34,23 @@ def plan_renderable(plan: Plan) -> Group:
     for col in ("item", "count", "owned", "bought", "unit price", "total"):
         bom.add_column(col, justify="left" if col == "item" else "right")
     for d in plan.devices:
-        bom.add_row(d.type, str(d.count), str(d.owned), str(d.bought), _money(d.unit_price_usd), _money(d.total_usd))
-    for n in plan.nodes:
-        bom.add_row(f"{n.type} (hosts {n.hosts})", str(n.count), "", "", _money(n.unit_price_usd), _money(n.total_usd))
+        bom.add_row(
+            d.type,
+            str(d.count),
+            str(d.owned),
+            str(d.bought),
+            _money(d.unit_price_usd),
+            _money(d.total_usd),
+        )
+    for node in plan.nodes:
+        bom.add_row(
+            f"{node.type} (hosts {node.hosts})",
+            str(node.count),
+            "",
+            "",
+            _money(node.unit_price_usd),
+            _money(node.total_usd),
+        )
     bom.add_row("links", ", ".join(plan.links), "", "", "", "")
     parts.append(bom)
 
@@ -52,20 +66,45 @@ def plan_renderable(plan: Plan) -> Group:
     parts.append(money)
 
     for w in plan.workloads:
-        t = Table(title=f"workload {w.name} ({w.kind}, {w.model}): {w.replicas} x replica, batch {w.batch}",
-                  title_justify="left")
-        for col in ("stage", "device", "tp", "layers", "weights GB", "KV GB", "act GB", "grad+opt GB", "total GB", "ms/step", "boundary KB"):
+        t = Table(
+            title=f"workload {w.name} ({w.kind}, {w.model}): {w.replicas} x replica, batch {w.batch}",
+            title_justify="left",
+        )
+        for col in (
+            "stage",
+            "device",
+            "tp",
+            "layers",
+            "weights GB",
+            "KV GB",
+            "act GB",
+            "grad+opt GB",
+            "total GB",
+            "ms/step",
+            "boundary KB",
+        ):
             t.add_column(col, justify="right" if col not in ("device",) else "left")
         for i, s in enumerate(w.stages):
             mb = s.memory_bytes
-            t.add_row(str(i), s.device, str(s.tp), f"{s.layers[0]}-{s.layers[1]}", gb(mb["weights"]), gb(mb["kv_cache"]),
-                      gb(mb["activations"]), gb(mb["gradients"] + mb["optimizer"]), gb(mb["total"]),
-                      f"{s.seconds_per_step * 1e3:,.2f}" if s.seconds_per_step else "-",
-                      f"{s.boundary_bytes_per_step / 1e3:,.1f}" if s.boundary_bytes_per_step else "-")
+            t.add_row(
+                str(i),
+                s.device,
+                str(s.tp),
+                f"{s.layers[0]}-{s.layers[1]}",
+                gb(mb["weights"]),
+                gb(mb["kv_cache"]),
+                gb(mb["activations"]),
+                gb(mb["gradients"] + mb["optimizer"]),
+                gb(mb["total"]),
+                f"{s.seconds_per_step * 1e3:,.2f}" if s.seconds_per_step else "-",
+                f"{s.boundary_bytes_per_step / 1e3:,.1f}" if s.boundary_bytes_per_step else "-",
+            )
         if w.kind == "inference":
-            t.caption = (f"{w.tokens_per_s:,.0f} tokens/s, {w.ms_per_token:,.1f} ms/token, "
-                         f"first token {duration(w.ttft_s)}, {w.tokens_per_joule:,.3f} tokens/J, "
-                         f"${w.usd_per_million_tokens or 0:,.4f} per M tokens")
+            t.caption = (
+                f"{w.tokens_per_s:,.0f} tokens/s, {w.ms_per_token:,.1f} ms/token, "
+                f"first token {duration(w.ttft_s)}, {w.tokens_per_joule:,.3f} tokens/J, "
+                f"${w.usd_per_million_tokens or 0:,.4f} per M tokens"
+            )
         else:
             t.caption = f"{w.tokens_per_s:,.0f} tokens/s, finishes in {duration((w.finish_hours or 0) * 3600)}"
         parts.append(t)

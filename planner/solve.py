@@ -10,7 +10,12 @@ from planner.errors import InputError, did_you_mean
 from planner.estimator.formats import kv_bytes, weight_format
 from planner.model.cpsat import PlannerModel, Solution, Tables
 from planner.model.designs import Design, allowed_devices, inference_designs, training_designs
-from planner.model.economics import device_economics, energy_usd_per_watt, working_hours
+from planner.model.economics import (
+    DeviceEconomics,
+    device_economics,
+    energy_usd_per_watt,
+    working_hours,
+)
 from planner.plan import DeviceLine, NodeLine, Plan, StageLine, WorkloadPlan
 from planner.problem_schema import InferenceWorkload, Problem, TrainingWorkload
 from planner.verify import stage_figures, verify
@@ -35,8 +40,10 @@ def check_names(problem: Problem, cat: Catalog, doc: Located | None = None) -> N
 
     for i, w in enumerate(problem.workloads):
         if w.model not in cat.models:
-            raise InputError(f"{where(('workloads', i, 'model'))}workload `{w.name}`: unknown model `{w.model}`"
-                             f"{did_you_mean(w.model, cat.models)}")
+            raise InputError(
+                f"{where(('workloads', i, 'model'))}workload `{w.name}`: unknown model `{w.model}`"
+                f"{did_you_mean(w.model, cat.models)}"
+            )
         if isinstance(w, InferenceWorkload):
             try:
                 weight_format(w.weights)
@@ -44,15 +51,22 @@ def check_names(problem: Problem, cat: Catalog, doc: Located | None = None) -> N
             except InputError as e:
                 raise InputError(f"{where(('workloads', i))}workload `{w.name}`: {e}") from None
     c = problem.constraints
-    for key, names in (("allowed_devices", c.allowed_devices or []), ("excluded_devices", c.excluded_devices),
-                       ("inventory", [o.device for o in c.inventory])):
+    for key, names in (
+        ("allowed_devices", c.allowed_devices or []),
+        ("excluded_devices", c.excluded_devices),
+        ("inventory", [o.device for o in c.inventory]),
+    ):
         for j, n in enumerate(names):
             if n not in cat.accelerators:
-                raise InputError(f"{where(('constraints', key, j))}constraints.{key}: unknown device `{n}`"
-                                 f"{did_you_mean(n, cat.accelerators)}")
+                raise InputError(
+                    f"{where(('constraints', key, j))}constraints.{key}: unknown device `{n}`"
+                    f"{did_you_mean(n, cat.accelerators)}"
+                )
     if c.network not in cat.links:
-        raise InputError(f"{where(('constraints', 'network'))}constraints.network: unknown link `{c.network}`"
-                         f"{did_you_mean(c.network, cat.links)}")
+        raise InputError(
+            f"{where(('constraints', 'network'))}constraints.network: unknown link `{c.network}`"
+            f"{did_you_mean(c.network, cat.links)}"
+        )
 
 
 def build_tables(problem: Problem, cat: Catalog) -> Tables:
@@ -70,28 +84,49 @@ def build_tables(problem: Problem, cat: Catalog) -> Tables:
                 hours = w.token_budget / d.tokens_per_s / 3600
                 if problem.horizon.procurement == "buy":
                     h = problem.horizon
-                    training_cost[(w.name, j)] = d.power_w * hours / 1000 * h.pue * h.electricity_usd_per_kwh
+                    training_cost[(w.name, j)] = (
+                        d.power_w * hours / 1000 * h.pue * h.electricity_usd_per_kwh
+                    )
                 else:
                     training_cost[(w.name, j)] = sum(
-                        n * (cat.accelerator(dev).price.rent_usd_per_hour or 0.0) * hours for dev, n in d.devices.items()
+                        n * (cat.accelerator(dev).price.rent_usd_per_hour or 0.0) * hours
+                        for dev, n in d.devices.items()
                     )
     return Tables(problem, designs, econ, training_cost)
 
 
-def solve_problem(problem: Problem, *, time_limit: float = 30.0, workers: int = 1, seed: int = 0,
-                  cat: Catalog | None = None) -> Plan:
+def solve_problem(
+    problem: Problem,
+    *,
+    time_limit: float = 30.0,
+    workers: int = 1,
+    seed: int = 0,
+    cat: Catalog | None = None,
+) -> Plan:
     cat = cat or load_catalog()
     t0 = time.perf_counter()
     tables = build_tables(problem, cat)
     empty = [w.name for w in problem.workloads if not tables.designs[w.name]]
     if empty:
-        return Plan(problem.name, "INFEASIBLE", problem.objective.goal, None, None, time.perf_counter() - t0,
-                    notes=[f"workload `{n}`: no device configuration meets its memory and latency needs "
-                           "(run `planner explain` for details)" for n in empty])
+        return Plan(
+            problem.name,
+            "INFEASIBLE",
+            problem.objective.goal,
+            None,
+            None,
+            time.perf_counter() - t0,
+            notes=[
+                f"workload `{n}`: no device configuration meets its memory and latency needs "
+                "(run `planner explain` for details)"
+                for n in empty
+            ],
+        )
     model = PlannerModel(tables)
     sol = model.solve(time_limit=time_limit, workers=workers, seed=seed)
     if sol.status not in ("OPTIMAL", "FEASIBLE"):
-        return Plan(problem.name, sol.status, problem.objective.goal, None, None, time.perf_counter() - t0)
+        return Plan(
+            problem.name, sol.status, problem.objective.goal, None, None, time.perf_counter() - t0
+        )
     plan = make_plan(problem, cat, tables, sol)
     plan.solve_seconds = time.perf_counter() - t0
     verify(plan, problem, cat)
@@ -115,42 +150,101 @@ def make_plan(problem: Problem, cat: Catalog, tables: Tables, sol: Solution) -> 
         first = 0
         for s_i, st in enumerate(d.stages):
             fig = stage_figures(w, cat, d, s_i, problem)
-            stages.append(StageLine(st.device, st.tp, (first, first + st.layers - 1), fig.memory,
-                                    fig.seconds, fig.boundary_bytes))
+            stages.append(
+                StageLine(
+                    st.device,
+                    st.tp,
+                    (first, first + st.layers - 1),
+                    fig.memory,
+                    fig.seconds,
+                    fig.boundary_bytes,
+                )
+            )
             first += st.layers
         if isinstance(w, TrainingWorkload):
             hours = w.token_budget / d.tokens_per_s / 3600
             device_power += 0.0  # a training job's energy is a one-off, counted in its cost
             cost = tables.training_cost[(wn, j)]
-            plan.workloads.append(WorkloadPlan(wn, "training", w.model, d.replicas_dp, d.batch, tuple(stages),
-                                               d.tokens_per_s, None, None, hours, d.power_w,
-                                               d.tokens_per_s / d.power_w, None))
+            plan.workloads.append(
+                WorkloadPlan(
+                    wn,
+                    "training",
+                    w.model,
+                    d.replicas_dp,
+                    d.batch,
+                    tuple(stages),
+                    d.tokens_per_s,
+                    None,
+                    None,
+                    hours,
+                    d.power_w,
+                    d.tokens_per_s / d.power_w,
+                    None,
+                )
+            )
             plan.opex_usd_per_year += 0.0
-            plan.notes.append(f"training `{wn}`: {hours:,.1f} h on {sum(d.devices.values())} devices; "
-                              f"{'energy' if buy else 'rent'} for the job ${cost:,.0f}")
+            plan.notes.append(
+                f"training `{wn}`: {hours:,.1f} h on {sum(d.devices.values())} devices; "
+                f"{'energy' if buy else 'rent'} for the job ${cost:,.0f}"
+            )
         else:
             tps = d.tokens_per_s * r
             watts = d.power_w * r
             device_power += watts
-            plan.workloads.append(WorkloadPlan(wn, "inference", w.model, r, d.batch, tuple(stages), tps,
-                                               d.ms_per_token, d.ttft_s, None, watts, tps / watts, None))
+            plan.workloads.append(
+                WorkloadPlan(
+                    wn,
+                    "inference",
+                    w.model,
+                    r,
+                    d.batch,
+                    tuple(stages),
+                    tps,
+                    d.ms_per_token,
+                    d.ttft_s,
+                    None,
+                    watts,
+                    tps / watts,
+                    None,
+                )
+            )
     econ = tables.econ
     for dev in sorted(used):
         e = econ[dev]
         bought = sol.bought.get(dev, 0)
         unit = e.unit_usd
-        plan.devices.append(DeviceLine(dev, used[dev], used[dev] - bought, bought, unit, unit * bought))
-        hosts = -(-used[dev] // e.slots)  # the fewest hosts that hold them (the solver may leave free ones idle)
+        plan.devices.append(
+            DeviceLine(dev, used[dev], used[dev] - bought, bought, unit, unit * bought)
+        )
+        hosts = -(
+            -used[dev] // e.slots
+        )  # the fewest hosts that hold them (the solver may leave free ones idle)
         host_bought = -(-bought // e.slots)
-        plan.nodes.append(NodeLine(e.node.id, dev, hosts, e.node.price_usd if buy else 0.0,
-                                   (e.node.price_usd if buy else 0.0) * host_bought, e.node.rack_units * hosts))
+        plan.nodes.append(
+            NodeLine(
+                e.node.id,
+                dev,
+                hosts,
+                e.node.price_usd if buy else 0.0,
+                (e.node.price_usd if buy else 0.0) * host_bought,
+                e.node.rack_units * hosts,
+            )
+        )
         plan.rack_units += e.node.rack_units * hosts
         device_power += e.node.power_overhead_w * hosts
         if e.node.intra_node_link not in plan.links:
             plan.links.append(e.node.intra_node_link)
-    if len(used) > 1 or any(n.count > 1 for n in plan.nodes) or any(len(w.stages) > 1 for w in plan.workloads):
+    if (
+        len(used) > 1
+        or any(n.count > 1 for n in plan.nodes)
+        or any(len(w.stages) > 1 for w in plan.workloads)
+    ):
         plan.links.append(problem.constraints.network)
-    plan.capex_usd = sum(x.total_usd for x in plan.devices) + sum(n.total_usd for n in plan.nodes) if buy else 0.0
+    plan.capex_usd = (
+        sum(x.total_usd for x in plan.devices) + sum(n.total_usd for n in plan.nodes)
+        if buy
+        else 0.0
+    )
     plan.power_w = device_power
     plan.wall_power_w = device_power * h.pue
     years = h.lifetime_years
@@ -164,12 +258,49 @@ def make_plan(problem: Problem, cat: Catalog, tables: Tables, sol: Solution) -> 
     for wp in plan.workloads:
         if wp.kind == "inference" and wp.tokens_per_s > 0:
             share = _workload_cost(wp, plan, problem, econ)
-            object.__setattr__(wp, "usd_per_million_tokens", share / (wp.tokens_per_s * seconds) * 1e6)
+            object.__setattr__(
+                wp, "usd_per_million_tokens", share / (wp.tokens_per_s * seconds) * 1e6
+            )
     plan.objective, plan.bound = _objective(plan, problem, sol)
+    plan.slack = constraint_slack(plan, problem)
+    plan.binding_constraints = [k for k, v in plan.slack.items() if v <= BINDING_SLACK]
     return plan
 
 
-def _workload_cost(wp: WorkloadPlan, plan: Plan, problem: Problem, econ: dict) -> float:  # type: ignore[type-arg]
+BINDING_SLACK = 0.05  # a constraint with under 5 % room left is reported as binding
+
+
+def constraint_slack(plan: Plan, problem: Problem) -> dict[str, float]:
+    """Relative room left under each stated limit: (limit - used) / limit, or (got - need) / need."""
+    c = problem.constraints
+    out: dict[str, float] = {}
+
+    def room(name: str, used: float, limit: float | None) -> None:
+        if limit:
+            out[name] = (limit - used) / limit
+
+    room("budget", plan.tco_usd, c.budget_usd)
+    room("capex", plan.capex_usd, c.capex_usd)
+    room("power", plan.wall_power_w, c.power_w)
+    room("max_devices", sum(d.count for d in plan.devices), c.max_devices)
+    room("rack_units", plan.rack_units, c.max_rack_units)
+    for w in problem.workloads:
+        parts = [x for x in plan.workloads if x.name == w.name]
+        if isinstance(w, InferenceWorkload):
+            if w.min_tokens_per_s:
+                got = sum(x.tokens_per_s for x in parts)
+                out[f"throughput:{w.name}"] = (got - w.min_tokens_per_s) / w.min_tokens_per_s
+            if w.max_ms_per_token:
+                worst = max(x.ms_per_token or 0.0 for x in parts)
+                room(f"latency:{w.name}", worst, w.max_ms_per_token)
+        elif w.deadline_hours:
+            room(f"deadline:{w.name}", max(x.finish_hours or 0.0 for x in parts), w.deadline_hours)
+    return out
+
+
+def _workload_cost(
+    wp: WorkloadPlan, plan: Plan, problem: Problem, econ: dict[str, DeviceEconomics]
+) -> float:
     """Devices of this workload at their unit price plus its energy over the horizon."""
     per_w = energy_usd_per_watt(problem)
     counts: dict[str, int] = {}
@@ -192,5 +323,5 @@ def _objective(plan: Plan, problem: Problem, sol: Solution) -> tuple[float | Non
         v = thr / plan.power_w if plan.power_w else 0.0
         return v, (v if sol.status == "OPTIMAL" else None)
     seconds = working_hours(problem) * 3600
-    v = plan.tco_usd / (thr * seconds) * 1e6 if thr else None
-    return v, (v if sol.status == "OPTIMAL" else None)
+    cpt = plan.tco_usd / (thr * seconds) * 1e6 if thr else None
+    return cpt, (cpt if sol.status == "OPTIMAL" else None)

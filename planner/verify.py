@@ -16,7 +16,7 @@ from planner.estimator.memory import TrainingSetup, inference_memory, training_m
 from planner.estimator.perf import decode_layer_seconds, head_seconds
 from planner.model.designs import Design
 from planner.model.economics import energy_usd_per_watt
-from planner.plan import Plan
+from planner.plan import Plan, WorkloadPlan
 from planner.problem_schema import InferenceWorkload, Problem, TrainingWorkload, Workload
 
 REL_TOL = 1e-6
@@ -36,21 +36,42 @@ def stage_figures(w: Workload, cat: Catalog, d: Design, s_i: int, problem: Probl
     S = len(d.stages)
     first, last = s_i == 0, s_i == S - 1
     if isinstance(w, TrainingWorkload):
-        setup = TrainingSetup(method=w.method, optimizer=w.optimizer, zero_stage=w.zero_stage,
-                              data_parallel=d.replicas_dp, tensor_parallel=st.tp, seq_len=w.seq_len,
-                              micro_batch=w.micro_batch, recompute=w.recompute, lora_rank=w.lora_rank)
+        setup = TrainingSetup(
+            method=w.method,
+            optimizer=w.optimizer,
+            zero_stage=w.zero_stage,
+            data_parallel=d.replicas_dp,
+            tensor_parallel=st.tp,
+            seq_len=w.seq_len,
+            micro_batch=w.micro_batch,
+            recompute=w.recompute,
+            lora_rank=w.lora_rank,
+        )
         mem = training_memory(m, setup, layers=st.layers, last=last)
         return StageFigures(mem.as_dict(), 0.0, 0.0)
     fmt, kvb = weight_format(w.weights), kv_bytes(w.kv)
     seqs = d.batch * S
-    mem = inference_memory(m, fmt, kvb, batch=seqs, context=w.context_tokens, layers=st.layers, tp=st.tp,
-                           first=first, last=last)
+    mem = inference_memory(
+        m,
+        fmt,
+        kvb,
+        batch=seqs,
+        context=w.context_tokens,
+        layers=st.layers,
+        tp=st.tp,
+        first=first,
+        last=last,
+    )
     dev = device_table([cat.accelerator(st.device)])
     tau = decode_layer_seconds(m, fmt, kvb, dev, batch=d.batch, context=w.context_tokens, tp=st.tp)
     fixed = head_seconds(m, fmt, dev, d.batch) / st.tp + dev.step_overhead_s
     net = cat.link(problem.constraints.network)
     boundary = pipeline_activation_bytes(d.batch, 1, m.hidden_size) if S > 1 else 0.0
-    hop = float(p2p_seconds(boundary, net.bandwidth_gb_s * 1e9, net.latency_us * 1e-6)) if S > 1 else 0.0
+    hop = (
+        float(p2p_seconds(boundary, net.bandwidth_gb_s * 1e9, net.latency_us * 1e-6))
+        if S > 1
+        else 0.0
+    )
     seconds = float(np.asarray(st.layers * tau + fixed)[0]) + hop
     return StageFigures(mem.as_dict(), seconds, boundary)
 
@@ -68,7 +89,7 @@ def verify(plan: Plan, problem: Problem, cat: Catalog) -> None:
     c = problem.constraints
     h = problem.horizon
     used: dict[str, int] = {}
-    by_workload: dict[str, list] = {}  # type: ignore[type-arg]
+    by_workload: dict[str, list[WorkloadPlan]] = {}
     for wp in plan.workloads:
         by_workload.setdefault(wp.name, []).append(wp)
     for w in problem.workloads:
@@ -90,24 +111,38 @@ def verify(plan: Plan, problem: Problem, cat: Catalog) -> None:
                 dev = cat.accelerator(s.device)
                 usable = dev.memory.bytes * (1.0 - c.memory_headroom)
                 if s.memory_bytes["total"] > usable * (1 + REL_TOL):
-                    _fail(problem, f"`{w.name}` stage on {s.device} needs {s.memory_bytes['total']:.4g} B, "
-                                   f"usable {usable:.4g} B")
-                count = s.tp * wp.replicas if isinstance(w, InferenceWorkload) else s.tp * wp.replicas
+                    _fail(
+                        problem,
+                        f"`{w.name}` stage on {s.device} needs {s.memory_bytes['total']:.4g} B, "
+                        f"usable {usable:.4g} B",
+                    )
+                count = s.tp * wp.replicas
                 used[s.device] = used.get(s.device, 0) + count
             if isinstance(w, InferenceWorkload):
                 T = max(s.seconds_per_step for s in wp.stages)
                 S = len(wp.stages)
                 per_replica = wp.batch / T
                 if not _close(per_replica * wp.replicas, wp.tokens_per_s):
-                    _fail(problem, f"`{w.name}` throughput {wp.tokens_per_s} != recomputed {per_replica * wp.replicas}")
-                if w.max_ms_per_token is not None and S * T * 1e3 > w.max_ms_per_token * (1 + REL_TOL):
-                    _fail(problem, f"`{w.name}` time per token {S * T * 1e3:.3f} ms over the ceiling")
+                    _fail(
+                        problem,
+                        f"`{w.name}` throughput {wp.tokens_per_s} != recomputed {per_replica * wp.replicas}",
+                    )
+                if (
+                    w.max_ms_per_token is not None
+                    and w.max_ms_per_token * (1 + REL_TOL) < S * T * 1e3
+                ):
+                    _fail(
+                        problem, f"`{w.name}` time per token {S * T * 1e3:.3f} ms over the ceiling"
+                    )
                 thr += per_replica * wp.replicas
                 conc += wp.batch * S * wp.replicas
             else:
                 hours = wp.finish_hours or 0.0
                 if w.deadline_hours is not None and hours > w.deadline_hours * (1 + REL_TOL):
-                    _fail(problem, f"`{w.name}` finishes in {hours:.2f} h, deadline {w.deadline_hours} h")
+                    _fail(
+                        problem,
+                        f"`{w.name}` finishes in {hours:.2f} h, deadline {w.deadline_hours} h",
+                    )
         if isinstance(w, InferenceWorkload):
             if thr < w.min_tokens_per_s * (1 - REL_TOL):
                 _fail(problem, f"`{w.name}` serves {thr:.1f} tokens/s < {w.min_tokens_per_s}")
@@ -119,10 +154,21 @@ def verify(plan: Plan, problem: Problem, cat: Catalog) -> None:
         owned[o.device] += o.count
     for line in plan.devices:
         if used.get(line.type, 0) != line.count:
-            _fail(problem, f"{line.type}: plan lists {line.count}, stages use {used.get(line.type, 0)}")
-        if line.owned > owned.get(line.type, 0) or line.bought != line.count - line.owned or line.bought < 0:
+            _fail(
+                problem,
+                f"{line.type}: plan lists {line.count}, stages use {used.get(line.type, 0)}",
+            )
+        if (
+            line.owned > owned.get(line.type, 0)
+            or line.bought != line.count - line.owned
+            or line.bought < 0
+        ):
             _fail(problem, f"{line.type}: owned/bought split is wrong")
-        if c.allowed_devices is not None and line.type not in c.allowed_devices and line.type not in owned:
+        if (
+            c.allowed_devices is not None
+            and line.type not in c.allowed_devices
+            and line.type not in owned
+        ):
             _fail(problem, f"{line.type} is not allowed")
         if line.type in c.excluded_devices:
             _fail(problem, f"{line.type} is excluded")
@@ -143,7 +189,9 @@ def verify(plan: Plan, problem: Problem, cat: Catalog) -> None:
         _fail(problem, f"power {plan.power_w} != recomputed {power}")
     if c.power_w is not None and power * h.pue > c.power_w * (1 + REL_TOL):
         _fail(problem, f"wall power {power * h.pue:.0f} W > cap {c.power_w} W")
-    capex = sum(x.bought * x.unit_price_usd for x in plan.devices) + sum(n.total_usd for n in plan.nodes)
+    capex = sum(x.bought * x.unit_price_usd for x in plan.devices) + sum(
+        n.total_usd for n in plan.nodes
+    )
     if h.procurement == "buy" and not _close(capex, plan.capex_usd):
         _fail(problem, f"capex {plan.capex_usd} != recomputed {capex}")
     if c.capex_usd is not None and plan.capex_usd > c.capex_usd * (1 + REL_TOL):

@@ -122,12 +122,11 @@ def _data_loc(data: Any, raw: Loc) -> Loc:
     current = data
     for i, part in enumerate(raw):
         last = i == len(raw) - 1
-        if isinstance(current, dict) and part in current:
+        if (isinstance(current, dict) and part in current) or (
+            isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current)
+        ):
             out.append(part)
-            current = current[part]
-        elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
-            out.append(part)
-            current = current[part]
+            current = current[part]  # type: ignore[index]
         elif last and isinstance(part, str) and "[" not in part:
             out.append(part)
     return tuple(out)

@@ -18,11 +18,41 @@ runner = CliRunner()
 CAT = load_catalog()
 
 REQUIRED_DEVICES = [
-    "rtx-4060-ti-16gb", "rtx-5060-ti-16gb", "rx-7900-xtx", "m4-pro-64gb", "m4-max-128gb", "dgx-spark",
-    "p100", "v100-sxm2-32gb", "t4", "rtx-2080-ti", "rtx-3090", "rtx-4090", "a10g", "l4", "l40s",
-    "rtx-6000-ada", "a100-40gb-sxm", "a100-80gb-sxm", "a100-40gb-pcie", "a100-80gb-pcie", "h100-sxm",
-    "h100-pcie", "h200-sxm", "b200", "gb200", "mi300x", "gaudi2", "gaudi3", "tpu-v5e", "tpu-v5p",
-    "trainium1", "inferentia2", "rtx-5090", "mi325x", "b300",
+    "rtx-4060-ti-16gb",
+    "rtx-5060-ti-16gb",
+    "rx-7900-xtx",
+    "m4-pro-64gb",
+    "m4-max-128gb",
+    "dgx-spark",
+    "p100",
+    "v100-sxm2-32gb",
+    "t4",
+    "rtx-2080-ti",
+    "rtx-3090",
+    "rtx-4090",
+    "a10g",
+    "l4",
+    "l40s",
+    "rtx-6000-ada",
+    "a100-40gb-sxm",
+    "a100-80gb-sxm",
+    "a100-40gb-pcie",
+    "a100-80gb-pcie",
+    "h100-sxm",
+    "h100-pcie",
+    "h200-sxm",
+    "b200",
+    "gb200",
+    "mi300x",
+    "gaudi2",
+    "gaudi3",
+    "tpu-v5e",
+    "tpu-v5p",
+    "trainium1",
+    "inferentia2",
+    "rtx-5090",
+    "mi325x",
+    "b300",
 ]
 
 
@@ -70,27 +100,85 @@ def test_unknown_model_suggests_the_nearest() -> None:
 
 
 def test_estimate_table_and_json() -> None:
-    r = runner.invoke(app, ["estimate", "--model", "llama-3.1-70b", "--device", "h100-sxm", "--weights",
-                            "fp16", "--context", "8192", "--batch", "32"])
+    r = runner.invoke(
+        app,
+        [
+            "estimate",
+            "--model",
+            "llama-3.1-70b",
+            "--device",
+            "h100-sxm",
+            "--weights",
+            "fp16",
+            "--context",
+            "8192",
+            "--batch",
+            "32",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "tokens/s" in r.output and "does NOT fit" in r.output  # 141 GB of weights > 80 GiB
-    r = runner.invoke(app, ["estimate", "--model", "llama-3.1-8b", "--device", "rtx-4090", "--task", "qlora",
-                            "--seq", "4096", "--micro-batch", "1", "--format", "json"])
+    r = runner.invoke(
+        app,
+        [
+            "estimate",
+            "--model",
+            "llama-3.1-8b",
+            "--device",
+            "rtx-4090",
+            "--task",
+            "qlora",
+            "--seq",
+            "4096",
+            "--micro-batch",
+            "1",
+            "--format",
+            "json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     data = json.loads(r.output)
     assert data["fits_one_device"] and data["tokens_per_s"] > 0
-    assert set(data["memory_bytes"]) >= {"weights", "activations", "gradients", "optimizer", "framework"}
+    assert set(data["memory_bytes"]) >= {
+        "weights",
+        "activations",
+        "gradients",
+        "optimizer",
+        "framework",
+    }
 
 
 def test_model_that_fits_nowhere_says_by_how_much() -> None:
-    r = runner.invoke(app, ["estimate", "--model", "llama-3.1-405b", "--device", "rtx-4060-ti-16gb",
-                            "--weights", "fp16"])
+    r = runner.invoke(
+        app,
+        [
+            "estimate",
+            "--model",
+            "llama-3.1-405b",
+            "--device",
+            "rtx-4060-ti-16gb",
+            "--weights",
+            "fp16",
+        ],
+    )
     assert "short by" in r.output
 
 
 def test_estimate_all_devices_json() -> None:
-    r = runner.invoke(app, ["estimate", "--model", "llama-3.1-8b", "--device", "all", "--weights", "q4_k_m",
-                            "--format", "json"])
+    r = runner.invoke(
+        app,
+        [
+            "estimate",
+            "--model",
+            "llama-3.1-8b",
+            "--device",
+            "all",
+            "--weights",
+            "q4_k_m",
+            "--format",
+            "json",
+        ],
+    )
     assert r.exit_code == 0
     assert len(json.loads(r.output)) == len(CAT.accelerators)
 
@@ -98,17 +186,34 @@ def test_estimate_all_devices_json() -> None:
 def test_hf_config_json(tmp_path: Path) -> None:
     # The published Llama 3.1 8B config.json fields give 8.03e9 parameters.
     cfg = {
-        "model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
-        "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
-        "hidden_act": "silu", "tie_word_embeddings": False, "max_position_embeddings": 131072,
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "intermediate_size": 14336,
+        "vocab_size": 128256,
+        "hidden_act": "silu",
+        "tie_word_embeddings": False,
+        "max_position_embeddings": 131072,
     }
     d = tmp_path / "my-model"
     d.mkdir()
     (d / "config.json").write_text(json.dumps(cfg))
     m = load_hf_config(d / "config.json")
     assert m.published_params == pytest.approx(8.03e9, rel=1e-3)
-    r = runner.invoke(app, ["estimate", "--model", str(d / "config.json"), "--device", "m4-max-128gb",
-                            "--weights", "q4_0"])
+    r = runner.invoke(
+        app,
+        [
+            "estimate",
+            "--model",
+            str(d / "config.json"),
+            "--device",
+            "m4-max-128gb",
+            "--weights",
+            "q4_0",
+        ],
+    )
     assert r.exit_code == 0, r.output
 
 
@@ -121,7 +226,9 @@ def test_bad_config_json(tmp_path: Path) -> None:
 
 def test_problem_errors_name_line_and_suggest(tmp_path: Path) -> None:
     p = tmp_path / "bad.yaml"
-    p.write_text("name: x\nworkloads:\n  - name: chat\n    model: llama-3.1-8b\n    concurency: 4\n")
+    p.write_text(
+        "name: x\nworkloads:\n  - name: chat\n    model: llama-3.1-8b\n    concurency: 4\n"
+    )
     with pytest.raises(InputError) as e:
         load_problem(p)
     msg = str(e.value)

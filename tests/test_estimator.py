@@ -84,12 +84,24 @@ def test_qlora_fits_65b_in_48_gb() -> None:
     # QLoRA (Dettmers et al. 2023): LLaMA 65B fine-tunes on one 48 GB GPU with NF4 + double
     # quantization, r=64 adapters on all linear layers, gradient checkpointing, 512-token sequences.
     llama65 = ModelArch(
-        id="llama-65b", name="LLaMA 65B", family="llama", released="2023-02", hidden_size=8192,
-        num_layers=80, num_attention_heads=64, num_key_value_heads=64, intermediate_size=22016,
-        vocab_size=32000, mlp="gated", max_context=2048, published_params=65.2e9,
+        id="llama-65b",
+        name="LLaMA 65B",
+        family="llama",
+        released="2023-02",
+        hidden_size=8192,
+        num_layers=80,
+        num_attention_heads=64,
+        num_key_value_heads=64,
+        intermediate_size=22016,
+        vocab_size=32000,
+        mlp="gated",
+        max_context=2048,
+        published_params=65.2e9,
         sources={"spec": "touvron-2023"},
     )
-    setup = TrainingSetup(method="qlora", lora_rank=64, seq_len=512, micro_batch=1, recompute="full")
+    setup = TrainingSetup(
+        method="qlora", lora_rank=64, seq_len=512, micro_batch=1, recompute="full"
+    )
     mem = training_memory(llama65, setup)
     assert 35e9 < mem.total < 48e9
     # Full 16-bit fine-tuning needs > 780 GB (QLoRA abstract): 16 bytes/param alone is 1.04 TB.
@@ -113,7 +125,9 @@ def test_true_bits_per_weight(fmt: str, bits: float) -> None:
 
 def test_llama_3_1_8b_weights_fp16() -> None:
     # 8.03e9 parameters x 2 bytes = 16.06 GB (embedding and head untied).
-    assert weight_bytes(CAT.model("llama-3.1-8b"), weight_format("fp16")) == pytest.approx(16.06e9, rel=1e-3)
+    assert weight_bytes(CAT.model("llama-3.1-8b"), weight_format("fp16")) == pytest.approx(
+        16.06e9, rel=1e-3
+    )
 
 
 def test_decode_roofline_is_bytes_over_bandwidth_at_batch_1() -> None:
@@ -156,7 +170,9 @@ def test_cost_per_million_tokens_bought() -> None:
     # $30,000 over 4 years (35,040 h) = $0.856/h; 700 W x 1.3 PUE x $0.12/kWh x 0.6 util = $0.0655/h;
     # 1,000 tokens/s x 3600 x 0.6 = 2.16 M tokens/h -> (0.856 + 0.0655) / 2.16 = $0.4267 per M.
     econ = Economics(lifetime_years=4, utilization=0.6, electricity_usd_per_kwh=0.12, pue=1.3)
-    v = usd_per_million_tokens_bought(np.array([30000.0]), np.array([700.0]), np.array([1000.0]), econ)
+    v = usd_per_million_tokens_bought(
+        np.array([30000.0]), np.array([700.0]), np.array([1000.0]), econ
+    )
     assert float(v[0]) == pytest.approx((30000 / 35040 + 0.7 * 1.3 * 0.12 * 0.6) / 2.16, rel=1e-9)
 
 

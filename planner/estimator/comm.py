@@ -7,13 +7,18 @@ import numpy as np
 from planner.estimator.devices import Array
 
 
-def p2p_seconds(nbytes: float | Array, bandwidth_bytes_s: float | Array, latency_s: float | Array) -> Array:
+def p2p_seconds(
+    nbytes: float | Array, bandwidth_bytes_s: float | Array, latency_s: float | Array
+) -> Array:
     """One point-to-point transfer (a pipeline stage boundary): latency + bytes / bandwidth."""
     return np.asarray(latency_s + nbytes / bandwidth_bytes_s, dtype=np.float64)
 
 
 def ring_allreduce_seconds(
-    nbytes: float | Array, ranks: int | Array, bandwidth_bytes_s: float | Array, latency_s: float | Array
+    nbytes: float | Array,
+    ranks: int | Array,
+    bandwidth_bytes_s: float | Array,
+    latency_s: float | Array,
 ) -> Array:
     """Ring all-reduce of `nbytes` over `ranks` devices.
 
@@ -25,12 +30,16 @@ def ring_allreduce_seconds(
     return np.where(n > 1, ring * nbytes / bandwidth_bytes_s + 2.0 * (n - 1.0) * latency_s, 0.0)
 
 
-def pipeline_activation_bytes(batch: float, tokens: float, hidden: int, dtype_bytes: float = 2.0) -> float:
+def pipeline_activation_bytes(
+    batch: float, tokens: float, hidden: int, dtype_bytes: float = 2.0
+) -> float:
     """Hidden states crossing one stage boundary: batch x tokens x hidden x dtype (one direction)."""
     return batch * tokens * hidden * dtype_bytes
 
 
-def tensor_parallel_bytes_per_layer(batch: float, tokens: float, hidden: int, dtype_bytes: float = 2.0) -> float:
+def tensor_parallel_bytes_per_layer(
+    batch: float, tokens: float, hidden: int, dtype_bytes: float = 2.0
+) -> float:
     """Megatron-LM tensor parallelism all-reduces the block output twice per layer in the forward
     pass (after attention and after the MLP; Shoeybi et al. 2019, section 3): 2 x b x s x h x dtype.
     """

@@ -17,8 +17,12 @@ class Economics:
 
     lifetime_years: float = 4.0  # depreciation period of bought hardware
     utilization: float = 0.6  # share of hours the hardware does useful work
-    electricity_usd_per_kwh: float = 0.12  # US commercial average 2024-25 (EIA Electric Power Monthly)
-    pue: float = 1.3  # data-centre power usage effectiveness (Uptime Institute 2024 survey: ~1.5 avg)
+    electricity_usd_per_kwh: float = (
+        0.12  # US commercial average 2024-25 (EIA Electric Power Monthly)
+    )
+    pue: float = (
+        1.3  # data-centre power usage effectiveness (Uptime Institute 2024 survey: ~1.5 avg)
+    )
 
 
 def power_w(tdp_w: Array, idle_w: Array, activity: Array, floor: Array) -> Array:
@@ -31,7 +35,11 @@ def power_w(tdp_w: Array, idle_w: Array, activity: Array, floor: Array) -> Array
 
 
 def usd_per_million_tokens_bought(
-    purchase_usd: Array, watts: Array, tokens_per_s: Array, econ: Economics, host_usd: float | Array = 0.0
+    purchase_usd: Array,
+    watts: Array,
+    tokens_per_s: Array,
+    econ: Economics,
+    host_usd: float | Array = 0.0,
 ) -> Array:
     """Capex spread over the lifetime plus electricity at PUE, per million useful tokens.
 
@@ -44,7 +52,9 @@ def usd_per_million_tokens_bought(
     return np.asarray((capex_per_h + energy_per_h) / tokens_per_h * 1e6, dtype=np.float64)
 
 
-def usd_per_million_tokens_rented(rent_usd_per_hour: Array, tokens_per_s: Array, econ: Economics) -> Array:
+def usd_per_million_tokens_rented(
+    rent_usd_per_hour: Array, tokens_per_s: Array, econ: Economics
+) -> Array:
     """Rent for the hours paid, per million useful tokens (power is in the rent)."""
     tokens_per_h = tokens_per_s * 3600.0 * econ.utilization
     return np.asarray(rent_usd_per_hour / tokens_per_h * 1e6, dtype=np.float64)

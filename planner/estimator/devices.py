@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from planner.catalog_schema import Accelerator
+from planner.catalog_schema import Accelerator, Precision
 from planner.estimator.efficiency import Efficiency, efficiency_for
 from planner.estimator.formats import WeightFormat
 
@@ -43,6 +44,21 @@ class DeviceTable:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def take(self, idx: Sequence[int] | npt.NDArray[np.int_]) -> DeviceTable:
+        """The rows at `idx`, as a new table."""
+        ix = np.asarray(idx, dtype=int)
+        arrays: dict[str, Any] = {
+            f.name: getattr(self, f.name)[ix]
+            for f in fields(self)
+            if isinstance(getattr(self, f.name), np.ndarray)
+        }
+        return replace(
+            self,
+            ids=tuple(self.ids[i] for i in ix),
+            devices=tuple(self.devices[i] for i in ix),
+            **arrays,
+        )
+
     def peak_flops(self, fmt: WeightFormat) -> Array:
         """Dense tensor FLOP/s for the best precision the device supports for `fmt`."""
         return np.array([_peak(d, fmt) for d in self.devices])
@@ -59,8 +75,9 @@ def _peak(d: Accelerator, fmt: WeightFormat) -> float:
         if v:
             return v * 1e12
     # No listed precision: fall back to 16-bit tensor, then FP32.
-    for precision in ("bf16", "fp16", "fp32"):
-        v = d.dense_tflops.tflops(precision)  # type: ignore[arg-type]
+    fallback: tuple[Precision, ...] = ("bf16", "fp16", "fp32")
+    for precision in fallback:
+        v = d.dense_tflops.tflops(precision)
         if v:
             return v * 1e12
     return 0.0
@@ -115,6 +132,8 @@ def device_table(
         step_overhead_s=col([e.step_overhead_us * 1e-6 for e in effs]),
         dequant_ops_per_weight=col([e.dequant_ops_per_weight for e in effs]),
         power_activity_floor=col([e.power_activity_floor for e in effs]),
-        usable_memory_bytes=col([e.usable_memory * d.memory.bytes for e, d in zip(effs, devices, strict=True)]),
+        usable_memory_bytes=col(
+            [e.usable_memory * d.memory.bytes for e, d in zip(effs, devices, strict=True)]
+        ),
         devices=tuple(devices),
     )

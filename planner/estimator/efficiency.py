@@ -20,11 +20,19 @@ from planner.yaml_io import read_yaml, validate
 class Efficiency(Frozen):
     """Achieved fractions of peak, and fixed overheads, for one device class."""
 
-    bandwidth: float = Field(gt=0, le=1, description="Achieved / peak memory bandwidth when streaming weights.")
-    compute: float = Field(gt=0, le=1, description="Achieved / peak dense tensor FLOPs in inference matmuls.")
+    bandwidth: float = Field(
+        gt=0, le=1, description="Achieved / peak memory bandwidth when streaming weights."
+    )
+    compute: float = Field(
+        gt=0, le=1, description="Achieved / peak dense tensor FLOPs in inference matmuls."
+    )
     training_mfu: float = Field(gt=0, le=1, description="Model FLOPs utilization in training.")
-    layer_overhead_us: float = Field(ge=0, description="Fixed time per layer per forward step, microseconds.")
-    step_overhead_us: float = Field(ge=0, description="Fixed time per decode step (sampling, host), microseconds.")
+    layer_overhead_us: float = Field(
+        ge=0, description="Fixed time per layer per forward step, microseconds."
+    )
+    step_overhead_us: float = Field(
+        ge=0, description="Fixed time per decode step (sampling, host), microseconds."
+    )
     dequant_ops_per_weight: float = Field(
         ge=0, description="Vector ops per weight to unpack weight-only quantized formats."
     )

@@ -96,7 +96,7 @@ def _devices_needed(per_device_total: list[float] | Array, usable: float) -> int
 
 
 def _counts() -> list[int]:
-    return list(range(1, 17)) + [24, 32, 48, 64, 96, 128, 256, 512, 1024, 2048, MAX_DEVICES]
+    return [*range(1, 17), 24, 32, 48, 64, 96, 128, 256, 512, 1024, 2048, MAX_DEVICES]
 
 
 def estimate_inference(
@@ -119,7 +119,7 @@ def estimate_inference(
     pre1 = prefill_seconds(m, fmt, dev, batch=1, prompt=q.prompt)
     compute_bound = decode_compute_bound(m, fmt, kvb, dev, batch=q.batch, context=q.context)
     for i, did in enumerate(dev.ids):
-        sub = _row(dev, i)
+        sub = dev.take([i])
         need = _devices_needed(per_n, float(dev.usable_memory_bytes[i]))
         n = counts[need - 1] if need else 0
         domain = int(dev.domain_size[i])
@@ -129,29 +129,65 @@ def estimate_inference(
         if n <= 1:
             step, pre, par = float(step1[i]), float(pre1[i]), "single"
         elif n <= domain:
-            step = float(decode_step_seconds(m, fmt, kvb, sub, batch=q.batch, context=q.context, tp=n)[0])
+            step = float(
+                decode_step_seconds(m, fmt, kvb, sub, batch=q.batch, context=q.context, tp=n)[0]
+            )
             pre = float(prefill_seconds(m, fmt, sub, batch=1, prompt=q.prompt, tp=n)[0])
             par = f"tensor-parallel {n}"
         else:
             # Pipeline: a token passes every stage in turn; add one hop per boundary.
-            hop = float(p2p_seconds(pipeline_activation_bytes(q.batch, 1, m.hidden_size), *ETHERNET_HOP))
+            hop = float(
+                p2p_seconds(pipeline_activation_bytes(q.batch, 1, m.hidden_size), *ETHERNET_HOP)
+            )
             step = float(step1[i]) + (n - 1) * hop
             pre = float(pre1[i]) + (n - 1) * hop
             par = f"pipeline {n}"
         tps = q.batch / step if n else 0.0
         ms = step * 1e3 if n else None
-        row = find(measured, model=m.id, device=did, weights=q.weights,
-                   metric="decode_tokens_per_s", batch=q.batch, devices=max(n, 1))
+        row = find(
+            measured,
+            model=m.id,
+            device=did,
+            weights=q.weights,
+            metric="decode_tokens_per_s",
+            batch=q.batch,
+            devices=max(n, 1),
+        )
         if row is not None:
             tps, ms = row.value, q.batch / row.value * 1e3
         # Activity: share of the step the memory system streams at peak (decode is memory-bound).
         ideal = (one.weights + one.kv_cache) / dev.bandwidth_bytes_s[i] / max(n, 1)
         activity = np.array([min(1.0, ideal / step)]) if n else np.array([0.0])
-        watts = float(power_w(dev.tdp_w[i : i + 1], dev.idle_w[i : i + 1], activity,
-                              dev.power_activity_floor[i : i + 1])[0]) * max(n, 1)
-        out.append(_finish(m.id, did, "inference", one, dev, i, n, par, "", tps, ms, pre,
-                           None, None, watts, econ, row is not None,
-                           "compute" if compute_bound[i] else "memory"))
+        watts = float(
+            power_w(
+                dev.tdp_w[i : i + 1],
+                dev.idle_w[i : i + 1],
+                activity,
+                dev.power_activity_floor[i : i + 1],
+            )[0]
+        ) * max(n, 1)
+        out.append(
+            _finish(
+                m.id,
+                did,
+                "inference",
+                one,
+                dev,
+                i,
+                n,
+                par,
+                "",
+                tps,
+                ms,
+                pre,
+                None,
+                None,
+                watts,
+                econ,
+                row is not None,
+                "compute" if compute_bound[i] else "memory",
+            )
+        )
     return out
 
 
@@ -173,10 +209,18 @@ def estimate_training(
     for n in counts:
         # Split n ways: ZeRO-3 across n data-parallel ranks shards all model states
         # (Rajbhandari et al. 2020); activations per device stay those of one micro-batch.
-        sharded = training_memory(m, TrainingSetup(**{**setup.__dict__, "zero_stage": 3, "data_parallel": n}))
+        sharded = training_memory(
+            m, TrainingSetup(**{**setup.__dict__, "zero_stage": 3, "data_parallel": n})
+        )
         per_n.append(one.total if n == 1 else sharded.total)
-    tps1 = training_tokens_per_second(m, dev, seq_len=setup.seq_len, method=setup.method,
-                                      recompute=setup.recompute, precision_fmt=fmt)
+    tps1 = training_tokens_per_second(
+        m,
+        dev,
+        seq_len=setup.seq_len,
+        method=setup.method,
+        recompute=setup.recompute,
+        precision_fmt=fmt,
+    )
     out = []
     for i, did in enumerate(dev.ids):
         need = _devices_needed(per_n, float(dev.usable_memory_bytes[i]))
@@ -187,39 +231,81 @@ def estimate_training(
         budget = q.token_budget / tps if (q.token_budget and tps) else None
         watts = float(dev.tdp_w[i]) * max(n, 1) * 0.9  # training holds near TDP (MLPerf power runs)
         par = "single" if n == 1 else f"data-parallel {n} (ZeRO-3)"
-        out.append(_finish(m.id, did, task, one, dev, i, n, par, "compute", tps, None, None,
-                           step, budget, watts, econ, False))
+        out.append(
+            _finish(
+                m.id,
+                did,
+                task,
+                one,
+                dev,
+                i,
+                n,
+                par,
+                "compute",
+                tps,
+                None,
+                None,
+                step,
+                budget,
+                watts,
+                econ,
+                False,
+            )
+        )
     return out
 
 
-def _row(dev: DeviceTable, i: int) -> DeviceTable:
-    from dataclasses import fields
-
-    values = {}
-    for f in fields(dev):
-        v = getattr(dev, f.name)
-        values[f.name] = v[i : i + 1] if isinstance(v, (np.ndarray, tuple)) else v
-    return DeviceTable(**values)
-
-
 def _finish(
-    model: str, did: str, task: Task, one: MemoryBreakdown, dev: DeviceTable, i: int, n: int,
-    par: str, bound: str, tps: float, ms: float | None, pre: float | None, step: float | None,
-    budget: float | None, watts: float, econ: Economics, measured: bool, bound_: str | None = None,
+    model: str,
+    did: str,
+    task: Task,
+    one: MemoryBreakdown,
+    dev: DeviceTable,
+    i: int,
+    n: int,
+    par: str,
+    bound: str,
+    tps: float,
+    ms: float | None,
+    pre: float | None,
+    step: float | None,
+    budget: float | None,
+    watts: float,
+    econ: Economics,
+    measured: bool,
+    bound_: str | None = None,
 ) -> Estimate:
     k = max(n, 1)
     price = float(dev.purchase_usd[i])
     rent = float(dev.rent_usd_per_hour[i])
     bought = rented = None
     if tps > 0 and not math.isnan(price):
-        bought = float(usd_per_million_tokens_bought(np.array([price * k]), np.array([watts]),
-                                                     np.array([tps]), econ)[0])
+        bought = float(
+            usd_per_million_tokens_bought(
+                np.array([price * k]), np.array([watts]), np.array([tps]), econ
+            )[0]
+        )
     if tps > 0 and not math.isnan(rent):
-        rented = float(usd_per_million_tokens_rented(np.array([rent * k]), np.array([tps]), econ)[0])
+        rented = float(
+            usd_per_million_tokens_rented(np.array([rent * k]), np.array([tps]), econ)[0]
+        )
     return Estimate(
-        model=model, device=did, task=task, memory=one, usable_bytes=float(dev.usable_memory_bytes[i]),
-        devices_needed=n, parallelism=par if n else "does not fit", bound=bound_ or bound, tokens_per_s=tps,
-        ms_per_token=ms, prefill_s=pre, step_s=step, budget_s=budget, power_w=watts,
-        tokens_per_joule=tps / watts if watts else 0.0, usd_per_mtok_bought=bought,
-        usd_per_mtok_rented=rented, measured=measured,
+        model=model,
+        device=did,
+        task=task,
+        memory=one,
+        usable_bytes=float(dev.usable_memory_bytes[i]),
+        devices_needed=n,
+        parallelism=par if n else "does not fit",
+        bound=bound_ or bound,
+        tokens_per_s=tps,
+        ms_per_token=ms,
+        prefill_s=pre,
+        step_s=step,
+        budget_s=budget,
+        power_w=watts,
+        tokens_per_joule=tps / watts if watts else 0.0,
+        usd_per_mtok_bought=bought,
+        usd_per_mtok_rented=rented,
+        measured=measured,
     )

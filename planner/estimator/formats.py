@@ -22,7 +22,7 @@ class WeightFormat:
     source: str
 
 
-_F16 = ("fp16", "bf16")
+_F16: tuple[Precision, ...] = ("fp16", "bf16")
 
 # Each bits_per_weight is derived from the format's block layout (source named per entry).
 WEIGHT_FORMATS: dict[str, WeightFormat] = {
@@ -51,7 +51,9 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
         WeightFormat("q8_0", 8.5, 8.5, _F16, True, "llama.cpp ggml-common.h block_q8_0"),
         # NF4 with double quantization: 4 + 8/64 + 32/(64*256) = 4.127 bits (Dettmers et al. 2023,
         # QLoRA, section 3). bitsandbytes keeps embeddings and lm_head in 16-bit.
-        WeightFormat("nf4", 4 + 8 / 64 + 32 / (64 * 256), 16, _F16, True, "Dettmers et al. 2023 (QLoRA)"),
+        WeightFormat(
+            "nf4", 4 + 8 / 64 + 32 / (64 * 256), 16, _F16, True, "Dettmers et al. 2023 (QLoRA)"
+        ),
         # OCP Microscaling MXFP4: 32 FP4 (E2M1) values share an 8-bit exponent: 4 + 8/32 = 4.25.
         WeightFormat("mxfp4", 4.25, 16, ("fp4", *_F16), True, "OCP MX Formats spec v1.0"),
         # NVFP4: 16 FP4 values share an FP8 (E4M3) scale: 4 + 8/16 = 4.5 (NVIDIA Blackwell docs).

@@ -206,7 +206,9 @@ def lora_params(m: ModelArch, rank: int, targets: str = "all-linear") -> int:
             mlp = experts * mats * rank * (h + m.moe.expert_intermediate_size)
         else:
             width = (
-                m.moe.dense_intermediate_size or m.intermediate_size if m.moe else m.intermediate_size
+                m.moe.dense_intermediate_size or m.intermediate_size
+                if m.moe
+                else m.intermediate_size
             )
             mats = 3 if m.mlp == "gated" else 2
             mlp = mats * rank * (h + width)

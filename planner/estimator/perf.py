@@ -83,7 +83,9 @@ def decode_layer_seconds(
     weights = weight_params_touched_per_layer(m, batch)
     w_bytes = weights * fmt.bits_per_weight / 8
     kv_read = batch * context * kv_elements_per_token_per_layer(m) * kv_dtype_bytes
-    flops = batch * (2.0 * active_params_per_layer(m) + attention_flops_per_token_per_layer(m, context))
+    flops = batch * (
+        2.0 * active_params_per_layer(m) + attention_flops_per_token_per_layer(m, context)
+    )
     t_mem = (w_bytes + kv_read) / tp / (dev.bandwidth_bytes_s * dev.eff_bandwidth)
     t_cmp = flops / tp / (dev.peak_flops(fmt) * dev.eff_compute)
     t = np.maximum(t_mem, t_cmp) + dev.layer_overhead_s
@@ -98,12 +100,20 @@ def decode_layer_seconds(
 
 
 def decode_compute_bound(
-    m: ModelArch, fmt: WeightFormat, kv_dtype_bytes: float, dev: DeviceTable, *, batch: float, context: float
+    m: ModelArch,
+    fmt: WeightFormat,
+    kv_dtype_bytes: float,
+    dev: DeviceTable,
+    *,
+    batch: float,
+    context: float,
 ) -> npt.NDArray[np.bool_]:
     """Whether a decode step is limited by FLOPs rather than by bytes moved (per device)."""
     w_bytes = weight_params_touched_per_layer(m, batch) * fmt.bits_per_weight / 8
     kv_read = batch * context * kv_elements_per_token_per_layer(m) * kv_dtype_bytes
-    flops = batch * (2.0 * active_params_per_layer(m) + attention_flops_per_token_per_layer(m, context))
+    flops = batch * (
+        2.0 * active_params_per_layer(m) + attention_flops_per_token_per_layer(m, context)
+    )
     t_mem = (w_bytes + kv_read) / (dev.bandwidth_bytes_s * dev.eff_bandwidth)
     t_cmp = flops / (dev.peak_flops(fmt) * dev.eff_compute)
     return np.asarray(t_cmp > t_mem)
@@ -186,4 +196,6 @@ def training_tokens_per_second(
 ) -> Array:
     """Tokens per second per device at the class's model FLOPs utilization (MFU)."""
     flops = training_flops_per_token(m, seq_len, method, recompute)
-    return np.asarray(dev.peak_flops(precision_fmt) * dev.eff_training_mfu / flops, dtype=np.float64)
+    return np.asarray(
+        dev.peak_flops(precision_fmt) * dev.eff_training_mfu / flops, dtype=np.float64
+    )

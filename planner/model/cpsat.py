@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from ortools.sat.python import cp_model
 
@@ -31,7 +32,9 @@ class Tables:
     problem: Problem
     designs: dict[str, list[Design]]  # workload -> designs
     econ: dict[str, DeviceEconomics]  # device id -> economics
-    training_cost: dict[tuple[str, int], float] = field(default_factory=dict)  # energy or rent of a job
+    training_cost: dict[tuple[str, int], float] = field(
+        default_factory=dict
+    )  # energy or rent of a job
 
 
 @dataclass
@@ -50,7 +53,9 @@ class Solution:
 def _int(x: float, what: str, up: bool = True) -> int:
     v = math.ceil(x - 1e-9) if up else math.floor(x + 1e-9)
     if abs(v) > INT_LIMIT:
-        raise InternalError(f"coefficient `{what}` = {x:.3g} does not fit the solver's 64-bit integers")
+        raise InternalError(
+            f"coefficient `{what}` = {x:.3g} does not fit the solver's 64-bit integers"
+        )
     return int(v)
 
 
@@ -91,12 +96,19 @@ class PlannerModel:
             total_ub = min(cap + e.owned, sum(n * ub for n, _, ub in terms))
             self.devices[dev] = sum(n * v for n, v, _ in terms)  # type: ignore[assignment]
             self.bought[dev] = self.m.new_int_var(0, max(0, total_ub), f"bought[{dev}]")
-            self.hosts[dev] = self.m.new_int_var(0, math.ceil(total_ub / e.slots) + 1, f"hosts[{dev}]")
-            self.hosts_bought[dev] = self.m.new_int_var(0, math.ceil(total_ub / e.slots) + 1, f"hosts_bought[{dev}]")
+            self.hosts[dev] = self.m.new_int_var(
+                0, math.ceil(total_ub / e.slots) + 1, f"hosts[{dev}]"
+            )
+            self.hosts_bought[dev] = self.m.new_int_var(
+                0, math.ceil(total_ub / e.slots) + 1, f"hosts_bought[{dev}]"
+            )
 
     def _replica_ub(self, w: InferenceWorkload, d: Design) -> int:
-        need = max(math.ceil(w.min_tokens_per_s / d.tokens_per_s) if w.min_tokens_per_s else 0,
-                   math.ceil(w.concurrency / d.concurrency), 1)
+        need = max(
+            math.ceil(w.min_tokens_per_s / d.tokens_per_s) if w.min_tokens_per_s else 0,
+            math.ceil(w.concurrency / d.concurrency),
+            1,
+        )
         if self.p.objective.goal == "min_cost":
             return need
         c = self.p.constraints
@@ -129,15 +141,23 @@ class PlannerModel:
             js = [j for (wn, j) in self.R if wn == w.name]
             designs = self.t.designs[w.name]
             if isinstance(w, TrainingWorkload):
-                self.m.add(sum(self.R[(w.name, j)] for j in js) == 1).only_enforce_if(self._lit(f"train:{w.name}"))
+                self.m.add(sum(self.R[(w.name, j)] for j in js) == 1).only_enforce_if(
+                    self._lit(f"train:{w.name}")
+                )
                 continue
             if w.min_tokens_per_s > 0:
                 need = _int(w.min_tokens_per_s * THROUGHPUT_SCALE, f"{w.name}.min_tokens_per_s")
-                self.m.add(sum(_int(designs[j].tokens_per_s * THROUGHPUT_SCALE, "tokens_per_s", up=False)
-                               * self.R[(w.name, j)] for j in js) >= need).only_enforce_if(
-                    self._lit(f"throughput:{w.name}"))
-            self.m.add(sum(designs[j].concurrency * self.R[(w.name, j)] for j in js) >= w.concurrency
-                       ).only_enforce_if(self._lit(f"concurrency:{w.name}"))
+                self.m.add(
+                    sum(
+                        _int(designs[j].tokens_per_s * THROUGHPUT_SCALE, "tokens_per_s", up=False)
+                        * self.R[(w.name, j)]
+                        for j in js
+                    )
+                    >= need
+                ).only_enforce_if(self._lit(f"throughput:{w.name}"))
+            self.m.add(
+                sum(designs[j].concurrency * self.R[(w.name, j)] for j in js) >= w.concurrency
+            ).only_enforce_if(self._lit(f"concurrency:{w.name}"))
             self.m.add(sum(self.R[(w.name, j)] for j in js) >= 1)
 
     def _inventory_and_hosts(self) -> None:
@@ -153,9 +173,13 @@ class PlannerModel:
         """Total cost over the horizon, and money up front, under their ceilings."""
         c = self.p.constraints
         if c.budget_usd is not None:
-            self.m.add(self.tco_expr() <= _int(c.budget_usd, "budget_usd", up=False)).only_enforce_if(self._lit("budget"))
+            self.m.add(
+                self.tco_expr() <= _int(c.budget_usd, "budget_usd", up=False)
+            ).only_enforce_if(self._lit("budget"))
         if c.capex_usd is not None:
-            self.m.add(self.capex_expr() <= _int(c.capex_usd, "capex_usd", up=False)).only_enforce_if(self._lit("capex"))
+            self.m.add(
+                self.capex_expr() <= _int(c.capex_usd, "capex_usd", up=False)
+            ).only_enforce_if(self._lit("capex"))
 
     def _power(self) -> None:
         """Power at the wall (devices and hosts at load, times PUE) under the cap."""
@@ -167,7 +191,9 @@ class PlannerModel:
     def _device_count(self) -> None:
         c = self.p.constraints
         if c.max_devices is not None:
-            self.m.add(sum(self.devices.values()) <= c.max_devices).only_enforce_if(self._lit("max_devices"))
+            self.m.add(sum(self.devices.values()) <= c.max_devices).only_enforce_if(
+                self._lit("max_devices")
+            )
 
     def _rack_units(self) -> None:
         c = self.p.constraints
@@ -209,8 +235,13 @@ class PlannerModel:
 
     def power_expr(self, milli: bool = False) -> cp_model.LinearExpr:
         s = 1000 if milli else 1
-        terms = [_int(self.t.designs[wn][j].power_w * s, "power") * v for (wn, j), v in self.R.items()]
-        terms += [_int(self.t.econ[d].node.power_overhead_w * s, "host power") * h for d, h in self.hosts.items()]
+        terms = [
+            _int(self.t.designs[wn][j].power_w * s, "power") * v for (wn, j), v in self.R.items()
+        ]
+        terms += [
+            _int(self.t.econ[d].node.power_overhead_w * s, "host power") * h
+            for d, h in self.hosts.items()
+        ]
         return sum(terms)  # type: ignore[return-value]
 
     def throughput_expr(self) -> cp_model.LinearExpr:
@@ -218,7 +249,14 @@ class PlannerModel:
         for (wn, j), v in self.R.items():
             w = next(x for x in self.p.workloads if x.name == wn)
             if isinstance(w, InferenceWorkload):
-                terms.append(_int(self.t.designs[wn][j].tokens_per_s * THROUGHPUT_SCALE, "tokens_per_s", up=False) * v)
+                terms.append(
+                    _int(
+                        self.t.designs[wn][j].tokens_per_s * THROUGHPUT_SCALE,
+                        "tokens_per_s",
+                        up=False,
+                    )
+                    * v
+                )
         return sum(terms)  # type: ignore[return-value]
 
     # -- solving ---------------------------------------------------------------------------
@@ -230,15 +268,35 @@ class PlannerModel:
         goal = self.p.objective.goal
         start = time.perf_counter()
         if goal == "min_cost":
-            sol = self._optimize(self.tco_expr(), minimize=True, time_limit=time_limit, workers=workers, seed=seed)
+            sol = self._optimize(
+                self.tco_expr(), minimize=True, time_limit=time_limit, workers=workers, seed=seed
+            )
         elif goal == "max_throughput":
-            sol = self._optimize(self.throughput_expr(), minimize=False, time_limit=time_limit, workers=workers, seed=seed)
+            sol = self._optimize(
+                self.throughput_expr(),
+                minimize=False,
+                time_limit=time_limit,
+                workers=workers,
+                seed=seed,
+            )
         elif goal == "max_tokens_per_joule":
-            sol = self._dinkelbach(self.throughput_expr(), self.power_expr(), maximize=True,
-                                   time_limit=time_limit, workers=workers, seed=seed)
+            sol = self._dinkelbach(
+                self.throughput_expr(),
+                self.power_expr(),
+                maximize=True,
+                time_limit=time_limit,
+                workers=workers,
+                seed=seed,
+            )
         else:
-            sol = self._dinkelbach(self.tco_expr(), self.throughput_expr(), maximize=False,
-                                   time_limit=time_limit, workers=workers, seed=seed)
+            sol = self._dinkelbach(
+                self.tco_expr(),
+                self.throughput_expr(),
+                maximize=False,
+                time_limit=time_limit,
+                workers=workers,
+                seed=seed,
+            )
         tie = self.p.objective.tie_break
         if tie and sol.status in ("OPTIMAL", "FEASIBLE") and sol.status == "OPTIMAL":
             self._fix_primary(goal, sol)
@@ -248,15 +306,25 @@ class PlannerModel:
                 "min_power": (self.power_expr(), True),
             }[tie]
             left = max(0.1, time_limit - (time.perf_counter() - start))
-            second = self._optimize(expr, minimize=minimize, time_limit=left, workers=workers, seed=seed)
+            second = self._optimize(
+                expr, minimize=minimize, time_limit=left, workers=workers, seed=seed
+            )
             if second.status in ("OPTIMAL", "FEASIBLE"):
-                sol = Solution(sol.status if second.status == "OPTIMAL" else "FEASIBLE", sol.objective,
-                               sol.bound, 0.0, second.replicas, second.bought, second.hosts, sol.iterations)
+                sol = Solution(
+                    sol.status if second.status == "OPTIMAL" else "FEASIBLE",
+                    sol.objective,
+                    sol.bound,
+                    0.0,
+                    second.replicas,
+                    second.bought,
+                    second.hosts,
+                    sol.iterations,
+                )
         sol.seconds = time.perf_counter() - start
         return sol
 
     def _fix_primary(self, goal: str, sol: Solution) -> None:
-        assert sol.objective is not None  # noqa: S101 - internal invariant, not user input
+        assert sol.objective is not None
         if goal == "min_cost":
             self.m.add(self.tco_expr() <= round(sol.objective))
         elif goal == "max_throughput":
@@ -271,8 +339,16 @@ class PlannerModel:
             s.parameters.linearization_level = 2
         return s
 
-    def _optimize(self, expr: cp_model.LinearExpr, *, minimize: bool, time_limit: float, workers: int,
-                  seed: int, evaluate: tuple[cp_model.LinearExpr, ...] = ()) -> Solution:
+    def _optimize(
+        self,
+        expr: cp_model.LinearExpr,
+        *,
+        minimize: bool,
+        time_limit: float,
+        workers: int,
+        seed: int,
+        evaluate: tuple[cp_model.LinearExpr, ...] = (),
+    ) -> Solution:
         if minimize:
             self.m.minimize(expr)
         else:
@@ -284,29 +360,55 @@ class PlannerModel:
         st = s.solve(self.m)
         return self._read(s, st, evaluate)
 
-    def _read(self, s: cp_model.CpSolver, st: int, evaluate: tuple[cp_model.LinearExpr, ...] = ()) -> Solution:
-        name = {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE", cp_model.INFEASIBLE: "INFEASIBLE",
-                cp_model.UNKNOWN: "NO_PLAN", cp_model.MODEL_INVALID: "MODEL_INVALID"}.get(st)
+    def _read(
+        self, s: cp_model.CpSolver, st: Any, evaluate: tuple[cp_model.LinearExpr, ...] = ()
+    ) -> Solution:
+        name = {
+            cp_model.OPTIMAL: "OPTIMAL",
+            cp_model.FEASIBLE: "FEASIBLE",
+            cp_model.INFEASIBLE: "INFEASIBLE",
+            cp_model.UNKNOWN: "NO_PLAN",
+            cp_model.MODEL_INVALID: "MODEL_INVALID",
+        }.get(st)
         if name is None or name == "MODEL_INVALID":
-            raise InternalError(f"unexpected solver status {s.status_name(st)}: {self.m.validate()}")
+            raise InternalError(
+                f"unexpected solver status {s.status_name(st)}: {self.m.validate()}"
+            )
         if name in ("INFEASIBLE", "NO_PLAN"):
             return Solution(name, None, None, s.wall_time, {}, {}, {})
         return Solution(
-            name, s.objective_value, s.best_objective_bound, s.wall_time,
+            name,
+            s.objective_value,
+            s.best_objective_bound,
+            s.wall_time,
             {k: int(s.value(v)) for k, v in self.R.items() if s.value(v)},
             {d: int(s.value(v)) for d, v in self.bought.items()},
             {d: int(s.value(v)) for d, v in self.hosts.items()},
             values=tuple(int(s.value(e)) for e in evaluate),
         )
 
-    def _dinkelbach(self, num: cp_model.LinearExpr, den: cp_model.LinearExpr, *, maximize: bool,
-                    time_limit: float, workers: int, seed: int) -> Solution:
+    def _dinkelbach(
+        self,
+        num: cp_model.LinearExpr,
+        den: cp_model.LinearExpr,
+        *,
+        maximize: bool,
+        time_limit: float,
+        workers: int,
+        seed: int,
+    ) -> Solution:
         """Exact ratio optimization (Dinkelbach 1967): with lambda = N/D of the incumbent, optimize
         D*num - N*den over integers; stop when the optimum is 0 (no plan beats the ratio)."""
         start = time.perf_counter()
         # Start from any feasible plan: the cheapest one.
-        first = self._optimize(self.tco_expr(), minimize=True, time_limit=time_limit / 4, workers=workers,
-                               seed=seed, evaluate=(num, den))
+        first = self._optimize(
+            self.tco_expr(),
+            minimize=True,
+            time_limit=time_limit / 4,
+            workers=workers,
+            seed=seed,
+            evaluate=(num, den),
+        )
         if first.status not in ("OPTIMAL", "FEASIBLE"):
             return first
         best = first
@@ -322,8 +424,14 @@ class PlannerModel:
                 proved = False
                 break
             obj = D * num - N * den
-            sol = self._optimize(obj, minimize=not maximize, time_limit=left, workers=workers, seed=seed,
-                                 evaluate=(num, den))
+            sol = self._optimize(
+                obj,
+                minimize=not maximize,
+                time_limit=left,
+                workers=workers,
+                seed=seed,
+                evaluate=(num, den),
+            )
             if sol.status not in ("OPTIMAL", "FEASIBLE"):
                 proved = False
                 break
@@ -336,4 +444,13 @@ class PlannerModel:
         N, D = best.values
         ratio = N / D if D else 0.0
         status = "OPTIMAL" if proved else "FEASIBLE"
-        return Solution(status, ratio, ratio if proved else None, 0.0, best.replicas, best.bought, best.hosts, iterations)
+        return Solution(
+            status,
+            ratio,
+            ratio if proved else None,
+            0.0,
+            best.replicas,
+            best.bought,
+            best.hosts,
+            iterations,
+        )

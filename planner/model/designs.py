@@ -91,7 +91,11 @@ def allowed_devices(problem: Problem, cat: Catalog) -> list[Accelerator]:
             continue
         if c.require_ecc and not d.ecc:
             continue
-        priced = d.price.purchase_usd if problem.horizon.procurement == "buy" else d.price.rent_usd_per_hour
+        priced = (
+            d.price.purchase_usd
+            if problem.horizon.procurement == "buy"
+            else d.price.rent_usd_per_hour
+        )
         if priced is None and d.id not in owned:
             continue
         if not cat.nodes_for(d):
@@ -120,7 +124,9 @@ class _Option:
     tp: int
 
 
-def inference_designs(w: InferenceWorkload, problem: Problem, cat: Catalog, devs: list[Accelerator]) -> list[Design]:
+def inference_designs(
+    w: InferenceWorkload, problem: Problem, cat: Catalog, devs: list[Accelerator]
+) -> list[Design]:
     m = cat.model(w.model)
     fmt = weight_format(w.weights)
     kvb = kv_bytes(w.kv)
@@ -137,17 +143,25 @@ def inference_designs(w: InferenceWorkload, problem: Problem, cat: Catalog, devs
     levels = [b for b in BATCH_LEVELS if b <= max(1, w.concurrency)]
     for b in levels:
         per_opt: list[tuple[_Option, np.ndarray, float, float, float]] = []
-        hop = float(p2p_seconds(pipeline_activation_bytes(b, 1, m.hidden_size), net.bandwidth_gb_s * 1e9, net.latency_us * 1e-6))
+        hop = float(
+            p2p_seconds(
+                pipeline_activation_bytes(b, 1, m.hidden_size),
+                net.bandwidth_gb_s * 1e9,
+                net.latency_us * 1e-6,
+            )
+        )
         for k in sorted({o.tp for o in options}):
             rows = [o for o in options if o.tp == k]
             idx = np.array([o.row for o in rows])
-            sub = _subset(table, idx)
+            sub = table.take(idx)
             tau = decode_layer_seconds(m, fmt, kvb, sub, batch=b, context=w.context_tokens, tp=k)
             fixed = head_seconds(m, fmt, sub, b) / k + sub.step_overhead_s
             pre_tau = prefill_layer_seconds(m, fmt, sub, batch=1, prompt=w.prompt_tokens, tp=k)
             pre_fixed = head_seconds(m, fmt, sub, 1) / k + sub.step_overhead_s
             for j, o in enumerate(rows):
-                per_opt.append((o, np.array([tau[j], fixed[j], pre_tau[j], pre_fixed[j]]), 0.0, 0.0, 0.0))
+                per_opt.append(
+                    (o, np.array([tau[j], fixed[j], pre_tau[j], pre_fixed[j]]), 0.0, 0.0, 0.0)
+                )
         single_ends = weight_bytes(m, fmt) - block_weight_bytes(m, fmt)
         for S in range(1, c.max_stages + 1):
             seqs = b * S
@@ -160,35 +174,67 @@ def inference_designs(w: InferenceWorkload, problem: Problem, cat: Catalog, devs
                 if layers > cap or (S > 1 and (S - 1) * layers >= L):
                     continue
                 stage_t = layers * t[0] + t[1] + (hop if S > 1 else 0.0)
-                d = _inference_design(w, b, (Stage(o.device.id, o.tp, layers),) * 1, S, stage_t,
-                                      [(layers * t[2] + t[3], S)], hop, table, o, m, fmt, L)
+                d = _inference_design(
+                    w,
+                    b,
+                    (Stage(o.device.id, o.tp, layers),) * 1,
+                    S,
+                    stage_t,
+                    [(layers * t[2] + t[3], S)],
+                    hop,
+                    table,
+                    o,
+                    m,
+                    fmt,
+                    L,
+                )
                 if d is not None:
                     designs.append(d)
         if c.heterogeneous_pipelines and len(devs) > 1:
-            designs.extend(_two_type_designs(w, b, per_opt, usable, w_layer_total, kv_layer_seq, emb, head,
-                                             m, kvb, hop, table, fmt, c.max_stages, designs))
+            designs.extend(
+                _two_type_designs(
+                    w,
+                    b,
+                    per_opt,
+                    usable,
+                    w_layer_total,
+                    kv_layer_seq,
+                    emb,
+                    head,
+                    m,
+                    kvb,
+                    hop,
+                    table,
+                    fmt,
+                    c.max_stages,
+                    designs,
+                )
+            )
     return _prune([d for d in designs if _meets_latency(d, w)])
 
 
-def _subset(table: DeviceTable, idx: np.ndarray) -> DeviceTable:
-    from dataclasses import fields
-
-    vals = {}
-    for f in fields(table):
-        v = getattr(table, f.name)
-        vals[f.name] = v[idx] if isinstance(v, np.ndarray) else tuple(v[i] for i in idx)
-    return DeviceTable(**vals)
-
-
-def _layer_cap(o: _Option, usable: np.ndarray, w_layer: float, kv_layer_seq: float, seqs: int,
-               ends: float, m: ModelArch, b: int, kvb: float, w: InferenceWorkload) -> int:
+def _layer_cap(
+    o: _Option,
+    usable: np.ndarray,
+    w_layer: float,
+    kv_layer_seq: float,
+    seqs: int,
+    ends: float,
+    m: ModelArch,
+    b: int,
+    kvb: float,
+    w: InferenceWorkload,
+) -> int:
     """Most layers one stage of option `o` holds: (usable - fixed) / per-layer bytes.
 
     Fixed: framework overhead, the larger end (embedding or head) and transient activations.
     Per layer: weights / k + KV of every sequence in flight / min(k, kv_heads).
     """
     k = o.tp
-    act = inference_activation_bytes(m, max(seqs, min(2048, seqs * w.context_tokens)), k) + seqs * m.vocab_size * 4
+    act = (
+        inference_activation_bytes(m, max(seqs, min(2048, seqs * w.context_tokens)), k)
+        + seqs * m.vocab_size * 4
+    )
     room = usable[o.row] - FRAMEWORK_OVERHEAD_BYTES - ends / k - act
     per_layer = w_layer / k + seqs * kv_layer_seq / kv_shard_divisor(m, k)
     return int(room // per_layer) if room > 0 else 0
@@ -198,9 +244,20 @@ def _activity(stage_bytes: float, bandwidth: float, stage_t: float) -> float:
     return min(1.0, stage_bytes / bandwidth / stage_t) if stage_t > 0 else 1.0
 
 
-def _inference_design(w: InferenceWorkload, b: int, stage_types: tuple[Stage, ...], S: int, T: float,
-                      prefill: list[tuple[float, int]], hop: float, table: DeviceTable, o: _Option,
-                      m: ModelArch, fmt: object, L: int) -> Design | None:
+def _inference_design(
+    w: InferenceWorkload,
+    b: int,
+    stage_types: tuple[Stage, ...],
+    S: int,
+    T: float,
+    prefill: list[tuple[float, int]],
+    hop: float,
+    table: DeviceTable,
+    o: _Option,
+    m: ModelArch,
+    fmt: object,
+    L: int,
+) -> Design | None:
     """A homogeneous pipeline: S stages like stage_types[0]; the last stage takes the remainder."""
     st = stage_types[0]
     layers = [st.layers] * (S - 1) + [L - st.layers * (S - 1)]
@@ -208,20 +265,42 @@ def _inference_design(w: InferenceWorkload, b: int, stage_types: tuple[Stage, ..
     i = o.row
     bw = float(table.bandwidth_bytes_s[i])
     act = _activity(st.layers * _wbytes(m, fmt) / L / st.tp, bw, T)
-    watts = float(power_w(table.tdp_w[i : i + 1], table.idle_w[i : i + 1], np.array([act]),
-                          table.power_activity_floor[i : i + 1])[0])
+    watts = float(
+        power_w(
+            table.tdp_w[i : i + 1],
+            table.idle_w[i : i + 1],
+            np.array([act]),
+            table.power_activity_floor[i : i + 1],
+        )[0]
+    )
     n_dev = S * st.tp
     ttft = sum(p * s for p, s in prefill) + hop * (S - 1)
-    return Design(w.name, b, stages, 1, b / T, b * S, S * T * 1e3, ttft, watts * n_dev, {st.device: n_dev})
+    return Design(
+        w.name, b, stages, 1, b / T, b * S, S * T * 1e3, ttft, watts * n_dev, {st.device: n_dev}
+    )
 
 
 def _wbytes(m: ModelArch, fmt: object) -> float:
     return block_weight_bytes(m, fmt)  # type: ignore[arg-type]
 
 
-def _two_type_designs(w: InferenceWorkload, b: int, per_opt: list, usable: np.ndarray, w_layer: float,  # type: ignore[type-arg]
-                      kv_layer_seq: float, emb: float, head: float, m: ModelArch, kvb: float, hop: float,
-                      table: DeviceTable, fmt: object, max_stages: int, homog: list[Design]) -> list[Design]:
+def _two_type_designs(
+    w: InferenceWorkload,
+    b: int,
+    per_opt: list,
+    usable: np.ndarray,
+    w_layer: float,
+    kv_layer_seq: float,
+    emb: float,
+    head: float,
+    m: ModelArch,
+    kvb: float,
+    hop: float,
+    table: DeviceTable,
+    fmt: object,
+    max_stages: int,
+    homog: list[Design],
+) -> list[Design]:
     """Pipelines mixing two option types: s1 stages of o1 then s2 of o2, layers balanced to
     minimize the slowest stage (exhaustive over the layers per o1 stage)."""
     L = m.num_layers
@@ -237,7 +316,7 @@ def _two_type_designs(w: InferenceWorkload, b: int, per_opt: list, usable: np.nd
     ranked = sorted(per_opt, key=lambda p: best.get((p[0].device.id, p[0].tp), math.inf))
     # Options with no homogeneous design (too small alone) are exactly the ones pooling helps.
     small = [p for p in per_opt if (p[0].device.id, p[0].tp) not in best]
-    pool = (ranked[:HETERO_TOP] + small[:HETERO_TOP])
+    pool = ranked[:HETERO_TOP] + small[:HETERO_TOP]
     out: list[Design] = []
     seen: set[tuple[str, int]] = set()
     uniq = []
@@ -255,10 +334,14 @@ def _two_type_designs(w: InferenceWorkload, b: int, per_opt: list, usable: np.nd
             for s1 in range(1, HETERO_MAX_STAGES + 1):
                 for s2 in range(1, HETERO_MAX_STAGES + 1):
                     S = s1 + s2
-                    if S > max_stages:
+                    if max_stages < S:
                         continue
-                    cap1 = _layer_cap(o1, usable, w_layer, kv_layer_seq, b * S, max(emb, head), m, b, kvb, w)
-                    cap2 = _layer_cap(o2, usable, w_layer, kv_layer_seq, b * S, max(emb, head), m, b, kvb, w)
+                    cap1 = _layer_cap(
+                        o1, usable, w_layer, kv_layer_seq, b * S, max(emb, head), m, b, kvb, w
+                    )
+                    cap2 = _layer_cap(
+                        o2, usable, w_layer, kv_layer_seq, b * S, max(emb, head), m, b, kvb, w
+                    )
                     if cap1 <= 0 or cap2 <= 0 or s1 * cap1 + s2 * cap2 < L:
                         continue
                     l1 = np.arange(1, min(cap1, L) + 1)
@@ -269,24 +352,48 @@ def _two_type_designs(w: InferenceWorkload, b: int, per_opt: list, usable: np.nd
                     T = np.maximum(l1 * t1[0] + t1[1], l2 * t2[0] + t2[1]) + hop
                     T = np.where(ok, T, np.inf)
                     j = int(np.argmin(T))
-                    n1, n2 = int(l1[j]), int(l2[j])
+                    n1 = int(l1[j])
                     # Exact layer counts: o1 stages n1 each, o2 stages share the rest.
                     rest = L - s1 * n1
                     lay2 = [rest // s2 + (1 if i < rest % s2 else 0) for i in range(s2)]
                     if min(lay2) < 1 or max(lay2) > cap2:
                         continue
                     Tj = float(max(n1 * t1[0] + t1[1], max(lay2) * t2[0] + t2[1]) + hop)
-                    stages = tuple([Stage(o1.device.id, o1.tp, n1)] * s1 + [Stage(o2.device.id, o2.tp, x) for x in lay2])
+                    stages = tuple(
+                        [Stage(o1.device.id, o1.tp, n1)] * s1
+                        + [Stage(o2.device.id, o2.tp, x) for x in lay2]
+                    )
                     watts = 0.0
                     for o, lay, cnt in ((o1, n1, s1), (o2, max(lay2), s2)):
                         i = o.row
                         act = _activity(lay * w_layer / o.tp, float(table.bandwidth_bytes_s[i]), Tj)
-                        pw = power_w(table.tdp_w[i : i + 1], table.idle_w[i : i + 1], np.array([act]),
-                                     table.power_activity_floor[i : i + 1])[0]
+                        pw = power_w(
+                            table.tdp_w[i : i + 1],
+                            table.idle_w[i : i + 1],
+                            np.array([act]),
+                            table.power_activity_floor[i : i + 1],
+                        )[0]
                         watts += float(pw) * cnt * o.tp
-                    ttft = s1 * (n1 * t1[2] + t1[3]) + sum(x * t2[2] + t2[3] for x in lay2) + hop * (S - 1)
+                    ttft = (
+                        s1 * (n1 * t1[2] + t1[3])
+                        + sum(x * t2[2] + t2[3] for x in lay2)
+                        + hop * (S - 1)
+                    )
                     devices = {o1.device.id: s1 * o1.tp, o2.device.id: s2 * o2.tp}
-                    out.append(Design(w.name, b, stages, 1, b / Tj, b * S, S * Tj * 1e3, float(ttft), watts, devices))
+                    out.append(
+                        Design(
+                            w.name,
+                            b,
+                            stages,
+                            1,
+                            b / Tj,
+                            b * S,
+                            S * Tj * 1e3,
+                            float(ttft),
+                            watts,
+                            devices,
+                        )
+                    )
     return out
 
 
@@ -312,7 +419,10 @@ def _prune(designs: list[Design]) -> list[Design]:
     kept: list[Design] = []
     for sig, group in groups.items():
         arr = np.array(
-            [[*(d.devices[s] for s in sig), d.power_w, -d.tokens_per_s, -d.concurrency] for d in group]
+            [
+                [*(d.devices[s] for s in sig), d.power_w, -d.tokens_per_s, -d.concurrency]
+                for d in group
+            ]
         )
         order = np.lexsort(arr.T[::-1])
         arr, group = arr[order], [group[i] for i in order]
@@ -333,7 +443,9 @@ def _prune(designs: list[Design]) -> list[Design]:
 # ------------------------------------------------------------------------------------------------
 
 
-def training_designs(w: TrainingWorkload, problem: Problem, cat: Catalog, devs: list[Accelerator]) -> list[Design]:
+def training_designs(
+    w: TrainingWorkload, problem: Problem, cat: Catalog, devs: list[Accelerator]
+) -> list[Design]:
     m = cat.model(w.model)
     c = problem.constraints
     net = cat.link(c.network)
@@ -342,19 +454,30 @@ def training_designs(w: TrainingWorkload, problem: Problem, cat: Catalog, devs: 
     table = device_table(devs)
     max_dev = c.max_devices or 4096
     for i, d in enumerate(devs):
-        sub = _subset(table, np.array([i]))
+        sub = table.take([i])
         usable = float(table.memory_bytes[i]) * (1.0 - c.memory_headroom)
-        base_tps = float(training_tokens_per_second(m, sub, seq_len=w.seq_len, method=w.method,
-                                                    recompute=w.recompute, precision_fmt=fmt)[0])
+        base_tps = float(
+            training_tokens_per_second(
+                m, sub, seq_len=w.seq_len, method=w.method, recompute=w.recompute, precision_fmt=fmt
+            )[0]
+        )
         for k in tp_degrees(d, cat, problem, m):
             for S in [s for s in (1, 2, 4, 8, 16) if s <= c.max_stages and s <= m.num_layers]:
                 for D in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024):
                     n = k * S * D
                     if n > max_dev:
                         break
-                    setup = TrainingSetup(method=w.method, optimizer=w.optimizer, zero_stage=w.zero_stage,
-                                          data_parallel=D, tensor_parallel=k, seq_len=w.seq_len,
-                                          micro_batch=w.micro_batch, recompute=w.recompute, lora_rank=w.lora_rank)
+                    setup = TrainingSetup(
+                        method=w.method,
+                        optimizer=w.optimizer,
+                        zero_stage=w.zero_stage,
+                        data_parallel=D,
+                        tensor_parallel=k,
+                        seq_len=w.seq_len,
+                        micro_batch=w.micro_batch,
+                        recompute=w.recompute,
+                        lora_rank=w.lora_rank,
+                    )
                     mem = training_memory(m, setup, layers=math.ceil(m.num_layers / S), last=True)
                     if mem.total > usable:
                         continue
@@ -366,15 +489,27 @@ def training_designs(w: TrainingWorkload, problem: Problem, cat: Catalog, devs: 
                     trainable = _trainable_params(m, w)
                     step_tokens = w.seq_len * w.micro_batch * micro * D
                     step_s = step_tokens / tps
-                    ar = float(ring_allreduce_seconds(2.0 * trainable / (k * S), D, net.bandwidth_gb_s * 1e9,
-                                                      net.latency_us * 1e-6)) if D > 1 else 0.0
+                    ar = (
+                        float(
+                            ring_allreduce_seconds(
+                                2.0 * trainable / (k * S),
+                                D,
+                                net.bandwidth_gb_s * 1e9,
+                                net.latency_us * 1e-6,
+                            )
+                        )
+                        if D > 1
+                        else 0.0
+                    )
                     tps = step_tokens / (step_s + ar)
                     hours = w.token_budget / tps / 3600
                     if w.deadline_hours is not None and hours > w.deadline_hours:
                         continue
                     watts = float(d.power.tdp_w) * 0.9 * n  # training holds near TDP
                     stages = tuple(Stage(d.id, k, x) for x in _split(m.num_layers, S))
-                    out.append(Design(w.name, w.micro_batch, stages, D, tps, 0, 0.0, 0.0, watts, {d.id: n}))
+                    out.append(
+                        Design(w.name, w.micro_batch, stages, D, tps, 0, 0.0, 0.0, watts, {d.id: n})
+                    )
                     break  # a larger D at this (k, S) only costs more; the deadline is met
     return _prune(out)
 

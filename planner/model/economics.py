@@ -33,7 +33,9 @@ def energy_usd_per_watt(problem: Problem) -> float:
     return working_hours(problem) / 1000.0 * h.pue * h.electricity_usd_per_kwh
 
 
-def device_economics(problem: Problem, cat: Catalog, devices: list[Accelerator]) -> dict[str, DeviceEconomics]:
+def device_economics(
+    problem: Problem, cat: Catalog, devices: list[Accelerator]
+) -> dict[str, DeviceEconomics]:
     owned: dict[str, int] = {}
     for o in problem.constraints.inventory:
         owned[o.device] = owned.get(o.device, 0) + o.count
@@ -42,7 +44,11 @@ def device_economics(problem: Problem, cat: Catalog, devices: list[Accelerator])
         if problem.horizon.procurement == "buy":
             unit = d.price.purchase_usd
         else:
-            unit = None if d.price.rent_usd_per_hour is None else d.price.rent_usd_per_hour * working_hours(problem)
+            unit = (
+                None
+                if d.price.rent_usd_per_hour is None
+                else d.price.rent_usd_per_hour * working_hours(problem)
+            )
         host = cat.host_for(d)
         if host is None:
             continue
