@@ -106,8 +106,9 @@ def solve_problem(
     cat = cat or load_catalog()
     t0 = time.perf_counter()
     tables = build_tables(problem, cat)
-    empty = [w.name for w in problem.workloads if not tables.designs[w.name]]
+    empty = [w for w in problem.workloads if not tables.designs[w.name]]
     if empty:
+        notes = [why_no_design(w, problem, cat) for w in empty]
         return Plan(
             problem.name,
             "INFEASIBLE",
@@ -115,22 +116,87 @@ def solve_problem(
             None,
             None,
             time.perf_counter() - t0,
-            notes=[
-                f"workload `{n}`: no device configuration meets its memory and latency needs "
-                "(run `planner explain` for details)"
-                for n in empty
-            ],
+            notes=notes,
         )
     model = PlannerModel(tables)
     sol = model.solve(time_limit=time_limit, workers=workers, seed=seed)
-    if sol.status not in ("OPTIMAL", "FEASIBLE"):
+    if sol.status == "INFEASIBLE":
+        notes = blocking_constraints(tables, time_limit=time_limit, seed=seed)
         return Plan(
-            problem.name, sol.status, problem.objective.goal, None, None, time.perf_counter() - t0
+            problem.name,
+            "INFEASIBLE",
+            problem.objective.goal,
+            None,
+            None,
+            time.perf_counter() - t0,
+            notes=notes,
+        )
+    if sol.status != "OPTIMAL" and sol.status != "FEASIBLE":
+        return Plan(
+            problem.name,
+            sol.status,
+            problem.objective.goal,
+            None,
+            None,
+            time.perf_counter() - t0,
+            notes=[f"no plan found within {time_limit:g} s"],
         )
     plan = make_plan(problem, cat, tables, sol)
     plan.solve_seconds = time.perf_counter() - t0
     verify(plan, problem, cat)
     return plan
+
+
+def why_no_design(w: InferenceWorkload | TrainingWorkload, problem: Problem, cat: Catalog) -> str:
+    """A sentence with numbers: why no replica configuration exists for `w`."""
+    from planner.estimator.memory import weight_bytes
+
+    m = cat.model(w.model)
+    devs = allowed_devices(problem, cat)
+    if not devs:
+        return f"workload `{w.name}`: no allowed device has a price and a host in the catalog"
+    c = problem.constraints
+    biggest = max(devs, key=lambda d: d.memory.bytes)
+    usable = biggest.memory.bytes * (1 - c.memory_headroom)
+    fmt = weight_format(w.weights if isinstance(w, InferenceWorkload) else "bf16")
+    need = weight_bytes(m, fmt)
+    most = usable * c.max_stages * min(c.max_tensor_parallel, 8)
+    text = (
+        f"workload `{w.name}`: {m.name} needs {need / 1e9:,.0f} GB of weights alone "
+        f"({fmt.id}); the largest allowed device, {biggest.id}, offers {usable / 1e9:,.0f} GB usable"
+    )
+    if need > most:
+        return text + (
+            f", and at most {c.max_stages} stages x {min(c.max_tensor_parallel, 8)}-way tensor "
+            f"parallelism hold {most / 1e9:,.0f} GB: raise constraints.max_stages, allow larger "
+            "devices or use a smaller format"
+        )
+    return text + (
+        "; no configuration meets both memory (with the KV cache or training state) and the "
+        "latency or deadline ceilings: relax the ceiling, the context length or the concurrency"
+    )
+
+
+def blocking_constraints(tables: Tables, *, time_limit: float, seed: int) -> list[str]:
+    """Which single constraint family, switched off, makes the problem feasible."""
+    probe = PlannerModel(tables)
+    names = sorted(probe.named)
+    freed = []
+    for name in names:
+        trial = PlannerModel(tables)
+        sol = trial.solve(
+            time_limit=time_limit / max(1, len(names)),
+            workers=1,
+            seed=seed,
+            relax=frozenset({name}),
+        )
+        if sol.status in ("OPTIMAL", "FEASIBLE"):
+            freed.append(name)
+    if not freed:
+        return [
+            f"no single constraint explains it: several limits block together ({', '.join(names)})"
+        ]
+    return [f"infeasible because of `{n}`: without it a plan exists" for n in freed]
 
 
 def make_plan(problem: Problem, cat: Catalog, tables: Tables, sol: Solution) -> Plan:

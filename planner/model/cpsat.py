@@ -261,10 +261,15 @@ class PlannerModel:
 
     # -- solving ---------------------------------------------------------------------------
 
-    def solve(self, *, time_limit: float, workers: int, seed: int) -> Solution:
-        """Solve for the problem's objective (ratios by Dinkelbach's method), then its tie-break."""
-        for lit in self.named.values():
-            self.m.add(lit == 1)
+    def solve(
+        self, *, time_limit: float, workers: int, seed: int, relax: frozenset[str] = frozenset()
+    ) -> Solution:
+        """Solve for the problem's objective (ratios by Dinkelbach's method), then its tie-break.
+
+        Constraint families named in `relax` are switched off (for explanations).
+        """
+        for name, lit in self.named.items():
+            self.m.add(lit == (0 if name in relax else 1))
         goal = self.p.objective.goal
         start = time.perf_counter()
         if goal == "min_cost":
