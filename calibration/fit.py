@@ -1,0 +1,767 @@
+"""Fit the efficiency factors of catalog/efficiency.yaml to the published measurements.
+
+    python calibration/fit.py [--write] [--report calibration/report.md]
+
+Batch-1 decode, per device class: the step time the estimator predicts is linear in four unknowns,
+
+    t = a / eff_bw + n_layers * layer_overhead + step_overhead + n_layers * w * dq / fp32_flops
+
+(a = bytes read per step / peak bandwidth; w = weights per layer; dq applies to weight-only
+formats only). The coefficients are read off the project's own `decode_step_seconds` (it is
+linear in these factors while decode is memory-bound, which holds at batch 1), every row is
+divided by its measured time so the fit minimizes relative error, and a small non-negative least
+squares solves it with 0 < eff_bw <= 1 and all overheads >= 0. A weak penalty pulls each factor
+toward its prior, so a class with few rows cannot drift to extremes.
+
+Prefill rows give the compute efficiency, training rows the training MFU, per class where rows
+exist. Classes without rows keep the priors. Predictions before and after use the estimator's
+functions with the factors passed as overrides, so the report shows exactly what the tool does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import re
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from planner.catalog import load_catalog  # noqa: E402
+from planner.catalog_schema import Accelerator, ModelArch  # noqa: E402
+from planner.estimator.architecture import (  # noqa: E402
+    head_params,
+)
+from planner.estimator.devices import device_table  # noqa: E402
+from planner.estimator.formats import WEIGHT_FORMATS, kv_bytes, weight_format  # noqa: E402
+from planner.estimator.perf import (  # noqa: E402
+    decode_step_seconds,
+    prefill_seconds,
+    training_flops_per_token,
+    training_tokens_per_second,
+    weight_params_touched_per_layer,
+)
+from planner.measurements import Measurement, load_measurements  # noqa: E402
+
+Vec = npt.NDArray[np.float64]
+Params = dict[str, dict[str, float]]  # device class (or device id) -> efficiency factors
+
+TABLE = ROOT / "calibration" / "measurements.yaml"
+EFFICIENCY = ROOT / "catalog" / "efficiency.yaml"
+CLASSES = ("datacenter", "workstation", "consumer", "unified-memory", "asic")
+
+# The hand-set starting values (the file before any calibration). They are the "before" column
+# of the report and the values the fit is pulled toward, so reruns do not drift.
+PRIORS: Params = {
+    "datacenter": {
+        "bandwidth": 0.80,
+        "compute": 0.60,
+        "training_mfu": 0.40,
+        "layer_overhead_us": 15,
+        "step_overhead_us": 400,
+        "dequant_ops_per_weight": 4,
+    },
+    "workstation": {
+        "bandwidth": 0.80,
+        "compute": 0.55,
+        "training_mfu": 0.35,
+        "layer_overhead_us": 15,
+        "step_overhead_us": 400,
+        "dequant_ops_per_weight": 4,
+    },
+    "consumer": {
+        "bandwidth": 0.80,
+        "compute": 0.55,
+        "training_mfu": 0.35,
+        "layer_overhead_us": 15,
+        "step_overhead_us": 400,
+        "dequant_ops_per_weight": 4,
+    },
+    "unified-memory": {
+        "bandwidth": 0.75,
+        "compute": 0.50,
+        "training_mfu": 0.30,
+        "layer_overhead_us": 30,
+        "step_overhead_us": 800,
+        "dequant_ops_per_weight": 4,
+    },
+    "asic": {
+        "bandwidth": 0.65,
+        "compute": 0.50,
+        "training_mfu": 0.35,
+        "layer_overhead_us": 20,
+        "step_overhead_us": 500,
+        "dequant_ops_per_weight": 4,
+    },
+}
+
+# Decode unknowns x = (1/eff_bw, layer_overhead_us, step_overhead_us, dequant_ops_per_weight).
+DECODE_KEYS = ("bandwidth", "layer_overhead_us", "step_overhead_us", "dequant_ops_per_weight")
+LOWER = np.array([1.0, 0.0, 0.0, 0.0])
+# The dequantization term is nearly collinear with the bandwidth term (both scale with the weights
+# read; only the fp32/bandwidth ratio of the device tells them apart), so it stays at its prior
+# (about 4 vector ops per weight: unpack, scale, convert; llama.cpp and Marlin kernels). Fitting it
+# too was tried and gave a worse leave-one-device-out error.
+FIT_DEQUANT = False
+# Prior penalty: residual = (x - prior) / scale * sqrt(WEIGHT). With WEIGHT = 0.005, moving a
+# factor by one `scale` costs as much as one row being 7 % off: enough to keep a class with a
+# few rows near the prior, too weak to override a class with many. Chosen among 0.005, 0.05 and
+# 0.5 by the leave-one-device-out error.
+PRIOR_SCALE = np.array([0.5, 25.0, 500.0, 4.0])
+PRIOR_WEIGHT = 0.005
+NAIVE_EFF = 0.7  # the plain "0.7 x bandwidth / model bytes" rule
+
+
+# ------------------------------------------------------------------------------------------------
+# Rows
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Row:
+    meas: Measurement
+    model: ModelArch
+    device: Accelerator
+    context: float  # mean tokens in the KV cache while decoding (prompt length for prefill)
+
+    @property
+    def cls(self) -> str:
+        return self.device.device_class
+
+
+def mean_context(r: Measurement) -> float:
+    """Average KV-cache length over the generated tokens.
+
+    The table's `context` is the end of a llama-bench `tgN` run (started from an empty cache), the
+    depth D of a `tgN @ dD` run, the rough prompt of a `llama.cpp main` run followed by `context`
+    generated tokens, or the input length of a serving run (output length in the notes).
+    """
+    ctx = float(r.context or 0)
+    notes = r.notes or ""
+    tg = re.search(r"\btg(\d+)", notes)
+    if "@ d" in notes and tg:
+        return ctx + int(tg.group(1)) / 2
+    if "generated tokens" in notes:
+        return 400 + ctx / 2  # "a prompt of a few hundred tokens" (the prefill rows use 400)
+    if tg:
+        return ctx / 2
+    out = re.search(r"output (\d+)", notes) or re.search(r"\bTG (\d+)", notes)
+    if out:
+        return ctx + int(out.group(1)) / 2
+    return ctx
+
+
+def load_rows() -> tuple[list[Row], list[Measurement]]:
+    """Rows whose model, device and formats the catalog knows; the rest are returned as skipped."""
+    cat = load_catalog()
+    table = load_measurements(TABLE)
+    rows: list[Row] = []
+    skipped: list[Measurement] = []
+    for r in table.measurements:
+        if r.model not in cat.models or r.device not in cat.accelerators:
+            skipped.append(r)
+            continue
+        if r.weights not in WEIGHT_FORMATS:
+            skipped.append(r)
+            continue
+        rows.append(Row(r, cat.models[r.model], cat.accelerators[r.device], mean_context(r)))
+    return rows, skipped
+
+
+def is_decode_b1(r: Row) -> bool:
+    m = r.meas
+    return m.metric == "decode_tokens_per_s" and m.batch == 1 and m.devices == 1
+
+
+def is_layer_split(r: Row) -> bool:
+    """llama.cpp over several GPUs: the layers are split, one GPU works at a time."""
+    m = r.meas
+    return (
+        m.metric == "decode_tokens_per_s"
+        and m.batch == 1
+        and m.devices > 1
+        and m.engine == "llama.cpp"
+    )
+
+
+def is_decode_batched(r: Row) -> bool:
+    m = r.meas
+    return (
+        m.metric == "decode_tokens_per_s"
+        and m.batch is not None
+        and not is_decode_b1(r)
+        and not is_layer_split(r)
+    )
+
+
+def is_prefill(r: Row) -> bool:
+    return r.meas.metric == "prefill_tokens_per_s" and r.meas.devices == 1
+
+
+def is_training(r: Row) -> bool:
+    return r.meas.metric in ("train_mfu", "train_tokens_per_s_per_device")
+
+
+# ------------------------------------------------------------------------------------------------
+# Predictions, all through the estimator's own functions
+# ------------------------------------------------------------------------------------------------
+
+
+def decode_tps(r: Row, params: Params) -> float:
+    m = r.meas
+    dev = device_table([r.device], params)
+    batch = float(m.batch or 1)
+    # llama.cpp's layer split runs one GPU at a time: the step is that of one device holding
+    # every layer (link hops are negligible at batch 1). Other multi-device rows are tensor
+    # parallel.
+    tp = 1 if is_layer_split(r) else m.devices
+    step = decode_step_seconds(
+        r.model,
+        weight_format(m.weights),
+        kv_bytes(m.kv),
+        dev,
+        batch=batch,
+        context=r.context,
+        tp=tp,
+    )
+    return batch / float(step[0])
+
+
+def prefill_tps(r: Row, params: Params) -> float:
+    m = r.meas
+    dev = device_table([r.device], params)
+    batch = float(m.batch or 1)
+    prompt = float(m.context or 512)
+    t = prefill_seconds(r.model, weight_format(m.weights), dev, batch=batch, prompt=prompt)
+    return batch * prompt / float(t[0])
+
+
+def training_setup(r: Row) -> tuple[str, str]:
+    """(method, recompute) from the row's notes and weights."""
+    notes = r.meas.notes or ""
+    method = "qlora" if "QLoRA" in notes else "lora" if "LoRA" in notes else "full"
+    if "no activation checkpointing" in notes:
+        recompute = "none"
+    elif "full activation checkpointing" in notes or (
+        re.search(r"\bactivation checkpointing", notes) and "selective" not in notes
+    ):
+        recompute = "full"
+    else:
+        recompute = "selective"
+    return method, recompute
+
+
+def training_value(r: Row, params: Params) -> float:
+    """What the estimator says for this row: tokens/s/device, or the MFU the source would report.
+
+    The estimator's tokens/s is peak x training_mfu / FLOPs per token, with recomputation counted
+    in the FLOPs. A source's MFU counts model FLOPs only, so the MFU the estimator implies is
+    training_mfu x (FLOPs without recomputation) / (FLOPs with it).
+    """
+    m = r.meas
+    method, recompute = training_setup(r)
+    seq = int(m.context or 2048)
+    fmt = weight_format("bf16" if m.weights == "nf4" else m.weights)
+    dev = device_table([r.device], params)
+    tps = float(
+        training_tokens_per_second(
+            r.model, dev, seq_len=seq, method=method, recompute=recompute, precision_fmt=fmt
+        )[0]
+    )
+    if m.metric == "train_tokens_per_s_per_device":
+        return tps
+    model_flops = training_flops_per_token(r.model, seq, method, "none")
+    return tps * model_flops / float(dev.peak_flops(fmt)[0])
+
+
+def predict(r: Row, params: Params) -> float:
+    if r.meas.metric == "decode_tokens_per_s":
+        return decode_tps(r, params)
+    if r.meas.metric == "prefill_tokens_per_s":
+        return prefill_tps(r, params)
+    return training_value(r, params)
+
+
+def naive_tps(r: Row) -> float:
+    """0.7 x peak bandwidth / bytes of weights read per token (active experts only for MoE)."""
+    m, fmt = r.model, weight_format(r.meas.weights)
+    block = weight_params_touched_per_layer(m, 1.0) * m.num_layers * fmt.bits_per_weight / 8
+    head = head_params(m) * fmt.embedding_bits / 8
+    return NAIVE_EFF * r.device.memory.bandwidth_gb_s * 1e9 / (block + head)
+
+
+# ------------------------------------------------------------------------------------------------
+# Fitting
+# ------------------------------------------------------------------------------------------------
+
+
+def nnls(a: Vec, b: Vec, max_iter: int = 200) -> Vec:
+    """min ||a x - b|| subject to x >= 0 (Lawson and Hanson 1974, active set)."""
+    n = a.shape[1]
+    x = np.zeros(n)
+    passive = np.zeros(n, dtype=bool)
+    tol = 1e-12 * max(1.0, float(np.abs(a).max()))
+    for _ in range(max_iter):
+        w = a.T @ (b - a @ x)
+        if passive.all() or float(np.max(np.where(passive, -np.inf, w))) <= tol:
+            break
+        passive[int(np.argmax(np.where(passive, -np.inf, w)))] = True
+        while True:
+            s = np.zeros(n)
+            s[passive] = np.linalg.lstsq(a[:, passive], b, rcond=None)[0]
+            if np.all(s[passive] > 0):
+                x = s
+                break
+            neg = passive & (s <= 0)
+            alpha = float(np.min(x[neg] / (x[neg] - s[neg])))
+            x = x + alpha * (s - x)
+            passive &= x > tol
+            x[~passive] = 0.0
+    return x
+
+
+def decode_design(r: Row, base: dict[str, float]) -> Vec:
+    """Coefficients of (1/eff_bw, layer_us, step_us, dq) in the predicted step time, read off
+    decode_step_seconds by unit steps (exact: the step is linear in them at batch 1)."""
+    zero = {
+        **base,
+        "bandwidth": 1.0,
+        "layer_overhead_us": 0.0,
+        "step_overhead_us": 0.0,
+        "dequant_ops_per_weight": 0.0,
+    }
+
+    def step(**kw: float) -> float:
+        return r.meas.batch / decode_tps(r, {r.cls: {**zero, **kw}}) if r.meas.batch else 0.0
+
+    t0 = step()
+    return np.array(
+        [
+            t0,
+            step(layer_overhead_us=1.0) - t0,
+            step(step_overhead_us=1.0) - t0,
+            step(dequant_ops_per_weight=1.0) - t0,
+        ]
+    )
+
+
+def fit_decode_class(
+    rows: Sequence[Row], prior: dict[str, float], current: dict[str, float]
+) -> dict[str, float]:
+    """Relative-error least squares with a weak pull toward the prior; bounds via NNLS.
+    `current` supplies the factors not fitted here (compute), which the design rows use."""
+    p = np.array(
+        [
+            1.0 / prior["bandwidth"],
+            prior["layer_overhead_us"],
+            prior["step_overhead_us"],
+            prior["dequant_ops_per_weight"],
+        ]
+    )
+    if not rows:
+        return {k: prior[k] for k in DECODE_KEYS}
+    design = np.array([decode_design(r, current) for r in rows])
+    t_obs = np.array([1.0 / r.meas.value for r in rows])  # batch 1: seconds per token
+    a = design / t_obs[:, None]
+    b = 1.0 - a @ LOWER
+    free = np.array([True, True, True, FIT_DEQUANT])
+    b = b - a[:, ~free] @ (p - LOWER)[~free]  # fixed terms move to the right-hand side
+    reg = np.diag(np.sqrt(PRIOR_WEIGHT) / PRIOR_SCALE[free])
+    a_all = np.vstack([a[:, free], reg])
+    b_all = np.concatenate([b, reg @ (p - LOWER)[free]])
+    x = p.copy()
+    x[free] = nnls(a_all, b_all) + LOWER[free]
+    return {
+        "bandwidth": round(float(1.0 / x[0]), 3),
+        "layer_overhead_us": round(float(x[1]), 1),
+        "step_overhead_us": round(float(x[2])),
+        "dequant_ops_per_weight": round(float(x[3]), 2),
+    }
+
+
+def fit_scalar(
+    rows: Sequence[Row],
+    params: Params,
+    cls: str,
+    key: str,
+    prior: float,
+    value: Callable[[Row, Params], float],
+) -> float:
+    """One factor in (0, 1]: minimize the summed |log(predicted / measured)|, with the prior
+    counted as one more row at the same cost. Prefill and training rows include cases the model
+    cannot explain (FP4 peaks an engine does not use, MoE training); a squared relative error
+    would let a few large over-predictions drag the factor for every other row, the L1 of
+    log-ratios (for a pure multiplier, the median implied factor) does not."""
+    if not rows:
+        return prior
+
+    def loss(log_f: float) -> float:
+        f = float(np.exp(log_f))
+        ps = {**params, cls: {**params[cls], key: f}}
+        errs = np.array([np.log(value(r, ps) / r.meas.value) for r in rows])
+        return float(np.sum(np.abs(errs)) + abs(log_f - np.log(prior)))
+
+    grid = np.linspace(np.log(0.02), 0.0, 60)
+    losses = [loss(float(g)) for g in grid]
+    i = int(np.argmin(losses))
+    lo, hi = float(grid[max(i - 1, 0)]), float(grid[min(i + 1, len(grid) - 1)])
+    g = (np.sqrt(5.0) - 1.0) / 2.0
+    for _ in range(30):
+        c, d = hi - g * (hi - lo), lo + g * (hi - lo)
+        if loss(c) < loss(d):
+            hi = d
+        else:
+            lo = c
+    return round(float(np.exp((lo + hi) / 2.0)), 3)
+
+
+MAX_PLAUSIBLE_MFU = 0.6
+ROUNDS = 3  # decode -> compute -> decode ...: decode rows must stay memory-bound at the fitted
+# compute efficiency; the prefill fit uses the fitted overheads. Three rounds settle both.
+
+
+# Devices fitted on their own, written under `devices:` and left out of their class's fit. The
+# DGX Spark is the one CUDA part in the unified-memory class; its llama.cpp backend behaves
+# like a GPU's (high share of peak bandwidth, small overheads), while the Apple parts run Metal.
+# Fitted together, the Spark's nine rows set the class factors (full bandwidth, small overheads),
+# and the M1/M2/M3 rows, which the catalog lacks, come out about 17 % fast at the median when
+# those chips are described by their published bandwidth and FP32 rate.
+OWN_FIT: dict[str, str] = {"dgx-spark": "unified-memory"}
+
+
+def group_rows(rows: Sequence[Row], key: str, sel: Callable[[Row], bool]) -> list[Row]:
+    """Rows of a class (without the devices fitted on their own) or of one such device."""
+    if key in OWN_FIT:
+        return [r for r in rows if sel(r) and r.device.id == key]
+    return [r for r in rows if sel(r) and r.cls == key and r.device.id not in OWN_FIT]
+
+
+def fit_all(rows: Sequence[Row]) -> Params:
+    params: Params = {c: dict(v) for c, v in PRIORS.items()}
+    params.update({d: dict(PRIORS[c]) for d, c in OWN_FIT.items()})
+    keys = (*CLASSES, *OWN_FIT)
+    for _ in range(ROUNDS):
+        for key in keys:
+            prior = PRIORS[OWN_FIT.get(key, key)]
+            dec = group_rows(rows, key, is_decode_b1)
+            params[key].update(fit_decode_class(dec, prior, params[key]))
+            pre = group_rows(rows, key, is_prefill)
+            params[key]["compute"] = fit_scalar(
+                pre, params, key, "compute", prior["compute"], prefill_tps
+            )
+    for key in keys:
+        prior = PRIORS[OWN_FIT.get(key, key)]
+        tr = group_rows(rows, key, is_training)
+        mfu = fit_scalar(tr, params, key, "training_mfu", prior["training_mfu"], training_value)
+        # No published large-model run sustains more than ~0.6 MFU (PaLM 46 %, MegaScale 55 %,
+        # Llama 3 38-43 %): a higher fit means the few rows behind it are off, not the GPU.
+        params[key]["training_mfu"] = min(mfu, MAX_PLAUSIBLE_MFU)
+    for dev_id, cls in OWN_FIT.items():  # keep only the factors that differ from the class
+        params[dev_id] = {k: v for k, v in params[dev_id].items() if v != params[cls][k]}
+    return params
+
+
+def leave_one_device_out(rows: Sequence[Row], fitted: Params) -> dict[str, list[tuple[Row, float]]]:
+    """Batch-1 decode: refit each class without one device, predict that device's rows. A device
+    fitted on its own is predicted by its class's factors, as a device without rows would be."""
+    out: dict[str, list[tuple[Row, float]]] = {}
+    dec = [r for r in rows if is_decode_b1(r)]
+    for dev_id in sorted({r.device.id for r in dec}):
+        held = [r for r in dec if r.device.id == dev_id]
+        cls = held[0].cls
+        train = [r for r in group_rows(dec, cls, is_decode_b1) if r.device.id != dev_id]
+        held_out = {**fitted[cls], **fit_decode_class(train, PRIORS[cls], fitted[cls])}
+        for r in held:
+            out.setdefault(cls, []).append((r, decode_tps(r, {cls: held_out})))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Report
+# ------------------------------------------------------------------------------------------------
+
+
+def rel(pred: float, meas: float) -> float:
+    return pred / meas - 1.0
+
+
+def stats(errs: Sequence[float]) -> str:
+    if not errs:
+        return "- | -"
+    a = np.abs(np.array(errs)) * 100
+    return f"{np.median(a):.1f} | {np.percentile(a, 90):.1f}"
+
+
+def fmt_num(v: float) -> str:
+    if v >= 100:
+        return f"{v:,.0f}"
+    if v >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3f}"
+
+
+GROUPS: tuple[tuple[str, str, Callable[[Row], bool]], ...] = (
+    ("decode, batch 1, one device (fitted)", "decode_b1", is_decode_b1),
+    ("prefill, batch 1 (fitted: compute)", "prefill", is_prefill),
+    ("training (fitted: training_mfu)", "training", is_training),
+    (
+        "decode, batch 1, llama.cpp layer split over several GPUs (check only)",
+        "split",
+        is_layer_split,
+    ),
+    ("decode, batch > 1 with a published batch (check only)", "batched", is_decode_batched),
+)
+
+
+def report(
+    rows: Sequence[Row],
+    skipped: Sequence[Measurement],
+    fitted: Params,
+    loo: dict[str, list[tuple[Row, float]]],
+    n_total: int,
+    n_unused: int,
+) -> str:
+    out: list[str] = ["# Calibration report", ""]
+    out.append(
+        f"Table: `calibration/measurements.yaml`, {n_total} rows; "
+        f"{len(skipped)} skipped (device or model not in the catalog: "
+        f"{', '.join(sorted({s.device for s in skipped}))}); {n_unused} not used "
+        "(peak memory, and saturated-server decode rows whose batch is not published); "
+        f"{len(rows)} evaluated."
+    )
+    out.append(
+        "Error = predicted / measured - 1. Columns give the median and 90th percentile of "
+        "|error| in %."
+    )
+    out.append("")
+    before = {r: predict(r, PRIORS) for r in rows}
+    after = {r: predict(r, fitted) for r in rows}
+
+    out += [
+        "## Error before (priors) and after the fit",
+        "",
+        "| rows | class | n | before median | before p90 | after median | after p90 |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for title, _, sel in GROUPS:
+        group = [r for r in rows if sel(r)]
+        for cls in (*CLASSES, "all"):
+            g = [r for r in group if cls in ("all", r.cls)]
+            if not g:
+                continue
+            b = [rel(before[r], r.meas.value) for r in g]
+            a = [rel(after[r], r.meas.value) for r in g]
+            out.append(f"| {title} | {cls} | {len(g)} | {stats(b)} | {stats(a)} |")
+    dec = [r for r in rows if is_decode_b1(r)]
+    naive = [rel(naive_tps(r), r.meas.value) for r in dec]
+    signed = np.median(np.array(naive)) * 100
+    out += [
+        "",
+        f"Naive rule on batch-1 decode (tokens/s = {NAIVE_EFF} x peak bandwidth / bytes "
+        f"of weights read per token), {len(dec)} rows: median |error| "
+        f"{np.median(np.abs(naive)) * 100:.1f} %, p90 {np.percentile(np.abs(naive), 90) * 100:.1f}"
+        f" %, median signed error {signed:+.1f} %.",
+    ]
+    for cls in CLASSES:
+        ne = [rel(naive_tps(r), r.meas.value) for r in dec if r.cls == cls]
+        if ne:
+            out.append(
+                f"- {cls}: n {len(ne)}, median |error| {np.median(np.abs(ne)) * 100:.1f} %, "
+                f"median signed {np.median(ne) * 100:+.1f} %"
+            )
+
+    out += [
+        "",
+        "## Leave-one-device-out, batch-1 decode",
+        "",
+        "Each device's rows are predicted by factors fitted on the other devices of its class.",
+        "",
+        "| class | devices | n | median | p90 |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    all_loo: list[float] = []
+    for cls in CLASSES:
+        pairs = loo.get(cls, [])
+        if not pairs:
+            continue
+        errs = [rel(p, r.meas.value) for r, p in pairs]
+        all_loo += errs
+        ndev = len({r.device.id for r, _ in pairs})
+        out.append(f"| {cls} | {ndev} | {len(pairs)} | {stats(errs)} |")
+    out.append(f"| all | {len({r.device.id for r in dec})} | {len(all_loo)} | {stats(all_loo)} |")
+    out += [
+        "",
+        "Per device: held-out error, and the signed median error of the full fit (a device "
+        "far from 0 there is one the class factors do not describe).",
+        "",
+        "| device | class | n | held-out median |error| % | held-out worst % "
+        "| full-fit median signed % |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for cls in CLASSES:
+        for dev_id in sorted({r.device.id for r, _ in loo.get(cls, [])}):
+            errs = [rel(p, r.meas.value) for r, p in loo[cls] if r.device.id == dev_id]
+            worst = max(errs, key=abs) * 100
+            full = [rel(after[r], r.meas.value) for r in dec if r.device.id == dev_id]
+            out.append(
+                f"| {dev_id} | {cls} | {len(errs)} | "
+                f"{np.median(np.abs(errs)) * 100:.1f} | {worst:+.1f} | "
+                f"{np.median(full) * 100:+.1f} |"
+            )
+
+    out += ["", "## Factors", "", "| class | factor | prior | fitted |", "|---|---|---:|---:|"]
+    for cls in CLASSES:
+        for k in ("bandwidth", "compute", "training_mfu", *DECODE_KEYS[1:]):
+            if PRIORS[cls][k] != fitted[cls][k]:
+                out.append(f"| {cls} | {k} | {PRIORS[cls][k]:g} | {fitted[cls][k]:g} |")
+    for dev_id, cls in OWN_FIT.items():
+        for k, v in fitted.get(dev_id, {}).items():
+            out.append(f"| {dev_id} (device entry) | {k} | {PRIORS[cls][k]:g} | {v:g} |")
+    out.append("")
+    out.append(
+        "Factors not listed kept their prior (no rows for that class and metric; "
+        "dequant_ops_per_weight is held at its prior)."
+    )
+
+    for title, key, sel in GROUPS:
+        g = [r for r in rows if sel(r)]
+        if not g:
+            continue
+        naive_col = key == "decode_b1"
+        out += [
+            "",
+            f"## Rows: {title}",
+            "",
+            "| model | device | class | weights | batch | ctx | measured | before | after "
+            "| error before % | error after % |" + (" naive rule error % |" if naive_col else ""),
+            "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if naive_col else ""),
+        ]
+        for r in sorted(g, key=lambda r: (r.cls, r.device.id, r.meas.model, r.meas.weights)):
+            m = r.meas
+            batch = "-" if m.batch is None else str(m.batch)
+            if m.devices > 1:
+                batch += f" (x{m.devices})"
+            unit = " MFU" if m.metric == "train_mfu" else ""
+            out.append(
+                f"| {m.model} | {m.device} | {r.cls} | {m.weights} | {batch} | "
+                f"{r.context:g} | {fmt_num(m.value)}{unit} | {fmt_num(before[r])} | "
+                f"{fmt_num(after[r])} | {rel(before[r], m.value) * 100:+.1f} | "
+                f"{rel(after[r], m.value) * 100:+.1f} |"
+                + (f" {rel(naive_tps(r), m.value) * 100:+.1f} |" if naive_col else "")
+            )
+    return "\n".join(out) + "\n"
+
+
+# ------------------------------------------------------------------------------------------------
+# Writing catalog/efficiency.yaml
+# ------------------------------------------------------------------------------------------------
+
+HEADER = """\
+# Efficiency factors per device class: achieved fractions of peak and fixed overheads.
+#   bandwidth               achieved / peak memory bandwidth when streaming weights and KV cache
+#   compute                 achieved / peak dense tensor FLOP/s in inference matmuls (prefill)
+#   training_mfu            model FLOPs utilization in training (recomputation counted as work)
+#   layer_overhead_us       fixed time per layer per forward step (kernel launches, syncs), us
+#   step_overhead_us        fixed time per decode step (sampling, scheduling, host work), us
+#   dequant_ops_per_weight  FP32 vector ops per weight to unpack weight-only quantized formats
+#   usable_memory           share of device memory an engine may fill
+#   power_activity_floor    share of (TDP - idle) drawn even when lightly loaded
+# usable_memory: vLLM's gpu_memory_utilization default is 0.9; macOS lets the GPU wire about 75 % of
+# unified memory (Metal recommendedMaxWorkingSetSize).
+# Rewritten by `python calibration/fit.py --write`; calibration/README.md gives the fit and its error.
+"""
+
+ORDER = (
+    "bandwidth",
+    "compute",
+    "training_mfu",
+    "layer_overhead_us",
+    "step_overhead_us",
+    "dequant_ops_per_weight",
+    "power_activity_floor",
+    "usable_memory",
+)
+
+
+def write_efficiency(fitted: Params, fitted_on: str) -> None:
+    from planner.estimator.efficiency import load_efficiency
+
+    current = load_efficiency(EFFICIENCY)
+    lines = [HEADER.rstrip("\n"), f"fitted_on: {json.dumps(fitted_on)}", "classes:"]
+    for cls in CLASSES:
+        keep = current.classes[cls].model_dump()  # type: ignore[index]
+        vals = {**keep, **fitted[cls]}
+        body = ", ".join(f"{k}: {vals[k]:g}" for k in ORDER)
+        lines.append(f"  {cls}: {{{body}}}")
+    devices = {**current.devices, **{d: fitted[d] for d in OWN_FIT if fitted.get(d)}}
+    if devices:
+        lines.append("devices:")
+        for dev_id, factors in devices.items():
+            body = ", ".join(f"{k}: {factors[k]:g}" for k in ORDER if k in factors)
+            lines.append(f"  {dev_id}: {{{body}}}")
+    else:
+        lines.append("devices: {}")
+    EFFICIENCY.write_text("\n".join(lines) + "\n")
+    load_efficiency.cache_clear()
+    load_efficiency(EFFICIENCY)  # validates what was written
+
+
+def check_written(rows: Sequence[Row], fitted: Params) -> float:
+    """Largest relative difference between the report's "after" and the tool with no overrides."""
+    worst = 0.0
+    for r in rows:
+        worst = max(worst, abs(predict(r, {}) / predict(r, fitted) - 1.0))
+    return worst
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--write", action="store_true", help="rewrite catalog/efficiency.yaml")
+    ap.add_argument("--report", type=Path, help="also write the markdown report here")
+    args = ap.parse_args()
+
+    all_rows, skipped = load_rows()
+    # Peak-memory rows carry no factor fitted here. Saturated-server rows (batch null) cannot be
+    # predicted: the throughput depends on the batch the scheduler chose, which is not published.
+    rows = [
+        r
+        for r in all_rows
+        if r.meas.metric != "peak_memory_gb"
+        and not (r.meas.metric == "decode_tokens_per_s" and r.meas.batch is None)
+    ]
+    fitted = fit_all(rows)
+    loo = leave_one_device_out(rows, fitted)
+    text = report(
+        rows, skipped, fitted, loo, len(all_rows) + len(skipped), len(all_rows) - len(rows)
+    )
+    print(text)
+    if args.report:
+        args.report.write_text(text)
+    if args.write:
+        n_dec = sum(is_decode_b1(r) for r in rows)
+        n_pre = sum(is_prefill(r) for r in rows)
+        n_tr = sum(is_training(r) for r in rows)
+        fitted_on = (
+            f"calibration/measurements.yaml: {n_dec} batch-1 single-device decode rows, {n_pre} "
+            f"prefill rows and {n_tr} training rows with catalog devices (calibration/fit.py, "
+            f"{datetime.date.today().isoformat()})"
+        )
+        write_efficiency(fitted, fitted_on)
+        diff = check_written(rows, fitted)
+        print(
+            f"wrote {EFFICIENCY.relative_to(ROOT)}; tool vs report max difference "
+            f"{diff * 100:.3f} %"
+        )
+
+
+if __name__ == "__main__":
+    main()
