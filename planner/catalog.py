@@ -70,11 +70,14 @@ class Catalog:
         return sorted(fits, key=lambda n: (n.price_usd / n.slots, -n.slots, n.id))
 
     def host_for(self, device: Accelerator) -> Node | None:
-        """The node the planner buys for `device`: the cheapest per slot among its largest hosts
-        (up to 8 slots), so tensor-parallel groups fit in one node."""
+        """The node the planner buys for `device`. Datacenter parts and ASICs go in their largest
+        host (up to 8 slots, so tensor-parallel groups fit in one node); consumer, workstation
+        and unified-memory devices in the host cheapest per slot (a desktop, a Mac as itself)."""
         fits = self.nodes_for(device)
         if not fits:
             return None
+        if device.device_class in ("consumer", "workstation", "unified-memory"):
+            return fits[0]
         want = min(8, max(n.slots for n in fits))
         return min(
             (n for n in fits if n.slots >= want),

@@ -14,6 +14,7 @@ from planner.model.economics import (
     DeviceEconomics,
     device_economics,
     energy_usd_per_watt,
+    in_fleet,
     working_hours,
 )
 from planner.plan import DeviceLine, NodeLine, Plan, StageLine, WorkloadPlan
@@ -210,8 +211,9 @@ def make_plan(problem: Problem, cat: Catalog, tables: Tables, sol: Solution) -> 
     for (wn, j), r in sorted(sol.replicas.items()):
         d = tables.designs[wn][j]
         w = next(x for x in problem.workloads if x.name == wn)
-        for dev, n in d.devices.items():
-            used[dev] = used.get(dev, 0) + n * r
+        if in_fleet(w, problem):
+            for dev, n in d.devices.items():
+                used[dev] = used.get(dev, 0) + n * r
         stages = []
         first = 0
         for s_i, st in enumerate(d.stages):

@@ -15,7 +15,7 @@ from planner.estimator.formats import kv_bytes, weight_format
 from planner.estimator.memory import TrainingSetup, inference_memory, training_memory
 from planner.estimator.perf import decode_layer_seconds, head_seconds
 from planner.model.designs import Design
-from planner.model.economics import energy_usd_per_watt
+from planner.model.economics import energy_usd_per_watt, in_fleet
 from planner.plan import Plan, WorkloadPlan
 from planner.problem_schema import InferenceWorkload, Problem, TrainingWorkload, Workload
 
@@ -116,8 +116,8 @@ def verify(plan: Plan, problem: Problem, cat: Catalog) -> None:
                         f"`{w.name}` stage on {s.device} needs {s.memory_bytes['total']:.4g} B, "
                         f"usable {usable:.4g} B",
                     )
-                count = s.tp * wp.replicas
-                used[s.device] = used.get(s.device, 0) + count
+                if in_fleet(w, problem):
+                    used[s.device] = used.get(s.device, 0) + s.tp * wp.replicas
             if isinstance(w, InferenceWorkload):
                 T = max(s.seconds_per_step for s in wp.stages)
                 S = len(wp.stages)

@@ -18,7 +18,7 @@ from ortools.sat.python import cp_model
 
 from planner.errors import InternalError
 from planner.model.designs import Design
-from planner.model.economics import DeviceEconomics, energy_usd_per_watt
+from planner.model.economics import DeviceEconomics, energy_usd_per_watt, in_fleet
 from planner.problem_schema import InferenceWorkload, Problem, TrainingWorkload
 
 THROUGHPUT_SCALE = 1000  # milli-tokens per second
@@ -87,7 +87,10 @@ class PlannerModel:
                 self.R[(w.name, j)] = self.m.new_int_var(0, ub, f"R[{w.name},{j}]")
                 self.R_ub[(w.name, j)] = ub
         use: dict[str, list[tuple[int, cp_model.IntVar, int]]] = {}
+        fleet = {w.name for w in self.p.workloads if in_fleet(w, self.p)}
         for (wname, j), var in self.R.items():
+            if wname not in fleet:
+                continue
             for dev, n in self.t.designs[wname][j].devices.items():
                 use.setdefault(dev, []).append((n, var, self.R_ub[(wname, j)]))
         cap = c.max_devices or 100_000
@@ -334,6 +337,12 @@ class PlannerModel:
             self.m.add(self.tco_expr() <= round(sol.objective))
         elif goal == "max_throughput":
             self.m.add(self.throughput_expr() >= round(sol.objective))
+        elif goal == "max_tokens_per_joule":
+            n, d = sol.values  # keep throughput / power >= N / D, linear as D*thr - N*power >= 0
+            self.m.add(d * self.throughput_expr() - n * self.power_expr() >= 0)
+        else:
+            n, d = sol.values  # keep cost / throughput <= N / D
+            self.m.add(d * self.tco_expr() - n * self.throughput_expr() <= 0)
 
     def _solver(self, time_limit: float, workers: int, seed: int) -> cp_model.CpSolver:
         s = cp_model.CpSolver()
@@ -458,4 +467,5 @@ class PlannerModel:
             best.bought,
             best.hosts,
             iterations,
+            values=best.values,
         )

@@ -187,6 +187,7 @@ def inference_designs(
                     m,
                     fmt,
                     L,
+                    b * kv_layer_seq / kv_shard_divisor(m, o.tp),
                 )
                 if d is not None:
                     designs.append(d)
@@ -257,6 +258,7 @@ def _inference_design(
     m: ModelArch,
     fmt: object,
     L: int,
+    kv_read_per_layer: float,
 ) -> Design | None:
     """A homogeneous pipeline: S stages like stage_types[0]; the last stage takes the remainder."""
     st = stage_types[0]
@@ -264,7 +266,7 @@ def _inference_design(
     stages = tuple(Stage(st.device, st.tp, n) for n in layers)
     i = o.row
     bw = float(table.bandwidth_bytes_s[i])
-    act = _activity(st.layers * _wbytes(m, fmt) / L / st.tp, bw, T)
+    act = _activity(st.layers * (_wbytes(m, fmt) / L / st.tp + kv_read_per_layer), bw, T)
     watts = float(
         power_w(
             table.tdp_w[i : i + 1],
@@ -366,7 +368,10 @@ def _two_type_designs(
                     watts = 0.0
                     for o, lay, cnt in ((o1, n1, s1), (o2, max(lay2), s2)):
                         i = o.row
-                        act = _activity(lay * w_layer / o.tp, float(table.bandwidth_bytes_s[i]), Tj)
+                        kv_read = b * kv_layer_seq / kv_shard_divisor(m, o.tp)
+                        act = _activity(
+                            lay * (w_layer / o.tp + kv_read), float(table.bandwidth_bytes_s[i]), Tj
+                        )
                         pw = power_w(
                             table.tdp_w[i : i + 1],
                             table.idle_w[i : i + 1],

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from planner.catalog import Catalog
 from planner.catalog_schema import Accelerator, Node
 from planner.estimator.cost import HOURS_PER_YEAR
-from planner.problem_schema import Problem
+from planner.problem_schema import Problem, TrainingWorkload, Workload
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,12 @@ class DeviceEconomics:
     @property
     def slots(self) -> int:
         return self.node.slots
+
+
+def in_fleet(w: Workload, problem: Problem) -> bool:
+    """Whether a workload's devices join the fleet that is bought or rented for the horizon.
+    A training job under rent pays rent for its own hours only, so its devices do not."""
+    return not (isinstance(w, TrainingWorkload) and problem.horizon.procurement == "rent")
 
 
 def working_hours(problem: Problem) -> float:

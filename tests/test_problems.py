@@ -1,0 +1,125 @@
+"""Every example problem in problems/ solves as documented, and the CLI reports it.
+
+Golden values compare the objective and bound only (never the exact assignment): a catalog or
+estimator change that moves them should be looked at on purpose, then the value updated.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.cli import app
+from planner.plan import Plan
+from planner.solve import load_problem, solve_problem
+
+PROBLEMS_DIR = Path(__file__).resolve().parent.parent / "problems"
+PROBLEM_FILES = sorted(PROBLEMS_DIR.glob("*.yaml"))
+INFEASIBLE = "infeasible.yaml"
+
+# Throughput coefficients enter the model floored to milli-tokens/s, so for max_throughput the
+# model's bound sits a hair below the plan's float throughput.
+RATIO_REL_TOL = 1e-4
+
+
+@cache
+def solved(name: str) -> Plan:
+    """Solve one problem file once per test run (deterministic: one worker, seed 0)."""
+    return solve_problem(load_problem(PROBLEMS_DIR / name), workers=1, seed=0)
+
+
+def test_problem_set_is_complete() -> None:
+    names = {p.name for p in PROBLEM_FILES}
+    assert len(names) >= 10
+    for required in ("chat-70b.yaml", INFEASIBLE):
+        assert required in names
+
+
+@pytest.mark.parametrize("path", PROBLEM_FILES, ids=[p.stem for p in PROBLEM_FILES])
+def test_problem_solves(path: Path) -> None:
+    problem = load_problem(path)
+    assert problem.description.strip(), f"{path.name}: a problem states its decision"
+    plan = solved(path.name)
+    if path.name == INFEASIBLE:
+        assert plan.status == "INFEASIBLE"
+        assert plan.objective is None
+        return
+    assert plan.status == "OPTIMAL", plan.notes
+    assert plan.objective is not None and plan.bound is not None
+    if problem.objective.goal == "min_cost":
+        # Integer dollars from the model: proved optimal means no gap at all.
+        assert plan.objective == plan.bound
+        assert float(plan.objective).is_integer()
+    else:
+        assert plan.objective == pytest.approx(plan.bound, rel=RATIO_REL_TOL)
+    # A rented training job's devices are rented for the job alone and listed with the job.
+    assert plan.devices or all(w.kind == "training" for w in plan.workloads)
+    assert all(w.stages for w in plan.workloads)
+
+
+# name -> (expected objective, relative tolerance); what the plan is, for a reader of a failure.
+GOLDEN: dict[str, tuple[float, float]] = {
+    # 8 x gaudi2 in one gaudi2-8 host, one replica of two tp-4 stages, batch 128:
+    # ~5,340 tokens/s at ~48 ms/token; $100,000 capex + energy over 3 years.
+    "chat-70b.yaml": (116_307.0, 0.01),
+    # 4 x mi300x rented for a year, one tp-4 replica of all 126 layers (FP8), batch 64:
+    # ~1,090 tokens/s at ~59 ms/token; H200 needs 8 and B200 costs 3x the hour.
+    "serve-405b.yaml": (69_732.0, 0.01),
+    # 16 x gaudi3 in two gaudi3-8 hosts, one job of two tp-8 pipeline stages: 200B tokens in
+    # ~506 h (deadline 720 h); $340,000 capex + host energy + the run's energy.
+    "train-13b-2m.yaml": (359_302.0, 0.01),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN))
+def test_golden_objective(name: str) -> None:
+    expected, tol = GOLDEN[name]
+    plan = solved(name)
+    assert plan.status == "OPTIMAL"
+    assert plan.objective == pytest.approx(expected, rel=tol)
+    assert plan.bound == pytest.approx(expected, rel=tol)
+
+
+runner = CliRunner()
+
+
+def test_cli_solve_optimal() -> None:
+    result = runner.invoke(app, ["solve", str(PROBLEMS_DIR / "chat-70b.yaml")])
+    assert result.exit_code == 0, result.output
+    assert "OPTIMAL" in result.output
+
+
+def test_cli_solve_infeasible_exit_code() -> None:
+    result = runner.invoke(app, ["solve", str(PROBLEMS_DIR / INFEASIBLE)])
+    assert result.exit_code == 3, result.output
+
+
+def test_cli_solve_json_out(tmp_path: Path) -> None:
+    out = tmp_path / "plan.json"
+    result = runner.invoke(
+        app,
+        ["solve", str(PROBLEMS_DIR / "chat-70b.yaml"), "--format", "json", "--out", str(out)],
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text(encoding="utf-8"))
+    for key in (
+        "status",
+        "objective",
+        "bound",
+        "solve_seconds",
+        "devices",
+        "capex_usd",
+        "opex_usd_per_year",
+        "tco_usd",
+        "power_w",
+        "workloads",
+        "binding_constraints",
+    ):
+        assert key in data, key
+    assert data["status"] == "OPTIMAL"
+    assert data["objective"] == data["bound"]
+    assert json.loads(result.stdout)["status"] == "OPTIMAL"
