@@ -9,7 +9,13 @@ from planner.catalog import Catalog, load_catalog
 from planner.errors import InputError, did_you_mean
 from planner.estimator.formats import kv_bytes, weight_format
 from planner.model.cpsat import PlannerModel, Solution, Tables
-from planner.model.designs import Design, allowed_devices, inference_designs, training_designs
+from planner.model.designs import (
+    Design,
+    allowed_devices,
+    inference_designs,
+    tp_degrees,
+    training_designs,
+)
 from planner.model.economics import (
     DeviceEconomics,
     device_economics,
@@ -161,14 +167,15 @@ def why_no_design(w: InferenceWorkload | TrainingWorkload, problem: Problem, cat
     usable = biggest.memory.bytes * (1 - c.memory_headroom)
     fmt = weight_format(w.weights if isinstance(w, InferenceWorkload) else "bf16")
     need = weight_bytes(m, fmt)
-    most = usable * c.max_stages * min(c.max_tensor_parallel, 8)
+    tp = max(tp_degrees(biggest, cat, problem, m) or [1])
+    most = usable * c.max_stages * tp
     text = (
         f"workload `{w.name}`: {m.name} needs {need / 1e9:,.0f} GB of weights alone "
         f"({fmt.id}); the largest allowed device, {biggest.id}, offers {usable / 1e9:,.0f} GB usable"
     )
     if need > most:
         return text + (
-            f", and at most {c.max_stages} stages x {min(c.max_tensor_parallel, 8)}-way tensor "
+            f", and at most {c.max_stages} stages x {tp}-way tensor "
             f"parallelism hold {most / 1e9:,.0f} GB: raise constraints.max_stages, allow larger "
             "devices or use a smaller format"
         )
