@@ -1,0 +1,66 @@
+"""One tiny case per constraint family: feasible as written, infeasible when only that limit tightens."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from planner.problem_schema import Problem
+from planner.solve import solve_problem
+
+
+def problem(**constraints: Any) -> Problem:
+    base: dict[str, Any] = {
+        "name": "tiny",
+        "workloads": [
+            {
+                "name": "chat",
+                "model": "llama-3.2-1b",
+                "weights": "fp16",
+                "context_tokens": 2048,
+                "concurrency": 8,
+                "min_tokens_per_s": 200,
+            }
+        ],
+        "constraints": {"allowed_devices": ["l4", "rtx-4090", "a10g"], **constraints},
+    }
+    return Problem.model_validate(base)
+
+
+@pytest.mark.parametrize(
+    ("loose", "tight"),
+    [
+        ({"budget_usd": 1e6}, {"budget_usd": 100}),
+        ({"capex_usd": 1e6}, {"capex_usd": 100}),
+        ({"power_w": 1e5}, {"power_w": 10}),
+        ({"max_devices": 64}, {"max_devices": 1, "memory_headroom": 0.97}),
+        (
+            {"require_ecc": False, "allowed_devices": ["rtx-4090"]},
+            {"require_ecc": True, "allowed_devices": ["rtx-4090"]},
+        ),
+        ({"excluded_devices": []}, {"excluded_devices": ["l4", "rtx-4090", "a10g"]}),
+    ],
+)
+def test_constraint_family(loose: dict[str, Any], tight: dict[str, Any]) -> None:
+    ok = solve_problem(problem(**loose), time_limit=10)
+    assert ok.status == "OPTIMAL"
+    assert ok.objective == ok.bound
+    blocked = solve_problem(problem(**tight), time_limit=10)
+    assert blocked.status == "INFEASIBLE"
+    assert blocked.notes  # it says why
+
+
+def test_latency_ceiling() -> None:
+    p = problem()
+    w = p.workloads[0].model_copy(update={"max_ms_per_token": 0.001})
+    tight = p.model_copy(update={"workloads": [w]})
+    assert solve_problem(tight, time_limit=10).status == "INFEASIBLE"
+
+
+def test_inventory_is_free() -> None:
+    # Owning enough L4s makes the cheapest plan buy nothing.
+    owned = solve_problem(problem(inventory=[{"device": "l4", "count": 16}]), time_limit=10)
+    assert owned.status == "OPTIMAL"
+    assert owned.capex_usd == 0
+    assert all(d.bought == 0 for d in owned.devices)
