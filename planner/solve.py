@@ -116,42 +116,31 @@ def solve_problem(
     empty = [w for w in problem.workloads if not tables.designs[w.name]]
     if empty:
         notes = [why_no_design(w, problem, cat) for w in empty]
-        return Plan(
-            problem.name,
-            "INFEASIBLE",
-            problem.objective.goal,
-            None,
-            None,
-            time.perf_counter() - t0,
-            notes=notes,
-        )
+        return _no_plan(problem, "INFEASIBLE", t0, notes)
     model = PlannerModel(tables)
     sol = model.solve(time_limit=time_limit, workers=workers, seed=seed)
     if sol.status == "INFEASIBLE":
         notes = blocking_constraints(tables, time_limit=time_limit, seed=seed)
-        return Plan(
-            problem.name,
-            "INFEASIBLE",
-            problem.objective.goal,
-            None,
-            None,
-            time.perf_counter() - t0,
-            notes=notes,
-        )
-    if sol.status != "OPTIMAL" and sol.status != "FEASIBLE":
-        return Plan(
-            problem.name,
-            sol.status,
-            problem.objective.goal,
-            None,
-            None,
-            time.perf_counter() - t0,
-            notes=[f"no plan found within {time_limit:g} s"],
-        )
+        return _no_plan(problem, "INFEASIBLE", t0, notes)
+    if sol.status not in ("OPTIMAL", "FEASIBLE"):
+        return _no_plan(problem, sol.status, t0, [f"no plan found within {time_limit:g} s"])
     plan = make_plan(problem, cat, tables, sol)
     plan.solve_seconds = time.perf_counter() - t0
     verify(plan, problem, cat)
     return plan
+
+
+def _no_plan(problem: Problem, status: str, t0: float, notes: list[str]) -> Plan:
+    """A result without a plan (infeasible, or nothing found in time), with its reasons."""
+    return Plan(
+        problem.name,
+        status,
+        problem.objective.goal,
+        None,
+        None,
+        time.perf_counter() - t0,
+        notes=notes,
+    )
 
 
 def why_no_design(w: InferenceWorkload | TrainingWorkload, problem: Problem, cat: Catalog) -> str:
@@ -238,7 +227,6 @@ def make_plan(problem: Problem, cat: Catalog, tables: Tables, sol: Solution) -> 
             first += st.layers
         if isinstance(w, TrainingWorkload):
             hours = w.token_budget / d.tokens_per_s / 3600
-            device_power += 0.0  # a training job's energy is a one-off, counted in its cost
             cost = tables.training_cost[(wn, j)]
             plan.workloads.append(
                 WorkloadPlan(
@@ -257,7 +245,6 @@ def make_plan(problem: Problem, cat: Catalog, tables: Tables, sol: Solution) -> 
                     None,
                 )
             )
-            plan.opex_usd_per_year += 0.0
             plan.notes.append(
                 f"training `{wn}`: {hours:,.1f} h on {sum(d.devices.values())} devices; "
                 f"{'energy' if buy else 'rent'} for the job ${cost:,.0f}"

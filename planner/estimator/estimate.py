@@ -176,7 +176,7 @@ def estimate_inference(
                 i,
                 n,
                 par,
-                "",
+                "compute" if compute_bound[i] else "memory",
                 tps,
                 ms,
                 pre,
@@ -185,7 +185,6 @@ def estimate_inference(
                 watts,
                 econ,
                 row is not None,
-                "compute" if compute_bound[i] else "memory",
             )
         )
     return out
@@ -273,7 +272,6 @@ def _finish(
     watts: float,
     econ: Economics,
     measured: bool,
-    bound_: str | None = None,
 ) -> Estimate:
     k = max(n, 1)
     price = float(dev.purchase_usd[i])
@@ -297,7 +295,7 @@ def _finish(
         usable_bytes=float(dev.usable_memory_bytes[i]),
         devices_needed=n,
         parallelism=par if n else "does not fit",
-        bound=bound_ or bound,
+        bound=bound,
         tokens_per_s=tps,
         ms_per_token=ms,
         prefill_s=pre,

@@ -62,6 +62,48 @@ def head_seconds(m: ModelArch, fmt: WeightFormat, dev: DeviceTable, tokens: floa
     )
 
 
+def _decode_roofline(
+    m: ModelArch,
+    fmt: WeightFormat,
+    kv_dtype_bytes: float,
+    dev: DeviceTable,
+    batch: float,
+    context: float,
+    tp: int,
+) -> tuple[float, Array, Array]:
+    """(weights touched, memory time, compute time) of one block's decode step on `tp` devices.
+
+    Bytes: touched weights (MoE: expected distinct experts) + KV read of `context` tokens per
+    sequence. FLOPs: 2 x active params per token + attention over the context (Kaplan et al.
+    2020, table 1). Tensor parallelism divides both.
+    """
+    weights = weight_params_touched_per_layer(m, batch)
+    w_bytes = weights * fmt.bits_per_weight / 8
+    kv_read = batch * context * kv_elements_per_token_per_layer(m) * kv_dtype_bytes
+    flops = batch * (
+        2.0 * active_params_per_layer(m) + attention_flops_per_token_per_layer(m, context)
+    )
+    t_mem = (w_bytes + kv_read) / tp / (dev.bandwidth_bytes_s * dev.eff_bandwidth)
+    t_cmp = flops / tp / (dev.peak_flops(fmt) * dev.eff_compute)
+    return weights, t_mem, t_cmp
+
+
+def _tp_allreduce_seconds(
+    m: ModelArch,
+    dev: DeviceTable,
+    tokens: float,
+    tp: int,
+    link_bytes_s: float | Array | None,
+    link_latency_s: float,
+) -> Array | float:
+    """Two ring all-reduces of tokens x h per layer across `tp` devices (zero when tp = 1)."""
+    if tp <= 1:
+        return 0.0
+    bw = dev.scale_up_bytes_s if link_bytes_s is None else link_bytes_s
+    msg = tokens * m.hidden_size * 2.0
+    return LAYER_ALLREDUCES * ring_allreduce_seconds(msg, tp, bw, link_latency_s)
+
+
 def decode_layer_seconds(
     m: ModelArch,
     fmt: WeightFormat,
@@ -74,28 +116,14 @@ def decode_layer_seconds(
     link_bytes_s: float | Array | None = None,
     link_latency_s: float = 5e-6,
 ) -> Array:
-    """Seconds for one block to advance `batch` sequences by one token, on `tp` devices.
-
-    Bytes: touched weights (MoE: expected distinct experts) + KV read of `context` tokens per
-    sequence. FLOPs: 2 x active params per token + attention over the context (Kaplan et al.
-    2020, table 1). TP divides both and adds two ring all-reduces of b x h per layer.
-    """
-    weights = weight_params_touched_per_layer(m, batch)
-    w_bytes = weights * fmt.bits_per_weight / 8
-    kv_read = batch * context * kv_elements_per_token_per_layer(m) * kv_dtype_bytes
-    flops = batch * (
-        2.0 * active_params_per_layer(m) + attention_flops_per_token_per_layer(m, context)
-    )
-    t_mem = (w_bytes + kv_read) / tp / (dev.bandwidth_bytes_s * dev.eff_bandwidth)
-    t_cmp = flops / tp / (dev.peak_flops(fmt) * dev.eff_compute)
+    """Seconds for one block to advance `batch` sequences by one token, on `tp` devices:
+    the roofline, a fixed per-layer time, dequantization work and the TP all-reduces."""
+    weights, t_mem, t_cmp = _decode_roofline(m, fmt, kv_dtype_bytes, dev, batch, context, tp)
     t = np.maximum(t_mem, t_cmp) + dev.layer_overhead_s
     if fmt.weight_only:
         # Unpacking each weight costs a few vector ops; FP32 vector units do it (llama.cpp/Marlin).
         t = t + weights / tp * dev.dequant_ops_per_weight / dev.fp32_flops
-    if tp > 1:
-        bw = dev.scale_up_bytes_s if link_bytes_s is None else link_bytes_s
-        msg = batch * m.hidden_size * 2.0
-        t = t + LAYER_ALLREDUCES * ring_allreduce_seconds(msg, tp, bw, link_latency_s)
+    t = t + _tp_allreduce_seconds(m, dev, batch, tp, link_bytes_s, link_latency_s)
     return np.asarray(t, dtype=np.float64)
 
 
@@ -109,13 +137,7 @@ def decode_compute_bound(
     context: float,
 ) -> npt.NDArray[np.bool_]:
     """Whether a decode step is limited by FLOPs rather than by bytes moved (per device)."""
-    w_bytes = weight_params_touched_per_layer(m, batch) * fmt.bits_per_weight / 8
-    kv_read = batch * context * kv_elements_per_token_per_layer(m) * kv_dtype_bytes
-    flops = batch * (
-        2.0 * active_params_per_layer(m) + attention_flops_per_token_per_layer(m, context)
-    )
-    t_mem = (w_bytes + kv_read) / (dev.bandwidth_bytes_s * dev.eff_bandwidth)
-    t_cmp = flops / (dev.peak_flops(fmt) * dev.eff_compute)
+    _, t_mem, t_cmp = _decode_roofline(m, fmt, kv_dtype_bytes, dev, batch, context, 1)
     return np.asarray(t_cmp > t_mem)
 
 
@@ -157,10 +179,7 @@ def prefill_layer_seconds(
     t_cmp = flops / tp / (dev.peak_flops(fmt) * dev.eff_compute)
     t_mem = w_bytes / tp / (dev.bandwidth_bytes_s * dev.eff_bandwidth)
     t = np.maximum(t_cmp, t_mem) + dev.layer_overhead_s
-    if tp > 1:
-        bw = dev.scale_up_bytes_s if link_bytes_s is None else link_bytes_s
-        msg = tokens * m.hidden_size * 2.0
-        t = t + LAYER_ALLREDUCES * ring_allreduce_seconds(msg, tp, bw, link_latency_s)
+    t = t + _tp_allreduce_seconds(m, dev, tokens, tp, link_bytes_s, link_latency_s)
     return np.asarray(t, dtype=np.float64)
 
 

@@ -306,7 +306,7 @@ class PlannerModel:
                 seed=seed,
             )
         tie = self.p.objective.tie_break
-        if tie and sol.status in ("OPTIMAL", "FEASIBLE") and sol.status == "OPTIMAL":
+        if tie and sol.status == "OPTIMAL":
             self._fix_primary(goal, sol)
             expr, minimize = {
                 "min_cost": (self.tco_expr(), True),

@@ -27,7 +27,7 @@ from planner.catalog_schema import Accelerator, ModelArch
 from planner.estimator.comm import p2p_seconds, pipeline_activation_bytes, ring_allreduce_seconds
 from planner.estimator.cost import power_w
 from planner.estimator.devices import DeviceTable, device_table
-from planner.estimator.formats import kv_bytes, weight_format
+from planner.estimator.formats import WeightFormat, kv_bytes, weight_format
 from planner.estimator.memory import (
     FRAMEWORK_OVERHEAD_BYTES,
     TrainingSetup,
@@ -142,7 +142,7 @@ def inference_designs(
     designs: list[Design] = []
     levels = [b for b in BATCH_LEVELS if b <= max(1, w.concurrency)]
     for b in levels:
-        per_opt: list[tuple[_Option, np.ndarray, float, float, float]] = []
+        per_opt: list[tuple[_Option, np.ndarray]] = []
         hop = float(
             p2p_seconds(
                 pipeline_activation_bytes(b, 1, m.hidden_size),
@@ -159,14 +159,12 @@ def inference_designs(
             pre_tau = prefill_layer_seconds(m, fmt, sub, batch=1, prompt=w.prompt_tokens, tp=k)
             pre_fixed = head_seconds(m, fmt, sub, 1) / k + sub.step_overhead_s
             for j, o in enumerate(rows):
-                per_opt.append(
-                    (o, np.array([tau[j], fixed[j], pre_tau[j], pre_fixed[j]]), 0.0, 0.0, 0.0)
-                )
+                per_opt.append((o, np.array([tau[j], fixed[j], pre_tau[j], pre_fixed[j]])))
         single_ends = weight_bytes(m, fmt) - block_weight_bytes(m, fmt)
         for S in range(1, c.max_stages + 1):
             seqs = b * S
             ends = single_ends if S == 1 else max(emb, head)
-            for o, t, *_ in per_opt:
+            for o, t in per_opt:
                 cap = _layer_cap(o, usable, w_layer_total, kv_layer_seq, seqs, ends, m, b, kvb, w)
                 if cap <= 0:
                     continue
@@ -256,7 +254,7 @@ def _inference_design(
     table: DeviceTable,
     o: _Option,
     m: ModelArch,
-    fmt: object,
+    fmt: WeightFormat,
     L: int,
     kv_read_per_layer: float,
 ) -> Design | None:
@@ -266,7 +264,7 @@ def _inference_design(
     stages = tuple(Stage(st.device, st.tp, n) for n in layers)
     i = o.row
     bw = float(table.bandwidth_bytes_s[i])
-    act = _activity(st.layers * (_wbytes(m, fmt) / L / st.tp + kv_read_per_layer), bw, T)
+    act = _activity(st.layers * (block_weight_bytes(m, fmt) / L / st.tp + kv_read_per_layer), bw, T)
     watts = float(
         power_w(
             table.tdp_w[i : i + 1],
@@ -282,14 +280,10 @@ def _inference_design(
     )
 
 
-def _wbytes(m: ModelArch, fmt: object) -> float:
-    return block_weight_bytes(m, fmt)  # type: ignore[arg-type]
-
-
 def _two_type_designs(
     w: InferenceWorkload,
     b: int,
-    per_opt: list,
+    per_opt: list[tuple[_Option, np.ndarray]],
     usable: np.ndarray,
     w_layer: float,
     kv_layer_seq: float,
@@ -299,7 +293,7 @@ def _two_type_designs(
     kvb: float,
     hop: float,
     table: DeviceTable,
-    fmt: object,
+    fmt: WeightFormat,
     max_stages: int,
     homog: list[Design],
 ) -> list[Design]:
@@ -331,8 +325,8 @@ def _two_type_designs(
         for c_ in range(len(uniq)):
             if a == c_ or uniq[a][0].device.id == uniq[c_][0].device.id:
                 continue
-            o1, t1, *_ = uniq[a]
-            o2, t2, *_ = uniq[c_]
+            o1, t1 = uniq[a]
+            o2, t2 = uniq[c_]
             for s1 in range(1, HETERO_MAX_STAGES + 1):
                 for s2 in range(1, HETERO_MAX_STAGES + 1):
                     S = s1 + s2
