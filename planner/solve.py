@@ -76,16 +76,18 @@ def check_names(problem: Problem, cat: Catalog, doc: Located | None = None) -> N
         )
 
 
-def build_tables(problem: Problem, cat: Catalog) -> Tables:
+def build_tables(problem: Problem, cat: Catalog, *, tuned: bool = True) -> Tables:
+    """Designs and economics for every workload. `tuned=False` keeps dominated designs and
+    switches off tightening and hints (the baseline the benchmark compares against)."""
     devs = allowed_devices(problem, cat)
     econ = device_economics(problem, cat, devs)
     designs: dict[str, list[Design]] = {}
     training_cost: dict[tuple[str, int], float] = {}
     for w in problem.workloads:
         if isinstance(w, InferenceWorkload):
-            designs[w.name] = inference_designs(w, problem, cat, devs)
+            designs[w.name] = inference_designs(w, problem, cat, devs, prune=tuned)
         else:
-            ds = training_designs(w, problem, cat, devs)
+            ds = training_designs(w, problem, cat, devs, prune=tuned)
             designs[w.name] = ds
             for j, d in enumerate(ds):
                 hours = w.token_budget / d.tokens_per_s / 3600
@@ -99,7 +101,7 @@ def build_tables(problem: Problem, cat: Catalog) -> Tables:
                         n * (cat.accelerator(dev).price.rent_usd_per_hour or 0.0) * hours
                         for dev, n in d.devices.items()
                     )
-    return Tables(problem, designs, econ, training_cost)
+    return Tables(problem, designs, econ, training_cost, tuned)
 
 
 def solve_problem(
@@ -109,10 +111,11 @@ def solve_problem(
     workers: int = 1,
     seed: int = 0,
     cat: Catalog | None = None,
+    tuned: bool = True,
 ) -> Plan:
     cat = cat or load_catalog()
     t0 = time.perf_counter()
-    tables = build_tables(problem, cat)
+    tables = build_tables(problem, cat, tuned=tuned)
     empty = [w for w in problem.workloads if not tables.designs[w.name]]
     if empty:
         notes = [why_no_design(w, problem, cat) for w in empty]
@@ -380,10 +383,10 @@ def _objective(plan: Plan, problem: Problem, sol: Solution) -> tuple[float | Non
     thr = sum(w.tokens_per_s for w in plan.workloads if w.kind == "inference")
     if goal == "max_throughput":
         b = None if sol.bound is None else sol.bound / 1000
-        return thr, b
+        return float(thr), b
     if goal == "max_tokens_per_joule":
-        v = thr / plan.power_w if plan.power_w else 0.0
+        v = float(thr / plan.power_w) if plan.power_w else 0.0
         return v, (v if sol.status == "OPTIMAL" else None)
     seconds = working_hours(problem) * 3600
-    cpt = plan.tco_usd / (thr * seconds) * 1e6 if thr else None
+    cpt = float(plan.tco_usd / (thr * seconds) * 1e6) if thr else None
     return cpt, (cpt if sol.status == "OPTIMAL" else None)

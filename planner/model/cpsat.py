@@ -35,6 +35,7 @@ class Tables:
     training_cost: dict[tuple[str, int], float] = field(
         default_factory=dict
     )  # energy or rent of a job
+    tuned: bool = True  # tight domains, symmetry breaking and a heuristic hint (off: a baseline)
 
 
 @dataclass
@@ -73,8 +74,13 @@ class PlannerModel:
         self.hosts: dict[str, cp_model.IntVar] = {}
         self.hosts_bought: dict[str, cp_model.IntVar] = {}
         self.named: dict[str, cp_model.IntVar] = {}  # constraint name -> enforcement literal
+        self.bought_ub: dict[str, int] = {}
+        self.hosts_ub: dict[str, int] = {}
         self._variables()
         self._constraints()
+        if t.tuned:
+            self._tighten()
+            self._hint()
 
     # -- variables --------------------------------------------------------------------------
 
@@ -98,12 +104,12 @@ class PlannerModel:
             e = self.t.econ[dev]
             total_ub = min(cap + e.owned, sum(n * ub for n, _, ub in terms))
             self.devices[dev] = sum(n * v for n, v, _ in terms)  # type: ignore[assignment]
-            self.bought[dev] = self.m.new_int_var(0, max(0, total_ub), f"bought[{dev}]")
-            self.hosts[dev] = self.m.new_int_var(
-                0, math.ceil(total_ub / e.slots) + 1, f"hosts[{dev}]"
-            )
+            self.bought_ub[dev] = max(0, total_ub)
+            self.hosts_ub[dev] = math.ceil(total_ub / e.slots) + 1
+            self.bought[dev] = self.m.new_int_var(0, self.bought_ub[dev], f"bought[{dev}]")
+            self.hosts[dev] = self.m.new_int_var(0, self.hosts_ub[dev], f"hosts[{dev}]")
             self.hosts_bought[dev] = self.m.new_int_var(
-                0, math.ceil(total_ub / e.slots) + 1, f"hosts_bought[{dev}]"
+                0, self.hosts_ub[dev], f"hosts_bought[{dev}]"
             )
 
     def _replica_ub(self, w: InferenceWorkload, d: Design) -> int:
@@ -112,8 +118,8 @@ class PlannerModel:
             math.ceil(w.concurrency / d.concurrency),
             1,
         )
-        if self.p.objective.goal == "min_cost":
-            return need
+        if self.p.objective.goal == "min_cost" and self.t.tuned:
+            return need  # more replicas of one design than its demand needs only add cost
         c = self.p.constraints
         n = sum(d.devices.values())
         limit = 4096 // n + 1
@@ -203,6 +209,63 @@ class PlannerModel:
         if c.max_rack_units is not None:
             ru = sum(self.t.econ[d].node.rack_units * h for d, h in self.hosts.items())
             self.m.add(ru <= c.max_rack_units).only_enforce_if(self._lit("rack_units"))
+
+    # -- tightening and hints --------------------------------------------------------------
+
+    def _tighten(self) -> None:
+        """Remove solutions that differ only by idle purchases: no device is bought that is not
+        used, and no more hosts than the devices need (both never help any objective)."""
+        for dev, expr in self.devices.items():
+            e = self.t.econ[dev]
+            self.m.add(self.bought[dev] <= expr)
+            self.m.add(self.hosts[dev] * e.slots <= expr + e.slots - 1)
+            self.m.add(self.hosts_bought[dev] * e.slots <= self.bought[dev] + e.slots - 1)
+
+    def heuristic(self) -> dict[tuple[str, int], int]:
+        """A quick plan: per workload, the design whose replicas meet the demand at the lowest
+        price (devices plus energy, or the job's cost), ignoring shared limits."""
+        per_w = energy_usd_per_watt(self.p) if self.p.horizon.procurement == "buy" else 0.0
+        chosen: dict[tuple[str, int], int] = {}
+        for w in self.p.workloads:
+            best: tuple[float, int, int] | None = None
+            for j, d in enumerate(self.t.designs[w.name]):
+                if isinstance(w, TrainingWorkload):
+                    n = 1
+                    price = self.t.training_cost.get((w.name, j), 0.0)
+                else:
+                    n = max(
+                        math.ceil(w.min_tokens_per_s / d.tokens_per_s) if w.min_tokens_per_s else 0,
+                        math.ceil(w.concurrency / d.concurrency),
+                        1,
+                    )
+                    price = 0.0
+                if in_fleet(w, self.p):
+                    price += sum(self.t.econ[x].unit_usd * k for x, k in d.devices.items())
+                price = n * (price + d.power_w * per_w)
+                if n <= self.R_ub[(w.name, j)] and (best is None or price < best[0]):
+                    best = (price, j, n)
+            if best is not None:
+                chosen[(w.name, best[1])] = best[2]
+        return chosen
+
+    def _hint(self) -> None:
+        """Start the search from the heuristic plan (a hint, not a constraint)."""
+        chosen = self.heuristic()
+        for k, var in self.R.items():
+            self.m.add_hint(var, chosen.get(k, 0))
+        used: dict[str, int] = {}
+        for (wn, j), r in chosen.items():
+            w = next(x for x in self.p.workloads if x.name == wn)
+            if in_fleet(w, self.p):
+                for dev, n in self.t.designs[wn][j].devices.items():
+                    used[dev] = used.get(dev, 0) + n * r
+        for dev, var in self.bought.items():
+            e = self.t.econ[dev]
+            u = used.get(dev, 0)
+            b = min(max(0, u - e.owned), self.bought_ub[dev])
+            self.m.add_hint(var, b)
+            self.m.add_hint(self.hosts[dev], min(-(-u // e.slots), self.hosts_ub[dev]))
+            self.m.add_hint(self.hosts_bought[dev], min(-(-b // e.slots), self.hosts_ub[dev]))
 
     # -- objective terms -------------------------------------------------------------------
 

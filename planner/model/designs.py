@@ -125,7 +125,12 @@ class _Option:
 
 
 def inference_designs(
-    w: InferenceWorkload, problem: Problem, cat: Catalog, devs: list[Accelerator]
+    w: InferenceWorkload,
+    problem: Problem,
+    cat: Catalog,
+    devs: list[Accelerator],
+    *,
+    prune: bool = True,
 ) -> list[Design]:
     m = cat.model(w.model)
     fmt = weight_format(w.weights)
@@ -209,7 +214,8 @@ def inference_designs(
                     designs,
                 )
             )
-    return _prune([d for d in designs if _meets_latency(d, w)])
+    feasible = [d for d in designs if _meets_latency(d, w)]
+    return _prune(feasible) if prune else feasible
 
 
 def _layer_cap(
@@ -443,7 +449,12 @@ def _prune(designs: list[Design]) -> list[Design]:
 
 
 def training_designs(
-    w: TrainingWorkload, problem: Problem, cat: Catalog, devs: list[Accelerator]
+    w: TrainingWorkload,
+    problem: Problem,
+    cat: Catalog,
+    devs: list[Accelerator],
+    *,
+    prune: bool = True,
 ) -> list[Design]:
     m = cat.model(w.model)
     c = problem.constraints
@@ -510,7 +521,7 @@ def training_designs(
                         Design(w.name, w.micro_batch, stages, D, tps, 0, 0.0, 0.0, watts, {d.id: n})
                     )
                     break  # a larger D at this (k, S) only costs more; the deadline is met
-    return _prune(out)
+    return _prune(out) if prune else out
 
 
 def _trainable_params(m: ModelArch, w: TrainingWorkload) -> float:
