@@ -1,4 +1,4 @@
-"""Load the catalog (accelerators, nodes, links, models) once, validated and cross-checked.
+"""Load the catalog (accelerators, nodes, links, models, grid regions) once, validated and cross-checked.
 
 `load_catalog()` is pure and cached: the same directory gives the same frozen Catalog object.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import TypeVar
@@ -22,6 +22,8 @@ from planner.catalog_schema import (
     Node,
     NodeFile,
     Reference,
+    Region,
+    RegionFile,
     Sourced,
 )
 from planner.errors import CatalogError, did_you_mean
@@ -34,6 +36,7 @@ FILES = {
     "nodes": "nodes.yaml",
     "links": "links.yaml",
     "models": "models.yaml",
+    "regions": "regions.yaml",
 }
 
 
@@ -46,6 +49,7 @@ class Catalog:
     links: Mapping[str, Link]
     models: Mapping[str, ModelArch]
     references: Mapping[str, Reference]
+    regions: Mapping[str, Region] = field(default_factory=dict)
 
     def accelerator(self, name: str) -> Accelerator:
         return _lookup(self.accelerators, name, "device")
@@ -58,6 +62,9 @@ class Catalog:
 
     def model(self, name: str) -> ModelArch:
         return _lookup(self.models, name, "model")
+
+    def region(self, name: str) -> Region:
+        return _lookup(self.regions, name, "region")
 
     def nodes_for(self, device: Accelerator) -> list[Node]:
         """Nodes that can host `device`, cheapest per slot first."""
@@ -115,7 +122,7 @@ def load_catalog(directory: Path | None = None) -> Catalog:
                 )
             refs[key] = ref
 
-    acc_path, node_path, link_path, model_path = (root / FILES[k] for k in FILES)
+    acc_path, node_path, link_path, model_path, region_path = (root / FILES[k] for k in FILES)
     acc = validate(read_yaml(acc_path), AcceleratorFile)
     merge_refs(acc.references, acc_path)
     nod = validate(read_yaml(node_path), NodeFile)
@@ -124,6 +131,8 @@ def load_catalog(directory: Path | None = None) -> Catalog:
     merge_refs(lnk.references, link_path)
     mdl = validate(read_yaml(model_path), ModelFile)
     merge_refs(mdl.references, model_path)
+    reg = validate(read_yaml(region_path), RegionFile)
+    merge_refs(reg.references, region_path)
 
     cat = Catalog(
         accelerators=_by_id(acc.accelerators, acc_path),
@@ -131,6 +140,7 @@ def load_catalog(directory: Path | None = None) -> Catalog:
         links=_by_id(lnk.links, link_path),
         models=_by_id(mdl.models, model_path),
         references=refs,
+        regions=_by_id(reg.regions, region_path),
     )
     _cross_check(cat, root)
     return cat
@@ -153,6 +163,7 @@ def _cross_check(cat: Catalog, root: Path) -> None:
         ("nodes", cat.nodes),
         ("links", cat.links),
         ("models", cat.models),
+        ("regions", cat.regions),
     ):
         for key, item in table.items():
             for section, ref in item.sources.items():

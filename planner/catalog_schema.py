@@ -136,13 +136,26 @@ class Price(Frozen):
         None, gt=0, description="Typical on-demand cloud rent for one device, USD per hour."
     )
     rent_date: str | None = Field(None, description="When that rent was seen (YYYY-MM).")
+    reserved_usd_per_hour: float | None = Field(
+        None, gt=0, description="Effective rent per device-hour under a reserved commitment, USD."
+    )
+    reserved_term_years: float | None = Field(
+        None, gt=0, le=5, description="Length of that commitment, years (paid for every hour)."
+    )
+    reserved_date: str | None = Field(None, description="When that price was seen (YYYY-MM).")
+    spot_usd_per_hour: float | None = Field(
+        None, gt=0, description="Typical spot/interruptible rent per device-hour, USD."
+    )
+    spot_date: str | None = Field(None, description="When that price was seen (YYYY-MM).")
 
     @model_validator(mode="after")
     def _dated(self) -> Price:
-        if self.purchase_usd is not None and not self.purchase_date:
-            raise ValueError("price.purchase_usd needs a purchase_date")
-        if self.rent_usd_per_hour is not None and not self.rent_date:
-            raise ValueError("price.rent_usd_per_hour needs a rent_date")
+        for key in ("purchase", "rent", "reserved", "spot"):
+            value = getattr(self, f"{key}_usd" if key == "purchase" else f"{key}_usd_per_hour")
+            if value is not None and not getattr(self, f"{key}_date"):
+                raise ValueError(f"price.{key} needs a {key}_date")
+        if (self.reserved_usd_per_hour is None) != (self.reserved_term_years is None):
+            raise ValueError("price.reserved_usd_per_hour and reserved_term_years go together")
         return self
 
 
@@ -165,6 +178,31 @@ class Accelerator(Sourced):
     ecc: bool = Field(description="Whether device memory has ECC enabled by default.")
     form_factor: FormFactor
     price: Price = Price()
+    embodied_kgco2e: float | None = Field(
+        None,
+        gt=0,
+        description="Emissions of making one device (and its share of the board), kg CO2e.",
+    )
+    notes: str | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# Regions (grid carbon intensity)
+# ---------------------------------------------------------------------------------------------
+
+
+class Region(Sourced):
+    """An electricity grid: its carbon intensity and a typical industrial price."""
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$", description="Catalog name, e.g. us-ca.")
+    name: str
+    grid_gco2e_per_kwh: float = Field(
+        gt=0, le=2000, description="Average grid carbon intensity, g CO2e per kWh."
+    )
+    year: int = Field(ge=2000, le=2100, description="Year the intensity describes.")
+    electricity_usd_per_kwh: float | None = Field(
+        None, gt=0, le=2, description="Typical industrial/commercial electricity price, USD/kWh."
+    )
     notes: str | None = None
 
 
@@ -346,3 +384,8 @@ class LinkFile(Frozen):
 class ModelFile(Frozen):
     references: dict[str, Reference]
     models: list[ModelArch]
+
+
+class RegionFile(Frozen):
+    references: dict[str, Reference]
+    regions: list[Region]

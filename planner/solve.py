@@ -342,7 +342,7 @@ def constraint_slack(plan: Plan, problem: Problem) -> dict[str, float]:
 
     def room(name: str, used: float, limit: float | None) -> None:
         if limit:
-            out[name] = (limit - used) / limit
+            out[name] = float((limit - used) / limit)
 
     room("budget", plan.tco_usd, c.budget_usd)
     room("capex", plan.capex_usd, c.capex_usd)
@@ -354,7 +354,7 @@ def constraint_slack(plan: Plan, problem: Problem) -> dict[str, float]:
         if isinstance(w, InferenceWorkload):
             if w.min_tokens_per_s:
                 got = sum(x.tokens_per_s for x in parts)
-                out[f"throughput:{w.name}"] = (got - w.min_tokens_per_s) / w.min_tokens_per_s
+                out[f"throughput:{w.name}"] = float((got - w.min_tokens_per_s) / w.min_tokens_per_s)
             if w.max_ms_per_token:
                 worst = max(x.ms_per_token or 0.0 for x in parts)
                 room(f"latency:{w.name}", worst, w.max_ms_per_token)

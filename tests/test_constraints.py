@@ -64,3 +64,44 @@ def test_inventory_is_free() -> None:
     assert owned.status == "OPTIMAL"
     assert owned.capex_usd == 0
     assert all(d.bought == 0 for d in owned.devices)
+
+
+def test_rack_units() -> None:
+    # An H100 SXM sits in an 8U HGX server; a rack too short for one server blocks the plan.
+    ok = solve_problem(problem(allowed_devices=["h100-sxm"], max_rack_units=42), time_limit=10)
+    assert ok.status == "OPTIMAL"
+    assert 0 < ok.rack_units <= 42
+    blocked = solve_problem(
+        problem(allowed_devices=["h100-sxm"], max_rack_units=ok.rack_units - 1), time_limit=10
+    )
+    assert blocked.status == "INFEASIBLE"
+
+
+def training(deadline_hours: float) -> Problem:
+    return Problem.model_validate(
+        {
+            "name": "tiny-train",
+            "workloads": [
+                {
+                    "name": "tune",
+                    "kind": "training",
+                    "model": "llama-3.2-1b",
+                    "method": "lora",
+                    "token_budget": 1e8,
+                    "deadline_hours": deadline_hours,
+                }
+            ],
+            "constraints": {"allowed_devices": ["l4", "a100-80gb-sxm"], "max_devices": 8},
+            "horizon": {"procurement": "rent", "lifetime_years": 0.01, "utilization": 1.0},
+        }
+    )
+
+
+def test_deadline() -> None:
+    ok = solve_problem(training(1000), time_limit=10)
+    assert ok.status == "OPTIMAL"
+    assert ok.workloads[0].finish_hours is not None and ok.workloads[0].finish_hours <= 1000
+    # 1e8 tokens in 36 s would need about 2.8 million tokens/s on at most 8 devices.
+    blocked = solve_problem(training(0.01), time_limit=10)
+    assert blocked.status == "INFEASIBLE"
+    assert blocked.notes

@@ -1,0 +1,123 @@
+"""Property test: generated tiny problems -> every plan verifies, and no cheaper plan exists.
+
+The brute force enumerates every replica mix of the enumerated designs up to a small bound, prices
+each with `make_plan` (float arithmetic, no solver), checks every constraint from the plan's own
+figures, and compares the cheapest with the solver's optimum.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from planner.catalog import load_catalog
+from planner.model.cpsat import Solution, Tables
+from planner.model.economics import in_fleet
+from planner.problem_schema import InferenceWorkload, Problem
+from planner.solve import build_tables, constraint_slack, make_plan, solve_problem
+
+# Devices with a purchase price and a host, from small to large.
+DEVICES = ["rtx-4090", "rtx-3090", "a100-80gb-sxm", "h100-sxm", "mi300x", "rtx-5090"]
+MAX_MIXES = 4_000  # examples with more replica mixes than this are skipped
+
+
+@st.composite
+def tiny_problems(draw: st.DrawFn) -> Problem:
+    devices = draw(st.lists(st.sampled_from(DEVICES), min_size=1, max_size=3, unique=True))
+    model = draw(st.sampled_from(["llama-3.2-1b", "llama-3.1-8b"]))
+    constraints: dict[str, Any] = {
+        "allowed_devices": devices,
+        "max_stages": draw(st.integers(1, 2)),
+        "heterogeneous_pipelines": draw(st.booleans()),
+    }
+    if draw(st.booleans()):
+        constraints["inventory"] = [
+            {"device": draw(st.sampled_from(devices)), "count": draw(st.integers(1, 2))}
+        ]
+    if draw(st.booleans()):
+        constraints["power_w"] = draw(st.sampled_from([1500.0, 3000.0, 6000.0]))
+    doc = {
+        "name": "tiny",
+        "workloads": [
+            {
+                "name": "serve",
+                "model": model,
+                "weights": draw(st.sampled_from(["fp16", "int8", "awq-int4"])),
+                "context_tokens": draw(st.sampled_from([2048, 8192])),
+                "concurrency": draw(st.sampled_from([1, 4, 16])),
+                "min_tokens_per_s": draw(st.sampled_from([50.0, 400.0, 1500.0])),
+            }
+        ],
+        "constraints": constraints,
+        "horizon": {"procurement": "buy", "utilization": draw(st.sampled_from([0.2, 0.9]))},
+    }
+    return Problem.model_validate(doc)
+
+
+def replica_bounds(problem: Problem, tables: Tables) -> list[int]:
+    """Per design, the replicas it needs alone; more never helps a min-cost plan."""
+    w = problem.workloads[0]
+    assert isinstance(w, InferenceWorkload)
+    return [
+        max(
+            math.ceil(w.min_tokens_per_s / d.tokens_per_s),
+            math.ceil(w.concurrency / d.concurrency),
+            1,
+        )
+        for d in tables.designs[w.name]
+    ]
+
+
+def brute_force_cost(problem: Problem, tables: Tables) -> float | None:
+    """The cheapest plan over all replica mixes within `replica_bounds`, or None."""
+    cat = load_catalog()
+    w = problem.workloads[0]
+    assert isinstance(w, InferenceWorkload)
+    designs = tables.designs[w.name]
+    bounds = replica_bounds(problem, tables)
+    best: float | None = None
+    for counts in itertools.product(*(range(b + 1) for b in bounds)):
+        if not any(counts):
+            continue
+        thr = sum(c * d.tokens_per_s for c, d in zip(counts, designs, strict=True))
+        conc = sum(c * d.concurrency for c, d in zip(counts, designs, strict=True))
+        if thr < w.min_tokens_per_s or conc < w.concurrency:
+            continue
+        used: dict[str, int] = {}
+        for c, d in zip(counts, designs, strict=True):
+            if in_fleet(w, problem):
+                for dev, n in d.devices.items():
+                    used[dev] = used.get(dev, 0) + n * c
+        bought = {dev: max(0, n - tables.econ[dev].owned) for dev, n in used.items()}
+        hosts = {dev: -(-n // tables.econ[dev].slots) for dev, n in used.items()}
+        replicas = {(w.name, j): c for j, c in enumerate(counts) if c}
+        sol = Solution("OPTIMAL", None, None, 0.0, replicas, bought, hosts)
+        plan = make_plan(problem, cat, tables, sol)
+        if any(v < -1e-9 for v in constraint_slack(plan, problem).values()):
+            continue
+        if best is None or plan.tco_usd < best:
+            best = plan.tco_usd
+    return best
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(tiny_problems())
+def test_no_cheaper_plan_exists(problem: Problem) -> None:
+    tables = build_tables(problem, load_catalog())
+    designs = tables.designs["serve"]
+    if not designs or math.prod(b + 1 for b in replica_bounds(problem, tables)) > MAX_MIXES:
+        return  # nothing to compare, or too many mixes for a brute force
+    plan = solve_problem(problem, time_limit=20)  # verifies the plan or raises
+    best = brute_force_cost(problem, tables)
+    if best is None:
+        assert plan.status == "INFEASIBLE"
+        return
+    assert plan.status == "OPTIMAL"
+    # The solver rounds every cost up to whole dollars, so its optimum may exceed the float
+    # optimum by at most a dollar per cost term; never by more, and never below it.
+    assert plan.tco_usd <= best + 1e-6 * best + 50
+    assert plan.tco_usd >= best - 1e-6 * best
