@@ -286,30 +286,53 @@ def estimate(
             raise typer.Exit(3)
 
 
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        help="Change the problem: PATH=VALUE, e.g. constraints.budget_usd=800000 or "
+        "workloads.chat.context_tokens=32768 (repeatable).",
+    ),
+]
+TimeLimit = Annotated[
+    float, typer.Option("--time-limit", min=0.1, help="Seconds each solve may take.")
+]
+Workers = Annotated[
+    int,
+    typer.Option(min=1, max=64, help="Solver threads (1 is deterministic and fastest here)."),
+]
+Seed = Annotated[int, typer.Option(min=0, help="Solver random seed.")]
+
+
 @app.command()
 def solve(
     problem: Annotated[Path, typer.Argument(help="Problem file (YAML).")],
+    sets: SetOption = None,
     fmt: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
     out_path: Annotated[
         Path | None, typer.Option("--out", help="Also write the plan as JSON to this file.")
     ] = None,
-    time_limit: Annotated[
-        float, typer.Option("--time-limit", min=0.1, help="Seconds the solver may take.")
-    ] = 30.0,
-    workers: Annotated[
-        int,
-        typer.Option(min=1, max=64, help="Solver threads (1 is deterministic and fastest here)."),
-    ] = 1,
-    seed: Annotated[int, typer.Option(min=0, help="Solver random seed.")] = 0,
+    time_limit: TimeLimit = 30.0,
+    workers: Workers = 1,
+    seed: Seed = 0,
+    no_timings: Annotated[
+        bool,
+        typer.Option(
+            "--no-timings", help="Leave solve_seconds out, so equal runs give equal bytes."
+        ),
+    ] = False,
 ) -> None:
     """Solve a problem file: the optimal bill of materials, layer map and figures."""
     with user_errors():
         from planner.report_plan import plan_renderable
         from planner.solve import load_problem, solve_problem
 
-        prob = load_problem(problem)
+        prob = load_problem(problem, sets or [])
         plan = solve_problem(prob, time_limit=time_limit, workers=workers, seed=seed)
         data = plan.to_dict()
+        if no_timings:
+            data.pop("solve_seconds", None)
+            plan.solve_seconds = 0.0
         if out_path is not None:
             write_atomic(out_path, json.dumps(data, indent=2, default=str) + "\n")
         if fmt is Format.json:
@@ -321,6 +344,303 @@ def solve(
         if plan.status == "NO_PLAN":
             err.print(f"no plan found within {time_limit:g} s")
             raise typer.Exit(4)
+
+
+SWEEP_COLUMNS = [
+    ("status", "status"),
+    ("tco_usd", "cost $"),
+    ("tokens_per_s", "tokens/s"),
+    ("power_w", "wall W"),
+    ("tokens_per_joule", "tok/J"),
+    ("usd_per_million_tokens", "$/Mtok"),
+    ("devices", "devices"),
+]
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:,.3g}" if abs(v) < 10 else f"{v:,.0f}"
+    return str(v)
+
+
+def _rows_table(rows: list[dict[str, Any]], keys: list[str], title: str) -> Any:
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left")
+    for k in keys:
+        t.add_column(k, justify="right")
+    for label in (lbl for _, lbl in SWEEP_COLUMNS):
+        t.add_column(label, justify="left" if label in ("status", "devices") else "right")
+    for r in rows:
+        t.add_row(*(_cell(r.get(k)) for k in keys), *(_cell(r.get(k)) for k, _ in SWEEP_COLUMNS))
+    return t
+
+
+def _write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
+    """CSV (by suffix .csv) or JSON rows, written atomically."""
+    import csv
+    import io
+
+    if path.suffix.lower() == ".json":
+        write_atomic(path, json.dumps(rows, indent=2, default=str) + "\n")
+        return
+    if path.suffix.lower() != ".csv":
+        raise InputError(f"{path}: write rows to a .csv or .json file")
+    buf = io.StringIO()
+    keys = list(rows[0]) if rows else []
+    w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    write_atomic(path, buf.getvalue())
+
+
+def _progress(label: str) -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    )
+
+
+@app.command()
+def sweep(
+    problem: Annotated[Path, typer.Argument(help="Problem file (YAML).")],
+    vary: Annotated[
+        list[str],
+        typer.Option(
+            "--vary",
+            help="PATH=FROM..TO:POINTS or PATH=A,B,C, e.g. constraints.power_w=5000..40000:8 "
+            "(once or twice).",
+        ),
+    ],
+    sets: SetOption = None,
+    out_path: Annotated[
+        Path | None, typer.Option("--out", help="Write the rows to a .csv or .json file.")
+    ] = None,
+    plot_path: Annotated[
+        Path | None, typer.Option("--plot", help="Draw the sweep to a .png or .svg file.")
+    ] = None,
+    fmt: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
+    time_limit: TimeLimit = 30.0,
+    workers: Workers = 1,
+    seed: Seed = 0,
+) -> None:
+    """Solve the problem over a range of one or two parameters: status, cost, throughput, power,
+    tokens per joule and the chosen devices per point."""
+    with user_errors():
+        from planner.explore import parse_vary
+        from planner.explore import sweep as run_sweep
+        from planner.solve import Solver
+        from planner.yaml_io import read_yaml
+
+        varies = [parse_vary(v) for v in vary]
+        if not 1 <= len(varies) <= 2:
+            raise InputError("sweep: give --vary once or twice")
+        doc = read_yaml(problem)
+        solver = Solver(time_limit=time_limit, workers=workers, seed=seed)
+        with _progress("solving") as bar:
+            task = bar.add_task("sweep", total=None)
+
+            def tick(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            rows = run_sweep(doc, sets or [], varies, solver, tick)
+        if out_path is not None:
+            _write_rows(out_path, rows)
+        if plot_path is not None:
+            from planner.plot import plot_sweep
+
+            plot_sweep(
+                rows,
+                varies[0].path,
+                ["tco_usd", "tokens_per_s", "power_w"],
+                plot_path,
+                title=f"{problem.stem}: sweep of {varies[0].path}",
+                second=varies[1].path if len(varies) > 1 else None,
+            )
+        if fmt is Format.json:
+            emit_json(rows)
+        else:
+            out.print(_rows_table(rows, [v.path for v in varies], f"sweep of {problem}"))
+
+
+class Axis(StrEnum):
+    cost = "cost"
+    power = "power"
+    tokens_per_s = "tokens_per_s"
+    tokens_per_joule = "tokens_per_joule"
+
+
+@app.command()
+def frontier(
+    problem: Annotated[Path, typer.Argument(help="Problem file (YAML).")],
+    x: Annotated[Axis, typer.Option("--x", help="Resource or benefit on the x axis.")] = Axis.cost,
+    y: Annotated[
+        Axis, typer.Option("--y", help="Resource or benefit on the y axis.")
+    ] = Axis.tokens_per_s,
+    points: Annotated[
+        int, typer.Option("--points", min=2, max=100, help="Caps tried (evenly spaced).")
+    ] = 10,
+    sets: SetOption = None,
+    out_path: Annotated[
+        Path | None, typer.Option("--out", help="Write the points to a .csv or .json file.")
+    ] = None,
+    plot_path: Annotated[
+        Path | None, typer.Option("--plot", help="Draw the frontier to a .png or .svg file.")
+    ] = None,
+    fmt: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
+    time_limit: TimeLimit = 30.0,
+    workers: Workers = 1,
+    seed: Seed = 0,
+) -> None:
+    """The Pareto frontier of cost or power against tokens/s or tokens per joule, every point
+    proved optimal (epsilon-constraint: cap the resource, maximize the benefit)."""
+    with user_errors():
+        from planner.explore import frontier as run_frontier
+        from planner.solve import Solver, load_problem
+
+        prob = load_problem(problem, sets or [])
+        solver = Solver(time_limit=time_limit, workers=workers, seed=seed)
+        fr = run_frontier(prob, x.value, y.value, points, solver)
+        cols = {"cost": "tco_usd", "power": "power_w"}
+        xkey = cols.get(x.value, x.value)
+        ykey = cols.get(y.value, y.value)
+        if out_path is not None:
+            _write_rows(out_path, fr.points)
+        if plot_path is not None and fr.points:
+            from planner.plot import plot_frontier
+
+            plot_frontier(
+                fr.points, xkey, ykey, plot_path, title=f"{prob.name}: {y.value} against {x.value}"
+            )
+        if fmt is Format.json:
+            emit_json(
+                {
+                    "resource": fr.resource,
+                    "benefit": fr.benefit,
+                    "points": fr.points,
+                    "dominated": fr.dominated,
+                    "notes": fr.notes,
+                }
+            )
+            return
+        cap = f"{fr.resource}_cap"
+        out.print(
+            _rows_table(fr.points, [cap], f"Pareto frontier: {fr.benefit} against {fr.resource}")
+        )
+        out.print(
+            f"{len(fr.points)} Pareto-optimal points; {fr.dominated} of {points} caps gave "
+            "a dominated or repeated plan"
+        )
+        for n in fr.notes:
+            out.print(f"note: {n}")
+
+
+@app.command()
+def explain(
+    problem: Annotated[Path, typer.Argument(help="Problem file (YAML).")],
+    sets: SetOption = None,
+    fmt: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
+    time_limit: TimeLimit = 30.0,
+    seed: Seed = 0,
+) -> None:
+    """Why a problem has no plan and the smallest relaxation that gives one; or, for a feasible
+    problem, which limits bind and what loosening each by 10 % is worth."""
+    with user_errors():
+        from planner.explore import explain as run_explain
+        from planner.solve import Solver, load_problem
+
+        prob = load_problem(problem, sets or [])
+        ex = run_explain(prob, Solver(time_limit=time_limit, seed=seed))
+        if fmt is Format.json:
+            emit_json(
+                {
+                    "feasible": ex.feasible,
+                    "status": ex.plan.status if ex.plan else None,
+                    "objective": ex.plan.objective if ex.plan else None,
+                    "sentences": ex.sentences,
+                    "core": ex.core,
+                    "relaxations": ex.relaxations,
+                    "marginal": ex.marginal,
+                }
+            )
+            return
+        head = "feasible" if ex.feasible else "infeasible"
+        status = ex.plan.status if ex.plan else "?"
+        out.print(f"[bold]{prob.name}[/]: {head} ({status})")
+        for line in ex.sentences:
+            out.print(f"  - {line}", highlight=False)
+
+
+@app.command()
+def compare(
+    first: Annotated[Path, typer.Argument(help="A plan (.json) or a problem (.yaml).")],
+    second: Annotated[
+        Path | None, typer.Argument(help="Another plan or problem (or use --force-device).")
+    ] = None,
+    force_device: Annotated[
+        str | None,
+        typer.Option(
+            "--force-device", help="Compare the problem with itself restricted to this device."
+        ),
+    ] = None,
+    sets: SetOption = None,
+    fmt: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
+    time_limit: TimeLimit = 30.0,
+    seed: Seed = 0,
+) -> None:
+    """Two plans side by side: what changed and by how much."""
+    with user_errors():
+        from planner.report_compare import compare_plans, comparison_dict, comparison_tables
+
+        if (second is None) == (force_device is None):
+            raise InputError("compare: give a second plan or problem, or --force-device DEVICE")
+        a = _plan_of(first, sets or [], time_limit, seed)
+        label_a, label_b = first.stem, second.stem if second else f"only {force_device}"
+        if second is not None:
+            b = _plan_of(second, sets or [], time_limit, seed)
+        else:
+            b = _plan_of(
+                first,
+                [*(sets or []), f"constraints.allowed_devices=[{force_device}]"],
+                time_limit,
+                seed,
+            )
+        c = compare_plans(a, b, label_a=label_a, label_b=label_b)
+        if fmt is Format.json:
+            emit_json(comparison_dict(c))
+            return
+        for t in comparison_tables(c):
+            out.print(t)
+
+
+def _plan_of(path: Path, sets: list[str], time_limit: float, seed: int) -> dict[str, Any]:
+    """A plan dict: read from a JSON plan file, or solved from a problem file."""
+    if path.suffix.lower() == ".json":
+        if sets:
+            raise InputError(f"{path}: --set applies to problem files, not to saved plans")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as e:
+            raise InputError(f"{path}: cannot read: {e.strerror}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise InputError(f"{path}: not a JSON plan: {e}") from None
+        if not isinstance(data, dict) or "status" not in data or "devices" not in data:
+            raise InputError(
+                f"{path}: not a plan written by `planner solve --format json` "
+                "(no `status` and `devices`)"
+            )
+        return data
+    from planner.solve import load_problem, solve_problem
+
+    return solve_problem(load_problem(path, sets), time_limit=time_limit, seed=seed).to_dict()
 
 
 @app.command("schema")

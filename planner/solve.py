@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from planner.catalog import Catalog, load_catalog
@@ -23,19 +25,25 @@ from planner.model.economics import (
     in_fleet,
     working_hours,
 )
+from planner.overrides import apply_overrides, blame, dotted
 from planner.plan import DeviceLine, NodeLine, Plan, StageLine, WorkloadPlan
 from planner.problem_schema import InferenceWorkload, Problem, TrainingWorkload
 from planner.verify import stage_figures, verify
 from planner.yaml_io import Located, read_yaml, validate
 
 
-def load_problem(path: Path) -> Problem:
-    return parse_problem(read_yaml(path))
+def load_problem(path: Path, overrides: Sequence[str] = ()) -> Problem:
+    """Read, override (`--set PATH=VALUE`), validate and name-check a problem file."""
+    return parse_problem(read_yaml(path), overrides)
 
 
-def parse_problem(doc: Located) -> Problem:
-    problem = validate(doc, Problem)
-    check_names(problem, load_catalog(), doc)
+def parse_problem(doc: Located, overrides: Sequence[str] = ()) -> Problem:
+    doc, origin = apply_overrides(doc, overrides)
+    try:
+        problem = validate(doc, Problem)
+        check_names(problem, load_catalog(), doc)
+    except InputError as e:
+        raise blame(e, origin) from None
     return problem
 
 
@@ -43,7 +51,7 @@ def check_names(problem: Problem, cat: Catalog, doc: Located | None = None) -> N
     """Every name a problem uses exists in the catalog (with a located, suggesting error)."""
 
     def where(loc: tuple[str | int, ...]) -> str:
-        return f"{doc.where(loc)}: " if doc else ""
+        return f"{doc.where(loc)}: {dotted(loc)}: " if doc else f"{dotted(loc)}: "
 
     for i, w in enumerate(problem.workloads):
         if w.model not in cat.models:
@@ -52,11 +60,13 @@ def check_names(problem: Problem, cat: Catalog, doc: Located | None = None) -> N
                 f"{did_you_mean(w.model, cat.models)}"
             )
         if isinstance(w, InferenceWorkload):
-            try:
-                weight_format(w.weights)
-                kv_bytes(w.kv)
-            except InputError as e:
-                raise InputError(f"{where(('workloads', i))}workload `{w.name}`: {e}") from None
+            for key, check in (("weights", weight_format), ("kv", kv_bytes)):
+                try:
+                    check(getattr(w, key))
+                except InputError as e:
+                    raise InputError(
+                        f"{where(('workloads', i, key))}workload `{w.name}`: {e}"
+                    ) from None
     c = problem.constraints
     for key, names in (
         ("allowed_devices", c.allowed_devices or []),
@@ -65,31 +75,49 @@ def check_names(problem: Problem, cat: Catalog, doc: Located | None = None) -> N
     ):
         for j, n in enumerate(names):
             if n not in cat.accelerators:
+                loc: tuple[str | int, ...] = ("constraints", key, j)
+                if key == "inventory":
+                    loc = (*loc, "device")
                 raise InputError(
-                    f"{where(('constraints', key, j))}constraints.{key}: unknown device `{n}`"
-                    f"{did_you_mean(n, cat.accelerators)}"
+                    f"{where(loc)}unknown device `{n}`{did_you_mean(n, cat.accelerators)}"
                 )
+    vendors = {a.vendor for a in cat.accelerators.values()}
+    for j, v in enumerate(c.vendors or []):
+        if v not in vendors:
+            raise InputError(
+                f"{where(('constraints', 'vendors', j))}unknown vendor `{v}`"
+                f"{did_you_mean(v, vendors)} (vendors: {', '.join(sorted(vendors))})"
+            )
     if c.network not in cat.links:
         raise InputError(
-            f"{where(('constraints', 'network'))}constraints.network: unknown link `{c.network}`"
+            f"{where(('constraints', 'network'))}unknown link `{c.network}`"
             f"{did_you_mean(c.network, cat.links)}"
         )
 
 
-def build_tables(problem: Problem, cat: Catalog, *, tuned: bool = True) -> Tables:
+def build_tables(
+    problem: Problem,
+    cat: Catalog,
+    *,
+    tuned: bool = True,
+    designs: dict[str, list[Design]] | None = None,
+) -> Tables:
     """Designs and economics for every workload. `tuned=False` keeps dominated designs and
-    switches off tightening and hints (the baseline the benchmark compares against)."""
+    switches off tightening and hints (the baseline the benchmark compares against).
+    `designs` reuses an earlier enumeration (valid when `design_key` is unchanged)."""
     devs = allowed_devices(problem, cat)
     econ = device_economics(problem, cat, devs)
-    designs: dict[str, list[Design]] = {}
+    if designs is None:
+        designs = {}
+        for w in problem.workloads:
+            if isinstance(w, InferenceWorkload):
+                designs[w.name] = inference_designs(w, problem, cat, devs, prune=tuned)
+            else:
+                designs[w.name] = training_designs(w, problem, cat, devs, prune=tuned)
     training_cost: dict[tuple[str, int], float] = {}
     for w in problem.workloads:
-        if isinstance(w, InferenceWorkload):
-            designs[w.name] = inference_designs(w, problem, cat, devs, prune=tuned)
-        else:
-            ds = training_designs(w, problem, cat, devs, prune=tuned)
-            designs[w.name] = ds
-            for j, d in enumerate(ds):
+        if isinstance(w, TrainingWorkload):
+            for j, d in enumerate(designs[w.name]):
                 hours = w.token_budget / d.tokens_per_s / 3600
                 if problem.horizon.procurement == "buy":
                     h = problem.horizon
@@ -104,6 +132,81 @@ def build_tables(problem: Problem, cat: Catalog, *, tuned: bool = True) -> Table
     return Tables(problem, designs, econ, training_cost, tuned)
 
 
+# Limits that only bound the fleet: changing them leaves the enumerated designs as they are.
+FLEET_LIMITS = {"budget_usd", "capex_usd", "power_w", "max_rack_units", "inventory"}
+
+
+def design_key(problem: Problem) -> str:
+    """Everything design enumeration reads: workloads, the per-replica constraints, which
+    devices are owned (they are allowed without a price) and whether prices are bought or rented."""
+    c = problem.constraints
+    return json.dumps(
+        [
+            [w.model_dump(mode="json") for w in problem.workloads],
+            c.model_dump(mode="json", exclude=FLEET_LIMITS),
+            sorted({o.device for o in c.inventory}),
+            problem.horizon.procurement,
+        ],
+        sort_keys=True,
+    )
+
+
+class Solver:
+    """Solves problems one after another. Design tables are reused when only fleet limits,
+    prices or the horizon change, and each solve starts from the previous plan (a warm start),
+    which is what makes sweeps and frontiers cheap."""
+
+    def __init__(
+        self,
+        cat: Catalog | None = None,
+        *,
+        time_limit: float = 30.0,
+        workers: int = 1,
+        seed: int = 0,
+        tuned: bool = True,
+    ) -> None:
+        self.cat = cat or load_catalog()
+        self.time_limit = time_limit
+        self.workers = workers
+        self.seed = seed
+        self.tuned = tuned
+        self._key: str | None = None
+        self._designs: dict[str, list[Design]] | None = None
+        self._last: dict[tuple[str, int], int] | None = None
+        self.reused = 0  # solves that reused the previous design tables
+
+    def tables(self, problem: Problem) -> Tables:
+        key = design_key(problem)
+        if key == self._key and self._designs is not None:
+            self.reused += 1
+            return build_tables(problem, self.cat, tuned=self.tuned, designs=self._designs)
+        tables = build_tables(problem, self.cat, tuned=self.tuned)
+        self._key, self._designs, self._last = key, tables.designs, None
+        return tables
+
+    def solve(self, problem: Problem) -> Plan:
+        t0 = time.perf_counter()
+        tables = self.tables(problem)
+        empty = [w for w in problem.workloads if not tables.designs[w.name]]
+        if empty:
+            notes = [why_no_design(w, problem, self.cat) for w in empty]
+            return _no_plan(problem, "INFEASIBLE", t0, notes)
+        model = PlannerModel(tables, warm=self._last if self.tuned else None)
+        sol = model.solve(time_limit=self.time_limit, workers=self.workers, seed=self.seed)
+        if sol.status == "INFEASIBLE":
+            notes = blocking_constraints(tables, time_limit=self.time_limit, seed=self.seed)
+            return _no_plan(problem, "INFEASIBLE", t0, notes)
+        if sol.status not in ("OPTIMAL", "FEASIBLE"):
+            return _no_plan(
+                problem, sol.status, t0, [f"no plan found within {self.time_limit:g} s"]
+            )
+        self._last = sol.replicas
+        plan = make_plan(problem, self.cat, tables, sol)
+        plan.solve_seconds = time.perf_counter() - t0
+        verify(plan, problem, self.cat)
+        return plan
+
+
 def solve_problem(
     problem: Problem,
     *,
@@ -113,24 +216,9 @@ def solve_problem(
     cat: Catalog | None = None,
     tuned: bool = True,
 ) -> Plan:
-    cat = cat or load_catalog()
-    t0 = time.perf_counter()
-    tables = build_tables(problem, cat, tuned=tuned)
-    empty = [w for w in problem.workloads if not tables.designs[w.name]]
-    if empty:
-        notes = [why_no_design(w, problem, cat) for w in empty]
-        return _no_plan(problem, "INFEASIBLE", t0, notes)
-    model = PlannerModel(tables)
-    sol = model.solve(time_limit=time_limit, workers=workers, seed=seed)
-    if sol.status == "INFEASIBLE":
-        notes = blocking_constraints(tables, time_limit=time_limit, seed=seed)
-        return _no_plan(problem, "INFEASIBLE", t0, notes)
-    if sol.status not in ("OPTIMAL", "FEASIBLE"):
-        return _no_plan(problem, sol.status, t0, [f"no plan found within {time_limit:g} s"])
-    plan = make_plan(problem, cat, tables, sol)
-    plan.solve_seconds = time.perf_counter() - t0
-    verify(plan, problem, cat)
-    return plan
+    """Solve one problem from scratch: the verified optimal plan, or a plan-less result."""
+    solver = Solver(cat, time_limit=time_limit, workers=workers, seed=seed, tuned=tuned)
+    return solver.solve(problem)
 
 
 def _no_plan(problem: Problem, status: str, t0: float, notes: list[str]) -> Plan:

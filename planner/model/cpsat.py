@@ -63,7 +63,8 @@ def _int(x: float, what: str, up: bool = True) -> int:
 class PlannerModel:
     """Builds the CP-SAT model from tables; solves for one objective at a time."""
 
-    def __init__(self, t: Tables) -> None:
+    def __init__(self, t: Tables, warm: dict[tuple[str, int], int] | None = None) -> None:
+        """`warm`: replica counts of a previous plan over the same designs, used as the hint."""
         self.t = t
         self.p = t.problem
         self.m = cp_model.CpModel()
@@ -80,7 +81,8 @@ class PlannerModel:
         self._constraints()
         if t.tuned:
             self._tighten()
-            self._hint()
+        if warm is not None or t.tuned:
+            self._hint(warm)
 
     # -- variables --------------------------------------------------------------------------
 
@@ -248,9 +250,10 @@ class PlannerModel:
                 chosen[(w.name, best[1])] = best[2]
         return chosen
 
-    def _hint(self) -> None:
-        """Start the search from the heuristic plan (a hint, not a constraint)."""
-        chosen = self.heuristic()
+    def _hint(self, warm: dict[tuple[str, int], int] | None) -> None:
+        """Start the search from a previous plan or the heuristic one (a hint, not a constraint)."""
+        chosen = warm if warm is not None else self.heuristic()
+        chosen = {k: min(v, self.R_ub[k]) for k, v in chosen.items() if k in self.R}
         for k, var in self.R.items():
             self.m.add_hint(var, chosen.get(k, 0))
         used: dict[str, int] = {}
@@ -324,6 +327,52 @@ class PlannerModel:
                     * v
                 )
         return sum(terms)  # type: ignore[return-value]
+
+    def devices_expr(self) -> cp_model.LinearExpr:
+        return sum(self.devices.values())  # type: ignore[return-value]
+
+    def rack_units_expr(self) -> cp_model.LinearExpr:
+        return sum(self.t.econ[d].node.rack_units * h for d, h in self.hosts.items())  # type: ignore[return-value]
+
+    def quantity(self, name: str) -> cp_model.LinearExpr:
+        """A named linear quantity of the plan: cost (USD over the horizon), capex (USD),
+        power (W at load, before PUE), devices, rack_units, throughput (milli-tokens/s)."""
+        return {
+            "cost": self.tco_expr,
+            "capex": self.capex_expr,
+            "power": self.power_expr,
+            "devices": self.devices_expr,
+            "rack_units": self.rack_units_expr,
+            "throughput": self.throughput_expr,
+        }[name]()
+
+    def least(
+        self,
+        name: str,
+        *,
+        relax: frozenset[str],
+        time_limit: float,
+        workers: int,
+        seed: int,
+    ) -> Solution:
+        """The smallest value of quantity `name` over plans that meet every constraint family
+        except those in `relax` (how far a limit must move for a plan to exist)."""
+        for lit_name, lit in self.named.items():
+            self.m.add(lit == (0 if lit_name in relax else 1))
+        return self._optimize(
+            self.quantity(name), minimize=True, time_limit=time_limit, workers=workers, seed=seed
+        )
+
+    def infeasible_core(self, *, time_limit: float, seed: int) -> list[str] | None:
+        """Constraint families that together admit no plan (CP-SAT's sufficient assumptions for
+        infeasibility), or None when a plan exists or the solver could not decide in time."""
+        self.m.add_assumptions(list(self.named.values()))
+        s = self._solver(time_limit, 1, seed)
+        st = s.solve(self.m)
+        if st != cp_model.INFEASIBLE:
+            return None
+        by_index = {lit.index: name for name, lit in self.named.items()}
+        return sorted(by_index[i] for i in s.sufficient_assumptions_for_infeasibility())
 
     # -- solving ---------------------------------------------------------------------------
 

@@ -1,0 +1,119 @@
+"""`--set PATH=VALUE`: change a parsed problem document before it is validated.
+
+PATH is dotted: `constraints.budget_usd`, `horizon.procurement`, and `workloads.<name>.<key>`
+(a workload by its name, or by its position: `workloads.0.context_tokens`). VALUE is YAML:
+`800000`, `rent`, `"10 kW"`, `[h100-sxm, mi300x]`. The changed document is then validated like
+the file itself, and an error in a changed value names the `--set` it came from.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+from planner.errors import InputError, did_you_mean
+from planner.yaml_io import Loc, Located, parse_text
+
+MAX_OVERRIDES = 64
+
+
+def dotted(loc: Loc) -> str:
+    """`workloads[0].context_tokens`: how validation messages print a key path."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def split_assignment(text: str) -> tuple[str, str]:
+    path, sep, value = text.partition("=")
+    path = path.strip()
+    if not sep or not path:
+        raise InputError(f"--set {text!r}: expected PATH=VALUE, e.g. constraints.budget_usd=800000")
+    if not value.strip():
+        raise InputError(f"--set {text!r}: the value after `=` is empty")
+    return path, value
+
+
+def _resolve(data: Any, parts: list[str], text: str) -> Loc:
+    """Turn dotted parts into a key path of the document, naming workloads by name or index."""
+    loc: list[str | int] = []
+    node = data
+    i = 0
+    while i < len(parts):
+        part = parts[i]
+        if isinstance(node, list):
+            names = [w.get("name") for w in node if isinstance(w, dict)]
+            # Workload names may contain dots: take the longest run of parts that is a name.
+            for j in range(len(parts), i, -1):
+                name = ".".join(parts[i:j])
+                if name in names:
+                    loc.append(names.index(name))
+                    node = node[names.index(name)]
+                    i = j
+                    break
+            else:
+                if part.isdigit() and int(part) < len(node):
+                    loc.append(int(part))
+                    node = node[int(part)]
+                    i += 1
+                    continue
+                raise InputError(
+                    f"--set {text}: no workload named `{part}` in {dotted(tuple(loc))}"
+                    f"{did_you_mean(part, [str(n) for n in names])}"
+                    f" (use a workload's name or its position, 0 to {len(node) - 1})"
+                )
+            continue
+        if node is not None and not isinstance(node, dict):
+            raise InputError(
+                f"--set {text}: {dotted(tuple(loc))} is a single value, not a section with keys"
+            )
+        loc.append(part)
+        node = node.get(part) if isinstance(node, dict) else None
+        i += 1
+    return tuple(loc)
+
+
+def _assign(data: dict[str, Any], loc: Loc, value: Any) -> None:
+    node: Any = data
+    for part in loc[:-1]:
+        node = node.setdefault(part, {}) if isinstance(node, dict) else node[part]
+    node[loc[-1]] = value
+
+
+def apply_overrides(doc: Located, pairs: Sequence[str]) -> tuple[Located, dict[str, str]]:
+    """The document with every `PATH=VALUE` applied, and which `--set` wrote each dotted path."""
+    if len(pairs) > MAX_OVERRIDES:
+        raise InputError(f"--set: at most {MAX_OVERRIDES} overrides at once")
+    if not pairs:
+        return doc, {}
+    if not isinstance(doc.data, dict):
+        raise InputError(f"{doc.source}: the problem must be a mapping of keys to use --set")
+    data = copy.deepcopy(doc.data)
+    origin: dict[str, str] = {}
+    for text in pairs:
+        path, raw = split_assignment(text)
+        parts = path.split(".")
+        if any(not p for p in parts):
+            raise InputError(f"--set {text}: empty key in `{path}`")
+        value = parse_text(raw, f"--set {path}").data
+        loc = _resolve(data, parts, text)
+        _assign(data, loc, value)
+        origin[dotted(loc)] = text
+    return Located(data, doc.positions, doc.source), origin
+
+
+def blame(err: InputError, origin: dict[str, str]) -> InputError:
+    """Point error lines about overridden paths at the `--set` that wrote them."""
+    if not origin:
+        return err
+    lines = []
+    for line in str(err).splitlines():
+        for path, text in origin.items():
+            at = next((line.find(f": {path}{c}") for c in ":.[" if f": {path}{c}" in line), -1)
+            if at >= 0:
+                line = f"--set {text}: {line[at + 2 :]}"
+                break
+        lines.append(line)
+    return InputError("\n".join(lines))
