@@ -50,7 +50,7 @@ catalog_app = typer.Typer(
 app.add_typer(catalog_app, name="catalog")
 
 out = Console(soft_wrap=False, width=160)
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 
 class Format(StrEnum):

@@ -1,0 +1,232 @@
+"""The what-if commands through the CLI: --set, sweep, frontier, explain, compare."""
+
+from __future__ import annotations
+
+import csv
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from matplotlib.image import imread
+from typer.testing import CliRunner
+
+from planner.cli import app
+from planner.explore import parse_vary
+from planner.errors import InputError
+
+runner = CliRunner()
+CHAT = "problems/chat-70b.yaml"
+
+
+def run(*args: str) -> tuple[int, str]:
+    r = runner.invoke(app, list(args))
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
+    return r.exit_code, r.output
+
+
+def test_set_changes_the_problem() -> None:
+    code, text = run("solve", CHAT, "--format", "json", "--no-timings")
+    base = json.loads(text)
+    code2, text2 = run(
+        "solve", CHAT, "--set", "workloads.chat.min_tokens_per_s=20000", "--format", "json"
+    )
+    assert code == code2 == 0
+    more = json.loads(text2)
+    # Ten times the throughput floor needs at least as much money, and the floor is met.
+    assert more["tco_usd"] > base["tco_usd"]
+    assert sum(w["tokens_per_s"] for w in more["workloads"]) >= 20000
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("constraints.budjet_usd=5", "did you mean `budget_usd`"),
+        ("workloads.chatt.concurrency=5", "did you mean `chat`"),
+        ("constraints.budget_usd=-5", "--set constraints.budget_usd=-5"),
+        ("horizon.procurement=lease", "buy, rent"),
+        ("budget", "expected PATH=VALUE"),
+    ],
+)
+def test_set_errors_name_the_override(setting: str, message: str) -> None:
+    code, text = run("solve", CHAT, "--set", setting)
+    assert code == 2
+    assert message in text
+
+
+def test_no_timings_gives_identical_bytes() -> None:
+    a = run("solve", CHAT, "--format", "json", "--no-timings")[1]
+    b = run("solve", CHAT, "--format", "json", "--no-timings")[1]
+    assert a == b
+    assert "solve_seconds" not in a
+
+
+def test_parse_vary() -> None:
+    assert parse_vary("constraints.power_w=5000..40000:8").values == (
+        5000,
+        10000,
+        15000,
+        20000,
+        25000,
+        30000,
+        35000,
+        40000,
+    )
+    assert parse_vary("horizon.procurement=buy,rent").values == ("buy", "rent")
+    assert parse_vary("horizon.utilization=0.1..0.3:3").values == (0.1, 0.2, 0.3)
+    with pytest.raises(InputError, match="POINTS"):
+        parse_vary("constraints.power_w=1..2:x")
+    with pytest.raises(InputError, match="not a number"):
+        parse_vary("constraints.power_w=a..b")
+
+
+def test_sweep_csv_and_plot(tmp_path: Path) -> None:
+    out, png = tmp_path / "sweep.csv", tmp_path / "sweep.png"
+    code, text = run(
+        "sweep",
+        CHAT,
+        "--vary",
+        "constraints.power_w=5000..20000:4",
+        "--out",
+        str(out),
+        "--plot",
+        str(png),
+    )
+    assert code == 0
+    rows = list(csv.DictReader(out.open()))
+    assert [r["constraints.power_w"] for r in rows] == ["5000", "10000", "15000", "20000"]
+    # 5 kW at the wall cannot carry 2,000 tokens/s of a 70B model; 10 kW can.
+    assert rows[0]["status"] == "INFEASIBLE"
+    assert all(r["status"] == "OPTIMAL" for r in rows[1:])
+    # Loosening a cap never makes the cheapest plan dearer.
+    costs = [float(r["tco_usd"]) for r in rows[1:]]
+    assert costs == sorted(costs, reverse=True)
+    img = imread(png)
+    assert img.shape[0] > 200 and img.shape[1] > 200
+    red = (img[..., 0] > 0.9) & (img[..., 1] < 0.1) & (img[..., 2] < 0.1)
+    assert red.any()  # the infeasible point is marked
+    assert "INFEASIBLE" in text and "OPTIMAL" in text
+
+
+def test_two_parameter_sweep_json() -> None:
+    code, text = run(
+        "sweep",
+        CHAT,
+        "--vary",
+        "horizon.utilization=0.3,0.9",
+        "--vary",
+        "horizon.electricity_usd_per_kwh=0.1,0.3",
+        "--format",
+        "json",
+    )
+    assert code == 0
+    rows = json.loads(text)
+    assert len(rows) == 4
+    by = {(r["horizon.utilization"], r["horizon.electricity_usd_per_kwh"]): r for r in rows}
+    # Dearer electricity and more working hours each raise the total cost.
+    assert by[(0.3, 0.3)]["tco_usd"] > by[(0.3, 0.1)]["tco_usd"]
+    assert by[(0.9, 0.1)]["tco_usd"] > by[(0.3, 0.1)]["tco_usd"]
+
+
+def test_frontier_is_pareto_and_plotted(tmp_path: Path) -> None:
+    svg = tmp_path / "frontier.svg"
+    code, text = run(
+        "frontier",
+        CHAT,
+        "--x",
+        "cost",
+        "--y",
+        "tokens_per_s",
+        "--points",
+        "5",
+        "--plot",
+        str(svg),
+        "--format",
+        "json",
+    )
+    assert code == 0
+    fr = json.loads(text)
+    pts = fr["points"]
+    assert len(pts) >= 2
+    assert all(p["status"] == "OPTIMAL" for p in pts)
+    # Pareto: more money buys strictly more throughput, and no point exceeds its cap.
+    for a, b in zip(pts, pts[1:], strict=False):
+        assert b["tco_usd"] > a["tco_usd"] and b["tokens_per_s"] > a["tokens_per_s"]
+    for p in pts:
+        assert p["tco_usd"] <= p["cost_cap"] + 1
+    root = ET.fromstring(svg.read_text())
+    texts = " ".join(t.text or "" for t in root.iter() if t.tag.endswith("text"))
+    assert "Total cost (USD)" in texts and "Throughput (tokens/s)" in texts
+    assert pts[0]["devices"].split(" + ")[0] in texts  # the device mix is labelled
+
+
+def test_frontier_rejects_two_resources() -> None:
+    code, text = run("frontier", CHAT, "--x", "cost", "--y", "power")
+    assert code == 2
+    assert "cannot trade" in text
+
+
+def test_explain_infeasible_gives_least_relaxations() -> None:
+    code, text = run(
+        "explain",
+        CHAT,
+        "--set",
+        "constraints.budget_usd=50000",
+        "--set",
+        "constraints.power_w=3000",
+        "--format",
+        "json",
+    )
+    assert code == 0
+    ex = json.loads(text)
+    assert ex["feasible"] is False
+    assert "power" in ex["core"]
+    relax = {r["constraint"]: r for r in ex["relaxations"]}
+    # The cheapest plan that meets the demand costs $116,307 (the golden chat-70b objective).
+    assert relax["budget"]["needed"] == pytest.approx(116307, abs=1)
+    assert relax["power"]["needed"] > 3000
+
+
+def test_explain_file_without_design() -> None:
+    code, text = run("explain", "problems/infeasible.yaml")
+    assert code == 0
+    assert "infeasible" in text
+    assert "812 GB" in text  # 405B parameters at fp16
+
+
+def test_explain_feasible_prices_binding_limits() -> None:
+    code, text = run("explain", CHAT, "--set", "constraints.budget_usd=120000", "--format", "json")
+    assert code == 0
+    ex = json.loads(text)
+    assert ex["feasible"] is True
+    names = {m["constraint"] for m in ex["marginal"]}
+    assert "latency:chat" in names
+    lat = next(m for m in ex["marginal"] if m["constraint"] == "latency:chat")
+    # A looser latency ceiling can only make the cheapest plan cheaper or equal.
+    assert lat["objective_after"] <= lat["objective"]
+
+
+def test_compare_plans_and_forced_device(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    assert run("solve", CHAT, "--out", str(a))[0] == 0
+    assert (
+        run("solve", CHAT, "--set", "constraints.allowed_devices=[h100-sxm]", "--out", str(b))[0]
+        == 0
+    )
+    code, text = run("compare", str(a), str(b), "--format", "json")
+    assert code == 0
+    c = json.loads(text)
+    pa, pb = json.loads(a.read_text()), json.loads(b.read_text())
+    tco = next(r for r in c["metrics"] if r["metric"] == "tco_usd")
+    assert tco["change"] == pytest.approx(pb["tco_usd"] - pa["tco_usd"])
+    code, text = run("compare", CHAT, "--force-device", "h100-sxm")
+    assert code == 0
+    assert "h100-sxm" in text
+
+
+def test_compare_rejects_a_non_plan(tmp_path: Path) -> None:
+    bad = tmp_path / "x.json"
+    bad.write_text('{"hello": 1}')
+    code, text = run("compare", str(bad), str(bad))
+    assert code == 2
+    assert "not a plan" in text
