@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -12,8 +13,8 @@ from matplotlib.image import imread
 from typer.testing import CliRunner
 
 from planner.cli import app
-from planner.explore import parse_vary
 from planner.errors import InputError
+from planner.explore import parse_vary
 
 runner = CliRunner()
 CHAT = "problems/chat-70b.yaml"
@@ -150,7 +151,7 @@ def test_frontier_is_pareto_and_plotted(tmp_path: Path) -> None:
     assert len(pts) >= 2
     assert all(p["status"] == "OPTIMAL" for p in pts)
     # Pareto: more money buys strictly more throughput, and no point exceeds its cap.
-    for a, b in zip(pts, pts[1:], strict=False):
+    for a, b in itertools.pairwise(pts):
         assert b["tco_usd"] > a["tco_usd"] and b["tokens_per_s"] > a["tokens_per_s"]
     for p in pts:
         assert p["tco_usd"] <= p["cost_cap"] + 1
