@@ -80,6 +80,11 @@ def user_errors() -> Iterator[None]:
     except PlannerError as e:
         err.print(f"[bold red]error:[/] {e}", highlight=False, markup=True)
         raise typer.Exit(e.exit_code) from None
+    except KeyboardInterrupt:
+        # Inside a solve, CP-SAT catches Ctrl-C itself and returns its best plan so far (shown
+        # with its gap); this is an interrupt between solves, before any plan exists.
+        err.print("interrupted: no plan was found before Ctrl-C", highlight=False)
+        raise typer.Exit(130) from None
 
 
 def emit_json(data: Any) -> None:
