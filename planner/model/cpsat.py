@@ -76,6 +76,7 @@ class PlannerModel:
         self.hosts_bought: dict[str, cp_model.IntVar] = {}
         self.named: dict[str, cp_model.IntVar] = {}  # constraint name -> enforcement literal
         self.bought_ub: dict[str, int] = {}
+        self.interrupted = False
         self.hosts_ub: dict[str, int] = {}
         self._variables()
         self._constraints()
@@ -418,7 +419,7 @@ class PlannerModel:
                 seed=seed,
             )
         tie = self.p.objective.tie_break
-        if tie and sol.status == "OPTIMAL":
+        if tie and sol.status == "OPTIMAL" and not self.interrupted:
             self._fix_primary(goal, sol)
             expr, minimize = {
                 "min_cost": (self.tco_expr(), True),
@@ -484,6 +485,11 @@ class PlannerModel:
             raise InternalError(f"the solver model is invalid: {err}")
         s = self._solver(time_limit, workers, seed)
         st = s.solve(self.m)
+        # CP-SAT catches Ctrl-C and returns its incumbent: stopping early without proof or
+        # reaching the limit. Later solves of the same run (Dinkelbach steps, tie-breaks) are
+        # then skipped, so the best plan so far is shown at once.
+        if st == cp_model.FEASIBLE and s.wall_time < 0.9 * time_limit:
+            self.interrupted = True
         return self._read(s, st, evaluate)
 
     def _read(
@@ -546,7 +552,7 @@ class PlannerModel:
             if D == 0:
                 break
             left = time_limit - (time.perf_counter() - start)
-            if left <= 0.05:
+            if left <= 0.05 or self.interrupted:
                 proved = False
                 break
             obj = D * num - N * den
