@@ -307,6 +307,13 @@ Workers = Annotated[
     typer.Option(min=1, max=64, help="Solver threads (1 is deterministic and fastest here)."),
 ]
 Seed = Annotated[int, typer.Option(min=0, help="Solver random seed.")]
+RowsOut = Annotated[
+    Path | None, typer.Option("--out", help="Write the rows to a .csv or .json file.")
+]
+PlotOut = Annotated[
+    Path | None, typer.Option("--plot", help="Draw a chart to a .png or .svg file.")
+]
+FormatOption = Annotated[Format, typer.Option("--format", help="table or json.")]
 
 
 @app.command()
@@ -426,13 +433,9 @@ def sweep(
         ),
     ],
     sets: SetOption = None,
-    out_path: Annotated[
-        Path | None, typer.Option("--out", help="Write the rows to a .csv or .json file.")
-    ] = None,
-    plot_path: Annotated[
-        Path | None, typer.Option("--plot", help="Draw the sweep to a .png or .svg file.")
-    ] = None,
-    fmt: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
+    out_path: RowsOut = None,
+    plot_path: PlotOut = None,
+    fmt: FormatOption = Format.table,
     time_limit: TimeLimit = 30.0,
     workers: Workers = 1,
     seed: Seed = 0,
@@ -494,13 +497,9 @@ def frontier(
         int, typer.Option("--points", min=2, max=100, help="Caps tried (evenly spaced).")
     ] = 10,
     sets: SetOption = None,
-    out_path: Annotated[
-        Path | None, typer.Option("--out", help="Write the points to a .csv or .json file.")
-    ] = None,
-    plot_path: Annotated[
-        Path | None, typer.Option("--plot", help="Draw the frontier to a .png or .svg file.")
-    ] = None,
-    fmt: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
+    out_path: RowsOut = None,
+    plot_path: PlotOut = None,
+    fmt: FormatOption = Format.table,
     time_limit: TimeLimit = 30.0,
     workers: Workers = 1,
     seed: Seed = 0,

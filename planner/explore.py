@@ -414,6 +414,11 @@ def _least_latency(problem: Problem, w: InferenceWorkload, solver: Solver) -> fl
         )
         return sol.status in ("OPTIMAL", "FEASIBLE")
 
+    return _first_feasible(options, feasible)
+
+
+def _first_feasible(options: Sequence[float], feasible: Callable[[float], bool]) -> float | None:
+    """Bisection: the first option that admits a plan, when every later one does too."""
     lo, hi = 0, len(options) - 1
     if not feasible(options[hi]):
         return None
@@ -437,23 +442,10 @@ def _least_headroom_change(problem: Problem, solver: Solver) -> float | None:
         p = problem.model_copy(
             update={"constraints": problem.constraints.model_copy(update={"memory_headroom": h})}
         )
-        return Solver(solver.cat, time_limit=solver.time_limit, seed=solver.seed).solve(
-            p
-        ).status in (
-            "OPTIMAL",
-            "FEASIBLE",
-        )
+        plan = Solver(solver.cat, time_limit=solver.time_limit, seed=solver.seed).solve(p)
+        return plan.status in ("OPTIMAL", "FEASIBLE")
 
-    if not feasible(steps[-1]):
-        return None
-    lo, hi = 0, len(steps) - 1  # steps descend; find the first feasible one
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if feasible(steps[mid]):
-            hi = mid
-        else:
-            lo = mid + 1
-    return steps[lo]
+    return _first_feasible(steps, feasible)  # steps descend: the largest headroom that works
 
 
 def _explain_feasible(problem: Problem, plan: Plan, solver: Solver) -> Explanation:
