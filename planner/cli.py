@@ -12,6 +12,7 @@ from typing import Annotated, Any, cast
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from planner.catalog import load_catalog
 from planner.catalog_schema import ModelArch
@@ -78,7 +79,7 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except PlannerError as e:
-        err.print(f"[bold red]error:[/] {e}", highlight=False, markup=True)
+        err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, markup=True)
         raise typer.Exit(e.exit_code) from None
     except KeyboardInterrupt:
         # Inside a solve, CP-SAT catches Ctrl-C itself and returns its best plan so far (shown
@@ -209,7 +210,10 @@ def estimate(
         ),
     ] = None,
     lora_rank: Annotated[int, typer.Option(min=1, help="LoRA rank.")] = 16,
-    tokens: Annotated[float | None, typer.Option(help="Training token budget (e.g. 2e9).")] = None,
+    tokens: Annotated[
+        float | None,
+        typer.Option(min=1, max=1e16, help="Training token budget (e.g. 2e9)."),
+    ] = None,
     lifetime_years: Annotated[
         float, typer.Option(min=0.1, help="Depreciation period of bought devices.")
     ] = 4.0,

@@ -238,7 +238,9 @@ def test_problem_errors_name_line_and_suggest(tmp_path: Path) -> None:
 def test_problem_unknown_model_is_located(tmp_path: Path) -> None:
     p = tmp_path / "bad.yaml"
     p.write_text("name: x\nworkloads:\n  - name: chat\n    model: llama-3-70b\n")
-    with pytest.raises(InputError, match=r"bad.yaml:4:\d+: workloads\[0\].model: workload `chat`: unknown model"):
+    with pytest.raises(
+        InputError, match=r"bad.yaml:4:\d+: workloads\[0\].model: workload `chat`: unknown model"
+    ):
         load_problem(p)
 
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
-from ortools.sat.python import cp_model
+from ortools.sat.python import cp_model, cp_model_helper
 
 from planner.errors import InternalError
 from planner.model.designs import Design
@@ -23,6 +24,7 @@ from planner.problem_schema import InferenceWorkload, Problem, TrainingWorkload
 
 THROUGHPUT_SCALE = 1000  # milli-tokens per second
 INT_LIMIT = 2**62
+COEF_LIMIT = 2**60  # bound on |objective| of a ratio step, with room under CP-SAT's int64 checks
 
 
 @dataclass
@@ -58,6 +60,22 @@ def _int(x: float, what: str, up: bool = True) -> int:
             f"coefficient `{what}` = {x:.3g} does not fit the solver's 64-bit integers"
         )
     return int(v)
+
+
+def _ratio_within(n: int, d: int, reach: tuple[int, int], *, up: bool) -> Fraction | None:
+    """A fraction p/q close to n/d (at or above it when `up`, else at or below) such that
+    q*num - p*den stays inside 64-bit integers, given the largest |num| and |den| (`reach`).
+    None when even q = 1 does not fit."""
+    exact = Fraction(n, d)
+    num_reach, den_reach = reach
+    if d * num_reach + abs(n) * den_reach <= COEF_LIMIT:
+        return exact
+    # With p <= q*|n/d| + 1: |q*num - p*den| <= q * (num_reach + |n/d| * den_reach) + den_reach.
+    q_max = int((COEF_LIMIT - den_reach) // (num_reach + abs(exact) * den_reach))
+    if q_max < 1:
+        return None
+    p = math.ceil(exact * q_max) if up else math.floor(exact * q_max)
+    return Fraction(p, q_max)  # within 1/q_max of n/d
 
 
 class PlannerModel:
@@ -451,11 +469,29 @@ class PlannerModel:
         elif goal == "max_throughput":
             self.m.add(self.throughput_expr() >= round(sol.objective))
         elif goal == "max_tokens_per_joule":
-            n, d = sol.values  # keep throughput / power >= N / D, linear as D*thr - N*power >= 0
-            self.m.add(d * self.throughput_expr() - n * self.power_expr() >= 0)
+            # Keep throughput / power >= n/d (n/d at or just below the optimum N/D).
+            thr, power = self.throughput_expr(), self.power_expr()
+            n, d = sol.values
+            lam = _ratio_within(n, d, (self._reach(thr), self._reach(power)), up=False)
+            if lam is not None:
+                self.m.add(lam.denominator * thr - lam.numerator * power >= 0)
         else:
-            n, d = sol.values  # keep cost / throughput <= N / D
-            self.m.add(d * self.tco_expr() - n * self.throughput_expr() <= 0)
+            # Keep cost / throughput <= n/d (n/d at or just above the optimum N/D).
+            cost, thr = self.tco_expr(), self.throughput_expr()
+            n, d = sol.values
+            lam = _ratio_within(n, d, (self._reach(cost), self._reach(thr)), up=True)
+            if lam is not None:
+                self.m.add(lam.denominator * cost - lam.numerator * thr <= 0)
+
+    def _reach(self, expr: cp_model.LinearExpr) -> int:
+        """The largest absolute value `expr` can take over its variables' domains."""
+        flat = cp_model_helper.FlatIntExpr(expr)
+        proto = self.m.proto  # keep the proto alive while its variables are read
+        total = abs(int(flat.offset))
+        for v, c in zip(flat.vars, flat.coeffs, strict=True):
+            domain = list(proto.variables[v.index].domain)
+            total += abs(int(c)) * max(abs(domain[0]), abs(domain[-1]))
+        return total
 
     def _solver(self, time_limit: float, workers: int, seed: int) -> cp_model.CpSolver:
         s = cp_model.CpSolver()
@@ -546,6 +582,8 @@ class PlannerModel:
         best = first
         iterations = 0
         proved = True
+        reach = (self._reach(num), self._reach(den))
+        bound: Fraction | None = None
         while iterations < 30:
             iterations += 1
             N, D = best.values
@@ -555,7 +593,14 @@ class PlannerModel:
             if left <= 0.05 or self.interrupted:
                 proved = False
                 break
-            obj = D * num - N * den
+            # Look for a plan strictly better than n/d, a fraction as close to the incumbent's
+            # N/D as 64-bit coefficients allow, on the incumbent's side of it.
+            lam = _ratio_within(N, D, reach, up=maximize)
+            if lam is None:
+                proved = False
+                break
+            bound = lam
+            obj = lam.denominator * num - lam.numerator * den
             sol = self._optimize(
                 obj,
                 minimize=not maximize,
@@ -575,11 +620,13 @@ class PlannerModel:
             best = sol
         N, D = best.values
         ratio = N / D if D else 0.0
-        status = "OPTIMAL" if proved else "FEASIBLE"
+        proved_bound = float(bound) if proved and bound is not None else (ratio if proved else None)
+        close = proved_bound is not None and abs(proved_bound - ratio) <= 1e-6 * abs(ratio)
+        status = "OPTIMAL" if proved and close else "FEASIBLE"
         return Solution(
             status,
             ratio,
-            ratio if proved else None,
+            proved_bound,
             0.0,
             best.replicas,
             best.bought,
