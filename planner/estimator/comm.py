@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.estimator.devices import Array
+from planner.estimator.devices import Array, Degree
 
 
 def p2p_seconds(
@@ -16,7 +16,7 @@ def p2p_seconds(
 
 def ring_allreduce_seconds(
     nbytes: float | Array,
-    ranks: int | Array,
+    ranks: Degree | Array,
     bandwidth_bytes_s: float | Array,
     latency_s: float | Array,
 ) -> Array:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -14,6 +14,8 @@ from planner.estimator.efficiency import Efficiency, efficiency_for
 from planner.estimator.formats import WeightFormat
 
 Array = npt.NDArray[np.float64]
+# A tensor-parallel degree: one for all rows, or one per row of a DeviceTable.
+Degree = int | npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,10 @@ class DeviceTable:
     power_activity_floor: Array
     usable_memory_bytes: Array
     devices: tuple[Accelerator, ...]
+    # peak_flops per weight format, filled on first use (not copied by `take`).
+    _peak: dict[WeightFormat, Array] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -52,16 +58,25 @@ class DeviceTable:
             for f in fields(self)
             if isinstance(getattr(self, f.name), np.ndarray)
         }
-        return replace(
+        out = replace(
             self,
             ids=tuple(self.ids[i] for i in ix),
             devices=tuple(self.devices[i] for i in ix),
             **arrays,
         )
+        for fmt, peak in self._peak.items():  # rows of what is already known
+            out._peak[fmt] = peak[ix]
+            out._peak[fmt].flags.writeable = False
+        return out
 
     def peak_flops(self, fmt: WeightFormat) -> Array:
-        """Dense tensor FLOP/s for the best precision the device supports for `fmt`."""
-        return np.array([_peak(d, fmt) for d in self.devices])
+        """Dense tensor FLOP/s for the best precision the device supports for `fmt` (read-only)."""
+        peak = self._peak.get(fmt)
+        if peak is None:
+            peak = np.array([_peak(d, fmt) for d in self.devices])
+            peak.flags.writeable = False
+            self._peak[fmt] = peak
+        return peak
 
 
 # PCIe x16 per-direction bandwidth by generation, bytes/s (PCI-SIG: 16 GT/s x16 = 31.5 GB/s for

@@ -8,6 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
+import numpy.typing as npt
+
 from planner.catalog_schema import ModelArch
 from planner.estimator.architecture import (
     block_groups,
@@ -16,6 +19,7 @@ from planner.estimator.architecture import (
     kv_elements_per_token_per_layer,
     total_params,
 )
+from planner.estimator.devices import Array, Degree
 from planner.estimator.formats import WeightFormat, weight_format
 
 Optimizer = Literal["adamw", "adamw-8bit", "sgd", "adafactor"]
@@ -105,9 +109,15 @@ def inference_activation_bytes(m: ModelArch, tokens_per_step: float, tp: int = 1
     (2h + 3i values per token for a gated MLP), plus fp32 logits of the sampled rows.
     vLLM measures this by profiling a dummy batch of max_num_batched_tokens.
     """
+    return tokens_per_step * float(inference_activation_bytes_per_token(m, tp))
+
+
+def inference_activation_bytes_per_token(m: ModelArch, tp: Degree = 1) -> float | Array:
+    """Peak transient activation bytes per token (see inference_activation_bytes); `tp` may be
+    one tensor-parallel degree per candidate."""
     width = max((g_width for g_width in _ffn_widths(m)), default=m.intermediate_size)
-    per_token = 2 * (2 * m.hidden_size + 3 * width / tp)
-    return tokens_per_step * per_token
+    per_token: float | Array = 2 * (2 * m.hidden_size + 3 * width / tp)
+    return per_token
 
 
 def _ffn_widths(m: ModelArch) -> list[int]:
@@ -248,10 +258,49 @@ def training_memory(
     data-parallel ranks, stage 1 shards optimizer states, stage 2 also gradients, stage 3 also
     the 16-bit weights. Tensor parallelism divides every model state by t.
     """
+    weights, act, grads, opt = _training_parts(m, setup, layers, last, setup.data_parallel)
+    t = setup.tensor_parallel
+    return MemoryBreakdown(
+        weights=float(weights / t),
+        kv_cache=0.0,
+        activations=act,
+        gradients=float(grads / t),
+        optimizer=float(opt / t),
+    )
+
+
+def training_memory_total(
+    m: ModelArch,
+    setup: TrainingSetup,
+    data_parallel: npt.NDArray[np.int64],
+    layers: float | None = None,
+    *,
+    last: bool = True,
+) -> Array:
+    """training_memory(...).total for each data-parallel degree (setup.data_parallel unused)."""
+    weights, act, grads, opt = _training_parts(m, setup, layers, last, data_parallel)
+    t = setup.tensor_parallel
+    # Summed in MemoryBreakdown.parts order, as MemoryBreakdown.total sums them.
+    zero = np.zeros(len(data_parallel))
+    return zero + weights / t + 0.0 + act + grads / t + opt / t + FRAMEWORK_OVERHEAD_BYTES
+
+
+def _training_parts(
+    m: ModelArch,
+    setup: TrainingSetup,
+    layers: float | None,
+    last: bool,
+    d: int | npt.NDArray[np.int64],
+) -> tuple[float | Array, float, float | Array, float | Array]:
+    """(weights, activations, gradients, optimizer) bytes before tensor parallelism, with ZeRO
+    sharding over `d` data-parallel ranks."""
     n = m.num_layers if layers is None else layers
     share = n / m.num_layers
     params = total_params(m) * share
-    t, d, z = setup.tensor_parallel, setup.data_parallel, setup.zero_stage
+    t, z = setup.tensor_parallel, setup.zero_stage
+    weights: float | Array
+    grads: float | Array
+    opt: float | Array
     if setup.method == "full":
         weights = 2.0 * params
         grads = 2.0 * params
@@ -263,11 +312,11 @@ def training_memory(
         grads = 2.0 * adapters
         opt = ADAPTER_OPTIMIZER_BYTES[setup.optimizer] * adapters
     if z >= 1:
-        opt /= d
+        opt = opt / d
     if z >= 2:
-        grads /= d
+        grads = grads / d
     if z >= 3:
-        weights /= d
+        weights = weights / d
     act = activation_bytes_per_layer(m, setup) * n
     if setup.recompute == "full":
         # One block's full activations are rematerialized at a time during backward.
@@ -276,6 +325,4 @@ def training_memory(
     # Logits for the loss: bf16 logits plus an fp32 copy (HF transformers upcasts for the loss).
     if last:
         act += 6.0 * setup.seq_len * setup.micro_batch * m.vocab_size / t
-    return MemoryBreakdown(
-        weights=weights / t, kv_cache=0.0, activations=act, gradients=grads / t, optimizer=opt / t
-    )
+    return weights, act, grads, opt

@@ -21,7 +21,7 @@ from planner.estimator.architecture import (
     kv_elements_per_token_per_layer,
 )
 from planner.estimator.comm import ring_allreduce_seconds
-from planner.estimator.devices import Array, DeviceTable
+from planner.estimator.devices import Array, Degree, DeviceTable
 from planner.estimator.formats import WeightFormat
 
 LAYER_ALLREDUCES = 2  # Megatron-LM: after attention and after the MLP (Shoeybi et al. 2019)
@@ -69,7 +69,7 @@ def _decode_roofline(
     dev: DeviceTable,
     batch: float,
     context: float,
-    tp: int,
+    tp: Degree,
 ) -> tuple[float, Array, Array]:
     """(weights touched, memory time, compute time) of one block's decode step on `tp` devices.
 
@@ -92,12 +92,15 @@ def _tp_allreduce_seconds(
     m: ModelArch,
     dev: DeviceTable,
     tokens: float,
-    tp: int,
+    tp: Degree,
     link_bytes_s: float | Array | None,
     link_latency_s: float,
 ) -> Array | float:
-    """Two ring all-reduces of tokens x h per layer across `tp` devices (zero when tp = 1)."""
-    if tp <= 1:
+    """Two ring all-reduces of tokens x h per layer across `tp` devices (zero when tp = 1).
+
+    `tp` may be one degree per device row; rows with tp = 1 get exactly 0.0.
+    """
+    if isinstance(tp, int) and tp <= 1:
         return 0.0
     bw = dev.scale_up_bytes_s if link_bytes_s is None else link_bytes_s
     msg = tokens * m.hidden_size * 2.0
@@ -112,7 +115,7 @@ def decode_layer_seconds(
     *,
     batch: float,
     context: float,
-    tp: int = 1,
+    tp: Degree = 1,
     link_bytes_s: float | Array | None = None,
     link_latency_s: float = 5e-6,
 ) -> Array:
@@ -163,7 +166,7 @@ def prefill_layer_seconds(
     *,
     batch: float,
     prompt: float,
-    tp: int = 1,
+    tp: Degree = 1,
     link_bytes_s: float | Array | None = None,
     link_latency_s: float = 5e-6,
 ) -> Array:

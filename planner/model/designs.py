@@ -19,24 +19,27 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from planner.catalog import Catalog
 from planner.catalog_schema import Accelerator, ModelArch
 from planner.estimator.comm import p2p_seconds, pipeline_activation_bytes, ring_allreduce_seconds
 from planner.estimator.cost import power_w
-from planner.estimator.devices import DeviceTable, device_table
-from planner.estimator.formats import WeightFormat, kv_bytes, weight_format
+from planner.estimator.devices import device_table
+from planner.estimator.formats import kv_bytes, weight_format
 from planner.estimator.memory import (
     FRAMEWORK_OVERHEAD_BYTES,
     TrainingSetup,
     block_weight_bytes,
     end_weight_bytes,
     inference_activation_bytes,
+    inference_activation_bytes_per_token,
     kv_bytes_per_token,
     kv_shard_divisor,
-    training_memory,
+    training_memory_total,
     weight_bytes,
 )
 from planner.estimator.perf import (
@@ -124,6 +127,73 @@ class _Option:
     tp: int
 
 
+@dataclass(frozen=True)
+class _Setting:
+    """What every candidate design of one serving workload shares, as numpy columns.
+
+    Options (a device type at a tensor-parallel degree) are ordered by degree, then by device:
+    the order candidates are generated in, which breaks exact ties the same way every time.
+    Per option o and batch level bi: `tau` seconds per layer per decode step, `fixed` seconds per
+    step (head and step overhead), `pre_tau` and `pre_fixed` the same for one prompt's prefill,
+    `cap[bi, S - 1, o]` the most layers one stage holds in an S-stage pipeline.
+    """
+
+    w: InferenceWorkload
+    m: ModelArch
+    opts: list[_Option]
+    tp: npt.NDArray[np.int64]
+    levels: npt.NDArray[np.int64]
+    hop: npt.NDArray[np.float64]  # per level: one pipeline hop, seconds
+    tau: npt.NDArray[np.float64]
+    fixed: npt.NDArray[np.float64]
+    pre_tau: npt.NDArray[np.float64]
+    pre_fixed: npt.NDArray[np.float64]
+    cap: npt.NDArray[np.int64]
+    w_layer: float  # weight bytes of one block
+    kv_read: npt.NDArray[np.float64]  # [bi, o]: KV bytes one layer reads per step on one device
+    bandwidth: npt.NDArray[np.float64]
+    tdp_w: npt.NDArray[np.float64]
+    idle_w: npt.NDArray[np.float64]
+    floor: npt.NDArray[np.float64]
+    price: npt.NDArray[np.float64]  # per option's device: purchase, or 10,000 h of rent
+
+
+@dataclass
+class _Candidates:
+    """Candidate designs as columns (one entry per candidate). Homogeneous pipelines have
+    o2 = -1: S stages of option o1, the first S - 1 with n1 layers. Two-type pipelines have s1
+    stages of o1 with n1 layers each, then s2 stages of o2 sharing `rest` layers."""
+
+    order: npt.NDArray[np.int64]  # generation order (ties between identical designs)
+    bi: npt.NDArray[np.int64]
+    S: npt.NDArray[np.int64]
+    o1: npt.NDArray[np.int64]
+    o2: npt.NDArray[np.int64]
+    s1: npt.NDArray[np.int64]
+    n1: npt.NDArray[np.int64]
+    s2: npt.NDArray[np.int64]
+    rest: npt.NDArray[np.int64]
+    tps: npt.NDArray[np.float64]
+    ms: npt.NDArray[np.float64]
+    ttft: npt.NDArray[np.float64]
+    power: npt.NDArray[np.float64]
+    cnt1: npt.NDArray[np.int64]
+    cnt2: npt.NDArray[np.int64]
+
+    def take(self, idx: npt.NDArray[np.int64] | npt.NDArray[np.bool_]) -> _Candidates:
+        return _Candidates(**{k: v[idx] for k, v in vars(self).items()})
+
+    @staticmethod
+    def concat(parts: list[_Candidates]) -> _Candidates:
+        keys = vars(parts[0]).keys()
+        return _Candidates(**{k: np.concatenate([vars(p)[k] for p in parts]) for k in keys})
+
+
+# Generation order: batch level, then homogeneous before two-type, then the loops' own order.
+_LEVEL_KEY = 1 << 40
+_PHASE_KEY = 1 << 39
+
+
 def inference_designs(
     w: InferenceWorkload,
     problem: Problem,
@@ -132,90 +202,113 @@ def inference_designs(
     *,
     prune: bool = True,
 ) -> list[Design]:
+    """Every replica design of `w` that meets its latency ceilings; with `prune`, only those no
+    other design with the same device types beats in every respect (see _prune).
+
+    Computed as numpy columns over all candidates at once; Design objects are made only for
+    the designs returned.
+    """
     m = cat.model(w.model)
+    c = problem.constraints
+    options = [_Option(d, i, k) for i, d in enumerate(devs) for k in tp_degrees(d, cat, problem, m)]
+    if not options:
+        return []
+    st = _setting(w, problem, cat, devs, m, sorted(options, key=lambda o: o.tp))
+    parts = [_homogeneous(st, c.max_stages)]
+    if c.heterogeneous_pipelines and len(devs) > 1:
+        parts.append(_two_type(st, parts[0], c.max_stages))
+    cand = _Candidates.concat(parts)
+    ok = np.ones(len(cand.order), dtype=bool)
+    if w.max_ms_per_token is not None:
+        ok &= ~(cand.ms > w.max_ms_per_token)
+    if w.max_ttft_s is not None:
+        ok &= ~(cand.ttft > w.max_ttft_s)
+    cand = cand.take(ok)
+    if not prune:
+        return _materialize(st, cand, np.argsort(cand.order, kind="stable"))
+    return _materialize(st, cand, _pruned_order(st, cand))
+
+
+def _setting(
+    w: InferenceWorkload,
+    problem: Problem,
+    cat: Catalog,
+    devs: list[Accelerator],
+    m: ModelArch,
+    opts: list[_Option],
+) -> _Setting:
     fmt = weight_format(w.weights)
     kvb = kv_bytes(w.kv)
     c = problem.constraints
     table = device_table(devs)
+    table.peak_flops(fmt)  # once per device, before the rows repeat per degree
     net = cat.link(c.network)
-    usable = table.memory_bytes * (1.0 - c.memory_headroom)
     L = m.num_layers
-    w_layer_total = block_weight_bytes(m, fmt) / L
+    rows = np.array([o.row for o in opts], dtype=np.int64)
+    tp = np.array([o.tp for o in opts], dtype=np.int64)
+    sub = table.take(rows)
+    levels = np.array([b for b in BATCH_LEVELS if b <= max(1, w.concurrency)], dtype=np.int64)
+    hop = np.array(
+        [
+            float(
+                p2p_seconds(
+                    pipeline_activation_bytes(int(b), 1, m.hidden_size),
+                    net.bandwidth_gb_s * 1e9,
+                    net.latency_us * 1e-6,
+                )
+            )
+            for b in levels
+        ]
+    )
+    tau = np.empty((len(levels), len(opts)))
+    fixed = np.empty((len(levels), len(opts)))
+    for bi, b in enumerate(levels.tolist()):
+        tau[bi] = decode_layer_seconds(m, fmt, kvb, sub, batch=b, context=w.context_tokens, tp=tp)
+        fixed[bi] = head_seconds(m, fmt, sub, b) / tp + sub.step_overhead_s
+    pre_tau = prefill_layer_seconds(m, fmt, sub, batch=1, prompt=w.prompt_tokens, tp=tp)
+    pre_fixed = head_seconds(m, fmt, sub, 1) / tp + sub.step_overhead_s
+
+    # Layer capacity of one stage (see _layer_cap): usable - fixed bytes over bytes per layer.
+    w_layer = block_weight_bytes(m, fmt) / L
     emb, head = end_weight_bytes(m, fmt)
     kv_layer_seq = kv_bytes_per_token(m, kvb) / L * w.context_tokens
-    options = [_Option(d, i, k) for i, d in enumerate(devs) for k in tp_degrees(d, cat, problem, m)]
-    designs: list[Design] = []
-    levels = [b for b in BATCH_LEVELS if b <= max(1, w.concurrency)]
-    for b in levels:
-        per_opt: list[tuple[_Option, np.ndarray]] = []
-        hop = float(
-            p2p_seconds(
-                pipeline_activation_bytes(b, 1, m.hidden_size),
-                net.bandwidth_gb_s * 1e9,
-                net.latency_us * 1e-6,
-            )
-        )
-        for k in sorted({o.tp for o in options}):
-            rows = [o for o in options if o.tp == k]
-            idx = np.array([o.row for o in rows])
-            sub = table.take(idx)
-            tau = decode_layer_seconds(m, fmt, kvb, sub, batch=b, context=w.context_tokens, tp=k)
-            fixed = head_seconds(m, fmt, sub, b) / k + sub.step_overhead_s
-            pre_tau = prefill_layer_seconds(m, fmt, sub, batch=1, prompt=w.prompt_tokens, tp=k)
-            pre_fixed = head_seconds(m, fmt, sub, 1) / k + sub.step_overhead_s
-            for j, o in enumerate(rows):
-                per_opt.append((o, np.array([tau[j], fixed[j], pre_tau[j], pre_fixed[j]])))
-        single_ends = weight_bytes(m, fmt) - block_weight_bytes(m, fmt)
-        for S in range(1, c.max_stages + 1):
-            seqs = b * S
-            ends = single_ends if S == 1 else max(emb, head)
-            for o, t in per_opt:
-                cap = _layer_cap(o, usable, w_layer_total, kv_layer_seq, seqs, ends, m, b, kvb, w)
-                if cap <= 0:
-                    continue
-                layers = math.ceil(L / S)
-                if layers > cap or (S > 1 and (S - 1) * layers >= L):
-                    continue
-                stage_t = layers * t[0] + t[1] + (hop if S > 1 else 0.0)
-                d = _inference_design(
-                    w,
-                    b,
-                    (Stage(o.device.id, o.tp, layers),) * 1,
-                    S,
-                    stage_t,
-                    [(layers * t[2] + t[3], S)],
-                    hop,
-                    table,
-                    o,
-                    m,
-                    fmt,
-                    L,
-                    b * kv_layer_seq / kv_shard_divisor(m, o.tp),
-                )
-                if d is not None:
-                    designs.append(d)
-        if c.heterogeneous_pipelines and len(devs) > 1:
-            designs.extend(
-                _two_type_designs(
-                    w,
-                    b,
-                    per_opt,
-                    usable,
-                    w_layer_total,
-                    kv_layer_seq,
-                    emb,
-                    head,
-                    m,
-                    kvb,
-                    hop,
-                    table,
-                    fmt,
-                    c.max_stages,
-                    designs,
-                )
-            )
-    feasible = [d for d in designs if _meets_latency(d, w)]
-    return _prune(feasible) if prune else feasible
+    usable = (table.memory_bytes * (1.0 - c.memory_headroom))[rows]
+    div = np.array([kv_shard_divisor(m, o.tp) for o in opts], dtype=np.int64)
+    stages = np.arange(1, c.max_stages + 1, dtype=np.int64)
+    seqs = levels[:, None] * stages[None, :]  # [bi, S - 1]
+    tokens = np.maximum(seqs, np.minimum(2048, seqs * w.context_tokens))
+    act = (
+        tokens[:, :, None] * inference_activation_bytes_per_token(m, tp)
+        + (seqs * m.vocab_size * 4)[:, :, None]
+    )
+    single_ends = weight_bytes(m, fmt) - block_weight_bytes(m, fmt)
+    ends = np.where(stages == 1, single_ends, max(emb, head))[None, :, None]
+    room = usable - FRAMEWORK_OVERHEAD_BYTES - ends / tp - act
+    per_layer = w_layer / tp + seqs[:, :, None] * kv_layer_seq / div
+    cap = np.where(room > 0, np.floor_divide(room, per_layer), 0.0).astype(np.int64)
+    price = np.where(
+        np.isnan(sub.purchase_usd), sub.rent_usd_per_hour * 10000, sub.purchase_usd
+    ).astype(np.float64)
+    return _Setting(
+        w=w,
+        m=m,
+        opts=opts,
+        tp=tp,
+        levels=levels,
+        hop=hop,
+        tau=tau,
+        fixed=fixed,
+        pre_tau=pre_tau,
+        pre_fixed=pre_fixed,
+        cap=cap,
+        w_layer=w_layer,
+        kv_read=levels[:, None] * kv_layer_seq / div,
+        bandwidth=sub.bandwidth_bytes_s,
+        tdp_w=sub.tdp_w,
+        idle_w=sub.idle_w,
+        floor=sub.power_activity_floor,
+        price=price,
+    )
 
 
 def _layer_cap(
@@ -234,6 +327,7 @@ def _layer_cap(
 
     Fixed: framework overhead, the larger end (embedding or head) and transient activations.
     Per layer: weights / k + KV of every sequence in flight / min(k, kv_heads).
+    (The reference form of the columns `_setting` computes for every option at once.)
     """
     k = o.tp
     act = (
@@ -245,167 +339,412 @@ def _layer_cap(
     return int(room // per_layer) if room > 0 else 0
 
 
-def _activity(stage_bytes: float, bandwidth: float, stage_t: float) -> float:
-    return min(1.0, stage_bytes / bandwidth / stage_t) if stage_t > 0 else 1.0
+def _activity(
+    stage_bytes: npt.NDArray[np.float64],
+    bandwidth: npt.NDArray[np.float64],
+    stage_t: npt.NDArray[np.float64],
+) -> npt.NDArray[np.float64]:
+    """Share of the step the stage's memory is busy (stage_t > 0 always)."""
+    return np.minimum(1.0, stage_bytes / bandwidth / stage_t)
 
 
-def _inference_design(
-    w: InferenceWorkload,
-    b: int,
-    stage_types: tuple[Stage, ...],
-    S: int,
-    T: float,
-    prefill: list[tuple[float, int]],
-    hop: float,
-    table: DeviceTable,
-    o: _Option,
-    m: ModelArch,
-    fmt: WeightFormat,
-    L: int,
-    kv_read_per_layer: float,
-) -> Design | None:
-    """A homogeneous pipeline: S stages like stage_types[0]; the last stage takes the remainder."""
-    st = stage_types[0]
-    layers = [st.layers] * (S - 1) + [L - st.layers * (S - 1)]
-    stages = tuple(Stage(st.device, st.tp, n) for n in layers)
-    i = o.row
-    bw = float(table.bandwidth_bytes_s[i])
-    act = _activity(st.layers * (block_weight_bytes(m, fmt) / L / st.tp + kv_read_per_layer), bw, T)
-    watts = float(
-        power_w(
-            table.tdp_w[i : i + 1],
-            table.idle_w[i : i + 1],
-            np.array([act]),
-            table.power_activity_floor[i : i + 1],
-        )[0]
+def _homogeneous(st: _Setting, max_stages: int) -> _Candidates:
+    """S identical stages of one option, layers ceil(L / S) each (the last takes the rest):
+    every batch level, depth and option at once."""
+    L = st.m.num_layers
+    no = st.tau.shape[1]
+    S = np.arange(1, max_stages + 1, dtype=np.int64)
+    layers = np.array([math.ceil(L / s) for s in S.tolist()], dtype=np.int64)
+    valid = (
+        (st.cap > 0)
+        & (layers[None, :, None] <= st.cap)
+        & ~((S > 1) & ((S - 1) * layers >= L))[None, :, None]
     )
-    n_dev = S * st.tp
-    ttft = sum(p * s for p, s in prefill) + hop * (S - 1)
-    return Design(
-        w.name, b, stages, 1, b / T, b * S, S * T * 1e3, ttft, watts * n_dev, {st.device: n_dev}
+    lay = layers[None, :, None]
+    hop = np.where(S[None, :] > 1, st.hop[:, None], 0.0)  # [bi, S - 1]
+    T = lay * st.tau[:, None, :] + st.fixed[:, None, :] + hop[:, :, None]
+    act = _activity(lay * (st.w_layer / st.tp + st.kv_read[:, None, :]), st.bandwidth, T)
+    watts = power_w(st.tdp_w, st.idle_w, act, st.floor)
+    n_dev = S[None, :, None] * st.tp
+    prefill = (lay * st.pre_tau + st.pre_fixed) * S[None, :, None]
+    ttft = prefill + (st.hop[:, None] * (S - 1)[None, :])[:, :, None]
+    b = st.levels[:, None, None]
+    Sg = S[None, :, None]
+    bi_g, si_g, o_g = np.nonzero(valid)  # C order: level, depth, option = generation order
+    idx = (bi_g, si_g, o_g)
+    Tv = T[idx]
+    S_v = S[si_g]
+    return _Candidates(
+        order=bi_g * _LEVEL_KEY + si_g * no + o_g,
+        bi=bi_g,
+        S=S_v,
+        o1=o_g,
+        o2=np.full(len(o_g), -1, dtype=np.int64),
+        s1=S_v,
+        n1=layers[si_g],
+        s2=np.zeros(len(o_g), dtype=np.int64),
+        rest=np.zeros(len(o_g), dtype=np.int64),
+        tps=np.broadcast_to(b, T.shape)[idx] / Tv,
+        ms=np.broadcast_to(Sg, T.shape)[idx] * Tv * 1e3,
+        ttft=ttft[idx],
+        power=(watts * n_dev)[idx],
+        cnt1=np.broadcast_to(n_dev, T.shape)[idx],
+        cnt2=np.zeros(len(o_g), dtype=np.int64),
     )
 
 
-def _two_type_designs(
-    w: InferenceWorkload,
-    b: int,
-    per_opt: list[tuple[_Option, np.ndarray]],
-    usable: np.ndarray,
-    w_layer: float,
-    kv_layer_seq: float,
-    emb: float,
-    head: float,
-    m: ModelArch,
-    kvb: float,
-    hop: float,
-    table: DeviceTable,
-    fmt: WeightFormat,
-    max_stages: int,
-    homog: list[Design],
-) -> list[Design]:
+def _ceil_div(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    return -((-a) // b)
+
+
+def _two_type(st: _Setting, homog: _Candidates, max_stages: int) -> _Candidates:
     """Pipelines mixing two option types: s1 stages of o1 then s2 of o2, layers balanced to
-    minimize the slowest stage (exhaustive over the layers per o1 stage)."""
-    L = m.num_layers
-    # Rank options by cost per token/s of their best homogeneous design at this batch level.
-    best: dict[tuple[str, int], float] = {}
-    for d in homog:
-        if d.batch != b:
-            continue
-        key = (d.stages[0].device, d.stages[0].tp)
-        price = _unit_price(table, d.stages[0].device)
-        value = price * sum(d.devices.values()) / d.tokens_per_s
-        best[key] = min(best.get(key, math.inf), value)
-    ranked = sorted(per_opt, key=lambda p: best.get((p[0].device.id, p[0].tp), math.inf))
-    # Options with no homogeneous design (too small alone) are exactly the ones pooling helps.
-    small = [p for p in per_opt if (p[0].device.id, p[0].tp) not in best]
-    pool = ranked[:HETERO_TOP] + small[:HETERO_TOP]
-    out: list[Design] = []
-    seen: set[tuple[str, int]] = set()
-    uniq = []
-    for p in pool:
-        key = (p[0].device.id, p[0].tp)
-        if key not in seen:
-            seen.add(key)
-            uniq.append(p)
-    for a in range(len(uniq)):
-        for c_ in range(len(uniq)):
-            if a == c_ or uniq[a][0].device.id == uniq[c_][0].device.id:
-                continue
-            o1, t1 = uniq[a]
-            o2, t2 = uniq[c_]
-            for s1 in range(1, HETERO_MAX_STAGES + 1):
-                for s2 in range(1, HETERO_MAX_STAGES + 1):
-                    S = s1 + s2
-                    if max_stages < S:
-                        continue
-                    cap1 = _layer_cap(
-                        o1, usable, w_layer, kv_layer_seq, b * S, max(emb, head), m, b, kvb, w
-                    )
-                    cap2 = _layer_cap(
-                        o2, usable, w_layer, kv_layer_seq, b * S, max(emb, head), m, b, kvb, w
-                    )
-                    if cap1 <= 0 or cap2 <= 0 or s1 * cap1 + s2 * cap2 < L:
-                        continue
-                    l1 = np.arange(1, min(cap1, L) + 1)
-                    l2 = np.ceil(np.maximum(L - s1 * l1, 0) / s2).astype(int)
-                    ok = (l2 >= 1) & (l2 <= cap2)
-                    if not ok.any():
-                        continue
-                    T = np.maximum(l1 * t1[0] + t1[1], l2 * t2[0] + t2[1]) + hop
-                    T = np.where(ok, T, np.inf)
-                    j = int(np.argmin(T))
-                    n1 = int(l1[j])
-                    # Exact layer counts: o1 stages n1 each, o2 stages share the rest.
-                    rest = L - s1 * n1
-                    lay2 = [rest // s2 + (1 if i < rest % s2 else 0) for i in range(s2)]
-                    if min(lay2) < 1 or max(lay2) > cap2:
-                        continue
-                    Tj = float(max(n1 * t1[0] + t1[1], max(lay2) * t2[0] + t2[1]) + hop)
-                    stages = tuple(
-                        [Stage(o1.device.id, o1.tp, n1)] * s1
-                        + [Stage(o2.device.id, o2.tp, x) for x in lay2]
-                    )
-                    watts = 0.0
-                    for o, lay, cnt in ((o1, n1, s1), (o2, max(lay2), s2)):
-                        i = o.row
-                        kv_read = b * kv_layer_seq / kv_shard_divisor(m, o.tp)
-                        act = _activity(
-                            lay * (w_layer / o.tp + kv_read), float(table.bandwidth_bytes_s[i]), Tj
-                        )
-                        pw = power_w(
-                            table.tdp_w[i : i + 1],
-                            table.idle_w[i : i + 1],
-                            np.array([act]),
-                            table.power_activity_floor[i : i + 1],
-                        )[0]
-                        watts += float(pw) * cnt * o.tp
-                    ttft = (
-                        s1 * (n1 * t1[2] + t1[3])
-                        + sum(x * t2[2] + t2[3] for x in lay2)
-                        + hop * (S - 1)
-                    )
-                    devices = {o1.device.id: s1 * o1.tp, o2.device.id: s2 * o2.tp}
-                    out.append(
-                        Design(
-                            w.name,
-                            b,
-                            stages,
-                            1,
-                            b / Tj,
-                            b * S,
-                            S * Tj * 1e3,
-                            float(ttft),
-                            watts,
-                            devices,
-                        )
-                    )
+    minimize the slowest stage (the first best layer count per o1 stage), every level at once.
+
+    At each batch level the options paired are the HETERO_TOP cheapest per token/s of their
+    best homogeneous design at that level, and up to HETERO_TOP options too small to serve
+    alone (exactly the ones pooling helps).
+    """
+    L = st.m.num_layers
+    nb, no = st.tau.shape
+    # Rank options by cost per token/s of their best homogeneous design at each batch level.
+    value = st.price[homog.o1] * homog.cnt1 / homog.tps
+    best = np.full((nb, no), math.inf)
+    np.minimum.at(best, (homog.bi, homog.o1), np.where(np.isnan(value), math.inf, value))
+    present = np.zeros((nb, no), dtype=bool)
+    present[homog.bi, homog.o1] = True
+    ranked = np.argsort(np.where(present, best, math.inf), axis=1, kind="stable")
+    width = 2 * HETERO_TOP
+    pool = np.full((nb, width), -1, dtype=np.int64)
+    for lv in range(nb):
+        small = np.flatnonzero(~present[lv])[:HETERO_TOP].tolist()
+        uniq = list(dict.fromkeys(ranked[lv, :HETERO_TOP].tolist() + small))
+        pool[lv, : len(uniq)] = uniq
+    # Every (level, o1, o2) of two device types, then every (s1, s2) within max_stages, in
+    # loop order; kept where both stage kinds hold layers and together hold the model.
+    dev_of = np.array([o.row for o in st.opts], dtype=np.int64)
+    p1, p2 = pool[:, :, None], pool[:, None, :]
+    ok = (p1 >= 0) & (p2 >= 0) & (dev_of[p1] != dev_of[p2])
+    bi, ai, ci = np.nonzero(ok)
+    o1, o2 = pool[bi, ai][:, None], pool[bi, ci][:, None]
+    s1, s2 = (
+        x.ravel()
+        for x in np.meshgrid(
+            np.arange(1, HETERO_MAX_STAGES + 1), np.arange(1, HETERO_MAX_STAGES + 1), indexing="ij"
+        )
+    )
+    fits = max_stages >= s1 + s2
+    s1, s2 = s1[fits][None, :], s2[fits][None, :]
+    S = s1 + s2
+    lvl = bi[:, None]
+    cap1, cap2 = st.cap[lvl, S - 1, o1], st.cap[lvl, S - 1, o2]
+    # Layers per o1 stage l in [lo, hi]: o2 stages then hold ceil((L - s1 l) / s2) in [1, cap2].
+    lo = np.maximum(1, _ceil_div(L - s2 * cap2, s1))
+    hi = np.minimum(np.minimum(cap1, L), (L - 1) // s1)
+    t, k = np.nonzero((cap1 > 0) & (cap2 > 0) & (s1 * cap1 + s2 * cap2 >= L) & (lo <= hi))
+    lo, hi = lo[t, k], hi[t, k]
+    order = ((ai[t] * width + ci[t]) * HETERO_MAX_STAGES + s1[0, k] - 1) * HETERO_MAX_STAGES
+    order += s2[0, k] - 1
+    bi, o1, o2, s1, s2 = bi[t], o1[t, 0], o2[t, 0], s1[0, k], s2[0, k]
+    S = s1 + s2
+    a1, f1 = st.tau[bi, o1], st.fixed[bi, o1]
+    a2, f2 = st.tau[bi, o2], st.fixed[bi, o2]
+    hop = st.hop[bi]
+    n1 = _best_split(lo, hi, a1, f1, a2, f2, hop, L, s1, s2)
+    for i in np.flatnonzero(n1 < 0).tolist():  # a rounding tie: settle it by the full scan
+        n1[i] = _best_split_exhaustive(
+            int(st.cap[bi[i], S[i] - 1, o1[i]]),
+            int(st.cap[bi[i], S[i] - 1, o2[i]]),
+            L,
+            int(s1[i]),
+            int(s2[i]),
+            (float(a1[i]), float(f1[i])),
+            (float(a2[i]), float(f2[i])),
+            float(hop[i]),
+        )
+    rest = L - s1 * n1
+    keep = rest // s2 >= 1
+    bi, o1, o2, s1, s2, S, order, n1, rest = (
+        x[keep] for x in (bi, o1, o2, s1, s2, S, order, n1, rest)
+    )
+    a1, f1, a2, f2 = st.tau[bi, o1], st.fixed[bi, o1], st.tau[bi, o2], st.fixed[bi, o2]
+    hop = st.hop[bi]
+    q, r = rest // s2, rest % s2
+    top = q + (r > 0)  # layers of the fullest o2 stage
+    T = np.maximum(n1 * a1 + f1, top * a2 + f2) + hop
+    # Prefill: s1 stages of n1 layers, then each o2 stage in turn (summed in stage order).
+    p2a, p2b = st.pre_tau[o2], st.pre_fixed[o2]
+    pre2 = top * p2a + p2b
+    for i in range(1, HETERO_MAX_STAGES):
+        pre2 = np.where(i < s2, pre2 + ((q + (i < r)) * p2a + p2b), pre2)
+    ttft = s1 * (n1 * st.pre_tau[o1] + st.pre_fixed[o1]) + pre2 + hop * (S - 1)
+    watts = np.zeros(len(o1))
+    for o, lay, cnt in ((o1, n1, s1), (o2, top, s2)):
+        act = _activity(lay * (st.w_layer / st.tp[o] + st.kv_read[bi, o]), st.bandwidth[o], T)
+        pw = power_w(st.tdp_w[o], st.idle_w[o], act, st.floor[o])
+        watts = watts + pw * cnt * st.tp[o]
+    return _Candidates(
+        order=bi * _LEVEL_KEY + _PHASE_KEY + order,
+        bi=bi,
+        S=S,
+        o1=o1,
+        o2=o2,
+        s1=s1,
+        n1=n1,
+        s2=s2,
+        rest=rest,
+        tps=st.levels[bi] / T,
+        ms=S * T * 1e3,
+        ttft=ttft,
+        power=watts,
+        cnt1=s1 * st.tp[o1],
+        cnt2=s2 * st.tp[o2],
+    )
+
+
+_ALL = slice(None)
+
+
+def _best_split(
+    lo: npt.NDArray[np.int64],
+    hi: npt.NDArray[np.int64],
+    a1: npt.NDArray[np.float64],
+    f1: npt.NDArray[np.float64],
+    a2: npt.NDArray[np.float64],
+    f2: npt.NDArray[np.float64],
+    hop: npt.NDArray[np.float64],
+    L: int,
+    s1: npt.NDArray[np.int64],
+    s2: npt.NDArray[np.int64],
+) -> npt.NDArray[np.int64]:
+    """Per pairing, the first l in [lo, hi] minimizing T(l) = max(t1(l), t2(l2(l))) + hop, as an
+    exhaustive scan would pick it; -1 where a tie leaves that to the exhaustive scan. Here
+    t1(l) = l a1 + f1 is an o1 stage of l layers, l2(l) = ceil((L - s1 l) / s2) the layers of the
+    fullest o2 stage and t2(k) = k a2 + f2 its time.
+
+    t1 grows with l and t2(l2(l)) does not, so T falls while the o2 stages are the slowest and
+    rises after. Find the first l where the o1 stage binds (from where the straight lines
+    cross, bisecting where that guess is off), then compare it with the step before, whose whole
+    run of equal l2 ties with it.
+    """
+
+    def t1(lay: npt.NDArray[np.int64], at: slice | npt.NDArray[np.int64] = _ALL) -> Any:
+        return lay * a1[at] + f1[at]
+
+    def l2(lay: npt.NDArray[np.int64], at: slice | npt.NDArray[np.int64] = _ALL) -> Any:
+        return _ceil_div(np.maximum(L - s1[at] * lay, 0), s2[at])
+
+    def t2(k: npt.NDArray[np.int64], at: slice | npt.NDArray[np.int64] = _ALL) -> Any:
+        return k * a2[at] + f2[at]
+
+    def binds(lay: npt.NDArray[np.int64], at: slice | npt.NDArray[np.int64] = _ALL) -> Any:
+        return t1(lay, at) >= t2(l2(lay, at), at)
+
+    # First binding l in [lo, hi + 1] (hi + 1: never). Guess: where the lines cross.
+    cross = np.ceil((f2 - f1 + a2 * L / s2) / (a1 + a2 * s1 / s2))
+    guess = np.clip(np.nan_to_num(cross, nan=0.0, posinf=0.0, neginf=0.0), lo, hi + 1)
+    guess = guess.astype(np.int64)
+    right_ok = (guess > hi) | binds(np.minimum(guess, hi))
+    left_ok = (guess == lo) | ~binds(np.maximum(guess - 1, lo))
+    first_bind = guess
+    off = np.flatnonzero(~(right_ok & left_ok))
+    if len(off):
+        a, z = lo[off].copy(), hi[off] + 1
+        while True:
+            active = a < z
+            if not active.any():
+                break
+            mid = (a + z) // 2
+            b = binds(np.minimum(mid, hi[off]), off) & (mid <= hi[off])
+            z = np.where(active & b, mid, z)
+            a = np.where(active & ~b, mid + 1, a)
+        first_bind[off] = a
+    a = first_bind
+    has_left, has_right = a - 1 >= lo, a <= hi
+    left = np.where(has_left, a - 1, lo)
+    right = np.where(has_right, a, hi)
+    t_left = np.maximum(t1(left), t2(l2(left))) + hop
+    t_right = np.maximum(t1(right), t2(l2(right))) + hop
+    go_left = has_left & (~has_right | (t_left <= t_right))
+    k = l2(left)
+    first = np.maximum(lo, _ceil_div(L - s2 * k, s1))  # the first l whose o2 stages hold k
+    tie = go_left & (t2(k + 1) + hop == t_left)  # a longer o2 stage as fast: rounding tie
+    return np.where(tie, -1, np.where(go_left, first, right))
+
+
+def _best_split_exhaustive(
+    cap1: int,
+    cap2: int,
+    L: int,
+    s1: int,
+    s2: int,
+    t1: tuple[float, float],
+    t2: tuple[float, float],
+    hop: float,
+) -> int:
+    """The scan _best_split stands for: every l from 1 to cap1, the first best."""
+    l1 = np.arange(1, min(cap1, L) + 1)
+    l2 = np.ceil(np.maximum(L - s1 * l1, 0) / s2).astype(int)
+    ok = (l2 >= 1) & (l2 <= cap2)
+    T = np.maximum(l1 * t1[0] + t1[1], l2 * t2[0] + t2[1]) + hop
+    T = np.where(ok, T, np.inf)
+    return int(l1[int(np.argmin(T))])
+
+
+def _materialize(st: _Setting, cand: _Candidates, idx: npt.NDArray[np.int64]) -> list[Design]:
+    """Design objects for the candidates at `idx`, in that order (stages are immutable and
+    shared between designs)."""
+    L = st.m.num_layers
+    name = st.w.name
+    ids = [o.device.id for o in st.opts]
+    tps_of = [o.tp for o in st.opts]
+    levels = st.levels.tolist()
+    made: dict[tuple[int, int], Stage] = {}
+
+    def make(o: int, layers: int) -> Stage:
+        s = made[(o, layers)] = Stage(ids[o], tps_of[o], layers)
+        return s
+
+    cols = (
+        cand.bi,
+        cand.S,
+        cand.o1,
+        cand.o2,
+        cand.s1,
+        cand.n1,
+        cand.s2,
+        cand.rest,
+        cand.tps,
+        cand.ms,
+        cand.ttft,
+        cand.power,
+        cand.cnt1,
+        cand.cnt2,
+    )
+    out = []
+    get = made.get
+    for bi, S, o1, o2, s1, n1, s2, rest, tps, ms, ttft, power, c1, c2 in zip(
+        *(c[idx].tolist() for c in cols), strict=True
+    ):
+        first = get((o1, n1)) or make(o1, n1)
+        if o2 < 0:  # S stages of n1 layers, the last holding the rest
+            last = L - n1 * (S - 1)
+            stages = (first,) * (S - 1) + ((get((o1, last)) or make(o1, last)),)
+            devices = {ids[o1]: c1}
+        else:  # s1 stages of n1 layers, then s2 sharing the rest, the larger shares first
+            q, r = divmod(rest, s2)
+            fuller = (get((o2, q + 1)) or make(o2, q + 1),) * r if r else ()
+            stages = (first,) * s1 + fuller + (get((o2, q)) or make(o2, q),) * (s2 - r)
+            devices = {ids[o1]: c1, ids[o2]: c2}
+        b = levels[bi]
+        out.append(Design(name, b, stages, 1, tps, b * S, ms, ttft, power, devices))
     return out
 
 
-def _unit_price(table: DeviceTable, device: str) -> float:
-    i = table.ids.index(device)
-    p = table.purchase_usd[i]
-    return float(p) if not np.isnan(p) else float(table.rent_usd_per_hour[i]) * 10000
+def _pruned_order(st: _Setting, cand: _Candidates) -> npt.NDArray[np.int64]:
+    """Indices of the candidates _prune keeps, in the order it returns them."""
+    ids = [o.device.id for o in st.opts]
+    rank_of = {d: i for i, d in enumerate(sorted(set(ids)))}
+    rank = np.array([rank_of[d] for d in ids], dtype=np.int64)
+    two = cand.o2 >= 0
+    ra = rank[cand.o1]
+    rb = np.where(two, rank[np.maximum(cand.o2, 0)], -1)
+    swap = two & (rb < ra)  # the signature lists device ids in sorted order
+    first = np.where(swap, rb, ra)
+    second = np.where(two, np.where(swap, ra, rb) + 1, 0)
+    c1 = np.where(swap, cand.cnt2, cand.cnt1)
+    c2 = np.where(swap, cand.cnt1, cand.cnt2)
+    conc = st.levels[cand.bi] * cand.S
+    group = first * (len(rank_of) + 1) + second
+    keep = np.flatnonzero(~_dominated(group, [c1, c2], cand.power, cand.tps, conc, cand.order))
+    keys = [cand.order, -conc, -cand.tps, cand.power, c2, c1]
+    keys += [-cand.tps, cand.S, st.levels[cand.bi], second, first]
+    return keep[np.lexsort([k[keep] for k in keys])]
+
+
+def _dominated(
+    group: npt.NDArray[np.int64],
+    counts: list[npt.NDArray[np.int64]],
+    power: npt.NDArray[np.float64],
+    tps: npt.NDArray[np.float64],
+    seqs: npt.NDArray[np.int64],
+    order: npt.NDArray[np.int64],
+) -> npt.NDArray[np.bool_]:
+    """Rows another row of the same group is no worse than: no more of each device (`counts`,
+    non-negative), no more power, at least the tokens/s and sequences; strictly better in one,
+    or equal and earlier in `order`.
+
+    Sorted lexicographically by (counts, power, -tokens/s, -sequences, order), such a row always
+    comes first, so row j goes when an earlier row of its group is no worse everywhere. As
+    dominance is transitive this runs in passes: strong rows (witnesses) first try every later
+    row of their group, the best of each group, then the best of each device-count class
+    still standing; then the rows left try each other. A removed row is never needed as a
+    dominator: the row that removed it beats whatever it beats.
+    """
+    n = len(group)
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    head = group.astype(np.int64)
+    for c in counts:  # group and device counts as one key (all small non-negative integers)
+        head = head * (int(c.max()) + 1) + c
+    tail = seqs.max() - seqs  # falling sequences, then order, as one key where it fits
+    if (int(tail.max()) + 1) * (int(order.max()) + 1) < 2**62:
+        keys = [tail * (int(order.max()) + 1) + order]
+    else:
+        keys = [order, tail]
+    idx = np.lexsort([*keys, -tps, power, head])
+    A = np.stack([*(c[idx] for c in counts), power[idx], -tps[idx], -seqs[idx]]).astype(float)
+    h, g = head[idx], group[idx]
+    new_group = np.r_[True, g[1:] != g[:-1]]
+    new_class = np.r_[True, h[1:] != h[:-1]]
+    drop = np.zeros(n, dtype=bool)
+    devices = A[:-3].sum(axis=0)
+    energy = A[-3] / -A[-2]  # joules per token
+    for new, scores in (
+        (new_group, (energy, A[-2] / devices, A[-1] / devices, A[-3] / devices)),
+        (new_class, (A[-3], energy, A[-2], A[-1])),
+    ):
+        alive = np.flatnonzero(~drop)
+        starts = np.flatnonzero(new[alive])
+        seg = np.cumsum(new[alive]) - 1
+        wit = []
+        for v in scores:  # the first row of each segment with the least score
+            va = v[alive]
+            hit = np.flatnonzero(va == np.minimum.reduceat(va, starts)[seg])
+            wit.append(hit[np.r_[True, seg[hit][1:] != seg[hit][:-1]]])
+        i, j = _later_pairs(np.unique(np.concatenate(wit)), g[alive])
+        drop[alive[_beats(A[:, alive], i, j)[1]]] = True
+    alive = np.flatnonzero(~drop)
+    i, j = _later_pairs(np.arange(len(alive)), g[alive])
+    drop[alive[_beats(A[:, alive], i, j)[1]]] = True
+    out = np.empty(n, dtype=bool)
+    out[idx] = drop
+    return out
+
+
+def _later_pairs(
+    rows: npt.NDArray[np.int64], group: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(i, j) for each i of `rows` and every later j of its group (`group` sorted)."""
+    n = len(group)
+    new = np.r_[True, group[1:] != group[:-1]]
+    end = np.r_[np.flatnonzero(new)[1:], n][np.cumsum(new) - 1]
+    later = end[rows] - rows - 1
+    i = np.repeat(rows, later)
+    return i, i + 1 + np.arange(len(i)) - np.repeat(np.cumsum(later) - later, later)
+
+
+def _beats(
+    A: npt.NDArray[np.float64], i: npt.NDArray[np.int64], j: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The pairs (i, j) with A[:, i] <= A[:, j] in every column, testing one column at a time
+    on the pairs still standing (most fail early): power, tokens/s and sequences first, then the
+    other device counts (the first holds by the sort)."""
+    n = len(A)
+    for col in [*range(n - 3, n), *range(1, n - 3)]:
+        keep = A[col, i] <= A[col, j]
+        i, j = i[keep], j[keep]
+    return i, j
 
 
 def _meets_latency(d: Design, w: InferenceWorkload) -> bool:
@@ -417,35 +756,36 @@ def _meets_latency(d: Design, w: InferenceWorkload) -> bool:
 def _prune(designs: list[Design]) -> list[Design]:
     """Drop a design when another with the same device types uses no more of each device and
     no more power while serving at least the same tokens/s and sequences (it can never be
-    better in any objective)."""
-    groups: dict[tuple[str, ...], list[Design]] = {}
-    for d in designs:
-        groups.setdefault(d.signature, []).append(d)
-    kept: list[Design] = []
-    for sig, group in groups.items():
-        arr = np.array(
-            [
-                [*(d.devices[s] for s in sig), d.power_w, -d.tokens_per_s, -d.concurrency]
-                for d in group
-            ]
-        )
-        order = np.lexsort(arr.T[::-1])
-        arr, group = arr[order], [group[i] for i in order]
-        keep = np.ones(len(group), dtype=bool)
-        for i in range(len(group)):
-            if not keep[i]:
-                continue
-            dominated = np.all(arr[i] <= arr, axis=1) & np.any(arr[i] < arr, axis=1)
-            dup = np.all(arr[i] == arr, axis=1)
-            dup[: i + 1] = False
-            keep &= ~(dominated | dup)
-        kept.extend(g for g, k in zip(group, keep, strict=True) if k)
-    return sorted(kept, key=lambda d: (d.signature, d.batch, len(d.stages), -d.tokens_per_s))
+    better in any objective); of identical ones keep the first. Sorted by device types, batch,
+    depth and falling tokens/s."""
+    if not designs:
+        return []
+    sigs = [d.signature for d in designs]
+    rank_of = {s: i for i, s in enumerate(sorted(set(sigs)))}
+    width = max(len(s) for s in sigs)
+    counts = np.zeros((width, len(designs)), dtype=np.int64)
+    for j, d in enumerate(designs):
+        for i, dev in enumerate(d.signature):
+            counts[i, j] = d.devices[dev]
+    group = np.array([rank_of[s] for s in sigs], dtype=np.int64)
+    power = np.array([d.power_w for d in designs])
+    tps = np.array([d.tokens_per_s for d in designs])
+    conc = np.array([d.concurrency for d in designs], dtype=np.int64)
+    order = np.arange(len(designs), dtype=np.int64)
+    keep = np.flatnonzero(~_dominated(group, list(counts), power, tps, conc, order))
+    batch = np.array([d.batch for d in designs], dtype=np.int64)
+    depth = np.array([len(d.stages) for d in designs], dtype=np.int64)
+    keys = [order, -conc, -tps, power, *counts[::-1], -tps, depth, batch, group]
+    return [designs[i] for i in keep[np.lexsort([k[keep] for k in keys])].tolist()]
 
 
 # ------------------------------------------------------------------------------------------------
 # Training
 # ------------------------------------------------------------------------------------------------
+
+
+TRAINING_STAGES = (1, 2, 4, 8, 16)
+DATA_PARALLEL = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 
 def training_designs(
@@ -456,72 +796,90 @@ def training_designs(
     *,
     prune: bool = True,
 ) -> list[Design]:
+    """For each device type, tensor-parallel degree k and depth S: the job on the fewest
+    data-parallel replicas D that fit in memory and meet the deadline (a larger D at the same
+    (k, S) only costs more). Computed for every device and D at once per (k, S)."""
     m = cat.model(w.model)
     c = problem.constraints
     net = cat.link(c.network)
     fmt = weight_format("bf16")
-    out: list[Design] = []
     table = device_table(devs)
     max_dev = c.max_devices or 4096
-    for i, d in enumerate(devs):
-        sub = table.take([i])
-        usable = float(table.memory_bytes[i]) * (1.0 - c.memory_headroom)
-        base_tps = float(
-            training_tokens_per_second(
-                m, sub, seq_len=w.seq_len, method=w.method, recompute=w.recompute, precision_fmt=fmt
-            )[0]
+    base_tps = training_tokens_per_second(
+        m, table, seq_len=w.seq_len, method=w.method, recompute=w.recompute, precision_fmt=fmt
+    )
+    usable = table.memory_bytes * (1.0 - c.memory_headroom)
+    degrees = [tp_degrees(d, cat, problem, m) for d in devs]
+    trainable = _trainable_params(m, w)
+    D = np.array(DATA_PARALLEL, dtype=np.int64)
+    depths = [s for s in TRAINING_STAGES if s <= c.max_stages and s <= m.num_layers]
+    found: list[tuple[int, int, int, int, int, float, float]] = []  # (i, k, S, D, n, tps, W)
+    for k in sorted({k for ks in degrees for k in ks}):
+        rows = np.array([i for i, ks in enumerate(degrees) if k in ks], dtype=np.int64)
+        for S in depths:
+            setup = TrainingSetup(
+                method=w.method,
+                optimizer=w.optimizer,
+                zero_stage=w.zero_stage,
+                tensor_parallel=k,
+                seq_len=w.seq_len,
+                micro_batch=w.micro_batch,
+                recompute=w.recompute,
+                lora_rank=w.lora_rank,
+            )
+            mem = training_memory_total(m, setup, D, layers=math.ceil(m.num_layers / S))
+            n = k * S * D
+            micro = 4 * S  # micro-batches per step: enough to keep the bubble small
+            bubble = (S - 1) / (micro + S - 1)
+            tps = base_tps[rows, None] * n * (1.0 - bubble)
+            # Gradient all-reduce across D replicas over the network, once per step
+            # (ZeRO-1/2 reduce-scatter + all-gather move the same bytes).
+            step_tokens = w.seq_len * w.micro_batch * micro * D
+            step_s = step_tokens / tps
+            ar = np.where(
+                D > 1,
+                ring_allreduce_seconds(
+                    2.0 * trainable / (k * S), D, net.bandwidth_gb_s * 1e9, net.latency_us * 1e-6
+                ),
+                0.0,
+            )
+            tps = step_tokens / (step_s + ar)
+            ok = (n <= max_dev) & (mem <= usable[rows, None])
+            if w.deadline_hours is not None:
+                ok &= ~(w.token_budget / tps / 3600 > w.deadline_hours)
+            first = np.argmax(ok, axis=1)  # the fewest replicas that work
+            for r in np.flatnonzero(ok.any(axis=1)).tolist():
+                i, j = int(rows[r]), int(first[r])
+                watts = float(devs[i].power.tdp_w) * 0.9 * int(n[j])  # training holds near TDP
+                found.append((i, k, S, int(D[j]), int(n[j]), float(tps[r, j]), watts))
+    found.sort(key=lambda f: f[:3])  # device, then k, then S: the order they are listed in
+    if prune and found:
+        dev_i, _, depth, _, count, speed, watts_w = (
+            np.array(col) for col in zip(*found, strict=True)
         )
-        for k in tp_degrees(d, cat, problem, m):
-            for S in [s for s in (1, 2, 4, 8, 16) if s <= c.max_stages and s <= m.num_layers]:
-                for D in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024):
-                    n = k * S * D
-                    if n > max_dev:
-                        break
-                    setup = TrainingSetup(
-                        method=w.method,
-                        optimizer=w.optimizer,
-                        zero_stage=w.zero_stage,
-                        data_parallel=D,
-                        tensor_parallel=k,
-                        seq_len=w.seq_len,
-                        micro_batch=w.micro_batch,
-                        recompute=w.recompute,
-                        lora_rank=w.lora_rank,
-                    )
-                    mem = training_memory(m, setup, layers=math.ceil(m.num_layers / S), last=True)
-                    if mem.total > usable:
-                        continue
-                    micro = 4 * S  # micro-batches per step: enough to keep the bubble small
-                    bubble = (S - 1) / (micro + S - 1)
-                    tps = base_tps * n * (1.0 - bubble)
-                    # Gradient all-reduce across D replicas over the network, once per step
-                    # (ZeRO-1/2 reduce-scatter + all-gather move the same bytes).
-                    trainable = _trainable_params(m, w)
-                    step_tokens = w.seq_len * w.micro_batch * micro * D
-                    step_s = step_tokens / tps
-                    ar = (
-                        float(
-                            ring_allreduce_seconds(
-                                2.0 * trainable / (k * S),
-                                D,
-                                net.bandwidth_gb_s * 1e9,
-                                net.latency_us * 1e-6,
-                            )
-                        )
-                        if D > 1
-                        else 0.0
-                    )
-                    tps = step_tokens / (step_s + ar)
-                    hours = w.token_budget / tps / 3600
-                    if w.deadline_hours is not None and hours > w.deadline_hours:
-                        continue
-                    watts = float(d.power.tdp_w) * 0.9 * n  # training holds near TDP
-                    stages = tuple(Stage(d.id, k, x) for x in _split(m.num_layers, S))
-                    out.append(
-                        Design(w.name, w.micro_batch, stages, D, tps, 0, 0.0, 0.0, watts, {d.id: n})
-                    )
-                    break  # a larger D at this (k, S) only costs more; the deadline is met
-    return _prune(out) if prune else out
+        rank_of = {d: r for r, d in enumerate(sorted(d.id for d in devs))}
+        group = np.array([rank_of[devs[i].id] for i in dev_i.tolist()], dtype=np.int64)
+        order = np.arange(len(found), dtype=np.int64)
+        zero = np.zeros(len(found), dtype=np.int64)  # sequences: none held
+        keep = np.flatnonzero(~_dominated(group, [count], watts_w, speed, zero, order))
+        # As _prune sorts: device, depth, falling tokens/s, then the dominance order.
+        keys = [order, -speed, watts_w, count, -speed, depth, group]
+        found = [found[j] for j in keep[np.lexsort([k[keep] for k in keys])].tolist()]
+    return [
+        Design(
+            w.name,
+            w.micro_batch,
+            tuple(Stage(devs[i].id, k, x) for x in _split(m.num_layers, S)),
+            dp,
+            tps,
+            0,
+            0.0,
+            0.0,
+            watts,
+            {devs[i].id: n},
+        )
+        for i, k, S, dp, n, tps, watts in found
+    ]
 
 
 def _trainable_params(m: ModelArch, w: TrainingWorkload) -> float:

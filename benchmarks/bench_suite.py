@@ -1,0 +1,636 @@
+"""The performance suite: generated problems by tier, every file in problems/, two baselines
+and scaling curves.
+
+    python benchmarks/bench_suite.py                    # everything; writes the report files
+    python benchmarks/bench_suite.py --quick            # smoke run: small tier and problems/
+    python benchmarks/bench_suite.py --tier large --time-limit 30 --out-dir /tmp/suite
+
+Per problem: design enumeration (the estimator), model build, model size (variables and
+constraints of the CpModel proto), solve, status, objective, bound and gap. On the same
+problems, two baselines:
+
+- best single device type: each allowed type alone (`constraints.allowed_devices = [type]`,
+  inventory of that type only), solved the same way; the mixed plan's saving against the best
+  of them, in the objective's direction. Only types that can serve every workload alone (they
+  have a design of their own in the mixed problem's tables) are solved.
+- untuned: the same model without pruning, tightening and hints (`tuned=False`); the speed-up
+  is its total time over the tuned one's, and whether it too proved optimality in the limit.
+
+A full run writes suite_report.md, suite_report.json and scaling.png into --out-dir (default
+benchmarks/); a partial run (--quick, --tier) prints the report and writes files only when
+--out-dir is given. One solver worker by default, a time limit per solve. Times are seconds,
+medians of --repeat runs for the tuned pipeline where one run takes under 5 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from generate import SWEEPS, TIERS, Scale, generate, sweep_cases, tier_scales
+from matplotlib.figure import Figure
+
+from planner.catalog import Catalog, load_catalog
+from planner.errors import InternalError
+from planner.model.cpsat import PlannerModel, Tables
+from planner.model.designs import allowed_devices
+from planner.problem_schema import Problem
+from planner.solve import build_tables, load_problem, make_plan
+from planner.verify import verify
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBLEMS_DIR = ROOT / "problems"
+OUT_DIR = Path(__file__).resolve().parent
+TIER_ORDER = ("problems", "small", "medium", "large", "sweep")
+MINIMIZE = {"min_cost", "min_cost_per_token"}
+REPEAT_UNDER_S = 5.0  # repeat the tuned pipeline only when one run is this quick
+
+# Targets (issue "Performance and scale").
+PROBLEMS_MAX_S = 2.0
+PROBLEMS_MEDIAN_S = 0.5
+LARGE_MAX_S = 60.0
+LARGE_MAX_GAP = 0.01
+LARGE_ENUMERATE_S = 0.100
+
+
+@dataclass
+class Run:
+    """One pass through the pipeline: enumerate designs, build the model, solve, check."""
+
+    designs: int
+    enumerate_s: float
+    build_s: float = 0.0
+    variables: int = 0
+    constraints: int = 0
+    solve_s: float = 0.0
+    status: str = "INFEASIBLE"
+    objective: float | None = None
+    bound: float | None = None
+    gap: float | None = None
+    devices: int | None = None  # in the plan's bill of materials
+    device_types: int | None = None  # distinct types in the plan
+
+    @property
+    def total_s(self) -> float:
+        return self.enumerate_s + self.build_s + self.solve_s
+
+    @property
+    def proved(self) -> bool:
+        return self.status in ("OPTIMAL", "INFEASIBLE")
+
+
+@dataclass
+class SingleType:
+    """The best plan that uses one device type only."""
+
+    types: int  # allowed device types
+    servable: int  # types with a design for every workload alone
+    solved: int  # of those, solved with a plan
+    all_proved: bool  # every servable type's solve ended OPTIMAL or INFEASIBLE
+    best_device: str | None
+    best: Run | None
+    saving_pct: float | None  # the mixed plan's saving over `best`, objective's direction
+    seconds: float
+
+
+@dataclass
+class Row:
+    name: str
+    tier: str
+    goal: str
+    scale: dict[str, Any] | None
+    tuned: Run
+    untuned: Run | None = None
+    single: SingleType | None = None
+    sweeps: list[tuple[str, int]] = field(default_factory=list)  # (knob, value) it stands for
+
+    @property
+    def speedup(self) -> float | None:
+        """Untuned total time over tuned total time."""
+        if self.untuned is None or self.tuned.total_s <= 0:
+            return None
+        return self.untuned.total_s / self.tuned.total_s
+
+
+# ------------------------------------------------------------------------------------------------
+# Running
+# ------------------------------------------------------------------------------------------------
+
+
+def _clock(f: Callable[[], Any]) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    out = f()
+    return out, time.perf_counter() - t0
+
+
+def run_once(
+    problem: Problem, cat: Catalog, *, tuned: bool, time_limit: float, workers: int
+) -> tuple[Run, Tables]:
+    """Enumerate, build and solve once; the plan is made and verified as `planner solve` does."""
+    tables, enum_s = _clock(lambda: build_tables(problem, cat, tuned=tuned))
+    n_designs = sum(len(ds) for ds in tables.designs.values())
+    run = Run(n_designs, enum_s)
+    if any(not ds for ds in tables.designs.values()):
+        return run, tables  # proved infeasible before any model: some workload has no design
+    model, run.build_s = _clock(lambda: PlannerModel(tables))
+    proto = model.m.proto
+    run.variables, run.constraints = len(proto.variables), len(proto.constraints)
+    sol, run.solve_s = _clock(lambda: model.solve(time_limit=time_limit, workers=workers, seed=0))
+    run.status = sol.status
+    if sol.status not in ("OPTIMAL", "FEASIBLE"):
+        return run, tables
+    plan = make_plan(problem, cat, tables, sol)
+    try:
+        verify(plan, problem, cat)
+    except InternalError as e:
+        print(f"  {problem.name}: the plan failed verification: {e}", file=sys.stderr)
+        run.status = "VERIFY_FAILED"
+    run.objective, run.bound, run.gap = plan.objective, plan.bound, plan.gap
+    run.devices = sum(d.count for d in plan.devices)
+    run.device_types = len(plan.devices)
+    return run, tables
+
+
+def run_tuned(
+    problem: Problem, cat: Catalog, *, time_limit: float, workers: int, repeat: int
+) -> tuple[Run, Tables]:
+    """The tuned pipeline; repeated when quick, each stage's time the median of the runs."""
+    first, tables = run_once(problem, cat, tuned=True, time_limit=time_limit, workers=workers)
+    if repeat <= 1 or first.total_s >= REPEAT_UNDER_S:
+        return first, tables
+    runs = [first] + [
+        run_once(problem, cat, tuned=True, time_limit=time_limit, workers=workers)[0]
+        for _ in range(repeat - 1)
+    ]
+    for attr in ("enumerate_s", "build_s", "solve_s"):
+        setattr(first, attr, statistics.median(getattr(r, attr) for r in runs))
+    return first, tables
+
+
+def single_type_baseline(
+    problem: Problem,
+    cat: Catalog,
+    tables: Tables,
+    mixed: Run,
+    *,
+    time_limit: float,
+    workers: int,
+) -> SingleType:
+    """Solve with each device type alone (where it can serve every workload alone)."""
+    t0 = time.perf_counter()
+    types = [d.id for d in allowed_devices(problem, cat)]
+    servable = [
+        t
+        for t in types
+        if all(any(set(d.devices) == {t} for d in ds) for ds in tables.designs.values())
+    ]
+    c = problem.constraints
+    best: Run | None = None
+    best_device = None
+    solved = 0
+    all_proved = True
+    goal = problem.objective.goal
+    for t in servable:
+        alone = problem.model_copy(
+            update={
+                "constraints": c.model_copy(
+                    update={
+                        "allowed_devices": [t],
+                        "inventory": [o for o in c.inventory if o.device == t],
+                    }
+                )
+            }
+        )
+        run, _ = run_once(alone, cat, tuned=True, time_limit=time_limit, workers=workers)
+        all_proved &= run.proved
+        if run.objective is None:
+            continue
+        solved += 1
+        if best is None or _better(run.objective, best.objective, goal):
+            best, best_device = run, t
+    saving = None
+    if best is not None and best.objective and mixed.objective is not None:
+        diff = best.objective - mixed.objective
+        saving = 100.0 * (diff if goal in MINIMIZE else -diff) / abs(best.objective)
+    return SingleType(
+        len(types),
+        len(servable),
+        solved,
+        all_proved,
+        best_device,
+        best,
+        saving,
+        time.perf_counter() - t0,
+    )
+
+
+def _better(a: float, b: float | None, goal: str) -> bool:
+    if b is None:
+        return True
+    return a < b if goal in MINIMIZE else a > b
+
+
+def bench(
+    name: str,
+    tier: str,
+    problem: Problem,
+    cat: Catalog,
+    scale: Scale | None,
+    args: argparse.Namespace,
+    *,
+    baselines: bool = True,
+) -> Row:
+    print(f"{tier:9s} {name} ...", end="", flush=True, file=sys.stderr)
+    tuned, tables = run_tuned(
+        problem, cat, time_limit=args.time_limit, workers=args.workers, repeat=args.repeat
+    )
+    row = Row(name, tier, problem.objective.goal, asdict(scale) if scale else None, tuned)
+    if baselines and tuned.objective is not None:
+        row.single = single_type_baseline(
+            problem, cat, tables, tuned, time_limit=args.time_limit, workers=args.workers
+        )
+    if baselines:
+        row.untuned, _ = run_once(
+            problem, cat, tuned=False, time_limit=args.time_limit, workers=args.workers
+        )
+    print(
+        f" {tuned.status} {tuned.total_s:.2f} s"
+        + (f", untuned {row.untuned.status} {row.untuned.total_s:.2f} s" if row.untuned else ""),
+        file=sys.stderr,
+    )
+    return row
+
+
+def problem_files() -> Iterator[tuple[str, Problem]]:
+    for path in sorted(PROBLEMS_DIR.glob("*.yaml")):
+        yield path.stem, load_problem(path)
+
+
+def run_suite(args: argparse.Namespace) -> list[Row]:
+    rows: list[Row] = []
+    tiers = args.tier or list(TIER_ORDER)
+    if "problems" in tiers:
+        cat = load_catalog()
+        rows += [bench(n, "problems", p, cat, None, args) for n, p in problem_files()]
+    done: dict[str, Row] = {}
+    for tier in ("small", "medium", "large"):
+        if tier not in tiers:
+            continue
+        for name, scale in tier_scales(tier):
+            case = generate(name, scale, tier=tier)  # one at a time: a small heap, as in use
+            done[name] = bench(name, tier, case.problem, case.catalog, scale, args)
+            rows.append(done[name])
+            del case
+    if "sweep" in tiers:
+        for knob, value, name, scale in sweep_cases():
+            if name not in done:
+                case = generate(name, scale, tier="sweep")
+                done[name] = bench(
+                    name, "sweep", case.problem, case.catalog, scale, args, baselines=False
+                )
+                rows.append(done[name])
+            done[name].sweeps.append((knob, value))
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------
+# Report
+# ------------------------------------------------------------------------------------------------
+
+
+def fnum(x: float | None, digits: int = 4) -> str:
+    if x is None:
+        return "-"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:.{digits}g}"
+
+
+def fgap(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return "0" if x == 0 else f"{100 * x:.3g} %"
+
+
+def fsec(x: float) -> str:
+    return f"{x:.3f}" if x < 10 else f"{x:.1f}"
+
+
+def knobs(row: Row) -> str:
+    s = row.scale
+    if not s:
+        return "-"
+    extra = "".join([" T" if s["training"] else "", " I" if s["inventory"] else ""])
+    return f"{s['device_types']}/{s['layers']}/{s['workloads']}/{s['fleet']}{extra}"
+
+
+def targets(rows: list[Row], tiers: list[str]) -> list[dict[str, Any]]:
+    """Each target of the issue, met or not, with the numbers behind it."""
+    out = []
+    files = [r for r in rows if r.tier == "problems"]
+    if files:
+        totals = [r.tuned.total_s for r in files]
+        slow = [r.name for r in files if r.tuned.total_s >= PROBLEMS_MAX_S]
+        unproved = [r.name for r in files if not r.tuned.proved]
+        med = statistics.median(totals)
+        out.append(
+            {
+                "target": f"every problem in problems/ proved optimal in under {PROBLEMS_MAX_S:g} s "
+                f"each, median under {PROBLEMS_MEDIAN_S:g} s (enumeration + build + solve)",
+                "met": not slow and not unproved and med < PROBLEMS_MEDIAN_S,
+                "detail": f"{len(files)} problems; median {med:.3f} s, max {max(totals):.3f} s; "
+                f"not proved: {', '.join(unproved) or 'none'}; over {PROBLEMS_MAX_S:g} s: "
+                f"{', '.join(slow) or 'none'}",
+            }
+        )
+    large = [r for r in rows if r.tier == "large"]
+    if large:
+        bad = [
+            r.name
+            for r in large
+            if r.tuned.total_s >= LARGE_MAX_S
+            or not (
+                r.tuned.status == "OPTIMAL"
+                or (r.tuned.gap is not None and r.tuned.gap <= LARGE_MAX_GAP)
+            )
+        ]
+        out.append(
+            {
+                "target": f"largest tier proved optimal or within {100 * LARGE_MAX_GAP:g} % gap "
+                f"in under {LARGE_MAX_S:g} s each",
+                "met": not bad,
+                "detail": "; ".join(
+                    f"{r.name}: {r.tuned.status}, gap {fgap(r.tuned.gap)}, {r.tuned.total_s:.1f} s"
+                    for r in large
+                ),
+            }
+        )
+        enum = [r.tuned.enumerate_s for r in large]
+        out.append(
+            {
+                "target": f"design enumeration (all coefficient tables) for the largest tier in "
+                f"under {1000 * LARGE_ENUMERATE_S:g} ms",
+                "met": max(enum) < LARGE_ENUMERATE_S,
+                "detail": "; ".join(
+                    f"{r.name}: {1000 * r.tuned.enumerate_s:.0f} ms ({r.tuned.designs} designs)"
+                    for r in large
+                ),
+            }
+        )
+    return out
+
+
+def tier_summary(rows: list[Row]) -> list[str]:
+    lines = [
+        "| tier | problems | proved optimal | total s (median / max) | designs (median) "
+        "| variables (median) | speed-up vs untuned (median) | untuned proved | "
+        "saving vs best single type (median) |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for tier in TIER_ORDER:
+        rs = [r for r in rows if r.tier == tier]
+        if not rs:
+            continue
+        totals = [r.tuned.total_s for r in rs]
+        speed = [r.speedup for r in rs if r.speedup is not None and r.tuned.objective is not None]
+        saving = [r.single.saving_pct for r in rs if r.single and r.single.saving_pct is not None]
+        untuned = [r for r in rs if r.untuned is not None and r.tuned.objective is not None]
+        lines.append(
+            f"| {tier} | {len(rs)} | {sum(r.tuned.status == 'OPTIMAL' for r in rs)} "
+            f"| {fsec(statistics.median(totals))} / {fsec(max(totals))} "
+            f"| {statistics.median(r.tuned.designs for r in rs):,.0f} "
+            f"| {statistics.median(r.tuned.variables for r in rs):,.0f} "
+            f"| {f'{statistics.median(speed):.1f}x' if speed else '-'} "
+            f"| {sum(r.untuned.status == 'OPTIMAL' for r in untuned if r.untuned)}"
+            f"/{len(untuned)} "
+            f"| {f'{statistics.median(saving):.1f} %' if saving else '-'} |"
+        )
+    return lines
+
+
+def report(rows: list[Row], args: argparse.Namespace, wall_s: float) -> str:
+    tiers = args.tier or list(TIER_ORDER)
+    lines = [
+        "# Performance suite",
+        "",
+        f"`python benchmarks/bench_suite.py` on Python {platform.python_version()}, "
+        f"OR-Tools {version('ortools')}, {platform.machine()}, a shared 2-core machine: "
+        f"{args.workers} solver worker(s), {args.time_limit:g} s limit per solve, tuned pipeline "
+        f"times the median of {args.repeat} runs where one run takes under "
+        f"{REPEAT_UNDER_S:g} s. Suite wall time {wall_s / 60:.1f} min. Times in seconds.",
+        "",
+        "Tiers are generated by `benchmarks/generate.py` (seeded): knobs are device types / "
+        "layers per model / workloads / target fleet devices, T = with training jobs, "
+        "I = with owned inventory. `problems` are the files in problems/. Speed-up is the "
+        "untuned model's total time (enumeration + build + solve, no pruning, tightening or "
+        "hints) over the tuned one's; when the untuned run hit the time limit the ratio is a "
+        "lower bound. Saving is the mixed-fleet plan against the best plan on one device type.",
+        "",
+        "## Headline",
+        "",
+        *tier_summary(rows),
+        "",
+        "## Targets",
+        "",
+    ]
+    for tg in targets(rows, tiers):
+        lines.append(f"- **{'met' if tg['met'] else 'NOT met'}**: {tg['target']}. {tg['detail']}.")
+    lines += [
+        "",
+        "## Per problem (tuned)",
+        "",
+        "| tier | problem | knobs | goal | designs | enumerate ms | build s | variables "
+        "| constraints | solve s | total s | status | objective | bound | gap | devices |",
+        "|---|---|---|---|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|",
+    ]
+    for r in rows:
+        t = r.tuned
+        lines.append(
+            f"| {r.tier} | {r.name} | {knobs(r)} | {r.goal} | {t.designs:,} "
+            f"| {1000 * t.enumerate_s:.1f} | {fsec(t.build_s)} | {t.variables:,} "
+            f"| {t.constraints:,} | {fsec(t.solve_s)} | {fsec(t.total_s)} | {t.status} "
+            f"| {fnum(t.objective)} | {fnum(t.bound)} | {fgap(t.gap)} "
+            f"| {t.devices if t.devices is not None else '-'} |"
+        )
+    base = [r for r in rows if r.untuned or r.single]
+    if base:
+        lines += [
+            "",
+            "## Baselines",
+            "",
+            "| problem | mixed objective | best single type | its objective | saving "
+            "| types (servable alone) | untuned designs | untuned variables | untuned total s "
+            "| untuned status | untuned gap | speed-up |",
+            "|---|--:|---|--:|--:|--:|--:|--:|--:|---|--:|--:|",
+        ]
+        for r in base:
+            s, u = r.single, r.untuned
+            single = (
+                f"| {s.best_device or '-'} | {fnum(s.best.objective if s.best else None)} "
+                f"| {f'{s.saving_pct:.1f} %' if s.saving_pct is not None else '-'} "
+                f"| {s.types} ({s.servable}{'' if s.all_proved else ', not all proved'})"
+                if s
+                else "| - | - | - | -"
+            )
+            untuned = (
+                f"| {u.designs:,} | {u.variables:,} | {fsec(u.total_s)} | {u.status} "
+                f"| {fgap(u.gap)} | {_speedup(r)}"
+                if u
+                else "| - | - | - | - | - | -"
+            )
+            lines.append(f"| {r.name} | {fnum(r.tuned.objective)} {single} {untuned} |")
+    sweep_rows = [r for r in rows if r.sweeps]
+    if sweep_rows:
+        lines += [
+            "",
+            "## Scaling",
+            "",
+            "One knob at a time around medium-serve (30 device types, 80 layers, 4 workloads, "
+            "512 devices). ![scaling curves](scaling.png)",
+            "",
+            "| knob | value | problem | designs | variables | enumerate ms | solve s | total s "
+            "| status | gap |",
+            "|---|--:|---|--:|--:|--:|--:|--:|---|--:|",
+        ]
+        for knob in SWEEPS:
+            points = [(row, v) for row in sweep_rows for k, v in row.sweeps if k == knob]
+            for r, value in sorted(points, key=lambda x: x[1]):
+                t = r.tuned
+                lines.append(
+                    f"| {knob} | {value:,} | {r.name} | {t.designs:,} | {t.variables:,} "
+                    f"| {1000 * t.enumerate_s:.1f} | {fsec(t.solve_s)} | {fsec(t.total_s)} "
+                    f"| {t.status} | {fgap(t.gap)} |"
+                )
+    return "\n".join(lines) + "\n"
+
+
+def _speedup(r: Row) -> str:
+    x = r.speedup
+    if x is None or r.untuned is None:
+        return "-"
+    return f"{'≥ ' if r.untuned.status != 'OPTIMAL' else ''}{x:.1f}x"
+
+
+def scaling_plot(rows: list[Row], path: Path) -> None:
+    """Time against each knob (log scale); hollow markers where the solve was not proved."""
+    labels = {
+        "device_types": "device types (count)",
+        "layers": "layers per model",
+        "workloads": "workloads (count)",
+        "fleet": "target fleet size (devices)",
+    }
+    fig = Figure(figsize=(11, 8), layout="constrained")
+    axes = fig.subplots(2, 2)
+    for ax, knob in zip(axes.ravel(), SWEEPS, strict=True):
+        pts = sorted(((v, r) for r in rows for k, v in r.sweeps if k == knob), key=lambda p: p[0])
+        if not pts:
+            continue
+        x = [v for v, _ in pts]
+        for label, get, style in (
+            ("total (enumerate + build + solve)", lambda r: r.tuned.total_s, "o-"),
+            ("solve", lambda r: r.tuned.solve_s, "s--"),
+            ("enumerate designs", lambda r: r.tuned.enumerate_s, "^:"),
+        ):
+            y = [get(r) for _, r in pts]
+            (line,) = ax.plot(x, y, style, label=label)
+            for xv, yv, (_, r) in zip(x, y, pts, strict=True):
+                if r.tuned.status != "OPTIMAL":
+                    ax.plot([xv], [yv], "o", mfc="white", mec=line.get_color(), ms=11)
+        ax.set_xscale("log" if knob == "fleet" else "linear")
+        ax.set_yscale("log")
+        ax.set_xticks(x)
+        ax.set_xticklabels([f"{v:,}" for v in x])
+        ax.set_xlabel(labels[knob])
+        ax.set_ylabel("time (s)")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0, 0].legend(fontsize="small")
+    fig.suptitle(
+        "planner: time to a proved plan, one knob at a time around medium-serve "
+        "(ring: not proved optimal)"
+    )
+    fig.savefig(path, dpi=110)
+
+
+def to_json(rows: list[Row], args: argparse.Namespace, wall_s: float) -> dict[str, Any]:
+    def run(r: Run | None) -> dict[str, Any] | None:
+        return None if r is None else {**asdict(r), "total_s": r.total_s}
+
+    return {
+        "meta": {
+            "python": platform.python_version(),
+            "ortools": version("ortools"),
+            "numpy": np.__version__,
+            "machine": platform.machine(),
+            "workers": args.workers,
+            "time_limit_s": args.time_limit,
+            "repeat": args.repeat,
+            "tiers": args.tier or list(TIER_ORDER),
+            "wall_s": wall_s,
+            "tier_knobs": {k: asdict(v) for k, v in TIERS.items()},
+        },
+        "targets": targets(rows, args.tier or list(TIER_ORDER)),
+        "rows": [
+            {
+                "name": r.name,
+                "tier": r.tier,
+                "goal": r.goal,
+                "scale": r.scale,
+                "sweeps": r.sweeps,
+                "tuned": run(r.tuned),
+                "untuned": run(r.untuned),
+                "speedup": r.speedup,
+                "single_type": None
+                if r.single is None
+                else {**asdict(r.single), "best": run(r.single.best)},
+            }
+            for r in rows
+        ],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Run the performance suite.")
+    parser.add_argument(
+        "--tier",
+        action="append",
+        choices=TIER_ORDER,
+        help="Run only this part (repeatable): problems, small, medium, large, sweep.",
+    )
+    parser.add_argument("--quick", action="store_true", help="Small tier and problems/ only.")
+    parser.add_argument("--time-limit", type=float, default=60.0, help="Seconds per solve.")
+    parser.add_argument("--workers", type=int, default=1, help="CP-SAT workers.")
+    parser.add_argument("--repeat", type=int, default=3, help="Runs of quick tuned pipelines.")
+    parser.add_argument("--out-dir", type=Path, default=None, help="Where to write the report.")
+    args = parser.parse_args()
+    if args.quick:
+        args.tier = args.tier or ["problems", "small"]
+        args.repeat = 1
+        args.time_limit = min(args.time_limit, 10.0)
+    out_dir = args.out_dir or (OUT_DIR if args.tier is None else None)
+    start = time.perf_counter()
+    rows = run_suite(args)
+    wall = time.perf_counter() - start
+    text = report(rows, args, wall)
+    print(text, end="")
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "suite_report.md").write_text(text, encoding="utf-8")
+        (out_dir / "suite_report.json").write_text(
+            json.dumps(to_json(rows, args, wall), indent=1) + "\n", encoding="utf-8"
+        )
+        if any(r.sweeps for r in rows):
+            scaling_plot(rows, out_dir / "scaling.png")
+
+
+if __name__ == "__main__":
+    main()
