@@ -215,16 +215,16 @@ def estimate(
         typer.Option(min=1, max=1e16, help="Training token budget (e.g. 2e9)."),
     ] = None,
     lifetime_years: Annotated[
-        float, typer.Option(min=0.1, help="Depreciation period of bought devices.")
+        float, typer.Option(min=0.1, max=20, help="Depreciation period of bought devices.")
     ] = 4.0,
     utilization: Annotated[
         float, typer.Option(min=0.01, max=1.0, help="Share of hours doing useful work.")
     ] = 0.6,
     electricity: Annotated[
-        float, typer.Option(min=0.0, help="Electricity price, USD per kWh.")
+        float, typer.Option(min=0.0, max=10, help="Electricity price, USD per kWh.")
     ] = 0.12,
     pue: Annotated[
-        float, typer.Option(min=1.0, help="Power usage effectiveness of the site.")
+        float, typer.Option(min=1.0, max=5, help="Power usage effectiveness of the site.")
     ] = 1.3,
     efficiency: Annotated[
         list[str] | None,

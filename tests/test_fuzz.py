@@ -591,3 +591,9 @@ def test_estimate_json_is_valid_json_for_any_token_budget() -> None:
         if result.exit_code == 0:
             data = strict_json(result.stdout)  # once ValueError: NaN is not JSON
             assert data["token_budget_s"] > 0  # once -5 tokens took -0.0007 s
+
+
+def test_estimate_json_is_valid_json_for_any_electricity_price() -> None:
+    args = ["-m", "llama-3.2-1b", "-d", "l4", "--format", "json", "--electricity", "inf"]
+    result = runner.invoke(app, ["estimate", *args])
+    assert result.exit_code == 2 or strict_json(result.stdout)  # ValueError: Infinity
