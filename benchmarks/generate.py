@@ -1,6 +1,6 @@
 """Deterministic generator of scaled planning problems for the performance suite.
 
-    from generate import tier_cases, scaling_cases
+    from generate import tier_cases
     for case in tier_cases("large"):
         solve_problem(case.problem, cat=case.catalog)
 
@@ -9,15 +9,18 @@ synthetic entries where a tier asks for more device types or model depths than i
 Every size is a knob of `Scale`: device types (10/30/60), layers per model (32/80/126),
 workloads (1/4/8) and the fleet the throughput floors call for (64/512/4,096 devices). The
 tiers are named `small`, `medium` and `large`; each has four variants: serving only or with
-training jobs, with or without owned inventory.
+training jobs, with or without owned inventory. `sweep_cases` moves one knob at a time around
+the medium tier, for scaling curves. Every problem minimizes three-year cost of bought hardware.
 
-Synthetic entries are copies of real ones made with pydantic's `model_copy(update=...)`:
+Devices: the catalog's purchasable ones first (those with a purchase price and a host), then
+synthetic copies of real ones made with pydantic's `model_copy(update=...)`:
 
 - devices `syn-<base>-<k>`: memory size, bandwidth and price scaled by seeded factors; a base
   sold only for rent gets a purchase price of 10,000 hours of rent (near the ratio of the
   catalog's H100 SXM, 27,500 USD and 2.69 USD/h). A base whose host board names the devices it
   accepts gets its own copy of that host, `syn-<base>-<k>-host`.
-- models `syn-<base>-<L>l`: a real architecture with L layers (parameter counts scaled).
+- models: the catalog's Llama 3.1 8B/70B/405B (32/80/126 layers) and Mixtral 8x7B (32, MoE);
+  `syn-mixtral-8x22b-<L>l` is Mixtral 8x22B with 80 or 126 layers (parameter counts scaled).
 
 With the same seed, everything is built identically (no clock, no global random state).
 """
@@ -175,10 +178,16 @@ def _deepen(base: ModelArch, new_id: str, layers: int) -> ModelArch:
 def device_pool(n: int, seed: int = SEED, base: Catalog | None = None) -> tuple[Catalog, list[str]]:
     """A catalog holding `n` purchasable device types with hosts, and their ids.
 
-    Real devices come first (in `PREFERRED` order); synthetic variants fill the rest.
+    Real devices come first (`PREFERRED` ones in that order, then any other the catalog sells,
+    by id); synthetic variants fill the rest.
     """
     cat = base or load_catalog()
-    real = [i for i in PREFERRED if i in cat.accelerators]
+    sold = {
+        d.id
+        for d in cat.accelerators.values()
+        if d.price.purchase_usd is not None and cat.host_for(d) is not None
+    }
+    real = [i for i in PREFERRED if i in sold] + sorted(sold - set(PREFERRED))
     ids = real[:n]
     accelerators = dict(cat.accelerators)
     nodes = dict(cat.nodes)
@@ -322,12 +331,13 @@ def _problem(name: str, scale: Scale, ids: list[str], workloads: list[dict[str, 
 
 
 def generate(name: str, scale: Scale, *, tier: str = "", seed: int = SEED) -> Case:
-    """One problem at `scale`; the same (name, scale, seed) always gives the same case.
+    """One problem at `scale`; the same (scale, seed) always gives the same case.
 
     Throughput floors and training budgets are calibrated so that the cheapest design of each
     workload (devices, host share and energy per token/s) needs an equal share of `scale.fleet`.
     """
-    rng = random.Random(f"{seed}:{name}")
+    # Seeded by the knobs, not the name: the same scale is the same problem under any name.
+    rng = random.Random(f"{seed}:{sorted(scale.__dict__.items())}")
     cat, ids = device_pool(scale.device_types, seed)
     dense, moe = _model_ids(scale.layers)
     plan = _workload_plan(scale)
@@ -388,8 +398,8 @@ def tier_cases(tier: str, seed: int = SEED) -> list[Case]:
     return [generate(n, s, tier=tier, seed=seed) for n, s in tier_scales(tier)]
 
 
-# One knob at a time around the medium tier's serving problem (which is the shared base point).
-SWEEP_BASE = ("medium", "medium-serve")
+# One knob at a time around the medium tier's serving problem (its knobs are the base point).
+SWEEP_BASE = "medium"
 SWEEPS: dict[str, tuple[int, ...]] = {
     "device_types": (10, 30, 60),
     "layers": (32, 80, 126),
@@ -398,15 +408,14 @@ SWEEPS: dict[str, tuple[int, ...]] = {
 }
 
 
-def sweep_cases(seed: int = SEED) -> list[tuple[str, int, str, Scale]]:
-    """(knob, value, case name, scale) for each point of each sweep; the base point of every
-    sweep is the medium tier's `medium-serve` problem."""
-    tier, base_name = SWEEP_BASE
-    base = TIERS[tier]
+def sweep_cases() -> list[tuple[str, int, str, Scale]]:
+    """(knob, value, case name, scale) for each point of each sweep; the base point, shared by
+    every sweep, is `sweep-base` (the same problem as `medium-serve`)."""
+    base = TIERS[SWEEP_BASE]
     out = []
     for knob, values in SWEEPS.items():
         for v in values:
             scale = Scale(**{**base.__dict__, knob: v})
-            name = base_name if scale == base else f"sweep-{knob.replace('_', '-')}-{v}"
+            name = "sweep-base" if scale == base else f"sweep-{knob.replace('_', '-')}-{v}"
             out.append((knob, v, name, scale))
     return out

@@ -81,11 +81,11 @@ def test_tier_problems_validate(small: list[Any]) -> None:
         assert bool(p.constraints.inventory) == case.scale.inventory
 
 
-def test_sweeps_share_the_medium_base() -> None:
+def test_sweeps_share_one_base_point() -> None:
     points = gen.sweep_cases()
     assert {k for k, *_ in points} == set(gen.SWEEPS)
     base = [name for _, _, name, scale in points if scale == gen.TIERS["medium"]]
-    assert base == ["medium-serve"] * len(gen.SWEEPS)
+    assert base == ["sweep-base"] * len(gen.SWEEPS)
 
 
 def test_smallest_tier_solves_optimal_and_verifies(small: list[Any]) -> None:

@@ -42,7 +42,7 @@ class DeviceTable:
     power_activity_floor: Array
     usable_memory_bytes: Array
     devices: tuple[Accelerator, ...]
-    # peak_flops per weight format, filled on first use (not copied by `take`).
+    # peak_flops per weight format, filled on first use (`take` keeps the rows it takes).
     _peak: dict[WeightFormat, Array] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )

@@ -35,7 +35,6 @@ from planner.estimator.memory import (
     TrainingSetup,
     block_weight_bytes,
     end_weight_bytes,
-    inference_activation_bytes,
     inference_activation_bytes_per_token,
     kv_bytes_per_token,
     kv_shard_divisor,
@@ -268,7 +267,10 @@ def _setting(
     pre_tau = prefill_layer_seconds(m, fmt, sub, batch=1, prompt=w.prompt_tokens, tp=tp)
     pre_fixed = head_seconds(m, fmt, sub, 1) / tp + sub.step_overhead_s
 
-    # Layer capacity of one stage (see _layer_cap): usable - fixed bytes over bytes per layer.
+    # Layers one stage holds: (usable - fixed) // per-layer bytes, or 0 when nothing fits.
+    # Fixed: framework overhead, the larger end (embedding or head; both on a lone stage) and
+    # transient activations with fp32 logits. Per layer: weights / k + KV of every sequence in
+    # flight / min(k, kv_heads).
     w_layer = block_weight_bytes(m, fmt) / L
     emb, head = end_weight_bytes(m, fmt)
     kv_layer_seq = kv_bytes_per_token(m, kvb) / L * w.context_tokens
@@ -309,34 +311,6 @@ def _setting(
         floor=sub.power_activity_floor,
         price=price,
     )
-
-
-def _layer_cap(
-    o: _Option,
-    usable: np.ndarray,
-    w_layer: float,
-    kv_layer_seq: float,
-    seqs: int,
-    ends: float,
-    m: ModelArch,
-    b: int,
-    kvb: float,
-    w: InferenceWorkload,
-) -> int:
-    """Most layers one stage of option `o` holds: (usable - fixed) / per-layer bytes.
-
-    Fixed: framework overhead, the larger end (embedding or head) and transient activations.
-    Per layer: weights / k + KV of every sequence in flight / min(k, kv_heads).
-    (The reference form of the columns `_setting` computes for every option at once.)
-    """
-    k = o.tp
-    act = (
-        inference_activation_bytes(m, max(seqs, min(2048, seqs * w.context_tokens)), k)
-        + seqs * m.vocab_size * 4
-    )
-    room = usable[o.row] - FRAMEWORK_OVERHEAD_BYTES - ends / k - act
-    per_layer = w_layer / k + seqs * kv_layer_seq / kv_shard_divisor(m, k)
-    return int(room // per_layer) if room > 0 else 0
 
 
 def _activity(
@@ -745,12 +719,6 @@ def _beats(
         keep = A[col, i] <= A[col, j]
         i, j = i[keep], j[keep]
     return i, j
-
-
-def _meets_latency(d: Design, w: InferenceWorkload) -> bool:
-    if w.max_ms_per_token is not None and d.ms_per_token > w.max_ms_per_token:
-        return False
-    return not (w.max_ttft_s is not None and d.ttft_s > w.max_ttft_s)
 
 
 def _prune(designs: list[Design]) -> list[Design]:
