@@ -3,8 +3,10 @@
     python benchmarks/bench_sweep.py [--problem problems/chat-70b.yaml]
         [--vary constraints.budget_usd=120000..400000:20] [--out benchmarks/sweep_report.md]
 
-The sweep solves every point through one `Solver` (design tables reused when only fleet limits
-change, each solve hinted with the previous plan); the cold run builds a fresh `Solver` per point.
+The sweep solves every point as `planner sweep` does: through one `Solver` (design tables reused
+when only fleet limits change, each solve hinted with the previous plan, no search for the
+constraint that blocks an infeasible point). The cold run is `planner solve` per point: a fresh
+`Solver` each time.
 Both must reach the same status and objective at every point.
 """
 
@@ -31,7 +33,7 @@ def bench(problem_path: str, vary_spec: str) -> dict[str, object]:
     doc = read_yaml(ROOT / problem_path)
     vary = parse_vary(vary_spec)
     t0 = time.perf_counter()
-    warm = Solver(time_limit=60)
+    warm = Solver(time_limit=60, why=False)  # as `planner sweep` runs it
     rows = sweep(doc, [], [vary], warm)
     warm_s = time.perf_counter() - t0
     t0 = time.perf_counter()

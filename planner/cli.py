@@ -59,6 +59,31 @@ class Format(StrEnum):
     json = "json"
 
 
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        help="Change the problem: PATH=VALUE, e.g. constraints.budget_usd=800000 or "
+        "workloads.chat.context_tokens=32768 (repeatable).",
+    ),
+]
+TimeLimit = Annotated[
+    float, typer.Option("--time-limit", min=0.1, help="Seconds each solve may take.")
+]
+Workers = Annotated[
+    int,
+    typer.Option(min=1, max=64, help="Solver threads (1 is deterministic and fastest here)."),
+]
+Seed = Annotated[int, typer.Option(min=0, help="Solver random seed.")]
+RowsOut = Annotated[
+    Path | None, typer.Option("--out", help="Write the rows to a .csv or .json file.")
+]
+PlotOut = Annotated[
+    Path | None, typer.Option("--plot", help="Draw a chart to a .png or .svg file.")
+]
+FormatOption = Annotated[Format, typer.Option("--format", help="table or json.")]
+
+
 class Kind(StrEnum):
     devices = "devices"
     models = "models"
@@ -100,7 +125,7 @@ def emit_json(data: Any) -> None:
 @catalog_app.command("list")
 def catalog_list(
     kind: Annotated[Kind, typer.Argument(help="What to list.")],
-    fmt: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
+    fmt: FormatOption = Format.table,
 ) -> None:
     """List catalog entries with their key figures."""
     with user_errors():
@@ -114,7 +139,7 @@ def catalog_list(
 @catalog_app.command("show")
 def catalog_show(
     name: Annotated[str, typer.Argument(help="A device, model, node or link id.")],
-    fmt: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
+    fmt: FormatOption = Format.table,
 ) -> None:
     """Show every field of one catalog entry, with its sources."""
     with user_errors():
@@ -233,7 +258,7 @@ def estimate(
     measured: Annotated[
         Path | None, typer.Option(help="YAML table of measured figures that replace estimates.")
     ] = None,
-    fmt: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
+    fmt: FormatOption = Format.table,
 ) -> None:
     """Does a model fit on a device, how fast does it run, and what does it cost?"""
     with user_errors():
@@ -295,36 +320,11 @@ def estimate(
             raise typer.Exit(3)
 
 
-SetOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--set",
-        help="Change the problem: PATH=VALUE, e.g. constraints.budget_usd=800000 or "
-        "workloads.chat.context_tokens=32768 (repeatable).",
-    ),
-]
-TimeLimit = Annotated[
-    float, typer.Option("--time-limit", min=0.1, help="Seconds each solve may take.")
-]
-Workers = Annotated[
-    int,
-    typer.Option(min=1, max=64, help="Solver threads (1 is deterministic and fastest here)."),
-]
-Seed = Annotated[int, typer.Option(min=0, help="Solver random seed.")]
-RowsOut = Annotated[
-    Path | None, typer.Option("--out", help="Write the rows to a .csv or .json file.")
-]
-PlotOut = Annotated[
-    Path | None, typer.Option("--plot", help="Draw a chart to a .png or .svg file.")
-]
-FormatOption = Annotated[Format, typer.Option("--format", help="table or json.")]
-
-
 @app.command()
 def solve(
     problem: Annotated[Path, typer.Argument(help="Problem file (YAML).")],
     sets: SetOption = None,
-    fmt: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
+    fmt: FormatOption = Format.table,
     out_path: Annotated[
         Path | None, typer.Option("--out", help="Also write the plan as JSON to this file.")
     ] = None,
@@ -453,10 +453,9 @@ def sweep(
         from planner.yaml_io import read_yaml
 
         varies = [parse_vary(v) for v in vary]
-        if not 1 <= len(varies) <= 2:
-            raise InputError("sweep: give --vary once or twice")
         doc = read_yaml(problem)
-        solver = Solver(time_limit=time_limit, workers=workers, seed=seed)
+        # Sweep rows report each point's status; why a point is infeasible is `explain`'s job.
+        solver = Solver(time_limit=time_limit, workers=workers, seed=seed, why=False)
         with _progress("solving") as bar:
             task = bar.add_task("sweep", total=None)
 
@@ -511,15 +510,14 @@ def frontier(
     """The Pareto frontier of cost or power against tokens/s or tokens per joule, every point
     proved optimal (epsilon-constraint: cap the resource, maximize the benefit)."""
     with user_errors():
+        from planner.explore import axis_column
         from planner.explore import frontier as run_frontier
         from planner.solve import Solver, load_problem
 
         prob = load_problem(problem, sets or [])
         solver = Solver(time_limit=time_limit, workers=workers, seed=seed)
         fr = run_frontier(prob, x.value, y.value, points, solver)
-        cols = {"cost": "tco_usd", "power": "power_w"}
-        xkey = cols.get(x.value, x.value)
-        ykey = cols.get(y.value, y.value)
+        xkey, ykey = axis_column(x.value), axis_column(y.value)
         if out_path is not None:
             _write_rows(out_path, fr.points)
         if plot_path is not None and fr.points:
@@ -555,7 +553,7 @@ def frontier(
 def explain(
     problem: Annotated[Path, typer.Argument(help="Problem file (YAML).")],
     sets: SetOption = None,
-    fmt: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
+    fmt: FormatOption = Format.table,
     time_limit: TimeLimit = 30.0,
     seed: Seed = 0,
 ) -> None:
@@ -600,7 +598,7 @@ def compare(
         ),
     ] = None,
     sets: SetOption = None,
-    fmt: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
+    fmt: FormatOption = Format.table,
     time_limit: TimeLimit = 30.0,
     seed: Seed = 0,
 ) -> None:

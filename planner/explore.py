@@ -151,6 +151,11 @@ BENEFITS = {
 }
 
 
+def axis_column(axis: str) -> str:
+    """The plan-row key an axis reads: a resource's column, or the benefit itself."""
+    return RESOURCES[axis][2] if axis in RESOURCES else axis
+
+
 @dataclass
 class Frontier:
     resource: str
@@ -176,14 +181,12 @@ def frontier(problem: Problem, x: str, y: str, n_points: int, solver: Solver) ->
         raise InputError("frontier: --points must be between 2 and 100")
     cap_key, least_goal, column = RESOURCES[resource]
     fr = Frontier(resource, benefit)
-    c = problem.constraints
     # The low end: the least of the resource any plan needs; the high end: what the best plan
     # for the benefit uses under the problem's own limits.
     low = least_resource(problem, resource, solver)
     if low is None:
         fr.notes.append("no plan meets the problem's constraints; nothing to trade")
         return fr
-    given = getattr(c, cap_key)
     if benefit == "tokens_per_s" and not _has_limit(problem):
         high = low * 4
         fr.notes.append(
@@ -193,9 +196,7 @@ def frontier(problem: Problem, x: str, y: str, n_points: int, solver: Solver) ->
     else:
         best = solver.solve(_variant(problem, benefit_goal=BENEFITS[benefit], tie=least_goal))
         row = plan_row(best)
-        high = row[column] if row[column] is not None else low
-        if given is not None:
-            high = min(high, given) if resource == "cost" else high
+        high = row[column] if row[column] is not None else low  # within the problem's own caps
     high = max(high, low)
     caps = [low + (high - low) * i / (n_points - 1) for i in range(n_points)]
     grid = []
@@ -230,17 +231,10 @@ def least_resource(problem: Problem, resource: str, solver: Solver) -> float | N
     tables = solver.tables(problem)
     if any(not d for d in tables.designs.values()):
         return None
-    name = "cost" if resource == "cost" else "power"
-    sol = PlannerModel(tables).least(
-        name,
-        relax=frozenset(),
-        time_limit=solver.time_limit,
-        workers=solver.workers,
-        seed=solver.seed,
-    )
-    if sol.objective is None:
+    least = _least(tables, resource, frozenset(), solver)
+    if least is None:
         return None
-    return float(sol.objective) * (problem.horizon.pue if resource == "power" else 1.0)
+    return least * (problem.horizon.pue if resource == "power" else 1.0)
 
 
 def _pareto(

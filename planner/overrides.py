@@ -13,17 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from planner.errors import InputError, did_you_mean
-from planner.yaml_io import Loc, Located, parse_text
+from planner.yaml_io import Located, dotted, parse_text
 
 MAX_OVERRIDES = 64
-
-
-def dotted(loc: Loc) -> str:
-    """`workloads[0].context_tokens`: how validation messages print a key path."""
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
 
 
 def split_assignment(text: str) -> tuple[str, str]:
@@ -36,7 +28,7 @@ def split_assignment(text: str) -> tuple[str, str]:
     return path, value
 
 
-def _resolve(data: Any, parts: list[str], text: str) -> Loc:
+def _resolve(data: Any, parts: list[str], text: str) -> tuple[str | int, ...]:
     """Turn dotted parts into a key path of the document, naming workloads by name or index."""
     loc: list[str | int] = []
     node = data
@@ -75,7 +67,7 @@ def _resolve(data: Any, parts: list[str], text: str) -> Loc:
     return tuple(loc)
 
 
-def _assign(data: dict[str, Any], loc: Loc, value: Any) -> None:
+def _assign(data: dict[str, Any], loc: tuple[str | int, ...], value: Any) -> None:
     node: Any = data
     for part in loc[:-1]:
         node = node.setdefault(part, {}) if isinstance(node, dict) else node[part]

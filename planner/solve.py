@@ -25,11 +25,11 @@ from planner.model.economics import (
     in_fleet,
     working_hours,
 )
-from planner.overrides import apply_overrides, blame, dotted
+from planner.overrides import apply_overrides, blame
 from planner.plan import DeviceLine, NodeLine, Plan, StageLine, WorkloadPlan
 from planner.problem_schema import InferenceWorkload, Problem, TrainingWorkload
 from planner.verify import stage_figures, verify
-from planner.yaml_io import Located, read_yaml, validate
+from planner.yaml_io import Located, dotted, read_yaml, validate
 
 
 def load_problem(path: Path, overrides: Sequence[str] = ()) -> Problem:
@@ -164,12 +164,16 @@ class Solver:
         workers: int = 1,
         seed: int = 0,
         tuned: bool = True,
+        why: bool = True,
     ) -> None:
+        """`why=False` skips naming the blocking constraint of an infeasible problem (one solve
+        per constraint family), for callers that only report the status."""
         self.cat = cat or load_catalog()
         self.time_limit = time_limit
         self.workers = workers
         self.seed = seed
         self.tuned = tuned
+        self.why = why
         self._key: str | None = None
         self._designs: dict[str, list[Design]] | None = None
         self._last: dict[tuple[str, int], int] | None = None
@@ -194,7 +198,11 @@ class Solver:
         model = PlannerModel(tables, warm=self._last if self.tuned else None)
         sol = model.solve(time_limit=self.time_limit, workers=self.workers, seed=self.seed)
         if sol.status == "INFEASIBLE":
-            notes = blocking_constraints(tables, time_limit=self.time_limit, seed=self.seed)
+            notes = (
+                blocking_constraints(tables, time_limit=self.time_limit, seed=self.seed)
+                if self.why
+                else []
+            )
             return _no_plan(problem, "INFEASIBLE", t0, notes)
         if sol.status not in ("OPTIMAL", "FEASIBLE"):
             return _no_plan(

@@ -85,12 +85,12 @@ class _Walker:
         if self.visited > MAX_NODES:
             self.fail(node, f"more than {MAX_NODES:,} values once YAML aliases are expanded")
         if depth > MAX_DEPTH:
-            self.fail(node, f"nesting deeper than {MAX_DEPTH} levels at {_short(_dotted(loc), 60)}")
+            self.fail(node, f"nesting deeper than {MAX_DEPTH} levels at {_short(dotted(loc), 60)}")
         self.positions.setdefault(loc, (node.start_mark.line + 1, node.start_mark.column + 1))
         if node.tag not in SAFE_TAGS:
             self.fail(
                 node,
-                f"{_dotted(loc)}: the YAML tag `{_tag_name(node.tag)}` is not allowed: a problem "
+                f"{dotted(loc)}: the YAML tag `{_tag_name(node.tag)}` is not allowed: a problem "
                 "file holds plain values (text, numbers, true/false, lists and mappings)",
             )
         if isinstance(node, yaml.ScalarNode):
@@ -106,20 +106,20 @@ class _Walker:
         if len(text) > MAX_SCALAR_CHARS:
             self.fail(
                 node,
-                f"{_dotted(loc)}: a value of {len(text):,} characters; the limit is "
+                f"{dotted(loc)}: a value of {len(text):,} characters; the limit is "
                 f"{MAX_SCALAR_CHARS:,}",
             )
         if node.style is None and node.tag in (_YAML + "int", _YAML + "float"):
             if _OCTAL.fullmatch(text):
                 self.fail(
                     node,
-                    f"{_dotted(loc)}: YAML reads `{text}` as an octal number "
+                    f"{dotted(loc)}: YAML reads `{text}` as an octal number "
                     f"({int(text.replace('_', ''), 8)}); write it without the leading zero",
                 )
             if _SEXAGESIMAL.fullmatch(text):
                 self.fail(
                     node,
-                    f"{_dotted(loc)}: YAML reads `{text}` as a base-60 number; quote it or write "
+                    f"{dotted(loc)}: YAML reads `{text}` as a base-60 number; quote it or write "
                     "the number with its unit (e.g. `90 s`)",
                 )
 
@@ -127,12 +127,12 @@ class _Walker:
         seen: dict[tuple[str, str], int] = {}
         for key, value in node.value:
             if not isinstance(key, yaml.ScalarNode):
-                self.fail(key, f"{_dotted(loc)}: a key must be plain text, not a list or mapping")
+                self.fail(key, f"{dotted(loc)}: a key must be plain text, not a list or mapping")
             k = key.value
             line = key.start_mark.line + 1
             if key.tag != _YAML + "merge":  # `<<: *defaults` then a key overrides on purpose
                 if (key.tag, k) in seen:
-                    inside = f"in {_dotted(loc)}" if loc else "at the top level"
+                    inside = f"in {dotted(loc)}" if loc else "at the top level"
                     self.fail(
                         key,
                         f"duplicate key `{_short(k)}` {inside}: first on line "
@@ -244,7 +244,7 @@ def read_yaml(path: Path) -> Located:
     return parse_text(text, str(path))
 
 
-def _dotted(loc: Loc) -> str:
+def dotted(loc: Loc) -> str:
     parts: list[str] = []
     for p in loc:
         parts.append(f"[{p}]" if isinstance(p, int) else ("." if parts else "") + str(p))
@@ -408,7 +408,7 @@ def format_validation_error(err: ValidationError, doc: Located, model: type[Base
     errors = err.errors()
     for e in errors[:MAX_ERRORS]:
         loc, msg = _message(e, doc, model)
-        lines.append(f"{doc.where(loc)}: {_dotted(loc)}: {msg}")
+        lines.append(f"{doc.where(loc)}: {dotted(loc)}: {msg}")
     if len(errors) > MAX_ERRORS:
         lines.append(f"... and {len(errors) - MAX_ERRORS} more errors")
     return "\n".join(lines)

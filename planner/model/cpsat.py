@@ -62,6 +62,15 @@ def _int(x: float, what: str, up: bool = True) -> int:
     return int(v)
 
 
+def _replicas_needed(w: InferenceWorkload, d: Design) -> int:
+    """Replicas of design `d` alone that meet the workload's throughput and concurrency."""
+    return max(
+        math.ceil(w.min_tokens_per_s / d.tokens_per_s) if w.min_tokens_per_s else 0,
+        math.ceil(w.concurrency / d.concurrency),
+        1,
+    )
+
+
 def _ratio_within(n: int, d: int, reach: tuple[int, int], *, up: bool) -> Fraction | None:
     """A fraction p/q close to n/d (at or above it when `up`, else at or below) such that
     q*num - p*den stays inside 64-bit integers, given the largest |num| and |den| (`reach`).
@@ -134,11 +143,7 @@ class PlannerModel:
             )
 
     def _replica_ub(self, w: InferenceWorkload, d: Design) -> int:
-        need = max(
-            math.ceil(w.min_tokens_per_s / d.tokens_per_s) if w.min_tokens_per_s else 0,
-            math.ceil(w.concurrency / d.concurrency),
-            1,
-        )
+        need = _replicas_needed(w, d)
         if self.p.objective.goal == "min_cost" and self.t.tuned:
             return need  # more replicas of one design than its demand needs only add cost
         c = self.p.constraints
@@ -221,15 +226,16 @@ class PlannerModel:
     def _device_count(self) -> None:
         c = self.p.constraints
         if c.max_devices is not None:
-            self.m.add(sum(self.devices.values()) <= c.max_devices).only_enforce_if(
+            self.m.add(self.devices_expr() <= c.max_devices).only_enforce_if(
                 self._lit("max_devices")
             )
 
     def _rack_units(self) -> None:
         c = self.p.constraints
         if c.max_rack_units is not None:
-            ru = sum(self.t.econ[d].node.rack_units * h for d, h in self.hosts.items())
-            self.m.add(ru <= c.max_rack_units).only_enforce_if(self._lit("rack_units"))
+            self.m.add(self.rack_units_expr() <= c.max_rack_units).only_enforce_if(
+                self._lit("rack_units")
+            )
 
     # -- tightening and hints --------------------------------------------------------------
 
@@ -254,11 +260,7 @@ class PlannerModel:
                     n = 1
                     price = self.t.training_cost.get((w.name, j), 0.0)
                 else:
-                    n = max(
-                        math.ceil(w.min_tokens_per_s / d.tokens_per_s) if w.min_tokens_per_s else 0,
-                        math.ceil(w.concurrency / d.concurrency),
-                        1,
-                    )
+                    n = _replicas_needed(w, d)
                     price = 0.0
                 if in_fleet(w, self.p):
                     price += sum(self.t.econ[x].unit_usd * k for x, k in d.devices.items())
