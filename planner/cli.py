@@ -75,6 +75,16 @@ Workers = Annotated[
     typer.Option(min=1, max=64, help="Solver threads (1 is deterministic and fastest here)."),
 ]
 Seed = Annotated[int, typer.Option(min=0, help="Solver random seed.")]
+Gap = Annotated[
+    float,
+    typer.Option(
+        "--gap",
+        min=0.0,
+        max=0.5,
+        help="Stop once the plan is proved within this relative gap of the best possible "
+        "(0.01 = 1 %); 0 proves it optimal.",
+    ),
+]
 RowsOut = Annotated[
     Path | None, typer.Option("--out", help="Write the rows to a .csv or .json file.")
 ]
@@ -331,6 +341,7 @@ def solve(
     time_limit: TimeLimit = 30.0,
     workers: Workers = 1,
     seed: Seed = 0,
+    gap: Gap = 0.0,
     no_timings: Annotated[
         bool,
         typer.Option(
@@ -344,7 +355,7 @@ def solve(
         from planner.solve import load_problem, solve_problem
 
         prob = load_problem(problem, sets or [])
-        plan = solve_problem(prob, time_limit=time_limit, workers=workers, seed=seed)
+        plan = solve_problem(prob, time_limit=time_limit, workers=workers, seed=seed, gap=gap)
         data = plan.to_dict()
         if no_timings:
             data.pop("solve_seconds", None)

@@ -165,15 +165,18 @@ class Solver:
         seed: int = 0,
         tuned: bool = True,
         why: bool = True,
+        gap: float = 0.0,
     ) -> None:
         """`why=False` skips naming the blocking constraint of an infeasible problem (one solve
-        per constraint family), for callers that only report the status."""
+        per constraint family), for callers that only report the status. `gap` > 0 accepts a
+        plan proved within that relative gap of the bound (reported FEASIBLE, with the bound)."""
         self.cat = cat or load_catalog()
         self.time_limit = time_limit
         self.workers = workers
         self.seed = seed
         self.tuned = tuned
         self.why = why
+        self.gap = gap
         self._key: str | None = None
         self._designs: dict[str, list[Design]] | None = None
         self._last: dict[tuple[str, int], int] | None = None
@@ -196,7 +199,9 @@ class Solver:
             notes = [why_no_design(w, problem, self.cat) for w in empty]
             return _no_plan(problem, "INFEASIBLE", t0, notes)
         model = PlannerModel(tables, warm=self._last if self.tuned else None)
-        sol = model.solve(time_limit=self.time_limit, workers=self.workers, seed=self.seed)
+        sol = model.solve(
+            time_limit=self.time_limit, workers=self.workers, seed=self.seed, gap=self.gap
+        )
         if sol.status == "INFEASIBLE":
             notes = (
                 blocking_constraints(tables, time_limit=self.time_limit, seed=self.seed)
@@ -210,6 +215,13 @@ class Solver:
             )
         self._last = sol.replicas
         plan = make_plan(problem, self.cat, tables, sol)
+        if sol.status == "FEASIBLE" and self.gap > 0 and not model.interrupted:
+            plan.notes.append(
+                f"stopped within the requested {self.gap:.2%} gap: no plan is cheaper than the "
+                "bound, so this one is at most that far from optimal"
+                if problem.objective.goal == "min_cost"
+                else f"stopped within the requested {self.gap:.2%} gap of the bound"
+            )
         plan.solve_seconds = time.perf_counter() - t0
         verify(plan, problem, self.cat)
         return plan
@@ -223,9 +235,10 @@ def solve_problem(
     seed: int = 0,
     cat: Catalog | None = None,
     tuned: bool = True,
+    gap: float = 0.0,
 ) -> Plan:
     """Solve one problem from scratch: the verified optimal plan, or a plan-less result."""
-    solver = Solver(cat, time_limit=time_limit, workers=workers, seed=seed, tuned=tuned)
+    solver = Solver(cat, time_limit=time_limit, workers=workers, seed=seed, tuned=tuned, gap=gap)
     return solver.solve(problem)
 
 

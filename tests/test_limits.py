@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -29,8 +30,10 @@ def test_time_limit_reaches_the_solver(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[float] = []
     real = cpsat.PlannerModel._solver
 
-    def spy(self: Any, time_limit: float, workers: int, seed: int) -> cp_model.CpSolver:
-        s = real(self, time_limit, workers, seed)
+    def spy(
+        self: Any, time_limit: float, workers: int, seed: int, gap: float = 0.0
+    ) -> cp_model.CpSolver:
+        s = real(self, time_limit, workers, seed, gap)
         seen.append(s.parameters.max_time_in_seconds)
         return s
 
@@ -38,6 +41,36 @@ def test_time_limit_reaches_the_solver(monkeypatch: pytest.MonkeyPatch) -> None:
     r = runner.invoke(app, ["solve", "problems/chat-70b.yaml", "--time-limit", "3"])
     assert r.exit_code == 0
     assert seen and all(0 < t <= 3 for t in seen)
+
+
+def test_gap_reaches_the_solver_and_a_plan_within_it_is_not_called_optimal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gaps: list[float] = []
+    real = cpsat.PlannerModel._solver
+
+    def spy(
+        self: Any, time_limit: float, workers: int, seed: int, gap: float = 0.0
+    ) -> cp_model.CpSolver:
+        gaps.append(gap)
+        return real(self, time_limit, workers, seed, gap)
+
+    monkeypatch.setattr(cpsat.PlannerModel, "_solver", spy)
+    r = runner.invoke(app, ["solve", "problems/chat-70b.yaml", "--gap", "0.3", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    assert 0.3 in gaps
+    plan = json.loads(r.output)
+    # Within 30 % the solver may stop at its first plan; it is OPTIMAL only if proved so.
+    if plan["status"] == "FEASIBLE":
+        assert plan["gap"] <= 0.3 + 1e-9
+        assert any("gap" in n for n in plan["notes"])
+    else:
+        assert plan["objective"] == plan["bound"]
+
+
+def test_gap_outside_its_range_is_refused() -> None:
+    r = runner.invoke(app, ["solve", "problems/chat-70b.yaml", "--gap", "2"])
+    assert r.exit_code == 2
 
 
 def test_interrupt_between_solves_exits_130(monkeypatch: pytest.MonkeyPatch) -> None:

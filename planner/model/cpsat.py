@@ -37,7 +37,7 @@ class Tables:
     training_cost: dict[tuple[str, int], float] = field(
         default_factory=dict
     )  # energy or rent of a job
-    tuned: bool = True  # tight domains, symmetry breaking and a heuristic hint (off: a baseline)
+    tuned: bool = True  # pruned designs, tight replica domains, a heuristic hint (off: baseline)
 
 
 @dataclass
@@ -107,8 +107,6 @@ class PlannerModel:
         self.hosts_ub: dict[str, int] = {}
         self._variables()
         self._constraints()
-        if t.tuned:
-            self._tighten()
         if warm is not None or t.tuned:
             self._hint(warm)
 
@@ -237,21 +235,19 @@ class PlannerModel:
                 self._lit("rack_units")
             )
 
-    # -- tightening and hints --------------------------------------------------------------
-
-    def _tighten(self) -> None:
-        """Remove solutions that differ only by idle purchases: no device is bought that is not
-        used, and no more hosts than the devices need (both never help any objective)."""
-        for dev, expr in self.devices.items():
-            e = self.t.econ[dev]
-            self.m.add(self.bought[dev] <= expr)
-            self.m.add(self.hosts[dev] * e.slots <= expr + e.slots - 1)
-            self.m.add(self.hosts_bought[dev] * e.slots <= self.bought[dev] + e.slots - 1)
+    # -- hints ----------------------------------------------------------------------------
 
     def heuristic(self) -> dict[tuple[str, int], int]:
         """A quick plan: per workload, the design whose replicas meet the demand at the lowest
-        price (devices plus energy, or the job's cost), ignoring shared limits."""
-        per_w = energy_usd_per_watt(self.p) if self.p.horizon.procurement == "buy" else 0.0
+        price (devices with their share of a host, plus energy, or the job's cost), ignoring
+        shared limits."""
+        buy = self.p.horizon.procurement == "buy"
+        per_w = energy_usd_per_watt(self.p) if buy else 0.0
+        slot_usd = {
+            dev: (e.unit_usd + (e.node.price_usd if buy else 0.0) / e.slots)
+            + e.node.power_overhead_w / e.slots * per_w
+            for dev, e in self.t.econ.items()
+        }
         chosen: dict[tuple[str, int], int] = {}
         for w in self.p.workloads:
             best: tuple[float, int, int] | None = None
@@ -263,7 +259,7 @@ class PlannerModel:
                     n = _replicas_needed(w, d)
                     price = 0.0
                 if in_fleet(w, self.p):
-                    price += sum(self.t.econ[x].unit_usd * k for x, k in d.devices.items())
+                    price += sum(slot_usd[x] * k for x, k in d.devices.items())
                 price = n * (price + d.power_w * per_w)
                 if n <= self.R_ub[(w.name, j)] and (best is None or price < best[0]):
                     best = (price, j, n)
@@ -398,27 +394,33 @@ class PlannerModel:
     # -- solving ---------------------------------------------------------------------------
 
     def solve(
-        self, *, time_limit: float, workers: int, seed: int, relax: frozenset[str] = frozenset()
+        self,
+        *,
+        time_limit: float,
+        workers: int,
+        seed: int,
+        relax: frozenset[str] = frozenset(),
+        gap: float = 0.0,
     ) -> Solution:
         """Solve for the problem's objective (ratios by Dinkelbach's method), then its tie-break.
 
-        Constraint families named in `relax` are switched off (for explanations).
+        Constraint families named in `relax` are switched off (for explanations). `gap` > 0
+        stops a cost or throughput solve once the plan is proved within that relative gap of
+        the bound; it is then reported FEASIBLE with its bound, not OPTIMAL.
         """
         for name, lit in self.named.items():
             self.m.add(lit == (0 if name in relax else 1))
         goal = self.p.objective.goal
         start = time.perf_counter()
-        if goal == "min_cost":
+        if goal in ("min_cost", "max_throughput"):
+            minimize = goal == "min_cost"
             sol = self._optimize(
-                self.tco_expr(), minimize=True, time_limit=time_limit, workers=workers, seed=seed
-            )
-        elif goal == "max_throughput":
-            sol = self._optimize(
-                self.throughput_expr(),
-                minimize=False,
+                self.tco_expr() if minimize else self.throughput_expr(),
+                minimize=minimize,
                 time_limit=time_limit,
                 workers=workers,
                 seed=seed,
+                gap=gap,
             )
         elif goal == "max_tokens_per_joule":
             sol = self._dinkelbach(
@@ -495,13 +497,17 @@ class PlannerModel:
             total += abs(int(c)) * max(abs(domain[0]), abs(domain[-1]))
         return total
 
-    def _solver(self, time_limit: float, workers: int, seed: int) -> cp_model.CpSolver:
+    def _solver(
+        self, time_limit: float, workers: int, seed: int, gap: float = 0.0
+    ) -> cp_model.CpSolver:
         s = cp_model.CpSolver()
         s.parameters.max_time_in_seconds = max(0.05, time_limit)
         s.parameters.num_workers = workers
         s.parameters.random_seed = seed
         if workers == 1:
             s.parameters.linearization_level = 2
+        if gap > 0:
+            s.parameters.relative_gap_limit = gap
         return s
 
     def _optimize(
@@ -513,6 +519,7 @@ class PlannerModel:
         workers: int,
         seed: int,
         evaluate: tuple[cp_model.LinearExpr, ...] = (),
+        gap: float = 0.0,
     ) -> Solution:
         if minimize:
             self.m.minimize(expr)
@@ -521,8 +528,11 @@ class PlannerModel:
         err = self.m.validate()
         if err:
             raise InternalError(f"the solver model is invalid: {err}")
-        s = self._solver(time_limit, workers, seed)
+        s = self._solver(time_limit, workers, seed, gap)
         st = s.solve(self.m)
+        if st == cp_model.OPTIMAL and gap > 0 and s.objective_value != s.best_objective_bound:
+            st = cp_model.FEASIBLE  # stopped within the gap limit: not proved optimal
+            return self._read(s, st, evaluate)
         # CP-SAT catches Ctrl-C and returns its incumbent: stopping early without proof or
         # reaching the limit. Later solves of the same run (Dinkelbach steps, tie-breaks) are
         # then skipped, so the best plan so far is shown at once.
