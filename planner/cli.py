@@ -373,6 +373,58 @@ def solve(
             raise typer.Exit(4)
 
 
+@app.command()
+def tco(
+    problem: Annotated[Path, typer.Argument(help="Problem file (YAML).")],
+    sets: SetOption = None,
+    months: Annotated[
+        int | None,
+        typer.Option(
+            "--months",
+            min=1,
+            help="Months to show (default: the whole horizon; more than it holds are clamped).",
+        ),
+    ] = None,
+    plot_path: PlotOut = None,
+    fmt: FormatOption = Format.table,
+    time_limit: TimeLimit = 30.0,
+    workers: Workers = 1,
+    seed: Seed = 0,
+) -> None:
+    """Cost over time of the optimal plan: breakdown by kind, cumulative cost by month, and per
+    device type the break-even month of buying against renting the same hours on demand."""
+    with user_errors():
+        from planner.plot import chart_format
+        from planner.report_tco import plot_tco, tco_dict, tco_report, tco_tables
+        from planner.solve import load_problem, solve_problem
+
+        if plot_path is not None:
+            chart_format(plot_path)  # a bad file name fails before the solve, not after
+        prob = load_problem(problem, sets or [])
+        plan = solve_problem(prob, time_limit=time_limit, workers=workers, seed=seed)
+        if plan.status not in ("OPTIMAL", "FEASIBLE"):
+            if fmt is Format.json:
+                emit_json({"problem": plan.problem, "status": plan.status, "notes": plan.notes})
+            else:
+                out.print(f"[bold]{escape(plan.problem)}[/]: {plan.status}")
+                for n in plan.notes:
+                    out.print(n, highlight=False, markup=False)
+            if plan.status == "INFEASIBLE":
+                raise typer.Exit(3)
+            err.print(f"no plan found within {time_limit:g} s")
+            raise typer.Exit(4)
+        report = tco_report(plan, prob.horizon.lifetime_years, months)
+        if plot_path is not None:
+            plot_tco(report, plot_path)
+        if fmt is Format.json:
+            emit_json(tco_dict(report))
+            return
+        for t in tco_tables(report):
+            out.print(t)
+        for n in report.notes:
+            out.print(f"note: {n}", highlight=False, markup=False)
+
+
 SWEEP_COLUMNS = [
     ("status", "status"),
     ("tco_usd", "cost $"),

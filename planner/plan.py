@@ -8,12 +8,29 @@ from typing import Any
 
 @dataclass(frozen=True)
 class DeviceLine:
+    """One device type: how many at the busiest time, and how each was had.
+
+    `count` = owned + bought + reserved + the most on-demand and spot devices rented at once
+    (each mode's peak, which may fall in different periods). `total_usd` is the purchase of the
+    bought ones; rent is in `rent_usd`. Hours are device-hours over the whole horizon.
+    """
+
     type: str
     count: int
     owned: int
     bought: int
-    unit_price_usd: float
-    total_usd: float
+    unit_price_usd: float  # purchase price (0 when none is bought)
+    total_usd: float  # purchase of the bought devices
+    reserved: int = 0
+    on_demand: int = 0  # most rented at once
+    spot: int = 0  # most rented at once (including the share expected to be down)
+    device_hours: dict[str, float] = field(default_factory=dict)  # mode -> device-hours used
+    rent_usd: dict[str, float] = field(default_factory=dict)  # mode -> rent over the horizon
+    rent_usd_per_hour: dict[str, float] = field(default_factory=dict)  # mode -> rate paid
+    energy_usd: float = 0.0  # electricity of the on-premises devices of this type (with PUE)
+    maintenance_usd: float = 0.0
+    utilization: float | None = None  # owned + bought: hours at work / hours held
+    break_even_utilization: float | None = None  # buy beats on-demand rent above this
 
 
 @dataclass(frozen=True)
@@ -37,6 +54,47 @@ class StageLine:
 
 
 @dataclass(frozen=True)
+class PeriodLine:
+    """A stretch of the typical day or week: what runs, and what it draws."""
+
+    name: str
+    hours: float  # over the whole horizon
+    scale: float  # demand as a multiple of the workloads' stated rates
+    devices: dict[str, dict[str, int]]  # device -> mode (owned/bought/reserved/...) -> in use
+    power_w: float  # devices and hosts at load, before PUE
+    energy_kwh: float  # at the wall (with PUE), over this period's hours
+    tokens: float  # output tokens served over this period's hours
+    gco2e_per_kwh: float | None
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Cost over the horizon, by kind (USD). `total_usd` is their sum and the plan's tco_usd."""
+
+    capex_usd: float = 0.0  # devices and hosts bought
+    maintenance_usd: float = 0.0
+    energy_usd: float = 0.0  # on-premises devices and hosts, with PUE
+    rent_on_demand_usd: float = 0.0
+    rent_reserved_usd: float = 0.0
+    rent_spot_usd: float = 0.0
+    training_usd: float = 0.0  # training jobs' energy (owned fleet) or rent (their hours)
+    total_usd: float = 0.0
+
+
+@dataclass(frozen=True)
+class CarbonLine:
+    """Emissions over the horizon (Software Carbon Intensity: (E x I + M) per R, R = a million
+    output tokens)."""
+
+    energy_kwh: float  # every device in use, on-premises and rented, at the wall
+    operational_kgco2e: float
+    embodied_kgco2e: float
+    total_kgco2e: float
+    tokens: float
+    sci_g_per_million_tokens: float | None
+
+
+@dataclass(frozen=True)
 class WorkloadPlan:
     name: str
     kind: str
@@ -51,6 +109,10 @@ class WorkloadPlan:
     power_w: float
     tokens_per_joule: float
     usd_per_million_tokens: float | None
+    period: str | None = None  # the demand period these replicas serve (None: all of them)
+    site: str = "on-premises"  # or "cloud" (rented devices)
+    requests_per_s: dict[str, float] = field(default_factory=dict)  # class -> served (mixes)
+    sized_for: str | None = None  # request class whose lengths size this design (mixes)
 
 
 @dataclass
@@ -71,6 +133,11 @@ class Plan:
     wall_power_w: float = 0.0  # times PUE
     rack_units: int = 0
     workloads: list[WorkloadPlan] = field(default_factory=list)
+    costs: Costs = field(default_factory=Costs)
+    periods: list[PeriodLine] = field(default_factory=list)
+    energy_kwh_per_year: float = 0.0  # every device in use, at the wall
+    tokens_per_joule: float | None = None  # output tokens over energy, whole horizon
+    carbon: CarbonLine | None = None
     binding_constraints: list[str] = field(default_factory=list)
     slack: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)

@@ -41,6 +41,8 @@ from planner.units import (
     Years,
 )
 
+Mode = Literal["buy", "on_demand", "reserved", "spot"]
+MODES: tuple[Mode, ...] = ("buy", "on_demand", "reserved", "spot")
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"
 MAX_NAME = 64
 MAX_ID = 128  # catalog ids are short; a longer string is pasted text, not an id
@@ -94,8 +96,38 @@ Context = Annotated[
 ]
 
 
+class RequestClass(ProblemModel):
+    """One bar of a request-length histogram: requests of this shape, and their share of all."""
+
+    name: Name = Field(description="Name of the class, e.g. chat or documents.")
+    input_tokens: Context = Field(description="Prompt tokens per request (`200`, `30k`).")
+    output_tokens: Annotated[
+        TokenCount, Limit(ge=1, le=MAX_CONTEXT, why="longer than any model's context window")
+    ] = Field(description="Generated tokens per request.")
+    share: Annotated[
+        Share, Limit(gt=0, le=1, why="a share is at most 100 %", low_why="a class with no share")
+    ] = Field(description="Share of all requests: 0.8 or `80%`; the shares add up to 100 %.")
+
+
+class MeasuredCapacity(ProblemModel):
+    """A measured serving capacity: requests/s of one class that one replica (a single stage of
+    `tp` devices in tensor parallel) sustains under the workload's latency targets, as a serving
+    engine's benchmark reports it. It replaces the estimate for that device, degree and class."""
+
+    device: CatalogId = Field(description="Catalog device id.")
+    tp: Annotated[Count, Limit(ge=1, le=72, why="the largest NVLink domains hold 72 devices")] = (
+        Field(1, description="Devices in tensor parallel in the replica.")
+    )
+    request_class: Name = Field(alias="class", description="Name of the request class.")
+    requests_per_s: Annotated[
+        Number,
+        Limit(gt=0, le=1e6, why="a million requests/s from one replica is not a measurement"),
+    ] = Field(description="Requests per second one replica sustains.")
+
+
 class InferenceWorkload(ProblemModel):
-    """Serve a model: hold `concurrency` sequences and produce `min_tokens_per_s` output tokens/s."""
+    """Serve a model: hold `concurrency` sequences and produce `min_tokens_per_s` output tokens/s,
+    or serve `requests_per_s` requests shaped by `request_mix`."""
 
     name: Name = Field(description="Unique name of the workload.")
     kind: Literal["inference"] = "inference"
@@ -157,6 +189,61 @@ class InferenceWorkload(ProblemModel):
         description="Ceiling on time to first token: seconds, or a string with ms, s, min "
         "(`2 s`, `500 ms`).",
     )
+    requests_per_s: (
+        Annotated[
+            Number,
+            Limit(gt=0, le=1e7, why="ten million requests/s is beyond any fleet"),
+        ]
+        | None
+    ) = Field(None, description="Requests per second to serve (with request_mix).")
+    request_mix: list[RequestClass] | None = Field(
+        None,
+        min_length=1,
+        max_length=16,
+        description="Histogram of request lengths: classes with input and output tokens and "
+        "their shares. Replaces context_tokens, prompt_tokens, concurrency and min_tokens_per_s.",
+    )
+    capacity: list[MeasuredCapacity] = Field(
+        default_factory=list,
+        max_length=256,
+        description="Measured requests/s per replica and class, replacing the estimate.",
+    )
+
+    @model_validator(mode="after")
+    def _mix(self) -> InferenceWorkload:
+        if self.request_mix is None:
+            for key in ("requests_per_s", "capacity"):
+                if getattr(self, key):
+                    raise KeyValueError(f"`{key}` goes with a request_mix", (key,))
+            return self
+        if self.requests_per_s is None:
+            raise KeyValueError("a request_mix needs requests_per_s", ("request_mix",))
+        fields = type(self).model_fields
+        for key in ("context_tokens", "prompt_tokens", "concurrency", "min_tokens_per_s"):
+            if getattr(self, key) != fields[key].default:
+                raise KeyValueError(
+                    f"`{key}` does not go with a request_mix: the classes' lengths and the "
+                    "request rate say it; leave the key out",
+                    (key,),
+                )
+        total = sum(c.share for c in self.request_mix)
+        if abs(total - 1.0) > 1e-3:
+            raise KeyValueError(
+                f"the request_mix shares add up to {total:.4g}, not 1 (100 %)", ("request_mix",)
+            )
+        names = [c.name for c in self.request_mix]
+        for i, n in enumerate(names):
+            if n in names[:i]:
+                raise KeyValueError(
+                    f"two request classes are named `{n}`", ("request_mix", i, "name")
+                )
+        for i, m in enumerate(self.capacity):
+            if m.request_class not in names:
+                raise KeyValueError(
+                    f"unknown request class `{m.request_class}` (classes: {', '.join(names)})",
+                    ("capacity", i, "class"),
+                )
+        return self
 
 
 class TrainingWorkload(ProblemModel):
@@ -311,6 +398,17 @@ class Constraints(ProblemModel):
         Annotated[Count, Limit(ge=1, le=1_000_000, why="a million rack units is ~20,000 racks")]
         | None
     ) = Field(None, description="Ceiling on rack units of all nodes.")
+    max_carbon_kgco2e: (
+        Annotated[
+            Number,
+            Limit(gt=0, le=1e10, why="ten million tonnes is beyond any fleet's footprint"),
+        ]
+        | None
+    ) = Field(
+        None,
+        description="Ceiling on carbon over the horizon, kg CO2e: grid emissions of the energy "
+        "used plus the embodied share of the devices (needs a `carbon` section).",
+    )
     inventory: list[OwnedDevices] = Field(
         default_factory=list,
         max_length=MAX_INVENTORY,
@@ -357,15 +455,157 @@ class Horizon(ProblemModel):
             low_why="the facility cannot use less than the IT load",
         ),
     ] = Field(1.3, description="Power usage effectiveness (facility power / IT power).")
-    procurement: Literal["buy", "rent"] = Field(
-        "buy", description="Buy devices, or rent them by the hour."
+    procurement: Literal["buy", "rent"] | list[Mode] = Field(
+        "buy",
+        description="How devices may be had: `buy`, `rent` (on demand), or a list the optimizer "
+        "may mix: [buy, on_demand, reserved, spot].",
     )
+    maintenance_per_year: Annotated[
+        Share, Limit(ge=0, le=1, why="upkeep above the purchase price every year")
+    ] = Field(
+        0.0,
+        description="Yearly upkeep of bought devices and hosts, share of their price: `5%`.",
+    )
+
+    @property
+    def modes(self) -> tuple[Mode, ...]:
+        """The procurement modes allowed, in a fixed order."""
+        if self.procurement == "buy":
+            return ("buy",)
+        if self.procurement == "rent":
+            return ("on_demand",)
+        return tuple(m for m in MODES if m in self.procurement)
+
+    @model_validator(mode="after")
+    def _modes(self) -> Horizon:
+        if isinstance(self.procurement, list):
+            if not self.procurement:
+                raise KeyValueError("list at least one of " + ", ".join(MODES), ("procurement",))
+            for i, m in enumerate(self.procurement):
+                if m in self.procurement[:i]:
+                    raise KeyValueError(f"`{m}` is listed twice", ("procurement", i))
+        return self
+
+
+class PriceOverride(ProblemModel):
+    """Prices of one device that replace the catalog's for this problem."""
+
+    purchase_usd: Dollars | None = Field(None, description="Purchase price of one device, USD.")
+    rent_usd_per_hour: Dollars | None = Field(None, description="On-demand rent, USD/hour.")
+    reserved_usd_per_hour: Dollars | None = Field(
+        None, description="Reserved rent per device-hour, USD (paid for every hour of the term)."
+    )
+    spot_usd_per_hour: Dollars | None = Field(None, description="Spot rent, USD/hour.")
+
+
+class Market(ProblemModel):
+    """Rent terms and price overrides."""
+
+    reserved_discount: Annotated[Share, Limit(ge=0, lt=1, why="a discount of 100 % is free")] = (
+        Field(
+            0.4,
+            description="Reserved rent below on-demand, where the catalog has no reserved rate.",
+        )
+    )
+    reserved_term_years: Annotated[
+        Years, Limit(gt=0, le=5, why="reserved terms run one to three years")
+    ] = Field(
+        1.0,
+        description="Reserved commitment; a term longer than the horizon is paid in full.",
+    )
+    spot_discount: Annotated[Share, Limit(ge=0, lt=1, why="a discount of 100 % is free")] = Field(
+        0.65,
+        description="Spot rent below on-demand, where the catalog has no spot rate.",
+    )
+    spot_availability: Annotated[
+        Share, Limit(gt=0, le=1, why="a share", low_why="spot capacity that is never there")
+    ] = Field(
+        0.9,
+        description="Share of rented spot devices expected up at any time; the plan rents "
+        "enough spot devices that this share covers the load put on spot.",
+    )
+    spot_max_share: Annotated[Share, Limit(ge=0, le=1, why="a share")] = Field(
+        0.5,
+        description="Most of each period's devices in use that may be spot (the rest must not "
+        "vanish).",
+    )
+    prices: dict[CatalogId, PriceOverride] = Field(
+        default_factory=dict, description="Per device id: prices replacing the catalog's."
+    )
+
+
+class Period(ProblemModel):
+    """A stretch of the typical day or week with its demand."""
+
+    name: Name = Field(description="Name of the period, e.g. night.")
+    share: Annotated[
+        Share, Limit(gt=0, le=1, why="a share of the time", low_why="a period that never comes")
+    ] = Field(description="Share of all hours: 0.25 or `25%` (the shares add up to at most 1).")
+    scale: Annotated[Number, Limit(ge=0, le=1000, why="demand above 1000x the stated rate")] = (
+        Field(description="Demand as a multiple of each inference workload's stated rate.")
+    )
+    grid_gco2e_per_kwh: (
+        Annotated[Number, Limit(ge=0, le=2000, why="above the dirtiest grids (~1,000)")] | None
+    ) = Field(None, description="Grid carbon intensity in this period (default: `carbon`'s).")
+
+
+class Demand(ProblemModel):
+    """How demand moves over time: per hour of a typical day or week, or named periods. Owned
+    capacity is sized for the busiest period; on-demand and spot rent follow each period."""
+
+    hourly: (
+        list[Annotated[Number, Limit(ge=0, le=1000, why="above 1000x the stated rate")]] | None
+    ) = Field(
+        None,
+        description="24 (a day) or 168 (a week) multiples of each inference workload's rate.",
+    )
+    periods: list[Period] | None = Field(None, min_length=1, max_length=168)
+
+    @model_validator(mode="after")
+    def _one(self) -> Demand:
+        if (self.hourly is None) == (self.periods is None):
+            raise KeyValueError("give either `hourly` or `periods`", ())
+        if self.hourly is not None and len(self.hourly) not in (24, 168):
+            raise KeyValueError(
+                f"`hourly` has {len(self.hourly)} values: give 24 (a day) or 168 (a week)",
+                ("hourly",),
+            )
+        if self.periods is not None:
+            total = sum(p.share for p in self.periods)
+            if total > 1 + 1e-6:
+                raise KeyValueError(
+                    f"the period shares add up to {total:.4g}, more than all of the time",
+                    ("periods",),
+                )
+        return self
+
+
+class Carbon(ProblemModel):
+    """Grid carbon intensity and how embodied carbon is spread (Software Carbon Intensity)."""
+
+    region: CatalogId | None = Field(None, description="Catalog region id (its grid intensity).")
+    grid_gco2e_per_kwh: (
+        Annotated[Number, Limit(ge=0, le=2000, why="above the dirtiest grids (~1,000)")] | None
+    ) = Field(None, description="Grid intensity, g CO2e per kWh (instead of a region).")
+    device_life_years: Annotated[
+        Years, Limit(gt=0, le=20, why="no accelerator serves more than 20 years")
+    ] = Field(
+        5.0,
+        description="Expected life over which a device's embodied carbon is spread; the plan "
+        "carries the share for the hours it holds the device.",
+    )
+
+    @model_validator(mode="after")
+    def _one(self) -> Carbon:
+        if (self.region is None) == (self.grid_gco2e_per_kwh is None):
+            raise KeyValueError("give either `region` or `grid_gco2e_per_kwh`", ())
+        return self
 
 
 class Objective(ProblemModel):
-    goal: Literal["min_cost", "max_throughput", "max_tokens_per_joule", "min_cost_per_token"] = (
-        "min_cost"
-    )
+    goal: Literal[
+        "min_cost", "max_throughput", "max_tokens_per_joule", "min_cost_per_token", "min_carbon"
+    ] = "min_cost"
     tie_break: Literal["min_cost", "max_throughput", "min_power", None] = Field(
         None, description="Second objective among plans optimal for the first."
     )
@@ -383,6 +623,9 @@ class Problem(ProblemModel):
     )
     constraints: Constraints = Constraints()
     horizon: Horizon = Horizon()
+    market: Market = Market()
+    demand: Demand | None = None
+    carbon: Carbon | None = None
     objective: Objective = Objective()
 
     @model_validator(mode="after")
@@ -405,5 +648,35 @@ class Problem(ProblemModel):
                 "objective max_throughput needs a limit: set constraints.budget_usd, capex_usd, "
                 "power_w or max_devices",
                 ("objective", "goal"),
+            )
+        goal = self.objective.goal
+        mixed = any(isinstance(w, InferenceWorkload) and w.request_mix for w in self.workloads)
+        if (
+            self.demand is not None
+            and self.horizon.utilization != Horizon.model_fields["utilization"].default
+        ):
+            raise KeyValueError(
+                "horizon.utilization and a demand profile both say when the fleet works; "
+                "leave utilization out (the profile's hours replace it)",
+                ("horizon", "utilization"),
+            )
+        if goal in ("max_throughput", "max_tokens_per_joule", "min_cost_per_token") and (
+            self.demand is not None or mixed
+        ):
+            raise KeyValueError(
+                f"objective {goal} needs one fixed demand; with a demand profile or a "
+                "request_mix the demand is given, so use min_cost or min_carbon",
+                ("objective", "goal"),
+            )
+        if self.carbon is None and (
+            goal == "min_carbon" or self.constraints.max_carbon_kgco2e is not None
+        ):
+            at: tuple[str | int, ...] = (
+                ("objective", "goal")
+                if goal == "min_carbon"
+                else ("constraints", "max_carbon_kgco2e")
+            )
+            raise KeyValueError(
+                "carbon needs a `carbon` section with a region or grid_gco2e_per_kwh", at
             )
         return self

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -10,7 +11,17 @@ from pathlib import Path
 from planner.catalog import Catalog, load_catalog
 from planner.errors import InputError, did_you_mean
 from planner.estimator.formats import kv_bytes, weight_format
-from planner.model.cpsat import PlannerModel, Solution, Tables
+from planner.model.cpsat import (
+    CLOUD,
+    JOB,
+    PREM,
+    SHARE_STEPS,
+    Key,
+    PlannerModel,
+    Solution,
+    Tables,
+    class_load,
+)
 from planner.model.designs import (
     Design,
     allowed_devices,
@@ -19,14 +30,33 @@ from planner.model.designs import (
     training_designs,
 )
 from planner.model.economics import (
+    RENT_MODES,
     DeviceEconomics,
+    break_even_utilization,
+    demand_periods,
     device_economics,
-    energy_usd_per_watt,
+    embodied_kg_per_hour,
+    embodied_share,
+    energy_usd_per_watt_hour,
+    grid_intensity,
+    horizon_hours,
     in_fleet,
+    ownership_factor,
+    reserved_hours,
     working_hours,
 )
+from planner.model.mix import class_workload, mix_designs
 from planner.overrides import apply_overrides, blame
-from planner.plan import DeviceLine, NodeLine, Plan, StageLine, WorkloadPlan
+from planner.plan import (
+    CarbonLine,
+    Costs,
+    DeviceLine,
+    NodeLine,
+    PeriodLine,
+    Plan,
+    StageLine,
+    WorkloadPlan,
+)
 from planner.problem_schema import InferenceWorkload, Problem, TrainingWorkload
 from planner.verify import stage_figures, verify
 from planner.yaml_io import Located, dotted, read_yaml, validate
@@ -107,29 +137,52 @@ def build_tables(
     `designs` reuses an earlier enumeration (valid when `design_key` is unchanged)."""
     devs = allowed_devices(problem, cat)
     econ = device_economics(problem, cat, devs)
-    if designs is None:
-        designs = {}
-        for w in problem.workloads:
-            if isinstance(w, InferenceWorkload):
-                designs[w.name] = inference_designs(w, problem, cat, devs, prune=tuned)
-            else:
-                designs[w.name] = training_designs(w, problem, cat, devs, prune=tuned)
+    serves: dict[str, list[dict[int, float]]] = {}
+    sized: dict[str, list[int]] = {}
+    fresh = designs is None
+    designs = {} if designs is None else dict(designs)
+    for w in problem.workloads:
+        if isinstance(w, InferenceWorkload) and w.request_mix is not None:
+            ds, serves[w.name], sized[w.name] = mix_designs(w, problem, cat, devs, prune=tuned)
+            designs[w.name] = ds
+        elif not fresh:
+            continue
+        elif isinstance(w, InferenceWorkload):
+            designs[w.name] = inference_designs(w, problem, cat, devs, prune=tuned)
+        else:
+            designs[w.name] = training_designs(w, problem, cat, devs, prune=tuned)
     training_cost: dict[tuple[str, int], float] = {}
     for w in problem.workloads:
         if isinstance(w, TrainingWorkload):
             for j, d in enumerate(designs[w.name]):
-                hours = w.token_budget / d.tokens_per_s / 3600
-                if problem.horizon.procurement == "buy":
-                    h = problem.horizon
-                    training_cost[(w.name, j)] = (
-                        d.power_w * hours / 1000 * h.pue * h.electricity_usd_per_kwh
-                    )
-                else:
-                    training_cost[(w.name, j)] = sum(
-                        n * (cat.accelerator(dev).price.rent_usd_per_hour or 0.0) * hours
-                        for dev, n in d.devices.items()
-                    )
-    return Tables(problem, designs, econ, training_cost, tuned)
+                training_cost[(w.name, j)] = training_job_cost(problem, econ, w, d)
+    return Tables(
+        problem,
+        designs,
+        econ,
+        training_cost,
+        tuned,
+        periods=demand_periods(problem),
+        serves=serves,
+        sized_for=sized,
+    )
+
+
+def training_job_cost(
+    problem: Problem, econ: dict[str, DeviceEconomics], w: TrainingWorkload, d: Design
+) -> float:
+    """A training job's own cost: its energy on the owned fleet (at PUE), or, when devices
+    cannot be bought, on-demand rent for its hours."""
+    hours = w.token_budget / d.tokens_per_s / 3600
+    if in_fleet(w, problem):
+        return d.power_w * hours * energy_usd_per_watt_hour(problem)
+    return sum(n * (job_rate(econ[dev]) or 0.0) * hours for dev, n in d.devices.items())
+
+
+def job_rate(e: DeviceEconomics) -> float | None:
+    """Rent per hour a training job pays for one device: on demand, else spot, else reserved."""
+    p = e.prices
+    return p.on_demand_usd_per_hour or p.spot_usd_per_hour or p.reserved_usd_per_hour
 
 
 # Limits that only bound the fleet: changing them leaves the enumerated designs as they are.
@@ -146,6 +199,7 @@ def design_key(problem: Problem) -> str:
             c.model_dump(mode="json", exclude=FLEET_LIMITS),
             sorted({o.device for o in c.inventory}),
             problem.horizon.procurement,
+            problem.market.model_dump(mode="json"),
         ],
         sort_keys=True,
     )
@@ -179,7 +233,7 @@ class Solver:
         self.gap = gap
         self._key: str | None = None
         self._designs: dict[str, list[Design]] | None = None
-        self._last: dict[tuple[str, int], int] | None = None
+        self._last: dict[Key, int] | None = None
         self.reused = 0  # solves that reused the previous design tables
 
     def tables(self, problem: Problem) -> Tables:
@@ -309,37 +363,40 @@ def blocking_constraints(tables: Tables, *, time_limit: float, seed: int) -> lis
 
 
 def make_plan(problem: Problem, cat: Catalog, tables: Tables, sol: Solution) -> Plan:
-    """Turn the solver's counts into a bill of materials and per-workload figures."""
+    """Turn the solver's counts into a bill of materials, per-period figures, costs by kind,
+    energy and carbon. Purchases and hosts are the fewest that hold the devices at work (the
+    solver may leave idle ones where they cost nothing in its objective)."""
     h = problem.horizon
-    buy = h.procurement == "buy"
-    per_w = energy_usd_per_watt(problem)
+    periods = tables.periods
+    years = h.lifetime_years
+    usd_wh = energy_usd_per_watt_hour(problem)
+    work_h = sum(p.hours for p in periods)
     plan = Plan(problem.name, sol.status, problem.objective.goal, None, None, sol.seconds)
-    used: dict[str, int] = {}
-    device_power = 0.0
-    for (wn, j), r in sorted(sol.replicas.items()):
+    use: dict[tuple[str, int, str], int] = {}
+    prem_energy_wh: dict[str, float] = {}  # device -> watt-hours of its replicas on premises
+    power = [0.0] * len(periods)  # serving devices and hosts at load, per period
+    training_w = 0.0  # training jobs on the owned fleet (counted at every period's peak)
+    tokens = [0.0] * len(periods)
+    training_usd = 0.0
+    for (wn, j, p_i, site), r in sorted(sol.replicas.items()):
         d = tables.designs[wn][j]
         w = next(x for x in problem.workloads if x.name == wn)
-        if in_fleet(w, problem):
+        span = range(len(periods)) if p_i < 0 else [p_i]
+        if site != JOB:
             for dev, n in d.devices.items():
-                used[dev] = used.get(dev, 0) + n * r
-        stages = []
-        first = 0
-        for s_i, st in enumerate(d.stages):
-            fig = stage_figures(w, cat, d, s_i, problem)
-            stages.append(
-                StageLine(
-                    st.device,
-                    st.tp,
-                    (first, first + st.layers - 1),
-                    fig.memory,
-                    fig.seconds,
-                    fig.boundary_bytes,
-                )
-            )
-            first += st.layers
+                for q in span:
+                    use[(dev, q, site)] = use.get((dev, q, site), 0) + n * r
+        sized = tables.sized_for.get(wn)
+        stages = _stage_lines(
+            class_workload(w, sized[j]) if sized and isinstance(w, InferenceWorkload) else w,
+            cat,
+            d,
+            problem,
+        )
         if isinstance(w, TrainingWorkload):
             hours = w.token_budget / d.tokens_per_s / 3600
             cost = tables.training_cost[(wn, j)]
+            training_usd += cost
             plan.workloads.append(
                 WorkloadPlan(
                     wn,
@@ -347,7 +404,7 @@ def make_plan(problem: Problem, cat: Catalog, tables: Tables, sol: Solution) -> 
                     w.model,
                     d.replicas_dp,
                     d.batch,
-                    tuple(stages),
+                    stages,
                     d.tokens_per_s,
                     None,
                     None,
@@ -355,90 +412,348 @@ def make_plan(problem: Problem, cat: Catalog, tables: Tables, sol: Solution) -> 
                     d.power_w,
                     d.tokens_per_s / d.power_w,
                     None,
+                    site=CLOUD if site == JOB else PREM,
                 )
             )
             plan.notes.append(
                 f"training `{wn}`: {hours:,.1f} h on {sum(d.devices.values())} devices; "
-                f"{'energy' if buy else 'rent'} for the job ${cost:,.0f}"
+                f"{'energy' if site == PREM else 'rent'} for the job ${cost:,.0f}"
             )
+            if site == PREM:
+                training_w += d.power_w
+            continue
+        period = periods[p_i]
+        watts = d.power_w * r
+        host_share = _cloud_host_watts(d, tables.econ) * r if site == CLOUD else 0.0
+        power[p_i] += watts + host_share
+        served: dict[str, float] = {}
+        if w.request_mix is not None:
+            serves = tables.serves[wn][j]
+            for k in serves:
+                y = sol.shares.get((wn, j, k, p_i, site), 0)
+                if y:
+                    served[w.request_mix[k].name] = y / SHARE_STEPS * serves[k]
+            tok = sum(
+                class_load(w, k, period.scale) * c.output_tokens
+                for k, c in enumerate(w.request_mix)
+            )
+            # Tokens of the mix are counted where they are served, in proportion to requests.
+            total_rate = w.requests_per_s * period.scale if w.requests_per_s else 0.0
+            tokens[p_i] += tok * sum(served.values()) / total_rate * period.hours * 3600
         else:
-            tps = d.tokens_per_s * r
-            watts = d.power_w * r
-            device_power += watts
-            plan.workloads.append(
-                WorkloadPlan(
-                    wn,
-                    "inference",
-                    w.model,
-                    r,
-                    d.batch,
-                    tuple(stages),
-                    tps,
-                    d.ms_per_token,
-                    d.ttft_s,
-                    None,
-                    watts,
-                    tps / watts,
-                    None,
-                )
-            )
-    econ = tables.econ
-    for dev in sorted(used):
-        e = econ[dev]
-        bought = sol.bought.get(dev, 0)
-        unit = e.unit_usd
-        plan.devices.append(
-            DeviceLine(dev, used[dev], used[dev] - bought, bought, unit, unit * bought)
-        )
-        hosts = -(
-            -used[dev] // e.slots
-        )  # the fewest hosts that hold them (the solver may leave free ones idle)
-        host_bought = -(-bought // e.slots)
-        plan.nodes.append(
-            NodeLine(
-                e.node.id,
-                dev,
-                hosts,
-                e.node.price_usd if buy else 0.0,
-                (e.node.price_usd if buy else 0.0) * host_bought,
-                e.node.rack_units * hosts,
+            tokens[p_i] += d.tokens_per_s * r * period.hours * 3600
+        if site == PREM:
+            for dev, wh in _split_by_device(d, cat, watts * period.hours).items():
+                prem_energy_wh[dev] = prem_energy_wh.get(dev, 0.0) + wh
+        tps = d.tokens_per_s * r
+        cost = _replica_cost(d, r, site, period.hours, tables.econ, problem)
+        plan.workloads.append(
+            WorkloadPlan(
+                wn,
+                "inference",
+                w.model,
+                r,
+                d.batch,
+                stages,
+                tps,
+                d.ms_per_token,
+                d.ttft_s,
+                None,
+                watts,
+                tps / watts,
+                cost / (tps * period.hours * 3600) * 1e6 if tps and period.hours else None,
+                period=period.name if problem.demand is not None else None,
+                site=site,
+                requests_per_s=served,
+                sized_for=(
+                    w.request_mix[sized[j]].name if sized and w.request_mix is not None else None
+                ),
             )
         )
-        plan.rack_units += e.node.rack_units * hosts
-        device_power += e.node.power_overhead_w * hosts
-        if e.node.intra_node_link not in plan.links:
-            plan.links.append(e.node.intra_node_link)
-    if (
-        len(used) > 1
-        or any(n.count > 1 for n in plan.nodes)
-        or any(len(w.stages) > 1 for w in plan.workloads)
-    ):
-        plan.links.append(problem.constraints.network)
-    plan.capex_usd = (
-        sum(x.total_usd for x in plan.devices) + sum(n.total_usd for n in plan.nodes)
-        if buy
-        else 0.0
+    _bill(plan, problem, cat, tables, sol, use, prem_energy_wh, power)
+    own = ownership_factor(problem)
+    capex = sum(x.total_usd for x in plan.devices) + sum(n.total_usd for n in plan.nodes)
+    host_energy = sum(
+        cat.node(n.type).power_overhead_w * n.count * work_h * usd_wh for n in plan.nodes
     )
-    plan.power_w = device_power
-    plan.wall_power_w = device_power * h.pue
-    years = h.lifetime_years
-    energy = device_power * per_w / years if buy else 0.0
-    rent = sum(x.total_usd for x in plan.devices) / years if not buy else 0.0
-    plan.opex_usd_per_year = energy + rent
-    training = sum(tables.training_cost[k] for k in sol.replicas if k in tables.training_cost)
-    plan.tco_usd = plan.capex_usd + plan.opex_usd_per_year * years + training
-    # Cost per million tokens for each serving workload: its share of devices and power.
-    seconds = working_hours(problem) * 3600
-    for wp in plan.workloads:
-        if wp.kind == "inference" and wp.tokens_per_s > 0:
-            share = _workload_cost(wp, plan, problem, econ)
-            object.__setattr__(
-                wp, "usd_per_million_tokens", share / (wp.tokens_per_s * seconds) * 1e6
+    energy = sum(prem_energy_wh.values()) * usd_wh + host_energy
+    rents = {m: sum(x.rent_usd.get(m, 0.0) for x in plan.devices) for m in RENT_MODES}
+    total = capex * own + energy + sum(rents.values()) + training_usd
+    plan.costs = Costs(
+        capex_usd=capex,
+        maintenance_usd=capex * (own - 1),
+        energy_usd=energy,
+        rent_on_demand_usd=rents["on_demand"],
+        rent_reserved_usd=rents["reserved"],
+        rent_spot_usd=rents["spot"],
+        training_usd=training_usd,
+        total_usd=total,
+    )
+    plan.capex_usd = capex
+    plan.opex_usd_per_year = (total - capex - training_usd) / years
+    plan.tco_usd = total
+    plan.power_w = (max(power) if power else 0.0) + training_w
+    plan.wall_power_w = plan.power_w * h.pue
+    energy_kwh = [pw * p.hours * h.pue / 1000 for pw, p in zip(power, periods, strict=True)]
+    for p_i, p in enumerate(periods):
+        plan.periods.append(
+            PeriodLine(
+                p.name,
+                p.hours,
+                p.scale,
+                _period_devices(plan, use, sol, p_i, tables),
+                power[p_i],
+                energy_kwh[p_i],
+                tokens[p_i],
+                p.gco2e_per_kwh,
             )
+        )
+    job_kwh = sum(
+        wp.power_w * (wp.finish_hours or 0.0) * h.pue / 1000
+        for wp in plan.workloads
+        if wp.kind == "training"
+    )
+    plan.energy_kwh_per_year = (sum(energy_kwh) + job_kwh) / years
+    joules = (sum(energy_kwh) + job_kwh) * 3.6e6
+    plan.tokens_per_joule = sum(tokens) / joules if joules else None
+    if problem.carbon is not None:
+        plan.carbon = _carbon(plan, problem, cat, energy_kwh, job_kwh, sum(tokens))
     plan.objective, plan.bound = _objective(plan, problem, sol)
     plan.slack = constraint_slack(plan, problem)
     plan.binding_constraints = [k for k, v in plan.slack.items() if v <= BINDING_SLACK]
     return plan
+
+
+def _stage_lines(
+    w: InferenceWorkload | TrainingWorkload, cat: Catalog, d: Design, problem: Problem
+) -> tuple[StageLine, ...]:
+    out = []
+    first = 0
+    for s_i, st in enumerate(d.stages):
+        fig = stage_figures(w, cat, d, s_i, problem)
+        out.append(
+            StageLine(
+                st.device,
+                st.tp,
+                (first, first + st.layers - 1),
+                fig.memory,
+                fig.seconds,
+                fig.boundary_bytes,
+            )
+        )
+        first += st.layers
+    return tuple(out)
+
+
+def _cloud_host_watts(d: Design, econ: dict[str, DeviceEconomics]) -> float:
+    """A rented replica's share of its hosts' power (its slots' share of each host)."""
+    return sum(n * econ[x].node.power_overhead_w / econ[x].slots for x, n in d.devices.items())
+
+
+def _split_by_device(d: Design, cat: Catalog, amount: float) -> dict[str, float]:
+    """Split a replica's energy among its device types in proportion to count x TDP."""
+    weights = {x: n * cat.accelerator(x).power.tdp_w for x, n in d.devices.items()}
+    total = sum(weights.values())
+    return {x: amount * v / total for x, v in weights.items()}
+
+
+def _replica_cost(
+    d: Design,
+    r: int,
+    site: str,
+    hours: float,
+    econ: dict[str, DeviceEconomics],
+    problem: Problem,
+) -> float:
+    """What `r` replicas of `d` cost over `hours`: on premises, their devices' purchase with
+    upkeep (a share for the hours) and their energy; in the cloud, on-demand rent."""
+    if site == CLOUD:
+        rate = sum(n * (job_rate(econ[x]) or 0.0) for x, n in d.devices.items())
+        return r * rate * hours
+    share = hours / horizon_hours(problem)
+    own = ownership_factor(problem)
+    capital = sum(
+        n * (econ[x].unit_usd + econ[x].node.price_usd / econ[x].slots) * own
+        for x, n in d.devices.items()
+    )
+    return r * (capital * share + d.power_w * hours * energy_usd_per_watt_hour(problem))
+
+
+def _bill(
+    plan: Plan,
+    problem: Problem,
+    cat: Catalog,
+    tables: Tables,
+    sol: Solution,
+    use: dict[tuple[str, int, str], int],
+    prem_energy_wh: dict[str, float],
+    power: list[float],
+) -> None:
+    """Device and node lines: the fleet on premises (owned first, then bought), reserved and
+    rented devices, their hours, rent, energy, upkeep, utilization and break-even."""
+    periods = tables.periods
+    H = horizon_hours(problem)
+    own = ownership_factor(problem)
+    usd_wh = energy_usd_per_watt_hour(problem)
+    avail = problem.market.spot_availability
+    for dev in sorted({k[0] for k in use}):
+        e = tables.econ[dev]
+        prem = [use.get((dev, q, PREM), 0) for q in range(len(periods))]
+        cloud = [use.get((dev, q, CLOUD), 0) for q in range(len(periods))]
+        fleet = max(prem)
+        owned = min(fleet, e.owned)
+        bought = fleet - owned
+        reserved = sol.reserved.get(dev, 0) if any(cloud) else 0
+        spot = [sol.spot.get((dev, q), 0) if cloud[q] else 0 for q in range(len(periods))]
+        on_demand = [
+            min(
+                sol.on_demand.get((dev, q), 0),
+                max(0, cloud[q] - reserved - math.floor(avail * spot[q] + 1e-9)),
+            )
+            for q in range(len(periods))
+        ]
+        hours = {
+            "on-premises": sum(u * p.hours for u, p in zip(prem, periods, strict=True)),
+        }
+        rates: dict[str, float] = {}
+        rent: dict[str, float] = {}
+        for mode in RENT_MODES:
+            rate = e.prices.rate(mode)
+            if rate is not None:
+                rates[mode] = rate
+        if reserved:
+            hours["reserved"] = reserved * reserved_hours(problem, e.prices)
+            rent["reserved"] = hours["reserved"] * rates["reserved"]
+        for mode, counts in (("on_demand", on_demand), ("spot", spot)):
+            if any(counts):
+                hours[mode] = sum(c * p.hours for c, p in zip(counts, periods, strict=True))
+                rent[mode] = hours[mode] * rates[mode]
+        hosts = -(-fleet // e.slots)
+        host_bought = -(-bought // e.slots)
+        purchase = e.unit_usd
+        dev_energy = prem_energy_wh.get(dev, 0.0) * usd_wh
+        watts_at_work = (
+            prem_energy_wh.get(dev, 0.0) / hours["on-premises"]
+            if hours["on-premises"]
+            else cat.accelerator(dev).power.tdp_w
+        )
+        plan.devices.append(
+            DeviceLine(
+                dev,
+                fleet + reserved + max(on_demand) + max(spot),
+                owned,
+                bought,
+                purchase if bought else 0.0,
+                purchase * bought,
+                reserved=reserved,
+                on_demand=max(on_demand),
+                spot=max(spot),
+                device_hours=hours,
+                rent_usd=rent,
+                rent_usd_per_hour=rates,
+                energy_usd=dev_energy,
+                maintenance_usd=(purchase * bought + e.node.price_usd * host_bought) * (own - 1),
+                utilization=hours["on-premises"] / (fleet * H) if fleet else None,
+                break_even_utilization=break_even_utilization(problem, e, watts_at_work),
+            )
+        )
+        if fleet:
+            plan.nodes.append(
+                NodeLine(
+                    e.node.id,
+                    dev,
+                    hosts,
+                    e.node.price_usd,
+                    e.node.price_usd * host_bought,
+                    e.node.rack_units * hosts,
+                )
+            )
+            plan.rack_units += e.node.rack_units * hosts
+            for q in range(len(periods)):
+                power[q] += e.node.power_overhead_w * hosts
+            if e.node.intra_node_link not in plan.links:
+                plan.links.append(e.node.intra_node_link)
+    if (
+        len(plan.devices) > 1
+        or any(n.count > 1 for n in plan.nodes)
+        or any(len(w.stages) > 1 for w in plan.workloads)
+        or any(x.reserved or x.on_demand or x.spot for x in plan.devices)
+    ):
+        plan.links.append(problem.constraints.network)
+
+
+def _period_devices(
+    plan: Plan, use: dict[tuple[str, int, str], int], sol: Solution, p_i: int, tables: Tables
+) -> dict[str, dict[str, int]]:
+    """Per device in period `p_i`: on-premises devices at work, and reserved, on-demand and spot
+    devices held."""
+    out: dict[str, dict[str, int]] = {}
+    for x in plan.devices:
+        counts = {}
+        prem = use.get((x.type, p_i, PREM), 0)
+        if prem:
+            counts["on-premises"] = prem
+        if use.get((x.type, p_i, CLOUD), 0):
+            if x.reserved:
+                counts["reserved"] = x.reserved
+            od = min(
+                sol.on_demand.get((x.type, p_i), 0),
+                max(
+                    0,
+                    use[(x.type, p_i, CLOUD)]
+                    - x.reserved
+                    - math.floor(
+                        tables.problem.market.spot_availability * sol.spot.get((x.type, p_i), 0)
+                        + 1e-9
+                    ),
+                ),
+            )
+            if od:
+                counts["on_demand"] = od
+            if sol.spot.get((x.type, p_i), 0):
+                counts["spot"] = sol.spot[(x.type, p_i)]
+        if counts:
+            out[x.type] = counts
+    return out
+
+
+def _carbon(
+    plan: Plan,
+    problem: Problem,
+    cat: Catalog,
+    energy_kwh: list[float],
+    job_kwh: float,
+    tokens: float,
+) -> CarbonLine:
+    """SCI: energy x grid intensity plus embodied carbon for the hours devices are held."""
+    periods = plan.periods
+    g0 = grid_intensity(problem, cat) or 0.0
+    operational = sum(
+        kwh * (p.gco2e_per_kwh or 0.0) / 1000 for kwh, p in zip(energy_kwh, periods, strict=True)
+    )
+    operational += job_kwh * g0 / 1000
+    share = embodied_share(problem)
+    embodied = 0.0
+    for x in plan.devices:
+        acc = cat.accelerator(x.type)
+        embodied += (x.owned + x.bought) * (acc.embodied_kgco2e or 0.0) * share
+        rented_h = sum(x.device_hours.get(m, 0.0) for m in RENT_MODES)
+        embodied += rented_h * embodied_kg_per_hour(problem, acc)
+    for wp in plan.workloads:
+        if wp.kind == "training" and wp.site == CLOUD:
+            for st in wp.stages:
+                acc = cat.accelerator(st.device)
+                embodied += (
+                    st.tp
+                    * wp.replicas
+                    * (wp.finish_hours or 0.0)
+                    * embodied_kg_per_hour(problem, acc)
+                )
+    total = operational + embodied
+    kwh = sum(energy_kwh) + job_kwh
+    return CarbonLine(
+        kwh, operational, embodied, total, tokens, total * 1000 / (tokens / 1e6) if tokens else None
+    )
 
 
 BINDING_SLACK = 0.05  # a constraint with under 5 % room left is reported as binding
@@ -456,14 +771,26 @@ def constraint_slack(plan: Plan, problem: Problem) -> dict[str, float]:
     room("budget", plan.tco_usd, c.budget_usd)
     room("capex", plan.capex_usd, c.capex_usd)
     room("power", plan.wall_power_w, c.power_w)
-    room("max_devices", sum(d.count for d in plan.devices), c.max_devices)
+    held = [sum(sum(m.values()) for m in p.devices.values()) for p in plan.periods]
+    room("max_devices", max(held, default=0), c.max_devices)
     room("rack_units", plan.rack_units, c.max_rack_units)
+    if plan.carbon is not None:
+        room("carbon", plan.carbon.total_kgco2e, c.max_carbon_kgco2e)
     for w in problem.workloads:
         parts = [x for x in plan.workloads if x.name == w.name]
         if isinstance(w, InferenceWorkload):
             if w.min_tokens_per_s:
-                got = sum(x.tokens_per_s for x in parts)
-                out[f"throughput:{w.name}"] = float((got - w.min_tokens_per_s) / w.min_tokens_per_s)
+                out[f"throughput:{w.name}"] = min(
+                    float((got - w.min_tokens_per_s * p.scale) / (w.min_tokens_per_s * p.scale))
+                    for p in plan.periods
+                    for got in [
+                        sum(
+                            x.tokens_per_s
+                            for x in parts
+                            if x.period in (None, p.name) or len(plan.periods) == 1
+                        )
+                    ]
+                )
             if w.max_ms_per_token:
                 worst = max(x.ms_per_token or 0.0 for x in parts)
                 room(f"latency:{w.name}", worst, w.max_ms_per_token)
@@ -472,23 +799,16 @@ def constraint_slack(plan: Plan, problem: Problem) -> dict[str, float]:
     return out
 
 
-def _workload_cost(
-    wp: WorkloadPlan, plan: Plan, problem: Problem, econ: dict[str, DeviceEconomics]
-) -> float:
-    """Devices of this workload at their unit price plus its energy over the horizon."""
-    per_w = energy_usd_per_watt(problem)
-    counts: dict[str, int] = {}
-    for st in wp.stages:
-        counts[st.device] = counts.get(st.device, 0) + st.tp * wp.replicas
-    capital = sum(econ[d].unit_usd * n for d, n in counts.items())
-    energy = wp.power_w * per_w if problem.horizon.procurement == "buy" else 0.0
-    return capital + energy
-
-
 def _objective(plan: Plan, problem: Problem, sol: Solution) -> tuple[float | None, float | None]:
     goal = problem.objective.goal
     if goal == "min_cost":
         return sol.objective, sol.bound  # the model's integer dollars (costs rounded up)
+    if goal == "min_carbon":
+        # The model's integer grams (rounded up), in kg.
+        return (
+            None if sol.objective is None else sol.objective / 1000,
+            None if sol.bound is None else sol.bound / 1000,
+        )
     thr = sum(w.tokens_per_s for w in plan.workloads if w.kind == "inference")
     if goal == "max_throughput":
         b = None if sol.bound is None else sol.bound / 1000

@@ -3,7 +3,8 @@ constraint from the catalog and the problem. A plan that fails is a bug and rais
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -15,11 +16,26 @@ from planner.estimator.formats import kv_bytes, weight_format
 from planner.estimator.memory import TrainingSetup, inference_memory, training_memory
 from planner.estimator.perf import decode_layer_seconds, head_seconds
 from planner.model.designs import Design
-from planner.model.economics import energy_usd_per_watt, in_fleet
-from planner.plan import Plan, WorkloadPlan
+from planner.model.economics import (
+    RENT_MODES,
+    Period,
+    demand_periods,
+    device_prices,
+    embodied_kg_per_hour,
+    embodied_share,
+    energy_usd_per_watt_hour,
+    grid_intensity,
+    horizon_hours,
+    in_fleet,
+    ownership_factor,
+    reserved_hours,
+)
+from planner.model.mix import fits, replica_rate
+from planner.plan import Costs, Plan, WorkloadPlan
 from planner.problem_schema import InferenceWorkload, Problem, TrainingWorkload, Workload
 
 REL_TOL = 1e-6
+PREM, CLOUD = "on-premises", "cloud"  # where replicas run (as the plan names them)
 
 
 @dataclass(frozen=True)
@@ -86,9 +102,12 @@ def _close(a: float, b: float) -> bool:
 
 def verify(plan: Plan, problem: Problem, cat: Catalog) -> None:
     """Raise InternalError if any constraint or figure of `plan` does not hold."""
-    c = problem.constraints
-    h = problem.horizon
-    used: dict[str, int] = {}
+    periods = demand_periods(problem)
+    if [(p.name, p.hours, p.scale) for p in plan.periods] != [
+        (p.name, p.hours, p.scale) for p in periods
+    ]:
+        _fail(problem, "the plan's periods are not the problem's demand periods")
+    f = _Fleet(len(periods))
     by_workload: dict[str, list[WorkloadPlan]] = {}
     for wp in plan.workloads:
         by_workload.setdefault(wp.name, []).append(wp)
@@ -96,109 +115,439 @@ def verify(plan: Plan, problem: Problem, cat: Catalog) -> None:
         parts = by_workload.get(w.name, [])
         if not parts:
             _fail(problem, f"workload `{w.name}` has no replicas")
-        m = cat.model(w.model)
-        thr = 0.0
-        conc = 0
         for wp in parts:
-            layers = sum(s.layers[1] - s.layers[0] + 1 for s in wp.stages)
-            if layers != m.num_layers:
-                _fail(problem, f"`{w.name}` places {layers} layers, the model has {m.num_layers}")
-            expect = 0
-            for s in wp.stages:
-                if s.layers[0] != expect:
-                    _fail(problem, f"`{w.name}` layer ranges are not contiguous")
-                expect = s.layers[1] + 1
-                dev = cat.accelerator(s.device)
-                usable = dev.memory.bytes * (1.0 - c.memory_headroom)
-                if s.memory_bytes["total"] > usable * (1 + REL_TOL):
-                    _fail(
-                        problem,
-                        f"`{w.name}` stage on {s.device} needs {s.memory_bytes['total']:.4g} B, "
-                        f"usable {usable:.4g} B",
-                    )
-                if in_fleet(w, problem):
-                    used[s.device] = used.get(s.device, 0) + s.tp * wp.replicas
-            if isinstance(w, InferenceWorkload):
-                T = max(s.seconds_per_step for s in wp.stages)
-                S = len(wp.stages)
-                per_replica = wp.batch / T
-                if not _close(per_replica * wp.replicas, wp.tokens_per_s):
-                    _fail(
-                        problem,
-                        f"`{w.name}` throughput {wp.tokens_per_s} != recomputed {per_replica * wp.replicas}",
-                    )
-                if (
-                    w.max_ms_per_token is not None
-                    and w.max_ms_per_token * (1 + REL_TOL) < S * T * 1e3
-                ):
-                    _fail(
-                        problem, f"`{w.name}` time per token {S * T * 1e3:.3f} ms over the ceiling"
-                    )
-                thr += per_replica * wp.replicas
-                conc += wp.batch * S * wp.replicas
+            _check_stages(problem, cat, w, wp)
+            if isinstance(w, TrainingWorkload):
+                _check_training(problem, cat, w, wp, f, len(periods))
             else:
-                hours = wp.finish_hours or 0.0
-                if w.deadline_hours is not None and hours > w.deadline_hours * (1 + REL_TOL):
-                    _fail(
-                        problem,
-                        f"`{w.name}` finishes in {hours:.2f} h, deadline {w.deadline_hours} h",
-                    )
+                _check_replicas(problem, cat, w, wp, f, periods)
         if isinstance(w, InferenceWorkload):
-            if thr < w.min_tokens_per_s * (1 - REL_TOL):
-                _fail(problem, f"`{w.name}` serves {thr:.1f} tokens/s < {w.min_tokens_per_s}")
-            if conc < w.concurrency:
-                _fail(problem, f"`{w.name}` holds {conc} sequences < {w.concurrency}")
-    # Bill of materials
-    owned = {o.device: 0 for o in c.inventory}
-    for o in c.inventory:
-        owned[o.device] += o.count
-    for line in plan.devices:
-        if used.get(line.type, 0) != line.count:
+            _check_demand(problem, w, parts, periods)
+    _check_fleet(plan, problem, cat, f, periods)
+    _check_costs(plan, problem, cat, f, periods)
+    _check_energy_and_carbon(plan, problem, cat, f, periods)
+
+
+@dataclass
+class _Fleet:
+    """What the verifier recomputes from the plan's stages, period by period."""
+
+    n: int
+    use: dict[tuple[str, int, str], int] = field(default_factory=dict)
+    power: list[float] = field(default_factory=list)  # serving devices (+ rented host share)
+    tokens: list[float] = field(default_factory=list)
+    prem_wh: dict[str, float] = field(default_factory=dict)  # device -> watt-hours on premises
+    training_w: float = 0.0  # training jobs on the owned fleet
+    training_usd: float = 0.0
+    training_kwh: float = 0.0
+    training_embodied_kg: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.power = [0.0] * self.n
+        self.tokens = [0.0] * self.n
+
+    def add(self, dev: str, p_i: int, site: str, n: int) -> None:
+        self.use[(dev, p_i, site)] = self.use.get((dev, p_i, site), 0) + n
+
+
+def _check_stages(problem: Problem, cat: Catalog, w: Workload, wp: WorkloadPlan) -> None:
+    c = problem.constraints
+    m = cat.model(w.model)
+    layers = sum(s.layers[1] - s.layers[0] + 1 for s in wp.stages)
+    if layers != m.num_layers:
+        _fail(problem, f"`{w.name}` places {layers} layers, the model has {m.num_layers}")
+    expect = 0
+    for s in wp.stages:
+        if s.layers[0] != expect:
+            _fail(problem, f"`{w.name}` layer ranges are not contiguous")
+        expect = s.layers[1] + 1
+        dev = cat.accelerator(s.device)
+        usable = dev.memory.bytes * (1.0 - c.memory_headroom)
+        if s.memory_bytes["total"] > usable * (1 + REL_TOL):
             _fail(
                 problem,
-                f"{line.type}: plan lists {line.count}, stages use {used.get(line.type, 0)}",
+                f"`{w.name}` stage on {s.device} needs {s.memory_bytes['total']:.4g} B, "
+                f"usable {usable:.4g} B",
             )
-        if (
-            line.owned > owned.get(line.type, 0)
-            or line.bought != line.count - line.owned
-            or line.bought < 0
+
+
+def _devices_of(wp: WorkloadPlan) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for s in wp.stages:
+        out[s.device] = out.get(s.device, 0) + s.tp * wp.replicas
+    return out
+
+
+def _check_training(
+    problem: Problem, cat: Catalog, w: TrainingWorkload, wp: WorkloadPlan, f: _Fleet, n: int
+) -> None:
+    hours = wp.finish_hours or 0.0
+    if w.deadline_hours is not None and hours > w.deadline_hours * (1 + REL_TOL):
+        _fail(problem, f"`{w.name}` finishes in {hours:.2f} h, deadline {w.deadline_hours} h")
+    if not _close(hours, w.token_budget / wp.tokens_per_s / 3600):
+        _fail(problem, f"`{w.name}` finish time does not follow from its throughput")
+    devices = _devices_of(wp)
+    f.training_kwh += wp.power_w * hours * problem.horizon.pue / 1000
+    if in_fleet(w, problem):
+        if wp.site != PREM:
+            _fail(problem, f"`{w.name}` should run on the owned fleet")
+        for dev, k in devices.items():
+            for q in range(n):
+                f.add(dev, q, PREM, k)
+        f.training_w += wp.power_w
+        f.training_usd += wp.power_w * hours * energy_usd_per_watt_hour(problem)
+        return
+    for dev, k in devices.items():
+        acc = cat.accelerator(dev)
+        p = device_prices(problem, acc)
+        rate = p.on_demand_usd_per_hour or p.spot_usd_per_hour or p.reserved_usd_per_hour
+        if rate is None:
+            _fail(problem, f"`{w.name}` rents {dev}, which has no rent price")
+        f.training_usd += k * (rate or 0.0) * hours
+        if problem.carbon is not None:
+            f.training_embodied_kg += k * hours * embodied_kg_per_hour(problem, acc)
+
+
+def _check_replicas(
+    problem: Problem,
+    cat: Catalog,
+    w: InferenceWorkload,
+    wp: WorkloadPlan,
+    f: _Fleet,
+    periods: list[Period],
+) -> None:
+    names = [p.name for p in periods]
+    if problem.demand is None:
+        p_i = 0
+    elif wp.period in names:
+        p_i = names.index(wp.period)
+    else:
+        _fail(problem, f"`{w.name}` replicas serve an unknown period `{wp.period}`")
+    T = max(s.seconds_per_step for s in wp.stages)
+    S = len(wp.stages)
+    if not _close(wp.batch / T * wp.replicas, wp.tokens_per_s):
+        _fail(
+            problem,
+            f"`{w.name}` throughput {wp.tokens_per_s} != recomputed {wp.batch / T * wp.replicas}",
+        )
+    if w.max_ms_per_token is not None and w.max_ms_per_token * (1 + REL_TOL) < S * T * 1e3:
+        _fail(problem, f"`{w.name}` time per token {S * T * 1e3:.3f} ms over the ceiling")
+    if wp.site not in (PREM, CLOUD):
+        _fail(problem, f"`{w.name}` runs at an unknown site `{wp.site}`")
+    hours = periods[p_i].hours
+    host_w = 0.0
+    for dev, k in _devices_of(wp).items():
+        f.add(dev, p_i, wp.site, k)
+        if wp.site == CLOUD:
+            node = cat.host_for(cat.accelerator(dev))
+            assert node is not None
+            host_w += k * node.power_overhead_w / node.slots
+    f.power[p_i] += wp.power_w + host_w
+    if wp.site == PREM:
+        weights = {s.device: s.tp * cat.accelerator(s.device).power.tdp_w for s in wp.stages}
+        tdp = {d: 0.0 for d in weights}
+        for s in wp.stages:
+            tdp[s.device] += s.tp * cat.accelerator(s.device).power.tdp_w
+        total = sum(tdp.values())
+        for dev, v in tdp.items():
+            f.prem_wh[dev] = f.prem_wh.get(dev, 0.0) + wp.power_w * hours * v / total
+    if w.request_mix is None:
+        f.tokens[p_i] += wp.tokens_per_s * hours * 3600
+        return
+    # Each class's requests/s must fit the replicas' time.
+    classes = {c.name: c for c in w.request_mix}
+    sized = classes.get(wp.sized_for or "")
+    if sized is None:
+        _fail(problem, f"`{w.name}` replicas name no request class they are sized for")
+        return
+    time_used = 0.0
+    for name, served in wp.requests_per_s.items():
+        cls = classes[name]
+        if not fits(cls, sized):
+            _fail(problem, f"`{w.name}` serves class `{name}` on replicas sized for `{sized.name}`")
+        rate = _measured(w, wp, name) if name == sized.name else None
+        if rate is None:
+            rate = replica_rate(wp.tokens_per_s / wp.replicas, wp.ttft_s or 0.0, sized, cls)
+        time_used += served / rate
+    if time_used > wp.replicas * (1 + 1e-4):
+        _fail(problem, f"`{w.name}` needs {time_used:.4f} replicas' time, has {wp.replicas}")
+    scale = periods[p_i].scale
+    total_rate = (w.requests_per_s or 0.0) * scale
+    tok = sum((w.requests_per_s or 0.0) * c.share * scale * c.output_tokens for c in w.request_mix)
+    f.tokens[p_i] += tok * sum(wp.requests_per_s.values()) / total_rate * hours * 3600
+
+
+def _measured(w: InferenceWorkload, wp: WorkloadPlan, name: str) -> float | None:
+    if len(wp.stages) != 1:
+        return None
+    st = wp.stages[0]
+    for m in w.capacity:
+        if (m.device, m.tp, m.request_class) == (st.device, st.tp, name):
+            return m.requests_per_s
+    return None
+
+
+def _check_demand(
+    problem: Problem, w: InferenceWorkload, parts: list[WorkloadPlan], periods: list[Period]
+) -> None:
+    for p in periods:
+        here = [x for x in parts if problem.demand is None or x.period == p.name]
+        if not here:
+            _fail(problem, f"`{w.name}` has no replicas in period `{p.name}`")
+        if w.request_mix is not None:
+            for c in w.request_mix:
+                need = (w.requests_per_s or 0.0) * c.share * p.scale
+                got = sum(x.requests_per_s.get(c.name, 0.0) for x in here)
+                if got < need * (1 - 1e-4):
+                    _fail(
+                        problem,
+                        f"`{w.name}` serves {got:.4g} requests/s of `{c.name}` in `{p.name}`, "
+                        f"needs {need:.4g}",
+                    )
+            continue
+        thr = sum(x.tokens_per_s for x in here)
+        conc = sum(x.batch * len(x.stages) * x.replicas for x in here)
+        if thr < w.min_tokens_per_s * p.scale * (1 - REL_TOL):
+            _fail(problem, f"`{w.name}` serves {thr:.1f} tokens/s < {w.min_tokens_per_s * p.scale}")
+        if conc < math.ceil(w.concurrency * p.scale - 1e-9):
+            _fail(problem, f"`{w.name}` holds {conc} sequences < {w.concurrency * p.scale}")
+
+
+def _check_fleet(
+    plan: Plan, problem: Problem, cat: Catalog, f: _Fleet, periods: list[Period]
+) -> None:
+    """The bill of materials holds every device at work, in modes the problem allows, and
+    stays under the fleet limits."""
+    c = problem.constraints
+    h = problem.horizon
+    H = horizon_hours(problem)
+    n = len(periods)
+    owned_inv: dict[str, int] = {}
+    for o in c.inventory:
+        owned_inv[o.device] = owned_inv.get(o.device, 0) + o.count
+    listed = {x.type for x in plan.devices}
+    if listed != {dev for dev, _, _ in f.use}:
+        _fail(problem, "the device lines are not the devices the stages use")
+    avail = problem.market.spot_availability
+    spot_needed = [0] * n
+    held = [0] * n
+    own = ownership_factor(problem)
+    usd_wh = energy_usd_per_watt_hour(problem)
+    for line in plan.devices:
+        dev = line.type
+        acc = cat.accelerator(dev)
+        prices = device_prices(problem, acc)
+        node = cat.host_for(acc)
+        assert node is not None
+        prem = [f.use.get((dev, q, PREM), 0) for q in range(n)]
+        cloud = [f.use.get((dev, q, CLOUD), 0) for q in range(n)]
+        fleet = max(prem)
+        if line.owned + line.bought != fleet or line.owned > owned_inv.get(dev, 0):
+            _fail(problem, f"{dev}: owned {line.owned} + bought {line.bought} != fleet {fleet}")
+        if line.bought and ("buy" not in h.modes or prices.purchase_usd is None):
+            _fail(problem, f"{dev}: bought, but buying it is not allowed or has no price")
+        od = [plan.periods[q].devices.get(dev, {}).get("on_demand", 0) for q in range(n)]
+        sp = [plan.periods[q].devices.get(dev, {}).get("spot", 0) for q in range(n)]
+        for q in range(n):
+            rv = plan.periods[q].devices.get(dev, {}).get("reserved", 0)
+            if cloud[q] and rv != line.reserved:
+                _fail(problem, f"{dev}: reserved count differs between periods")
+            if cloud[q] > line.reserved + od[q] + math.floor(avail * sp[q] + 1e-9):
+                _fail(problem, f"{dev}: {cloud[q]} rented devices at work, fewer held")
+            spot_needed[q] += max(0, cloud[q] - line.reserved - od[q])
+            held[q] += fleet + cloud[q]
+        for mode, count in (("reserved", line.reserved), ("on_demand", max(od)), ("spot", max(sp))):
+            if count and (mode not in h.modes or prices.rate(mode) is None):
+                _fail(problem, f"{dev}: {mode} is not allowed or has no price")
+        if line.count != fleet + line.reserved + max(od) + max(sp):
+            _fail(problem, f"{dev}: count {line.count} is not the devices held")
+        if (line.on_demand, line.spot) != (max(od), max(sp)):
+            _fail(problem, f"{dev}: on-demand or spot peak is wrong")
+        hours = {"on-premises": sum(u * p.hours for u, p in zip(prem, periods, strict=True))}
+        rent: dict[str, float] = {}
+        if line.reserved:
+            hours["reserved"] = line.reserved * reserved_hours(problem, prices)
+            rent["reserved"] = hours["reserved"] * (prices.reserved_usd_per_hour or 0.0)
+        for mode, counts, rate in (
+            ("on_demand", od, prices.on_demand_usd_per_hour),
+            ("spot", sp, prices.spot_usd_per_hour),
         ):
-            _fail(problem, f"{line.type}: owned/bought split is wrong")
-        if (
-            c.allowed_devices is not None
-            and line.type not in c.allowed_devices
-            and line.type not in owned
+            if any(counts):
+                hours[mode] = sum(k * p.hours for k, p in zip(counts, periods, strict=True))
+                rent[mode] = hours[mode] * (rate or 0.0)
+        _same(problem, f"{dev} device-hours", line.device_hours, hours)
+        _same(problem, f"{dev} rent", line.rent_usd, rent)
+        purchase = prices.purchase_usd or 0.0
+        if not _close(line.total_usd, purchase * line.bought):
+            _fail(problem, f"{dev}: purchase total is wrong")
+        host_bought = -(-line.bought // node.slots)
+        maint = (purchase * line.bought + node.price_usd * host_bought) * (own - 1)
+        if not _close(line.maintenance_usd, maint):
+            _fail(problem, f"{dev}: maintenance {line.maintenance_usd} != {maint}")
+        if not _close(line.energy_usd, f.prem_wh.get(dev, 0.0) * usd_wh):
+            _fail(problem, f"{dev}: energy {line.energy_usd} != {f.prem_wh.get(dev, 0.0) * usd_wh}")
+        util = hours["on-premises"] / (fleet * H) if fleet else None
+        if (util is None) != (line.utilization is None) or (
+            util is not None and not _close(util, line.utilization or 0.0)
         ):
-            _fail(problem, f"{line.type} is not allowed")
-        if line.type in c.excluded_devices:
-            _fail(problem, f"{line.type} is excluded")
-        if c.require_ecc and not cat.accelerator(line.type).ecc:
-            _fail(problem, f"{line.type} has no ECC")
-    for node in plan.nodes:
-        n = cat.node(node.type)
-        cnt = used.get(node.hosts, 0)
-        if node.count * n.slots < cnt:
-            _fail(problem, f"{node.count} x {node.type} cannot host {cnt} {node.hosts}")
-    if c.max_devices is not None and sum(used.values()) > c.max_devices:
-        _fail(problem, f"{sum(used.values())} devices > max_devices {c.max_devices}")
-    if c.max_rack_units is not None and plan.rack_units > c.max_rack_units:
-        _fail(problem, f"{plan.rack_units} rack units > {c.max_rack_units}")
-    power = sum(wp.power_w for wp in plan.workloads if wp.kind == "inference")
-    power += sum(cat.node(n.type).power_overhead_w * n.count for n in plan.nodes)
-    if not _close(power, plan.power_w):
-        _fail(problem, f"power {plan.power_w} != recomputed {power}")
-    if c.power_w is not None and power * h.pue > c.power_w * (1 + REL_TOL):
-        _fail(problem, f"wall power {power * h.pue:.0f} W > cap {c.power_w} W")
-    capex = sum(x.bought * x.unit_price_usd for x in plan.devices) + sum(
-        n.total_usd for n in plan.nodes
+            _fail(problem, f"{dev}: utilization {line.utilization} != {util}")
+        watts = (
+            f.prem_wh.get(dev, 0.0) / hours["on-premises"]
+            if hours["on-premises"]
+            else acc.power.tdp_w
+        )
+        be = None
+        if prices.purchase_usd is not None and prices.on_demand_usd_per_hour is not None:
+            margin = (
+                prices.on_demand_usd_per_hour
+                - (watts + node.power_overhead_w / node.slots) * usd_wh
+            )
+            if margin > 0:
+                be = (prices.purchase_usd + node.price_usd / node.slots) * own / (H * margin)
+        if (be is None) != (line.break_even_utilization is None) or (
+            be is not None and not _close(be, line.break_even_utilization or 0.0)
+        ):
+            _fail(problem, f"{dev}: break-even {line.break_even_utilization} != {be}")
+        if c.allowed_devices is not None and dev not in c.allowed_devices and dev not in owned_inv:
+            _fail(problem, f"{dev} is not allowed")
+        if dev in c.excluded_devices:
+            _fail(problem, f"{dev} is excluded")
+        if c.require_ecc and not acc.ecc:
+            _fail(problem, f"{dev} has no ECC")
+    for q in range(n):
+        total = sum(f.use.get((d, q, s), 0) for d in listed for s in (PREM, CLOUD))
+        if spot_needed[q] > problem.market.spot_max_share * total * (1 + REL_TOL) + 1e-9:
+            _fail(problem, f"spot carries more than its share in `{periods[q].name}`")
+        if c.max_devices is not None and held[q] > c.max_devices:
+            _fail(problem, f"{held[q]} devices > max_devices {c.max_devices}")
+    ru = 0
+    for node_line in plan.nodes:
+        nd = cat.node(node_line.type)
+        fleet = max(f.use.get((node_line.hosts, q, PREM), 0) for q in range(n))
+        if node_line.count * nd.slots < fleet:
+            _fail(problem, f"{node_line.count} x {nd.id} cannot host {fleet} {node_line.hosts}")
+        ru += nd.rack_units * node_line.count
+        for q in range(n):
+            f.power[q] += nd.power_overhead_w * node_line.count
+    if ru != plan.rack_units:
+        _fail(problem, f"rack units {plan.rack_units} != recomputed {ru}")
+    if c.max_rack_units is not None and ru > c.max_rack_units:
+        _fail(problem, f"{ru} rack units > {c.max_rack_units}")
+    for q, p in enumerate(plan.periods):
+        if not _close(p.power_w, f.power[q]):
+            _fail(problem, f"power in `{p.name}` {p.power_w} != recomputed {f.power[q]}")
+    peak = max(f.power) + f.training_w
+    if not _close(peak, plan.power_w):
+        _fail(problem, f"power {plan.power_w} != recomputed {peak}")
+    if c.power_w is not None and peak * h.pue > c.power_w * (1 + REL_TOL):
+        _fail(problem, f"wall power {peak * h.pue:.0f} W > cap {c.power_w} W")
+
+
+def _same(problem: Problem, what: str, got: dict[str, float], want: dict[str, float]) -> None:
+    keys = {k for k, v in got.items() if v} | {k for k, v in want.items() if v}
+    for k in keys:
+        if not _close(got.get(k, 0.0), want.get(k, 0.0)):
+            _fail(problem, f"{what} `{k}` {got.get(k, 0.0)} != recomputed {want.get(k, 0.0)}")
+
+
+def _check_costs(
+    plan: Plan, problem: Problem, cat: Catalog, f: _Fleet, periods: list[Period]
+) -> None:
+    """Every cost figure, recomputed from catalog prices and the problem."""
+    c = problem.constraints
+    h = problem.horizon
+    own = ownership_factor(problem)
+    usd_wh = energy_usd_per_watt_hour(problem)
+    work_h = sum(p.hours for p in periods)
+    capex = sum(
+        (device_prices(problem, cat.accelerator(x.type)).purchase_usd or 0.0) * x.bought
+        for x in plan.devices
     )
-    if h.procurement == "buy" and not _close(capex, plan.capex_usd):
-        _fail(problem, f"capex {plan.capex_usd} != recomputed {capex}")
-    if c.capex_usd is not None and plan.capex_usd > c.capex_usd * (1 + REL_TOL):
-        _fail(problem, f"capex {plan.capex_usd:.0f} > {c.capex_usd}")
-    if c.budget_usd is not None and plan.tco_usd > c.budget_usd * (1 + REL_TOL):
-        _fail(problem, f"total cost {plan.tco_usd:.0f} > budget {c.budget_usd}")
-    if h.procurement == "buy":
-        energy = power * energy_usd_per_watt(problem) / h.lifetime_years
-        if not _close(energy, plan.opex_usd_per_year):
-            _fail(problem, f"opex {plan.opex_usd_per_year} != recomputed {energy}")
+    host_energy = 0.0
+    for node_line in plan.nodes:
+        nd = cat.node(node_line.type)
+        bought = next(x.bought for x in plan.devices if x.type == node_line.hosts)
+        if not _close(node_line.total_usd, nd.price_usd * -(-bought // nd.slots)):
+            _fail(problem, f"{nd.id}: hosts bought are priced wrong")
+        capex += node_line.total_usd
+        host_energy += nd.power_overhead_w * node_line.count * work_h * usd_wh
+    energy = sum(f.prem_wh.values()) * usd_wh + host_energy
+    rents = {
+        m: sum(
+            x.device_hours.get(m, 0.0)
+            * (device_prices(problem, cat.accelerator(x.type)).rate(m) or 0.0)
+            for x in plan.devices
+        )
+        for m in RENT_MODES
+    }
+    want = Costs(
+        capex_usd=capex,
+        maintenance_usd=capex * (own - 1),
+        energy_usd=energy,
+        rent_on_demand_usd=rents["on_demand"],
+        rent_reserved_usd=rents["reserved"],
+        rent_spot_usd=rents["spot"],
+        training_usd=f.training_usd,
+        total_usd=capex * own + energy + sum(rents.values()) + f.training_usd,
+    )
+    for key, value in asdict(want).items():
+        if not _close(getattr(plan.costs, key), value):
+            _fail(problem, f"cost `{key}` {getattr(plan.costs, key)} != recomputed {value}")
+    if not _close(plan.tco_usd, want.total_usd) or not _close(plan.capex_usd, capex):
+        _fail(problem, "total cost or capex does not match the cost lines")
+    opex = (want.total_usd - capex - f.training_usd) / h.lifetime_years
+    if not _close(plan.opex_usd_per_year, opex):
+        _fail(problem, f"opex {plan.opex_usd_per_year} != recomputed {opex}")
+    if c.capex_usd is not None and capex > c.capex_usd * (1 + REL_TOL):
+        _fail(problem, f"capex {capex:.0f} > {c.capex_usd}")
+    if c.budget_usd is not None and want.total_usd > c.budget_usd * (1 + REL_TOL):
+        _fail(problem, f"total cost {want.total_usd:.0f} > budget {c.budget_usd}")
+
+
+def _check_energy_and_carbon(
+    plan: Plan, problem: Problem, cat: Catalog, f: _Fleet, periods: list[Period]
+) -> None:
+    h = problem.horizon
+    kwh = [pw * p.hours * h.pue / 1000 for pw, p in zip(f.power, periods, strict=True)]
+    for q, p in enumerate(plan.periods):
+        if not _close(p.energy_kwh, kwh[q]) or not _close(p.tokens, f.tokens[q]):
+            _fail(problem, f"energy or tokens of `{p.name}` do not match")
+    total_kwh = sum(kwh) + f.training_kwh
+    if not _close(plan.energy_kwh_per_year, total_kwh / h.lifetime_years):
+        _fail(
+            problem, f"energy per year {plan.energy_kwh_per_year} != {total_kwh / h.lifetime_years}"
+        )
+    if problem.carbon is None:
+        if plan.carbon is not None:
+            _fail(problem, "carbon figures without a carbon section")
+        return
+    g0 = grid_intensity(problem, cat) or 0.0
+    operational = (
+        sum(k * (p.gco2e_per_kwh or 0.0) / 1000 for k, p in zip(kwh, periods, strict=True))
+        + f.training_kwh * g0 / 1000
+    )
+    share = embodied_share(problem)
+    embodied = f.training_embodied_kg
+    for x in plan.devices:
+        acc = cat.accelerator(x.type)
+        embodied += (x.owned + x.bought) * (acc.embodied_kgco2e or 0.0) * share
+        embodied += sum(x.device_hours.get(m, 0.0) for m in RENT_MODES) * embodied_kg_per_hour(
+            problem, acc
+        )
+    cl = plan.carbon
+    if cl is None:
+        _fail(problem, "no carbon figures")
+        return
+    tokens = sum(f.tokens)
+    for got, want, what in (
+        (cl.energy_kwh, total_kwh, "energy"),
+        (cl.operational_kgco2e, operational, "operational carbon"),
+        (cl.embodied_kgco2e, embodied, "embodied carbon"),
+        (cl.total_kgco2e, operational + embodied, "carbon"),
+        (cl.tokens, tokens, "tokens"),
+    ):
+        if not _close(got, want):
+            _fail(problem, f"{what} {got} != recomputed {want}")
+    cap = problem.constraints.max_carbon_kgco2e
+    if cap is not None and operational + embodied > cap * (1 + REL_TOL):
+        _fail(problem, f"carbon {operational + embodied:.0f} kg > cap {cap} kg")

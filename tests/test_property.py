@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.catalog import load_catalog
-from planner.model.cpsat import Solution, Tables
+from planner.model.cpsat import PREM, Solution, Tables
 from planner.model.economics import in_fleet
 from planner.problem_schema import InferenceWorkload, Problem
 from planner.solve import build_tables, constraint_slack, make_plan, solve_problem
@@ -94,7 +94,7 @@ def brute_force_cost(problem: Problem, tables: Tables) -> float | None:
                     used[dev] = used.get(dev, 0) + n * c
         bought = {dev: max(0, n - tables.econ[dev].owned) for dev, n in used.items()}
         hosts = {dev: -(-n // tables.econ[dev].slots) for dev, n in used.items()}
-        replicas = {(w.name, j): c for j, c in enumerate(counts) if c}
+        replicas = {(w.name, j, 0, PREM): c for j, c in enumerate(counts) if c}
         sol = Solution("OPTIMAL", None, None, 0.0, replicas, bought, hosts)
         plan = make_plan(problem, cat, tables, sol)
         if any(v < -1e-9 for v in constraint_slack(plan, problem).values()):

@@ -47,6 +47,7 @@ from planner.estimator.perf import (
     prefill_layer_seconds,
     training_tokens_per_second,
 )
+from planner.model.economics import available_modes
 from planner.problem_schema import InferenceWorkload, Problem, TrainingWorkload
 
 BATCH_LEVELS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -93,12 +94,7 @@ def allowed_devices(problem: Problem, cat: Catalog) -> list[Accelerator]:
             continue
         if c.require_ecc and not d.ecc:
             continue
-        priced = (
-            d.price.purchase_usd
-            if problem.horizon.procurement == "buy"
-            else d.price.rent_usd_per_hour
-        )
-        if priced is None and d.id not in owned:
+        if not available_modes(problem, d) and d.id not in owned:
             continue
         if not cat.nodes_for(d):
             continue

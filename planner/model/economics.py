@@ -1,4 +1,19 @@
-"""Per-device money and hosting facts the optimizer and the verifier both use."""
+"""Money, time and carbon facts per device and per demand period, shared by the optimizer and the
+verifier: prices after the problem's overrides, the hours each period stands for, and what one
+device costs and emits in each procurement mode.
+
+Conventions (stated once, used everywhere):
+- The horizon is `lifetime_years` x 8,760 hours. Demand periods split those hours; without a
+  demand profile there is one period, the working hours (`utilization` of them), at the stated rate.
+- Bought devices and their hosts are paid up front, plus `maintenance_per_year` of their price per
+  year; they draw electricity (at PUE) for the hours they serve.
+- Rent includes power and hosting. On-demand and spot are paid for the hours of the periods they
+  are rented in; a reserved device is paid for every hour of the horizon, or of its whole term when
+  that is longer.
+- Carbon follows the Software Carbon Intensity specification: the energy of every device in use
+  (owned or rented) times the grid intensity, plus embodied carbon in proportion to the hours a
+  device is held over its expected life.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +22,38 @@ from dataclasses import dataclass
 from planner.catalog import Catalog
 from planner.catalog_schema import Accelerator, Node
 from planner.estimator.cost import HOURS_PER_YEAR
-from planner.problem_schema import Problem, TrainingWorkload, Workload
+from planner.problem_schema import Mode, Problem, TrainingWorkload, Workload
+
+RENT_MODES: tuple[Mode, ...] = ("on_demand", "reserved", "spot")
+
+
+@dataclass(frozen=True)
+class Period:
+    """Hours of the horizon at one demand level (a scale of the workloads' stated rates)."""
+
+    name: str
+    hours: float
+    scale: float
+    gco2e_per_kwh: float | None
+
+
+@dataclass(frozen=True)
+class Prices:
+    """One device's prices after the problem's overrides; None where there is none."""
+
+    purchase_usd: float | None
+    on_demand_usd_per_hour: float | None
+    reserved_usd_per_hour: float | None
+    reserved_term_years: float
+    spot_usd_per_hour: float | None
+
+    def rate(self, mode: Mode) -> float | None:
+        return {
+            "buy": None,
+            "on_demand": self.on_demand_usd_per_hour,
+            "reserved": self.reserved_usd_per_hour,
+            "spot": self.spot_usd_per_hour,
+        }[mode]
 
 
 @dataclass(frozen=True)
@@ -15,28 +61,159 @@ class DeviceEconomics:
     device: Accelerator
     node: Node  # cheapest host per slot
     owned: int
-    unit_usd: float  # purchase price (buy) or rent over the horizon's working hours (rent)
+    prices: Prices
+    modes: tuple[Mode, ...]  # the problem's modes this device has a price for ("buy" if owned)
 
     @property
     def slots(self) -> int:
         return self.node.slots
 
+    @property
+    def unit_usd(self) -> float:
+        """Purchase price (0 when it cannot be bought)."""
+        return self.prices.purchase_usd or 0.0
+
+    @property
+    def on_premises(self) -> bool:
+        return "buy" in self.modes or self.owned > 0
+
+    @property
+    def cloud(self) -> bool:
+        return any(m in RENT_MODES for m in self.modes)
+
+
+def horizon_hours(problem: Problem) -> float:
+    return problem.horizon.lifetime_years * HOURS_PER_YEAR
+
+
+def demand_periods(problem: Problem) -> list[Period]:
+    """The periods of the horizon with demand (scale > 0), equal levels of an hourly profile
+    merged (the order of hours changes no cost). Idle hours are left out: nothing runs then."""
+    H = horizon_hours(problem)
+    default_g = grid_intensity(problem)
+    d = problem.demand
+    if d is None:
+        return [Period("working hours", H * problem.horizon.utilization, 1.0, default_g)]
+    if d.hourly is not None:
+        n = len(d.hourly)
+        out = []
+        for level in sorted({v for v in d.hourly if v > 0}, reverse=True):
+            hours = [i for i, v in enumerate(d.hourly) if v == level]
+            out.append(Period(_hours_name(hours, n), H * len(hours) / n, level, default_g))
+        return out
+    assert d.periods is not None
+    return [
+        Period(
+            p.name,
+            H * p.share,
+            p.scale,
+            p.grid_gco2e_per_kwh if p.grid_gco2e_per_kwh is not None else default_g,
+        )
+        for p in d.periods
+        if p.scale > 0
+    ]
+
+
+def _hours_name(hours: list[int], n: int) -> str:
+    """`h07-09,h18` for a day; `d2 h07-09` style for a week is spelled as hour-of-week ranges."""
+    runs: list[tuple[int, int]] = []
+    for h in hours:
+        if runs and runs[-1][1] == h - 1:
+            runs[-1] = (runs[-1][0], h)
+        else:
+            runs.append((h, h))
+    parts = [f"{a:02d}" if a == b else f"{a:02d}-{b:02d}" for a, b in runs]
+    text = "h" + ",".join(parts)
+    return text if len(text) <= 40 else f"{len(hours)} of {n} hours"
+
+
+def grid_intensity(problem: Problem, cat: Catalog | None = None) -> float | None:
+    """The problem's grid carbon intensity, g CO2e/kWh (None without a carbon section)."""
+    c = problem.carbon
+    if c is None:
+        return None
+    if c.grid_gco2e_per_kwh is not None:
+        return c.grid_gco2e_per_kwh
+    assert c.region is not None
+    if cat is None:
+        from planner.catalog import load_catalog
+
+        cat = load_catalog()
+    return cat.region(c.region).grid_gco2e_per_kwh
+
+
+def device_prices(problem: Problem, d: Accelerator) -> Prices:
+    """Catalog prices, replaced by the problem's `market.prices`; reserved and spot rates the
+    catalog lacks are the on-demand rate less the market's discount."""
+    m = problem.market
+    o = m.prices.get(d.id)
+    p = d.price
+    purchase = (o.purchase_usd if o else None) or p.purchase_usd
+    od = (o.rent_usd_per_hour if o else None) or p.rent_usd_per_hour
+    reserved = (o.reserved_usd_per_hour if o else None) or p.reserved_usd_per_hour
+    term = p.reserved_term_years if reserved == p.reserved_usd_per_hour and reserved else None
+    if reserved is None and od is not None:
+        reserved = od * (1 - m.reserved_discount)
+    spot = (o.spot_usd_per_hour if o else None) or p.spot_usd_per_hour
+    if spot is None and od is not None:
+        spot = od * (1 - m.spot_discount)
+    return Prices(purchase, od, reserved, term or m.reserved_term_years, spot)
+
+
+def available_modes(
+    problem: Problem, d: Accelerator, prices: Prices | None = None
+) -> tuple[Mode, ...]:
+    prices = prices or device_prices(problem, d)
+    return tuple(
+        mode
+        for mode in problem.horizon.modes
+        if (prices.purchase_usd if mode == "buy" else prices.rate(mode)) is not None
+    )
+
 
 def in_fleet(w: Workload, problem: Problem) -> bool:
-    """Whether a workload's devices join the fleet that is bought or rented for the horizon.
-    A training job under rent pays rent for its own hours only, so its devices do not."""
-    return not (isinstance(w, TrainingWorkload) and problem.horizon.procurement == "rent")
+    """Whether a workload's devices join the fleet held for the horizon. A training job rents
+    for its own hours when buying is not allowed, so its devices do not."""
+    return not (isinstance(w, TrainingWorkload) and "buy" not in problem.horizon.modes)
 
 
 def working_hours(problem: Problem) -> float:
+    """Hours the fleet serves over the horizon (the demand periods' hours)."""
+    return sum(p.hours for p in demand_periods(problem))
+
+
+def energy_usd_per_watt_hour(problem: Problem) -> float:
+    """Dollars for one watt drawn for one hour at the wall (PUE included)."""
     h = problem.horizon
-    return h.lifetime_years * HOURS_PER_YEAR * h.utilization
+    return h.pue * h.electricity_usd_per_kwh / 1000.0
 
 
 def energy_usd_per_watt(problem: Problem) -> float:
     """Dollars over the horizon for one watt drawn at load during the working hours, at PUE."""
+    return working_hours(problem) * energy_usd_per_watt_hour(problem)
+
+
+def reserved_hours(problem: Problem, prices: Prices) -> float:
+    """Hours a reserved device is paid for: the horizon, or the whole term when longer."""
+    return max(horizon_hours(problem), prices.reserved_term_years * HOURS_PER_YEAR)
+
+
+def ownership_factor(problem: Problem) -> float:
+    """Purchase price times this is what a bought device or host costs over the horizon."""
     h = problem.horizon
-    return working_hours(problem) / 1000.0 * h.pue * h.electricity_usd_per_kwh
+    return 1.0 + h.maintenance_per_year * h.lifetime_years
+
+
+def embodied_share(problem: Problem) -> float:
+    """Share of an owned device's embodied carbon the horizon carries (hours held over life)."""
+    assert problem.carbon is not None
+    return min(1.0, problem.horizon.lifetime_years / problem.carbon.device_life_years)
+
+
+def embodied_kg_per_hour(problem: Problem, d: Accelerator) -> float:
+    """Embodied kg CO2e a rented device carries per hour it is held."""
+    assert problem.carbon is not None
+    return (d.embodied_kgco2e or 0.0) / (problem.carbon.device_life_years * HOURS_PER_YEAR)
 
 
 def device_economics(
@@ -47,16 +224,28 @@ def device_economics(
         owned[o.device] = owned.get(o.device, 0) + o.count
     out = {}
     for d in devices:
-        if problem.horizon.procurement == "buy":
-            unit = d.price.purchase_usd
-        else:
-            unit = (
-                None
-                if d.price.rent_usd_per_hour is None
-                else d.price.rent_usd_per_hour * working_hours(problem)
-            )
         host = cat.host_for(d)
         if host is None:
             continue
-        out[d.id] = DeviceEconomics(d, host, owned.get(d.id, 0), float(unit or 0.0))
+        prices = device_prices(problem, d)
+        out[d.id] = DeviceEconomics(
+            d, host, owned.get(d.id, 0), prices, available_modes(problem, d, prices)
+        )
     return out
+
+
+def break_even_utilization(problem: Problem, e: DeviceEconomics, watts: float) -> float | None:
+    """Share of the horizon's hours above which buying a device (with its share of a host,
+    upkeep and electricity at `watts` while working) costs less than renting it on demand for the
+    hours it works: purchase x ownership / (H x (rent - energy per hour)). None without both
+    prices, or when rent never covers the electricity."""
+    rent = e.prices.on_demand_usd_per_hour
+    if e.prices.purchase_usd is None or rent is None:
+        return None
+    per_hour = rent - (watts + e.node.power_overhead_w / e.slots) * energy_usd_per_watt_hour(
+        problem
+    )
+    if per_hour <= 0:
+        return None
+    own = (e.prices.purchase_usd + e.node.price_usd / e.slots) * ownership_factor(problem)
+    return own / (horizon_hours(problem) * per_hour)

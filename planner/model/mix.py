@@ -1,0 +1,127 @@
+"""Request mixes: replica designs per request class and the requests/s each serves.
+
+A request-mix workload serves `requests_per_s` requests whose lengths follow a histogram of
+classes (input and output tokens, share). Designs are enumerated per class as a fixed-rate
+workload whose sequences hold input + output tokens and whose prompts are the class's input. A
+replica sized for class c can also serve any class k that fits it (input_k <= input_c and
+input_k + output_k <= input_c + output_c): its memory holds the shorter sequences and its latency
+figures only improve.
+
+Requests/s one replica sustains for class k (continuous batching; prefill and decode share the
+replica's time, so their times add):
+
+    rate = 1 / (output_k / decode_tokens_per_s + input_k x ttft_c / input_c)
+
+with decode throughput and time to first token from the design sized for class c (both at class
+c's longer context, so the rate is conservative for shorter classes). Each request holds one
+sequence for output_k x ms_per_token, so by Little's law the replica's batch x stages sequences
+are exactly enough at that rate: no separate concurrency constraint is needed. A measured
+capacity (requests/s per replica from benchmarking a serving engine) replaces the estimate for a
+single-stage replica of that device and tensor-parallel degree, for that class; that replica is
+the estimator's largest batch that fits.
+"""
+
+from __future__ import annotations
+
+from planner.catalog import Catalog
+from planner.catalog_schema import Accelerator
+from planner.errors import InputError
+from planner.model.designs import BATCH_LEVELS, Design, inference_designs
+from planner.problem_schema import InferenceWorkload, Problem, RequestClass
+
+
+def class_workload(w: InferenceWorkload, k: int) -> InferenceWorkload:
+    """The fixed-rate workload a design for class `k` of `w` is sized by."""
+    assert w.request_mix is not None
+    c = w.request_mix[k]
+    return w.model_copy(
+        update={
+            "context_tokens": c.input_tokens + c.output_tokens,
+            "prompt_tokens": c.input_tokens,
+            "concurrency": max(BATCH_LEVELS),  # every batch level is a candidate
+            "min_tokens_per_s": 0.0,
+            "request_mix": None,
+            "requests_per_s": None,
+            "capacity": [],
+        }
+    )
+
+
+def fits(small: RequestClass, big: RequestClass) -> bool:
+    """Whether a replica sized for `big` can serve requests of `small`."""
+    return small.input_tokens <= big.input_tokens and (
+        small.input_tokens + small.output_tokens <= big.input_tokens + big.output_tokens
+    )
+
+
+def replica_rate(
+    tokens_per_s: float, ttft_s: float, sized_for: RequestClass, serve: RequestClass
+) -> float:
+    """Requests/s of class `serve` one replica sustains (formula in the module docstring)."""
+    seconds = serve.output_tokens / tokens_per_s + serve.input_tokens * ttft_s / max(
+        1, sized_for.input_tokens
+    )
+    return 1.0 / seconds
+
+
+def measured_rate(w: InferenceWorkload, d: Design, k: int) -> float | None:
+    """The measured requests/s for class `k` on design `d`, when the problem gives one."""
+    if len(d.stages) != 1 or w.request_mix is None:
+        return None
+    st = d.stages[0]
+    name = w.request_mix[k].name
+    for m in w.capacity:
+        if m.device == st.device and m.tp == st.tp and m.request_class == name:
+            return m.requests_per_s
+    return None
+
+
+def mix_designs(
+    w: InferenceWorkload,
+    problem: Problem,
+    cat: Catalog,
+    devs: list[Accelerator],
+    *,
+    prune: bool,
+    where: str = "",
+) -> tuple[list[Design], list[dict[int, float]], list[int]]:
+    """Designs for every class of `w`, the requests/s each serves per class it fits, and the
+    class each was sized for."""
+    assert w.request_mix is not None
+    classes = w.request_mix
+    designs: list[Design] = []
+    serves: list[dict[int, float]] = []
+    sized: list[int] = []
+    for c_i, cls in enumerate(classes):
+        found = inference_designs(class_workload(w, c_i), problem, cat, devs, prune=prune)
+        measured = [m for m in w.capacity if m.request_class == cls.name]
+        keep = list(found)
+        for m_i, m in enumerate(measured):
+            single = [
+                d
+                for d in found
+                if len(d.stages) == 1 and (d.stages[0].device, d.stages[0].tp) == (m.device, m.tp)
+            ]
+            if not single:
+                raise InputError(
+                    f"{where}workload `{w.name}`: the measured capacity of {m.device} x{m.tp} for "
+                    f"class `{cls.name}` (capacity entry {m_i + 1} of that class) has no matching "
+                    f"replica: by the estimator the model does not fit one stage of {m.tp} "
+                    f"{m.device} at {cls.input_tokens + cls.output_tokens:,} tokens, or the "
+                    "device is not allowed; check the entry or the constraints"
+                )
+            best = max(single, key=lambda d: d.batch)
+            keep = [d for d in keep if d is best or d not in single]
+        for d in keep:
+            rates = {}
+            for k, other in enumerate(classes):
+                if not fits(other, cls):
+                    continue
+                rate = measured_rate(w, d, k) if k == c_i else None
+                rates[k] = (
+                    rate if rate is not None else replica_rate(d.tokens_per_s, d.ttft_s, cls, other)
+                )
+            designs.append(d)
+            serves.append(rates)
+            sized.append(c_i)
+    return designs, serves, sized
