@@ -13,8 +13,8 @@ Assumptions (the plan prices the horizon as a whole, so these say when its costs
   only, with a note (re-solve with a longer `horizon.lifetime_years` to see further).
 - Buy versus rent, per device type that is owned or bought: buying costs the purchase of the
   bought devices at month 0 (owned ones are already paid for) plus their maintenance and energy,
-  spread evenly; renting costs the same device-hours at work (`device_hours` of the modes
-  `owned` and `bought`) at the on-demand rate the plan carries, spread evenly. Hosts are left
+  spread evenly; renting costs the same device-hours at work (`device_hours` on
+  premises, owned and bought) at the on-demand rate the plan carries, spread evenly. Hosts are left
   out of both. The break-even month is where the two straight lines cross, solved exactly.
 """
 
@@ -32,7 +32,7 @@ from planner.plan import Costs, DeviceLine, Plan
 WITH_PLAN = ("OPTIMAL", "FEASIBLE")
 MONTHS_PER_YEAR = 12
 MISSING = "—"
-ON_PREMISES_MODES = ("owned", "bought")  # device_hours keys of the devices held
+ON_PREMISES_MODES = ("on-premises",)  # device_hours key of the devices held
 RENT_MODES = ("on_demand", "reserved", "spot")
 # (Costs field, label, paid at month 0?) in the order the breakdown lists them.
 COST_KINDS = (

@@ -278,7 +278,42 @@ class Solver:
             )
         plan.solve_seconds = time.perf_counter() - t0
         verify(plan, problem, self.cat)
+        if self.why and problem.objective.goal == "min_cost" and any(
+            isinstance(w, InferenceWorkload) and w.request_mix for w in problem.workloads
+        ):
+            plan.notes.append(self.single_type_note(problem, plan, tables))
         return plan
+
+    def single_type_note(self, problem: Problem, plan: Plan, tables: Tables) -> str:
+        """What the cheapest plan on one device type alone costs, and what this plan saves
+        against it (how a request mix pays off by splitting classes across types)."""
+        alone = Solver(
+            self.cat, time_limit=self.time_limit, workers=self.workers, seed=self.seed, why=False
+        )
+        best: tuple[float, str, int] | None = None
+        c = problem.constraints
+        for dev in sorted(tables.econ):
+            only = problem.model_copy(
+                update={
+                    "constraints": c.model_copy(
+                        update={
+                            "allowed_devices": [dev],
+                            "inventory": [o for o in c.inventory if o.device == dev],
+                        }
+                    )
+                }
+            )
+            p = alone.solve(only)
+            if p.status == "OPTIMAL" and (best is None or p.tco_usd < best[0]):
+                best = (p.tco_usd, dev, sum(x.count for x in p.devices))
+        if best is None:
+            return "no single device type can serve the whole request mix alone"
+        cost, dev, n = best
+        saved = cost - plan.tco_usd
+        return (
+            f"best single device type: {n} x {dev} at ${cost:,.0f}; this plan saves "
+            f"${saved:,.0f} ({saved / cost:.1%})"
+        )
 
 
 def solve_problem(
@@ -518,6 +553,12 @@ def make_plan(problem: Problem, cat: Catalog, tables: Tables, sol: Solution) -> 
     plan.tokens_per_joule = sum(tokens) / joules if joules else None
     if problem.carbon is not None:
         plan.carbon = _carbon(plan, problem, cat, energy_kwh, job_kwh, sum(tokens))
+        unknown = [x.type for x in plan.devices if cat.accelerator(x.type).embodied_kgco2e is None]
+        if unknown:
+            plan.notes.append(
+                f"the catalog has no embodied-carbon figure for {', '.join(unknown)}: counted as "
+                "0 kg, so embodied carbon is understated"
+            )
     plan.objective, plan.bound = _objective(plan, problem, sol)
     plan.slack = constraint_slack(plan, problem)
     plan.binding_constraints = [k for k, v in plan.slack.items() if v <= BINDING_SLACK]

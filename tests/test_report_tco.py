@@ -59,7 +59,7 @@ def bought_h100(rate: float | None = 3.0) -> DeviceLine:
         bought=8,
         unit_price_usd=25_000.0,
         total_usd=200_000.0,
-        device_hours={"bought": 120_000.0},
+        device_hours={"on-premises": 120_000.0},
         rent_usd_per_hour={} if rate is None else {"on_demand": rate},
         energy_usd=24_000.0,
         maintenance_usd=12_000.0,
@@ -281,7 +281,7 @@ def test_owned_devices_cost_no_purchase() -> None:
         bought=0,
         unit_price_usd=0.0,
         total_usd=0.0,
-        device_hours={"owned": 40_000.0},
+        device_hours={"on-premises": 40_000.0},
         rent_usd_per_hour={"on_demand": 2.0},
         energy_usd=9_000.0,
     )
@@ -480,11 +480,6 @@ def test_command_refuses_a_bad_chart_name_before_solving(monkeypatch: pytest.Mon
     assert r.exit_code == 2 and "unknown image format" in r.output
 
 
-@pytest.mark.skip(
-    reason="depends on the solver rewrite in progress: `planner solve problems/chat-70b.yaml` "
-    "itself fails for now, and the solver does not fill plan.costs yet; remove this mark once "
-    "the rewrite lands"
-)
 def test_command_solves_chat_70b() -> None:
     r = runner.invoke(app, ["tco", CHAT, "--format", "json"])
     assert r.exit_code == 0, r.output

@@ -1,0 +1,227 @@
+"""Buy or rent, demand over the day, request mixes and carbon: the behaviours the planner must
+show on the example problems, and the verifier catching any TCO figure that is off."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import pytest
+
+from planner.catalog import load_catalog
+from planner.errors import InputError, InternalError
+from planner.model.cpsat import SHARE_STEPS
+from planner.plan import Plan
+from planner.report_tco import tco_report
+from planner.solve import load_problem, solve_problem
+from planner.verify import verify
+
+PROBLEMS = Path(__file__).parent.parent / "problems"
+
+
+def solved(name: str, *sets: str) -> Plan:
+    plan = solve_problem(load_problem(PROBLEMS / f"{name}.yaml", list(sets)), time_limit=60)
+    assert plan.status == "OPTIMAL", plan.notes
+    return plan
+
+
+def test_flat_high_utilization_demand_buys() -> None:
+    plan = solved("buy-flat-demand")
+    assert plan.devices and all(x.bought == x.count for x in plan.devices)
+    assert plan.costs.rent_on_demand_usd == 0
+    for x in plan.devices:
+        # 95 % utilization is above the device's break-even, which is why it is bought.
+        assert x.break_even_utilization is not None and x.break_even_utilization < 0.95
+        assert x.utilization == pytest.approx(0.95)
+    rented = solved("buy-flat-demand", "horizon.procurement=rent")
+    assert rented.tco_usd > plan.tco_usd
+
+
+def test_spiky_low_utilization_demand_rents_the_peak() -> None:
+    plan = solved("rent-the-peak")
+    peak, base = sorted(plan.periods, key=lambda p: -p.scale)
+    assert peak.scale == 1.0 and base.scale == pytest.approx(0.2)
+    # The evening peak is served partly by on-demand devices; the base needs none.
+    assert any("on_demand" in modes for modes in peak.devices.values())
+    assert not any("on_demand" in modes for modes in base.devices.values())
+    # What is bought works every hour: the base load.
+    owned = [x for x in plan.devices if x.bought]
+    assert owned and all(x.utilization == pytest.approx(1.0) for x in owned)
+    # Mixing beats both owning the peak and renting everything.
+    assert plan.tco_usd < solved("rent-the-peak", "horizon.procurement=buy").tco_usd
+    assert plan.tco_usd < solved("rent-the-peak", "horizon.procurement=rent").tco_usd
+
+
+def test_rented_devices_follow_demand_owned_ones_do_not() -> None:
+    plan = solved("rent-the-peak")
+    for x in plan.devices:
+        at_work = [p.devices.get(x.type, {}).get("on-premises", 0) for p in plan.periods]
+        assert max(at_work, default=0) <= x.owned + x.bought
+        # On-demand hours are paid only in the periods they are rented.
+        hours = sum(p.devices.get(x.type, {}).get("on_demand", 0) * p.hours for p in plan.periods)
+        assert x.device_hours.get("on_demand", 0.0) == pytest.approx(hours)
+        assert x.rent_usd.get("on_demand", 0.0) == pytest.approx(
+            hours * x.rent_usd_per_hour.get("on_demand", 0.0)
+        )
+
+
+def test_short_requests_go_to_smaller_cheaper_devices_with_the_saving_reported() -> None:
+    plan = solved("request-mix")
+    cat = load_catalog()
+
+    def devices_serving(cls: str) -> set[str]:
+        return {s.device for w in plan.workloads if w.requests_per_s.get(cls) for s in w.stages}
+
+    chat, docs = devices_serving("chat"), devices_serving("documents")
+    price = {d: cat.accelerator(d).price.purchase_usd or 0.0 for d in chat | docs}
+    memory = {d: cat.accelerator(d).memory.bytes for d in chat | docs}
+    # Most chat turns run on a device cheaper and smaller than the biggest one documents need.
+    assert min(price[d] for d in chat) < max(price[d] for d in docs)
+    assert min(memory[d] for d in chat) < max(memory[d] for d in docs)
+    # Against every device type alone, solved the same way.
+    singles = []
+    for dev in ("l4", "l40s", "h100-sxm"):
+        alone = solve_problem(
+            load_problem(PROBLEMS / "request-mix.yaml", [f"constraints.allowed_devices=[{dev}]"]),
+            time_limit=60,
+        )
+        if alone.status == "OPTIMAL":
+            singles.append(alone.tco_usd)
+    best = min(singles)
+    assert plan.tco_usd < best
+    note = next(n for n in plan.notes if n.startswith("best single device type"))
+    assert f"${best:,.0f}" in note and f"${best - plan.tco_usd:,.0f}" in note
+
+
+def test_request_mix_splits_a_replica_between_classes(tmp_path: Path) -> None:
+    # Two classes of 0.05 requests/s each: dedicated pools would need a replica per class; a
+    # replica's time splits in 1/SHARE_STEPS steps, so one replica serves both.
+    f = tmp_path / "tiny-mix.yaml"
+    f.write_text(
+        """
+name: tiny-mix
+workloads:
+  - name: bot
+    model: llama-3.1-8b
+    requests_per_s: 0.1
+    request_mix:
+      - {name: short, input_tokens: 200, output_tokens: 100, share: 50%}
+      - {name: long, input_tokens: 2000, output_tokens: 500, share: 50%}
+constraints:
+  allowed_devices: [l40s]
+objective:
+  goal: min_cost
+"""
+    )
+    plan = solve_problem(load_problem(f), time_limit=60)
+    assert plan.status == "OPTIMAL"
+    assert sum(w.replicas for w in plan.workloads) == 1
+    served = {
+        c: sum(w.requests_per_s.get(c, 0.0) for w in plan.workloads) for c in ("short", "long")
+    }
+    assert served["short"] >= 0.05 * (1 - 1e-9) and served["long"] >= 0.05 * (1 - 1e-9)
+    # The split is exact to within one step of one replica's time per class.
+    assert SHARE_STEPS == 1000
+
+
+def test_carbon_cap_changes_the_plan() -> None:
+    free = solved("carbon-cap", "constraints.max_carbon_kgco2e=1e9")
+    capped = solved("carbon-cap")
+    assert free.carbon is not None and capped.carbon is not None
+    cap = 100_000
+    assert free.carbon.total_kgco2e > cap >= capped.carbon.total_kgco2e
+    assert {x.type for x in free.devices} != {x.type for x in capped.devices}
+    assert capped.tco_usd > free.tco_usd
+    assert "carbon" in capped.binding_constraints or capped.slack["carbon"] >= 0
+    # SCI: (operational + embodied) per million tokens.
+    c = capped.carbon
+    assert c.sci_g_per_million_tokens == pytest.approx(c.total_kgco2e * 1000 / (c.tokens / 1e6))
+
+
+def test_min_carbon_emits_no_more_than_the_cheapest_plan() -> None:
+    cheapest = solved("carbon-cap", "constraints.max_carbon_kgco2e=1e9")
+    cleanest = solved(
+        "carbon-cap", "constraints.max_carbon_kgco2e=1e9", "objective.goal=min_carbon"
+    )
+    assert cheapest.carbon is not None and cleanest.carbon is not None
+    assert cleanest.carbon.total_kgco2e <= cheapest.carbon.total_kgco2e
+    assert cleanest.objective == pytest.approx(cleanest.carbon.total_kgco2e, rel=1e-3)
+
+
+def test_spot_covers_its_availability_and_share() -> None:
+    plan = solved(
+        "rent-the-peak",
+        "horizon.procurement=[buy, on_demand, spot]",
+        "market.spot_availability=0.8",
+        "market.spot_max_share=0.3",
+    )
+    for p in plan.periods:
+        total = sum(
+            m.get("on-premises", 0) + m.get("on_demand", 0) + m.get("spot", 0)
+            for m in p.devices.values()
+        )
+        spot = sum(m.get("spot", 0) for m in p.devices.values())
+        # Spot devices rented, of which 80 % are counted up, carry at most 30 % of the load.
+        assert math.floor(0.8 * spot + 1e-9) <= 0.3 * total + 1e-9
+    assert plan.costs.rent_spot_usd > 0
+
+
+@pytest.mark.parametrize("name", ["buy-flat-demand", "rent-the-peak", "request-mix", "carbon-cap"])
+def test_verifier_reproduces_every_tco_figure(name: str) -> None:
+    problem = load_problem(PROBLEMS / f"{name}.yaml")
+    plan = solve_problem(problem, time_limit=60)
+    cat = load_catalog()
+    verify(plan, problem, cat)  # recomputes costs, hours, rent, energy, upkeep, break-even
+    report = tco_report(plan, problem.horizon.lifetime_years)
+    assert report.cumulative_usd[-1] == pytest.approx(plan.costs.total_usd)
+    tampered = [
+        dataclasses.replace(
+            plan, costs=dataclasses.replace(plan.costs, energy_usd=plan.costs.energy_usd + 1)
+        ),
+        dataclasses.replace(
+            plan,
+            devices=[
+                dataclasses.replace(
+                    plan.devices[0],
+                    utilization=(plan.devices[0].utilization or 0.5) * 1.01,
+                ),
+                *plan.devices[1:],
+            ],
+        ),
+    ]
+    for bad in tampered:
+        with pytest.raises(InternalError):
+            verify(bad, problem, cat)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "requests_per_s: 3\n    request_mix:\n      - {name: a, input_tokens: 10, "
+            "output_tokens: 10, share: 0.5}",
+            "add up to 0.5",
+        ),
+        ("min_tokens_per_s: 10\n    requests_per_s: 3", "goes with a request_mix"),
+    ],
+)
+def test_bad_request_mixes_are_refused_with_their_place(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    f = tmp_path / "bad.yaml"
+    f.write_text(f"name: bad\nworkloads:\n  - name: w\n    model: llama-3.1-8b\n    {text}\n")
+    with pytest.raises(InputError) as e:
+        load_problem(f)
+    assert message in str(e.value) and "bad.yaml:" in str(e.value)
+
+
+def test_demand_profile_and_utilization_together_are_refused(tmp_path: Path) -> None:
+    f = tmp_path / "both.yaml"
+    f.write_text(
+        "name: both\nworkloads:\n  - name: w\n    model: llama-3.1-8b\n    min_tokens_per_s: 10\n"
+        "horizon:\n  utilization: 0.5\ndemand:\n  hourly: [1, 0.5, 0.2]\n"
+    )
+    with pytest.raises(InputError) as e:
+        load_problem(f)
+    assert "24" in str(e.value) or "utilization" in str(e.value)
