@@ -278,8 +278,10 @@ class Solver:
             )
         plan.solve_seconds = time.perf_counter() - t0
         verify(plan, problem, self.cat)
-        if self.why and problem.objective.goal == "min_cost" and any(
-            isinstance(w, InferenceWorkload) and w.request_mix for w in problem.workloads
+        if (
+            self.why
+            and problem.objective.goal == "min_cost"
+            and any(isinstance(w, InferenceWorkload) and w.request_mix for w in problem.workloads)
         ):
             plan.notes.append(self.single_type_note(problem, plan, tables))
         return plan
