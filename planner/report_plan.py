@@ -1,17 +1,225 @@
-"""Render a Plan as readable tables."""
+"""Render a Plan as readable tables.
+
+Figures a plan does not use stay out of sight: how devices are had (owned, bought, reserved,
+on-demand and spot peaks) only where any is non-zero, cost kinds only where non-zero, demand
+periods only when there is more than one, carbon only when the problem has a `carbon` section.
+"""
 
 from __future__ import annotations
 
 from rich.console import Group
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from planner.plan import Plan
+from planner.plan import DeviceLine, Plan, WorkloadPlan
 from planner.report_estimate import duration, gb
+
+# How a device is had, as the plan's fields and their column headings.
+_HAD: tuple[tuple[str, str], ...] = (
+    ("owned", "owned"),
+    ("bought", "bought"),
+    ("reserved", "reserved"),
+    ("on_demand", "on-demand peak"),
+    ("spot", "spot peak"),
+)
+# Modes in PeriodLine.devices, in a fixed order, with short labels.
+_MODES: tuple[tuple[str, str], ...] = (
+    ("on-premises", "on-prem"),
+    ("owned", "owned"),
+    ("bought", "bought"),
+    ("reserved", "reserved"),
+    ("on_demand", "on-demand"),
+    ("spot", "spot"),
+)
 
 
 def _money(x: float) -> str:
     return f"${x:,.0f}"
+
+
+def _share(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0%}"
+
+
+def _on_premises(d: DeviceLine) -> bool:
+    return d.owned + d.bought > 0
+
+
+def _bill(plan: Plan) -> Table:
+    had = [(f, h) for f, h in _HAD if any(getattr(d, f) for d in plan.devices)]
+    buys = bool(plan.nodes) or any(d.bought for d in plan.devices)
+    rents = any(sum(d.rent_usd.values()) for d in plan.devices)
+    prem = [d for d in plan.devices if _on_premises(d)]
+    util = any(d.utilization is not None for d in prem)
+    even = any(d.break_even_utilization is not None for d in prem)
+    cols = ["item", "count", *(h for _, h in had)]
+    if buys:
+        cols += ["unit price", "total"]
+    if rents:
+        cols.append("rent")
+    if util:
+        cols.append("utilization")
+    if even:
+        cols.append("break-even")
+    bom = Table(title="bill of materials", title_justify="left")
+    for col in cols:
+        bom.add_column(col, justify="left" if col == "item" else "right")
+    for d in plan.devices:
+        row = [d.type, str(d.count), *(str(getattr(d, f)) for f, _ in had)]
+        if buys:
+            row += [_money(d.unit_price_usd), _money(d.total_usd)] if d.bought else ["", ""]
+        if rents:
+            rent = sum(d.rent_usd.values())
+            row.append(_money(rent) if rent else "")
+        if util:
+            row.append(_share(d.utilization) if _on_premises(d) else "")
+        if even:
+            row.append(_share(d.break_even_utilization) if _on_premises(d) else "")
+        bom.add_row(*row)
+    pad = [""] * (len(cols) - 2)
+    for node in plan.nodes:
+        row = [f"{node.type} (hosts {node.hosts})", str(node.count), *pad]
+        at = cols.index("unit price")
+        row[at : at + 2] = [_money(node.unit_price_usd), _money(node.total_usd)]
+        bom.add_row(*row)
+    bom.add_row("links", ", ".join(plan.links), *pad)
+    if util:
+        bom.caption = "utilization = hours at work / hours held" + (
+            "; buying beats on-demand rent above break-even" if even else ""
+        )
+    return bom
+
+
+def _costs(plan: Plan) -> Table:
+    c = plan.costs
+    t = Table(title="cost by kind", title_justify="left", show_header=False)
+    t.add_column("kind")
+    t.add_column("USD", justify="right")
+    for label, x in (
+        ("devices and hosts bought", c.capex_usd),
+        ("maintenance", c.maintenance_usd),
+        ("energy (on premises, x PUE)", c.energy_usd),
+        ("rent: on demand", c.rent_on_demand_usd),
+        ("rent: reserved", c.rent_reserved_usd),
+        ("rent: spot", c.rent_spot_usd),
+        ("training jobs", c.training_usd),
+    ):
+        if x:
+            t.add_row(label, _money(x))
+    t.add_row("total over the horizon", _money(c.total_usd), style="bold")
+    return t
+
+
+def _at_work(devices: dict[str, dict[str, int]]) -> str:
+    parts = []
+    for dev in sorted(devices):
+        modes = devices[dev]
+        known = [m for m, _ in _MODES]
+        order = [(m, lab) for m, lab in _MODES if modes.get(m)]
+        order += [(m, m) for m in sorted(modes) if m not in known and modes[m]]
+        parts.append(f"{dev}: " + " + ".join(f"{modes[m]} {lab}" for m, lab in order))
+    return "; ".join(parts) or "-"
+
+
+def _periods(plan: Plan) -> Table:
+    grid = any(p.gco2e_per_kwh is not None for p in plan.periods)
+    t = Table(title="demand periods", title_justify="left")
+    cols = ["period", "hours", "scale", "devices at work", "power W", "energy kWh"]
+    if grid:
+        cols.append("g CO2e/kWh")
+    for col in cols:
+        t.add_column(col, justify="left" if col in ("period", "devices at work") else "right")
+    for p in plan.periods:
+        row = [
+            escape(p.name),
+            f"{p.hours:,.0f}",
+            f"{p.scale:g}x",
+            _at_work(p.devices),
+            f"{p.power_w:,.0f}",
+            f"{p.energy_kwh:,.0f}",
+        ]
+        if grid:
+            row.append("-" if p.gco2e_per_kwh is None else f"{p.gco2e_per_kwh:,.0f}")
+        t.add_row(*row)
+    t.caption = "hours over the whole horizon; power at load before PUE; energy at the wall"
+    return t
+
+
+def _energy_line(plan: Plan) -> Text:
+    line = Text()
+    line.append("energy ", style="bold")
+    line.append(f"{plan.energy_kwh_per_year:,.0f} kWh per year at the wall")
+    if plan.tokens_per_joule is not None:
+        line.append(f", {plan.tokens_per_joule:,.3f} tokens/J")
+    c = plan.carbon
+    if c is not None:
+        line.append("\ncarbon ", style="bold")
+        line.append(
+            f"over the horizon: operational {c.operational_kgco2e:,.0f} kg, embodied "
+            f"{c.embodied_kgco2e:,.0f} kg, total {c.total_kgco2e:,.0f} kg CO2e"
+        )
+        if c.sci_g_per_million_tokens is not None:
+            line.append(f"; SCI {c.sci_g_per_million_tokens:,.1f} g CO2e per million tokens")
+    return line
+
+
+def _workload_title(w: WorkloadPlan, show_site: bool) -> str:
+    about = [w.kind, w.model]
+    if w.period:
+        about.append(f"period {w.period}")
+    if show_site:
+        about.append(w.site)
+    head = f"workload {w.name} ({', '.join(about)})"
+    return escape(f"{head}: {w.replicas} x replica, batch {w.batch}")
+
+
+def _workload(w: WorkloadPlan, show_site: bool) -> Table:
+    t = Table(title=_workload_title(w, show_site), title_justify="left")
+    for col in (
+        "stage",
+        "device",
+        "tp",
+        "layers",
+        "weights GB",
+        "KV GB",
+        "act GB",
+        "grad+opt GB",
+        "total GB",
+        "ms/step",
+        "boundary KB",
+    ):
+        t.add_column(col, justify="right" if col not in ("device",) else "left")
+    for i, s in enumerate(w.stages):
+        mb = s.memory_bytes
+        t.add_row(
+            str(i),
+            s.device,
+            str(s.tp),
+            f"{s.layers[0]}-{s.layers[1]}",
+            gb(mb["weights"]),
+            gb(mb["kv_cache"]),
+            gb(mb["activations"]),
+            gb(mb["gradients"] + mb["optimizer"]),
+            gb(mb["total"]),
+            f"{s.seconds_per_step * 1e3:,.2f}" if s.seconds_per_step else "-",
+            f"{s.boundary_bytes_per_step / 1e3:,.1f}" if s.boundary_bytes_per_step else "-",
+        )
+    if w.kind == "inference":
+        t.caption = (
+            f"{w.tokens_per_s:,.0f} tokens/s, {w.ms_per_token:,.1f} ms/token, "
+            f"first token {duration(w.ttft_s)}, {w.tokens_per_joule:,.3f} tokens/J, "
+            f"${w.usd_per_million_tokens or 0:,.4f} per M tokens"
+        )
+        if w.requests_per_s:
+            served = ", ".join(f"{k} {v:,.2f}" for k, v in w.requests_per_s.items())
+            sized = f" (sized for {w.sized_for})" if w.sized_for else ""
+            t.caption += escape(f"\nrequests/s served: {served}{sized}")
+    else:
+        t.caption = (
+            f"{w.tokens_per_s:,.0f} tokens/s, finishes in {duration((w.finish_hours or 0) * 3600)}"
+        )
+    return t
 
 
 def plan_renderable(plan: Plan) -> Group:
@@ -30,29 +238,7 @@ def plan_renderable(plan: Plan) -> Group:
             parts.append(Text(n))
         return Group(*parts)
 
-    bom = Table(title="bill of materials", title_justify="left")
-    for col in ("item", "count", "owned", "bought", "unit price", "total"):
-        bom.add_column(col, justify="left" if col == "item" else "right")
-    for d in plan.devices:
-        bom.add_row(
-            d.type,
-            str(d.count),
-            str(d.owned),
-            str(d.bought),
-            _money(d.unit_price_usd),
-            _money(d.total_usd),
-        )
-    for node in plan.nodes:
-        bom.add_row(
-            f"{node.type} (hosts {node.hosts})",
-            str(node.count),
-            "",
-            "",
-            _money(node.unit_price_usd),
-            _money(node.total_usd),
-        )
-    bom.add_row("links", ", ".join(plan.links), "", "", "", "")
-    parts.append(bom)
+    parts.append(_bill(plan))
 
     money = Table(title="cost and power", title_justify="left", show_header=False)
     money.add_column("figure")
@@ -64,50 +250,14 @@ def plan_renderable(plan: Plan) -> Group:
     money.add_row("power at the wall (x PUE)", f"{plan.wall_power_w:,.0f} W")
     money.add_row("rack units", str(plan.rack_units))
     parts.append(money)
+    parts.append(_costs(plan))
+    if len(plan.periods) > 1:
+        parts.append(_periods(plan))
+    parts.append(_energy_line(plan))
 
+    show_site = any(w.site != "on-premises" for w in plan.workloads)
     for w in plan.workloads:
-        t = Table(
-            title=f"workload {w.name} ({w.kind}, {w.model}): {w.replicas} x replica, batch {w.batch}",
-            title_justify="left",
-        )
-        for col in (
-            "stage",
-            "device",
-            "tp",
-            "layers",
-            "weights GB",
-            "KV GB",
-            "act GB",
-            "grad+opt GB",
-            "total GB",
-            "ms/step",
-            "boundary KB",
-        ):
-            t.add_column(col, justify="right" if col not in ("device",) else "left")
-        for i, s in enumerate(w.stages):
-            mb = s.memory_bytes
-            t.add_row(
-                str(i),
-                s.device,
-                str(s.tp),
-                f"{s.layers[0]}-{s.layers[1]}",
-                gb(mb["weights"]),
-                gb(mb["kv_cache"]),
-                gb(mb["activations"]),
-                gb(mb["gradients"] + mb["optimizer"]),
-                gb(mb["total"]),
-                f"{s.seconds_per_step * 1e3:,.2f}" if s.seconds_per_step else "-",
-                f"{s.boundary_bytes_per_step / 1e3:,.1f}" if s.boundary_bytes_per_step else "-",
-            )
-        if w.kind == "inference":
-            t.caption = (
-                f"{w.tokens_per_s:,.0f} tokens/s, {w.ms_per_token:,.1f} ms/token, "
-                f"first token {duration(w.ttft_s)}, {w.tokens_per_joule:,.3f} tokens/J, "
-                f"${w.usd_per_million_tokens or 0:,.4f} per M tokens"
-            )
-        else:
-            t.caption = f"{w.tokens_per_s:,.0f} tokens/s, finishes in {duration((w.finish_hours or 0) * 3600)}"
-        parts.append(t)
+        parts.append(_workload(w, show_site))
     if plan.binding_constraints:
         parts.append(Text("binding constraints: " + ", ".join(plan.binding_constraints)))
     for n in plan.notes:

@@ -413,7 +413,8 @@ def make_plan(problem: Problem, cat: Catalog, tables: Tables, sol: Solution) -> 
     prem_energy_wh: dict[str, float] = {}  # device -> watt-hours of its replicas on premises
     power = [0.0] * len(periods)  # serving devices and hosts at load, per period
     training_w = 0.0  # training jobs on the owned fleet (counted at every period's peak)
-    tokens = [0.0] * len(periods)
+    tokens = [0.0] * len(periods)  # output tokens served
+    capacity: dict[tuple[str, int], float] = {}  # (fixed-rate workload, period) -> tokens/s
     training_usd = 0.0
     for (wn, j, p_i, site), r in sorted(sol.replicas.items()):
         d = tables.designs[wn][j]
@@ -478,7 +479,7 @@ def make_plan(problem: Problem, cat: Catalog, tables: Tables, sol: Solution) -> 
             total_rate = w.requests_per_s * period.scale if w.requests_per_s else 0.0
             tokens[p_i] += tok * sum(served.values()) / total_rate * period.hours * 3600
         else:
-            tokens[p_i] += d.tokens_per_s * r * period.hours * 3600
+            capacity[(wn, p_i)] = capacity.get((wn, p_i), 0.0) + d.tokens_per_s * r
         if site == PREM:
             for dev, wh in _split_by_device(d, cat, watts * period.hours).items():
                 prem_energy_wh[dev] = prem_energy_wh.get(dev, 0.0) + wh
@@ -506,6 +507,10 @@ def make_plan(problem: Problem, cat: Catalog, tables: Tables, sol: Solution) -> 
                     w.request_mix[sized[j]].name if sized and w.request_mix is not None else None
                 ),
             )
+        )
+    for (wn, p_i), tps in capacity.items():
+        tokens[p_i] += served_tokens_per_s(problem, wn, tps, periods[p_i].scale) * (
+            periods[p_i].hours * 3600
         )
     _bill(plan, problem, cat, tables, sol, use, prem_energy_wh, power)
     own = ownership_factor(problem)
@@ -565,6 +570,14 @@ def make_plan(problem: Problem, cat: Catalog, tables: Tables, sol: Solution) -> 
     plan.slack = constraint_slack(plan, problem)
     plan.binding_constraints = [k for k, v in plan.slack.items() if v <= BINDING_SLACK]
     return plan
+
+
+def served_tokens_per_s(problem: Problem, workload: str, capacity: float, scale: float) -> float:
+    """Output tokens/s a fixed-rate workload serves: its demand when it states one (the
+    capacity beyond it is headroom, not tokens anyone asked for), else its capacity."""
+    w = next(x for x in problem.workloads if x.name == workload)
+    assert isinstance(w, InferenceWorkload)
+    return min(capacity, w.min_tokens_per_s * scale) if w.min_tokens_per_s else capacity
 
 
 def _stage_lines(

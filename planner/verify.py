@@ -123,6 +123,12 @@ def verify(plan: Plan, problem: Problem, cat: Catalog) -> None:
                 _check_replicas(problem, cat, w, wp, f, periods)
         if isinstance(w, InferenceWorkload):
             _check_demand(problem, w, parts, periods)
+            for q, p in enumerate(periods):
+                if (w.name, q) in f.capacity:
+                    # Tokens served: the demand when one is stated, else the capacity.
+                    cap = f.capacity[(w.name, q)]
+                    rate = min(cap, w.min_tokens_per_s * p.scale) if w.min_tokens_per_s else cap
+                    f.tokens[q] += rate * p.hours * 3600
     _check_fleet(plan, problem, cat, f, periods)
     _check_costs(plan, problem, cat, f, periods)
     _check_energy_and_carbon(plan, problem, cat, f, periods)
@@ -141,6 +147,7 @@ class _Fleet:
     training_usd: float = 0.0
     training_kwh: float = 0.0
     training_embodied_kg: float = 0.0
+    capacity: dict[tuple[str, int], float] = field(default_factory=dict)  # fixed-rate tokens/s
 
     def __post_init__(self) -> None:
         self.power = [0.0] * self.n
@@ -252,7 +259,7 @@ def _check_replicas(
         for dev, v in tdp.items():
             f.prem_wh[dev] = f.prem_wh.get(dev, 0.0) + wp.power_w * hours * v / total
     if w.request_mix is None:
-        f.tokens[p_i] += wp.tokens_per_s * hours * 3600
+        f.capacity[(w.name, p_i)] = f.capacity.get((w.name, p_i), 0.0) + wp.tokens_per_s
         return
     # Each class's requests/s must fit the replicas' time.
     classes = {c.name: c for c in w.request_mix}

@@ -93,8 +93,22 @@ def mix_designs(
     serves: list[dict[int, float]] = []
     sized: list[int] = []
     for c_i, cls in enumerate(classes):
-        found = inference_designs(class_workload(w, c_i), problem, cat, devs, prune=prune)
+        sub = class_workload(w, c_i)
+        found = inference_designs(sub, problem, cat, devs, prune=prune)
         measured = [m for m in w.capacity if m.request_class == cls.name]
+        if measured and prune:
+            # A measured replica may be one pruning dropped (dominated by the estimate); it
+            # must stay a candidate, so its single-stage designs come from the full list.
+            every = inference_designs(sub, problem, cat, devs, prune=False)
+            named = {(m.device, m.tp) for m in measured}
+            seen = set(map(id, found))
+            found = found + [
+                d
+                for d in every
+                if len(d.stages) == 1
+                and (d.stages[0].device, d.stages[0].tp) in named
+                and id(d) not in seen
+            ]
         keep = list(found)
         for m_i, m in enumerate(measured):
             single = [
