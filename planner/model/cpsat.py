@@ -154,6 +154,7 @@ class PlannerModel:
         self.interrupted = False
         self.hosts_ub: dict[str, int] = {}
         self._peaks: dict[str, cp_model.LinearExpr] = {}
+        self._y_hint: dict[ShareKey, int] = {}  # request-class shares of the heuristic plan
         self._variables()
         self._constraints()
         if warm is not None or t.tuned:
@@ -468,7 +469,8 @@ class PlannerModel:
         """A quick plan: per workload, the design whose replicas meet the demand at the lowest
         price (devices with their share of a host, plus energy, or the job's cost), ignoring
         shared limits; for fixed demand served on premises only (else no hint)."""
-        if not self.single or any(k[3] == CLOUD for k in self.R) or self.t.serves:
+        self._y_hint.clear()
+        if not self.single or any(k[3] == CLOUD for k in self.R):
             return {}
         per_w = energy_usd_per_watt(self.p)
         slot_usd = {
@@ -477,6 +479,9 @@ class PlannerModel:
         }
         chosen: dict[Key, int] = {}
         for w in self.p.workloads:
+            if isinstance(w, InferenceWorkload) and w.request_mix is not None:
+                self._mix_heuristic(w, slot_usd, per_w, chosen)
+                continue
             best: tuple[float, Key, int] | None = None
             for key in self.R:
                 if key[0] != w.name:
@@ -497,6 +502,34 @@ class PlannerModel:
                 chosen[best[1]] = best[2]
         return chosen
 
+    def _mix_heuristic(
+        self,
+        w: InferenceWorkload,
+        slot_usd: dict[str, float],
+        per_w: float,
+        chosen: dict[Key, int],
+    ) -> None:
+        """Each request class alone on the design that serves its load at the lowest price."""
+        assert w.request_mix is not None
+        serves = self.t.serves[w.name]
+        for k in range(len(w.request_mix)):
+            load = class_load(w, k, self.periods[0].scale)
+            best: tuple[float, Key, int, int] | None = None
+            for j, rates in enumerate(serves):
+                key = (w.name, j, 0, PREM)
+                if k not in rates or key not in self.R:
+                    continue
+                d = self.t.designs[w.name][j]
+                share = math.ceil(load / rates[k] * SHARE_STEPS - 1e-9)
+                n = -(-share // SHARE_STEPS)
+                price = n * (sum(slot_usd[x] * c for x, c in d.devices.items()) + d.power_w * per_w)
+                if chosen.get(key, 0) + n <= self.R_ub[key] and (best is None or price < best[0]):
+                    best = (price, key, n, share)
+            if best is not None:
+                _, key, n, share = best
+                chosen[key] = chosen.get(key, 0) + n
+                self._y_hint[(w.name, key[1], k, 0, PREM)] = share
+
     def _hint(self, warm: dict[Key, int] | None) -> None:
         """Start the search from a previous plan or the heuristic one (a hint, not a constraint)."""
         chosen = warm if warm is not None else self.heuristic()
@@ -505,7 +538,11 @@ class PlannerModel:
         chosen = {k: min(v, self.R_ub[k]) for k, v in chosen.items() if k in self.R}
         for k, var in self.R.items():
             self.m.add_hint(var, chosen.get(k, 0))
-        if not self.single or self.Y:
+        if self.Y:
+            y_hint = self._y_hint if warm is None else {}
+            for yk, yv in self.Y.items():
+                self.m.add_hint(yv, y_hint.get(yk, 0))
+        if not self.single:
             return
         used: dict[str, int] = {}
         for (wn, j, _, site), r in chosen.items():
