@@ -52,7 +52,7 @@ from planner.errors import InternalError
 from planner.model.cpsat import PlannerModel, Tables
 from planner.model.designs import allowed_devices
 from planner.problem_schema import Problem
-from planner.solve import build_tables, load_problem, make_plan
+from planner.solve import build_tables, load_problem, make_plan, only_device
 from planner.verify import verify
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -232,23 +232,13 @@ def single_type_baseline(
         for t in types
         if all(any(set(d.devices) == {t} for d in ds) for ds in tables.designs.values())
     ]
-    c = problem.constraints
     best: Run | None = None
     best_device = None
     solved = 0
     all_finished = True
     goal = problem.objective.goal
     for t in servable:
-        alone = problem.model_copy(
-            update={
-                "constraints": c.model_copy(
-                    update={
-                        "allowed_devices": [t],
-                        "inventory": [o for o in c.inventory if o.device == t],
-                    }
-                )
-            }
-        )
+        alone = only_device(problem, t)
         run, _ = run_once(alone, cat, tuned=True, time_limit=time_limit, workers=workers, gap=gap)
         all_finished &= run.finished
         if run.objective is None:

@@ -33,6 +33,7 @@ from planner.model.economics import (
     RENT_MODES,
     DeviceEconomics,
     break_even_utilization,
+    cloud_host_watts,
     demand_periods,
     device_economics,
     embodied_kg_per_hour,
@@ -221,8 +222,9 @@ class Solver:
         why: bool = True,
         gap: float = 0.0,
     ) -> None:
-        """`why=False` skips naming the blocking constraint of an infeasible problem (one solve
-        per constraint family), for callers that only report the status. `gap` > 0 accepts a
+        """`why=False` skips the extra solves that explain a result: naming the blocking
+        constraint of an infeasible problem (one solve per constraint family) and, for request
+        mixes, pricing each device type alone; for callers that only report the status. `gap` > 0 accepts a
         plan proved within that relative gap of the bound (reported FEASIBLE, with the bound)."""
         self.cat = cat or load_catalog()
         self.time_limit = time_limit
@@ -293,19 +295,8 @@ class Solver:
             self.cat, time_limit=self.time_limit, workers=self.workers, seed=self.seed, why=False
         )
         best: tuple[float, str, int] | None = None
-        c = problem.constraints
         for dev in sorted(tables.econ):
-            only = problem.model_copy(
-                update={
-                    "constraints": c.model_copy(
-                        update={
-                            "allowed_devices": [dev],
-                            "inventory": [o for o in c.inventory if o.device == dev],
-                        }
-                    )
-                }
-            )
-            p = alone.solve(only)
+            p = alone.solve(only_device(problem, dev))
             if p.status == "OPTIMAL" and (best is None or p.tco_usd < best[0]):
                 best = (p.tco_usd, dev, sum(x.count for x in p.devices))
         if best is None:
@@ -316,6 +307,21 @@ class Solver:
             f"best single device type: {n} x {dev} at ${cost:,.0f}; this plan saves "
             f"${saved:,.0f} ({saved / cost:.1%})"
         )
+
+
+def only_device(problem: Problem, dev: str) -> Problem:
+    """The problem with one device type allowed (and only its inventory kept)."""
+    c = problem.constraints
+    return problem.model_copy(
+        update={
+            "constraints": c.model_copy(
+                update={
+                    "allowed_devices": [dev],
+                    "inventory": [o for o in c.inventory if o.device == dev],
+                }
+            )
+        }
+    )
 
 
 def solve_problem(
@@ -462,7 +468,7 @@ def make_plan(problem: Problem, cat: Catalog, tables: Tables, sol: Solution) -> 
             continue
         period = periods[p_i]
         watts = d.power_w * r
-        host_share = _cloud_host_watts(d, tables.econ) * r if site == CLOUD else 0.0
+        host_share = cloud_host_watts(d, tables.econ) * r if site == CLOUD else 0.0
         power[p_i] += watts + host_share
         served: dict[str, float] = {}
         if w.request_mix is not None:
@@ -512,7 +518,8 @@ def make_plan(problem: Problem, cat: Catalog, tables: Tables, sol: Solution) -> 
         tokens[p_i] += served_tokens_per_s(problem, wn, tps, periods[p_i].scale) * (
             periods[p_i].hours * 3600
         )
-    _bill(plan, problem, cat, tables, sol, use, prem_energy_wh, power)
+    held: list[dict[str, dict[str, int]]] = [{} for _ in periods]
+    _bill(plan, problem, cat, tables, sol, use, prem_energy_wh, power, held)
     own = ownership_factor(problem)
     capex = sum(x.total_usd for x in plan.devices) + sum(n.total_usd for n in plan.nodes)
     host_energy = sum(
@@ -543,7 +550,7 @@ def make_plan(problem: Problem, cat: Catalog, tables: Tables, sol: Solution) -> 
                 p.name,
                 p.hours,
                 p.scale,
-                _period_devices(plan, use, sol, p_i, tables),
+                held[p_i],
                 power[p_i],
                 energy_kwh[p_i],
                 tokens[p_i],
@@ -601,11 +608,6 @@ def _stage_lines(
     return tuple(out)
 
 
-def _cloud_host_watts(d: Design, econ: dict[str, DeviceEconomics]) -> float:
-    """A rented replica's share of its hosts' power (its slots' share of each host)."""
-    return sum(n * econ[x].node.power_overhead_w / econ[x].slots for x, n in d.devices.items())
-
-
 def _split_by_device(d: Design, cat: Catalog, amount: float) -> dict[str, float]:
     """Split a replica's energy among its device types in proportion to count x TDP."""
     weights = {x: n * cat.accelerator(x).power.tdp_w for x, n in d.devices.items()}
@@ -644,9 +646,11 @@ def _bill(
     use: dict[tuple[str, int, str], int],
     prem_energy_wh: dict[str, float],
     power: list[float],
+    held: list[dict[str, dict[str, int]]],
 ) -> None:
     """Device and node lines: the fleet on premises (owned first, then bought), reserved and
-    rented devices, their hours, rent, energy, upkeep, utilization and break-even."""
+    rented devices, their hours, rent, energy, upkeep, utilization and break-even; and per
+    period into `held`, each device's on-premises devices at work and cloud devices held."""
     periods = tables.periods
     H = horizon_hours(problem)
     own = ownership_factor(problem)
@@ -668,6 +672,15 @@ def _bill(
             )
             for q in range(len(periods))
         ]
+        for q in range(len(periods)):
+            by_mode = {
+                "on-premises": prem[q],
+                "reserved": reserved if cloud[q] else 0,
+                "on_demand": on_demand[q],
+                "spot": spot[q],
+            }
+            if any(by_mode.values()):
+                held[q][dev] = {m: k for m, k in by_mode.items() if k}
         hours = {
             "on-premises": sum(u * p.hours for u, p in zip(prem, periods, strict=True)),
         }
@@ -736,41 +749,6 @@ def _bill(
         or any(x.reserved or x.on_demand or x.spot for x in plan.devices)
     ):
         plan.links.append(problem.constraints.network)
-
-
-def _period_devices(
-    plan: Plan, use: dict[tuple[str, int, str], int], sol: Solution, p_i: int, tables: Tables
-) -> dict[str, dict[str, int]]:
-    """Per device in period `p_i`: on-premises devices at work, and reserved, on-demand and spot
-    devices held."""
-    out: dict[str, dict[str, int]] = {}
-    for x in plan.devices:
-        counts = {}
-        prem = use.get((x.type, p_i, PREM), 0)
-        if prem:
-            counts["on-premises"] = prem
-        if use.get((x.type, p_i, CLOUD), 0):
-            if x.reserved:
-                counts["reserved"] = x.reserved
-            od = min(
-                sol.on_demand.get((x.type, p_i), 0),
-                max(
-                    0,
-                    use[(x.type, p_i, CLOUD)]
-                    - x.reserved
-                    - math.floor(
-                        tables.problem.market.spot_availability * sol.spot.get((x.type, p_i), 0)
-                        + 1e-9
-                    ),
-                ),
-            )
-            if od:
-                counts["on_demand"] = od
-            if sol.spot.get((x.type, p_i), 0):
-                counts["spot"] = sol.spot[(x.type, p_i)]
-        if counts:
-            out[x.type] = counts
-    return out
 
 
 def _carbon(

@@ -251,10 +251,9 @@ def _check_replicas(
             host_w += k * node.power_overhead_w / node.slots
     f.power[p_i] += wp.power_w + host_w
     if wp.site == PREM:
-        weights = {s.device: s.tp * cat.accelerator(s.device).power.tdp_w for s in wp.stages}
-        tdp = {d: 0.0 for d in weights}
+        tdp: dict[str, float] = {}
         for s in wp.stages:
-            tdp[s.device] += s.tp * cat.accelerator(s.device).power.tdp_w
+            tdp[s.device] = tdp.get(s.device, 0.0) + s.tp * cat.accelerator(s.device).power.tdp_w
         total = sum(tdp.values())
         for dev, v in tdp.items():
             f.prem_wh[dev] = f.prem_wh.get(dev, 0.0) + wp.power_w * hours * v / total

@@ -29,6 +29,7 @@ from planner.model.designs import Design
 from planner.model.economics import (
     DeviceEconomics,
     Period,
+    cloud_host_watts,
     embodied_kg_per_hour,
     embodied_share,
     energy_usd_per_watt,
@@ -154,7 +155,8 @@ class PlannerModel:
         self.interrupted = False
         self.hosts_ub: dict[str, int] = {}
         self._peaks: dict[str, cp_model.LinearExpr] = {}
-        self._y_hint: dict[ShareKey, int] = {}  # request-class shares of the heuristic plan
+        self._by_name = {w.name: w for w in self.p.workloads}
+        self._keys_of: dict[tuple[str, int], list[Key]] = {}  # (workload, period) -> replicas
         self._variables()
         self._constraints()
         if warm is not None or t.tuned:
@@ -166,7 +168,7 @@ class PlannerModel:
         return len(self.periods) == 1
 
     def _workload(self, name: str) -> InferenceWorkload | TrainingWorkload:
-        return next(w for w in self.p.workloads if w.name == name)
+        return self._by_name[name]
 
     # -- variables --------------------------------------------------------------------------
 
@@ -195,7 +197,7 @@ class PlannerModel:
                     for site in self._sites(d):
                         key = (w.name, j, p_i, site)
                         self._replica_var(key, self._replica_ub(w, j, d, period.scale))
-                        for k in self.t.serves.get(w.name, [{}] * (j + 1))[j]:
+                        for k in self.t.serves[w.name][j] if w.name in self.t.serves else ():
                             self.Y[(w.name, j, k, p_i, site)] = self.m.new_int_var(
                                 0, SHARE_STEPS * self.R_ub[key], f"Y[{w.name},{j},{k},{p_i},{site}]"
                             )
@@ -261,6 +263,7 @@ class PlannerModel:
     def _replica_var(self, key: Key, ub: int) -> None:
         self.R[key] = self.m.new_int_var(0, ub, "R[{},{},{},{}]".format(*key))
         self.R_ub[key] = ub
+        self._keys_of.setdefault((key[0], key[2]), []).append(key)
 
     def _replica_ub(self, w: InferenceWorkload, j: int, d: Design, scale: float) -> int:
         serves = self.t.serves.get(w.name)
@@ -307,7 +310,7 @@ class PlannerModel:
         self._carbon()
 
     def _keys(self, w: str, p_i: int) -> list[Key]:
-        return [k for k in self.R if k[0] == w and k[2] == p_i]
+        return self._keys_of.get((w, p_i), [])
 
     def _demand(self) -> None:
         """Each inference workload meets its throughput and concurrency (or each request class
@@ -465,13 +468,14 @@ class PlannerModel:
 
     # -- hints ----------------------------------------------------------------------------
 
-    def heuristic(self) -> dict[Key, int]:
+    def heuristic(self) -> tuple[dict[Key, int], dict[ShareKey, int]]:
         """A quick plan: per workload, the design whose replicas meet the demand at the lowest
         price (devices with their share of a host, plus energy, or the job's cost), ignoring
-        shared limits; for fixed demand served on premises only (else no hint)."""
-        self._y_hint.clear()
+        shared limits; for fixed demand served on premises only (else no hint). Also the
+        request-class shares of replica time that plan gives each mix design."""
+        shares: dict[ShareKey, int] = {}
         if not self.single or any(k[3] == CLOUD for k in self.R):
-            return {}
+            return {}, shares
         per_w = energy_usd_per_watt(self.p)
         slot_usd = {
             dev: e.unit_usd + e.node.price_usd / e.slots + e.node.power_overhead_w / e.slots * per_w
@@ -480,7 +484,7 @@ class PlannerModel:
         chosen: dict[Key, int] = {}
         for w in self.p.workloads:
             if isinstance(w, InferenceWorkload) and w.request_mix is not None:
-                self._mix_heuristic(w, slot_usd, per_w, chosen)
+                self._mix_heuristic(w, slot_usd, per_w, chosen, shares)
                 continue
             best: tuple[float, Key, int] | None = None
             for key in self.R:
@@ -500,7 +504,7 @@ class PlannerModel:
                     best = (price, key, n)
             if best is not None:
                 chosen[best[1]] = best[2]
-        return chosen
+        return chosen, shares
 
     def _mix_heuristic(
         self,
@@ -508,6 +512,7 @@ class PlannerModel:
         slot_usd: dict[str, float],
         per_w: float,
         chosen: dict[Key, int],
+        shares: dict[ShareKey, int],
     ) -> None:
         """Each request class alone on the design that serves its load at the lowest price."""
         assert w.request_mix is not None
@@ -528,20 +533,18 @@ class PlannerModel:
             if best is not None:
                 _, key, n, share = best
                 chosen[key] = chosen.get(key, 0) + n
-                self._y_hint[(w.name, key[1], k, 0, PREM)] = share
+                shares[(w.name, key[1], k, 0, PREM)] = share
 
     def _hint(self, warm: dict[Key, int] | None) -> None:
         """Start the search from a previous plan or the heuristic one (a hint, not a constraint)."""
-        chosen = warm if warm is not None else self.heuristic()
+        chosen, y_hint = (warm, {}) if warm is not None else self.heuristic()
         if not chosen:
             return
         chosen = {k: min(v, self.R_ub[k]) for k, v in chosen.items() if k in self.R}
         for k, var in self.R.items():
             self.m.add_hint(var, chosen.get(k, 0))
-        if self.Y:
-            y_hint = self._y_hint if warm is None else {}
-            for yk, yv in self.Y.items():
-                self.m.add_hint(yv, y_hint.get(yk, 0))
+        for yk, yv in self.Y.items():
+            self.m.add_hint(yv, y_hint.get(yk, 0))
         if not self.single:
             return
         used: dict[str, int] = {}
@@ -630,17 +633,7 @@ class PlannerModel:
             g = period.gco2e_per_kwh or 0.0
             grams = d.power_w * period.hours / 1000 * pue * g
             if site == CLOUD:
-                # A rented device's share of its host, powered while it works.
-                grams += (
-                    sum(
-                        n * self.t.econ[x].node.power_overhead_w / self.t.econ[x].slots
-                        for x, n in d.devices.items()
-                    )
-                    * period.hours
-                    / 1000
-                    * pue
-                    * g
-                )
+                grams += self._cloud_host_w(d) * period.hours / 1000 * pue * g
             terms.append(_int(grams, "carbon") * var)
         host_g = sum(p.hours * (p.gco2e_per_kwh or 0.0) for p in self.periods) / 1000 * pue
         for dev, h in self.hosts.items():
@@ -657,6 +650,10 @@ class PlannerModel:
             terms.append(_int(per_h * self.periods[p_i].hours, "embodied") * v)
         return sum(terms)  # type: ignore[return-value]
 
+    def _cloud_host_w(self, d: Design) -> float:
+        """A rented replica's share of its hosts' power, drawn while it works."""
+        return cloud_host_watts(d, self.t.econ)
+
     def power_at(self, p_i: int, milli: bool = False) -> cp_model.LinearExpr:
         """Watts at load in period `p_i` (before PUE): replicas, training jobs, hosts on
         premises, and rented devices' share of their hosts."""
@@ -666,12 +663,7 @@ class PlannerModel:
             if q not in (p_i, -1):
                 continue
             d = self.t.designs[wn][j]
-            watts = d.power_w
-            if site == CLOUD:
-                watts += sum(
-                    n * self.t.econ[x].node.power_overhead_w / self.t.econ[x].slots
-                    for x, n in d.devices.items()
-                )
+            watts = d.power_w + (self._cloud_host_w(d) if site == CLOUD else 0.0)
             terms.append(_int(watts * s, "power") * v)
         terms += [
             _int(self.t.econ[d].node.power_overhead_w * s, "host power") * h

@@ -18,11 +18,15 @@ Conventions (stated once, used everywhere):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from planner.catalog import Catalog
 from planner.catalog_schema import Accelerator, Node
 from planner.estimator.cost import HOURS_PER_YEAR
 from planner.problem_schema import Mode, Problem, TrainingWorkload, Workload
+
+if TYPE_CHECKING:
+    from planner.model.designs import Design
 
 RENT_MODES: tuple[Mode, ...] = ("on_demand", "reserved", "spot")
 
@@ -232,6 +236,11 @@ def device_economics(
             d, host, owned.get(d.id, 0), prices, available_modes(problem, d, prices)
         )
     return out
+
+
+def cloud_host_watts(d: Design, econ: dict[str, DeviceEconomics]) -> float:
+    """A rented replica's share of its hosts' power: its slots' share of each host."""
+    return sum(n * econ[x].node.power_overhead_w / econ[x].slots for x, n in d.devices.items())
 
 
 def break_even_utilization(problem: Problem, e: DeviceEconomics, watts: float) -> float | None:
