@@ -196,9 +196,13 @@ def inference_designs(
     devs: list[Accelerator],
     *,
     prune: bool = True,
+    for_mix: bool = False,
 ) -> list[Design]:
     """Every replica design of `w` that meets its latency ceilings; with `prune`, only those no
-    other design with the same device types beats in every respect (see _prune).
+    other design with the same device types beats in every respect (see _prune). `for_mix`:
+    the designs serve a request mix, whose requests/s rise with tokens/s and fall with the time
+    to first token while sequences in flight follow from the rate (planner.model.mix), so
+    pruning compares the first-token time where it would compare sequences.
 
     Computed as numpy columns over all candidates at once; Design objects are made only for
     the designs returned.
@@ -221,7 +225,7 @@ def inference_designs(
     cand = cand.take(ok)
     if not prune:
         return _materialize(st, cand, np.argsort(cand.order, kind="stable"))
-    return _materialize(st, cand, _pruned_order(st, cand))
+    return _materialize(st, cand, _pruned_order(st, cand, for_mix=for_mix))
 
 
 def _setting(
@@ -611,8 +615,11 @@ def _materialize(st: _Setting, cand: _Candidates, idx: npt.NDArray[np.int64]) ->
     return out
 
 
-def _pruned_order(st: _Setting, cand: _Candidates) -> npt.NDArray[np.int64]:
-    """Indices of the candidates _prune keeps, in the order it returns them."""
+def _pruned_order(
+    st: _Setting, cand: _Candidates, *, for_mix: bool = False
+) -> npt.NDArray[np.int64]:
+    """Indices of the candidates _prune keeps, in the order it returns them. `for_mix`: a
+    sooner first token counts where more sequences would (ranks: the soonest ranks highest)."""
     ids = [o.device.id for o in st.opts]
     rank_of = {d: i for i, d in enumerate(sorted(set(ids)))}
     rank = np.array([rank_of[d] for d in ids], dtype=np.int64)
@@ -625,6 +632,9 @@ def _pruned_order(st: _Setting, cand: _Candidates) -> npt.NDArray[np.int64]:
     c1 = np.where(swap, cand.cnt2, cand.cnt1)
     c2 = np.where(swap, cand.cnt1, cand.cnt2)
     conc = st.levels[cand.bi] * cand.S
+    if for_mix:
+        ttft_rank = np.unique(cand.ttft, return_inverse=True)[1].astype(np.int64)
+        conc = int(ttft_rank.max(initial=0)) - ttft_rank
     group = first * (len(rank_of) + 1) + second
     keep = np.flatnonzero(~_dominated(group, [c1, c2], cand.power, cand.tps, conc, cand.order))
     keys = [cand.order, -conc, -cand.tps, cand.power, c2, c1]

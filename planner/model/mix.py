@@ -18,10 +18,20 @@ sequence for output_k x ms_per_token, so by Little's law the replica's batch x s
 are exactly enough at that rate: no separate concurrency constraint is needed. A measured
 capacity (requests/s per replica from benchmarking a serving engine) replaces the estimate for a
 single-stage replica of that device and tensor-parallel degree, for that class; that replica is
-the estimator's largest batch that fits.
+the estimator's largest batch that fits. A replica of that device and degree sized for a longer
+class serves the measured class at no more than the measured rate.
+
+Pruning (exact for every objective a request mix may have, all of which rise with devices and
+power): design B goes when m >= 1 replicas of another design A use no more of each device type
+and no more power than one replica of B yet serve at least B's requests/s of every class
+(m x rate_A >= rate_B). Any plan with B then has a plan no worse without it, so B is never
+needed; m = 1 is ordinary dominance, m > 1 catches deep pipelines that m lone stages outrun.
 """
 
 from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
 
 from planner.catalog import Catalog
 from planner.catalog_schema import Accelerator
@@ -94,12 +104,12 @@ def mix_designs(
     sized: list[int] = []
     for c_i, cls in enumerate(classes):
         sub = class_workload(w, c_i)
-        found = inference_designs(sub, problem, cat, devs, prune=prune)
+        found = inference_designs(sub, problem, cat, devs, prune=prune, for_mix=True)
         measured = [m for m in w.capacity if m.request_class == cls.name]
         if measured and prune:
             # A measured replica may be one pruning dropped (dominated by the estimate); it
             # must stay a candidate, so its single-stage designs come from the full list.
-            every = inference_designs(sub, problem, cat, devs, prune=False)
+            every = inference_designs(sub, problem, cat, devs, prune=False, for_mix=True)
             named = {(m.device, m.tp) for m in measured}
             seen = set(map(id, found))
             found = found + [
@@ -131,11 +141,54 @@ def mix_designs(
             for k, other in enumerate(classes):
                 if not fits(other, cls):
                     continue
-                rate = measured_rate(w, d, k) if k == c_i else None
-                rates[k] = (
-                    rate if rate is not None else replica_rate(d.tokens_per_s, d.ttft_s, cls, other)
-                )
+                rate = replica_rate(d.tokens_per_s, d.ttft_s, cls, other)
+                known = measured_rate(w, d, k)
+                if known is not None:
+                    rates[k] = known if k == c_i else min(rate, known)
+                else:
+                    rates[k] = rate
             designs.append(d)
             serves.append(rates)
             sized.append(c_i)
+    if prune and designs:
+        keep = undominated(designs, serves).tolist()
+        designs = [designs[i] for i in keep]
+        serves = [serves[i] for i in keep]
+        sized = [sized[i] for i in keep]
     return designs, serves, sized
+
+
+def undominated(designs: list[Design], serves: list[dict[int, float]]) -> npt.NDArray[np.int64]:
+    """Indices, in order, of the designs no multiple of another design beats (module docstring);
+    of identical ones the first stays.
+
+    Rows go by rising power, then devices, then falling rates: whatever beats a row comes before
+    it. Each row is tried against the rows kept so far only, since a row beaten by a dropped one
+    is beaten by whatever dropped it (m1 copies of m2 copies).
+    """
+    types = sorted({x for d in designs for x in d.devices})
+    n = len(designs)
+    use = np.array(
+        [[d.devices.get(x, 0) for x in types] + [d.power_w] for d in designs], dtype=np.float64
+    )
+    classes = 1 + max((k for s in serves for k in s), default=0)
+    rate = np.zeros((n, classes))
+    for j, s in enumerate(serves):
+        for k, r in s.items():
+            rate[j, k] = r
+    order = np.lexsort([np.arange(n), -rate.sum(axis=1), use[:, :-1].sum(axis=1), use[:, -1]])
+    held = use > 0
+    inv = np.where(held, 1.0 / np.where(held, use, 1.0), 0.0)
+    kept = np.zeros(n, dtype=np.int64)
+    count = 0
+    for j in order.tolist():
+        if count:
+            at = kept[:count]
+            # Replicas of each kept design that fit in one of j: the tightest of its columns.
+            ratio = np.where(held[at], use[j] * inv[at], np.inf).min(axis=1)
+            copies = np.floor(ratio * (1 + 1e-12))
+            if np.any((copies >= 1) & np.all(copies[:, None] * rate[at] >= rate[j], axis=1)):
+                continue
+        kept[count] = j
+        count += 1
+    return np.sort(kept[:count])
