@@ -290,22 +290,50 @@ class Solver:
 
     def single_type_note(self, problem: Problem, plan: Plan, tables: Tables) -> str:
         """What the cheapest plan on one device type alone costs, and what this plan saves
-        against it (how a request mix pays off by splitting classes across types)."""
-        alone = Solver(
-            self.cat, time_limit=self.time_limit, workers=self.workers, seed=self.seed, why=False
-        )
-        best: tuple[float, str, int] | None = None
+        against it (how a request mix pays off by splitting classes across types).
+
+        Each type alone gets as long as this plan's own solve took (at least 2 s, at most the
+        time limit), so the explanation costs about what the answer did. A type not proved
+        optimal in that time is counted at its bound (no plan on it alone costs less), which
+        keeps the stated saving a floor."""
+        limit = min(self.time_limit, max(2.0, plan.solve_seconds))
+        alone = Solver(self.cat, time_limit=limit, workers=self.workers, seed=self.seed, why=False)
+        best: tuple[float, str, Plan] | None = None  # (least cost, type, its plan)
+        unsettled = []
         for dev in sorted(tables.econ):
             p = alone.solve(only_device(problem, dev))
-            if p.status == "OPTIMAL" and (best is None or p.tco_usd < best[0]):
-                best = (p.tco_usd, dev, sum(x.count for x in p.devices))
+            if p.status == "OPTIMAL":
+                least = p.tco_usd
+            elif p.status == "FEASIBLE" and p.bound is not None:
+                least = min(p.tco_usd, p.bound)
+            elif p.status == "INFEASIBLE":
+                continue
+            else:
+                unsettled.append(dev)
+                continue
+            if best is None or least < best[0]:
+                best = (least, dev, p)
+        late = (
+            f" ({', '.join(unsettled)} alone: no plan found in {limit:.0f} s)" if unsettled else ""
+        )
+        if best is None and unsettled:
+            return f"no plan on one device type alone was found in {limit:.0f} s{late}"
         if best is None:
             return "no single device type can serve the whole request mix alone"
-        cost, dev, n = best
-        saved = cost - plan.tco_usd
+        least, dev, p = best
+        n = sum(x.count for x in p.devices)
+        saved = least - plan.tco_usd
+        proved = p.status == "OPTIMAL"
+        if saved >= 0:
+            gain = f"saves {'' if proved else 'at least '}${saved:,.0f} ({saved / least:.1%})"
+        else:  # this plan was stopped before it was proved
+            gain = f"costs {'' if proved else 'at most '}${-saved:,.0f} ({-saved / least:.1%}) more"
+        if proved:
+            return f"best single device type: {n} x {dev} at ${least:,.0f}; this plan {gain}{late}"
         return (
-            f"best single device type: {n} x {dev} at ${cost:,.0f}; this plan saves "
-            f"${saved:,.0f} ({saved / cost:.1%})"
+            f"on one device type alone a plan costs at least ${least:,.0f} ({dev}: found {n} x "
+            f"{dev} at ${p.tco_usd:,.0f}, not proved optimal in {limit:.0f} s); this plan "
+            f"{gain}{late}"
         )
 
 

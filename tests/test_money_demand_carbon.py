@@ -225,3 +225,25 @@ def test_demand_profile_and_utilization_together_are_refused(tmp_path: Path) -> 
     with pytest.raises(InputError) as e:
         load_problem(f)
     assert "24" in str(e.value) or "utilization" in str(e.value)
+
+
+def test_single_type_note_states_a_floor_when_a_type_is_not_proved_in_time(
+    tmp_path: Path,
+) -> None:
+    # A request mix over a day of demand, bought or rented: one device type alone is not proved
+    # optimal within a short limit, so the note compares against its bound (no plan on that
+    # type costs less), and the stated saving is a floor.
+    text = (PROBLEMS / "request-mix.yaml").read_text()
+    text = text.replace("  utilization: 70%\n", "  procurement: [buy, on_demand]\n")
+    hours = [0.2] * 8 + [0.5] * 10 + [1.0] * 3 + [0.2] * 3
+    f = tmp_path / "mix-over-a-day.yaml"
+    f.write_text(text + f"demand:\n  hourly: {hours}\n")
+    plan = solve_problem(load_problem(f), time_limit=3)
+    assert plan.status in ("OPTIMAL", "FEASIBLE")
+    note = next(n for n in plan.notes if "one device type" in n or "single device type" in n)
+    assert note.startswith("on one device type alone a plan costs at least $"), note
+    assert "not proved optimal in 3 s" in note
+    least = float(note.split("at least $")[1].split(" ")[0].replace(",", ""))
+    saved = least - plan.tco_usd
+    word = "saves at least" if saved >= 0 else "costs at most"
+    assert f"this plan {word} ${abs(saved):,.0f}" in note
