@@ -15,7 +15,10 @@ problems, two baselines:
   of them, in the objective's direction. Only types that can serve every workload alone (they
   have a design of their own in the mixed problem's tables) are solved.
 - untuned: the same model without pruning, tightening and hints (`tuned=False`); the speed-up
-  is its total time over the tuned one's, and whether it too finished in the limit.
+  is its total time over the tuned one's, and whether it too finished in the limit. Where
+  either side's solve takes over a second (and both finish), both are rerun under --seeds
+  seeds and the speed-up compares their median solve times: one search's time swings
+  several-fold with the seed on such problems.
 
 The large tier is solved with a relative gap limit (--gap, default 0.01): a solve stops once its
 plan is proved within that gap of the bound (status FEASIBLE, with the bound). Its baselines are
