@@ -153,3 +153,18 @@ class Plan:
         d = asdict(self)
         d["gap"] = self.gap
         return d
+
+
+def plain_data(report: Any) -> dict[str, Any]:
+    """A report dataclass as plain data, JSON-ready: tuples become lists all the way down, so
+    the data reads the same before and after JSON."""
+    out: dict[str, Any] = _lists(asdict(report))
+    return out
+
+
+def _lists(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {k: _lists(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_lists(x) for x in v]
+    return v

@@ -7,10 +7,12 @@ A plan without a result (INFEASIBLE, NO_PLAN) has no figures: its values are Non
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rich.table import Table
+
+from planner.plan import plain_data
 
 WITH_PLAN = ("OPTIMAL", "FEASIBLE")
 MISSING = "—"
@@ -395,17 +397,7 @@ def comparison_tables(c: Comparison) -> list[Table]:
 
 def comparison_dict(c: Comparison) -> dict[str, Any]:
     """The comparison as plain data, JSON-ready: missing values are None (null)."""
-    out: dict[str, Any] = _lists(asdict(c))
-    return out
-
-
-def _lists(v: Any) -> Any:
-    """Tuples as lists, all the way down, so the data reads the same before and after JSON."""
-    if isinstance(v, dict):
-        return {k: _lists(x) for k, x in v.items()}
-    if isinstance(v, list | tuple):
-        return [_lists(x) for x in v]
-    return v
+    return plain_data(c)
 
 
 def _metric_columns(t: Table, la: str, lb: str) -> None:

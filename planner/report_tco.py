@@ -21,13 +21,13 @@ Assumptions (the plan prices the horizon as a whole, so these say when its costs
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
-from planner.plan import Costs, DeviceLine, Plan
+from planner.plan import Costs, DeviceLine, Plan, plain_data
 
 WITH_PLAN = ("OPTIMAL", "FEASIBLE")
 MONTHS_PER_YEAR = 12
@@ -383,8 +383,7 @@ def _snap(months: float) -> float:
 
 def tco_dict(report: TcoReport) -> dict[str, Any]:
     """The report as plain data, JSON-ready: numbers stay numbers, missing values are None."""
-    out: dict[str, Any] = _lists(asdict(report))
-    return out
+    return plain_data(report)
 
 
 def tco_tables(report: TcoReport) -> list[Table]:
@@ -502,12 +501,3 @@ def _pct(v: float | None) -> str:
 
 def _month(m: float) -> str:
     return f"{m:g}" if float(m).is_integer() else f"{m:.2f}"
-
-
-def _lists(v: Any) -> Any:
-    """Tuples as lists, all the way down, so the data reads the same before and after JSON."""
-    if isinstance(v, dict):
-        return {k: _lists(x) for k, x in v.items()}
-    if isinstance(v, list | tuple):
-        return [_lists(x) for x in v]
-    return v

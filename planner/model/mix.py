@@ -109,7 +109,7 @@ def mix_designs(
         if measured and prune:
             # A measured replica may be one pruning dropped (dominated by the estimate); it
             # must stay a candidate, so its single-stage designs come from the full list.
-            every = inference_designs(sub, problem, cat, devs, prune=False, for_mix=True)
+            every = inference_designs(sub, problem, cat, devs, prune=False)
             named = {(m.device, m.tp) for m in measured}
             seen = set(map(id, found))
             found = found + [
