@@ -17,7 +17,7 @@ from pathlib import Path
 
 from planner.catalog import Catalog, load_catalog
 from planner.model.cpsat import PlannerModel
-from planner.problem_schema import Problem
+from planner.schema.problem import Problem
 from planner.solve import build_tables, load_problem, make_plan
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -52,9 +52,9 @@ from matplotlib.figure import Figure
 
 from planner.catalog import Catalog, load_catalog
 from planner.errors import InternalError
+from planner.estimator.designs import allowed_devices
 from planner.model.cpsat import PlannerModel, Tables
-from planner.model.designs import allowed_devices
-from planner.problem_schema import Problem
+from planner.schema.problem import Problem
 from planner.solve import build_tables, load_problem, make_plan, only_device
 from planner.verify import verify
 

@@ -17,9 +17,9 @@ import platform
 import time
 from pathlib import Path
 
-from planner.explore import parse_vary, sweep
+from planner.schema.yaml_io import read_yaml
 from planner.solve import Solver, parse_problem
-from planner.yaml_io import read_yaml
+from planner.whatif.explore import parse_vary, sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = [

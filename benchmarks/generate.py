@@ -32,15 +32,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from planner.catalog import Catalog, load_catalog
-from planner.catalog_schema import Accelerator, ModelArch, Node
-from planner.model.designs import (
+from planner.estimator.designs import (
     Design,
     allowed_devices,
     inference_designs,
     training_designs,
 )
-from planner.model.economics import device_economics, energy_usd_per_watt
-from planner.problem_schema import InferenceWorkload, Problem, TrainingWorkload
+from planner.estimator.economics import device_economics, energy_usd_per_watt
+from planner.schema.catalog import Accelerator, ModelArch, Node
+from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload
 from planner.solve import check_names
 
 SEED = 20250601

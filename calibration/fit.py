@@ -37,7 +37,6 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from planner.catalog import load_catalog  # noqa: E402
-from planner.catalog_schema import Accelerator, ModelArch  # noqa: E402
 from planner.estimator.architecture import (  # noqa: E402
     head_params,
 )
@@ -50,7 +49,8 @@ from planner.estimator.perf import (  # noqa: E402
     training_tokens_per_second,
     weight_params_touched_per_layer,
 )
-from planner.measurements import Measurement, load_measurements  # noqa: E402
+from planner.schema.catalog import Accelerator, ModelArch  # noqa: E402
+from planner.schema.measurements import Measurement, load_measurements  # noqa: E402
 
 Vec = npt.NDArray[np.float64]
 Params = dict[str, dict[str, float]]  # device class (or device id) -> efficiency factors

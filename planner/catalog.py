@@ -12,7 +12,8 @@ from importlib import resources
 from pathlib import Path
 from typing import TypeVar
 
-from planner.catalog_schema import (
+from planner.errors import CatalogError, did_you_mean
+from planner.schema.catalog import (
     Accelerator,
     AcceleratorFile,
     Link,
@@ -26,8 +27,7 @@ from planner.catalog_schema import (
     RegionFile,
     Sourced,
 )
-from planner.errors import CatalogError, did_you_mean
-from planner.yaml_io import read_yaml, validate
+from planner.schema.yaml_io import read_yaml, validate
 
 T = TypeVar("T", bound=Sourced)
 

@@ -15,7 +15,6 @@ from rich.console import Console
 from rich.markup import escape
 
 from planner.catalog import load_catalog
-from planner.catalog_schema import ModelArch
 from planner.errors import InputError, PlannerError
 from planner.estimator.cost import Economics
 from planner.estimator.devices import device_table
@@ -29,8 +28,7 @@ from planner.estimator.estimate import (
 from planner.estimator.estimate import Task as EstTask
 from planner.estimator.memory import Method, Optimizer, Recompute, TrainingSetup
 from planner.hf_config import load_hf_config
-from planner.measurements import load_measurements
-from planner.report_estimate import (
+from planner.report.estimate import (
     catalog_rows,
     entry_table,
     estimate_dict,
@@ -38,6 +36,8 @@ from planner.report_estimate import (
     estimates_table,
     table_of,
 )
+from planner.schema.catalog import ModelArch
+from planner.schema.measurements import load_measurements
 
 app = typer.Typer(
     help="Which accelerators to buy or rent for LLM workloads, how many, and which layers run where.",
@@ -351,7 +351,7 @@ def solve(
 ) -> None:
     """Solve a problem file: the optimal bill of materials, layer map and figures."""
     with user_errors():
-        from planner.report_plan import plan_renderable
+        from planner.report.plan_table import plan_renderable
         from planner.solve import load_problem, solve_problem
 
         prob = load_problem(problem, sets or [])
@@ -394,8 +394,8 @@ def tco(
     """Cost over time of the optimal plan: breakdown by kind, cumulative cost by month, and per
     device type the break-even month of buying against renting the same hours on demand."""
     with user_errors():
-        from planner.plot import chart_format
-        from planner.report_tco import plot_tco, tco_dict, tco_report, tco_tables
+        from planner.report.plot import chart_format
+        from planner.report.tco import plot_tco, tco_dict, tco_report, tco_tables
         from planner.solve import load_problem, solve_problem
 
         if plot_path is not None:
@@ -510,10 +510,10 @@ def sweep(
     """Solve the problem over a range of one or two parameters: status, cost, throughput, power,
     tokens per joule and the chosen devices per point."""
     with user_errors():
-        from planner.explore import parse_vary
-        from planner.explore import sweep as run_sweep
+        from planner.schema.yaml_io import read_yaml
         from planner.solve import Solver
-        from planner.yaml_io import read_yaml
+        from planner.whatif.explore import parse_vary
+        from planner.whatif.explore import sweep as run_sweep
 
         varies = [parse_vary(v) for v in vary]
         doc = read_yaml(problem)
@@ -529,7 +529,7 @@ def sweep(
         if out_path is not None:
             _write_rows(out_path, rows)
         if plot_path is not None:
-            from planner.plot import plot_sweep
+            from planner.report.plot import plot_sweep
 
             plot_sweep(
                 rows,
@@ -573,9 +573,9 @@ def frontier(
     """The Pareto frontier of cost or power against tokens/s or tokens per joule, every point
     proved optimal (epsilon-constraint: cap the resource, maximize the benefit)."""
     with user_errors():
-        from planner.explore import axis_column
-        from planner.explore import frontier as run_frontier
         from planner.solve import Solver, load_problem
+        from planner.whatif.explore import axis_column
+        from planner.whatif.explore import frontier as run_frontier
 
         prob = load_problem(problem, sets or [])
         solver = Solver(time_limit=time_limit, workers=workers, seed=seed)
@@ -584,7 +584,7 @@ def frontier(
         if out_path is not None:
             _write_rows(out_path, fr.points)
         if plot_path is not None and fr.points:
-            from planner.plot import plot_frontier
+            from planner.report.plot import plot_frontier
 
             plot_frontier(
                 fr.points, xkey, ykey, plot_path, title=f"{prob.name}: {y.value} against {x.value}"
@@ -623,8 +623,8 @@ def explain(
     """Why a problem has no plan and the smallest relaxation that gives one; or, for a feasible
     problem, which limits bind and what loosening each by 10 % is worth."""
     with user_errors():
-        from planner.explore import explain as run_explain
         from planner.solve import Solver, load_problem
+        from planner.whatif.explore import explain as run_explain
 
         prob = load_problem(problem, sets or [])
         ex = run_explain(prob, Solver(time_limit=time_limit, seed=seed))
@@ -667,7 +667,7 @@ def compare(
 ) -> None:
     """Two plans side by side: what changed and by how much."""
     with user_errors():
-        from planner.report_compare import compare_plans, comparison_dict, comparison_tables
+        from planner.report.compare import compare_plans, comparison_dict, comparison_tables
 
         if (second is None) == (force_device is None):
             raise InputError("compare: give a second plan or problem, or --force-device DEVICE")
@@ -715,7 +715,7 @@ def _plan_of(path: Path, sets: list[str], time_limit: float, seed: int) -> dict[
 @app.command("schema")
 def schema_cmd() -> None:
     """Print the JSON Schema of problem files (for editor completion)."""
-    from planner.problem_schema import Problem
+    from planner.schema.problem import Problem
 
     emit_json(Problem.model_json_schema())
 

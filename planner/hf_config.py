@@ -8,9 +8,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from planner.catalog_schema import MLA, ModelArch, MoE
 from planner.errors import InputError
 from planner.estimator.architecture import total_params
+from planner.schema.catalog import MLA, ModelArch, MoE
 
 _GATED_ACTS = {"silu", "swiglu", "gelu_pytorch_tanh", "gelu_new", "geglu"}
 

@@ -10,26 +10,14 @@ from pathlib import Path
 
 from planner.catalog import Catalog, load_catalog
 from planner.errors import InputError, did_you_mean
-from planner.estimator.formats import kv_bytes, weight_format
-from planner.model.cpsat import (
-    CLOUD,
-    JOB,
-    PREM,
-    SHARE_STEPS,
-    Key,
-    PlannerModel,
-    Solution,
-    Tables,
-    class_load,
-)
-from planner.model.designs import (
+from planner.estimator.designs import (
     Design,
     allowed_devices,
     inference_designs,
     tp_degrees,
     training_designs,
 )
-from planner.model.economics import (
+from planner.estimator.economics import (
     RENT_MODES,
     DeviceEconomics,
     break_even_utilization,
@@ -46,9 +34,20 @@ from planner.model.economics import (
     reserved_hours,
     working_hours,
 )
-from planner.model.mix import class_workload, mix_designs
-from planner.overrides import apply_overrides, blame
-from planner.plan import (
+from planner.estimator.formats import kv_bytes, weight_format
+from planner.estimator.request_mix import class_workload, mix_designs
+from planner.model.cpsat import (
+    CLOUD,
+    JOB,
+    PREM,
+    SHARE_STEPS,
+    Key,
+    PlannerModel,
+    Solution,
+    Tables,
+    class_load,
+)
+from planner.plan.types import (
     CarbonLine,
     Costs,
     DeviceLine,
@@ -58,9 +57,10 @@ from planner.plan import (
     StageLine,
     WorkloadPlan,
 )
-from planner.problem_schema import InferenceWorkload, Problem, TrainingWorkload
+from planner.schema.overrides import apply_overrides, blame
+from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload
+from planner.schema.yaml_io import Located, dotted, read_yaml, validate
 from planner.verify import stage_figures, verify
-from planner.yaml_io import Located, dotted, read_yaml, validate
 
 
 def load_problem(path: Path, overrides: Sequence[str] = ()) -> Problem:

@@ -11,12 +11,9 @@ import numpy as np
 from planner.catalog import Catalog
 from planner.errors import InternalError
 from planner.estimator.comm import p2p_seconds, pipeline_activation_bytes
+from planner.estimator.designs import Design
 from planner.estimator.devices import device_table
-from planner.estimator.formats import kv_bytes, weight_format
-from planner.estimator.memory import TrainingSetup, inference_memory, training_memory
-from planner.estimator.perf import decode_layer_seconds, head_seconds
-from planner.model.designs import Design
-from planner.model.economics import (
+from planner.estimator.economics import (
     RENT_MODES,
     Period,
     demand_periods,
@@ -30,9 +27,12 @@ from planner.model.economics import (
     ownership_factor,
     reserved_hours,
 )
-from planner.model.mix import fits, replica_rate
-from planner.plan import Costs, Plan, WorkloadPlan
-from planner.problem_schema import InferenceWorkload, Problem, TrainingWorkload, Workload
+from planner.estimator.formats import kv_bytes, weight_format
+from planner.estimator.memory import TrainingSetup, inference_memory, training_memory
+from planner.estimator.perf import decode_layer_seconds, head_seconds
+from planner.estimator.request_mix import fits, replica_rate
+from planner.plan.types import Costs, Plan, WorkloadPlan
+from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload, Workload
 
 REL_TOL = 1e-6
 PREM, CLOUD = "on-premises", "cloud"  # where replicas run (as the plan names them)

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from planner.catalog_schema import Accelerator, ModelArch, Node
-from planner.model.designs import allowed_devices
-from planner.problem_schema import Problem, TrainingWorkload
+from planner.estimator.designs import allowed_devices
+from planner.schema.catalog import Accelerator, ModelArch, Node
+from planner.schema.problem import Problem, TrainingWorkload
 from planner.solve import check_names, solve_problem
 
 

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from planner import yaml_io
 from planner.cli import app
 from planner.errors import InputError
+from planner.schema import yaml_io
+from planner.schema.yaml_io import MAX_FILE_BYTES, parse_text
 from planner.solve import load_problem
-from planner.yaml_io import MAX_FILE_BYTES, parse_text
 
 ROOT = Path(__file__).resolve().parent.parent
 BROKEN = ROOT / "tests" / "broken"

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from planner.problem_schema import Problem
+from planner.schema.problem import Problem
 from planner.solve import solve_problem
 
 

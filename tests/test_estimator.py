@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from planner.catalog import load_catalog
-from planner.catalog_schema import ModelArch
 from planner.estimator.architecture import active_params, total_params
 from planner.estimator.comm import ring_allreduce_seconds
 from planner.estimator.cost import Economics, usd_per_million_tokens_bought
@@ -20,6 +19,7 @@ from planner.estimator.memory import (
     weight_bytes,
 )
 from planner.estimator.perf import decode_step_seconds, expected_experts_touched
+from planner.schema.catalog import ModelArch
 
 CAT = load_catalog()
 

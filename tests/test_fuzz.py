@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 from typer.testing import CliRunner
 
-from planner import units
 from planner.catalog import load_catalog
 from planner.cli import app
 from planner.errors import InternalError, PlannerError
-from planner.problem_schema import (
+from planner.schema import units
+from planner.schema.problem import (
     Constraints,
     Horizon,
     InferenceWorkload,
@@ -33,9 +33,9 @@ from planner.problem_schema import (
     Problem,
     TrainingWorkload,
 )
+from planner.schema.yaml_io import Located, parse_text, read_yaml
 from planner.solve import parse_problem, solve_problem
 from planner.verify import verify
-from planner.yaml_io import Located, parse_text, read_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEM_FILES = sorted((ROOT / "problems").glob("*.yaml"))

@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.catalog import load_catalog
-from planner.model.designs import Design, Stage, allowed_devices
-from planner.model.mix import mix_designs, undominated
-from planner.problem_schema import InferenceWorkload, Problem
+from planner.estimator.designs import Design, Stage, allowed_devices
+from planner.estimator.request_mix import mix_designs, undominated
+from planner.schema.problem import InferenceWorkload, Problem
 from planner.solve import Solver
 
 DEVICES = ["l4", "l40s", "rtx-4090", "h100-sxm"]

@@ -12,8 +12,8 @@ import pytest
 from planner.catalog import load_catalog
 from planner.errors import InputError, InternalError
 from planner.model.cpsat import SHARE_STEPS
-from planner.plan import Plan
-from planner.report_tco import tco_report
+from planner.plan.types import Plan
+from planner.report.tco import tco_report
 from planner.solve import load_problem, solve_problem
 from planner.verify import verify
 

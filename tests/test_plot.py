@@ -19,7 +19,7 @@ import pytest
 from matplotlib.image import imread
 
 from planner.errors import InputError
-from planner.plot import axis_label, plot_cumulative_cost, plot_frontier, plot_sweep
+from planner.report.plot import axis_label, plot_cumulative_cost, plot_frontier, plot_sweep
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 X = "constraints.power_w"
@@ -250,7 +250,7 @@ def test_no_pyplot_needed(tmp_path: Path) -> None:
     code = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from planner.plot import plot_frontier\n"
+        "from planner.report.plot import plot_frontier\n"
         "plot_frontier([{'status': 'OPTIMAL', 'tco_usd': 1.0, 'tokens_per_s': 2.0, 'devices': 'x'}],"
         " 'tco_usd', 'tokens_per_s', Path(sys.argv[1]), title='t')\n"
         "assert 'matplotlib.pyplot' not in sys.modules\n"

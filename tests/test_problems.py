@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from planner.cli import app
-from planner.plan import Plan
+from planner.plan.types import Plan
 from planner.solve import load_problem, solve_problem
 
 PROBLEMS_DIR = Path(__file__).resolve().parent.parent / "problems"

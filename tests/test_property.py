@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.catalog import load_catalog
+from planner.estimator.economics import in_fleet
 from planner.model.cpsat import PREM, Solution, Tables
-from planner.model.economics import in_fleet
-from planner.problem_schema import InferenceWorkload, Problem
+from planner.schema.problem import InferenceWorkload, Problem
 from planner.solve import build_tables, constraint_slack, make_plan, solve_problem
 
 # Devices with a purchase price and a host, from small to large.

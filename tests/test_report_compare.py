@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from planner.plan import DeviceLine, NodeLine, Plan, WorkloadPlan
-from planner.report_compare import (
+from planner.plan.types import DeviceLine, NodeLine, Plan, WorkloadPlan
+from planner.report.compare import (
     MISSING,
     Comparison,
     MetricRow,

@@ -17,8 +17,8 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from planner.cli import app
-from planner.plan import Costs, DeviceLine, Plan
-from planner.report_tco import (
+from planner.plan.types import Costs, DeviceLine, Plan
+from planner.report.tco import (
     break_even_month,
     buy_cost_at,
     buy_versus_rent,

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from planner import units
-from planner.problem_schema import Problem
-from planner.units import (
+from planner.schema import units
+from planner.schema.problem import Problem
+from planner.schema.units import (
     DURATION,
     MONEY,
     POWER,

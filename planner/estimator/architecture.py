@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner.catalog_schema import ModelArch
+from planner.schema.catalog import ModelArch
 
 
 @dataclass(frozen=True)

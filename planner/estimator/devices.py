@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from planner.catalog_schema import Accelerator, Precision
 from planner.estimator.efficiency import Efficiency, efficiency_for
 from planner.estimator.formats import WeightFormat
+from planner.schema.catalog import Accelerator, Precision
 
 Array = npt.NDArray[np.float64]
 # A tensor-parallel degree: one for all rows, or one per row of a DeviceTable.

@@ -12,9 +12,9 @@ from pathlib import Path
 from pydantic import Field, ValidationError
 
 from planner.catalog import default_catalog_dir
-from planner.catalog_schema import DeviceClass, Frozen
 from planner.errors import InputError, did_you_mean
-from planner.yaml_io import read_yaml, validate
+from planner.schema.catalog import DeviceClass, Frozen
+from planner.schema.yaml_io import read_yaml, validate
 
 
 class Efficiency(Frozen):

@@ -11,7 +11,6 @@ from typing import Literal
 
 import numpy as np
 
-from planner.catalog_schema import ModelArch
 from planner.estimator.comm import p2p_seconds, pipeline_activation_bytes
 from planner.estimator.cost import (
     Economics,
@@ -33,7 +32,8 @@ from planner.estimator.perf import (
     prefill_seconds,
     training_tokens_per_second,
 )
-from planner.measurements import MeasurementFile, find
+from planner.schema.catalog import ModelArch
+from planner.schema.measurements import MeasurementFile, find
 
 Task = Literal["inference", "full", "lora", "qlora"]
 MAX_DEVICES = 4096

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner.catalog_schema import Precision
 from planner.errors import InputError, did_you_mean
+from planner.schema.catalog import Precision
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from planner.catalog_schema import ModelArch
 from planner.estimator.architecture import (
     block_groups,
     embedding_params,
@@ -21,6 +20,7 @@ from planner.estimator.architecture import (
 )
 from planner.estimator.devices import Array, Degree
 from planner.estimator.formats import WeightFormat, weight_format
+from planner.schema.catalog import ModelArch
 
 Optimizer = Literal["adamw", "adamw-8bit", "sgd", "adafactor"]
 Method = Literal["full", "lora", "qlora"]

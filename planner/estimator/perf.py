@@ -13,7 +13,6 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from planner.catalog_schema import ModelArch
 from planner.estimator.architecture import (
     active_params,
     attention_flops_per_token_per_layer,
@@ -23,6 +22,7 @@ from planner.estimator.architecture import (
 from planner.estimator.comm import ring_allreduce_seconds
 from planner.estimator.devices import Array, Degree, DeviceTable
 from planner.estimator.formats import WeightFormat
+from planner.schema.catalog import ModelArch
 
 LAYER_ALLREDUCES = 2  # Megatron-LM: after attention and after the MLP (Shoeybi et al. 2019)
 

@@ -25,8 +25,8 @@ from typing import Any
 from ortools.sat.python import cp_model, cp_model_helper
 
 from planner.errors import InternalError
-from planner.model.designs import Design
-from planner.model.economics import (
+from planner.estimator.designs import Design
+from planner.estimator.economics import (
     DeviceEconomics,
     Period,
     cloud_host_watts,
@@ -39,7 +39,7 @@ from planner.model.economics import (
     ownership_factor,
     reserved_hours,
 )
-from planner.problem_schema import InferenceWorkload, Problem, TrainingWorkload
+from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload
 
 THROUGHPUT_SCALE = 1000  # milli-tokens per second
 RATE_SCALE = 1000  # milli-requests per second

@@ -27,7 +27,7 @@ from typing import Any
 
 from rich.table import Table
 
-from planner.plan import Costs, DeviceLine, Plan, plain_data
+from planner.plan.types import Costs, DeviceLine, Plan, plain_data
 
 WITH_PLAN = ("OPTIMAL", "FEASIBLE")
 MONTHS_PER_YEAR = 12
@@ -359,7 +359,7 @@ def chart_series(
 
 def plot_tco(report: TcoReport, path: Path) -> None:
     """Draw the cumulative cost chart to a .png or .svg file."""
-    from planner.plot import plot_cumulative_cost
+    from planner.report.plot import plot_cumulative_cost
 
     months, series, marks = chart_series(report)
     plot_cumulative_cost(

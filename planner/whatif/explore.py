@@ -16,16 +16,16 @@ from typing import Any
 
 from planner.errors import InputError
 from planner.model.cpsat import PlannerModel, Tables
-from planner.overrides import split_assignment
-from planner.plan import Plan
-from planner.problem_schema import InferenceWorkload, Problem, TrainingWorkload
+from planner.plan.types import Plan
+from planner.schema.overrides import split_assignment
+from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload
+from planner.schema.yaml_io import Located, parse_text
 from planner.solve import (
     Solver,
     build_tables,
     constraint_slack,
     parse_problem,
 )
-from planner.yaml_io import Located, parse_text
 
 MAX_POINTS = 400  # points in one sweep (both parameters together)
 

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from planner.catalog import Catalog
-from planner.catalog_schema import Accelerator, Node
 from planner.estimator.cost import HOURS_PER_YEAR
-from planner.problem_schema import Mode, Problem, TrainingWorkload, Workload
+from planner.schema.catalog import Accelerator, Node
+from planner.schema.problem import Mode, Problem, TrainingWorkload, Workload
 
 if TYPE_CHECKING:
-    from planner.model.designs import Design
+    from planner.estimator.designs import Design
 
 RENT_MODES: tuple[Mode, ...] = ("on_demand", "reserved", "spot")
 

@@ -25,10 +25,10 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.catalog import Catalog
-from planner.catalog_schema import Accelerator, ModelArch
 from planner.estimator.comm import p2p_seconds, pipeline_activation_bytes, ring_allreduce_seconds
 from planner.estimator.cost import power_w
 from planner.estimator.devices import device_table
+from planner.estimator.economics import available_modes
 from planner.estimator.formats import kv_bytes, weight_format
 from planner.estimator.memory import (
     FRAMEWORK_OVERHEAD_BYTES,
@@ -47,8 +47,8 @@ from planner.estimator.perf import (
     prefill_layer_seconds,
     training_tokens_per_second,
 )
-from planner.model.economics import available_modes
-from planner.problem_schema import InferenceWorkload, Problem, TrainingWorkload
+from planner.schema.catalog import Accelerator, ModelArch
+from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload
 
 BATCH_LEVELS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 HETERO_TOP = 6  # options per batch level paired into two-type pipelines
@@ -201,7 +201,7 @@ def inference_designs(
     """Every replica design of `w` that meets its latency ceilings; with `prune`, only those no
     other design with the same device types beats in every respect (see _prune). `for_mix`:
     the designs serve a request mix, whose requests/s rise with tokens/s and fall with the time
-    to first token while sequences in flight follow from the rate (planner.model.mix), so
+    to first token while sequences in flight follow from the rate (planner.estimator.request_mix), so
     pruning compares the first-token time where it would compare sequences.
 
     Computed as numpy columns over all candidates at once; Design objects are made only for

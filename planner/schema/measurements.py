@@ -11,8 +11,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from planner.catalog_schema import Frozen, Reference
-from planner.yaml_io import read_yaml, validate
+from planner.schema.catalog import Frozen, Reference
+from planner.schema.yaml_io import read_yaml, validate
 
 Metric = Literal[
     "decode_tokens_per_s",

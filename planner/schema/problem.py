@@ -22,8 +22,8 @@ from pydantic import (
     model_validator,
 )
 
-from planner.catalog_schema import Frozen
-from planner.units import (
+from planner.schema.catalog import Frozen
+from planner.schema.units import (
     YEAR_S,
     Count,
     Hours,

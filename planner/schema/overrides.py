@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from planner.errors import InputError, did_you_mean
-from planner.yaml_io import Located, dotted, parse_text
+from planner.schema.yaml_io import Located, dotted, parse_text
 
 MAX_OVERRIDES = 64
 

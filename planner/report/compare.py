@@ -12,7 +12,7 @@ from typing import Any
 
 from rich.table import Table
 
-from planner.plan import plain_data
+from planner.plan.types import plain_data
 
 WITH_PLAN = ("OPTIMAL", "FEASIBLE")
 MISSING = "—"

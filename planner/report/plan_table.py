@@ -12,8 +12,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from planner.plan import DeviceLine, Plan, WorkloadPlan
-from planner.report_estimate import duration, gb
+from planner.plan.types import DeviceLine, Plan, WorkloadPlan
+from planner.report.estimate import duration, gb
 
 # How a device is had, as the plan's fields and their column headings.
 _HAD: tuple[tuple[str, str], ...] = (

@@ -34,10 +34,10 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.catalog import Catalog
-from planner.catalog_schema import Accelerator
 from planner.errors import InputError
-from planner.model.designs import BATCH_LEVELS, Design, inference_designs
-from planner.problem_schema import InferenceWorkload, Problem, RequestClass
+from planner.estimator.designs import BATCH_LEVELS, Design, inference_designs
+from planner.schema.catalog import Accelerator
+from planner.schema.problem import InferenceWorkload, Problem, RequestClass
 
 
 def class_workload(w: InferenceWorkload, k: int) -> InferenceWorkload:
