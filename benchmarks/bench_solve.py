@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from planner.catalog import Catalog, load_catalog
+from planner.load import load_problem
 from planner.model.cpsat import PlannerModel
 from planner.schema.problem import Problem
-from planner.solve import build_tables, load_problem, make_plan
+from planner.solve import build_tables, make_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEMS_DIR = ROOT / "problems"

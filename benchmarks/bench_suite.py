@@ -53,9 +53,10 @@ from matplotlib.figure import Figure
 from planner.catalog import Catalog, load_catalog
 from planner.errors import InternalError
 from planner.estimator.designs import allowed_devices
+from planner.load import load_problem
 from planner.model.cpsat import PlannerModel, Tables
 from planner.schema.problem import Problem
-from planner.solve import build_tables, load_problem, make_plan, only_device
+from planner.solve import build_tables, make_plan, only_device
 from planner.verify import verify
 
 ROOT = Path(__file__).resolve().parent.parent

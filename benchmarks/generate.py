@@ -39,9 +39,9 @@ from planner.estimator.designs import (
     training_designs,
 )
 from planner.estimator.economics import device_economics, energy_usd_per_watt
+from planner.load import check_names
 from planner.schema.catalog import Accelerator, ModelArch, Node
 from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload
-from planner.solve import check_names
 
 SEED = 20250601
 RENT_HOURS_PER_PURCHASE = 10_000  # purchase price of a synthetic variant of a rent-only device

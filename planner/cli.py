@@ -351,8 +351,9 @@ def solve(
 ) -> None:
     """Solve a problem file: the optimal bill of materials, layer map and figures."""
     with user_errors():
+        from planner.load import load_problem
         from planner.report.plan_table import plan_renderable
-        from planner.solve import load_problem, solve_problem
+        from planner.solve import solve_problem
 
         prob = load_problem(problem, sets or [])
         plan = solve_problem(prob, time_limit=time_limit, workers=workers, seed=seed, gap=gap)
@@ -394,9 +395,10 @@ def tco(
     """Cost over time of the optimal plan: breakdown by kind, cumulative cost by month, and per
     device type the break-even month of buying against renting the same hours on demand."""
     with user_errors():
+        from planner.load import load_problem
         from planner.report.plot import chart_format
         from planner.report.tco import plot_tco, tco_dict, tco_report, tco_tables
-        from planner.solve import load_problem, solve_problem
+        from planner.solve import solve_problem
 
         if plot_path is not None:
             chart_format(plot_path)  # a bad file name fails before the solve, not after
@@ -573,7 +575,8 @@ def frontier(
     """The Pareto frontier of cost or power against tokens/s or tokens per joule, every point
     proved optimal (epsilon-constraint: cap the resource, maximize the benefit)."""
     with user_errors():
-        from planner.solve import Solver, load_problem
+        from planner.load import load_problem
+        from planner.solve import Solver
         from planner.whatif.explore import axis_column
         from planner.whatif.explore import frontier as run_frontier
 
@@ -623,7 +626,8 @@ def explain(
     """Why a problem has no plan and the smallest relaxation that gives one; or, for a feasible
     problem, which limits bind and what loosening each by 10 % is worth."""
     with user_errors():
-        from planner.solve import Solver, load_problem
+        from planner.load import load_problem
+        from planner.solve import Solver
         from planner.whatif.explore import explain as run_explain
 
         prob = load_problem(problem, sets or [])
@@ -707,7 +711,8 @@ def _plan_of(path: Path, sets: list[str], time_limit: float, seed: int) -> dict[
                 "(no `status` and `devices`)"
             )
         return data
-    from planner.solve import load_problem, solve_problem
+    from planner.load import load_problem
+    from planner.solve import solve_problem
 
     return solve_problem(load_problem(path, sets), time_limit=time_limit, seed=seed).to_dict()
 

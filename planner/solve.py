@@ -5,11 +5,8 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Sequence
-from pathlib import Path
 
 from planner.catalog import Catalog, load_catalog
-from planner.errors import InputError, did_you_mean
 from planner.estimator.designs import (
     Design,
     allowed_devices,
@@ -34,7 +31,7 @@ from planner.estimator.economics import (
     reserved_hours,
     working_hours,
 )
-from planner.estimator.formats import kv_bytes, weight_format
+from planner.estimator.formats import weight_format
 from planner.estimator.request_mix import class_workload, mix_designs
 from planner.model.cpsat import (
     CLOUD,
@@ -57,73 +54,8 @@ from planner.plan.types import (
     StageLine,
     WorkloadPlan,
 )
-from planner.schema.overrides import apply_overrides, blame
 from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload
-from planner.schema.yaml_io import Located, dotted, read_yaml, validate
 from planner.verify import stage_figures, verify
-
-
-def load_problem(path: Path, overrides: Sequence[str] = ()) -> Problem:
-    """Read, override (`--set PATH=VALUE`), validate and name-check a problem file."""
-    return parse_problem(read_yaml(path), overrides)
-
-
-def parse_problem(doc: Located, overrides: Sequence[str] = ()) -> Problem:
-    doc, origin = apply_overrides(doc, overrides)
-    try:
-        problem = validate(doc, Problem)
-        check_names(problem, load_catalog(), doc)
-    except InputError as e:
-        raise blame(e, origin) from None
-    return problem
-
-
-def check_names(problem: Problem, cat: Catalog, doc: Located | None = None) -> None:
-    """Every name a problem uses exists in the catalog (with a located, suggesting error)."""
-
-    def where(loc: tuple[str | int, ...]) -> str:
-        return f"{doc.where(loc)}: {dotted(loc)}: " if doc else f"{dotted(loc)}: "
-
-    for i, w in enumerate(problem.workloads):
-        if w.model not in cat.models:
-            raise InputError(
-                f"{where(('workloads', i, 'model'))}workload `{w.name}`: unknown model `{w.model}`"
-                f"{did_you_mean(w.model, cat.models)}"
-            )
-        if isinstance(w, InferenceWorkload):
-            for key, check in (("weights", weight_format), ("kv", kv_bytes)):
-                try:
-                    check(getattr(w, key))
-                except InputError as e:
-                    raise InputError(
-                        f"{where(('workloads', i, key))}workload `{w.name}`: {e}"
-                    ) from None
-    c = problem.constraints
-    for key, names in (
-        ("allowed_devices", c.allowed_devices or []),
-        ("excluded_devices", c.excluded_devices),
-        ("inventory", [o.device for o in c.inventory]),
-    ):
-        for j, n in enumerate(names):
-            if n not in cat.accelerators:
-                loc: tuple[str | int, ...] = ("constraints", key, j)
-                if key == "inventory":
-                    loc = (*loc, "device")
-                raise InputError(
-                    f"{where(loc)}unknown device `{n}`{did_you_mean(n, cat.accelerators)}"
-                )
-    vendors = {a.vendor for a in cat.accelerators.values()}
-    for j, v in enumerate(c.vendors or []):
-        if v not in vendors:
-            raise InputError(
-                f"{where(('constraints', 'vendors', j))}unknown vendor `{v}`"
-                f"{did_you_mean(v, vendors)} (vendors: {', '.join(sorted(vendors))})"
-            )
-    if c.network not in cat.links:
-        raise InputError(
-            f"{where(('constraints', 'network'))}unknown link `{c.network}`"
-            f"{did_you_mean(c.network, cat.links)}"
-        )
 
 
 def build_tables(

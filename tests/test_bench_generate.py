@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from planner.estimator.designs import allowed_devices
+from planner.load import check_names
 from planner.schema.catalog import Accelerator, ModelArch, Node
 from planner.schema.problem import Problem, TrainingWorkload
-from planner.solve import check_names, solve_problem
+from planner.solve import solve_problem
 
 
 def _load() -> ModuleType:

@@ -20,9 +20,9 @@ from typer.testing import CliRunner
 
 from planner.cli import app
 from planner.errors import InputError
+from planner.load import load_problem
 from planner.schema import yaml_io
 from planner.schema.yaml_io import MAX_FILE_BYTES, parse_text
-from planner.solve import load_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 BROKEN = ROOT / "tests" / "broken"

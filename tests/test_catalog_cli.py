@@ -12,7 +12,7 @@ from planner.catalog import load_catalog
 from planner.cli import app
 from planner.errors import InputError
 from planner.hf_config import load_hf_config
-from planner.solve import load_problem
+from planner.load import load_problem
 
 runner = CliRunner()
 CAT = load_catalog()

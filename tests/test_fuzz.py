@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 from planner.catalog import load_catalog
 from planner.cli import app
 from planner.errors import InternalError, PlannerError
+from planner.load import parse_problem
 from planner.schema import units
 from planner.schema.problem import (
     Constraints,
@@ -34,7 +35,7 @@ from planner.schema.problem import (
     TrainingWorkload,
 )
 from planner.schema.yaml_io import Located, parse_text, read_yaml
-from planner.solve import parse_problem, solve_problem
+from planner.solve import solve_problem
 from planner.verify import verify
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,10 +11,11 @@ import pytest
 
 from planner.catalog import load_catalog
 from planner.errors import InputError, InternalError
+from planner.load import load_problem
 from planner.model.cpsat import SHARE_STEPS
 from planner.plan.types import Plan
 from planner.report.tco import tco_report
-from planner.solve import load_problem, solve_problem
+from planner.solve import solve_problem
 from planner.verify import verify
 
 PROBLEMS = Path(__file__).parent.parent / "problems"

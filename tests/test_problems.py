@@ -14,8 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 from planner.cli import app
+from planner.load import load_problem
 from planner.plan.types import Plan
-from planner.solve import load_problem, solve_problem
+from planner.solve import solve_problem
 
 PROBLEMS_DIR = Path(__file__).resolve().parent.parent / "problems"
 PROBLEM_FILES = sorted(PROBLEMS_DIR.glob("*.yaml"))

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from planner.load import load_problem
 from planner.plan.types import DeviceLine, NodeLine, Plan, WorkloadPlan
 from planner.report.compare import (
     MISSING,
@@ -20,7 +21,7 @@ from planner.report.compare import (
     comparison_dict,
     comparison_tables,
 )
-from planner.solve import load_problem, solve_problem
+from planner.solve import solve_problem
 
 PROBLEMS_DIR = Path(__file__).resolve().parent.parent / "problems"
 

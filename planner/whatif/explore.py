@@ -15,17 +15,13 @@ from fractions import Fraction
 from typing import Any
 
 from planner.errors import InputError
+from planner.load import parse_problem
 from planner.model.cpsat import PlannerModel, Tables
 from planner.plan.types import Plan
 from planner.schema.overrides import split_assignment
 from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload
 from planner.schema.yaml_io import Located, parse_text
-from planner.solve import (
-    Solver,
-    build_tables,
-    constraint_slack,
-    parse_problem,
-)
+from planner.solve import Solver, build_tables, constraint_slack
 
 MAX_POINTS = 400  # points in one sweep (both parameters together)
 
