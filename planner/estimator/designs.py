@@ -337,10 +337,16 @@ def _homogeneous(st: _Setting, max_stages: int) -> _Candidates:
     lay = layers[None, :, None]
     hop = np.where(S[None, :] > 1, st.hop[:, None], 0.0)  # [bi, S - 1]
     T = lay * st.tau[:, None, :] + st.fixed[:, None, :] + hop[:, :, None]
-    act = _activity(lay * (st.w_layer / st.tp + st.kv_read[:, None, :]), st.bandwidth, T)
-    watts = power_w(st.tdp_w, st.idle_w, act, st.floor)
+    # Every stage draws power and prefills for its own layers: S - 1 of `lay`, the last the rest.
+    last = (L - (S - 1) * layers)[None, :, None]
+    per_byte = st.w_layer / st.tp + st.kv_read[:, None, :]
+    full = power_w(st.tdp_w, st.idle_w, _activity(lay * per_byte, st.bandwidth, T), st.floor)
+    tail = power_w(st.tdp_w, st.idle_w, _activity(last * per_byte, st.bandwidth, T), st.floor)
+    watts = ((S - 1)[None, :, None] * full + tail) / S[None, :, None]  # mean per device
     n_dev = S[None, :, None] * st.tp
-    prefill = (lay * st.pre_tau + st.pre_fixed) * S[None, :, None]
+    prefill = (lay * st.pre_tau + st.pre_fixed) * (S - 1)[None, :, None] + (
+        last * st.pre_tau + st.pre_fixed
+    )
     ttft = prefill + (st.hop[:, None] * (S - 1)[None, :])[:, :, None]
     b = st.levels[:, None, None]
     Sg = S[None, :, None]
@@ -452,8 +458,9 @@ def _two_type(st: _Setting, homog: _Candidates, max_stages: int) -> _Candidates:
     for i in range(1, HETERO_MAX_STAGES):
         pre2 = np.where(i < s2, pre2 + ((q + (i < r)) * p2a + p2b), pre2)
     ttft = s1 * (n1 * st.pre_tau[o1] + st.pre_fixed[o1]) + pre2 + hop * (S - 1)
+    # Every stage draws power for its own layers: s1 of n1, r of q + 1 and s2 - r of q.
     watts = np.zeros(len(o1))
-    for o, lay, cnt in ((o1, n1, s1), (o2, top, s2)):
+    for o, lay, cnt in ((o1, n1, s1), (o2, q + 1, r), (o2, q, s2 - r)):
         act = _activity(lay * (st.w_layer / st.tp[o] + st.kv_read[bi, o]), st.bandwidth[o], T)
         pw = power_w(st.tdp_w[o], st.idle_w[o], act, st.floor[o])
         watts = watts + pw * cnt * st.tp[o]

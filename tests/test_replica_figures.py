@@ -1,0 +1,48 @@
+"""Design enumeration (numpy columns over every candidate) and the scalar replica figures that
+the plan builder prints and the verifier recomputes are the same serving model: every design of
+every example agrees with its stage-by-stage recomputation."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from planner.catalog import load_catalog
+from planner.estimator.designs import allowed_devices, inference_designs
+from planner.estimator.replica import StageSpec, inference_replica
+from planner.load import load_problem
+from planner.schema.problem import InferenceWorkload
+
+PROBLEMS = sorted((Path(__file__).parent.parent / "problems").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", PROBLEMS, ids=lambda p: p.stem)
+def test_designs_match_scalar_replica_figures(path: Path) -> None:
+    cat = load_catalog()
+    problem = load_problem(path)
+    devs = allowed_devices(problem, cat)
+    link = cat.link(problem.constraints.network)
+    for w in problem.workloads:
+        if not isinstance(w, InferenceWorkload) or w.request_mix is not None:
+            continue
+        designs = inference_designs(w, problem, cat, devs, prune=False)
+        for d in designs[:: max(1, len(designs) // 200)]:  # an even sample of at most ~200
+            fig = inference_replica(
+                cat.model(w.model),
+                w.weights,
+                w.kv,
+                batch=d.batch,
+                context=w.context_tokens,
+                prompt=w.prompt_tokens,
+                stages=[StageSpec(cat.accelerator(s.device), s.tp, s.layers) for s in d.stages],
+                link=link,
+            )
+            for got, want in (
+                (d.tokens_per_s, fig.tokens_per_s),
+                (d.ms_per_token, fig.ms_per_token),
+                (d.ttft_s, fig.ttft_s),
+                (d.power_w, fig.power_w),
+            ):
+                assert math.isclose(got, want, rel_tol=1e-9), (d, fig)
