@@ -90,7 +90,10 @@ def inference_replica(
     )
     kv_layer_seq = kv_bytes_per_token(m, kvb) / L * context
     w_layer = block_weight_bytes(m, fmt) / L
-    seconds, prefill, mems, busy = [], [], [], []
+    seconds: list[float] = []
+    prefill: list[float] = []
+    mems: list[dict[str, float]] = []
+    busy: list[float] = []
     for i, st in enumerate(stages):
         dev = device_table([st.device])
         tau = _scalar(
@@ -120,12 +123,12 @@ def inference_replica(
     T = max(seconds)
     figs = []
     total_w = 0.0
-    for st, sec, pre, mem, nbytes in zip(stages, seconds, prefill, mems, busy, strict=True):
+    for st, sec, pre, use, nbytes in zip(stages, seconds, prefill, mems, busy, strict=True):
         dev = device_table([st.device])
         act = min(1.0, nbytes / _scalar(dev.bandwidth_bytes_s) / T)
         watts = _scalar(power_w(dev.tdp_w, dev.idle_w, np.asarray(act), dev.power_activity_floor))
         total_w += watts * st.tp
-        figs.append(StageFigures(mem, sec, boundary, pre, watts))
+        figs.append(StageFigures(use, sec, boundary, pre, watts))
     return ReplicaFigures(
         stages=tuple(figs),
         step_seconds=T,
