@@ -18,8 +18,9 @@ from pathlib import Path
 from planner.catalog import Catalog, load_catalog
 from planner.load import load_problem
 from planner.model.cpsat import PlannerModel
+from planner.model.tables import build_tables
+from planner.plan.build import make_plan
 from planner.schema.problem import Problem
-from planner.solve import build_tables, make_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEMS_DIR = ROOT / "problems"

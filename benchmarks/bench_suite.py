@@ -54,9 +54,11 @@ from planner.catalog import Catalog, load_catalog
 from planner.errors import InternalError
 from planner.estimator.designs import allowed_devices
 from planner.load import load_problem
-from planner.model.cpsat import PlannerModel, Tables
+from planner.model.cpsat import PlannerModel
+from planner.model.tables import Tables, build_tables
+from planner.plan.build import make_plan
 from planner.schema.problem import Problem
-from planner.solve import build_tables, make_plan, only_device
+from planner.solve import only_device
 from planner.verify import verify
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -20,7 +20,7 @@ from pathlib import Path
 from planner.load import parse_problem
 from planner.schema.yaml_io import read_yaml
 from planner.solve import Solver
-from planner.whatif.explore import parse_vary, sweep
+from planner.whatif.sweep import parse_vary, sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = [

@@ -514,8 +514,8 @@ def sweep(
     with user_errors():
         from planner.schema.yaml_io import read_yaml
         from planner.solve import Solver
-        from planner.whatif.explore import parse_vary
-        from planner.whatif.explore import sweep as run_sweep
+        from planner.whatif.sweep import parse_vary
+        from planner.whatif.sweep import sweep as run_sweep
 
         varies = [parse_vary(v) for v in vary]
         doc = read_yaml(problem)
@@ -577,8 +577,8 @@ def frontier(
     with user_errors():
         from planner.load import load_problem
         from planner.solve import Solver
-        from planner.whatif.explore import axis_column
-        from planner.whatif.explore import frontier as run_frontier
+        from planner.whatif.frontier import axis_column
+        from planner.whatif.frontier import frontier as run_frontier
 
         prob = load_problem(problem, sets or [])
         solver = Solver(time_limit=time_limit, workers=workers, seed=seed)
@@ -628,7 +628,7 @@ def explain(
     with user_errors():
         from planner.load import load_problem
         from planner.solve import Solver
-        from planner.whatif.explore import explain as run_explain
+        from planner.whatif.explain import explain as run_explain
 
         prob = load_problem(problem, sets or [])
         ex = run_explain(prob, Solver(time_limit=time_limit, seed=seed))

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from planner.cli import app
 from planner.errors import InputError
-from planner.whatif.explore import parse_vary
+from planner.whatif.sweep import parse_vary
 
 runner = CliRunner()
 CHAT = "problems/chat-70b.yaml"

@@ -11,6 +11,8 @@ from typer.testing import CliRunner
 
 from planner.cli import app
 from planner.model import cpsat
+from planner.model.result import Solution
+from planner.schema.status import Status
 
 runner = CliRunner()
 
@@ -18,7 +20,7 @@ runner = CliRunner()
 def test_no_plan_within_the_time_limit_exits_4(monkeypatch: pytest.MonkeyPatch) -> None:
     # What the model returns when CP-SAT answers UNKNOWN: nothing found before the limit.
     def nothing(self: Any, **kwargs: Any) -> cpsat.Solution:
-        return cpsat.Solution("NO_PLAN", None, None, kwargs["time_limit"], {}, {}, {})
+        return Solution(Status.NO_PLAN, None, None, kwargs["time_limit"], {}, {}, {})
 
     monkeypatch.setattr(cpsat.PlannerModel, "solve", nothing)
     r = runner.invoke(app, ["solve", "problems/chat-70b.yaml", "--time-limit", "0.5"])

@@ -12,7 +12,7 @@ import pytest
 from planner.catalog import load_catalog
 from planner.errors import InputError, InternalError
 from planner.load import load_problem
-from planner.model.cpsat import SHARE_STEPS
+from planner.model.scale import SHARE_STEPS
 from planner.plan.types import Plan
 from planner.report.tco import tco_report
 from planner.solve import solve_problem

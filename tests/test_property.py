@@ -16,9 +16,15 @@ from hypothesis import strategies as st
 
 from planner.catalog import load_catalog
 from planner.estimator.economics import in_fleet
-from planner.model.cpsat import PREM, Solution, Tables
+from planner.model.result import Solution
+from planner.model.tables import Tables, build_tables
+from planner.plan.build import make_plan
+from planner.plan.slack import constraint_slack
 from planner.schema.problem import InferenceWorkload, Problem
-from planner.solve import build_tables, constraint_slack, make_plan, solve_problem
+from planner.schema.status import Site
+from planner.solve import solve_problem
+
+PREM = Site.PREMISES
 
 # Devices with a purchase price and a host, from small to large.
 DEVICES = ["rtx-4090", "rtx-3090", "a100-80gb-sxm", "h100-sxm", "mi300x", "rtx-5090"]

@@ -39,8 +39,8 @@ def design(name: str, **kw: Any) -> WorkloadPlan:
         "ttft_s": 0.5,
         "finish_hours": None,
         "power_w": 1000.0,
-        "tokens_per_joule": 1.0,
-        "usd_per_million_tokens": 1.0,
+        "tokens_per_joule_at_capacity": 1.0,
+        "usd_per_million_tokens_at_capacity": 1.0,
     }
     return WorkloadPlan(**(base | kw))
 
@@ -72,8 +72,8 @@ def plan_a() -> dict[str, Any]:
                 ms_per_token=45.0,
                 ttft_s=0.5,
                 power_w=8000.0,
-                tokens_per_joule=0.5,
-                usd_per_million_tokens=1.2,
+                tokens_per_joule_at_capacity=0.5,
+                usd_per_million_tokens_at_capacity=1.2,
             )
         ],
         binding_constraints=["budget"],
@@ -108,7 +108,7 @@ def plan_b() -> dict[str, Any]:
                 ms_per_token=38.2,
                 ttft_s=0.4,
                 power_w=5000.0,
-                usd_per_million_tokens=1.0,
+                usd_per_million_tokens_at_capacity=1.0,
             ),
             design(
                 "chat",
@@ -117,7 +117,7 @@ def plan_b() -> dict[str, Any]:
                 ms_per_token=36.0,
                 ttft_s=0.6,
                 power_w=1000.0,
-                usd_per_million_tokens=2.0,
+                usd_per_million_tokens_at_capacity=2.0,
             ),
         ],
         binding_constraints=["power"],

@@ -18,15 +18,11 @@ Conventions (stated once, used everywhere):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from planner.catalog import Catalog
 from planner.estimator.cost import HOURS_PER_YEAR
 from planner.schema.catalog import Accelerator, Node
 from planner.schema.problem import Mode, Problem, TrainingWorkload, Workload
-
-if TYPE_CHECKING:
-    from planner.estimator.designs import Design
 
 RENT_MODES: tuple[Mode, ...] = ("on_demand", "reserved", "spot")
 
@@ -238,9 +234,9 @@ def device_economics(
     return out
 
 
-def cloud_host_watts(d: Design, econ: dict[str, DeviceEconomics]) -> float:
+def cloud_host_watts(devices: dict[str, int], econ: dict[str, DeviceEconomics]) -> float:
     """A rented replica's share of its hosts' power: its slots' share of each host."""
-    return sum(n * econ[x].node.power_overhead_w / econ[x].slots for x, n in d.devices.items())
+    return sum(n * econ[x].node.power_overhead_w / econ[x].slots for x, n in devices.items())
 
 
 def break_even_utilization(problem: Problem, e: DeviceEconomics, watts: float) -> float | None:
@@ -258,3 +254,9 @@ def break_even_utilization(problem: Problem, e: DeviceEconomics, watts: float) -
         return None
     own = (e.prices.purchase_usd + e.node.price_usd / e.slots) * ownership_factor(problem)
     return own / (horizon_hours(problem) * per_hour)
+
+
+def job_rate(e: DeviceEconomics) -> float | None:
+    """Rent per hour a training job pays for one device: on demand, else spot, else reserved."""
+    p = e.prices
+    return p.on_demand_usd_per_hour or p.spot_usd_per_hour or p.reserved_usd_per_hour

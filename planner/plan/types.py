@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from planner.schema.status import Site, Status
+
 
 @dataclass(frozen=True)
 class DeviceLine:
@@ -106,19 +108,26 @@ class WorkloadPlan:
     ms_per_token: float | None
     ttft_s: float | None
     finish_hours: float | None
-    power_w: float
-    tokens_per_joule: float
-    usd_per_million_tokens: float | None
+    power_w: float  # every device of these replicas at load (no hosts, no PUE)
+    # Output tokens/s of these replicas at capacity over their devices' power at load (no hosts,
+    # no PUE): a figure of the design, not of the fleet (see Plan.tokens_per_joule).
+    tokens_per_joule_at_capacity: float
+    # What these replicas cost over their period (devices with upkeep and energy, or rent) per
+    # million tokens they could make at capacity; the fleet's figure is Plan.usd_per_million_tokens.
+    usd_per_million_tokens_at_capacity: float | None
     period: str | None = None  # the demand period these replicas serve (None: all of them)
-    site: str = "on-premises"  # or "cloud" (rented devices)
+    site: str = Site.PREMISES  # or Site.CLOUD (rented devices)
     requests_per_s: dict[str, float] = field(default_factory=dict)  # class -> served (mixes)
     sized_for: str | None = None  # request class whose lengths size this design (mixes)
 
 
 @dataclass
 class Plan:
+    """A plan, or the reasons there is none. Summary metrics are defined once, here, as
+    properties (and in docs/plan-format.md); every report reads them rather than re-deriving."""
+
     problem: str
-    status: str  # OPTIMAL, FEASIBLE, INFEASIBLE, NO_PLAN
+    status: Status
     objective_name: str
     objective: float | None
     bound: float | None
@@ -136,7 +145,9 @@ class Plan:
     costs: Costs = field(default_factory=Costs)
     periods: list[PeriodLine] = field(default_factory=list)
     energy_kwh_per_year: float = 0.0  # every device in use, at the wall
-    tokens_per_joule: float | None = None  # output tokens over energy, whole horizon
+    # Output tokens served (the demand, not spare capacity) over the energy at the wall (hosts
+    # and PUE included), over the whole horizon: the fleet's tokens per joule.
+    tokens_per_joule: float | None = None
     carbon: CarbonLine | None = None
     binding_constraints: list[str] = field(default_factory=list)
     slack: dict[str, float] = field(default_factory=dict)
@@ -149,9 +160,47 @@ class Plan:
         denom = max(abs(self.objective), 1e-9)
         return abs(self.objective - self.bound) / denom
 
+    @property
+    def has_plan(self) -> bool:
+        return Status(self.status).has_plan
+
+    @property
+    def peak_tokens_per_s(self) -> float | None:
+        """Output tokens/s of the inference capacity at work in the busiest period (replicas
+        serving every period count in each)."""
+        if not self.has_plan:
+            return None
+        names: list[str | None] = [p.name for p in self.periods] or [None]
+        return max(
+            sum(
+                w.tokens_per_s
+                for w in self.workloads
+                if w.kind == "inference" and (w.period is None or w.period == name)
+            )
+            for name in names
+        )
+
+    @property
+    def served_tokens(self) -> float:
+        """Output tokens served over the horizon (the demand, not spare capacity)."""
+        return sum(p.tokens for p in self.periods)
+
+    @property
+    def usd_per_million_tokens(self) -> float | None:
+        """Total cost over the horizon per million output tokens served (token-weighted over
+        every workload and period)."""
+        tokens = self.served_tokens
+        return self.tco_usd / tokens * 1e6 if self.has_plan and tokens else None
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["gap"] = self.gap
+        d["summary"] = {
+            "peak_tokens_per_s": self.peak_tokens_per_s,
+            "served_tokens": self.served_tokens,
+            "usd_per_million_tokens": self.usd_per_million_tokens,
+            "tokens_per_joule": self.tokens_per_joule,
+        }
         return d
 
 

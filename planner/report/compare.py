@@ -62,8 +62,8 @@ WORKLOAD_METRICS = (
     MetricSpec("ttft_s", "first token (s)", ",.2f"),
     MetricSpec("finish_hours", "finish (h)", ",.1f"),
     MetricSpec("power_w", "power (W)", ",.0f"),
-    MetricSpec("tokens_per_joule", "tokens/J", ",.3f"),
-    MetricSpec("usd_per_million_tokens", "$/M tokens", ",.4f"),
+    MetricSpec("tokens_per_joule", "tokens/J at capacity (devices)", ",.3f"),
+    MetricSpec("usd_per_million_tokens", "$/M tokens at capacity", ",.4f"),
 )
 _PLAN_SPECS = {s.key: s for s in PLAN_METRICS}
 _WORKLOAD_SPECS = {s.key: s for s in WORKLOAD_METRICS}
@@ -232,11 +232,11 @@ def _workloads(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
     for name, ws in parts.items():
         tokens = sum(float(w["tokens_per_s"]) for w in ws)
         power = sum(float(w["power_w"]) for w in ws)
-        priced = [w for w in ws if w.get("usd_per_million_tokens") is not None]
+        key = "usd_per_million_tokens_at_capacity"
+        priced = [w for w in ws if w.get(key) is not None]
         priced_tokens = sum(float(w["tokens_per_s"]) for w in priced)
         usd_per_m = (
-            sum(float(w["usd_per_million_tokens"]) * float(w["tokens_per_s"]) for w in priced)
-            / priced_tokens
+            sum(float(w[key]) * float(w["tokens_per_s"]) for w in priced) / priced_tokens
             if priced_tokens > 0
             else None
         )

@@ -151,7 +151,9 @@ def _energy_line(plan: Plan) -> Text:
     line.append("energy ", style="bold")
     line.append(f"{plan.energy_kwh_per_year:,.0f} kWh per year at the wall")
     if plan.tokens_per_joule is not None:
-        line.append(f", {plan.tokens_per_joule:,.3f} tokens/J")
+        line.append(f", {plan.tokens_per_joule:,.3f} tokens/J served (fleet, at the wall)")
+    if plan.usd_per_million_tokens is not None:
+        line.append(f", ${plan.usd_per_million_tokens:,.4f} per M tokens served")
     c = plan.carbon
     if c is not None:
         line.append("\ncarbon ", style="bold")
@@ -208,8 +210,9 @@ def _workload(w: WorkloadPlan, show_site: bool) -> Table:
     if w.kind == "inference":
         t.caption = (
             f"{w.tokens_per_s:,.0f} tokens/s, {w.ms_per_token:,.1f} ms/token, "
-            f"first token {duration(w.ttft_s)}, {w.tokens_per_joule:,.3f} tokens/J, "
-            f"${w.usd_per_million_tokens or 0:,.4f} per M tokens"
+            f"first token {duration(w.ttft_s)}; at capacity "
+            f"{w.tokens_per_joule_at_capacity:,.3f} tokens/J (devices only) and "
+            f"${w.usd_per_million_tokens_at_capacity or 0:,.4f} per M tokens"
         )
         if w.requests_per_s:
             served = ", ".join(f"{k} {v:,.2f}" for k, v in w.requests_per_s.items())

@@ -1,0 +1,184 @@
+"""Constraint families, one method each, named so that binding constraints and infeasibility
+can be reported by name (each named family is enforced by an assumption literal)."""
+
+from __future__ import annotations
+
+import math
+
+from ortools.sat.python import cp_model
+
+from planner.model.quantities import Quantities
+from planner.model.result import ShareKey
+from planner.model.scale import RATE_SCALE, SHARE_STEPS, THROUGHPUT_SCALE, to_int
+from planner.model.tables import class_load
+from planner.model.variables import CLOUD, PREM
+from planner.schema.problem import InferenceWorkload, TrainingWorkload
+
+
+class Constraints(Quantities):
+    """Adds every constraint family to the model, in a fixed order."""
+
+    def _lit(self, name: str) -> cp_model.IntVar:
+        """An assumption literal for a named constraint family (for explanations)."""
+        lit = self.m.new_bool_var(f"on:{name}")
+        self.named[name] = lit
+        return lit
+
+    def add_constraints(self) -> None:
+        # Order: demand first (defines what must be held), then supply, then limits.
+        self._demand()
+        self._inventory_and_hosts()
+        self._cloud_supply()
+        self._budget()
+        self._power()
+        self._device_count()
+        self._rack_units()
+        self._carbon()
+
+    def _demand(self) -> None:
+        """Each inference workload meets its throughput and concurrency (or each request class
+        its rate) in every period; each training job runs once."""
+        for w in self.p.workloads:
+            designs = self.t.designs[w.name]
+            if isinstance(w, TrainingWorkload):
+                keys = self._keys(w.name, -1)
+                self.m.add(sum(self.R[k] for k in keys) == 1).only_enforce_if(
+                    self._lit(f"train:{w.name}")
+                )
+                continue
+            if w.request_mix is not None:
+                self._mix_demand(w)
+                continue
+            thr = self._lit(f"throughput:{w.name}") if w.min_tokens_per_s > 0 else None
+            conc = self._lit(f"concurrency:{w.name}")
+            for p_i, period in enumerate(self.periods):
+                keys = self._keys(w.name, p_i)
+                if thr is not None:
+                    need = to_int(
+                        w.min_tokens_per_s * period.scale * THROUGHPUT_SCALE,
+                        f"{w.name}.min_tokens_per_s",
+                    )
+                    self.m.add(
+                        sum(
+                            to_int(designs[k[1]].tokens_per_s * THROUGHPUT_SCALE, "tps", up=False)
+                            * self.R[k]
+                            for k in keys
+                        )
+                        >= need
+                    ).only_enforce_if(thr)
+                self.m.add(
+                    sum(designs[k[1]].concurrency * self.R[k] for k in keys)
+                    >= math.ceil(w.concurrency * period.scale - 1e-9)
+                ).only_enforce_if(conc)
+                self.m.add(sum(self.R[k] for k in keys) >= 1)
+
+    def _mix_demand(self, w: InferenceWorkload) -> None:
+        """Each class's requests/s are met by shares of replica time: a replica's shares add up
+        to at most its whole time, and a share s of design j serves s x rate(j, class)."""
+        assert w.request_mix is not None
+        serves = self.t.serves[w.name]
+        lit = self._lit(f"requests:{w.name}")
+        for (wn, j, p_i, site), r in self.R.items():
+            if wn != w.name:
+                continue
+            ys = [self.Y[ShareKey(wn, j, k, p_i, site)] for k in serves[j]]
+            self.m.add(sum(ys) <= SHARE_STEPS * r)
+        for p_i, period in enumerate(self.periods):
+            keys = self._keys(w.name, p_i)
+            for k, cls in enumerate(w.request_mix):
+                need = to_int(
+                    class_load(w, k, period.scale) * RATE_SCALE * SHARE_STEPS,
+                    f"{w.name}.{cls.name} requests",
+                )
+                self.m.add(
+                    sum(
+                        to_int(serves[j][k] * RATE_SCALE, "requests/s", up=False)
+                        * self.Y[ShareKey(wn, j, k, p_i, site)]
+                        for (wn, j, _, site) in keys
+                        if k in serves[j]
+                    )
+                    >= need
+                ).only_enforce_if(lit)
+            self.m.add(sum(self.R[k] for k in keys) >= 1)
+
+    def _inventory_and_hosts(self) -> None:
+        """Owned and bought devices cover the busiest period on premises; every one of them sits
+        in a host slot; bought devices fill bought hosts."""
+        for dev, fleet in self.fleet.items():
+            e = self.t.econ[dev]
+            if not self.single:
+                for p_i in range(len(self.periods)):
+                    self.m.add(fleet >= self.use_expr(dev, p_i, PREM))
+                self.m.add(fleet <= self.fleet_ub[dev])
+            self.m.add(self.bought[dev] >= fleet - e.owned)
+            self.m.add(self.hosts[dev] * e.slots >= fleet)
+            self.m.add(self.hosts_bought[dev] * e.slots >= self.bought[dev])
+            self.m.add(self.hosts_bought[dev] <= self.hosts[dev])
+
+    def _cloud_supply(self) -> None:
+        """Cloud replicas run on reserved, on-demand and (the share expected up of) spot devices;
+        spot carries at most `spot_max_share` of each period's devices at work."""
+        for (dev, p_i, site), _ in self.use.items():
+            if site != CLOUD:
+                continue
+            supply: list[cp_model.LinearExpr] = []
+            if dev in self.reserved:
+                supply.append(self.reserved[dev])
+            if (dev, p_i) in self.od:
+                supply.append(self.od[(dev, p_i)])
+            if (dev, p_i) in self.spot_up:
+                supply.append(self.spot_up[(dev, p_i)])
+            self.m.add(self.use_expr(dev, p_i, CLOUD) <= sum(supply))
+        if not self.spot_up:
+            return
+        share = to_int(self.p.market.spot_max_share * RATE_SCALE, "spot_max_share", up=False)
+        lit = self._lit("spot_share")
+        for p_i in range(len(self.periods)):
+            up = [v for (dev, q), v in self.spot_up.items() if q == p_i]
+            if up:
+                self.m.add(RATE_SCALE * sum(up) <= share * self.devices_at(p_i)).only_enforce_if(
+                    lit
+                )
+
+    def _budget(self) -> None:
+        """Total cost over the horizon, and money up front, under their ceilings."""
+        c = self.p.constraints
+        if c.budget_usd is not None:
+            self.m.add(
+                self.tco_expr() <= to_int(c.budget_usd, "budget_usd", up=False)
+            ).only_enforce_if(self._lit("budget"))
+        if c.capex_usd is not None:
+            self.m.add(
+                self.capex_expr() <= to_int(c.capex_usd, "capex_usd", up=False)
+            ).only_enforce_if(self._lit("capex"))
+
+    def _power(self) -> None:
+        """Power at the wall (devices and hosts at load, times PUE) under the cap in every
+        period; rented devices count too (the cap is the deployment's power budget)."""
+        c = self.p.constraints
+        if c.power_w is not None:
+            cap = to_int(c.power_w * 1000 / self.p.horizon.pue, "power_w", up=False)  # milliwatts
+            lit = self._lit("power")
+            for p_i in range(len(self.periods)):
+                self.m.add(self.power_at(p_i, milli=True) <= cap).only_enforce_if(lit)
+
+    def _device_count(self) -> None:
+        c = self.p.constraints
+        if c.max_devices is not None:
+            lit = self._lit("max_devices")
+            for p_i in range(len(self.periods)):
+                self.m.add(self.devices_held(p_i) <= c.max_devices).only_enforce_if(lit)
+
+    def _rack_units(self) -> None:
+        c = self.p.constraints
+        if c.max_rack_units is not None:
+            self.m.add(self.rack_units_expr() <= c.max_rack_units).only_enforce_if(
+                self._lit("rack_units")
+            )
+
+    def _carbon(self) -> None:
+        c = self.p.constraints
+        if c.max_carbon_kgco2e is not None:
+            self.m.add(
+                self.carbon_expr() <= to_int(c.max_carbon_kgco2e * 1000, "max_carbon", up=False)
+            ).only_enforce_if(self._lit("carbon"))

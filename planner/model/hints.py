@@ -1,0 +1,107 @@
+"""A quick plan to start the search from: the previous plan of a sweep, or per workload the
+design whose replicas meet its demand at the lowest price (a hint, never a constraint)."""
+
+from __future__ import annotations
+
+import math
+
+from planner.estimator.economics import energy_usd_per_watt
+from planner.model.result import ReplicaKey, ShareKey
+from planner.model.scale import SHARE_STEPS
+from planner.model.tables import class_load, replicas_needed
+from planner.model.variables import CLOUD, PREM, ModelBase
+from planner.schema.problem import InferenceWorkload, TrainingWorkload
+
+
+class Hints(ModelBase):
+    def heuristic(self) -> tuple[dict[ReplicaKey, int], dict[ShareKey, int]]:
+        """A quick plan: per workload, the design whose replicas meet the demand at the lowest
+        price (devices with their share of a host, plus energy, or the job's cost), ignoring
+        shared limits; for fixed demand served on premises only (else no hint). Also the
+        request-class shares of replica time that plan gives each mix design."""
+        shares: dict[ShareKey, int] = {}
+        if not self.single or any(k[3] == CLOUD for k in self.R):
+            return {}, shares
+        per_w = energy_usd_per_watt(self.p)
+        slot_usd = {
+            dev: e.unit_usd + e.node.price_usd / e.slots + e.node.power_overhead_w / e.slots * per_w
+            for dev, e in self.t.econ.items()
+        }
+        chosen: dict[ReplicaKey, int] = {}
+        for w in self.p.workloads:
+            if isinstance(w, InferenceWorkload) and w.request_mix is not None:
+                self._mix_heuristic(w, slot_usd, per_w, chosen, shares)
+                continue
+            best: tuple[float, ReplicaKey, int] | None = None
+            for key in self.R:
+                if key[0] != w.name:
+                    continue
+                d = self.t.designs[w.name][key[1]]
+                if isinstance(w, TrainingWorkload):
+                    n = 1
+                    price = self.t.training_cost.get((w.name, key[1]), 0.0)
+                else:
+                    n = replicas_needed(w, d)
+                    price = 0.0
+                if key[3] == PREM:
+                    price += sum(slot_usd[x] * k for x, k in d.devices.items())
+                price = n * (price + d.power_w * per_w)
+                if n <= self.R_ub[key] and (best is None or price < best[0]):
+                    best = (price, key, n)
+            if best is not None:
+                chosen[best[1]] = best[2]
+        return chosen, shares
+
+    def _mix_heuristic(
+        self,
+        w: InferenceWorkload,
+        slot_usd: dict[str, float],
+        per_w: float,
+        chosen: dict[ReplicaKey, int],
+        shares: dict[ShareKey, int],
+    ) -> None:
+        """Each request class alone on the design that serves its load at the lowest price."""
+        assert w.request_mix is not None
+        serves = self.t.serves[w.name]
+        for k in range(len(w.request_mix)):
+            load = class_load(w, k, self.periods[0].scale)
+            best: tuple[float, ReplicaKey, int, int] | None = None
+            for j, rates in enumerate(serves):
+                key = ReplicaKey(w.name, j, 0, PREM)
+                if k not in rates or key not in self.R:
+                    continue
+                d = self.t.designs[w.name][j]
+                share = math.ceil(load / rates[k] * SHARE_STEPS - 1e-9)
+                n = -(-share // SHARE_STEPS)
+                price = n * (sum(slot_usd[x] * c for x, c in d.devices.items()) + d.power_w * per_w)
+                if chosen.get(key, 0) + n <= self.R_ub[key] and (best is None or price < best[0]):
+                    best = (price, key, n, share)
+            if best is not None:
+                _, key, n, share = best
+                chosen[key] = chosen.get(key, 0) + n
+                shares[ShareKey(w.name, key[1], k, 0, PREM)] = share
+
+    def _hint(self, warm: dict[ReplicaKey, int] | None) -> None:
+        """Start the search from a previous plan or the heuristic one (a hint, not a constraint)."""
+        chosen, y_hint = (warm, {}) if warm is not None else self.heuristic()
+        if not chosen:
+            return
+        chosen = {k: min(v, self.R_ub[k]) for k, v in chosen.items() if k in self.R}
+        for k, var in self.R.items():
+            self.m.add_hint(var, chosen.get(k, 0))
+        for yk, yv in self.Y.items():
+            self.m.add_hint(yv, y_hint.get(yk, 0))
+        if not self.single:
+            return
+        used: dict[str, int] = {}
+        for (wn, j, _, site), r in chosen.items():
+            if site == PREM:
+                for dev, n in self.t.designs[wn][j].devices.items():
+                    used[dev] = used.get(dev, 0) + n * r
+        for dev, var in self.bought.items():
+            e = self.t.econ[dev]
+            u = used.get(dev, 0)
+            b = min(max(0, u - e.owned), self.bought_ub[dev])
+            self.m.add_hint(var, b)
+            self.m.add_hint(self.hosts[dev], min(-(-u // e.slots), self.hosts_ub[dev]))
+            self.m.add_hint(self.hosts_bought[dev], min(-(-b // e.slots), self.hosts_ub[dev]))

@@ -1,0 +1,203 @@
+"""Linear quantities of a plan as CP-SAT expressions: money, carbon, power, throughput,
+devices and rack units. Objectives, limits and what-if questions are built from these."""
+
+from __future__ import annotations
+
+from ortools.sat.python import cp_model, cp_model_helper
+
+from planner.estimator.designs import Design
+from planner.estimator.economics import (
+    cloud_host_watts,
+    embodied_kg_per_hour,
+    embodied_share,
+    energy_usd_per_watt_hour,
+    grid_intensity,
+    ownership_factor,
+    reserved_hours,
+)
+from planner.model.scale import THROUGHPUT_SCALE, to_int
+from planner.model.variables import CLOUD, JOB, PREM, ModelBase
+from planner.schema.problem import InferenceWorkload, TrainingWorkload
+
+QUANTITIES = ("cost", "capex", "power", "devices", "rack_units", "throughput", "carbon")
+
+
+class Quantities(ModelBase):
+    """Expressions over the model's variables (integers at the scales of planner.model.scale)."""
+
+    def capex_expr(self) -> cp_model.LinearExpr:
+        """Money up front: devices and hosts bought."""
+        terms = []
+        for dev, b in self.bought.items():
+            e = self.t.econ[dev]
+            if self.bought_ub[dev] > 0:
+                terms.append(to_int(e.unit_usd, f"{dev}.price") * b)
+                terms.append(
+                    to_int(e.node.price_usd, f"{e.node.id}.price") * self.hosts_bought[dev]
+                )
+        return sum(terms)  # type: ignore[return-value]
+
+    def tco_expr(self) -> cp_model.LinearExpr:
+        """Over the horizon: purchases with upkeep, electricity on premises, rent, and the
+        training jobs' energy or rent."""
+        own = ownership_factor(self.p)
+        usd_wh = energy_usd_per_watt_hour(self.p)
+        work_h = sum(p.hours for p in self.periods)
+        terms: list[cp_model.LinearExpr] = []
+        for dev, b in self.bought.items():
+            e = self.t.econ[dev]
+            if self.bought_ub[dev] > 0:
+                terms.append(to_int(e.unit_usd * own, f"{dev}.price") * b)
+                terms.append(
+                    to_int(e.node.price_usd * own, f"{e.node.id}.price") * self.hosts_bought[dev]
+                )
+            # Hosts on premises are powered through every working hour.
+            terms.append(
+                to_int(e.node.power_overhead_w * work_h * usd_wh, "host energy") * self.hosts[dev]
+            )
+        for (wn, j, p_i, site), var in self.R.items():
+            d = self.t.designs[wn][j]
+            if (wn, j) in self.t.training_cost:
+                terms.append(to_int(self.t.training_cost[(wn, j)], "training cost") * var)
+            elif site == PREM:
+                hours = self.periods[p_i].hours
+                terms.append(to_int(d.power_w * hours * usd_wh, "energy") * var)
+        for dev, v in self.reserved.items():
+            e = self.t.econ[dev]
+            rate = e.prices.reserved_usd_per_hour or 0.0
+            terms.append(to_int(rate * reserved_hours(self.p, e.prices), f"{dev}.reserved") * v)
+        for (dev, p_i), v in self.od.items():
+            rate = self.t.econ[dev].prices.on_demand_usd_per_hour or 0.0
+            terms.append(to_int(rate * self.periods[p_i].hours, f"{dev}.rent") * v)
+        for (dev, p_i), v in self.spot.items():
+            rate = self.t.econ[dev].prices.spot_usd_per_hour or 0.0
+            terms.append(to_int(rate * self.periods[p_i].hours, f"{dev}.spot") * v)
+        return sum(terms)  # type: ignore[return-value]
+
+    def carbon_expr(self) -> cp_model.LinearExpr:
+        """Grams CO2e over the horizon: energy of every device and host at work times the
+        period's grid intensity, plus embodied carbon for the hours devices are held."""
+        pue = self.p.horizon.pue
+        share = embodied_share(self.p)
+        terms: list[cp_model.LinearExpr] = []
+        for (wn, j, p_i, site), var in self.R.items():
+            d = self.t.designs[wn][j]
+            w = self._workload(wn)
+            if isinstance(w, TrainingWorkload):
+                hours = w.token_budget / d.tokens_per_s / 3600
+                g = grid_intensity(self.p) or 0.0
+                grams = d.power_w * hours / 1000 * pue * g
+                if site == JOB:
+                    grams += sum(
+                        n * embodied_kg_per_hour(self.p, self.t.econ[x].device) * hours * 1000
+                        for x, n in d.devices.items()
+                    )
+                terms.append(to_int(grams, "training carbon") * var)
+                continue
+            period = self.periods[p_i]
+            g = period.gco2e_per_kwh or 0.0
+            grams = d.power_w * period.hours / 1000 * pue * g
+            if site == CLOUD:
+                grams += self._cloud_host_w(d) * period.hours / 1000 * pue * g
+            terms.append(to_int(grams, "carbon") * var)
+        host_g = sum(p.hours * (p.gco2e_per_kwh or 0.0) for p in self.periods) / 1000 * pue
+        for dev, h in self.hosts.items():
+            e = self.t.econ[dev]
+            terms.append(to_int(e.node.power_overhead_w * host_g, "host carbon") * h)
+            emb = (e.device.embodied_kgco2e or 0.0) * 1000 * share
+            terms.append(to_int(emb, "embodied") * self.fleet[dev])
+        for dev, v in self.reserved.items():
+            e = self.t.econ[dev]
+            per_h = embodied_kg_per_hour(self.p, e.device) * 1000
+            terms.append(to_int(per_h * reserved_hours(self.p, e.prices), "embodied") * v)
+        for (dev, p_i), v in [*self.od.items(), *self.spot.items()]:
+            per_h = embodied_kg_per_hour(self.p, self.t.econ[dev].device) * 1000
+            terms.append(to_int(per_h * self.periods[p_i].hours, "embodied") * v)
+        return sum(terms)  # type: ignore[return-value]
+
+    def _cloud_host_w(self, d: Design) -> float:
+        """A rented replica's share of its hosts' power, drawn while it works."""
+        return cloud_host_watts(d.devices, self.t.econ)
+
+    def power_at(self, p_i: int, milli: bool = False) -> cp_model.LinearExpr:
+        """Watts at load in period `p_i` (before PUE): replicas, training jobs, hosts on
+        premises, and rented devices' share of their hosts."""
+        s = 1000 if milli else 1
+        terms = []
+        for (wn, j, q, site), v in self.R.items():
+            if q not in (p_i, -1):
+                continue
+            d = self.t.designs[wn][j]
+            watts = d.power_w + (self._cloud_host_w(d) if site == CLOUD else 0.0)
+            terms.append(to_int(watts * s, "power") * v)
+        terms += [
+            to_int(self.t.econ[d].node.power_overhead_w * s, "host power") * h
+            for d, h in self.hosts.items()
+        ]
+        return sum(terms)  # type: ignore[return-value]
+
+    def _peak(self, name: str, per_period: list[cp_model.LinearExpr]) -> cp_model.LinearExpr:
+        """The largest of per-period expressions (a variable held above each one)."""
+        if len(per_period) == 1:
+            return per_period[0]
+        if name not in self._peaks:
+            ub = max(self.reach(e) for e in per_period)
+            v = self.m.new_int_var(0, ub, f"peak[{name}]")
+            for e in per_period:
+                self.m.add(v >= e)
+            self._peaks[name] = v
+        return self._peaks[name]
+
+    def power_expr(self, milli: bool = False) -> cp_model.LinearExpr:
+        """Watts at load in the busiest period (before PUE)."""
+        return self._peak(
+            f"power{milli}", [self.power_at(p, milli) for p in range(len(self.periods))]
+        )
+
+    def throughput_expr(self) -> cp_model.LinearExpr:
+        """Output milli-tokens/s of fixed-rate workloads in the busiest period."""
+        top = max(range(len(self.periods)), key=lambda p: self.periods[p].scale)
+        terms = []
+        for (wn, j, p_i, _), v in self.R.items():
+            w = self._workload(wn)
+            if isinstance(w, InferenceWorkload) and w.request_mix is None and p_i == top:
+                terms.append(
+                    to_int(
+                        self.t.designs[wn][j].tokens_per_s * THROUGHPUT_SCALE,
+                        "tokens_per_s",
+                        up=False,
+                    )
+                    * v
+                )
+        return sum(terms)  # type: ignore[return-value]
+
+    def devices_expr(self) -> cp_model.LinearExpr:
+        return self._peak("devices", [self.devices_held(p) for p in range(len(self.periods))])
+
+    def rack_units_expr(self) -> cp_model.LinearExpr:
+        """Rack units of the hosts on premises (rented devices are racked by their provider)."""
+        return sum(self.t.econ[d].node.rack_units * h for d, h in self.hosts.items())  # type: ignore[return-value]
+
+    def quantity(self, name: str) -> cp_model.LinearExpr:
+        """A named linear quantity of the plan: cost (USD over the horizon), capex (USD),
+        power (W at load, before PUE), devices, rack_units, throughput (milli-tokens/s),
+        carbon (g CO2e over the horizon)."""
+        return {
+            "cost": self.tco_expr,
+            "capex": self.capex_expr,
+            "power": self.power_expr,
+            "devices": self.devices_expr,
+            "rack_units": self.rack_units_expr,
+            "throughput": self.throughput_expr,
+            "carbon": self.carbon_expr,
+        }[name]()
+
+    def reach(self, expr: cp_model.LinearExpr) -> int:
+        """The largest absolute value `expr` can take over its variables' domains."""
+        flat = cp_model_helper.FlatIntExpr(expr)
+        proto = self.m.proto  # keep the proto alive while its variables are read
+        total = abs(int(flat.offset))
+        for v, c in zip(flat.vars, flat.coeffs, strict=True):
+            domain = list(proto.variables[v.index].domain)
+            total += abs(int(c)) * max(abs(domain[0]), abs(domain[-1]))
+        return total

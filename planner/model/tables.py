@@ -1,0 +1,133 @@
+"""The model's input tables, built in exactly one place (`build_tables`): the enumerated designs
+of every workload, device economics, training job costs, demand periods and request-mix rates.
+Frozen: the model, the plan builder and the what-if questions all read the same tables."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+from planner.catalog import Catalog
+from planner.estimator.designs import (
+    Design,
+    allowed_devices,
+    inference_designs,
+    training_designs,
+)
+from planner.estimator.economics import (
+    DeviceEconomics,
+    Period,
+    demand_periods,
+    device_economics,
+    energy_usd_per_watt_hour,
+    in_fleet,
+    job_rate,
+)
+from planner.estimator.request_mix import mix_designs
+from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload
+
+
+@dataclass(frozen=True)
+class Tables:
+    """Everything the model needs, computed by the estimator beforehand."""
+
+    problem: Problem
+    designs: dict[str, list[Design]]  # workload -> designs
+    econ: dict[str, DeviceEconomics]  # device id -> economics
+    training_cost: dict[tuple[str, int], float]  # (workload, design) -> energy or rent of a job
+    tuned: bool  # pruned designs, tight replica domains, a heuristic hint (off: baseline)
+    periods: tuple[Period, ...]  # demand periods (scale > 0)
+    # Request-mix workloads: per design, requests/s one replica serves of each class it can hold
+    # (class index -> rate), and the class whose lengths size the design.
+    serves: dict[str, list[dict[int, float]]]
+    sized_for: dict[str, list[int]]
+
+
+def replicas_needed(w: InferenceWorkload, d: Design, scale: float = 1.0) -> int:
+    """Replicas of design `d` alone that meet the workload's throughput and concurrency."""
+    return max(
+        math.ceil(w.min_tokens_per_s * scale / d.tokens_per_s - 1e-9) if w.min_tokens_per_s else 0,
+        math.ceil(w.concurrency * scale / d.concurrency - 1e-9),
+        1,
+    )
+
+
+def class_load(w: InferenceWorkload, k: int, scale: float) -> float:
+    """Requests/s of class `k` of a request-mix workload at demand `scale`."""
+    assert w.request_mix is not None and w.requests_per_s is not None
+    return w.requests_per_s * w.request_mix[k].share * scale
+
+
+def build_tables(
+    problem: Problem,
+    cat: Catalog,
+    *,
+    tuned: bool = True,
+    designs: dict[str, list[Design]] | None = None,
+) -> Tables:
+    """Designs and economics for every workload. `tuned=False` keeps dominated designs and
+    switches off tightening and hints (the baseline the benchmark compares against).
+    `designs` reuses an earlier enumeration (valid when `design_key` is unchanged)."""
+    devs = allowed_devices(problem, cat)
+    econ = device_economics(problem, cat, devs)
+    serves: dict[str, list[dict[int, float]]] = {}
+    sized: dict[str, list[int]] = {}
+    fresh = designs is None
+    designs = {} if designs is None else dict(designs)
+    for w in problem.workloads:
+        if isinstance(w, InferenceWorkload) and w.request_mix is not None:
+            ds, serves[w.name], sized[w.name] = mix_designs(w, problem, cat, devs, prune=tuned)
+            designs[w.name] = ds
+        elif not fresh:
+            continue
+        elif isinstance(w, InferenceWorkload):
+            designs[w.name] = inference_designs(w, problem, cat, devs, prune=tuned)
+        else:
+            designs[w.name] = training_designs(w, problem, cat, devs, prune=tuned)
+    training_cost: dict[tuple[str, int], float] = {}
+    for w in problem.workloads:
+        if isinstance(w, TrainingWorkload):
+            for j, d in enumerate(designs[w.name]):
+                training_cost[(w.name, j)] = training_job_cost(problem, econ, w, d)
+    return Tables(
+        problem=problem,
+        designs=designs,
+        econ=econ,
+        training_cost=training_cost,
+        tuned=tuned,
+        periods=tuple(demand_periods(problem)),
+        serves=serves,
+        sized_for=sized,
+    )
+
+
+def training_job_cost(
+    problem: Problem, econ: dict[str, DeviceEconomics], w: TrainingWorkload, d: Design
+) -> float:
+    """A training job's own cost: its energy on the owned fleet (at PUE), or, when devices
+    cannot be bought, on-demand rent for its hours."""
+    hours = w.token_budget / d.tokens_per_s / 3600
+    if in_fleet(w, problem):
+        return d.power_w * hours * energy_usd_per_watt_hour(problem)
+    return sum(n * (job_rate(econ[dev]) or 0.0) * hours for dev, n in d.devices.items())
+
+
+# Limits that only bound the fleet: changing them leaves the enumerated designs as they are.
+FLEET_LIMITS = {"budget_usd", "capex_usd", "power_w", "max_rack_units", "inventory"}
+
+
+def design_key(problem: Problem) -> str:
+    """Everything design enumeration reads: workloads, the per-replica constraints, which
+    devices are owned (they are allowed without a price) and whether prices are bought or rented."""
+    c = problem.constraints
+    return json.dumps(
+        [
+            [w.model_dump(mode="json") for w in problem.workloads],
+            c.model_dump(mode="json", exclude=FLEET_LIMITS),
+            sorted({o.device for o in c.inventory}),
+            problem.horizon.procurement,
+            problem.market.model_dump(mode="json"),
+        ],
+        sort_keys=True,
+    )

@@ -1,0 +1,191 @@
+"""The model's variables and the state every part of the model shares: replicas per (design,
+period, site), request-class shares, devices held, bought, reserved and rented, and hosts."""
+
+from __future__ import annotations
+
+import math
+
+from ortools.sat.python import cp_model
+
+from planner.estimator.designs import Design
+from planner.estimator.economics import in_fleet
+from planner.model.result import ReplicaKey, ShareKey
+from planner.model.scale import RATE_SCALE, SHARE_STEPS, to_int
+from planner.model.tables import Tables, class_load, replicas_needed
+from planner.schema.problem import InferenceWorkload, TrainingWorkload
+from planner.schema.status import Site
+
+PREM, CLOUD, JOB = Site.PREMISES, Site.CLOUD, Site.JOB
+
+
+class ModelBase:
+    """Holds the CP-SAT model, the tables it was built from and every variable."""
+
+    def __init__(self, t: Tables) -> None:
+        self.t = t
+        self.p = t.problem
+        self.periods = t.periods
+        self.m = cp_model.CpModel()
+        self.R: dict[ReplicaKey, cp_model.IntVar] = {}
+        self.R_ub: dict[ReplicaKey, int] = {}
+        self.Y: dict[ShareKey, cp_model.IntVar] = {}
+        self.use: dict[tuple[str, int, str], list[tuple[int, cp_model.IntVar, int]]] = {}
+        self.fleet: dict[str, cp_model.LinearExpr] = {}  # owned + bought devices held
+        self.fleet_ub: dict[str, int] = {}
+        self.bought: dict[str, cp_model.IntVar] = {}
+        self.hosts: dict[str, cp_model.IntVar] = {}
+        self.hosts_bought: dict[str, cp_model.IntVar] = {}
+        self.reserved: dict[str, cp_model.IntVar] = {}
+        self.od: dict[tuple[str, int], cp_model.IntVar] = {}
+        self.spot: dict[tuple[str, int], cp_model.IntVar] = {}
+        self.spot_up: dict[tuple[str, int], cp_model.LinearExpr] = {}
+        self.named: dict[str, cp_model.IntVar] = {}  # constraint name -> enforcement literal
+        self.bought_ub: dict[str, int] = {}
+        self.interrupted = False
+        self.hosts_ub: dict[str, int] = {}
+        self._peaks: dict[str, cp_model.LinearExpr] = {}
+        self._by_name = {w.name: w for w in self.p.workloads}
+        self._keys_of: dict[tuple[str, int], list[ReplicaKey]] = {}  # (workload, period) -> keys
+
+    @property
+    def single(self) -> bool:
+        """One demand period: the model of a fixed demand (peaks are plain expressions)."""
+        return len(self.periods) == 1
+
+    def _workload(self, name: str) -> InferenceWorkload | TrainingWorkload:
+        return self._by_name[name]
+
+    def _sites(self, d: Design) -> list[Site]:
+        """Where a replica of `d` may run: on premises when each of its device types can be
+        bought or is owned, in the cloud when each can be rented."""
+        es = [self.t.econ[x] for x in d.devices]
+        out: list[Site] = []
+        if all(e.on_premises for e in es):
+            out.append(PREM)
+        if all(e.cloud for e in es):
+            out.append(CLOUD)
+        return out
+
+    def _variables(self) -> None:
+        """Replicas per design, period and site; devices held, bought, reserved and rented."""
+        for w in self.p.workloads:
+            for j, d in enumerate(self.t.designs[w.name]):
+                if isinstance(w, TrainingWorkload):
+                    site: Site = PREM if in_fleet(w, self.p) else JOB
+                    if (PREM if site == PREM else CLOUD) not in self._sites(d):
+                        continue
+                    self._replica_var(ReplicaKey(w.name, j, -1, site), 1)
+                    continue
+                for p_i, period in enumerate(self.periods):
+                    for site in self._sites(d):
+                        key = ReplicaKey(w.name, j, p_i, site)
+                        self._replica_var(key, self._replica_ub(w, j, d, period.scale))
+                        for k in self.t.serves[w.name][j] if w.name in self.t.serves else ():
+                            self.Y[ShareKey(w.name, j, k, p_i, site)] = self.m.new_int_var(
+                                0, SHARE_STEPS * self.R_ub[key], f"Y[{w.name},{j},{k},{p_i},{site}]"
+                            )
+        for rk, var in self.R.items():
+            wname, j, p_i, where = rk
+            if where == JOB:
+                continue
+            periods = range(len(self.periods)) if p_i < 0 else [p_i]
+            ub = self.R_ub[rk]
+            for dev, n in self.t.designs[wname][j].devices.items():
+                for q in periods:
+                    self.use.setdefault((dev, q, where), []).append((n, var, ub))
+        cap = self.p.constraints.max_devices or 100_000
+        for dev in sorted({dev for dev, _, site in self.use if site == PREM}):
+            e = self.t.econ[dev]
+            most = max(
+                sum(n * ub for n, _, ub in terms)
+                for (d2, _, site), terms in self.use.items()
+                if d2 == dev and site == PREM
+            )
+            total_ub = max(0, min(cap + e.owned, most))
+            can_buy = "buy" in e.modes
+            self.fleet_ub[dev] = total_ub if can_buy else min(total_ub, e.owned)
+            self.bought_ub[dev] = max(0, total_ub - e.owned) if can_buy else 0
+            self.hosts_ub[dev] = math.ceil(total_ub / e.slots) + 1
+            if self.single:
+                self.fleet[dev] = self.use_expr(dev, 0, PREM)
+            else:
+                self.fleet[dev] = self.m.new_int_var(0, self.fleet_ub[dev], f"fleet[{dev}]")
+            self.bought[dev] = self.m.new_int_var(0, self.bought_ub[dev], f"bought[{dev}]")
+            self.hosts[dev] = self.m.new_int_var(0, self.hosts_ub[dev], f"hosts[{dev}]")
+            self.hosts_bought[dev] = self.m.new_int_var(
+                0, self.hosts_ub[dev], f"hosts_bought[{dev}]"
+            )
+        avail = self.p.market.spot_availability
+        for dev in sorted({dev for dev, _, site in self.use if site == CLOUD}):
+            e = self.t.econ[dev]
+            most = max(
+                sum(n * ub for n, _, ub in terms)
+                for (d2, _, site), terms in self.use.items()
+                if d2 == dev and site == CLOUD
+            )
+            most = min(most, cap)
+            if "reserved" in e.modes:
+                self.reserved[dev] = self.m.new_int_var(0, most, f"reserved[{dev}]")
+            for p_i in range(len(self.periods)):
+                if "on_demand" in e.modes:
+                    self.od[(dev, p_i)] = self.m.new_int_var(0, most, f"od[{dev},{p_i}]")
+                if "spot" in e.modes:
+                    spot_ub = math.ceil(most / avail)
+                    self.spot[(dev, p_i)] = self.m.new_int_var(0, spot_ub, f"spot[{dev},{p_i}]")
+                    if avail >= 1:
+                        self.spot_up[(dev, p_i)] = self.spot[(dev, p_i)]
+                    else:
+                        up = self.m.new_int_var(0, most, f"spot_up[{dev},{p_i}]")
+                        # Spot devices expected up: at most `availability` of those rented.
+                        self.m.add(
+                            RATE_SCALE * up
+                            <= to_int(avail * RATE_SCALE, "spot_availability", up=False)
+                            * self.spot[(dev, p_i)]
+                        )
+                        self.spot_up[(dev, p_i)] = up
+
+    def _replica_var(self, key: ReplicaKey, ub: int) -> None:
+        self.R[key] = self.m.new_int_var(0, ub, "R[{},{},{},{}]".format(*key))
+        self.R_ub[key] = ub
+        self._keys_of.setdefault((key[0], key[2]), []).append(key)
+
+    def _replica_ub(self, w: InferenceWorkload, j: int, d: Design, scale: float) -> int:
+        serves = self.t.serves.get(w.name)
+        if serves is not None:
+            need = max(
+                1,
+                sum(
+                    math.ceil(class_load(w, k, scale) / rate - 1e-9)
+                    for k, rate in serves[j].items()
+                ),
+            )
+        else:
+            need = replicas_needed(w, d, scale)
+        if self.p.objective.goal in ("min_cost", "min_carbon") and self.t.tuned:
+            return need  # more replicas of one design than its demand needs only add cost
+        c = self.p.constraints
+        n = sum(d.devices.values())
+        limit = 4096 // n + 1
+        if c.max_devices:
+            limit = min(limit, c.max_devices // n + 1)
+        return max(need, min(limit, 4096))
+
+    def use_expr(self, dev: str, p_i: int, site: str) -> cp_model.LinearExpr:
+        """Devices of type `dev` at work at `site` in period `p_i`."""
+        return sum(n * v for n, v, _ in self.use.get((dev, p_i, site), []))  # type: ignore[return-value]
+
+    def _keys(self, w: str, p_i: int) -> list[ReplicaKey]:
+        return self._keys_of.get((w, p_i), [])
+
+    def devices_at(self, p_i: int) -> cp_model.LinearExpr:
+        """Devices at work in period `p_i`, both sites."""
+        return sum(  # type: ignore[return-value]
+            self.use_expr(dev, q, site) for (dev, q, site) in self.use if q == p_i
+        )
+
+    def devices_held(self, p_i: int) -> cp_model.LinearExpr:
+        """Devices held in period `p_i`: the on-premises fleet plus cloud devices at work."""
+        cloud = [
+            self.use_expr(dev, q, site) for (dev, q, site) in self.use if q == p_i and site == CLOUD
+        ]
+        return sum(self.fleet.values()) + sum(cloud)  # type: ignore[return-value]

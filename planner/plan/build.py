@@ -1,0 +1,562 @@
+"""The plan builder: turn the solver's counts into a bill of materials, per-period figures,
+costs by kind, energy and carbon. Stage figures come from the estimator's scalar replica
+arithmetic (planner.estimator.replica), which the verifier recomputes on its own; the
+objective is recomputed from the finished plan's figures, not copied from the solver."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from planner.catalog import Catalog
+from planner.estimator.designs import Design
+from planner.estimator.economics import (
+    RENT_MODES,
+    DeviceEconomics,
+    break_even_utilization,
+    cloud_host_watts,
+    embodied_kg_per_hour,
+    embodied_share,
+    energy_usd_per_watt_hour,
+    grid_intensity,
+    horizon_hours,
+    job_rate,
+    ownership_factor,
+    reserved_hours,
+    working_hours,
+)
+from planner.estimator.memory import TrainingSetup
+from planner.estimator.replica import StageSpec, inference_replica, training_stage_memory
+from planner.estimator.request_mix import class_workload
+from planner.model.objectives import Figures, objective_for
+from planner.model.result import Solution
+from planner.model.scale import SHARE_STEPS
+from planner.model.tables import Tables, class_load
+from planner.plan.slack import BINDING_SLACK, constraint_slack
+from planner.plan.types import (
+    CarbonLine,
+    Costs,
+    DeviceLine,
+    NodeLine,
+    PeriodLine,
+    Plan,
+    StageLine,
+    WorkloadPlan,
+)
+from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload, Workload
+from planner.schema.status import Site, Status
+
+PREM, CLOUD, JOB = Site.PREMISES, Site.CLOUD, Site.JOB
+
+
+@dataclass
+class _Tally:
+    """What the replicas add up to, period by period, while the plan is built."""
+
+    n: int
+    use: dict[tuple[str, int, str], int] = field(default_factory=dict)  # (device, period, site)
+    prem_energy_wh: dict[str, float] = field(default_factory=dict)  # device -> Wh on premises
+    power: list[float] = field(default_factory=list)  # serving devices and hosts, per period
+    tokens: list[float] = field(default_factory=list)  # output tokens served, per period
+    capacity: dict[tuple[str, int], float] = field(default_factory=dict)  # fixed-rate tokens/s
+    training_w: float = 0.0  # training jobs on the owned fleet (at every period's peak)
+    training_usd: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.power = [0.0] * self.n
+        self.tokens = [0.0] * self.n
+
+
+def make_plan(problem: Problem, cat: Catalog, tables: Tables, sol: Solution) -> Plan:
+    """The plan for a solution. Purchases and hosts are the fewest that hold the devices at work
+    (the solver may leave idle ones where they cost nothing in its objective)."""
+    periods = tables.periods
+    plan = Plan(problem.name, sol.status, problem.objective.goal, None, None, sol.seconds)
+    tally = _Tally(len(periods))
+    by_name = {w.name: w for w in problem.workloads}
+    for key, r in sorted(sol.replicas.items()):
+        wn, j, p_i, site = key
+        w = by_name[wn]
+        d = tables.designs[wn][j]
+        span = range(len(periods)) if p_i < 0 else [p_i]
+        if site != JOB:
+            for dev, n in d.devices.items():
+                for q in span:
+                    tally.use[(dev, q, site)] = tally.use.get((dev, q, site), 0) + n * r
+        if isinstance(w, TrainingWorkload):
+            _add_training(plan, problem, cat, tables, j, site, w, tally)
+        else:
+            _add_serving(plan, problem, cat, tables, sol, key, r, w, tally)
+    for (wn, p_i), tps in tally.capacity.items():
+        tally.tokens[p_i] += served_tokens_per_s(problem, wn, tps, periods[p_i].scale) * (
+            periods[p_i].hours * 3600
+        )
+    held: list[dict[str, dict[str, int]]] = [{} for _ in periods]
+    _bill(plan, problem, cat, tables, sol, tally.use, tally.prem_energy_wh, tally.power, held)
+    _costs(plan, problem, cat, tables, tally)
+    _energy_and_periods(plan, problem, cat, tables, tally, held)
+    plan.objective, plan.bound = _objective(plan, problem, tables, sol)
+    plan.slack = constraint_slack(plan, problem)
+    plan.binding_constraints = [k for k, v in plan.slack.items() if v <= BINDING_SLACK]
+    return plan
+
+
+def stage_lines(
+    w: Workload, cat: Catalog, d: Design, problem: Problem
+) -> tuple[tuple[StageLine, ...], float, float]:
+    """A design's stage lines from the estimator's replica arithmetic, with the replica's power
+    at load and its time to first token (inference) or the job's power (training)."""
+    m = cat.model(w.model)
+    first = 0
+    out = []
+    if isinstance(w, TrainingWorkload):
+        for s_i, st in enumerate(d.stages):
+            setup = TrainingSetup(
+                method=w.method,
+                optimizer=w.optimizer,
+                zero_stage=w.zero_stage,
+                data_parallel=d.replicas_dp,
+                tensor_parallel=st.tp,
+                seq_len=w.seq_len,
+                micro_batch=w.micro_batch,
+                recompute=w.recompute,
+                lora_rank=w.lora_rank,
+            )
+            mem = training_stage_memory(m, setup, layers=st.layers, last=s_i == len(d.stages) - 1)
+            out.append(StageLine(st.device, st.tp, (first, first + st.layers - 1), mem, 0.0, 0.0))
+            first += st.layers
+        return tuple(out), d.power_w, 0.0
+    fig = inference_replica(
+        m,
+        w.weights,
+        w.kv,
+        batch=d.batch,
+        context=w.context_tokens,
+        prompt=w.prompt_tokens,
+        stages=[StageSpec(cat.accelerator(s.device), s.tp, s.layers) for s in d.stages],
+        link=cat.link(problem.constraints.network),
+    )
+    for st, f in zip(d.stages, fig.stages, strict=True):
+        out.append(
+            StageLine(
+                st.device,
+                st.tp,
+                (first, first + st.layers - 1),
+                f.memory,
+                f.seconds,
+                f.boundary_bytes,
+            )
+        )
+        first += st.layers
+    return tuple(out), fig.power_w, fig.ttft_s
+
+
+def _add_training(
+    plan: Plan,
+    problem: Problem,
+    cat: Catalog,
+    tables: Tables,
+    j: int,
+    site: str,
+    w: TrainingWorkload,
+    tally: _Tally,
+) -> None:
+    d = tables.designs[w.name][j]
+    stages, _, _ = stage_lines(w, cat, d, problem)
+    hours = w.token_budget / d.tokens_per_s / 3600
+    cost = tables.training_cost[(w.name, j)]
+    tally.training_usd += cost
+    plan.workloads.append(
+        WorkloadPlan(
+            w.name,
+            "training",
+            w.model,
+            d.replicas_dp,
+            d.batch,
+            stages,
+            d.tokens_per_s,
+            None,
+            None,
+            hours,
+            d.power_w,
+            d.tokens_per_s / d.power_w,
+            None,
+            site=CLOUD if site == JOB else PREM,
+        )
+    )
+    plan.notes.append(
+        f"training `{w.name}`: {hours:,.1f} h on {sum(d.devices.values())} devices; "
+        f"{'energy' if site == PREM else 'rent'} for the job ${cost:,.0f}"
+    )
+    if site == PREM:
+        tally.training_w += d.power_w
+
+
+def _add_serving(
+    plan: Plan,
+    problem: Problem,
+    cat: Catalog,
+    tables: Tables,
+    sol: Solution,
+    key: tuple[str, int, int, str],
+    r: int,
+    w: InferenceWorkload,
+    tally: _Tally,
+) -> None:
+    wn, j, p_i, site = key
+    d = tables.designs[wn][j]
+    period = tables.periods[p_i]
+    sized = tables.sized_for.get(wn)
+    shape = class_workload(w, sized[j]) if sized else w
+    stages, replica_w, ttft = stage_lines(shape, cat, d, problem)
+    watts = replica_w * r
+    host_share = cloud_host_watts(d.devices, tables.econ) * r if site == CLOUD else 0.0
+    tally.power[p_i] += watts + host_share
+    served: dict[str, float] = {}
+    if w.request_mix is not None:
+        serves = tables.serves[wn][j]
+        for k in serves:
+            y = sol.shares.get((wn, j, k, p_i, site), 0)  # type: ignore[call-overload]
+            if y:
+                served[w.request_mix[k].name] = y / SHARE_STEPS * serves[k]
+        tok = sum(
+            class_load(w, k, period.scale) * c.output_tokens for k, c in enumerate(w.request_mix)
+        )
+        # Tokens of the mix are counted where they are served, in proportion to requests.
+        total_rate = w.requests_per_s * period.scale if w.requests_per_s else 0.0
+        tally.tokens[p_i] += tok * sum(served.values()) / total_rate * period.hours * 3600
+    else:
+        tally.capacity[(wn, p_i)] = tally.capacity.get((wn, p_i), 0.0) + d.tokens_per_s * r
+    if site == PREM:
+        for dev, wh in _split_by_device(d, cat, watts * period.hours).items():
+            tally.prem_energy_wh[dev] = tally.prem_energy_wh.get(dev, 0.0) + wh
+    tps = d.tokens_per_s * r
+    cost = _replica_cost(d, replica_w, r, site, period.hours, tables.econ, problem)
+    plan.workloads.append(
+        WorkloadPlan(
+            wn,
+            "inference",
+            w.model,
+            r,
+            d.batch,
+            stages,
+            tps,
+            d.ms_per_token,
+            ttft,
+            None,
+            watts,
+            tps / watts,
+            cost / (tps * period.hours * 3600) * 1e6 if tps and period.hours else None,
+            period=period.name if problem.demand is not None else None,
+            site=site,
+            requests_per_s=served,
+            sized_for=(
+                w.request_mix[sized[j]].name if sized and w.request_mix is not None else None
+            ),
+        )
+    )
+
+
+def _costs(plan: Plan, problem: Problem, cat: Catalog, tables: Tables, tally: _Tally) -> None:
+    """Cost lines by kind and their total; capex and opex per year."""
+    usd_wh = energy_usd_per_watt_hour(problem)
+    work_h = sum(p.hours for p in tables.periods)
+    own = ownership_factor(problem)
+    capex = sum(x.total_usd for x in plan.devices) + sum(n.total_usd for n in plan.nodes)
+    host_energy = sum(
+        cat.node(n.type).power_overhead_w * n.count * work_h * usd_wh for n in plan.nodes
+    )
+    energy = sum(tally.prem_energy_wh.values()) * usd_wh + host_energy
+    rents = {m: sum(x.rent_usd.get(m, 0.0) for x in plan.devices) for m in RENT_MODES}
+    total = capex * own + energy + sum(rents.values()) + tally.training_usd
+    plan.costs = Costs(
+        capex_usd=capex,
+        maintenance_usd=capex * (own - 1),
+        energy_usd=energy,
+        rent_on_demand_usd=rents["on_demand"],
+        rent_reserved_usd=rents["reserved"],
+        rent_spot_usd=rents["spot"],
+        training_usd=tally.training_usd,
+        total_usd=total,
+    )
+    plan.capex_usd = capex
+    plan.opex_usd_per_year = (total - capex - tally.training_usd) / problem.horizon.lifetime_years
+    plan.tco_usd = total
+
+
+def _energy_and_periods(
+    plan: Plan,
+    problem: Problem,
+    cat: Catalog,
+    tables: Tables,
+    tally: _Tally,
+    held: list[dict[str, dict[str, int]]],
+) -> None:
+    """Power at the busiest period, each period's line, yearly energy, tokens per joule, carbon."""
+    h = problem.horizon
+    periods = tables.periods
+    power = tally.power
+    plan.power_w = (max(power) if power else 0.0) + tally.training_w
+    plan.wall_power_w = plan.power_w * h.pue
+    energy_kwh = [pw * p.hours * h.pue / 1000 for pw, p in zip(power, periods, strict=True)]
+    for p_i, p in enumerate(periods):
+        plan.periods.append(
+            PeriodLine(
+                p.name,
+                p.hours,
+                p.scale,
+                held[p_i],
+                power[p_i],
+                energy_kwh[p_i],
+                tally.tokens[p_i],
+                p.gco2e_per_kwh,
+            )
+        )
+    job_kwh = sum(
+        wp.power_w * (wp.finish_hours or 0.0) * h.pue / 1000
+        for wp in plan.workloads
+        if wp.kind == "training"
+    )
+    plan.energy_kwh_per_year = (sum(energy_kwh) + job_kwh) / h.lifetime_years
+    joules = (sum(energy_kwh) + job_kwh) * 3.6e6
+    plan.tokens_per_joule = sum(tally.tokens) / joules if joules else None
+    if problem.carbon is not None:
+        plan.carbon = _carbon(plan, problem, cat, energy_kwh, job_kwh, sum(tally.tokens))
+        unknown = [x.type for x in plan.devices if cat.accelerator(x.type).embodied_kgco2e is None]
+        if unknown:
+            plan.notes.append(
+                f"the catalog has no embodied-carbon figure for {', '.join(unknown)}: counted as "
+                "0 kg, so embodied carbon is understated"
+            )
+
+
+def objective_figures(plan: Plan, problem: Problem) -> Figures:
+    """The figures every objective is recomputed from, read off a finished plan. Capacity is
+    that of fixed-rate inference workloads in the period of the highest demand scale (the
+    quantity the model's throughput expression counts)."""
+    periods = plan.periods
+    top = max(periods, key=lambda p: p.scale).name if periods else None
+    fixed = {
+        w.name
+        for w in problem.workloads
+        if isinstance(w, InferenceWorkload) and w.request_mix is None
+    }
+    capacity = sum(
+        w.tokens_per_s
+        for w in plan.workloads
+        if w.name in fixed and (w.period is None or w.period == top)
+    )
+    return Figures(
+        tco_usd=plan.tco_usd,
+        carbon_kg=plan.carbon.total_kgco2e if plan.carbon is not None else None,
+        capacity_tokens_per_s=capacity,
+        power_w=plan.power_w,
+        working_seconds=working_hours(problem) * 3600,
+    )
+
+
+def _objective(
+    plan: Plan, problem: Problem, tables: Tables, sol: Solution
+) -> tuple[float | None, float | None]:
+    """The objective recomputed from the plan, and the solver's bound in the same unit. A proved
+    optimum's bound is its objective: the proof holds for the model's integers, which differ
+    from the plan's exact figures by at most the rounding the solution reports."""
+    goal = objective_for(problem.objective.goal)
+    figures = objective_figures(plan, problem)
+    value = goal.recompute(figures)
+    if sol.status == Status.OPTIMAL:
+        return value, value
+    if sol.bound is None:
+        return value, None
+    return value, goal.read(sol.bound, figures.working_seconds)
+
+
+def served_tokens_per_s(problem: Problem, workload: str, capacity: float, scale: float) -> float:
+    """Output tokens/s a fixed-rate workload serves: its demand when it states one (the
+    capacity beyond it is headroom, not tokens anyone asked for), else its capacity."""
+    w = next(x for x in problem.workloads if x.name == workload)
+    assert isinstance(w, InferenceWorkload)
+    return min(capacity, w.min_tokens_per_s * scale) if w.min_tokens_per_s else capacity
+
+
+def _split_by_device(d: Design, cat: Catalog, amount: float) -> dict[str, float]:
+    """Split a replica's energy among its device types in proportion to count x TDP."""
+    weights = {x: n * cat.accelerator(x).power.tdp_w for x, n in d.devices.items()}
+    total = sum(weights.values())
+    return {x: amount * v / total for x, v in weights.items()}
+
+
+def _replica_cost(
+    d: Design,
+    replica_w: float,
+    r: int,
+    site: str,
+    hours: float,
+    econ: dict[str, DeviceEconomics],
+    problem: Problem,
+) -> float:
+    """What `r` replicas of `d` cost over `hours`: on premises, their devices' purchase with
+    upkeep (a share for the hours) and their energy; in the cloud, on-demand rent."""
+    if site == CLOUD:
+        rate = sum(n * (job_rate(econ[x]) or 0.0) for x, n in d.devices.items())
+        return r * rate * hours
+    share = hours / horizon_hours(problem)
+    own = ownership_factor(problem)
+    capital = sum(
+        n * (econ[x].unit_usd + econ[x].node.price_usd / econ[x].slots) * own
+        for x, n in d.devices.items()
+    )
+    return r * (capital * share + replica_w * hours * energy_usd_per_watt_hour(problem))
+
+
+def _bill(
+    plan: Plan,
+    problem: Problem,
+    cat: Catalog,
+    tables: Tables,
+    sol: Solution,
+    use: dict[tuple[str, int, str], int],
+    prem_energy_wh: dict[str, float],
+    power: list[float],
+    held: list[dict[str, dict[str, int]]],
+) -> None:
+    """Device and node lines: the fleet on premises (owned first, then bought), reserved and
+    rented devices, their hours, rent, energy, upkeep, utilization and break-even; and per
+    period into `held`, each device's on-premises devices at work and cloud devices held."""
+    periods = tables.periods
+    H = horizon_hours(problem)
+    own = ownership_factor(problem)
+    usd_wh = energy_usd_per_watt_hour(problem)
+    avail = problem.market.spot_availability
+    for dev in sorted({k[0] for k in use}):
+        e = tables.econ[dev]
+        prem = [use.get((dev, q, PREM), 0) for q in range(len(periods))]
+        cloud = [use.get((dev, q, CLOUD), 0) for q in range(len(periods))]
+        fleet = max(prem)
+        owned = min(fleet, e.owned)
+        bought = fleet - owned
+        reserved = sol.reserved.get(dev, 0) if any(cloud) else 0
+        spot = [sol.spot.get((dev, q), 0) if cloud[q] else 0 for q in range(len(periods))]
+        on_demand = [
+            min(
+                sol.on_demand.get((dev, q), 0),
+                max(0, cloud[q] - reserved - math.floor(avail * spot[q] + 1e-9)),
+            )
+            for q in range(len(periods))
+        ]
+        for q in range(len(periods)):
+            by_mode = {
+                "on-premises": prem[q],
+                "reserved": reserved if cloud[q] else 0,
+                "on_demand": on_demand[q],
+                "spot": spot[q],
+            }
+            if any(by_mode.values()):
+                held[q][dev] = {m: k for m, k in by_mode.items() if k}
+        hours = {
+            "on-premises": sum(u * p.hours for u, p in zip(prem, periods, strict=True)),
+        }
+        rates: dict[str, float] = {}
+        rent: dict[str, float] = {}
+        for mode in RENT_MODES:
+            rate = e.prices.rate(mode)
+            if rate is not None:
+                rates[mode] = rate
+        if reserved:
+            hours["reserved"] = reserved * reserved_hours(problem, e.prices)
+            rent["reserved"] = hours["reserved"] * rates["reserved"]
+        for mode, counts in (("on_demand", on_demand), ("spot", spot)):
+            if any(counts):
+                hours[mode] = sum(c * p.hours for c, p in zip(counts, periods, strict=True))
+                rent[mode] = hours[mode] * rates[mode]
+        hosts = -(-fleet // e.slots)
+        host_bought = -(-bought // e.slots)
+        purchase = e.unit_usd
+        dev_energy = prem_energy_wh.get(dev, 0.0) * usd_wh
+        watts_at_work = (
+            prem_energy_wh.get(dev, 0.0) / hours["on-premises"]
+            if hours["on-premises"]
+            else cat.accelerator(dev).power.tdp_w
+        )
+        plan.devices.append(
+            DeviceLine(
+                dev,
+                fleet + reserved + max(on_demand) + max(spot),
+                owned,
+                bought,
+                purchase if bought else 0.0,
+                purchase * bought,
+                reserved=reserved,
+                on_demand=max(on_demand),
+                spot=max(spot),
+                device_hours=hours,
+                rent_usd=rent,
+                rent_usd_per_hour=rates,
+                energy_usd=dev_energy,
+                maintenance_usd=(purchase * bought + e.node.price_usd * host_bought) * (own - 1),
+                utilization=hours["on-premises"] / (fleet * H) if fleet else None,
+                break_even_utilization=break_even_utilization(problem, e, watts_at_work),
+            )
+        )
+        if fleet:
+            plan.nodes.append(
+                NodeLine(
+                    e.node.id,
+                    dev,
+                    hosts,
+                    e.node.price_usd,
+                    e.node.price_usd * host_bought,
+                    e.node.rack_units * hosts,
+                )
+            )
+            plan.rack_units += e.node.rack_units * hosts
+            for q in range(len(periods)):
+                power[q] += e.node.power_overhead_w * hosts
+            if e.node.intra_node_link not in plan.links:
+                plan.links.append(e.node.intra_node_link)
+    if (
+        len(plan.devices) > 1
+        or any(n.count > 1 for n in plan.nodes)
+        or any(len(w.stages) > 1 for w in plan.workloads)
+        or any(x.reserved or x.on_demand or x.spot for x in plan.devices)
+    ):
+        plan.links.append(problem.constraints.network)
+
+
+def _carbon(
+    plan: Plan,
+    problem: Problem,
+    cat: Catalog,
+    energy_kwh: list[float],
+    job_kwh: float,
+    tokens: float,
+) -> CarbonLine:
+    """SCI: energy x grid intensity plus embodied carbon for the hours devices are held."""
+    periods = plan.periods
+    g0 = grid_intensity(problem, cat) or 0.0
+    operational = sum(
+        kwh * (p.gco2e_per_kwh or 0.0) / 1000 for kwh, p in zip(energy_kwh, periods, strict=True)
+    )
+    operational += job_kwh * g0 / 1000
+    share = embodied_share(problem)
+    embodied = 0.0
+    for x in plan.devices:
+        acc = cat.accelerator(x.type)
+        embodied += (x.owned + x.bought) * (acc.embodied_kgco2e or 0.0) * share
+        rented_h = sum(x.device_hours.get(m, 0.0) for m in RENT_MODES)
+        embodied += rented_h * embodied_kg_per_hour(problem, acc)
+    for wp in plan.workloads:
+        if wp.kind == "training" and wp.site == CLOUD:
+            for st in wp.stages:
+                acc = cat.accelerator(st.device)
+                embodied += (
+                    st.tp
+                    * wp.replicas
+                    * (wp.finish_hours or 0.0)
+                    * embodied_kg_per_hour(problem, acc)
+                )
+    total = operational + embodied
+    kwh = sum(energy_kwh) + job_kwh
+    return CarbonLine(
+        kwh, operational, embodied, total, tokens, total * 1000 / (tokens / 1e6) if tokens else None
+    )

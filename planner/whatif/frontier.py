@@ -1,0 +1,119 @@
+"""Pareto frontiers by the epsilon-constraint method: cap a resource (cost or power), maximize a
+benefit (tokens/s or tokens per joule), every point a proved-optimal solve of the session."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from planner.errors import InputError
+from planner.schema.problem import Problem
+from planner.solve import Solver
+from planner.whatif.sweep import plan_row
+
+# Axes a frontier can trade: resources are capped (epsilon), benefits maximized.
+RESOURCES = {
+    "cost": ("budget_usd", "min_cost", "tco_usd"),
+    "power": ("power_w", "min_power", "power_w"),
+}
+BENEFITS = {
+    "tokens_per_s": "max_throughput",
+    "tokens_per_joule": "max_tokens_per_joule",
+}
+
+
+def axis_column(axis: str) -> str:
+    """The plan-row key an axis reads: a resource's column, or the benefit itself."""
+    return RESOURCES[axis][2] if axis in RESOURCES else axis
+
+
+@dataclass
+class Frontier:
+    resource: str
+    benefit: str
+    points: list[dict[str, Any]] = field(default_factory=list)  # Pareto-optimal, by resource
+    dominated: int = 0  # grid points that another point beats
+    notes: list[str] = field(default_factory=list)
+
+
+def frontier(problem: Problem, x: str, y: str, n_points: int, solver: Solver) -> Frontier:
+    """Pareto frontier of a resource (cost or power) against a benefit (tokens/s or tokens per
+    joule): for evenly spaced caps on the resource, the plan with the most benefit, and among
+    those the least resource. Every point is a proved-optimal solve."""
+    pair = {x, y}
+    resource = next((a for a in pair if a in RESOURCES), None)
+    benefit = next((a for a in pair if a in BENEFITS), None)
+    if resource is None or benefit is None or len(pair) != 2:
+        raise InputError(
+            f"frontier: cannot trade `{x}` against `{y}`; pair one of {', '.join(RESOURCES)} "
+            f"with one of {', '.join(BENEFITS)}"
+        )
+    if not 2 <= n_points <= 100:
+        raise InputError("frontier: --points must be between 2 and 100")
+    cap_key, least_goal, column = RESOURCES[resource]
+    fr = Frontier(resource, benefit)
+    # The low end: the least of the resource any plan needs; the high end: what the best plan
+    # for the benefit uses under the problem's own limits.
+    low = least_resource(problem, resource, solver)
+    if low is None:
+        fr.notes.append("no plan meets the problem's constraints; nothing to trade")
+        return fr
+    if benefit == "tokens_per_s" and not _has_limit(problem):
+        high = low * 4
+        fr.notes.append(
+            f"the problem sets no limit on cost, power or devices: the frontier spans "
+            f"{resource} from its least value to 4x that"
+        )
+    else:
+        best = solver.solve(_variant(problem, benefit_goal=BENEFITS[benefit], tie=least_goal))
+        row = plan_row(best)
+        high = row[column] if row[column] is not None else low  # within the problem's own caps
+    high = max(high, low)
+    caps = [low + (high - low) * i / (n_points - 1) for i in range(n_points)]
+    grid = []
+    for cap in caps:
+        cap_value = math.ceil(cap) if resource == "cost" else cap
+        p = _variant(
+            problem, benefit_goal=BENEFITS[benefit], tie=least_goal, **{cap_key: cap_value}
+        )
+        plan = solver.solve(p)
+        row = plan_row(plan)
+        row[f"{resource}_cap"] = cap_value
+        grid.append(row)
+    fr.points, fr.dominated = _pareto(grid, column, benefit)
+    return fr
+
+
+def _has_limit(problem: Problem) -> bool:
+    c = problem.constraints
+    return any(v is not None for v in (c.budget_usd, c.capex_usd, c.power_w, c.max_devices))
+
+
+def _variant(problem: Problem, *, benefit_goal: str, tie: str, **constraints: Any) -> Problem:
+    """The problem with another objective and some constraints changed (validated again)."""
+    data = problem.model_dump(mode="json")
+    data["objective"] = {"goal": benefit_goal, "tie_break": tie}
+    data["constraints"].update(constraints)
+    return Problem.model_validate(data)
+
+
+def least_resource(problem: Problem, resource: str, solver: Solver) -> float | None:
+    """The least total cost (USD) or wall power (W) of any plan meeting the constraints."""
+    least = solver.least(problem, resource, frozenset())
+    if least is None:
+        return None
+    return least * (problem.horizon.pue if resource == "power" else 1.0)
+
+
+def _pareto(
+    rows: list[dict[str, Any]], column: str, benefit: str
+) -> tuple[list[dict[str, Any]], int]:
+    ok = [r for r in rows if r["status"] == "OPTIMAL" and r[column] is not None]
+    ok.sort(key=lambda r: (r[column], -(r[benefit] or 0.0)))
+    front: list[dict[str, Any]] = []
+    for r in ok:
+        if front and (r[benefit] or 0.0) <= (front[-1][benefit] or 0.0) * (1 + 1e-9):
+            continue  # costs more for no more benefit
+        front.append(r)
+    return front, len(rows) - len(front)

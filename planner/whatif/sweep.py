@@ -1,0 +1,120 @@
+"""Sweeps: solve a problem at every point of one or two parameters through one solver session
+(design tables reused, each solve started from the previous plan). Rows carry the plan's own
+summary metrics (planner.plan.types.Plan), so a sweep prints what the plan prints."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from planner.errors import InputError
+from planner.load import parse_problem
+from planner.plan.types import Plan
+from planner.schema.overrides import split_assignment
+from planner.schema.yaml_io import Located, parse_text
+from planner.solve import Solver
+
+MAX_POINTS = 400  # points in one sweep (both parameters together)
+
+
+@dataclass(frozen=True)
+class Vary:
+    """One swept parameter: a dotted path and its values (as `--set` would write them)."""
+
+    path: str
+    values: tuple[Any, ...]
+
+
+def _number(text: str, spec: str) -> Fraction:
+    try:
+        return Fraction(text.strip().replace("_", ""))
+    except (ValueError, ZeroDivisionError):
+        raise InputError(
+            f"--vary {spec}: `{text}` is not a number (ranges are FROM..TO:POINTS, "
+            "e.g. constraints.power_w=5000..40000:8)"
+        ) from None
+
+
+def parse_vary(spec: str) -> Vary:
+    """`PATH=FROM..TO:POINTS` (evenly spaced, both ends included), `PATH=FROM..TO` (5 points)
+    or `PATH=A,B,C` (a list of YAML values)."""
+    path, raw = split_assignment(spec)
+    raw = raw.strip()
+    if ".." in raw:
+        span, _, count = raw.partition(":")
+        lo_text, _, hi_text = span.partition("..")
+        lo, hi = _number(lo_text, spec), _number(hi_text, spec)
+        n = 5
+        if count:
+            try:
+                n = int(count)
+            except ValueError:
+                raise InputError(f"--vary {spec}: POINTS `{count}` is not a whole number") from None
+        if not 2 <= n <= MAX_POINTS:
+            raise InputError(f"--vary {spec}: POINTS must be between 2 and {MAX_POINTS}")
+        exact = [lo + (hi - lo) * i / (n - 1) for i in range(n)]
+        values: tuple[Any, ...] = tuple(int(v) if v.denominator == 1 else float(v) for v in exact)
+        return Vary(path, values)
+    items = [x for x in raw.split(",") if x.strip()]
+    if len(items) < 1:
+        raise InputError(f"--vary {spec}: no values; write A,B,C or FROM..TO:POINTS")
+    return Vary(path, tuple(parse_text(x, f"--vary {path}").data for x in items))
+
+
+def plan_row(plan: Plan) -> dict[str, Any]:
+    """The figures a sweep or frontier reports for one plan."""
+    has = plan.has_plan
+    mix = " + ".join(f"{d.count}x {d.type}" for d in plan.devices) if has else ""
+    return {
+        "status": plan.status,
+        "objective": plan.objective,
+        "gap": plan.gap,
+        "tco_usd": plan.tco_usd if has else None,
+        "capex_usd": plan.capex_usd if has else None,
+        "tokens_per_s": plan.peak_tokens_per_s,
+        "power_w": plan.wall_power_w if has else None,
+        "tokens_per_joule": plan.tokens_per_joule if has else None,
+        "usd_per_million_tokens": plan.usd_per_million_tokens,
+        "devices": mix,
+        "solve_seconds": plan.solve_seconds,
+    }
+
+
+def sweep(
+    doc: Located,
+    sets: Sequence[str],
+    varies: Sequence[Vary],
+    solver: Solver,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Solve the problem at every point of one or two parameters (the last varies fastest)."""
+    if not 1 <= len(varies) <= 2:
+        raise InputError("sweep: give one or two --vary parameters")
+    points = list(itertools.product(*(v.values for v in varies)))
+    if len(points) > MAX_POINTS:
+        raise InputError(f"sweep: {len(points)} points; at most {MAX_POINTS} at once")
+    rows = []
+    for i, values in enumerate(points):
+        assignments = [f"{v.path}={_yaml(x)}" for v, x in zip(varies, values, strict=True)]
+        problem = parse_problem(doc, [*sets, *assignments])
+        row = {v.path: x for v, x in zip(varies, values, strict=True)}
+        row.update(plan_row(solver.solve(problem)))
+        rows.append(row)
+        if progress:
+            progress(i + 1, len(points))
+    return rows
+
+
+def _yaml(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "[" + ", ".join(_yaml(v) for v in value) + "]"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
