@@ -6,13 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
-import numpy as np
-
 from planner.catalog import Catalog
 from planner.errors import InternalError
-from planner.estimator.comm import p2p_seconds, pipeline_activation_bytes
-from planner.estimator.designs import Design
-from planner.estimator.devices import device_table
 from planner.estimator.economics import (
     RENT_MODES,
     Period,
@@ -27,69 +22,19 @@ from planner.estimator.economics import (
     ownership_factor,
     reserved_hours,
 )
-from planner.estimator.formats import kv_bytes, weight_format
-from planner.estimator.memory import TrainingSetup, inference_memory, training_memory
-from planner.estimator.perf import decode_layer_seconds, head_seconds
-from planner.estimator.request_mix import fits, replica_rate
+from planner.estimator.memory import TrainingSetup
+from planner.estimator.replica import (
+    ReplicaFigures,
+    StageSpec,
+    inference_replica,
+    training_stage_memory,
+)
+from planner.estimator.request_mix import class_workload, fits, replica_rate
 from planner.plan.types import Costs, Plan, WorkloadPlan
 from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload, Workload
 
 REL_TOL = 1e-6
 PREM, CLOUD = "on-premises", "cloud"  # where replicas run (as the plan names them)
-
-
-@dataclass(frozen=True)
-class StageFigures:
-    memory: dict[str, float]
-    seconds: float
-    boundary_bytes: float
-
-
-def stage_figures(w: Workload, cat: Catalog, d: Design, s_i: int, problem: Problem) -> StageFigures:
-    """Memory and step time of stage `s_i` of design `d`, straight from the estimator."""
-    m = cat.model(w.model)
-    st = d.stages[s_i]
-    S = len(d.stages)
-    first, last = s_i == 0, s_i == S - 1
-    if isinstance(w, TrainingWorkload):
-        setup = TrainingSetup(
-            method=w.method,
-            optimizer=w.optimizer,
-            zero_stage=w.zero_stage,
-            data_parallel=d.replicas_dp,
-            tensor_parallel=st.tp,
-            seq_len=w.seq_len,
-            micro_batch=w.micro_batch,
-            recompute=w.recompute,
-            lora_rank=w.lora_rank,
-        )
-        mem = training_memory(m, setup, layers=st.layers, last=last)
-        return StageFigures(mem.as_dict(), 0.0, 0.0)
-    fmt, kvb = weight_format(w.weights), kv_bytes(w.kv)
-    seqs = d.batch * S
-    mem = inference_memory(
-        m,
-        fmt,
-        kvb,
-        batch=seqs,
-        context=w.context_tokens,
-        layers=st.layers,
-        tp=st.tp,
-        first=first,
-        last=last,
-    )
-    dev = device_table([cat.accelerator(st.device)])
-    tau = decode_layer_seconds(m, fmt, kvb, dev, batch=d.batch, context=w.context_tokens, tp=st.tp)
-    fixed = head_seconds(m, fmt, dev, d.batch) / st.tp + dev.step_overhead_s
-    net = cat.link(problem.constraints.network)
-    boundary = pipeline_activation_bytes(d.batch, 1, m.hidden_size) if S > 1 else 0.0
-    hop = (
-        float(p2p_seconds(boundary, net.bandwidth_gb_s * 1e9, net.latency_us * 1e-6))
-        if S > 1
-        else 0.0
-    )
-    seconds = float(np.asarray(st.layers * tau + fixed)[0]) + hop
-    return StageFigures(mem.as_dict(), seconds, boundary)
 
 
 def _fail(problem: Problem, what: str) -> None:
@@ -116,11 +61,12 @@ def verify(plan: Plan, problem: Problem, cat: Catalog) -> None:
         if not parts:
             _fail(problem, f"workload `{w.name}` has no replicas")
         for wp in parts:
-            _check_stages(problem, cat, w, wp)
+            fig = _check_stages(problem, cat, w, wp)
             if isinstance(w, TrainingWorkload):
                 _check_training(problem, cat, w, wp, f, len(periods))
             else:
-                _check_replicas(problem, cat, w, wp, f, periods)
+                assert fig is not None
+                _check_replicas(problem, cat, w, wp, fig, f, periods)
         if isinstance(w, InferenceWorkload):
             _check_demand(problem, w, parts, periods)
             for q, p in enumerate(periods):
@@ -157,7 +103,64 @@ class _Fleet:
         self.use[(dev, p_i, site)] = self.use.get((dev, p_i, site), 0) + n
 
 
-def _check_stages(problem: Problem, cat: Catalog, w: Workload, wp: WorkloadPlan) -> None:
+def replica_figures(
+    problem: Problem, cat: Catalog, w: Workload, wp: WorkloadPlan
+) -> ReplicaFigures | None:
+    """The verifier's own figures for a replica: from its stages' devices, tensor-parallel
+    degrees and layer counts, the workload and the catalog (None for training)."""
+    if not isinstance(w, InferenceWorkload):
+        return None
+    shape = w
+    if w.request_mix is not None:
+        names = [c.name for c in w.request_mix]
+        if wp.sized_for not in names:
+            _fail(problem, f"`{w.name}` replicas name no request class they are sized for")
+        shape = class_workload(w, names.index(wp.sized_for or ""))
+    return inference_replica(
+        cat.model(w.model),
+        w.weights,
+        w.kv,
+        batch=wp.batch,
+        context=shape.context_tokens,
+        prompt=shape.prompt_tokens,
+        stages=[
+            StageSpec(cat.accelerator(s.device), s.tp, s.layers[1] - s.layers[0] + 1)
+            for s in wp.stages
+        ],
+        link=cat.link(problem.constraints.network),
+    )
+
+
+def _training_memory(w: TrainingWorkload, cat: Catalog, wp: WorkloadPlan) -> list[dict[str, float]]:
+    out = []
+    for i, s in enumerate(wp.stages):
+        setup = TrainingSetup(
+            method=w.method,
+            optimizer=w.optimizer,
+            zero_stage=w.zero_stage,
+            data_parallel=wp.replicas,
+            tensor_parallel=s.tp,
+            seq_len=w.seq_len,
+            micro_batch=w.micro_batch,
+            recompute=w.recompute,
+            lora_rank=w.lora_rank,
+        )
+        out.append(
+            training_stage_memory(
+                cat.model(w.model),
+                setup,
+                layers=s.layers[1] - s.layers[0] + 1,
+                last=i == len(wp.stages) - 1,
+            )
+        )
+    return out
+
+
+def _check_stages(
+    problem: Problem, cat: Catalog, w: Workload, wp: WorkloadPlan
+) -> ReplicaFigures | None:
+    """Layers placed once each, in contiguous ranges; memory per device recomputed here and
+    under the usable share; the plan's stage figures equal the recomputation."""
     c = problem.constraints
     m = cat.model(w.model)
     layers = sum(s.layers[1] - s.layers[0] + 1 for s in wp.stages)
@@ -165,17 +168,37 @@ def _check_stages(problem: Problem, cat: Catalog, w: Workload, wp: WorkloadPlan)
         _fail(problem, f"`{w.name}` places {layers} layers, the model has {m.num_layers}")
     expect = 0
     for s in wp.stages:
-        if s.layers[0] != expect:
+        if s.layers[0] != expect or s.layers[1] < s.layers[0]:
             _fail(problem, f"`{w.name}` layer ranges are not contiguous")
         expect = s.layers[1] + 1
-        dev = cat.accelerator(s.device)
-        usable = dev.memory.bytes * (1.0 - c.memory_headroom)
-        if s.memory_bytes["total"] > usable * (1 + REL_TOL):
+    fig = replica_figures(problem, cat, w, wp)
+    if fig is not None:
+        memory = [f.memory for f in fig.stages]
+        seconds = [f.seconds for f in fig.stages]
+    else:
+        assert isinstance(w, TrainingWorkload)
+        memory = _training_memory(w, cat, wp)
+        seconds = [0.0] * len(wp.stages)
+    for s, mem, sec in zip(wp.stages, memory, seconds, strict=True):
+        usable = cat.accelerator(s.device).memory.bytes * (1.0 - c.memory_headroom)
+        if mem["total"] > usable * (1 + REL_TOL):
             _fail(
                 problem,
-                f"`{w.name}` stage on {s.device} needs {s.memory_bytes['total']:.4g} B, "
-                f"usable {usable:.4g} B",
+                f"`{w.name}` stage on {s.device} needs {mem['total']:.4g} B, usable {usable:.4g} B",
             )
+        if not _close(s.memory_bytes.get("total", -1.0), mem["total"]):
+            _fail(
+                problem,
+                f"`{w.name}` stage on {s.device}: memory stated {s.memory_bytes.get('total')} B, "
+                f"recomputed {mem['total']:.6g} B",
+            )
+        if not _close(s.seconds_per_step, sec):
+            _fail(
+                problem,
+                f"`{w.name}` stage on {s.device}: step stated {s.seconds_per_step} s, "
+                f"recomputed {sec:.6g} s",
+            )
+    return fig
 
 
 def _devices_of(wp: WorkloadPlan) -> dict[str, int]:
@@ -220,9 +243,12 @@ def _check_replicas(
     cat: Catalog,
     w: InferenceWorkload,
     wp: WorkloadPlan,
+    fig: ReplicaFigures,
     f: _Fleet,
     periods: list[Period],
 ) -> None:
+    """Throughput, latency and power recomputed from the replica's stages; the plan's figures
+    must equal them, and the recomputed ones must meet the ceilings."""
     names = [p.name for p in periods]
     if problem.demand is None:
         p_i = 0
@@ -230,15 +256,22 @@ def _check_replicas(
         p_i = names.index(wp.period)
     else:
         _fail(problem, f"`{w.name}` replicas serve an unknown period `{wp.period}`")
-    T = max(s.seconds_per_step for s in wp.stages)
-    S = len(wp.stages)
-    if not _close(wp.batch / T * wp.replicas, wp.tokens_per_s):
+    if not _close(fig.tokens_per_s * wp.replicas, wp.tokens_per_s):
         _fail(
             problem,
-            f"`{w.name}` throughput {wp.tokens_per_s} != recomputed {wp.batch / T * wp.replicas}",
+            f"`{w.name}` throughput {wp.tokens_per_s} != recomputed "
+            f"{fig.tokens_per_s * wp.replicas}",
         )
-    if w.max_ms_per_token is not None and w.max_ms_per_token * (1 + REL_TOL) < S * T * 1e3:
-        _fail(problem, f"`{w.name}` time per token {S * T * 1e3:.3f} ms over the ceiling")
+    if not _close(fig.power_w * wp.replicas, wp.power_w):
+        _fail(problem, f"`{w.name}` power {wp.power_w} W != recomputed {fig.power_w * wp.replicas}")
+    if wp.ms_per_token is None or not _close(fig.ms_per_token, wp.ms_per_token):
+        _fail(problem, f"`{w.name}` time per token {wp.ms_per_token} != {fig.ms_per_token}")
+    if wp.ttft_s is None or not _close(fig.ttft_s, wp.ttft_s):
+        _fail(problem, f"`{w.name}` time to first token {wp.ttft_s} != {fig.ttft_s}")
+    if w.max_ms_per_token is not None and w.max_ms_per_token * (1 + REL_TOL) < fig.ms_per_token:
+        _fail(problem, f"`{w.name}` time per token {fig.ms_per_token:.3f} ms over the ceiling")
+    if w.max_ttft_s is not None and w.max_ttft_s * (1 + REL_TOL) < fig.ttft_s:
+        _fail(problem, f"`{w.name}` first token after {fig.ttft_s:.3f} s, over the ceiling")
     if wp.site not in (PREM, CLOUD):
         _fail(problem, f"`{w.name}` runs at an unknown site `{wp.site}`")
     hours = periods[p_i].hours
@@ -249,14 +282,15 @@ def _check_replicas(
             node = cat.host_for(cat.accelerator(dev))
             assert node is not None
             host_w += k * node.power_overhead_w / node.slots
-    f.power[p_i] += wp.power_w + host_w
+    watts = fig.power_w * wp.replicas  # the verifier's own figure, equal to the plan's above
+    f.power[p_i] += watts + host_w
     if wp.site == PREM:
         tdp: dict[str, float] = {}
         for s in wp.stages:
             tdp[s.device] = tdp.get(s.device, 0.0) + s.tp * cat.accelerator(s.device).power.tdp_w
         total = sum(tdp.values())
         for dev, v in tdp.items():
-            f.prem_wh[dev] = f.prem_wh.get(dev, 0.0) + wp.power_w * hours * v / total
+            f.prem_wh[dev] = f.prem_wh.get(dev, 0.0) + watts * hours * v / total
     if w.request_mix is None:
         f.capacity[(w.name, p_i)] = f.capacity.get((w.name, p_i), 0.0) + wp.tokens_per_s
         return
@@ -273,7 +307,7 @@ def _check_replicas(
             _fail(problem, f"`{w.name}` serves class `{name}` on replicas sized for `{sized.name}`")
         rate = _measured(w, wp, name) if name == sized.name else None
         if rate is None:
-            rate = replica_rate(wp.tokens_per_s / wp.replicas, wp.ttft_s or 0.0, sized, cls)
+            rate = replica_rate(fig.tokens_per_s, fig.ttft_s, sized, cls)
         time_used += served / rate
     if time_used > wp.replicas * (1 + 1e-4):
         _fail(problem, f"`{w.name}` needs {time_used:.4f} replicas' time, has {wp.replicas}")

@@ -207,8 +207,9 @@ def test_summary_sentences() -> None:
         "B costs $120,400 less (-18.2 %)",
         "B draws 1,300 W less at the wall (-10.0 %)",
         "B drops 8x h100-sxm, adds 12x mi300x and has 2 more l40s (2 -> 4)",
-        "chat: ms/token 45.0 -> 38.2, first token (s) 0.50 -> 0.60, tokens/J 0.500 -> 0.667, "
-        "$/M tokens 1.2000 -> 1.2500",
+        "chat: ms/token 45.0 -> 38.2, first token (s) 0.50 -> 0.60, "
+        "tokens/J at capacity (devices) 0.500 -> 0.667, "
+        "$/M tokens at capacity 1.2000 -> 1.2500",
         "binding constraints: budget -> power",
     )
 
