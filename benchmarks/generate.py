@@ -36,9 +36,9 @@ from planner.estimator.designs import (
     Design,
     allowed_devices,
     inference_designs,
-    training_designs,
 )
 from planner.estimator.economics import device_economics, energy_usd_per_watt
+from planner.estimator.training_designs import training_designs
 from planner.load import check_names
 from planner.schema.catalog import Accelerator, ModelArch, Node
 from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload

@@ -1,4 +1,7 @@
-"""The `planner` command line: the only module that reads user files and prints."""
+"""The `planner` command line: the only module that reads user files and prints.
+
+Long because every command declares its options here (typer reads them from the signatures);
+each command body only parses, calls one function and hands the result to planner/report."""
 
 from __future__ import annotations
 
@@ -270,7 +273,10 @@ def estimate(
     ] = None,
     fmt: FormatOption = Format.table,
 ) -> None:
-    """Does a model fit on a device, how fast does it run, and what does it cost?"""
+    """Does a model fit on a device, how fast does it run, and what does it cost?
+
+    Long because typer declares every option in the signature.
+    """
     with user_errors():
         cat = load_catalog()
         arch = resolve_model(model)

@@ -16,7 +16,10 @@ _GATED_ACTS = {"silu", "swiglu", "gelu_pytorch_tanh", "gelu_new", "geglu"}
 
 
 def load_hf_config(path: Path) -> ModelArch:
-    """Map the config keys of Llama/Mistral/Mixtral/Qwen2/Gemma2/DeepSeek-V3-style models."""
+    """Map the config keys of Llama/Mistral/Mixtral/Qwen2/Gemma2/DeepSeek-V3-style models.
+
+    Long because each config.json field is read and checked where it is named.
+    """
     try:
         cfg: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     except OSError as e:

@@ -357,7 +357,10 @@ def _check_fleet(
     plan: Plan, problem: Problem, cat: Catalog, f: _Fleet, periods: list[Period]
 ) -> None:
     """The bill of materials holds every device at work, in modes the problem allows, and
-    stays under the fleet limits."""
+    stays under the fleet limits.
+
+    Long because each device line's figures are recomputed in one pass over its periods.
+    """
     c = problem.constraints
     h = problem.horizon
     H = horizon_hours(problem)

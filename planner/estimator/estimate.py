@@ -106,7 +106,10 @@ def estimate_inference(
     econ: Economics,
     measured: MeasurementFile | None = None,
 ) -> list[Estimate]:
-    """Inference figures for `m` on every device of `dev`."""
+    """Inference figures for `m` on every device of `dev`.
+
+    Long because it assembles one estimate's every figure in order.
+    """
     fmt = weight_format(q.weights)
     kvb = kv_bytes(q.kv)
     one = inference_memory(m, fmt, kvb, batch=q.batch, context=q.context)

@@ -248,7 +248,10 @@ class PlannerModel(Constraints, Hints):
         D*num - N*den over integers; stop when the optimum is 0 (no plan beats the ratio).
 
         The result's objective is the ratio N/D of the integer numerator and denominator, and its
-        `rounding` is the relative error those integers carry (see _ratio_rounding)."""
+        `rounding` is the relative error those integers carry (see _ratio_rounding).
+
+        Long because the loop's stopping rules (proof, time, overflow) are read best together.
+        """
         start = time.perf_counter()
         # Start from any feasible plan: the cheapest one.
         first = self._optimize(

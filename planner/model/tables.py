@@ -13,7 +13,6 @@ from planner.estimator.designs import (
     Design,
     allowed_devices,
     inference_designs,
-    training_designs,
 )
 from planner.estimator.economics import (
     DeviceEconomics,
@@ -25,6 +24,7 @@ from planner.estimator.economics import (
     job_rate,
 )
 from planner.estimator.request_mix import mix_designs
+from planner.estimator.training_designs import training_designs
 from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload
 
 

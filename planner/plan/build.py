@@ -422,7 +422,10 @@ def _bill(
 ) -> None:
     """Device and node lines: the fleet on premises (owned first, then bought), reserved and
     rented devices, their hours, rent, energy, upkeep, utilization and break-even; and per
-    period into `held`, each device's on-premises devices at work and cloud devices held."""
+    period into `held`, each device's on-premises devices at work and cloud devices held.
+
+    Long because each device line's figures come from one pass over its periods.
+    """
     periods = tables.periods
     H = horizon_hours(problem)
     own = ownership_factor(problem)

@@ -387,7 +387,10 @@ def tco_dict(report: TcoReport) -> dict[str, Any]:
 
 
 def tco_tables(report: TcoReport) -> list[Table]:
-    """The report as rich tables: breakdown, cumulative milestones, buy or rent, rented devices."""
+    """The report as rich tables: breakdown, cumulative milestones, buy or rent, rented devices.
+
+    Long because it lays out the TCO report's tables in reading order.
+    """
     years = report.horizon_years
     tables = []
 

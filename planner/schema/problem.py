@@ -2,8 +2,11 @@
 
 `planner schema` exports it as JSON Schema for editors. Quantities accept a plain number in the
 unit of the field's name, or a string with a unit (`$2M`, `10 kW`, `50 ms`, `32k`); see
-planner/units.py for the conventions. Every bound says why it is there, so a value that trips it
+planner/schema/units.py for the conventions. Every bound says why it is there, so a value that trips it
 is most likely a typo or a wrong unit.
+
+Long because every field carries its description and bounds (they are the file format's
+documentation); the cross-field checks sit beside the models they check.
 """
 
 from __future__ import annotations

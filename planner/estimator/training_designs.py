@@ -1,0 +1,137 @@
+"""Enumerate training job designs (no solver here): for each device type, tensor-parallel degree
+and pipeline depth, the fewest data-parallel replicas that fit in memory and meet the deadline.
+
+Training model: one job of D data-parallel replicas, each S pipeline stages of k tensor-parallel
+devices of one type, ZeRO sharding across D; throughput from the class's MFU, the pipeline bubble
+(Narayanan et al. 2021: (S - 1) / (m + S - 1) idle with m micro-batches) and the gradient
+all-reduce over the network when it cannot overlap.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from planner.catalog import Catalog
+from planner.estimator.comm import ring_allreduce_seconds
+from planner.estimator.designs import Design, Stage, dominated, tp_degrees
+from planner.estimator.devices import device_table
+from planner.estimator.formats import weight_format
+from planner.estimator.memory import TrainingSetup, training_memory_total
+from planner.estimator.perf import training_tokens_per_second
+from planner.schema.catalog import Accelerator, ModelArch
+from planner.schema.problem import Problem, TrainingWorkload
+
+TRAINING_STAGES = (1, 2, 4, 8, 16)
+DATA_PARALLEL = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+def training_designs(
+    w: TrainingWorkload,
+    problem: Problem,
+    cat: Catalog,
+    devs: list[Accelerator],
+    *,
+    prune: bool = True,
+) -> list[Design]:
+    """For each device type, tensor-parallel degree k and depth S: the job on the fewest
+    data-parallel replicas D that fit in memory and meet the deadline (a larger D at the same
+    (k, S) only costs more). Computed for every device and D at once per (k, S).
+
+    Long because the (k, S) loop is vectorized over devices and data-parallel degrees.
+    """
+    m = cat.model(w.model)
+    c = problem.constraints
+    net = cat.link(c.network)
+    fmt = weight_format("bf16")
+    table = device_table(devs)
+    max_dev = c.max_devices or 4096
+    base_tps = training_tokens_per_second(
+        m, table, seq_len=w.seq_len, method=w.method, recompute=w.recompute, precision_fmt=fmt
+    )
+    usable = table.memory_bytes * (1.0 - c.memory_headroom)
+    degrees = [tp_degrees(d, cat, problem, m) for d in devs]
+    trainable = _trainable_params(m, w)
+    D = np.array(DATA_PARALLEL, dtype=np.int64)
+    depths = [s for s in TRAINING_STAGES if s <= c.max_stages and s <= m.num_layers]
+    found: list[tuple[int, int, int, int, int, float, float]] = []  # (i, k, S, D, n, tps, W)
+    for k in sorted({k for ks in degrees for k in ks}):
+        rows = np.array([i for i, ks in enumerate(degrees) if k in ks], dtype=np.int64)
+        for S in depths:
+            setup = TrainingSetup(
+                method=w.method,
+                optimizer=w.optimizer,
+                zero_stage=w.zero_stage,
+                tensor_parallel=k,
+                seq_len=w.seq_len,
+                micro_batch=w.micro_batch,
+                recompute=w.recompute,
+                lora_rank=w.lora_rank,
+            )
+            mem = training_memory_total(m, setup, D, layers=math.ceil(m.num_layers / S))
+            n = k * S * D
+            micro = 4 * S  # micro-batches per step: enough to keep the bubble small
+            bubble = (S - 1) / (micro + S - 1)
+            tps = base_tps[rows, None] * n * (1.0 - bubble)
+            # Gradient all-reduce across D replicas over the network, once per step
+            # (ZeRO-1/2 reduce-scatter + all-gather move the same bytes).
+            step_tokens = w.seq_len * w.micro_batch * micro * D
+            step_s = step_tokens / tps
+            ar = np.where(
+                D > 1,
+                ring_allreduce_seconds(
+                    2.0 * trainable / (k * S), D, net.bandwidth_gb_s * 1e9, net.latency_us * 1e-6
+                ),
+                0.0,
+            )
+            tps = step_tokens / (step_s + ar)
+            ok = (n <= max_dev) & (mem <= usable[rows, None])
+            if w.deadline_hours is not None:
+                ok &= ~(w.token_budget / tps / 3600 > w.deadline_hours)
+            first = np.argmax(ok, axis=1)  # the fewest replicas that work
+            for r in np.flatnonzero(ok.any(axis=1)).tolist():
+                i, j = int(rows[r]), int(first[r])
+                watts = float(devs[i].power.tdp_w) * 0.9 * int(n[j])  # training holds near TDP
+                found.append((i, k, S, int(D[j]), int(n[j]), float(tps[r, j]), watts))
+    found.sort(key=lambda f: f[:3])  # device, then k, then S: the order they are listed in
+    if prune and found:
+        dev_i, _, depth, _, count, speed, watts_w = (
+            np.array(col) for col in zip(*found, strict=True)
+        )
+        rank_of = {d: r for r, d in enumerate(sorted(d.id for d in devs))}
+        group = np.array([rank_of[devs[i].id] for i in dev_i.tolist()], dtype=np.int64)
+        order = np.arange(len(found), dtype=np.int64)
+        zero = np.zeros(len(found), dtype=np.int64)  # sequences: none held
+        keep = np.flatnonzero(~dominated(group, [count], watts_w, speed, zero, order))
+        # As _prune sorts: device, depth, falling tokens/s, then the dominance order.
+        keys = [order, -speed, watts_w, count, -speed, depth, group]
+        found = [found[j] for j in keep[np.lexsort([k[keep] for k in keys])].tolist()]
+    return [
+        Design(
+            w.name,
+            w.micro_batch,
+            tuple(Stage(devs[i].id, k, x) for x in _split(m.num_layers, S)),
+            dp,
+            tps,
+            0,
+            0.0,
+            0.0,
+            watts,
+            {devs[i].id: n},
+        )
+        for i, k, S, dp, n, tps, watts in found
+    ]
+
+
+def _trainable_params(m: ModelArch, w: TrainingWorkload) -> float:
+    from planner.estimator.architecture import total_params
+    from planner.estimator.memory import lora_params
+
+    if w.method == "full":
+        return float(total_params(m))
+    return float(lora_params(m, w.lora_rank))
+
+
+def _split(L: int, S: int) -> list[int]:
+    return [L // S + (1 if i < L % S else 0) for i in range(S)]

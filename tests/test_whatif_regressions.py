@@ -1,0 +1,78 @@
+"""Regression tests for the what-if bugs that came from the what-if layer keeping its own model
+and its own copies of plan figures (each failed before the architecture change)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from planner.load import load_problem, parse_problem
+from planner.schema.yaml_io import parse_text, read_yaml
+from planner.solve import Solver
+from planner.whatif.explain import explain
+from planner.whatif.sweep import parse_vary, sweep
+
+PROBLEMS = Path(__file__).parent.parent / "problems"
+
+LAT_AND_BUDGET = """
+name: lat-and-budget
+workloads:
+  - {name: chat, model: llama-3.1-70b, weights: fp8, kv: fp8, context_tokens: 8192,
+     concurrency: 64, min_tokens_per_s: 500, max_ms_per_token: 3}
+constraints: {budget_usd: 1000}
+horizon: {lifetime_years: 3}
+objective: {goal: min_cost}
+"""
+
+
+def test_recommended_latency_ceiling_admits_a_plan_or_is_not_offered() -> None:
+    # Before: "a ceiling of 12.1 ms per token admits a plan", yet the budget still blocked it
+    # (the what-if model was built without demand periods and ignored the budget).
+    problem = parse_problem(parse_text(LAT_AND_BUDGET, "lat-and-budget.yaml"))
+    solver = Solver(time_limit=10)
+    ex = explain(problem, solver)
+    latency = [r for r in ex.relaxations if r["constraint"] == "latency:chat"]
+    for r in latency:
+        value = math.ceil(r["needed"] * 10) / 10
+        relaxed = parse_problem(
+            parse_text(LAT_AND_BUDGET, "lat-and-budget.yaml"),
+            [f"workloads.chat.max_ms_per_token={value}"],
+        )
+        assert Solver(time_limit=10).solve(relaxed).has_plan, r
+
+
+def test_explain_prints_carbon_in_kg() -> None:
+    # Before: a min_carbon objective was printed in "$ per million tokens".
+    doc = read_yaml(PROBLEMS / "carbon-cap.yaml")
+    problem = parse_problem(doc, ["objective.goal=min_carbon", "constraints.budget_usd=141000"])
+    ex = explain(problem, Solver(time_limit=10))
+    moves = [s for s in ex.sentences if s.startswith("loosening")]
+    assert all("per million tokens" not in s for s in ex.sentences)
+    assert all("kg CO2e" in s for s in moves), moves
+
+
+def test_sweep_row_uses_the_plans_own_metrics() -> None:
+    # Before: the row summed tokens/s over demand periods and sites (54,140 where peak demand
+    # is 20,000), divided by power a second way, and averaged $/M tokens without weights.
+    doc = read_yaml(PROBLEMS / "rent-the-peak.yaml")
+    solver = Solver(time_limit=20)
+    rows = sweep(doc, [], [parse_vary("horizon.pue=1.3")], solver)
+    plan = solver.solve(parse_problem(doc, ["horizon.pue=1.3"]))
+    row = rows[0]
+    assert row["tokens_per_s"] == plan.peak_tokens_per_s
+    assert row["tokens_per_joule"] == plan.tokens_per_joule
+    assert row["usd_per_million_tokens"] == plan.usd_per_million_tokens
+    # Peak capacity: the busiest period's replicas only, not a sum over periods.
+    per_period = [
+        sum(w.tokens_per_s for w in plan.workloads if w.period == p.name) for p in plan.periods
+    ]
+    assert plan.peak_tokens_per_s == max(per_period)
+    assert plan.usd_per_million_tokens == plan.tco_usd / plan.served_tokens * 1e6
+
+
+def test_solve_prints_one_tokens_per_joule_per_definition() -> None:
+    plan = Solver(time_limit=20).solve(load_problem(PROBLEMS / "chat-70b.yaml"))
+    # The fleet's figure: tokens served over the energy at the wall (no training here).
+    kwh = sum(p.energy_kwh for p in plan.periods)
+    assert plan.tokens_per_joule is not None
+    assert math.isclose(plan.tokens_per_joule, plan.served_tokens / (kwh * 3.6e6), rel_tol=1e-12)
