@@ -381,6 +381,68 @@ def solve(
 
 
 @app.command()
+def simulate(
+    first: Annotated[
+        Path, typer.Argument(help="A plan (JSON, from `solve --out`) or a problem file (YAML).")
+    ],
+    problem: Annotated[
+        Path | None, typer.Argument(help="The problem the plan answers (when FIRST is a plan).")
+    ] = None,
+    sets: SetOption = None,
+    requests: Annotated[
+        int, typer.Option("--requests", min=100, max=1_000_000, help="Requests to replay.")
+    ] = 10_000,
+    load: Annotated[
+        float,
+        typer.Option(
+            "--load", min=0.01, max=2.0, help="Traffic as a share of the plan's (request mixes)."
+        ),
+    ] = 1.0,
+    seed: Annotated[int, typer.Option(min=0, max=2**63 - 1, help="Random seed.")] = 0,
+    plot_path: Annotated[
+        Path | None, typer.Option("--plot", help="Latency distribution chart (.png or .svg).")
+    ] = None,
+    fmt: FormatOption = Format.table,
+    time_limit: TimeLimit = 30.0,
+) -> None:
+    """Replay a plan's serving engines: p50/p95/p99 TTFT, TPOT and end-to-end latency beside the
+    serving model's own figures, throughput, queue and KV use (seeded, iteration-level)."""
+    with user_errors():
+        from planner.load import load_problem
+        from planner.report.simulation import simulation_renderable, simulation_summary
+        from planner.simulate import simulate_plan, workloads_from_json
+
+        cat = load_catalog()
+        if problem is None:
+            from planner.solve import solve_problem
+
+            prob = load_problem(first, sets or [])
+            plan = solve_problem(prob, time_limit=time_limit)
+            if not plan.status.has_plan:
+                raise InputError(f"{first}: no plan to simulate ({plan.status})")
+            groups = plan.workloads
+        else:
+            prob = load_problem(problem, sets or [])
+            try:
+                data = json.loads(first.read_text(encoding="utf-8"))
+            except OSError as e:
+                raise InputError(f"{first}: cannot read: {e.strerror}") from None
+            except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                raise InputError(f"{first}: not a JSON plan: {e}") from None
+            groups = workloads_from_json(data, str(first))
+        rep = simulate_plan(groups, prob, cat, requests=requests, seed=seed, load=load)
+        summary = simulation_summary(rep, prob, cat, groups, load=load)
+        if plot_path is not None:
+            from planner.report.simulation import save_latency_plot
+
+            save_latency_plot(rep, plot_path)
+        if fmt is Format.json:
+            emit_json(summary)
+        else:
+            out.print(simulation_renderable(summary))
+
+
+@app.command()
 def tco(
     problem: Annotated[Path, typer.Argument(help="Problem file (YAML).")],
     sets: SetOption = None,

@@ -186,10 +186,18 @@ class Solver:
 
 
 def only_device(problem: Problem, dev: str) -> Problem:
-    """The problem with one device type allowed (and only its inventory kept)."""
+    """The problem with one device type allowed (and only its inventory and measured capacity
+    entries kept: an entry for another device names a replica this problem cannot have)."""
     c = problem.constraints
+    workloads = [
+        w.model_copy(update={"capacity": [m for m in w.capacity if m.device == dev]})
+        if isinstance(w, InferenceWorkload) and w.capacity
+        else w
+        for w in problem.workloads
+    ]
     return problem.model_copy(
         update={
+            "workloads": workloads,
             "constraints": c.model_copy(
                 update={
                     "allowed_devices": [dev],

@@ -123,6 +123,7 @@ def replica_figures(
         batch=wp.batch,
         context=shape.context_tokens,
         prompt=shape.prompt_tokens,
+        output=shape.output_tokens,
         stages=[
             StageSpec(cat.accelerator(s.device), s.tp, s.layers[1] - s.layers[0] + 1)
             for s in wp.stages
@@ -256,12 +257,15 @@ def _check_replicas(
         p_i = names.index(wp.period)
     else:
         _fail(problem, f"`{w.name}` replicas serve an unknown period `{wp.period}`")
-    if not _close(fig.tokens_per_s * wp.replicas, wp.tokens_per_s):
-        _fail(
-            problem,
-            f"`{w.name}` throughput {wp.tokens_per_s} != recomputed "
-            f"{fig.tokens_per_s * wp.replicas}",
-        )
+    made = fig.tokens_per_s * wp.replicas
+    if w.request_mix is None and w.concurrency is not None:
+        slots = wp.batch * len(wp.stages) * wp.replicas
+        if wp.sequences is None or not 0 <= wp.sequences <= slots:
+            _fail(problem, f"`{w.name}` holds {wp.sequences} sequences in {slots} slots")
+        # Little's law: each sequence that exists makes one token per time per token.
+        made = (wp.sequences or 0) * 1000.0 / fig.ms_per_token
+    if not _close(made, wp.tokens_per_s):
+        _fail(problem, f"`{w.name}` throughput {wp.tokens_per_s} != recomputed {made}")
     if not _close(fig.power_w * wp.replicas, wp.power_w):
         _fail(problem, f"`{w.name}` power {wp.power_w} W != recomputed {fig.power_w * wp.replicas}")
     if wp.ms_per_token is None or not _close(fig.ms_per_token, wp.ms_per_token):
@@ -301,13 +305,20 @@ def _check_replicas(
         _fail(problem, f"`{w.name}` replicas name no request class they are sized for")
         return
     time_used = 0.0
+    specs = [
+        StageSpec(cat.accelerator(s.device), s.tp, s.layers[1] - s.layers[0] + 1)
+        for s in wp.stages
+    ]
+    link = cat.link(problem.constraints.network)
     for name, served in wp.requests_per_s.items():
         cls = classes[name]
-        if not fits(cls, sized):
-            _fail(problem, f"`{w.name}` serves class `{name}` on replicas sized for `{sized.name}`")
-        rate = _measured(w, wp, name) if name == sized.name else None
+        rate = _measured(w, wp, name)
         if rate is None:
-            rate = replica_rate(fig.tokens_per_s, fig.ttft_s, sized, cls)
+            if not fits(cls, sized):
+                _fail(problem, f"`{w.name}` serves `{name}` on replicas sized for `{sized.name}`")
+            rate = replica_rate(w, cat, link, wp.batch, specs, sized, cls)
+        if rate <= 0:
+            _fail(problem, f"`{w.name}` replicas cannot serve `{name}` within its ceilings")
         time_used += served / rate
     if time_used > wp.replicas * (1 + 1e-4):
         _fail(problem, f"`{w.name}` needs {time_used:.4f} replicas' time, has {wp.replicas}")
@@ -346,11 +357,18 @@ def _check_demand(
                     )
             continue
         thr = sum(x.tokens_per_s for x in here)
-        conc = sum(x.batch * len(x.stages) * x.replicas for x in here)
         if thr < w.min_tokens_per_s * p.scale * (1 - REL_TOL):
             _fail(problem, f"`{w.name}` serves {thr:.1f} tokens/s < {w.min_tokens_per_s * p.scale}")
-        if conc < math.ceil(w.concurrency * p.scale - 1e-9):
-            _fail(problem, f"`{w.name}` holds {conc} sequences < {w.concurrency * p.scale}")
+        if w.concurrency is None:
+            continue
+        held = sum(x.sequences or 0 for x in here)
+        need = math.ceil(w.concurrency * p.scale - 1e-9)
+        if held != need:
+            _fail(problem, f"`{w.name}` holds {held} sequences; {need} exist in `{p.name}`")
+        # Output never exceeds the sequences that exist over the time per token.
+        fastest = min(x.ms_per_token or math.inf for x in here)
+        if thr > need * 1000.0 / fastest * (1 + REL_TOL):
+            _fail(problem, f"`{w.name}` claims {thr:.1f} tokens/s from {need} sequences")
 
 
 def _check_fleet(

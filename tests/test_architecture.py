@@ -21,6 +21,7 @@ STAGES = [
     "model",
     "plan",
     "verify",
+    "simulate",  # replays a plan's serving engines (estimator + plan, no model)
     "solve",
     "whatif",
     "report",

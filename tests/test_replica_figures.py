@@ -36,6 +36,7 @@ def test_designs_match_scalar_replica_figures(path: Path) -> None:
                 batch=d.batch,
                 context=w.context_tokens,
                 prompt=w.prompt_tokens,
+                output=w.output_tokens,
                 stages=[StageSpec(cat.accelerator(s.device), s.tp, s.layers) for s in d.stages],
                 link=link,
             )

@@ -42,15 +42,14 @@ from planner.estimator.memory import (
     kv_shard_divisor,
     weight_bytes,
 )
-from planner.estimator.perf import (
-    decode_layer_seconds,
-    head_seconds,
-    prefill_layer_seconds,
-)
+from planner.estimator.perf import head_seconds, serving_layer_seconds
+from planner.estimator.serving import chunk_mix, prefill_room, serial_engine
 from planner.schema.catalog import Accelerator, ModelArch
 from planner.schema.problem import InferenceWorkload, Problem
 
-BATCH_LEVELS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+# Sequences per micro-batch; memory and latency decide which fit (MLPerf systems run about
+# 1,000 sequences per 8 GPUs, so the ladder reaches past that).
+BATCH_LEVELS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
 HETERO_TOP = 6  # options per batch level paired into two-type pipelines
 HETERO_MAX_STAGES = 4  # stages per type in a two-type pipeline
 
@@ -128,8 +127,8 @@ class _Setting:
 
     Options (a device type at a tensor-parallel degree) are ordered by degree, then by device:
     the order candidates are generated in, which breaks exact ties the same way every time.
-    Per option o and batch level bi: `tau` seconds per layer per decode step, `fixed` seconds per
-    step (head and step overhead), `pre_tau` and `pre_fixed` the same for one prompt's prefill,
+    Per option o and batch level bi: `tau` seconds per layer per serving iteration (decodes and
+    their steady-state prefill), `fixed` seconds per step (head and step overhead),
     `cap[bi, S - 1, o]` the most layers one stage holds in an S-stage pipeline.
     """
 
@@ -141,8 +140,8 @@ class _Setting:
     hop: npt.NDArray[np.float64]  # per level: one pipeline hop, seconds
     tau: npt.NDArray[np.float64]
     fixed: npt.NDArray[np.float64]
-    pre_tau: npt.NDArray[np.float64]
-    pre_fixed: npt.NDArray[np.float64]
+    chunks: npt.NDArray[np.float64]  # per level: iterations to the first token (closed load)
+    tau_c: npt.NDArray[np.float64]  # [bi, o]: seconds per layer of an iteration with a chunk
     cap: npt.NDArray[np.int64]
     w_layer: float  # weight bytes of one block
     kv_read: npt.NDArray[np.float64]  # [bi, o]: KV bytes one layer reads per step on one device
@@ -247,7 +246,8 @@ def _setting(
     rows = np.array([o.row for o in opts], dtype=np.int64)
     tp = np.array([o.tp for o in opts], dtype=np.int64)
     sub = table.take(rows)
-    levels = np.array([b for b in BATCH_LEVELS if b <= max(1, w.concurrency)], dtype=np.int64)
+    most = w.concurrency if w.concurrency is not None else max(BATCH_LEVELS)
+    levels = np.array([b for b in BATCH_LEVELS if b <= most], dtype=np.int64)
     hop = np.array(
         [
             float(
@@ -262,11 +262,33 @@ def _setting(
     )
     tau = np.empty((len(levels), len(opts)))
     fixed = np.empty((len(levels), len(opts)))
+    serial = serial_engine(fmt)
+    P, O = w.prompt_tokens, w.output_tokens
+    tau_c = np.empty((len(levels), len(opts)))
     for bi, b in enumerate(levels.tolist()):
-        tau[bi] = decode_layer_seconds(m, fmt, kvb, sub, batch=b, context=w.context_tokens, tp=tp)
+        # At capacity b / O requests start per iteration (Little's law): b x P / O prompt
+        # tokens, in chunks of c in a share f of the iterations (serving.chunk_mix).
+        chunk, f = chunk_mix(b, P, O, b * P / O)
+        dec, tau_c[bi] = (
+            serving_layer_seconds(
+                m,
+                fmt,
+                kvb,
+                sub,
+                batch=b,
+                context=w.context_tokens,
+                prefill_tokens=p,
+                prompt=P,
+                tp=tp,
+                serial=serial,
+            )
+            for p in (0.0, chunk)
+        )
+        tau[bi] = (1.0 - f) * dec + f * tau_c[bi]
         fixed[bi] = head_seconds(m, fmt, sub, b) / tp + sub.step_overhead_s
-    pre_tau = prefill_layer_seconds(m, fmt, sub, batch=1, prompt=w.prompt_tokens, tp=tp)
-    pre_fixed = head_seconds(m, fmt, sub, 1) / tp + sub.step_overhead_s
+    chunks = np.array(
+        [math.ceil(P / prefill_room(b, P, O)) for b in levels.tolist()], dtype=np.float64
+    )
 
     # Layers one stage holds: (usable - fixed) // per-layer bytes, or 0 when nothing fits.
     # Fixed: framework overhead, the larger end (embedding or head; both on a lone stage) and
@@ -301,8 +323,8 @@ def _setting(
         hop=hop,
         tau=tau,
         fixed=fixed,
-        pre_tau=pre_tau,
-        pre_fixed=pre_fixed,
+        chunks=chunks,
+        tau_c=tau_c,
         cap=cap,
         w_layer=w_layer,
         kv_read=levels[:, None] * kv_layer_seq / div,
@@ -345,10 +367,9 @@ def _homogeneous(st: _Setting, max_stages: int) -> _Candidates:
     tail = power_w(st.tdp_w, st.idle_w, _activity(last * per_byte, st.bandwidth, T), st.floor)
     watts = ((S - 1)[None, :, None] * full + tail) / S[None, :, None]  # mean per device
     n_dev = S[None, :, None] * st.tp
-    prefill = (lay * st.pre_tau + st.pre_fixed) * (S - 1)[None, :, None] + (
-        last * st.pre_tau + st.pre_fixed
-    )
-    ttft = prefill + (st.hop[:, None] * (S - 1)[None, :])[:, :, None]
+    T_c = lay * st.tau_c[:, None, :] + st.fixed[:, None, :] + hop[:, :, None]
+    Sf = S[None, :, None]
+    ttft = 0.5 * Sf * T + st.chunks[:, None, None] * Sf * T_c  # serving.closed_ttft
     b = st.levels[:, None, None]
     Sg = S[None, :, None]
     bi_g, si_g, o_g = np.nonzero(valid)  # C order: level, depth, option = generation order
@@ -455,12 +476,8 @@ def _two_type(st: _Setting, homog: _Candidates, max_stages: int) -> _Candidates:
     q, r = rest // s2, rest % s2
     top = q + (r > 0)  # layers of the fullest o2 stage
     T = np.maximum(n1 * a1 + f1, top * a2 + f2) + hop
-    # Prefill: s1 stages of n1 layers, then each o2 stage in turn (summed in stage order).
-    p2a, p2b = st.pre_tau[o2], st.pre_fixed[o2]
-    pre2 = top * p2a + p2b
-    for i in range(1, HETERO_MAX_STAGES):
-        pre2 = np.where(i < s2, pre2 + ((q + (i < r)) * p2a + p2b), pre2)
-    ttft = s1 * (n1 * st.pre_tau[o1] + st.pre_fixed[o1]) + pre2 + hop * (S - 1)
+    T_c = np.maximum(n1 * st.tau_c[bi, o1] + f1, top * st.tau_c[bi, o2] + f2) + hop
+    ttft = 0.5 * S * T + st.chunks[bi] * S * T_c  # serving.closed_ttft
     # Every stage draws power for its own layers: s1 of n1, r of q + 1 and s2 - r of q.
     watts = np.zeros(len(o1))
     for o, lay, cnt in ((o1, n1, s1), (o2, q + 1, r), (o2, q, s2 - r)):

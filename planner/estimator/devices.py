@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from planner.estimator.efficiency import Efficiency, efficiency_for
+from planner.estimator.efficiency import Efficiency, batched_compute_for, efficiency_for
 from planner.estimator.formats import WeightFormat
 from planner.schema.catalog import Accelerator, Precision
 
@@ -35,6 +35,7 @@ class DeviceTable:
     # efficiency factors, one column each
     eff_bandwidth: Array
     eff_compute: Array
+    eff_batched_compute: Array  # batched serving matmuls (catalog/serving.yaml)
     eff_training_mfu: Array
     layer_overhead_s: Array
     step_overhead_s: Array
@@ -142,6 +143,14 @@ def device_table(
         domain_size=col([d.interconnect.domain_size for d in devices]),
         eff_bandwidth=col([e.bandwidth for e in effs]),
         eff_compute=col([e.compute for e in effs]),
+        eff_batched_compute=col(
+            [
+                ov.get(d.id, {}).get("compute")
+                or ov.get(d.device_class, {}).get("compute")
+                or batched_compute_for(d.device_class, e.compute)
+                for e, d in zip(effs, devices, strict=True)
+            ]
+        ),
         eff_training_mfu=col([e.training_mfu for e in effs]),
         layer_overhead_s=col([e.layer_overhead_us * 1e-6 for e in effs]),
         step_overhead_s=col([e.step_overhead_us * 1e-6 for e in effs]),

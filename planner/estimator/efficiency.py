@@ -84,3 +84,26 @@ def efficiency_for(
         raise InputError(
             f"efficiency for `{device_id}`: {'.'.join(map(str, first['loc']))}: {first['msg']}"
         ) from None
+
+
+class ServingFile(Frozen):
+    """Serving-engine factors (catalog/serving.yaml)."""
+
+    default_token_budget: int = Field(
+        gt=0, description="Tokens per iteration of continuous batching (prefill chunk + decodes)."
+    )
+    batched_compute: dict[DeviceClass, float] = Field(
+        description="Achieved / dense peak FLOPs of batched serving matmuls, per device class."
+    )
+
+
+@functools.cache
+def load_serving(path: Path | None = None) -> ServingFile:
+    """The serving-engine factors (cached)."""
+    p = path or default_catalog_dir() / "serving.yaml"
+    return validate(read_yaml(p), ServingFile)
+
+
+def batched_compute_for(device_class: DeviceClass, fallback: float) -> float:
+    """Batched serving compute efficiency of a class; its single-prompt factor where unlisted."""
+    return load_serving().batched_compute.get(device_class, fallback)

@@ -221,3 +221,68 @@ def training_tokens_per_second(
     return np.asarray(
         dev.peak_flops(precision_fmt) * dev.eff_training_mfu / flops, dtype=np.float64
     )
+
+
+def serving_layer_seconds(
+    m: ModelArch,
+    fmt: WeightFormat,
+    kv_dtype_bytes: float,
+    dev: DeviceTable,
+    *,
+    batch: float | Array,
+    context: float,
+    prefill_tokens: float | Array,
+    prompt: float,
+    tp: Degree = 1,
+    serial: bool = False,
+    link_bytes_s: float | Array | None = None,
+    link_latency_s: float = 5e-6,
+) -> Array:
+    """One block of one serving iteration: `batch` sequences decode one token each while
+    `prefill_tokens` prompt tokens (chunks of prompts `prompt` tokens long) are processed.
+
+    Continuous batching with chunked prefill (vLLM, SGLang, TensorRT-LLM; Agrawal et al. 2024,
+    "Sarathi-Serve", section 4): decode and prefill tokens share one forward pass, so the weights
+    are read once for both and the iteration is the roofline of the sum: bytes = touched weights
+    + the decodes' KV reads; FLOPs = decode tokens x (2 N + attention over the context) + prompt
+    tokens x (2 N + half the attention over the prompt), at the device's batched compute
+    efficiency. `serial` (llama.cpp-style pools): prompt processing stops decode, so the two
+    passes add.
+    """
+    if serial:
+        dec = decode_layer_seconds(
+            m, fmt, kv_dtype_bytes, dev, batch=batch, context=context, tp=tp
+        )  # type: ignore[arg-type]
+        pre = np.where(
+            np.asarray(prefill_tokens) > 0,
+            prefill_layer_seconds(
+                m,
+                fmt,
+                dev,
+                batch=np.asarray(prefill_tokens) / max(prompt, 1.0),  # type: ignore[arg-type]
+                prompt=prompt,
+                tp=tp,
+            ),
+            0.0,
+        )
+        return np.asarray(dec + pre, dtype=np.float64)
+    b = np.asarray(batch, dtype=np.float64)
+    p = np.asarray(prefill_tokens, dtype=np.float64)
+    tokens = b + p
+    if m.moe is None:
+        touched = np.full(tokens.shape, weight_params_touched_per_layer(m, 1.0))
+    else:
+        touched = np.vectorize(lambda t: weight_params_touched_per_layer(m, float(t)))(tokens)
+    w_bytes = touched * fmt.bits_per_weight / 8
+    kv_read = b * context * kv_elements_per_token_per_layer(m) * kv_dtype_bytes
+    per_tok = 2.0 * active_params_per_layer(m)
+    flops = b * (per_tok + attention_flops_per_token_per_layer(m, context)) + p * (
+        per_tok + 0.5 * attention_flops_per_token_per_layer(m, prompt)
+    )
+    t_mem = (w_bytes + kv_read) / tp / (dev.bandwidth_bytes_s * dev.eff_bandwidth)
+    t_cmp = flops / tp / (dev.peak_flops(fmt) * dev.eff_batched_compute)
+    t = np.maximum(t_mem, t_cmp) + dev.layer_overhead_s
+    if fmt.weight_only:
+        t = t + touched / tp * dev.dequant_ops_per_weight / dev.fp32_flops
+    t = t + _tp_allreduce_seconds(m, dev, tokens, tp, link_bytes_s, link_latency_s)
+    return np.asarray(t, dtype=np.float64)

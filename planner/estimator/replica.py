@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from planner.estimator.comm import p2p_seconds, pipeline_activation_bytes
 from planner.estimator.cost import power_w
@@ -31,7 +32,8 @@ from planner.estimator.memory import (
     kv_shard_divisor,
     training_memory,
 )
-from planner.estimator.perf import decode_layer_seconds, head_seconds, prefill_layer_seconds
+from planner.estimator.perf import head_seconds, serving_layer_seconds
+from planner.estimator.serving import chunk_mix, closed_ttft, serial_engine, token_budget
 from planner.schema.catalog import Accelerator, Link, ModelArch
 
 
@@ -49,7 +51,6 @@ class StageFigures:
     memory: dict[str, float]  # bytes per device by kind, and "total"
     seconds: float  # one decode step of this stage, hop to the next included (0 for training)
     boundary_bytes: float  # hidden states sent to the next stage per step
-    prefill_seconds: float  # this stage's share of a batch-1 prefill
     watts: float  # each device at load (0 for training: the job's power is its own figure)
 
 
@@ -59,7 +60,7 @@ class ReplicaFigures:
     step_seconds: float  # the slowest stage
     tokens_per_s: float  # output tokens/s of one replica
     ms_per_token: float  # time per output token of one sequence
-    ttft_s: float  # unloaded time to first token of one prompt
+    ttft_s: float  # time to first token with every slot held and no queue (closed load)
     power_w: float  # every device of the replica at load
 
 
@@ -75,6 +76,7 @@ def inference_replica(
     batch: int,
     context: int,
     prompt: int,
+    output: int,
     stages: list[StageSpec],
     link: Link,
 ) -> ReplicaFigures:
@@ -91,19 +93,33 @@ def inference_replica(
     kv_layer_seq = kv_bytes_per_token(m, kvb) / L * context
     w_layer = block_weight_bytes(m, fmt) / L
     seconds: list[float] = []
-    prefill: list[float] = []
+    chunk_seconds: list[float] = []
     mems: list[dict[str, float]] = []
     busy: list[float] = []
     for i, st in enumerate(stages):
         dev = device_table([st.device])
-        tau = _scalar(
-            decode_layer_seconds(m, fmt, kvb, dev, batch=batch, context=context, tp=st.tp)
+        c, f = chunk_mix(batch, prompt, output, batch * prompt / output)
+        dec, tau_c = (
+            _scalar(
+                serving_layer_seconds(
+                    m,
+                    fmt,
+                    kvb,
+                    dev,
+                    batch=batch,
+                    context=context,
+                    prefill_tokens=p,
+                    prompt=prompt,
+                    tp=st.tp,
+                    serial=serial_engine(fmt),
+                )
+            )
+            for p in (0.0, c)
         )
+        tau = (1.0 - f) * dec + f * tau_c
         fixed = _scalar(head_seconds(m, fmt, dev, batch)) / st.tp + _scalar(dev.step_overhead_s)
         seconds.append(st.layers * tau + fixed + hop)
-        pre_tau = _scalar(prefill_layer_seconds(m, fmt, dev, batch=1, prompt=prompt, tp=st.tp))
-        pre_fixed = _scalar(head_seconds(m, fmt, dev, 1)) / st.tp + _scalar(dev.step_overhead_s)
-        prefill.append(st.layers * pre_tau + pre_fixed)
+        chunk_seconds.append(st.layers * tau_c + fixed + hop)
         mem = inference_memory(
             m,
             fmt,
@@ -123,18 +139,18 @@ def inference_replica(
     T = max(seconds)
     figs = []
     total_w = 0.0
-    for st, sec, pre, use, nbytes in zip(stages, seconds, prefill, mems, busy, strict=True):
+    for st, sec, use, nbytes in zip(stages, seconds, mems, busy, strict=True):
         dev = device_table([st.device])
         act = min(1.0, nbytes / _scalar(dev.bandwidth_bytes_s) / T)
         watts = _scalar(power_w(dev.tdp_w, dev.idle_w, np.asarray(act), dev.power_activity_floor))
         total_w += watts * st.tp
-        figs.append(StageFigures(use, sec, boundary, pre, watts))
+        figs.append(StageFigures(use, sec, boundary, watts))
     return ReplicaFigures(
         stages=tuple(figs),
         step_seconds=T,
         tokens_per_s=batch / T,
         ms_per_token=S * T * 1e3,
-        ttft_s=sum(prefill) + hop * (S - 1),
+        ttft_s=closed_ttft(S * T, S * max(chunk_seconds), batch, prompt, output),
         power_w=total_w,
     )
 
@@ -144,3 +160,88 @@ def training_stage_memory(
 ) -> dict[str, float]:
     """Memory per device of one training pipeline stage (mixed-precision AdamW, ZeRO)."""
     return training_memory(m, setup, layers=layers, last=last).as_dict()
+
+
+class IterationTime:
+    """One serving iteration of a replica's pipeline round as a function of the sequences
+    decoding and the prompt tokens processed, S x (slowest stage), from the estimator on a grid
+    and interpolated bilinearly between grid points (the grid holds every decode count up to
+    the batch when it is at most 64, else 65 even steps; prompt tokens in 33 steps up to the
+    token budget). Seconds."""
+
+    def __init__(
+        self,
+        m: ModelArch,
+        weights: str,
+        kv: str,
+        *,
+        batch: int,
+        context: int,
+        prompt: int,
+        output: int,
+        stages: list[StageSpec],
+        link: Link,
+    ) -> None:
+        fmt, kvb = weight_format(weights), kv_bytes(kv)
+        budget = token_budget(batch, prompt, output)
+        self.n_grid = np.unique(np.linspace(0, batch, min(batch, 64) + 1).round()).astype(float)
+        # Prompt tokens: fine where chunks of short prompts fall, even steps up to the budget.
+        self.p_grid = np.unique(
+            np.concatenate([np.linspace(0.0, budget, 33), np.linspace(0.0, min(budget, 4 * prompt), 17)])
+        )
+        n, p = np.meshgrid(self.n_grid, self.p_grid, indexing="ij")
+        S = len(stages)
+        boundary = pipeline_activation_bytes(np.maximum(n, 1.0), 1, m.hidden_size)
+        hop = (
+            p2p_seconds(boundary, link.bandwidth_gb_s * 1e9, link.latency_us * 1e-6)
+            if S > 1
+            else 0.0
+        )
+        worst = np.zeros_like(n)
+        for st in stages:
+            dev = device_table([st.device])
+            tau = serving_layer_seconds(
+                m,
+                fmt,
+                kvb,
+                dev,
+                batch=n.ravel(),
+                context=context,
+                prefill_tokens=p.ravel(),
+                prompt=prompt,
+                tp=st.tp,
+                serial=serial_engine(fmt),
+            ).reshape(n.shape)
+            fixed = head_seconds(m, fmt, dev, np.maximum(n, 1.0)) / st.tp + dev.step_overhead_s
+            worst = np.maximum(worst, st.layers * tau + fixed + hop)
+        self.table = S * worst
+
+    def __call__(self, decodes: float, prefill_tokens: float) -> float:
+        return float(_bilinear(self.n_grid, self.p_grid, self.table, decodes, prefill_tokens))
+
+
+def _bilinear(
+    xs: npt.NDArray[np.float64],
+    ys: npt.NDArray[np.float64],
+    z: npt.NDArray[np.float64],
+    x: float,
+    y: float,
+) -> float:
+    """z at (x, y) by bilinear interpolation on the grid (clamped to its edges)."""
+    x = min(max(x, xs[0]), xs[-1])
+    y = min(max(y, ys[0]), ys[-1])
+    i = min(int(np.searchsorted(xs, x, side="right")) - 1, len(xs) - 2) if len(xs) > 1 else 0
+    j = min(int(np.searchsorted(ys, y, side="right")) - 1, len(ys) - 2)
+    if len(xs) == 1:
+        a = 0.0
+        i1 = i
+    else:
+        a = (x - xs[i]) / (xs[i + 1] - xs[i])
+        i1 = i + 1
+    b = (y - ys[j]) / (ys[j + 1] - ys[j])
+    return float(
+        z[i, j] * (1 - a) * (1 - b)
+        + z[i1, j] * a * (1 - b)
+        + z[i, j + 1] * (1 - a) * b
+        + z[i1, j + 1] * a * b
+    )

@@ -7,19 +7,18 @@ replica sized for class c can also serve any class k that fits it (input_k <= in
 input_k + output_k <= input_c + output_c): its memory holds the shorter sequences and its latency
 figures only improve.
 
-Requests/s one replica sustains for class k (continuous batching; prefill and decode share the
-replica's time, so their times add):
+Requests/s one replica sustains for class k: replica_rate (continuous batching with chunked
+prefill, planner.estimator.serving): S engines of b slots finish b / (output_k x iteration_k)
+requests/s each at full load, the iteration at class k's token mix (b decodes and b x input_k /
+output_k prompt tokens) and class c's context; the plan uses at most `max_utilization` of it,
+less where a latency ceiling at `latency_percentile` holds only at a lower rate. Sequences in
+flight follow from the rate by Little's law, so no separate concurrency constraint is needed. A
+replica's load is the sum over classes of rate / capacity <= 1 (shares of its time).
 
-    rate = 1 / (output_k / decode_tokens_per_s + input_k x ttft_c / input_c)
-
-with decode throughput and time to first token from the design sized for class c (both at class
-c's longer context, so the rate is conservative for shorter classes). Each request holds one
-sequence for output_k x ms_per_token, so by Little's law the replica's batch x stages sequences
-are exactly enough at that rate: no separate concurrency constraint is needed. A measured
-capacity (requests/s per replica from benchmarking a serving engine) replaces the estimate for a
-single-stage replica of that device and tensor-parallel degree, for that class; that replica is
-the estimator's largest batch that fits. A replica of that device and degree sized for a longer
-class serves the measured class at no more than the measured rate.
+A measured capacity (requests/s per replica from benchmarking a serving engine) is
+authoritative: it applies to every single-stage replica of that device and tensor-parallel
+degree, whatever class sized it, and to that class only; classes with and without measurements
+mix freely.
 
 Pruning (exact for every objective a request mix may have, all of which rise with devices and
 power): design B goes when m >= 1 replicas of another design A use no more of each device type
@@ -35,8 +34,10 @@ import numpy.typing as npt
 
 from planner.catalog import Catalog
 from planner.errors import InputError
-from planner.estimator.designs import BATCH_LEVELS, Design, inference_designs
-from planner.schema.catalog import Accelerator
+from planner.estimator.designs import Design, inference_designs
+from planner.estimator.replica import IterationTime, StageSpec
+from planner.estimator.serving import LoadedLatency, chunk_mix, max_rate
+from planner.schema.catalog import Accelerator, Link
 from planner.schema.problem import InferenceWorkload, Problem, RequestClass
 
 
@@ -48,7 +49,8 @@ def class_workload(w: InferenceWorkload, k: int) -> InferenceWorkload:
         update={
             "context_tokens": c.input_tokens + c.output_tokens,
             "prompt_tokens": c.input_tokens,
-            "concurrency": max(BATCH_LEVELS),  # every batch level is a candidate
+            "output_tokens": c.output_tokens,
+            "concurrency": None,  # every batch level is a candidate
             "min_tokens_per_s": 0.0,
             "request_mix": None,
             "requests_per_s": None,
@@ -65,13 +67,47 @@ def fits(small: RequestClass, big: RequestClass) -> bool:
 
 
 def replica_rate(
-    tokens_per_s: float, ttft_s: float, sized_for: RequestClass, serve: RequestClass
+    w: InferenceWorkload,
+    cat: Catalog,
+    link: Link,
+    batch: int,
+    stages: list[StageSpec],
+    sized_for: RequestClass,
+    serve: RequestClass,
 ) -> float:
-    """Requests/s of class `serve` one replica sustains (formula in the module docstring)."""
-    seconds = serve.output_tokens / tokens_per_s + serve.input_tokens * ttft_s / max(
-        1, sized_for.input_tokens
+    """Requests/s of class `serve` one replica sustains: its S engines of `batch` slots each
+    finish batch / (output tokens x iteration) requests/s at full load (Little's law), the
+    iteration being the serving model's at the class's token mix and the sized class's context
+    (planner.estimator.serving); the plan uses at most `max_utilization` of that, and less when
+    a latency ceiling at `latency_percentile` is met only at a lower rate (the queueing
+    approximation of planner.estimator.serving.open_latency)."""
+    it = IterationTime(
+        cat.model(w.model),
+        w.weights,
+        w.kv,
+        batch=batch,
+        context=sized_for.input_tokens + sized_for.output_tokens,
+        prompt=serve.input_tokens,
+        output=serve.output_tokens,
+        stages=stages,
+        link=link,
     )
-    return 1.0 / seconds
+    P, O = serve.input_tokens, serve.output_tokens
+    c, f = chunk_mix(batch, P, O, batch * P / O)
+    full = batch / (O * ((1.0 - f) * it(batch, 0.0) + f * it(batch, c)))  # one engine
+    pct = w.latency_percentile
+
+    def meets(lat: LoadedLatency) -> bool:
+        return (
+            (w.max_ttft_s is None or lat.ttft_s[pct] <= w.max_ttft_s)
+            and (w.max_e2e_s is None or lat.e2e_s[pct] <= w.max_e2e_s)
+            and (w.max_ms_per_token is None or lat.tpot_s * 1e3 <= w.max_ms_per_token)
+        )
+
+    rate = max_rate(
+        it, slots=batch, prompt=P, output=O, ceiling=meets, capacity=w.max_utilization * full
+    )
+    return rate * len(stages)
 
 
 def measured_rate(w: InferenceWorkload, d: Design, k: int) -> float | None:
@@ -136,17 +172,20 @@ def mix_designs(
                 )
             best = max(single, key=lambda d: d.batch)
             keep = [d for d in keep if d is best or d not in single]
+        link = cat.link(problem.constraints.network)
         for d in keep:
             rates = {}
+            specs = [StageSpec(cat.accelerator(s.device), s.tp, s.layers) for s in d.stages]
             for k, other in enumerate(classes):
-                if not fits(other, cls):
-                    continue
-                rate = replica_rate(d.tokens_per_s, d.ttft_s, cls, other)
                 known = measured_rate(w, d, k)
-                if known is not None:
-                    rates[k] = known if k == c_i else min(rate, known)
-                else:
-                    rates[k] = rate
+                if known is not None:  # a measurement stands for the engine on that hardware
+                    rates[k] = known
+                elif fits(other, cls):
+                    rate = replica_rate(w, cat, link, d.batch, specs, cls, other)
+                    if rate > 0:
+                        rates[k] = rate
+            if c_i not in rates:
+                continue  # no load of its own class meets the ceilings
             designs.append(d)
             serves.append(rates)
             sized.append(c_i)

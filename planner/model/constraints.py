@@ -50,7 +50,7 @@ class Constraints(Quantities):
                 self._mix_demand(w)
                 continue
             thr = self._lit(f"throughput:{w.name}") if w.min_tokens_per_s > 0 else None
-            conc = self._lit(f"concurrency:{w.name}")
+            conc = self._lit(f"concurrency:{w.name}") if w.concurrency is not None else None
             for p_i, period in enumerate(self.periods):
                 keys = self._keys(w.name, p_i)
                 if thr is not None:
@@ -58,18 +58,13 @@ class Constraints(Quantities):
                         w.min_tokens_per_s * period.scale * THROUGHPUT_SCALE,
                         f"{w.name}.min_tokens_per_s",
                     )
+                    self.m.add(self.made_tokens(w, keys) >= need).only_enforce_if(thr)
+                if conc is not None and w.concurrency is not None:
+                    # Every sequence that exists is held somewhere, and only those exist.
                     self.m.add(
-                        sum(
-                            to_int(designs[k[1]].tokens_per_s * THROUGHPUT_SCALE, "tps", up=False)
-                            * self.R[k]
-                            for k in keys
-                        )
-                        >= need
-                    ).only_enforce_if(thr)
-                self.m.add(
-                    sum(designs[k[1]].concurrency * self.R[k] for k in keys)
-                    >= math.ceil(w.concurrency * period.scale - 1e-9)
-                ).only_enforce_if(conc)
+                        sum(self.X[k] for k in keys)
+                        == math.ceil(w.concurrency * period.scale - 1e-9)
+                    ).only_enforce_if(conc)
                 self.m.add(sum(self.R[k] for k in keys) >= 1)
 
     def _mix_demand(self, w: InferenceWorkload) -> None:

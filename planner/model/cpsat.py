@@ -230,6 +230,7 @@ class PlannerModel(Constraints, Hints):
             on_demand=values(self.od),
             spot=values(self.spot),
             shares=values(self.Y),
+            sequences=values(self.X),
             rounding=self._units(s, expr),
             units=tuple(self._units(s, e) for e in evaluate),
         )

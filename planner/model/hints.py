@@ -8,7 +8,7 @@ import math
 from planner.estimator.economics import energy_usd_per_watt
 from planner.model.result import ReplicaKey, ShareKey
 from planner.model.scale import SHARE_STEPS
-from planner.model.tables import class_load, replicas_needed
+from planner.model.tables import alone_meets, class_load, replicas_needed
 from planner.model.variables import CLOUD, PREM, ModelBase
 from planner.schema.problem import InferenceWorkload, TrainingWorkload
 
@@ -41,6 +41,8 @@ class Hints(ModelBase):
                     n = 1
                     price = self.t.training_cost.get((w.name, key[1]), 0.0)
                 else:
+                    if not alone_meets(w, d):
+                        continue
                     n = replicas_needed(w, d)
                     price = 0.0
                 if key[3] == PREM:

@@ -16,6 +16,7 @@ from planner.estimator.economics import (
     reserved_hours,
 )
 from planner.model.scale import THROUGHPUT_SCALE, to_int
+from planner.model.result import ReplicaKey
 from planner.model.variables import CLOUD, JOB, PREM, ModelBase
 from planner.schema.problem import InferenceWorkload, TrainingWorkload
 
@@ -154,21 +155,29 @@ class Quantities(ModelBase):
             f"power{milli}", [self.power_at(p, milli) for p in range(len(self.periods))]
         )
 
+    def made_tokens(self, w: InferenceWorkload, keys: list[ReplicaKey]) -> cp_model.LinearExpr:
+        """Output milli-tokens/s the replica groups `keys` of a fixed-rate workload make: each
+        sequence held makes one token per time per token (Little's law), so with a concurrency
+        only the sequences that exist count; `concurrency: unbounded` counts every slot."""
+        designs = self.t.designs[w.name]
+        if w.concurrency is None:
+            return sum(  # type: ignore[return-value]
+                to_int(designs[k[1]].tokens_per_s * THROUGHPUT_SCALE, "tps", up=False) * self.R[k]
+                for k in keys
+            )
+        return sum(  # type: ignore[return-value]
+            to_int(1000.0 / designs[k[1]].ms_per_token * THROUGHPUT_SCALE, "tps", up=False)
+            * self.X[k]
+            for k in keys
+        )
+
     def throughput_expr(self) -> cp_model.LinearExpr:
         """Output milli-tokens/s of fixed-rate workloads in the busiest period."""
         top = max(range(len(self.periods)), key=lambda p: self.periods[p].scale)
         terms = []
-        for (wn, j, p_i, _), v in self.R.items():
-            w = self._workload(wn)
-            if isinstance(w, InferenceWorkload) and w.request_mix is None and p_i == top:
-                terms.append(
-                    to_int(
-                        self.t.designs[wn][j].tokens_per_s * THROUGHPUT_SCALE,
-                        "tokens_per_s",
-                        up=False,
-                    )
-                    * v
-                )
+        for w in self.p.workloads:
+            if isinstance(w, InferenceWorkload) and w.request_mix is None:
+                terms.append(self.made_tokens(w, self._keys(w.name, top)))
         return sum(terms)  # type: ignore[return-value]
 
     def devices_expr(self) -> cp_model.LinearExpr:

@@ -44,6 +44,7 @@ class Solution:
     on_demand: dict[tuple[str, int], int] = field(default_factory=dict)  # (device, period)
     spot: dict[tuple[str, int], int] = field(default_factory=dict)  # (device, period)
     shares: dict[ShareKey, int] = field(default_factory=dict)  # in 1/SHARE_STEPS of a replica
+    sequences: dict[ReplicaKey, int] = field(default_factory=dict)  # sequences a group holds
     rounding: float = 0.0  # most the integer objective can differ from its exact value (raw)
     units: tuple[float, ...] = ()  # the same bound for each evaluated expression
 

@@ -45,12 +45,21 @@ class Tables:
 
 
 def replicas_needed(w: InferenceWorkload, d: Design, scale: float = 1.0) -> int:
-    """Replicas of design `d` alone that meet the workload's throughput and concurrency."""
-    return max(
-        math.ceil(w.min_tokens_per_s * scale / d.tokens_per_s - 1e-9) if w.min_tokens_per_s else 0,
-        math.ceil(w.concurrency * scale / d.concurrency - 1e-9),
-        1,
-    )
+    """Replicas of design `d` alone that hold the workload's sequences (with `concurrency:
+    unbounded`, that make its tokens/s). More never help: only sequences that exist make tokens.
+    Whether they then make enough is `alone_meets`."""
+    if w.concurrency is None:
+        need = w.min_tokens_per_s * scale / d.tokens_per_s if w.min_tokens_per_s else 0
+        return max(math.ceil(need - 1e-9), 1)
+    return max(math.ceil(w.concurrency * scale / d.concurrency - 1e-9), 1)
+
+
+def alone_meets(w: InferenceWorkload, d: Design, scale: float = 1.0) -> bool:
+    """Whether replicas of `d` alone can make the workload's tokens/s from its sequences:
+    concurrency x 1,000 / ms per token (Little's law: each sequence makes one token per TPOT)."""
+    if w.concurrency is None or not w.min_tokens_per_s:
+        return True
+    return w.concurrency * 1000.0 / d.ms_per_token >= w.min_tokens_per_s * (1 - 1e-9)
 
 
 def class_load(w: InferenceWorkload, k: int, scale: float) -> float:

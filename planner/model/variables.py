@@ -29,6 +29,9 @@ class ModelBase:
         self.R: dict[ReplicaKey, cp_model.IntVar] = {}
         self.R_ub: dict[ReplicaKey, int] = {}
         self.Y: dict[ShareKey, cp_model.IntVar] = {}
+        # Fixed-rate workloads with a concurrency: sequences held by each replica group (the
+        # sequences that exist; only they make tokens).
+        self.X: dict[ReplicaKey, cp_model.IntVar] = {}
         self.use: dict[tuple[str, int, str], list[tuple[int, cp_model.IntVar, int]]] = {}
         self.fleet: dict[str, cp_model.LinearExpr] = {}  # owned + bought devices held
         self.fleet_ub: dict[str, int] = {}
@@ -148,6 +151,12 @@ class ModelBase:
         self.R[key] = self.m.new_int_var(0, ub, "R[{},{},{},{}]".format(*key))
         self.R_ub[key] = ub
         self._keys_of.setdefault((key[0], key[2]), []).append(key)
+        w = self._by_name[key[0]]
+        if isinstance(w, InferenceWorkload) and w.request_mix is None and w.concurrency:
+            held = self.t.designs[key[0]][key[1]].concurrency
+            most = min(held * ub, math.ceil(w.concurrency * self.periods[key[2]].scale - 1e-9))
+            self.X[key] = self.m.new_int_var(0, most, "X[{},{},{},{}]".format(*key))
+            self.m.add(self.X[key] <= held * self.R[key])
 
     def _replica_ub(self, w: InferenceWorkload, j: int, d: Design, scale: float) -> int:
         serves = self.t.serves.get(w.name)

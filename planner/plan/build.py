@@ -133,6 +133,7 @@ def stage_lines(
         batch=d.batch,
         context=w.context_tokens,
         prompt=w.prompt_tokens,
+        output=w.output_tokens,
         stages=[StageSpec(cat.accelerator(s.device), s.tp, s.layers) for s in d.stages],
         link=cat.link(problem.constraints.network),
     )
@@ -225,12 +226,17 @@ def _add_serving(
         # Tokens of the mix are counted where they are served, in proportion to requests.
         total_rate = w.requests_per_s * period.scale if w.requests_per_s else 0.0
         tally.tokens[p_i] += tok * sum(served.values()) / total_rate * period.hours * 3600
-    else:
-        tally.capacity[(wn, p_i)] = tally.capacity.get((wn, p_i), 0.0) + d.tokens_per_s * r
+    seqs: int | None = None
+    made = d.tokens_per_s * r
+    if w.request_mix is None and w.concurrency is not None:
+        seqs = sol.sequences.get(key, 0)  # type: ignore[call-overload]
+        made = seqs * 1000.0 / d.ms_per_token  # only the sequences that exist make tokens
+    if w.request_mix is None:
+        tally.capacity[(wn, p_i)] = tally.capacity.get((wn, p_i), 0.0) + made
     if site == PREM:
         for dev, wh in _split_by_device(d, cat, watts * period.hours).items():
             tally.prem_energy_wh[dev] = tally.prem_energy_wh.get(dev, 0.0) + wh
-    tps = d.tokens_per_s * r
+    tps = made
     cost = _replica_cost(d, replica_w, r, site, period.hours, tables.econ, problem)
     plan.workloads.append(
         WorkloadPlan(
@@ -245,14 +251,15 @@ def _add_serving(
             ttft,
             None,
             watts,
-            tps / watts,
-            cost / (tps * period.hours * 3600) * 1e6 if tps and period.hours else None,
+            d.tokens_per_s * r / watts,
+            cost / (d.tokens_per_s * r * period.hours * 3600) * 1e6 if period.hours else None,
             period=period.name if problem.demand is not None else None,
             site=site,
             requests_per_s=served,
             sized_for=(
                 w.request_mix[sized[j]].name if sized and w.request_mix is not None else None
             ),
+            sequences=seqs,
         )
     )
 

@@ -119,6 +119,9 @@ class WorkloadPlan:
     site: str = Site.PREMISES  # or Site.CLOUD (rented devices)
     requests_per_s: dict[str, float] = field(default_factory=dict)  # class -> served (mixes)
     sized_for: str | None = None  # request class whose lengths size this design (mixes)
+    # Fixed-rate workloads with a concurrency: the sequences these replicas hold (of their
+    # batch x stages x replicas slots); tokens_per_s is then what those sequences make.
+    sequences: int | None = None
 
 
 @dataclass

@@ -149,9 +149,55 @@ class InferenceWorkload(ProblemModel):
         description="Prompt tokens per request (time to first token): a whole number or `2k` "
         "(k = 1,024).",
     )
-    concurrency: Annotated[
-        Count, Limit(ge=1, le=1_000_000, why="a million sequences at once is beyond any fleet")
-    ] = Field(1, description="Sequences served at once.")
+    output_tokens: Annotated[
+        TokenCount, Limit(ge=1, le=MAX_CONTEXT, why="longer than any model's context window")
+    ] = Field(
+        256,
+        description="Average output tokens per request. With prompt_tokens it sets how much "
+        "prefill each generated token brings (prompt_tokens / output_tokens prompt tokens per "
+        "output token), which the serving model charges to every iteration. The default, 256, "
+        "is an assumption close to chat traffic; state yours.",
+    )
+    concurrency: (
+        Annotated[
+            Count,
+            Limit(ge=1, le=1_000_000, why="a million sequences at once is beyond any fleet"),
+        ]
+        | None
+    ) = Field(
+        1,
+        description="Sequences that exist at once: the fleet holds them all, and its output is "
+        "what they make (at most concurrency / time per token). `unbounded` sizes for open-ended "
+        "demand: every slot of every replica counts as filled.",
+    )
+    max_e2e_s: (
+        Annotated[
+            Seconds,
+            Limit(
+                gt=0,
+                le=86_400,
+                why="a day per request is no ceiling; leave the key out instead",
+                low_why="a ceiling of zero cannot be met",
+            ),
+        ]
+        | None
+    ) = Field(
+        None,
+        description="Ceiling on end-to-end request latency (first token plus the rest of the "
+        "answer), seconds, at `latency_percentile`.",
+    )
+    latency_percentile: Literal[50, 90, 95, 99] = Field(
+        50,
+        description="The percentile at which max_ttft_s, max_ms_per_token and max_e2e_s hold "
+        "under the plan's load (50, 90, 95 or 99).",
+    )
+    max_utilization: Annotated[
+        Share, Limit(gt=0, le=1, why="a replica cannot be busier than 100 %")
+    ] = Field(
+        0.9,
+        description="Request mixes: the most of a replica's request capacity the plan may use "
+        "(headroom against queueing; latency ceilings may lower it further).",
+    )
     min_tokens_per_s: Annotated[
         TokensPerSecond,
         Limit(ge=0, le=1e9, why="a billion output tokens/s is beyond any fleet; check the units"),
@@ -204,13 +250,21 @@ class InferenceWorkload(ProblemModel):
         min_length=1,
         max_length=16,
         description="Histogram of request lengths: classes with input and output tokens and "
-        "their shares. Replaces context_tokens, prompt_tokens, concurrency and min_tokens_per_s.",
+        "their shares. Replaces context_tokens, prompt_tokens, output_tokens, concurrency and "
+        "min_tokens_per_s.",
     )
     capacity: list[MeasuredCapacity] = Field(
         default_factory=list,
         max_length=256,
         description="Measured requests/s per replica and class, replacing the estimate.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unbounded(cls, data: object) -> object:
+        if isinstance(data, dict) and data.get("concurrency") == "unbounded":
+            return {**data, "concurrency": None}
+        return data
 
     @model_validator(mode="after")
     def _mix(self) -> InferenceWorkload:
@@ -222,7 +276,13 @@ class InferenceWorkload(ProblemModel):
         if self.requests_per_s is None:
             raise KeyValueError("a request_mix needs requests_per_s", ("request_mix",))
         fields = type(self).model_fields
-        for key in ("context_tokens", "prompt_tokens", "concurrency", "min_tokens_per_s"):
+        for key in (
+            "context_tokens",
+            "prompt_tokens",
+            "output_tokens",
+            "concurrency",
+            "min_tokens_per_s",
+        ):
             if getattr(self, key) != fields[key].default:
                 raise KeyValueError(
                     f"`{key}` does not go with a request_mix: the classes' lengths and the "
