@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from planner.catalog import Catalog
-from planner.estimator.replica import IterationTime, StageSpec
-from planner.estimator.request_mix import class_workload
 from planner.errors import InputError
+from planner.estimator.replica import IterationTime
+from planner.estimator.request_mix import class_workload
 from planner.estimator.serving import (
     PERCENTILES,
     chunk_mix,
@@ -78,7 +78,7 @@ def simulate_engine(
     output = [r[2] for r in requests]
     first = [math.nan] * n_req
     waiting: deque[int] = deque()
-    prefilling: deque[list[int]] = deque()  # [request, prompt tokens left]
+    prefilling: deque[list[float]] = deque()  # [request, prompt tokens left]
     decoding: list[tuple[int, int]] = []  # heap of (iteration at which it ends, request)
     kv_used = 0.0
     held = 0
@@ -105,13 +105,23 @@ def simulate_engine(
             waiting.popleft()
             held += 1
             kv_used += need
-            prefilling.append([i, prompt[i]])
+            prefilling.append([float(i), float(prompt[i])])
         d = len(decoding)
         if d == 0 and not prefilling:
             if nxt >= released:
                 break  # closed system drained
             clock = max(clock, arrival[nxt])
             continue
+        if not prefilling and decoding:
+            # Nothing changes until the next completion (or an arrival that can be admitted):
+            # take the identical decode-only iterations in one step.
+            dt = it(d, 0.0)
+            skip = decoding[0][0] - k - 1
+            if nxt < released and held < slots:
+                skip = min(skip, int((arrival[nxt] - clock) / dt))
+            if skip > 0:
+                clock += skip * dt
+                k += skip
         room = max(budget - d, 0.0)
         p = 0.0
         finished_prefill: list[int] = []
@@ -123,7 +133,7 @@ def simulate_engine(
             room -= take
             p += take
             if entry[1] <= 0:
-                finished_prefill.append(entry[0])
+                finished_prefill.append(int(entry[0]))
         while prefilling and prefilling[0][1] <= 0:
             prefilling.popleft()
         dt = it(d, p)
@@ -217,10 +227,7 @@ def engine_of(
         context=shape.context_tokens,
         prompt=shape.prompt_tokens,
         output=shape.output_tokens,
-        stages=[
-            StageSpec(cat.accelerator(s.device), s.tp, s.layers[1] - s.layers[0] + 1)
-            for s in wp.stages
-        ],
+        stages=wp.stage_specs(cat),
         link=cat.link(problem.constraints.network),
     )
     kv = float(wp.batch * shape.context_tokens)
@@ -243,9 +250,7 @@ def simulate_plan(
     by_name = {w.name: w for w in problem.workloads}
     period = workloads[0].period if workloads else None
     groups = [
-        wp
-        for wp in workloads
-        if wp.kind == "inference" and wp.period == period and wp.replicas > 0
+        wp for wp in workloads if wp.kind == "inference" and wp.period == period and wp.replicas > 0
     ]
     weights = []
     for wp in groups:
@@ -303,23 +308,27 @@ def analytic(
     the classes it serves), the closed-load first token for fixed-rate workloads."""
     w = next(x for x in problem.workloads if x.name == wp.name)
     assert isinstance(w, InferenceWorkload)
-    it, slots, _, budget = engine_of(problem, cat, w, wp)
+    it, slots, _, _ = engine_of(problem, cat, w, wp)
     engines = wp.replicas * len(wp.stages)
     if w.request_mix is not None:
         rate = load * sum(wp.requests_per_s.values())
         by = {c.name: c for c in w.request_mix}
         P = sum(by[k].input_tokens * r for k, r in wp.requests_per_s.items()) / rate * load
-        O = sum(by[k].output_tokens * r for k, r in wp.requests_per_s.items()) / rate * load
-        lat = open_latency(it, slots=slots, rate=rate / engines, prompt=P, output=O)
-        return {"ttft": lat.ttft_s, "e2e": lat.e2e_s, "tpot": dict.fromkeys(PERCENTILES, lat.tpot_s)}
+        out = sum(by[k].output_tokens * r for k, r in wp.requests_per_s.items()) / rate * load
+        lat = open_latency(it, slots=slots, rate=rate / engines, prompt=P, output=out)
+        return {
+            "ttft": lat.ttft_s,
+            "e2e": lat.e2e_s,
+            "tpot": dict.fromkeys(PERCENTILES, lat.tpot_s),
+        }
     seqs = wp.sequences if wp.sequences is not None else slots * engines
     per = max(1, round(seqs / engines))
-    P, O = w.prompt_tokens, w.output_tokens
-    c, f = chunk_mix(per, P, O, per * P / O)
+    P, out = w.prompt_tokens, w.output_tokens
+    c, f = chunk_mix(per, P, out, per * P / out)
     t_c = it(per, c)
     t = (1.0 - f) * it(per, 0.0) + f * t_c
-    ttft = closed_ttft(t, t_c, per, P, O)
-    e2e = ttft + (O - 1) * t
+    ttft = closed_ttft(t, t_c, per, P, out)
+    e2e = ttft + (out - 1) * t
     return {
         "ttft": dict.fromkeys(PERCENTILES, ttft),
         "e2e": dict.fromkeys(PERCENTILES, e2e),
@@ -362,12 +371,16 @@ def workloads_from_json(data: object, where: str) -> list[WorkloadPlan]:
                 0.0,
                 None,
                 period=x.get("period"),
-                requests_per_s={str(k): float(v) for k, v in (x.get("requests_per_s") or {}).items()},
+                requests_per_s={
+                    str(k): float(v) for k, v in (x.get("requests_per_s") or {}).items()
+                },
                 sized_for=x.get("sized_for"),
                 sequences=None if x.get("sequences") is None else int(x["sequences"]),
             )
         except (KeyError, TypeError, ValueError, IndexError) as e:
-            raise InputError(f"{at}: malformed replica group ({e!r}); re-create the plan with `planner solve --out`") from None
+            raise InputError(
+                f"{at}: malformed replica group ({e!r}); re-create the plan with `planner solve --out`"
+            ) from None
         if not all(math.isfinite(v) for v in (wp.tokens_per_s, *wp.requests_per_s.values())):
             raise InputError(f"{at}: figures must be finite numbers")
         if wp.replicas < 0 or wp.batch < 1 or any(s.tp < 1 for s in stages):

@@ -203,7 +203,7 @@ def only_device(problem: Problem, dev: str) -> Problem:
                     "allowed_devices": [dev],
                     "inventory": [o for o in c.inventory if o.device == dev],
                 }
-            )
+            ),
         }
     )
 

@@ -1,5 +1,8 @@
 """Re-check a plan without the solver: recompute every stage from the estimator and every
-constraint from the catalog and the problem. A plan that fails is a bug and raises."""
+constraint from the catalog and the problem. A plan that fails is a bug and raises.
+
+Long because every recomputed figure (stages, serving, fleet, costs, energy, carbon) is checked
+here, beside the others it depends on, in the order the plan builder derives them."""
 
 from __future__ import annotations
 
@@ -25,7 +28,6 @@ from planner.estimator.economics import (
 from planner.estimator.memory import TrainingSetup
 from planner.estimator.replica import (
     ReplicaFigures,
-    StageSpec,
     inference_replica,
     training_stage_memory,
 )
@@ -124,10 +126,7 @@ def replica_figures(
         context=shape.context_tokens,
         prompt=shape.prompt_tokens,
         output=shape.output_tokens,
-        stages=[
-            StageSpec(cat.accelerator(s.device), s.tp, s.layers[1] - s.layers[0] + 1)
-            for s in wp.stages
-        ],
+        stages=wp.stage_specs(cat),
         link=cat.link(problem.constraints.network),
     )
 
@@ -239,6 +238,38 @@ def _check_training(
             f.training_embodied_kg += k * hours * embodied_kg_per_hour(problem, acc)
 
 
+def _check_serving(
+    problem: Problem, w: InferenceWorkload, wp: WorkloadPlan, fig: ReplicaFigures
+) -> None:
+    """Tokens made (only by the sequences that exist), power, time per token, first token and
+    end to end: the plan's figures equal the recomputed ones, which meet the ceilings."""
+    made = fig.tokens_per_s * wp.replicas
+    if w.request_mix is None and w.concurrency is not None:
+        slots = wp.batch * len(wp.stages) * wp.replicas
+        if wp.sequences is None or not 0 <= wp.sequences <= slots:
+            _fail(problem, f"`{w.name}` holds {wp.sequences} sequences in {slots} slots")
+        # Little's law: each sequence that exists makes one token per time per token.
+        made = (wp.sequences or 0) * 1000.0 / fig.ms_per_token
+    if not _close(made, wp.tokens_per_s):
+        _fail(problem, f"`{w.name}` throughput {wp.tokens_per_s} != recomputed {made}")
+    if not _close(fig.power_w * wp.replicas, wp.power_w):
+        _fail(problem, f"`{w.name}` power {wp.power_w} W != recomputed {fig.power_w * wp.replicas}")
+    if wp.ms_per_token is None or not _close(fig.ms_per_token, wp.ms_per_token):
+        _fail(problem, f"`{w.name}` time per token {wp.ms_per_token} != {fig.ms_per_token}")
+    if wp.ttft_s is None or not _close(fig.ttft_s, wp.ttft_s):
+        _fail(problem, f"`{w.name}` time to first token {wp.ttft_s} != {fig.ttft_s}")
+    if w.max_ms_per_token is not None and w.max_ms_per_token * (1 + REL_TOL) < fig.ms_per_token:
+        _fail(problem, f"`{w.name}` time per token {fig.ms_per_token:.3f} ms over the ceiling")
+    if w.request_mix is not None:
+        return  # a mix's ceilings hold at its load: each class's rate is checked against them
+    if w.max_ttft_s is not None and w.max_ttft_s * (1 + REL_TOL) < fig.ttft_s:
+        _fail(problem, f"`{w.name}` first token after {fig.ttft_s:.3f} s, over the ceiling")
+    if w.max_e2e_s is not None:
+        e2e = fig.ttft_s + (w.output_tokens - 1) * fig.ms_per_token / 1e3
+        if w.max_e2e_s * (1 + REL_TOL) < e2e:
+            _fail(problem, f"`{w.name}` requests take {e2e:.3f} s end to end, over the ceiling")
+
+
 def _check_replicas(
     problem: Problem,
     cat: Catalog,
@@ -257,25 +288,7 @@ def _check_replicas(
         p_i = names.index(wp.period)
     else:
         _fail(problem, f"`{w.name}` replicas serve an unknown period `{wp.period}`")
-    made = fig.tokens_per_s * wp.replicas
-    if w.request_mix is None and w.concurrency is not None:
-        slots = wp.batch * len(wp.stages) * wp.replicas
-        if wp.sequences is None or not 0 <= wp.sequences <= slots:
-            _fail(problem, f"`{w.name}` holds {wp.sequences} sequences in {slots} slots")
-        # Little's law: each sequence that exists makes one token per time per token.
-        made = (wp.sequences or 0) * 1000.0 / fig.ms_per_token
-    if not _close(made, wp.tokens_per_s):
-        _fail(problem, f"`{w.name}` throughput {wp.tokens_per_s} != recomputed {made}")
-    if not _close(fig.power_w * wp.replicas, wp.power_w):
-        _fail(problem, f"`{w.name}` power {wp.power_w} W != recomputed {fig.power_w * wp.replicas}")
-    if wp.ms_per_token is None or not _close(fig.ms_per_token, wp.ms_per_token):
-        _fail(problem, f"`{w.name}` time per token {wp.ms_per_token} != {fig.ms_per_token}")
-    if wp.ttft_s is None or not _close(fig.ttft_s, wp.ttft_s):
-        _fail(problem, f"`{w.name}` time to first token {wp.ttft_s} != {fig.ttft_s}")
-    if w.max_ms_per_token is not None and w.max_ms_per_token * (1 + REL_TOL) < fig.ms_per_token:
-        _fail(problem, f"`{w.name}` time per token {fig.ms_per_token:.3f} ms over the ceiling")
-    if w.max_ttft_s is not None and w.max_ttft_s * (1 + REL_TOL) < fig.ttft_s:
-        _fail(problem, f"`{w.name}` first token after {fig.ttft_s:.3f} s, over the ceiling")
+    _check_serving(problem, w, wp, fig)
     if wp.site not in (PREM, CLOUD):
         _fail(problem, f"`{w.name}` runs at an unknown site `{wp.site}`")
     hours = periods[p_i].hours
@@ -305,10 +318,7 @@ def _check_replicas(
         _fail(problem, f"`{w.name}` replicas name no request class they are sized for")
         return
     time_used = 0.0
-    specs = [
-        StageSpec(cat.accelerator(s.device), s.tp, s.layers[1] - s.layers[0] + 1)
-        for s in wp.stages
-    ]
+    specs = wp.stage_specs(cat)
     link = cat.link(problem.constraints.network)
     for name, served in wp.requests_per_s.items():
         cls = classes[name]

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.catalog import load_catalog
+from planner.estimator.designs import Design
 from planner.estimator.economics import in_fleet
 from planner.model.result import Solution
 from planner.model.tables import Tables, build_tables
@@ -65,17 +66,27 @@ def tiny_problems(draw: st.DrawFn) -> Problem:
 
 
 def replica_bounds(problem: Problem, tables: Tables) -> list[int]:
-    """Per design, the replicas it needs alone; more never helps a min-cost plan."""
+    """Per design, the replicas that hold every sequence alone; more never help a min-cost
+    plan, since only the sequences that exist make tokens."""
     w = problem.workloads[0]
-    assert isinstance(w, InferenceWorkload)
-    return [
-        max(
-            math.ceil(w.min_tokens_per_s / d.tokens_per_s),
-            math.ceil(w.concurrency / d.concurrency),
-            1,
-        )
-        for d in tables.designs[w.name]
-    ]
+    assert isinstance(w, InferenceWorkload) and w.concurrency is not None
+    return [max(math.ceil(w.concurrency / d.concurrency), 1) for d in tables.designs[w.name]]
+
+
+def assign(
+    w: InferenceWorkload, designs: list[Design], counts: tuple[int, ...]
+) -> list[int] | None:
+    """Sequences per design that hold all `concurrency` of them and make the most tokens
+    (fastest designs first: exact, each sequence is worth 1,000 / ms per token), or None when
+    the slots are too few or even the best assignment misses min_tokens_per_s."""
+    assert w.concurrency is not None
+    left = w.concurrency
+    x = [0] * len(designs)
+    for j in sorted(range(len(designs)), key=lambda j: designs[j].ms_per_token):
+        x[j] = min(left, designs[j].concurrency * counts[j])
+        left -= x[j]
+    made = sum(n * 1000.0 / d.ms_per_token for n, d in zip(x, designs, strict=True))
+    return None if left > 0 or made < w.min_tokens_per_s else x
 
 
 def brute_force_cost(problem: Problem, tables: Tables) -> float | None:
@@ -89,9 +100,8 @@ def brute_force_cost(problem: Problem, tables: Tables) -> float | None:
     for counts in itertools.product(*(range(b + 1) for b in bounds)):
         if not any(counts):
             continue
-        thr = sum(c * d.tokens_per_s for c, d in zip(counts, designs, strict=True))
-        conc = sum(c * d.concurrency for c, d in zip(counts, designs, strict=True))
-        if thr < w.min_tokens_per_s or conc < w.concurrency:
+        x = assign(w, designs, counts)
+        if x is None:
             continue
         used: dict[str, int] = {}
         for c, d in zip(counts, designs, strict=True):
@@ -101,7 +111,8 @@ def brute_force_cost(problem: Problem, tables: Tables) -> float | None:
         bought = {dev: max(0, n - tables.econ[dev].owned) for dev, n in used.items()}
         hosts = {dev: -(-n // tables.econ[dev].slots) for dev, n in used.items()}
         replicas = {(w.name, j, 0, PREM): c for j, c in enumerate(counts) if c}
-        sol = Solution("OPTIMAL", None, None, 0.0, replicas, bought, hosts)
+        seqs = {(w.name, j, 0, PREM): n for j, n in enumerate(x) if n}
+        sol = Solution("OPTIMAL", None, None, 0.0, replicas, bought, hosts, sequences=seqs)
         plan = make_plan(problem, cat, tables, sol)
         if any(v < -1e-9 for v in constraint_slack(plan, problem).values()):
             continue

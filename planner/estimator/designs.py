@@ -221,6 +221,9 @@ def inference_designs(
         ok &= ~(cand.ms > w.max_ms_per_token)
     if w.max_ttft_s is not None:
         ok &= ~(cand.ttft > w.max_ttft_s)
+    if w.max_e2e_s is not None and w.request_mix is None:
+        # Closed load: first token, then the rest of the answer at the time per token.
+        ok &= ~(cand.ttft + (w.output_tokens - 1) * cand.ms / 1e3 > w.max_e2e_s)
     cand = cand.take(ok)
     if not prune:
         return _materialize(st, cand, np.argsort(cand.order, kind="stable"))
@@ -263,12 +266,12 @@ def _setting(
     tau = np.empty((len(levels), len(opts)))
     fixed = np.empty((len(levels), len(opts)))
     serial = serial_engine(fmt)
-    P, O = w.prompt_tokens, w.output_tokens
+    P, out = w.prompt_tokens, w.output_tokens
     tau_c = np.empty((len(levels), len(opts)))
     for bi, b in enumerate(levels.tolist()):
         # At capacity b / O requests start per iteration (Little's law): b x P / O prompt
         # tokens, in chunks of c in a share f of the iterations (serving.chunk_mix).
-        chunk, f = chunk_mix(b, P, O, b * P / O)
+        chunk, f = chunk_mix(b, P, out, b * P / out)
         dec, tau_c[bi] = (
             serving_layer_seconds(
                 m,
@@ -287,7 +290,7 @@ def _setting(
         tau[bi] = (1.0 - f) * dec + f * tau_c[bi]
         fixed[bi] = head_seconds(m, fmt, sub, b) / tp + sub.step_overhead_s
     chunks = np.array(
-        [math.ceil(P / prefill_room(b, P, O)) for b in levels.tolist()], dtype=np.float64
+        [math.ceil(P / prefill_room(b, P, out)) for b in levels.tolist()], dtype=np.float64
     )
 
     # Layers one stage holds: (usable - fixed) // per-layer bytes, or 0 when nothing fits.

@@ -89,8 +89,9 @@ def efficiency_for(
 class ServingFile(Frozen):
     """Serving-engine factors (catalog/serving.yaml)."""
 
-    default_token_budget: int = Field(
-        gt=0, description="Tokens per iteration of continuous batching (prefill chunk + decodes)."
+    min_prefill_room: int = Field(gt=0, description="Least prompt tokens per iteration.")
+    prefill_room_margin: float = Field(
+        ge=1, description="Prefill room over the average prompt tokens per iteration."
     )
     batched_compute: dict[DeviceClass, float] = Field(
         description="Achieved / dense peak FLOPs of batched serving matmuls, per device class."

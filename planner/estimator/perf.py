@@ -91,7 +91,7 @@ def _decode_roofline(
 def _tp_allreduce_seconds(
     m: ModelArch,
     dev: DeviceTable,
-    tokens: float,
+    tokens: float | Array,
     tp: Degree,
     link_bytes_s: float | Array | None,
     link_latency_s: float,
@@ -250,9 +250,7 @@ def serving_layer_seconds(
     passes add.
     """
     if serial:
-        dec = decode_layer_seconds(
-            m, fmt, kv_dtype_bytes, dev, batch=batch, context=context, tp=tp
-        )  # type: ignore[arg-type]
+        dec = decode_layer_seconds(m, fmt, kv_dtype_bytes, dev, batch=batch, context=context, tp=tp)  # type: ignore[arg-type]
         pre = np.where(
             np.asarray(prefill_tokens) > 0,
             prefill_layer_seconds(

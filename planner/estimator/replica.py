@@ -15,15 +15,15 @@ batch-1 prefill in turn plus S - 1 hops.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
 from planner.estimator.comm import p2p_seconds, pipeline_activation_bytes
 from planner.estimator.cost import power_w
-from planner.estimator.devices import device_table
-from planner.estimator.formats import kv_bytes, weight_format
+from planner.estimator.devices import DeviceTable, device_table
+from planner.estimator.formats import WeightFormat, kv_bytes, weight_format
 from planner.estimator.memory import (
     TrainingSetup,
     block_weight_bytes,
@@ -68,6 +68,40 @@ def _scalar(x: object) -> float:
     return float(np.asarray(x).reshape(-1)[0])
 
 
+def _layer_seconds(
+    m: ModelArch,
+    fmt: WeightFormat,
+    kvb: float,
+    dev: DeviceTable,
+    tp: int,
+    batch: int,
+    context: int,
+    prompt: int,
+    output: int,
+) -> tuple[float, float]:
+    """(mean, with a prefill chunk) seconds per block of one serving iteration at capacity
+    (planner.estimator.serving.chunk_mix)."""
+    c, f = chunk_mix(batch, prompt, output, batch * prompt / output)
+    dec, tau_c = (
+        _scalar(
+            serving_layer_seconds(
+                m,
+                fmt,
+                kvb,
+                dev,
+                batch=batch,
+                context=context,
+                prefill_tokens=p,
+                prompt=prompt,
+                tp=tp,
+                serial=serial_engine(fmt),
+            )
+        )
+        for p in (0.0, c)
+    )
+    return (1.0 - f) * dec + f * tau_c, tau_c
+
+
 def inference_replica(
     m: ModelArch,
     weights: str,
@@ -98,25 +132,7 @@ def inference_replica(
     busy: list[float] = []
     for i, st in enumerate(stages):
         dev = device_table([st.device])
-        c, f = chunk_mix(batch, prompt, output, batch * prompt / output)
-        dec, tau_c = (
-            _scalar(
-                serving_layer_seconds(
-                    m,
-                    fmt,
-                    kvb,
-                    dev,
-                    batch=batch,
-                    context=context,
-                    prefill_tokens=p,
-                    prompt=prompt,
-                    tp=st.tp,
-                    serial=serial_engine(fmt),
-                )
-            )
-            for p in (0.0, c)
-        )
-        tau = (1.0 - f) * dec + f * tau_c
+        tau, tau_c = _layer_seconds(m, fmt, kvb, dev, st.tp, batch, context, prompt, output)
         fixed = _scalar(head_seconds(m, fmt, dev, batch)) / st.tp + _scalar(dev.step_overhead_s)
         seconds.append(st.layers * tau + fixed + hop)
         chunk_seconds.append(st.layers * tau_c + fixed + hop)
@@ -162,6 +178,20 @@ def training_stage_memory(
     return training_memory(m, setup, layers=layers, last=last).as_dict()
 
 
+_TABLES: dict[int, tuple[Accelerator, DeviceTable]] = {}
+
+
+def _one_device(device: Accelerator) -> DeviceTable:
+    """A one-row device table, cached by the catalog entry's identity (grids are built for
+    thousands of designs; the entry is kept with its table, so its id is never reused)."""
+    hit = _TABLES.get(id(device))
+    if hit is None or hit[0] is not device:
+        if len(_TABLES) > 4096:
+            _TABLES.clear()
+        hit = _TABLES[id(device)] = (device, device_table([device]))
+    return hit[1]
+
+
 class IterationTime:
     """One serving iteration of a replica's pipeline round as a function of the sequences
     decoding and the prompt tokens processed, S x (slowest stage), from the estimator on a grid
@@ -187,7 +217,9 @@ class IterationTime:
         self.n_grid = np.unique(np.linspace(0, batch, min(batch, 64) + 1).round()).astype(float)
         # Prompt tokens: fine where chunks of short prompts fall, even steps up to the budget.
         self.p_grid = np.unique(
-            np.concatenate([np.linspace(0.0, budget, 33), np.linspace(0.0, min(budget, 4 * prompt), 17)])
+            np.concatenate(
+                [np.linspace(0.0, budget, 33), np.linspace(0.0, min(budget, 4 * prompt), 17)]
+            )
         )
         n, p = np.meshgrid(self.n_grid, self.p_grid, indexing="ij")
         S = len(stages)
@@ -199,7 +231,7 @@ class IterationTime:
         )
         worst = np.zeros_like(n)
         for st in stages:
-            dev = device_table([st.device])
+            dev = _one_device(st.device)
             tau = serving_layer_seconds(
                 m,
                 fmt,
@@ -215,33 +247,22 @@ class IterationTime:
             fixed = head_seconds(m, fmt, dev, np.maximum(n, 1.0)) / st.tp + dev.step_overhead_s
             worst = np.maximum(worst, st.layers * tau + fixed + hop)
         self.table = S * worst
+        self._xs: list[float] = self.n_grid.tolist()
+        self._ys: list[float] = self.p_grid.tolist()
+        self._z: list[list[float]] = self.table.tolist()
 
     def __call__(self, decodes: float, prefill_tokens: float) -> float:
-        return float(_bilinear(self.n_grid, self.p_grid, self.table, decodes, prefill_tokens))
-
-
-def _bilinear(
-    xs: npt.NDArray[np.float64],
-    ys: npt.NDArray[np.float64],
-    z: npt.NDArray[np.float64],
-    x: float,
-    y: float,
-) -> float:
-    """z at (x, y) by bilinear interpolation on the grid (clamped to its edges)."""
-    x = min(max(x, xs[0]), xs[-1])
-    y = min(max(y, ys[0]), ys[-1])
-    i = min(int(np.searchsorted(xs, x, side="right")) - 1, len(xs) - 2) if len(xs) > 1 else 0
-    j = min(int(np.searchsorted(ys, y, side="right")) - 1, len(ys) - 2)
-    if len(xs) == 1:
-        a = 0.0
-        i1 = i
-    else:
+        """Bilinear interpolation on the grid, clamped to its edges (plain Python: this is
+        called in the queueing model's inner loops)."""
+        xs, ys, z = self._xs, self._ys, self._z
+        x = min(max(decodes, xs[0]), xs[-1])
+        y = min(max(prefill_tokens, ys[0]), ys[-1])
+        j = min(bisect.bisect_right(ys, y) - 1, len(ys) - 2)
+        b = (y - ys[j]) / (ys[j + 1] - ys[j])
+        if len(xs) == 1:
+            return z[0][j] * (1 - b) + z[0][j + 1] * b
+        i = min(bisect.bisect_right(xs, x) - 1, len(xs) - 2)
         a = (x - xs[i]) / (xs[i + 1] - xs[i])
-        i1 = i + 1
-    b = (y - ys[j]) / (ys[j + 1] - ys[j])
-    return float(
-        z[i, j] * (1 - a) * (1 - b)
-        + z[i1, j] * a * (1 - b)
-        + z[i, j + 1] * (1 - a) * b
-        + z[i1, j + 1] * a * b
-    )
+        lo = z[i][j] * (1 - a) + z[i + 1][j] * a
+        hi = z[i][j + 1] * (1 - a) + z[i + 1][j + 1] * a
+        return lo * (1 - b) + hi * b

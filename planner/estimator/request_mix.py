@@ -51,6 +51,10 @@ def class_workload(w: InferenceWorkload, k: int) -> InferenceWorkload:
             "prompt_tokens": c.input_tokens,
             "output_tokens": c.output_tokens,
             "concurrency": None,  # every batch level is a candidate
+            # First-token and end-to-end ceilings hold under the mix's load (replica_rate),
+            # not at a full batch: no design is dropped for them beforehand.
+            "max_ttft_s": None,
+            "max_e2e_s": None,
             "min_tokens_per_s": 0.0,
             "request_mix": None,
             "requests_per_s": None,
@@ -92,9 +96,9 @@ def replica_rate(
         stages=stages,
         link=link,
     )
-    P, O = serve.input_tokens, serve.output_tokens
-    c, f = chunk_mix(batch, P, O, batch * P / O)
-    full = batch / (O * ((1.0 - f) * it(batch, 0.0) + f * it(batch, c)))  # one engine
+    P, out = serve.input_tokens, serve.output_tokens
+    c, f = chunk_mix(batch, P, out, batch * P / out)
+    full = batch / (out * ((1.0 - f) * it(batch, 0.0) + f * it(batch, c)))  # one engine
     pct = w.latency_percentile
 
     def meets(lat: LoadedLatency) -> bool:
@@ -105,7 +109,7 @@ def replica_rate(
         )
 
     rate = max_rate(
-        it, slots=batch, prompt=P, output=O, ceiling=meets, capacity=w.max_utilization * full
+        it, slots=batch, prompt=P, output=out, ceiling=meets, capacity=w.max_utilization * full
     )
     return rate * len(stages)
 

@@ -14,8 +14,10 @@ with the iteration time from the estimator at that token mix (planner.estimator.
 .serving_layer_seconds). At batch b the engine's capacity is b / (O x S x T) requests/s and
 b / T output tokens/s per replica; a plain workload's replica design is evaluated there.
 
-Token budget per iteration: max(the default, 2,048 tokens, and b + b x P / O), so the average
-prefill always fits beside the decodes (an operator sets max_num_batched_tokens to it).
+Token budget per iteration (token_budget): the b decodes plus a prefill room of 1.5 x their
+average prompt tokens per iteration, at least 256 (catalog serving.yaml), so the average
+prefill always fits beside the decodes with room for bursts (an operator sets
+max_num_batched_tokens to it).
 
 Latency under load (open arrivals, Poisson; request mixes):
 - TPOT: the iteration time at the load's mean token mix (fixed point of the two equations above).
@@ -52,9 +54,13 @@ def serial_engine(fmt: WeightFormat) -> bool:
 
 
 def token_budget(batch: float, prompt: float, output: float) -> float:
-    """Tokens per iteration: the default budget, or what the decodes plus their average prefill
-    need when that is more."""
-    return max(float(load_serving().default_token_budget), batch + batch * prompt / output)
+    """Tokens per iteration: the decodes plus a prefill room of margin x their average prompt
+    tokens per iteration, at least the least room (catalog serving.yaml)."""
+    s = load_serving()
+    room = max(
+        float(s.min_prefill_room), math.ceil(s.prefill_room_margin * batch * prompt / output)
+    )
+    return batch + room
 
 
 def prefill_room(batch: float, prompt: float, output: float) -> float:
@@ -62,7 +68,9 @@ def prefill_room(batch: float, prompt: float, output: float) -> float:
     return token_budget(batch, prompt, output) - batch
 
 
-def chunk_mix(batch: float, prompt: float, output: float, per_iteration: float) -> tuple[float, float]:
+def chunk_mix(
+    batch: float, prompt: float, output: float, per_iteration: float
+) -> tuple[float, float]:
     """(c, f): the prompt tokens an iteration that carries prefill takes, and the share of
     iterations that carry it, when `per_iteration` prompt tokens arrive per iteration on average.
 
@@ -91,6 +99,8 @@ def erlang_c(servers: int, offered: float) -> float:
         return 0.0
     if offered >= servers:
         return 1.0
+    if (servers - offered) / math.sqrt(max(offered, 1.0)) > 6.0:
+        return 0.0  # Halfin-Whitt: below 1e-8 this far under the servers' capacity
     b = 1.0
     for k in range(1, servers + 1):
         b = offered * b / (k + offered * b)
@@ -122,6 +132,32 @@ class LoadedLatency:
         return self.iteration_s
 
 
+_NORMAL_Z = {0.5: 0.0, 0.9: 1.2816, 0.95: 1.6449, 0.99: 2.3263}  # standard normal quantiles
+
+
+def _poisson_quantile(mean: float, q: float) -> int:
+    """The least k with P(K <= k) >= q for K ~ Poisson(mean)."""
+    if mean <= 0:
+        return 0
+    if mean > 100:  # normal approximation with a continuity correction
+        z = _NORMAL_Z.get(q, 0.0)
+        return max(0, math.ceil(mean + z * math.sqrt(mean) - 0.5))
+    k, term = 0, math.exp(-mean)
+    cdf = term
+    while cdf < q and k < 100_000:
+        k += 1
+        term *= mean / k
+        cdf += term
+    return k
+
+
+def _combine(means: list[float], quantiles: list[float]) -> float:
+    """A quantile of a sum of independent parts from theirs: the means add, the excesses over
+    the means add in quadrature (shortfalls add as they are)."""
+    ex = [q - m for m, q in zip(means, quantiles, strict=True)]
+    return sum(means) + sum(e for e in ex if e < 0) + math.sqrt(sum(e * e for e in ex if e > 0))
+
+
 def open_latency(
     iteration_s: Callable[[float, float], float],
     *,
@@ -132,44 +168,74 @@ def open_latency(
 ) -> LoadedLatency:
     """Latency percentiles of one engine of `slots` sequence slots under Poisson arrivals at
     `rate` requests/s; `iteration_s(decodes, prefill_tokens)` is one iteration's time (the
-    whole pipeline round for a pipelined replica). Formulas in the module docstring."""
+    whole pipeline round for a pipelined replica).
+
+    Long because the fixed point, the two waits and the decode phase's spread are one
+    computation. A request decodes beside the others decoding (Poisson arrivals see the time
+    average, n) plus itself, so its time per token is the iteration at n + 1; n = rate x
+    output x that time (Little). Its decode phase is stretched by the prompts of the K requests
+    that arrive meanwhile (K ~ Poisson(rate x decode time)), each adding its chunks' extra time.
+    Percentiles of sums combine by _combine.
+    """
     room = prefill_room(slots, prompt, output)
-    t = iteration_s(0.0, 0.0)
+    t = iteration_s(1.0, 0.0)
     n = 0.0
-    c, t_c = prompt, t
-    for _ in range(100):  # fixed point of Little's law and the iteration time
-        n = min(float(slots), rate * output * t)
+    c, f, t_c, t_d = prompt, 0.0, t, t
+    step = 1.0
+    last = 0.0
+    for _ in range(200):  # fixed point of Little's law and the iteration time
+        n = min(float(slots) - 1.0, rate * output * t)
         c, f = chunk_mix(slots, prompt, output, rate * prompt * t)
-        t_c = iteration_s(n, c)
-        t_new = (1.0 - f) * iteration_s(n, 0.0) + f * t_c
-        if abs(t_new - t) <= 1e-9 * t_new:
+        seen = min(float(slots), n + 1.0)
+        t_c = iteration_s(seen, c)
+        t_d = iteration_s(seen, 0.0)
+        t_new = (1.0 - f) * t_d + f * t_c
+        diff = t_new - t
+        if abs(diff) <= 1e-7 * t_new:
             t = t_new
             break
-        t = 0.5 * (t + t_new)
+        if diff * last < 0:
+            step *= 0.5  # it overshot: damp
+        last = diff
+        t += step * diff
     chunks = math.ceil(prompt / room)
     service = prompt / c * t_c  # this prompt's share of prefill capacity, seconds
     rho_p = rate * service
-    # Slots: each request holds one for its whole stay.
-    hold = output * t + chunks * t_c
+    own = prompt / room * t_c + (chunks - prompt / room) * t_d  # its chunks: the last is part
+    # A slot is held for the whole stay. Requests wait for one only while all are taken, and
+    # then all of them decode: the stay is counted at the full batch's iteration.
+    c_full, f_full = chunk_mix(slots, prompt, output, rate * prompt * t)
+    t_full = (1.0 - f_full) * iteration_s(float(slots), 0.0) + f_full * iteration_s(
+        float(slots), c_full
+    )
+    hold = output * t_full + own
     offered = rate * hold
     if rho_p >= 1.0 or offered >= slots:
         inf = {p: math.inf for p in PERCENTILES}
         return LoadedLatency(rate, n, t, inf, inf, math.inf, math.inf)
     p_wait = erlang_c(slots, offered)
-    slot_rate = slots / hold - rate
+    # Erlang C's exponential stays, corrected to nearly constant ones (Allen-Cunneen: waits
+    # scale with (ca^2 + cs^2) / 2 = 1/2 for Poisson arrivals and fixed-length requests).
+    slot_rate = 2.0 * (slots / hold - rate)
     pre_rate = 2.0 * (1.0 - rho_p) / service
-    base = 0.5 * t + chunks * t_c
+    base = 0.5 * t + own
+    waits = [p_wait / slot_rate, rho_p / pre_rate]
+    # Decode: (O - 1) iterations at t_d plus the extra of each prompt that arrives meanwhile.
+    extra = prompt / c * max(t_c - t_d, 0.0)
+    slope = iteration_s(min(float(slots), n + 2.0), 0.0) - t_d  # one more sequence decoding
+    arrivals = rate * (output - 1.0) * t
+    decode_mean = (output - 1.0) * t_d + arrivals * extra
     ttft: dict[int, float] = {}
     e2e: dict[int, float] = {}
-    decode = (output - 1.0) * t
     for pct, q in PERCENTILES.items():
-        wait = _exp_tail_quantile(p_wait, slot_rate, q) + _exp_tail_quantile(rho_p, pre_rate, q)
-        ttft[pct] = base + wait
-        e2e[pct] = ttft[pct] + decode
-    mean_wait = p_wait / slot_rate + rho_p / pre_rate
-    return LoadedLatency(
-        rate, n, t, ttft, e2e, base + mean_wait, base + mean_wait + decode
-    )
+        wq = [_exp_tail_quantile(p_wait, slot_rate, q), _exp_tail_quantile(rho_p, pre_rate, q)]
+        ttft[pct] = base + _combine(waits, wq)
+        # Others decoding alongside: Poisson(n) at arrival, most of them there throughout.
+        crowd = (_poisson_quantile(n, q) - n) * slope * (output - 1.0)
+        decode_q = (output - 1.0) * t_d + _poisson_quantile(arrivals, q) * extra + crowd
+        e2e[pct] = base + _combine([*waits, decode_mean], [*wq, decode_q])
+    ttft_mean = base + sum(waits)
+    return LoadedLatency(rate, n, t, ttft, e2e, ttft_mean, ttft_mean + decode_mean)
 
 
 def max_rate(
@@ -195,6 +261,6 @@ def max_rate(
         mid = 0.5 * (lo + hi)
         ok = ceiling(open_latency(iteration_s, slots=slots, rate=mid, prompt=prompt, output=output))
         lo, hi = (mid, hi) if ok else (lo, mid)
-        if hi - lo <= 1e-4 * hi:
+        if hi - lo <= 2e-3 * hi:  # the plan rounds rates finer than this only at random
             break
     return lo

@@ -59,11 +59,23 @@ class Constraints(Quantities):
                         f"{w.name}.min_tokens_per_s",
                     )
                     self.m.add(self.made_tokens(w, keys) >= need).only_enforce_if(thr)
+                    if w.concurrency is not None:
+                        # Implied (x <= slots): the slots' capacity covers the need. Redundant,
+                        # it tightens the relaxation.
+                        self.m.add(
+                            sum(
+                                to_int(designs[k[1]].tokens_per_s * THROUGHPUT_SCALE, "tps")
+                                * self.R[k]
+                                for k in keys
+                            )
+                            >= need
+                        ).only_enforce_if(thr)
                 if conc is not None and w.concurrency is not None:
                     # Every sequence that exists is held somewhere, and only those exist.
-                    self.m.add(
-                        sum(self.X[k] for k in keys)
-                        == math.ceil(w.concurrency * period.scale - 1e-9)
+                    held = math.ceil(w.concurrency * period.scale - 1e-9)
+                    self.m.add(sum(self.X[k] for k in keys) == held).only_enforce_if(conc)
+                    self.m.add(  # implied; tightens the relaxation
+                        sum(designs[k[1]].concurrency * self.R[k] for k in keys) >= held
                     ).only_enforce_if(conc)
                 self.m.add(sum(self.R[k] for k in keys) >= 1)
 

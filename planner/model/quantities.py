@@ -15,8 +15,8 @@ from planner.estimator.economics import (
     ownership_factor,
     reserved_hours,
 )
-from planner.model.scale import THROUGHPUT_SCALE, to_int
 from planner.model.result import ReplicaKey
+from planner.model.scale import THROUGHPUT_SCALE, to_int
 from planner.model.variables import CLOUD, JOB, PREM, ModelBase
 from planner.schema.problem import InferenceWorkload, TrainingWorkload
 

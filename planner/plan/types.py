@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from planner.catalog import Catalog
+from planner.estimator.replica import StageSpec
 from planner.schema.status import Site, Status
 
 
@@ -122,6 +124,13 @@ class WorkloadPlan:
     # Fixed-rate workloads with a concurrency: the sequences these replicas hold (of their
     # batch x stages x replicas slots); tokens_per_s is then what those sequences make.
     sequences: int | None = None
+
+    def stage_specs(self, cat: Catalog) -> list[StageSpec]:
+        """The replica's stages as the estimator takes them (device entries from `cat`)."""
+        return [
+            StageSpec(cat.accelerator(s.device), s.tp, s.layers[1] - s.layers[0] + 1)
+            for s in self.stages
+        ]
 
 
 @dataclass

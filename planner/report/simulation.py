@@ -16,7 +16,11 @@ from planner.report.plot import _figure, _save, _style, chart_format
 from planner.schema.problem import Problem
 from planner.simulate import SimulationReport, analytic
 
-METRICS = (("ttft", "time to first token, s"), ("tpot", "time per output token, s"), ("e2e", "end to end, s"))
+METRICS = (
+    ("ttft", "time to first token, s"),
+    ("tpot", "time per output token, s"),
+    ("e2e", "end to end, s"),
+)
 
 
 def simulation_summary(
@@ -34,9 +38,7 @@ def simulation_summary(
         wp = groups[g.plan_index]
         model = analytic(problem, cat, wp, load=load)
         res = g.result
-        sim = {
-            m: {str(p): float(v) for p, v in _pct(getattr(res, m)).items()} for m, _ in METRICS
-        }
+        sim = {m: {str(p): float(v) for p, v in _pct(getattr(res, m)).items()} for m, _ in METRICS}
         out_groups.append(
             {
                 "workload": g.workload,

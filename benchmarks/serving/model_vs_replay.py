@@ -1,0 +1,133 @@
+"""The serving model's latency under load against a replay of the same engine.
+
+For a fixed set of engine cases (models, devices, batch sizes and request shapes spanning short
+and long prompts, slot-bound small batches and compute-bound large ones) at 30, 60 and 90 % of
+each engine's capacity, this sets the analytic p95 time to first token and end-to-end latency
+(planner.estimator.serving.open_latency) beside an iteration-level replay of 4,000 Poisson
+arrivals (planner.simulate.simulate_engine, seed 7, the first 400 requests not counted).
+
+Run: python benchmarks/serving/model_vs_replay.py [--markdown]
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from planner.catalog import load_catalog
+from planner.estimator.replica import IterationTime, StageSpec
+from planner.estimator.serving import chunk_mix, open_latency, token_budget
+from planner.simulate import simulate_engine
+
+# (model, device, tensor parallel, batch, prompt tokens, output tokens)
+CASES = [
+    ("llama-3.1-8b", "h100-sxm", 1, 128, 1000, 200),
+    ("llama-3.1-8b", "h100-sxm", 1, 32, 24576, 800),
+    ("llama-3.1-8b", "l40s", 1, 16, 2000, 300),
+    ("llama-3.1-8b", "l4", 1, 8, 500, 200),
+    ("llama-3.1-70b", "h100-sxm", 4, 64, 1500, 256),
+    ("llama-3.1-70b", "mi300x", 2, 64, 1000, 200),
+    ("qwen2.5-72b", "h200-sxm", 2, 32, 4000, 500),
+]
+LOADS = (0.3, 0.6, 0.9)
+REQUESTS, WARMUP, SEED = 4000, 400, 7
+
+
+@dataclass(frozen=True)
+class Row:
+    case: str
+    load: float
+    sim_ttft: float
+    model_ttft: float
+    sim_e2e: float
+    model_e2e: float
+
+    @property
+    def ttft_error(self) -> float:
+        return self.model_ttft / self.sim_ttft - 1
+
+    @property
+    def e2e_error(self) -> float:
+        return self.model_e2e / self.sim_e2e - 1
+
+
+def engine(model: str, device: str, tp: int, batch: int, prompt: int, output: int) -> IterationTime:
+    cat = load_catalog()
+    m = cat.model(model)
+    return IterationTime(
+        m,
+        "fp16",
+        "fp16",
+        batch=batch,
+        context=prompt + output,
+        prompt=prompt,
+        output=output,
+        stages=[StageSpec(cat.accelerator(device), tp, m.num_layers)],
+        link=cat.link("eth-100g"),
+    )
+
+
+def capacity(it: IterationTime, batch: int, prompt: int, output: int) -> float:
+    """Requests/s of the engine at a full batch (Little's law at the mean iteration)."""
+    c, f = chunk_mix(batch, prompt, output, batch * prompt / output)
+    return batch / (output * ((1 - f) * it(batch, 0) + f * it(batch, c)))
+
+
+def rows() -> list[Row]:
+    out = []
+    for model, device, tp, batch, prompt, output in CASES:
+        it = engine(model, device, tp, batch, prompt, output)
+        cap = capacity(it, batch, prompt, output)
+        for u in LOADS:
+            rng = np.random.default_rng(SEED)
+            rate = u * cap
+            times = np.cumsum(rng.exponential(1 / rate, size=REQUESTS))
+            res = simulate_engine(
+                it,
+                slots=batch,
+                kv_tokens=batch * (prompt + output),
+                budget=token_budget(batch, prompt, output),
+                requests=[(float(t), prompt, output) for t in times],
+                warmup=WARMUP,
+            )
+            lat = open_latency(it, slots=batch, rate=rate, prompt=prompt, output=output)
+            out.append(
+                Row(
+                    f"{model} {device}x{tp} b{batch} {prompt}/{output}",
+                    u,
+                    float(np.percentile(res.ttft, 95)),
+                    lat.ttft_s[95],
+                    float(np.percentile(res.e2e, 95)),
+                    lat.e2e_s[95],
+                )
+            )
+    return out
+
+
+def report(table: list[Row]) -> str:
+    lines = [
+        "| case | load | p95 TTFT replay s | p95 TTFT model s | error | p95 e2e replay s | "
+        "p95 e2e model s | error |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in table:
+        lines.append(
+            f"| {r.case} | {r.load:.0%} | {r.sim_ttft:.3f} | {r.model_ttft:.3f} | "
+            f"{r.ttft_error:+.1%} | {r.sim_e2e:.2f} | {r.model_e2e:.2f} | {r.e2e_error:+.1%} |"
+        )
+    te = sorted(abs(r.ttft_error) for r in table)
+    ee = sorted(abs(r.e2e_error) for r in table)
+    lines.append("")
+    lines.append(
+        f"{len(table)} cases. p95 TTFT: median |error| {te[len(te) // 2]:.1%}, worst "
+        f"{te[-1]:.1%}, within 15 %: {sum(e <= 0.15 for e in te)}. p95 end to end: median "
+        f"{ee[len(ee) // 2]:.1%}, worst {ee[-1]:.1%}, within 15 %: {sum(e <= 0.15 for e in ee)}."
+    )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(report(rows()))
+    sys.exit(0)
