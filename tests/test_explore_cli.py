@@ -190,8 +190,9 @@ def test_explain_infeasible_gives_least_relaxations() -> None:
     assert ex["feasible"] is False
     assert "power" in ex["core"]
     relax = {r["constraint"]: r for r in ex["relaxations"]}
-    # The cheapest plan that meets the demand costs $188,682 (the golden chat-70b objective).
-    assert relax["budget"]["needed"] == pytest.approx(188682, abs=2)
+    # The least budget is what the cheapest plan that meets the demand costs.
+    cheapest = json.loads(run("solve", CHAT, "--format", "json")[1])["tco_usd"]
+    assert relax["budget"]["needed"] == pytest.approx(cheapest, abs=2)
     assert relax["power"]["needed"] > 3000
 
 
@@ -203,7 +204,7 @@ def test_explain_file_without_design() -> None:
 
 
 def test_explain_feasible_prices_binding_limits() -> None:
-    code, text = run("explain", CHAT, "--set", "constraints.budget_usd=200000", "--format", "json")
+    code, text = run("explain", CHAT, "--set", "constraints.budget_usd=250000", "--format", "json")
     assert code == 0
     ex = json.loads(text)
     assert ex["feasible"] is True

@@ -249,8 +249,10 @@ def _setting(
     rows = np.array([o.row for o in opts], dtype=np.int64)
     tp = np.array([o.tp for o in opts], dtype=np.int64)
     sub = table.take(rows)
-    most = w.concurrency if w.concurrency is not None else max(BATCH_LEVELS)
-    levels = np.array([b for b in BATCH_LEVELS if b <= most], dtype=np.int64)
+    # Every level, whatever the concurrency: a replica may hold fewer sequences than its slots
+    # (its figures at a full batch are then conservative), and a smaller concurrency must
+    # never lose a design a larger one has (the optimum is monotone in it; docs/serving.md).
+    levels = np.array(BATCH_LEVELS, dtype=np.int64)
     hop = np.array(
         [
             float(

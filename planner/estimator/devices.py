@@ -35,7 +35,8 @@ class DeviceTable:
     # efficiency factors, one column each
     eff_bandwidth: Array
     eff_compute: Array
-    eff_batched_compute: Array  # batched serving matmuls (catalog/serving.yaml)
+    eff_batched_compute: Array  # batched serving matmuls, 16-bit (catalog/serving.yaml)
+    eff_batched_low: Array  # the same on 8- and 4-bit tensor paths
     eff_training_mfu: Array
     layer_overhead_s: Array
     step_overhead_s: Array
@@ -79,10 +80,27 @@ class DeviceTable:
             self._peak[fmt] = peak
         return peak
 
+    def batched_compute(self, fmt: WeightFormat) -> Array:
+        """Batched serving compute efficiency for `fmt`: the low-precision factor where the
+        device runs the format's 8- or 4-bit tensor path, else the 16-bit one."""
+        low = np.array([_precision(d, fmt) in LOW_PRECISION for d in self.devices])
+        return np.where(low, self.eff_batched_low, self.eff_batched_compute)
+
+
+LOW_PRECISION = ("fp8", "int8", "fp4")
+
 
 # PCIe x16 per-direction bandwidth by generation, bytes/s (PCI-SIG: 16 GT/s x16 = 31.5 GB/s for
 # gen 4 after 128b/130b encoding; doubles per generation).
 PCIE_X16_BYTES_S = {3: 15.75e9, 4: 31.5e9, 5: 63.0e9, 6: 126.0e9}
+
+
+def _precision(d: Accelerator, fmt: WeightFormat) -> str | None:
+    """The tensor precision `d` runs `fmt` on: the format's best one the device lists."""
+    for precision in fmt.compute:
+        if d.dense_tflops.tflops(precision):
+            return precision
+    return None
 
 
 def _peak(d: Accelerator, fmt: WeightFormat) -> float:
@@ -148,6 +166,14 @@ def device_table(
                 ov.get(d.id, {}).get("compute")
                 or ov.get(d.device_class, {}).get("compute")
                 or batched_compute_for(d.device_class, e.compute)
+                for e, d in zip(effs, devices, strict=True)
+            ]
+        ),
+        eff_batched_low=col(
+            [
+                ov.get(d.id, {}).get("compute")
+                or ov.get(d.device_class, {}).get("compute")
+                or batched_compute_for(d.device_class, e.compute, low_precision=True)
                 for e, d in zip(effs, devices, strict=True)
             ]
         ),

@@ -90,11 +90,17 @@ class ServingFile(Frozen):
     """Serving-engine factors (catalog/serving.yaml)."""
 
     min_prefill_room: int = Field(gt=0, description="Least prompt tokens per iteration.")
+    latency_margin: float = Field(
+        ge=0, le=1, description="Share added to modelled latencies under open arrivals."
+    )
     prefill_room_margin: float = Field(
         ge=1, description="Prefill room over the average prompt tokens per iteration."
     )
     batched_compute: dict[DeviceClass, float] = Field(
-        description="Achieved / dense peak FLOPs of batched serving matmuls, per device class."
+        description="Achieved / dense 16-bit peak FLOPs of batched serving matmuls, per class."
+    )
+    batched_compute_low_precision: dict[DeviceClass, float] = Field(
+        description="The same on the 8- and 4-bit tensor paths (of their own peak), per class."
     )
 
 
@@ -105,6 +111,11 @@ def load_serving(path: Path | None = None) -> ServingFile:
     return validate(read_yaml(p), ServingFile)
 
 
-def batched_compute_for(device_class: DeviceClass, fallback: float) -> float:
-    """Batched serving compute efficiency of a class; its single-prompt factor where unlisted."""
-    return load_serving().batched_compute.get(device_class, fallback)
+def batched_compute_for(
+    device_class: DeviceClass, fallback: float, *, low_precision: bool = False
+) -> float:
+    """Batched serving compute efficiency of a class (16-bit, or the 8- and 4-bit paths);
+    its single-prompt factor where unlisted."""
+    s = load_serving()
+    table = s.batched_compute_low_precision if low_precision else s.batched_compute
+    return table.get(device_class, fallback)

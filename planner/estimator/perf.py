@@ -278,7 +278,7 @@ def serving_layer_seconds(
         per_tok + 0.5 * attention_flops_per_token_per_layer(m, prompt)
     )
     t_mem = (w_bytes + kv_read) / tp / (dev.bandwidth_bytes_s * dev.eff_bandwidth)
-    t_cmp = flops / tp / (dev.peak_flops(fmt) * dev.eff_batched_compute)
+    t_cmp = flops / tp / (dev.peak_flops(fmt) * dev.batched_compute(fmt))
     t = np.maximum(t_mem, t_cmp) + dev.layer_overhead_s
     if fmt.weight_only:
         t = t + touched / tp * dev.dequant_ops_per_weight / dev.fp32_flops

@@ -35,6 +35,7 @@ import numpy.typing as npt
 from planner.catalog import Catalog
 from planner.errors import InputError
 from planner.estimator.designs import Design, inference_designs
+from planner.estimator.efficiency import load_serving
 from planner.estimator.replica import IterationTime, StageSpec
 from planner.estimator.serving import LoadedLatency, chunk_mix, max_rate
 from planner.schema.catalog import Accelerator, Link
@@ -101,11 +102,13 @@ def replica_rate(
     full = batch / (out * ((1.0 - f) * it(batch, 0.0) + f * it(batch, c)))  # one engine
     pct = w.latency_percentile
 
+    k = 1.0 + load_serving().latency_margin  # the queueing model's measured deviation
+
     def meets(lat: LoadedLatency) -> bool:
         return (
-            (w.max_ttft_s is None or lat.ttft_s[pct] <= w.max_ttft_s)
-            and (w.max_e2e_s is None or lat.e2e_s[pct] <= w.max_e2e_s)
-            and (w.max_ms_per_token is None or lat.tpot_s * 1e3 <= w.max_ms_per_token)
+            (w.max_ttft_s is None or lat.ttft_s[pct] * k <= w.max_ttft_s)
+            and (w.max_e2e_s is None or lat.e2e_s[pct] * k <= w.max_e2e_s)
+            and (w.max_ms_per_token is None or lat.tpot_s * 1e3 * k <= w.max_ms_per_token)
         )
 
     rate = max_rate(

@@ -41,6 +41,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from planner.estimator.efficiency import load_serving
 from planner.estimator.formats import WeightFormat
 
@@ -106,6 +108,29 @@ def erlang_c(servers: int, offered: float) -> float:
         b = offered * b / (k + offered * b)
     rho = offered / servers
     return b / (1.0 - rho + rho * b)
+
+
+SLOT_WAIT_SCALE = 0.5
+
+
+def slot_wait_probability(slots: int, rate: float, hold_one: float, hold_full: float) -> float:
+    """Probability that an arrival finds every slot taken: the birth-death chain of requests in
+    the engine with arrivals at `rate` and, with k of the slots busy, departures at
+    k / hold(k), the stay growing linearly from `hold_one` (one sequence decoding) to
+    `hold_full` (all of them): Erlang C with service that slows as the batch fills."""
+    if rate <= 0:
+        return 0.0
+    k = np.arange(1, slots + 1, dtype=np.float64)
+    hold = hold_one + (hold_full - hold_one) * (k - 1) / max(slots - 1, 1)
+    log_pi = np.concatenate([[0.0], np.cumsum(np.log(rate * hold / k))])
+    top = float(log_pi[-1])
+    r = rate * hold_full / slots  # the geometric ratio once every slot is taken
+    if r >= 1.0:
+        return 1.0
+    peak = max(top, float(log_pi.max()))
+    below = float(np.exp(log_pi[:-1] - peak).sum())
+    queued = math.exp(top - peak) / (1.0 - r)
+    return queued / (below + queued)
 
 
 def _exp_tail_quantile(mass: float, rate: float, q: float) -> float:
@@ -213,10 +238,11 @@ def open_latency(
     if rho_p >= 1.0 or offered >= slots:
         inf = {p: math.inf for p in PERCENTILES}
         return LoadedLatency(rate, n, t, inf, inf, math.inf, math.inf)
-    p_wait = erlang_c(slots, offered)
-    # Erlang C's exponential stays, corrected to nearly constant ones (Allen-Cunneen: waits
-    # scale with (ca^2 + cs^2) / 2 = 1/2 for Poisson arrivals and fixed-length requests).
-    slot_rate = 2.0 * (slots / hold - rate)
+    t_one = (1.0 - f) * iteration_s(1.0, 0.0) + f * iteration_s(1.0, c)
+    p_wait = slot_wait_probability(slots, rate, output * t_one + own, hold)
+    # Exponential stays corrected to nearly constant ones (Allen-Cunneen: waits scale with
+    # (ca^2 + cs^2) / 2, here SLOT_WAIT_SCALE, for Poisson arrivals and fixed-length requests).
+    slot_rate = (slots / hold - rate) / SLOT_WAIT_SCALE
     pre_rate = 2.0 * (1.0 - rho_p) / service
     base = 0.5 * t + own
     waits = [p_wait / slot_rate, rho_p / pre_rate]

@@ -28,6 +28,7 @@ from planner.estimator.economics import (
 from planner.estimator.memory import TrainingSetup
 from planner.estimator.replica import StageSpec, inference_replica, training_stage_memory
 from planner.estimator.request_mix import class_workload
+from planner.estimator.serving import token_budget
 from planner.model.objectives import Figures, objective_for
 from planner.model.result import Solution
 from planner.model.scale import SHARE_STEPS
@@ -260,6 +261,7 @@ def _add_serving(
                 w.request_mix[sized[j]].name if sized and w.request_mix is not None else None
             ),
             sequences=seqs,
+            token_budget=math.ceil(token_budget(d.batch, shape.prompt_tokens, shape.output_tokens)),
         )
     )
 

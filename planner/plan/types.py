@@ -124,6 +124,8 @@ class WorkloadPlan:
     # Fixed-rate workloads with a concurrency: the sequences these replicas hold (of their
     # batch x stages x replicas slots); tokens_per_s is then what those sequences make.
     sequences: int | None = None
+    # Serving engines: tokens per iteration the figures assume (max_num_batched_tokens).
+    token_budget: int | None = None
 
     def stage_specs(self, cat: Catalog) -> list[StageSpec]:
         """The replica's stages as the estimator takes them (device entries from `cat`)."""

@@ -173,7 +173,9 @@ def _workload_title(w: WorkloadPlan, show_site: bool) -> str:
     if show_site:
         about.append(w.site)
     head = f"workload {w.name} ({', '.join(about)})"
-    return escape(f"{head}: {w.replicas} x replica, batch {w.batch}")
+    budget = f", {w.token_budget:,} tokens per iteration" if w.token_budget else ""
+    held = f", {w.sequences:,} sequences held" if w.sequences is not None else ""
+    return escape(f"{head}: {w.replicas} x replica, batch {w.batch}{budget}{held}")
 
 
 def _workload(w: WorkloadPlan, show_site: bool) -> Table:

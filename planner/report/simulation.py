@@ -74,6 +74,13 @@ def simulation_renderable(summary: dict[str, Any]) -> Group:
             f"{summary['load']:g}): {summary['output_tokens_per_s']:,.0f} output tokens/s"
         )
     ]
+    fleet = Table(title="every request of the plan")
+    fleet.add_column("figure")
+    for p in ("50", "95", "99"):
+        fleet.add_column(f"p{p} simulated", justify="right")
+    for m, label in METRICS:
+        fleet.add_row(label, *(_s(summary["fleet"][m][p]) for p in ("50", "95", "99")))
+    parts.append(fleet)
     for g in summary["groups"]:
         t = Table(title=f"{g['workload']}: {g['engines']} engine(s) of {g['replica']}")
         t.add_column("figure")
