@@ -229,3 +229,38 @@ def test_explain_a_request_mix_infeasible_for_latency(setting: str) -> None:
     assert res.exit_code == 0, res.output
     assert "infeasible" in res.output
     assert "Traceback" not in res.output
+
+
+@pytest.mark.parametrize(
+    ("goal", "limit"),
+    [
+        ("max_throughput", "constraints.max_devices=8"),
+        ("max_tokens_per_joule", "constraints.power_w=20000"),
+    ],
+)
+@pytest.mark.parametrize("tokens", ["output", "all"])
+def test_a_request_mix_can_maximize_tokens(goal: str, limit: str, tokens: str) -> None:
+    problem = load_problem(
+        PROBLEMS / "request-mix.yaml",
+        [f"objective.goal={goal}", limit, f"objective.tokens={tokens}"],
+    )
+    plan = solve_problem(problem, time_limit=30)
+    assert plan.status == "OPTIMAL"
+    w = problem.workloads[0]
+    assert isinstance(w, InferenceWorkload) and w.request_mix is not None
+    served = {c.name: 0.0 for c in w.request_mix}
+    for x in plan.workloads:
+        for k, r in x.requests_per_s.items():
+            served[k] += r
+    # At least the stated rate, in the mix's proportions, and the objective counts the
+    # requests served that way (output tokens, or prompt and output).
+    rate = min(served[c.name] / c.share for c in w.request_mix)
+    assert rate >= (w.requests_per_s or 0) * (1 - 1e-3)
+    per = sum(
+        c.share * (c.output_tokens + (c.input_tokens if tokens == "all" else 0))
+        for c in w.request_mix
+    )
+    if goal == "max_throughput":
+        assert plan.objective == pytest.approx(rate * per, rel=1e-3)
+    else:
+        assert plan.objective == pytest.approx(rate * per / plan.power_w, rel=1e-3)

@@ -93,10 +93,13 @@ class Constraints(Quantities):
         for p_i, period in enumerate(self.periods):
             keys = self._keys(w.name, p_i)
             for k, cls in enumerate(w.request_mix):
-                need = to_int(
+                need: cp_model.LinearExpr | int = to_int(
                     class_load(w, k, period.scale) * RATE_SCALE * SHARE_STEPS,
                     f"{w.name}.{cls.name} requests",
                 )
+                if w.name in self.served:  # a throughput goal: the served rate, by its shares
+                    share = to_int(cls.share * period.scale * SHARE_STEPS, f"{cls.name}.share")
+                    need = share * self.served[w.name]
                 self.m.add(
                     sum(
                         to_int(serves[j][k] * RATE_SCALE, "requests/s", up=False)

@@ -16,7 +16,8 @@ from planner.estimator.economics import (
     reserved_hours,
 )
 from planner.model.result import ReplicaKey
-from planner.model.scale import THROUGHPUT_SCALE, to_int
+from planner.model.scale import RATE_SCALE, THROUGHPUT_SCALE, to_int
+from planner.model.tables import mix_tokens_per_request, plain_tokens_factor
 from planner.model.variables import CLOUD, JOB, PREM, ModelBase
 from planner.schema.problem import InferenceWorkload, TrainingWorkload
 
@@ -155,29 +156,41 @@ class Quantities(ModelBase):
             f"power{milli}", [self.power_at(p, milli) for p in range(len(self.periods))]
         )
 
-    def made_tokens(self, w: InferenceWorkload, keys: list[ReplicaKey]) -> cp_model.LinearExpr:
+    def made_tokens(
+        self, w: InferenceWorkload, keys: list[ReplicaKey], factor: float = 1.0
+    ) -> cp_model.LinearExpr:
         """Output milli-tokens/s the replica groups `keys` of a fixed-rate workload make: each
         sequence held makes one token per time per token (Little's law), so with a concurrency
         only the sequences that exist count; `concurrency: unbounded` counts every slot."""
         designs = self.t.designs[w.name]
         if w.concurrency is None:
             return sum(  # type: ignore[return-value]
-                to_int(designs[k[1]].tokens_per_s * THROUGHPUT_SCALE, "tps", up=False) * self.R[k]
+                to_int(designs[k[1]].tokens_per_s * factor * THROUGHPUT_SCALE, "tps", up=False)
+                * self.R[k]
                 for k in keys
             )
         return sum(  # type: ignore[return-value]
-            to_int(1000.0 / designs[k[1]].ms_per_token * THROUGHPUT_SCALE, "tps", up=False)
+            to_int(1000.0 / designs[k[1]].ms_per_token * factor * THROUGHPUT_SCALE, "tps", up=False)
             * self.X[k]
             for k in keys
         )
 
     def throughput_expr(self) -> cp_model.LinearExpr:
-        """Output milli-tokens/s of fixed-rate workloads in the busiest period."""
+        """Milli-tokens/s in the busiest period: what fixed-rate workloads' sequences make, and
+        what request mixes serve (their served rate x tokens per request; output tokens, or
+        prompt and output with `objective.tokens: all`)."""
         top = max(range(len(self.periods)), key=lambda p: self.periods[p].scale)
         terms = []
         for w in self.p.workloads:
-            if isinstance(w, InferenceWorkload) and w.request_mix is None:
-                terms.append(self.made_tokens(w, self._keys(w.name, top)))
+            if not isinstance(w, InferenceWorkload):
+                continue
+            if w.request_mix is None:
+                factor = plain_tokens_factor(w, self.p.objective.tokens)
+                terms.append(self.made_tokens(w, self._keys(w.name, top), factor))
+            elif w.name in self.served:
+                per = mix_tokens_per_request(w, self.p.objective.tokens)
+                coef = to_int(per * THROUGHPUT_SCALE / RATE_SCALE, "tokens", up=False)
+                terms.append(coef * self.served[w.name])
         return sum(terms)  # type: ignore[return-value]
 
     def devices_expr(self) -> cp_model.LinearExpr:

@@ -62,6 +62,21 @@ def alone_meets(w: InferenceWorkload, d: Design, scale: float = 1.0) -> bool:
     return w.concurrency * 1000.0 / d.ms_per_token >= w.min_tokens_per_s * (1 - 1e-9)
 
 
+def mix_tokens_per_request(w: InferenceWorkload, tokens: str) -> float:
+    """Tokens a request of the mix brings on average: output, or prompt and output (`all`)."""
+    assert w.request_mix is not None
+    return sum(
+        c.share * (c.output_tokens + (c.input_tokens if tokens == "all" else 0))
+        for c in w.request_mix
+    )
+
+
+def plain_tokens_factor(w: InferenceWorkload, tokens: str) -> float:
+    """Tokens counted per output token of a fixed-rate workload: 1, or 1 + prompt / output
+    (`all`: each output token comes with its share of a prompt)."""
+    return 1.0 + (w.prompt_tokens / w.output_tokens if tokens == "all" else 0.0)
+
+
 def class_load(w: InferenceWorkload, k: int, scale: float) -> float:
     """Requests/s of class `k` of a request-mix workload at demand `scale`."""
     assert w.request_mix is not None and w.requests_per_s is not None

@@ -32,6 +32,16 @@ class ModelBase:
         # Fixed-rate workloads with a concurrency: sequences held by each replica group (the
         # sequences that exist; only they make tokens).
         self.X: dict[ReplicaKey, cp_model.IntVar] = {}
+        # Request mixes under max_throughput / max_tokens_per_joule: the requests/s served (in
+        # 1/RATE_SCALE), at least the stated rate, split among the classes by their shares.
+        self.served: dict[str, cp_model.IntVar] = {}
+        if self.p.objective.goal in ("max_throughput", "max_tokens_per_joule"):
+            for w in self.p.workloads:
+                if isinstance(w, InferenceWorkload) and w.requests_per_s is not None:
+                    floor = to_int(w.requests_per_s * RATE_SCALE, "requests_per_s")
+                    self.served[w.name] = self.m.new_int_var(
+                        floor, max(floor, 10**9), f"served[{w.name}]"
+                    )
         self.use: dict[tuple[str, int, str], list[tuple[int, cp_model.IntVar, int]]] = {}
         self.fleet: dict[str, cp_model.LinearExpr] = {}  # owned + bought devices held
         self.fleet_ub: dict[str, int] = {}

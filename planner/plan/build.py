@@ -32,7 +32,12 @@ from planner.estimator.serving import token_budget
 from planner.model.objectives import Figures, objective_for
 from planner.model.result import Solution
 from planner.model.scale import SHARE_STEPS
-from planner.model.tables import Tables, class_load
+from planner.model.tables import (
+    Tables,
+    class_load,
+    mix_tokens_per_request,
+    plain_tokens_factor,
+)
 from planner.plan.slack import BINDING_SLACK, constraint_slack
 from planner.plan.types import (
     CarbonLine,
@@ -345,16 +350,28 @@ def objective_figures(plan: Plan, problem: Problem) -> Figures:
     quantity the model's throughput expression counts)."""
     periods = plan.periods
     top = max(periods, key=lambda p: p.scale).name if periods else None
-    fixed = {
-        w.name
-        for w in problem.workloads
-        if isinstance(w, InferenceWorkload) and w.request_mix is None
-    }
-    capacity = sum(
-        w.tokens_per_s
-        for w in plan.workloads
-        if w.name in fixed and (w.period is None or w.period == top)
-    )
+    count = problem.objective.tokens
+    by_name = {w.name: w for w in problem.workloads if isinstance(w, InferenceWorkload)}
+    capacity = 0.0
+    served: dict[str, dict[str, float]] = {}
+    for wp in plan.workloads:
+        w = by_name.get(wp.name)
+        if w is None or (wp.period is not None and wp.period != top):
+            continue
+        if w.request_mix is None:
+            capacity += wp.tokens_per_s * plain_tokens_factor(w, count)
+        else:
+            got = served.setdefault(w.name, {})
+            for k, rate in wp.requests_per_s.items():
+                got[k] = got.get(k, 0.0) + rate
+    if problem.objective.goal in ("max_throughput", "max_tokens_per_joule"):
+        scale = max((p.scale for p in periods), default=1.0)
+        for name, got in served.items():
+            w = by_name[name]
+            assert w.request_mix is not None
+            # The mix is served in its proportions up to its scarcest class.
+            rate = min(got.get(c.name, 0.0) / (c.share * scale) for c in w.request_mix)
+            capacity += rate * scale * mix_tokens_per_request(w, count)
     return Figures(
         tco_usd=plan.tco_usd,
         carbon_kg=plan.carbon.total_kgco2e if plan.carbon is not None else None,

@@ -672,6 +672,11 @@ class Objective(ProblemModel):
     tie_break: Literal["min_cost", "max_throughput", "min_power", None] = Field(
         None, description="Second objective among plans optimal for the first."
     )
+    tokens: Literal["output", "all"] = Field(
+        "output",
+        description="What max_throughput and max_tokens_per_joule count: output tokens, or "
+        "prompt plus output tokens (`all`).",
+    )
 
 
 class Problem(ProblemModel):
@@ -724,11 +729,12 @@ class Problem(ProblemModel):
                 ("horizon", "utilization"),
             )
         if goal in ("max_throughput", "max_tokens_per_joule", "min_cost_per_token") and (
-            self.demand is not None or mixed
+            self.demand is not None or (mixed and goal == "min_cost_per_token")
         ):
             raise KeyValueError(
                 f"objective {goal} needs one fixed demand; with a demand profile or a "
-                "request_mix the demand is given, so use min_cost or min_carbon",
+                "request_mix the demand is given, so use min_cost or min_carbon"
+                + ("" if self.demand is not None else " (or max_throughput)"),
                 ("objective", "goal"),
             )
         if self.carbon is None and (
