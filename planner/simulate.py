@@ -35,6 +35,7 @@ from planner.estimator.serving import (
     chunk_mix,
     closed_ttft,
     open_latency,
+    prefill_prompt,
     token_budget,
 )
 from planner.plan.types import StageLine, WorkloadPlan
@@ -225,13 +226,15 @@ def engine_of(
         w.kv,
         batch=wp.batch,
         context=shape.context_tokens,
-        prompt=shape.prompt_tokens,
+        prompt=prefill_prompt(shape.prompt_tokens, w.prefix_cache_hit),
         output=shape.output_tokens,
         stages=wp.stage_specs(cat),
         link=cat.link(problem.constraints.network),
     )
     kv = float(wp.batch * shape.context_tokens)
-    budget = token_budget(wp.batch, shape.prompt_tokens, shape.output_tokens)
+    budget = token_budget(
+        wp.batch, prefill_prompt(shape.prompt_tokens, w.prefix_cache_hit), shape.output_tokens
+    )
     return it, wp.batch, kv, budget
 
 
@@ -282,7 +285,7 @@ def simulate_plan(
             reqs = [
                 (
                     float(t),
-                    w.request_mix[c].input_tokens,
+                    prefill_prompt(w.request_mix[c].input_tokens, w.prefix_cache_hit),
                     w.request_mix[c].output_tokens,
                 )
                 for t, c in zip(times.tolist(), cls.tolist(), strict=True)
@@ -292,7 +295,8 @@ def simulate_plan(
         else:
             seqs = wp.sequences if wp.sequences is not None else slots * engines
             per = max(1, round(seqs / engines))
-            reqs = [(0.0, w.prompt_tokens, w.output_tokens)] * (n + per)
+            prompt = prefill_prompt(w.prompt_tokens, w.prefix_cache_hit)
+            reqs = [(0.0, prompt, w.output_tokens)] * (n + per)
             res = simulate_engine(
                 it, slots=slots, kv_tokens=kv, budget=budget, requests=reqs, closed=per, warmup=per
             )
@@ -313,7 +317,14 @@ def analytic(
     if w.request_mix is not None:
         rate = load * sum(wp.requests_per_s.values())
         by = {c.name: c for c in w.request_mix}
-        P = sum(by[k].input_tokens * r for k, r in wp.requests_per_s.items()) / rate * load
+        P = (
+            sum(
+                prefill_prompt(by[k].input_tokens, w.prefix_cache_hit) * r
+                for k, r in wp.requests_per_s.items()
+            )
+            / rate
+            * load
+        )
         out = sum(by[k].output_tokens * r for k, r in wp.requests_per_s.items()) / rate * load
         lat = open_latency(it, slots=slots, rate=rate / engines, prompt=P, output=out)
         return {
@@ -323,7 +334,7 @@ def analytic(
         }
     seqs = wp.sequences if wp.sequences is not None else slots * engines
     per = max(1, round(seqs / engines))
-    P, out = w.prompt_tokens, w.output_tokens
+    P, out = prefill_prompt(w.prompt_tokens, w.prefix_cache_hit), w.output_tokens
     c, f = chunk_mix(per, P, out, per * P / out)
     t_c = it(per, c)
     t = (1.0 - f) * it(per, 0.0) + f * t_c

@@ -32,6 +32,7 @@ from planner.estimator.replica import (
     training_stage_memory,
 )
 from planner.estimator.request_mix import class_workload, fits, replica_rate
+from planner.estimator.serving import prefill_prompt
 from planner.plan.types import Costs, Plan, WorkloadPlan
 from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload, Workload
 
@@ -124,7 +125,7 @@ def replica_figures(
         w.kv,
         batch=wp.batch,
         context=shape.context_tokens,
-        prompt=shape.prompt_tokens,
+        prompt=prefill_prompt(shape.prompt_tokens, shape.prefix_cache_hit),
         output=shape.output_tokens,
         stages=wp.stage_specs(cat),
         link=cat.link(problem.constraints.network),

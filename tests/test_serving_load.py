@@ -264,3 +264,15 @@ def test_a_request_mix_can_maximize_tokens(goal: str, limit: str, tokens: str) -
         assert plan.objective == pytest.approx(rate * per, rel=1e-3)
     else:
         assert plan.objective == pytest.approx(rate * per / plan.power_w, rel=1e-3)
+
+
+def test_a_prefix_cache_hit_saves_prefill() -> None:
+    # Half the prompt found in the prefix cache: less prefill per iteration, so the same
+    # sequences run faster and the plan costs no more (and here less).
+    base = solve_problem(load_problem(PROBLEMS / "chat-70b.yaml"), time_limit=30)
+    cached = solve_problem(
+        load_problem(PROBLEMS / "chat-70b.yaml", ["workloads.chat.prefix_cache_hit=50%"]),
+        time_limit=30,
+    )
+    assert base.status == cached.status == "OPTIMAL"
+    assert cached.tco_usd < base.tco_usd

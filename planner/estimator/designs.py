@@ -43,7 +43,7 @@ from planner.estimator.memory import (
     weight_bytes,
 )
 from planner.estimator.perf import head_seconds, serving_layer_seconds
-from planner.estimator.serving import chunk_mix, prefill_room, serial_engine
+from planner.estimator.serving import chunk_mix, prefill_prompt, prefill_room, serial_engine
 from planner.schema.catalog import Accelerator, ModelArch
 from planner.schema.problem import InferenceWorkload, Problem
 
@@ -268,7 +268,7 @@ def _setting(
     tau = np.empty((len(levels), len(opts)))
     fixed = np.empty((len(levels), len(opts)))
     serial = serial_engine(fmt)
-    P, out = w.prompt_tokens, w.output_tokens
+    P, out = prefill_prompt(w.prompt_tokens, w.prefix_cache_hit), w.output_tokens
     tau_c = np.empty((len(levels), len(opts)))
     for bi, b in enumerate(levels.tolist()):
         # At capacity b / O requests start per iteration (Little's law): b x P / O prompt

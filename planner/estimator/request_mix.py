@@ -37,7 +37,7 @@ from planner.errors import InputError
 from planner.estimator.designs import Design, inference_designs
 from planner.estimator.efficiency import load_serving
 from planner.estimator.replica import IterationTime, StageSpec
-from planner.estimator.serving import LoadedLatency, chunk_mix, max_rate
+from planner.estimator.serving import LoadedLatency, chunk_mix, max_rate, prefill_prompt
 from planner.schema.catalog import Accelerator, Link
 from planner.schema.problem import InferenceWorkload, Problem, RequestClass
 
@@ -92,12 +92,12 @@ def replica_rate(
         w.kv,
         batch=batch,
         context=sized_for.input_tokens + sized_for.output_tokens,
-        prompt=serve.input_tokens,
+        prompt=prefill_prompt(serve.input_tokens, w.prefix_cache_hit),
         output=serve.output_tokens,
         stages=stages,
         link=link,
     )
-    P, out = serve.input_tokens, serve.output_tokens
+    P, out = prefill_prompt(serve.input_tokens, w.prefix_cache_hit), serve.output_tokens
     c, f = chunk_mix(batch, P, out, batch * P / out)
     full = batch / (out * ((1.0 - f) * it(batch, 0.0) + f * it(batch, c)))  # one engine
     pct = w.latency_percentile

@@ -50,6 +50,12 @@ from planner.estimator.formats import WeightFormat
 PERCENTILES = {50: 0.5, 90: 0.9, 95: 0.95, 99: 0.99}
 
 
+def prefill_prompt(prompt: int, cache_hit: float) -> int:
+    """Prompt tokens an engine computes when a share `cache_hit` of them is in its prefix cache
+    (vLLM automatic prefix caching, SGLang RadixAttention: cached tokens skip prefill)."""
+    return max(1, round(prompt * (1.0 - cache_hit)))
+
+
 def serial_engine(fmt: WeightFormat) -> bool:
     """Whether the format runs on a llama.cpp-style engine (prompt processing stops decode)."""
     return fmt.source.startswith("llama.cpp")

@@ -28,7 +28,7 @@ from planner.estimator.economics import (
 from planner.estimator.memory import TrainingSetup
 from planner.estimator.replica import StageSpec, inference_replica, training_stage_memory
 from planner.estimator.request_mix import class_workload
-from planner.estimator.serving import token_budget
+from planner.estimator.serving import prefill_prompt, token_budget
 from planner.model.objectives import Figures, objective_for
 from planner.model.result import Solution
 from planner.model.scale import SHARE_STEPS
@@ -138,7 +138,7 @@ def stage_lines(
         w.kv,
         batch=d.batch,
         context=w.context_tokens,
-        prompt=w.prompt_tokens,
+        prompt=prefill_prompt(w.prompt_tokens, w.prefix_cache_hit),
         output=w.output_tokens,
         stages=[StageSpec(cat.accelerator(s.device), s.tp, s.layers) for s in d.stages],
         link=cat.link(problem.constraints.network),
@@ -266,7 +266,13 @@ def _add_serving(
                 w.request_mix[sized[j]].name if sized and w.request_mix is not None else None
             ),
             sequences=seqs,
-            token_budget=math.ceil(token_budget(d.batch, shape.prompt_tokens, shape.output_tokens)),
+            token_budget=math.ceil(
+                token_budget(
+                    d.batch,
+                    prefill_prompt(shape.prompt_tokens, shape.prefix_cache_hit),
+                    shape.output_tokens,
+                )
+            ),
         )
     )
 

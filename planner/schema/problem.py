@@ -158,6 +158,13 @@ class InferenceWorkload(ProblemModel):
         "output token), which the serving model charges to every iteration. The default, 256, "
         "is an assumption close to chat traffic; state yours.",
     )
+    prefix_cache_hit: Annotated[
+        Share, Limit(ge=0, lt=1, why="a prompt always has a token of its own to compute")
+    ] = Field(
+        0.0,
+        description="Share of prompt tokens found in the engine's prefix cache (a shared system "
+        "prompt, earlier turns): they cost no prefill compute. 0 to below 1, or `40%`.",
+    )
     concurrency: (
         Annotated[
             Count,
