@@ -410,7 +410,7 @@ def simulate(
     with user_errors():
         from planner.load import load_problem
         from planner.report.simulation import simulation_renderable, simulation_summary
-        from planner.simulate import simulate_plan, workloads_from_json
+        from planner.simulate import check_groups, simulate_plan, workloads_from_json
 
         cat = load_catalog()
         if problem is None:
@@ -430,6 +430,7 @@ def simulate(
             except (json.JSONDecodeError, UnicodeDecodeError) as e:
                 raise InputError(f"{first}: not a JSON plan: {e}") from None
             groups = workloads_from_json(data, str(first))
+            check_groups(groups, prob, cat, str(first))
         rep = simulate_plan(groups, prob, cat, requests=requests, seed=seed, load=load)
         summary = simulation_summary(rep, prob, cat, groups, load=load)
         if plot_path is not None:

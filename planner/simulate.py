@@ -398,3 +398,43 @@ def workloads_from_json(data: object, where: str) -> list[WorkloadPlan]:
             raise InputError(f"{at}: replicas, batch and tp must be positive")
         out.append(wp)
     return out
+
+
+def check_groups(groups: list[WorkloadPlan], problem: Problem, cat: Catalog, where: str) -> None:
+    """A plan file's replica groups must belong to the problem: serving workloads it names,
+    catalog devices, stages that hold the model's layers in order, sane counts and rates."""
+    by_name = {w.name: w for w in problem.workloads}
+    if not any(g.kind == "inference" for g in groups):
+        raise InputError(f"{where}: the plan has no serving replicas to simulate")
+    for i, g in enumerate(groups):
+        at = f"{where}: workloads[{i}] (`{g.name}`)"
+        w = by_name.get(g.name)
+        if w is None:
+            names = ", ".join(by_name)
+            raise InputError(f"{at}: the problem has no workload of that name ({names})")
+        if g.kind != "inference":
+            continue
+        if not isinstance(w, InferenceWorkload):
+            raise InputError(f"{at}: the problem's workload `{g.name}` is not a serving one")
+        for s in g.stages:
+            if s.device not in cat.accelerators:
+                raise InputError(
+                    f"{at}: unknown device `{s.device}` (planner catalog list devices)"
+                )
+        layers = cat.model(w.model).num_layers
+        first = 0
+        for s in g.stages:
+            if s.layers[0] != first or s.layers[1] < s.layers[0]:
+                raise InputError(f"{at}: stage layers must run on from layer {first}")
+            first = s.layers[1] + 1
+        if first != layers:
+            raise InputError(f"{at}: the stages hold {first} layers; the model has {layers}")
+        if g.replicas > 1_000_000 or g.batch > 1_000_000:
+            raise InputError(f"{at}: replicas and batch must be at most 1,000,000")
+        if any(not 0 <= r <= 1e7 for r in g.requests_per_s.values()):
+            raise InputError(f"{at}: requests_per_s must be between 0 and 10,000,000")
+        if w.request_mix is not None:
+            classes = {c.name for c in w.request_mix}
+            unknown = sorted(set(g.requests_per_s) - classes)
+            if unknown:
+                raise InputError(f"{at}: unknown request class `{unknown[0]}`")

@@ -9,6 +9,7 @@ import math
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -276,3 +277,27 @@ def test_a_prefix_cache_hit_saves_prefill() -> None:
     )
     assert base.status == cached.status == "OPTIMAL"
     assert cached.tco_usd < base.tco_usd
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d["workloads"][0]["stages"][0].update(device="nonexist"), "unknown device"),
+        (lambda d: d["workloads"][0].update(name="nope"), "no workload of that name"),
+        (lambda d: d["workloads"][0]["stages"][0].update(layers=[0, 1000]), "layers"),
+        (lambda d: d["workloads"][0].update(requests_per_s={"chat": 1e308}), "requests_per_s"),
+        (lambda d: d.update(workloads=[]), "no serving replicas"),
+    ],
+)
+def test_simulate_checks_the_plan_against_the_problem(
+    tmp_path: Path, edit: Any, message: str
+) -> None:
+    plan = tmp_path / "plan.json"
+    problem = str(PROBLEMS / "request-mix.yaml")
+    assert runner.invoke(app, ["solve", problem, "--out", str(plan)]).exit_code == 0
+    data = json.loads(plan.read_text())
+    edit(data)
+    plan.write_text(json.dumps(data))
+    res = runner.invoke(app, ["simulate", str(plan), problem, "--requests", "200"])
+    assert res.exit_code == 2, res.output
+    assert message in res.output
