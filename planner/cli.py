@@ -40,6 +40,7 @@ from planner.report.estimate import (
     table_of,
 )
 from planner.schema.catalog import ModelArch
+from planner.schema.files import out_target, write_atomic
 from planner.schema.measurements import load_measurements
 
 app = typer.Typer(
@@ -77,7 +78,10 @@ Workers = Annotated[
     int,
     typer.Option(min=1, max=64, help="Solver threads (1 is deterministic and fastest here)."),
 ]
-Seed = Annotated[int, typer.Option(min=0, help="Solver random seed.")]
+MAX_SEED = 2**31 - 1  # CP-SAT's random_seed is a signed 32-bit integer
+Seed = Annotated[
+    int, typer.Option(min=0, max=MAX_SEED, help=f"Solver random seed (0 to {MAX_SEED:,}).")
+]
 Gap = Annotated[
     float,
     typer.Option(
@@ -361,6 +365,8 @@ def solve(
         from planner.report.plan_table import plan_renderable
         from planner.solve import solve_problem
 
+        if out_path is not None:
+            out_target(out_path)  # a bad --out fails before the solve, not after
         prob = load_problem(problem, sets or [])
         plan = solve_problem(prob, time_limit=time_limit, workers=workers, seed=seed, gap=gap)
         data = plan.to_dict()
@@ -792,22 +798,6 @@ def schema_cmd() -> None:
     from planner.schema.problem import Problem
 
     emit_json(Problem.model_json_schema())
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write through a temporary file and rename, so no half-written file is ever left behind."""
-    import os
-    import tempfile
-
-    try:
-        fd, tmp = tempfile.mkstemp(
-            dir=path.parent or Path("."), prefix=f".{path.name}.", suffix=".tmp"
-        )
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except OSError as e:
-        raise InputError(f"{path}: cannot write: {e.strerror}") from None
 
 
 def main() -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,62 +13,109 @@ from pydantic import ValidationError
 from planner.errors import InputError
 from planner.estimator.architecture import total_params
 from planner.schema.catalog import MLA, ModelArch, MoE
+from planner.schema.files import read_text
 
 _GATED_ACTS = {"silu", "swiglu", "gelu_pytorch_tanh", "gelu_new", "geglu"}
 
 
+MAX_DIMENSION = 2**24  # 16,777,216: above every width, count and context of published models
+
+
+def _whole(path: Path, key: str, value: Any) -> int:
+    """A config.json count or width: a whole number (`4096` or `4096.0`) from 1 to MAX_DIMENSION."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if ok and (not math.isfinite(value) or value != int(value)):
+        ok = False
+    if not ok or not 1 <= int(value) <= MAX_DIMENSION:
+        got = json.dumps(value) if len(json.dumps(value)) <= 40 else type(value).__name__
+        raise InputError(
+            f"{path}: `{key}`: expected a whole number from 1 to {MAX_DIMENSION:,}, got {got}"
+        )
+    return int(value)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"`{name}` is not a number JSON allows")
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    text = read_text(path)
+    try:
+        cfg = json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
+    except ValueError as e:
+        raise InputError(f"{path}: invalid JSON: {e}") from None
+    except RecursionError:
+        raise InputError(f"{path}: invalid JSON: nested too deeply") from None
+    if not isinstance(cfg, dict):
+        raise InputError(f"{path}: expected a JSON object (a Hugging Face config.json)")
+    return cfg
+
+
 def load_hf_config(path: Path) -> ModelArch:
-    """Map the config keys of Llama/Mistral/Mixtral/Qwen2/Gemma2/DeepSeek-V3-style models.
+    """Map the config keys of Llama/Mistral/Mixtral/Qwen2/Gemma2/DeepSeek-V3-style models."""
+    try:
+        draft = _arch(path, _read_json(path))
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(map(str, first["loc"])) or "(top level)"
+        raise InputError(f"{path}: {where}: {first['msg']}") from None
+    # No published total for a local config: record the count computed from the architecture.
+    return draft.model_copy(update={"published_params": float(total_params(draft))})
+
+
+def _arch(path: Path, cfg: dict[str, Any]) -> ModelArch:
+    """The architecture a config.json describes (pydantic errors left to the caller).
 
     Long because each config.json field is read and checked where it is named.
     """
-    try:
-        cfg: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise InputError(f"{path}: cannot read: {e.strerror}") from None
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
-    if not isinstance(cfg, dict):
-        raise InputError(f"{path}: expected a JSON object (a Hugging Face config.json)")
     if "text_config" in cfg and isinstance(cfg["text_config"], dict):
         cfg = {**cfg, **cfg["text_config"]}
 
-    def need(*keys: str) -> Any:
+    def need(*keys: str) -> int:
         for k in keys:
             if k in cfg:
-                return cfg[k]
+                return _whole(path, k, cfg[k])
         raise InputError(
             f"{path}: missing `{keys[0]}`; is this a decoder-only transformer's config.json?"
         )
 
-    hidden = int(need("hidden_size", "n_embd", "d_model"))
-    heads = int(need("num_attention_heads", "n_head"))
+    def opt(key: str, default: int | None = None) -> int | None:
+        """An optional count: absent, null, 0 or false mean the default."""
+        value = cfg.get(key)
+        return default if value in (None, 0, False) else _whole(path, key, value)
+
+    hidden = need("hidden_size", "n_embd", "d_model")
+    heads = need("num_attention_heads", "n_head")
     model_type = str(cfg.get("model_type", "custom"))
     moe = None
-    n_experts = (
-        cfg.get("n_routed_experts") or cfg.get("num_local_experts") or cfg.get("num_experts")
-    )
+    n_experts = opt("n_routed_experts") or opt("num_local_experts") or opt("num_experts")
     if n_experts:
+        per_token = need("num_experts_per_tok", "num_experts_per_token")
+        if per_token > n_experts:
+            raise InputError(
+                f"{path}: `num_experts_per_tok`: {per_token} experts per token, more than the "
+                f"{n_experts} experts there are"
+            )
+        dense_layers = opt("first_k_dense_replace", 0) or 0
         moe = MoE(
-            num_experts=int(n_experts),
-            experts_per_token=int(need("num_experts_per_tok", "num_experts_per_token")),
-            shared_experts=int(cfg.get("n_shared_experts") or 0),
-            expert_intermediate_size=int(
-                cfg.get("moe_intermediate_size") or need("intermediate_size")
-            ),
-            first_dense_layers=int(cfg.get("first_k_dense_replace") or 0),
-            dense_intermediate_size=cfg.get("intermediate_size")
-            if cfg.get("first_k_dense_replace")
-            else None,
+            num_experts=n_experts,
+            experts_per_token=per_token,
+            shared_experts=opt("n_shared_experts", 0) or 0,
+            expert_intermediate_size=opt("moe_intermediate_size") or need("intermediate_size"),
+            first_dense_layers=dense_layers,
+            dense_intermediate_size=opt("intermediate_size") if dense_layers else None,
         )
     mla = None
-    if cfg.get("kv_lora_rank"):
+    kv_rank = opt("kv_lora_rank")
+    if kv_rank:
         mla = MLA(
-            q_lora_rank=cfg.get("q_lora_rank"),
-            kv_lora_rank=int(cfg["kv_lora_rank"]),
-            qk_nope_head_dim=int(need("qk_nope_head_dim")),
-            qk_rope_head_dim=int(need("qk_rope_head_dim")),
-            v_head_dim=int(need("v_head_dim")),
+            q_lora_rank=opt("q_lora_rank"),
+            kv_lora_rank=kv_rank,
+            qk_nope_head_dim=need("qk_nope_head_dim"),
+            qk_rope_head_dim=need("qk_rope_head_dim"),
+            v_head_dim=need("v_head_dim"),
         )
     act = str(cfg.get("hidden_act") or cfg.get("hidden_activation") or "silu")
     bias = (
@@ -80,28 +129,23 @@ def load_hf_config(path: Path) -> ModelArch:
         "family": model_type,
         "released": "unknown",
         "hidden_size": hidden,
-        "num_layers": int(need("num_hidden_layers", "n_layer", "num_layers")),
+        "num_layers": need("num_hidden_layers", "n_layer", "num_layers"),
         "num_attention_heads": heads,
-        "num_key_value_heads": int(cfg.get("num_key_value_heads") or heads),
-        "head_dim": cfg.get("head_dim"),
-        "intermediate_size": int(cfg.get("intermediate_size") or 4 * hidden),
-        "vocab_size": int(need("vocab_size")),
+        "num_key_value_heads": opt("num_key_value_heads", heads),
+        "head_dim": opt("head_dim"),
+        "intermediate_size": opt("intermediate_size", 4 * hidden),
+        "vocab_size": need("vocab_size"),
         "tie_word_embeddings": bool(cfg.get("tie_word_embeddings", False)),
         "mlp": "gated" if act in _GATED_ACTS else "plain",
         "attention_bias": bias,
         "extra_norms_per_layer": 2 if model_type == "gemma2" else 0,
         "moe": moe,
         "mla": mla,
-        "max_context": int(cfg.get("max_position_embeddings") or 4096),
+        "max_context": opt("max_position_embeddings", 4096),
         "published_params": 1.0,
         "sources": {"spec": str(path)},
     }
+    fields["id"] = re.sub(r"[^a-z0-9.\-]", "-", fields["id"])
     if not fields["id"][0].isalnum():
         fields["id"] = "custom-model"
-    try:
-        draft = ModelArch.model_validate(fields)
-    except ValidationError as e:
-        first = e.errors()[0]
-        raise InputError(f"{path}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
-    # No published total for a local config: record the count computed from the architecture.
-    return draft.model_copy(update={"published_params": float(total_params(draft))})
+    return ModelArch.model_validate(fields)

@@ -449,7 +449,7 @@ def small_problems(draw: st.DrawFn) -> dict[str, Any]:
             "weights": draw(st.sampled_from(["fp16", "fp8", "int8", "q4_k_m", "awq-int4"])),
             "kv": draw(st.sampled_from(["fp16", "fp8"])),
             "context_tokens": draw(st.sampled_from([512, 2048, "8k", "32k"])),
-            "prompt_tokens": draw(st.sampled_from([128, "1k"])),
+            "prompt_tokens": draw(st.sampled_from([128, 512])),  # at most the context
             "concurrency": draw(st.integers(1, 256)),
             "min_tokens_per_s": draw(st.sampled_from([0, 50, 500, "2k tokens/s"])),
         }
@@ -547,7 +547,13 @@ def tiny_problem(
 
 def test_min_cost_per_token_without_a_device_ceiling() -> None:
     problem = tiny_problem(
-        {**SERVE, "context_tokens": 512, "concurrency": 4, "min_tokens_per_s": 0},
+        {
+            **SERVE,
+            "context_tokens": 512,
+            "prompt_tokens": 256,
+            "concurrency": 4,
+            "min_tokens_per_s": 0,
+        },
         goal="min_cost_per_token",
         devices=("l4",),
         horizon={"lifetime_years": 1, "utilization": 0.3},

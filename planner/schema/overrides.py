@@ -70,7 +70,9 @@ def _resolve(data: Any, parts: list[str], text: str) -> tuple[str | int, ...]:
 def _assign(data: dict[str, Any], loc: tuple[str | int, ...], value: Any) -> None:
     node: Any = data
     for part in loc[:-1]:
-        node = node.setdefault(part, {}) if isinstance(node, dict) else node[part]
+        if isinstance(node, dict) and node.get(part) is None:
+            node[part] = {}  # a missing section, or one left empty (`constraints:` is null)
+        node = node[part]
     node[loc[-1]] = value
 
 

@@ -275,6 +275,14 @@ class InferenceWorkload(ProblemModel):
 
     @model_validator(mode="after")
     def _mix(self) -> InferenceWorkload:
+        if self.prompt_tokens > self.context_tokens:
+            given = "" if "prompt_tokens" in self.model_fields_set else " (the default)"
+            raise KeyValueError(
+                f"a prompt_tokens of {self.prompt_tokens:,}{given} does not fit in a "
+                f"context_tokens of {self.context_tokens:,}: lower prompt_tokens or raise "
+                "context_tokens",
+                ("prompt_tokens",),
+            )
         if self.request_mix is None:
             for key in ("requests_per_s", "capacity"):
                 if getattr(self, key):
@@ -640,7 +648,21 @@ class Demand(ProblemModel):
                 f"`hourly` has {len(self.hourly)} values: give 24 (a day) or 168 (a week)",
                 ("hourly",),
             )
+        scales = self.hourly if self.hourly is not None else [p.scale for p in self.periods or []]
+        if not any(scales):
+            raise KeyValueError(
+                "every hour has a demand of 0: there is nothing to plan for; give at least one "
+                "hour a demand above 0",
+                ("hourly" if self.hourly is not None else "periods",),
+            )
         if self.periods is not None:
+            names = [p.name for p in self.periods]
+            for i, n in enumerate(names):
+                if n in names[:i]:
+                    raise KeyValueError(
+                        f"two demand periods are named `{n}`; names must be unique",
+                        ("periods", i, "name"),
+                    )
             total = sum(p.share for p in self.periods)
             if total > 1 + 1e-6:
                 raise KeyValueError(

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from yaml.constructor import ConstructorError
 
 from planner.errors import InputError, did_you_mean
+from planner.schema.files import read_text
 
 MAX_FILE_BYTES = 4 * 2**20
 MAX_DEPTH = 32  # mappings and lists inside each other
@@ -230,18 +231,8 @@ def parse_text(text: str, source: str) -> Located:
 
 
 def read_yaml(path: Path) -> Located:
-    """Read and parse a YAML file; errors name the file."""
-    try:
-        size = path.stat().st_size
-    except OSError as e:
-        raise InputError(f"{path}: cannot read: {e.strerror}") from None
-    if size > MAX_FILE_BYTES:
-        raise InputError(f"{path}: file larger than {MAX_FILE_BYTES // 2**20} MiB")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: cannot read as UTF-8 text: {e}") from None
-    return parse_text(text, str(path))
+    """Read and parse a YAML file (a regular file, bounded, UTF-8); errors name the file."""
+    return parse_text(read_text(path, MAX_FILE_BYTES), str(path))
 
 
 def dotted(loc: Loc) -> str:

@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from planner.errors import InputError
 from planner.schema.problem import Problem
 from planner.solve import Solver
@@ -52,6 +54,7 @@ def frontier(problem: Problem, x: str, y: str, n_points: int, solver: Solver) ->
     if not 2 <= n_points <= 100:
         raise InputError("frontier: --points must be between 2 and 100")
     cap_key, least_goal, column = RESOURCES[resource]
+    _check_tradeable(problem, BENEFITS[benefit], least_goal)
     fr = Frontier(resource, benefit)
     # The low end: the least of the resource any plan needs; the high end: what the best plan
     # for the benefit uses under the problem's own limits.
@@ -83,6 +86,19 @@ def frontier(problem: Problem, x: str, y: str, n_points: int, solver: Solver) ->
         grid.append(row)
     fr.points, fr.dominated = _pareto(grid, column, benefit)
     return fr
+
+
+def _check_tradeable(problem: Problem, goal: str, tie: str) -> None:
+    """A frontier maximizes the benefit under a cap: refuse, before any solve, a problem whose
+    demand is given (a demand profile or a request mix) and so has no throughput to trade."""
+    try:
+        _variant(problem, benefit_goal=goal, tie=tie, budget_usd=1.0)
+    except ValidationError as e:
+        why = e.errors()[0]["msg"].removeprefix("Value error, ")
+        raise InputError(
+            f"frontier: problem `{problem.name}` cannot be traded on {goal}: {why}; "
+            "use `planner sweep` over a limit instead"
+        ) from None
 
 
 def _has_limit(problem: Problem) -> bool:

@@ -1,0 +1,146 @@
+"""The one door for files: every file the planner reads (problem, config.json, plan, measurements,
+catalog) comes in through `read_text`, and every file it writes goes out through `write_atomic`.
+
+Reading takes regular files only: a FIFO would block for ever, /dev/zero or /dev/urandom would be
+read until memory runs out, and a directory is not a file. The device is opened without blocking
+and checked with `fstat` on the open descriptor (so a file swapped between a check and the open
+cannot slip through), then at most `max_bytes` + 1 bytes are read. Text is UTF-8, with or without
+a byte-order mark; a UTF-16 or UTF-32 file is named as such, and a byte that is not UTF-8 is
+reported by line and column.
+
+Writing goes through a temporary file in the target's folder and a rename, so a reader never sees
+half a file: through a symbolic link to its real target, only onto a regular file (or a new one),
+with the target's mode kept (a new file gets the umask's), and the temporary file removed on
+every failure, Ctrl-C included.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from planner.errors import InputError
+
+MAX_READ_BYTES = 4 * 2**20  # 4 MiB: the largest problem or config.json is a few KiB
+_OTHER_ENCODINGS = (
+    (codecs.BOM_UTF32_LE, "UTF-32"),  # before UTF-16: its mark starts with UTF-16's
+    (codecs.BOM_UTF32_BE, "UTF-32"),
+    (codecs.BOM_UTF16_LE, "UTF-16"),
+    (codecs.BOM_UTF16_BE, "UTF-16"),
+)
+
+
+def _kind(mode: int) -> str:
+    """What a non-regular file is, in words."""
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def read_bytes(path: Path, max_bytes: int = MAX_READ_BYTES) -> bytes:
+    """The bytes of a regular file of at most `max_bytes`; InputError naming the path otherwise."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise InputError(f"{path}: {_kind(mode)}, not a regular file; give a file's path")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= max_bytes:
+            chunk = os.read(fd, min(2**20, max_bytes + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
+    if size > max_bytes:
+        raise InputError(f"{path}: file larger than {max_bytes // 2**20} MiB")
+    return b"".join(chunks)
+
+
+def decode_utf8(data: bytes, source: str) -> str:
+    """UTF-8 text (a leading byte-order mark dropped); an undecodable byte is named by its line
+    and column, and a UTF-16 or UTF-32 file by its encoding."""
+    for bom, name in _OTHER_ENCODINGS:
+        if data.startswith(bom):
+            raise InputError(f"{source}: the file is {name} text; save it as UTF-8")
+    data = data.removeprefix(codecs.BOM_UTF8)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        before = data[: e.start].decode("utf-8", "replace")
+        line = before.count("\n") + 1
+        column = len(before) - (before.rfind("\n") + 1) + 1
+        raise InputError(
+            f"{source}:{line}:{column}: cannot read as UTF-8 text: the byte "
+            f"0x{data[e.start]:02X} is not UTF-8 (save the file as UTF-8)"
+        ) from None
+
+
+def read_text(path: Path, max_bytes: int = MAX_READ_BYTES) -> str:
+    """The UTF-8 text of a regular file (see the module's docstring for what is refused)."""
+    return decode_utf8(read_bytes(path, max_bytes), str(path))
+
+
+def out_target(path: Path) -> tuple[Path, os.stat_result | None]:
+    """The real file `--out` will replace (symbolic links followed) and its status (None when
+    new); InputError when it is not a regular file or its folder is missing. Called before a
+    long solve too, so a bad `--out` fails at once."""
+    target = Path(os.path.realpath(path))  # through symbolic links, to the file they name
+    try:
+        st: os.stat_result | None = os.stat(target)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise InputError(f"{path}: cannot write: {e.strerror or e}") from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise InputError(
+            f"{path}: {_kind(st.st_mode)}, not a regular file; --out writes regular files only"
+        )
+    if not target.parent.is_dir():
+        raise InputError(f"{path}: cannot write: the folder {target.parent} does not exist")
+    return target, st
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temporary file and a rename (see the module docstring)."""
+    target, st = out_target(path)
+    if st is not None:
+        mode = stat.S_IMODE(st.st_mode)
+    else:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    tmp: str | None = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            os.fchmod(f.fileno(), mode)
+            f.write(text)
+        os.replace(tmp, target)
+        tmp = None
+    except OSError as e:
+        raise InputError(f"{path}: cannot write: {e.strerror or e}") from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)

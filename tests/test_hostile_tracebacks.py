@@ -1,0 +1,189 @@
+"""Regression tests for inputs that once ended in a Python traceback: each now gets a planner
+error naming the file or option and the documented exit code (2 for bad input)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBLEMS = ROOT / "problems"
+runner = CliRunner()
+
+LLAMA_CONFIG = {
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "num_hidden_layers": 32,
+    "intermediate_size": 14336,
+    "vocab_size": 128256,
+    "max_position_embeddings": 8192,
+}
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def run(*args: str) -> tuple[int, str]:
+    r = runner.invoke(app, list(args))
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    assert "Traceback" not in r.output
+    return r.exit_code, flat(r.output)
+
+
+def chat_problem(tmp_path: Path, old: str = "", new: str = "", name: str = "p.yaml") -> Path:
+    text = (PROBLEMS / "chat-70b.yaml").read_text(encoding="utf-8")
+    assert old in text
+    path = tmp_path / name
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("command", ["solve", "tco", "explain"])
+def test_demand_of_zero_every_hour(tmp_path: Path, command: str) -> None:
+    text = (PROBLEMS / "rent-the-peak.yaml").read_text(encoding="utf-8")
+    zero = re.sub(r"hourly: \[.*?\]", "hourly: [" + ", ".join(["0"] * 24) + "]", text, flags=re.S)
+    path = tmp_path / "zero.yaml"
+    path.write_text(zero, encoding="utf-8")
+    code, out = run(command, str(path), "--time-limit", "5")
+    assert code == 2
+    assert "zero.yaml:" in out and "demand.hourly" in out and "demand of 0" in out
+
+
+@pytest.mark.parametrize(
+    ("second", "scale", "messages"),
+    [
+        ("night", 0, ["demand.periods:", "demand of 0"]),
+        ("day", 1, ["demand.periods[1].name", "two demand periods are named `day`"]),
+    ],
+)
+def test_demand_periods(tmp_path: Path, second: str, scale: int, messages: list[str]) -> None:
+    periods = f"    - {{name: day, share: 0.5, scale: {scale}}}\n"
+    periods += f"    - {{name: {second}, share: 0.5, scale: 0}}\n"
+    path = chat_problem(tmp_path, "objective:", f"demand:\n  periods:\n{periods}objective:")
+    code, out = run("solve", str(path))
+    assert code == 2 and all(m in out for m in messages), out
+
+
+@pytest.mark.parametrize("name", ["request-mix", "rent-the-peak"])
+def test_frontier_of_a_problem_with_given_demand(name: str) -> None:
+    code, out = run("frontier", str(PROBLEMS / f"{name}.yaml"), "--points", "2")
+    assert code == 2
+    assert f"problem `{name}`" in out and "demand is given" in out and "planner sweep" in out
+
+
+@pytest.mark.parametrize("command", ["solve", "tco", "sweep", "frontier", "explain", "compare"])
+def test_seed_above_32_bits(command: str) -> None:
+    code, out = run(command, str(PROBLEMS / "chat-70b.yaml"), "--seed", "2147483648")
+    assert code == 2 and "--seed" in out and "2147483647" in out
+
+
+def test_set_into_an_empty_section(tmp_path: Path) -> None:
+    path = chat_problem(tmp_path, "  require_ecc: true\n  memory_headroom: 0.1\n", "")
+    assert "constraints:\nhorizon:" in path.read_text(encoding="utf-8")
+    code, out = run("solve", str(path), "--set", "constraints.budget_usd=5", "--time-limit", "5")
+    assert code == 3  # a budget of $5 buys nothing: infeasible, not a crash
+    assert "budget" in out
+
+
+def test_prompt_longer_than_the_context(tmp_path: Path) -> None:
+    path = chat_problem(tmp_path, "prompt_tokens: 1500", "prompt_tokens: 9000")
+    code, out = run("solve", str(path))
+    assert code == 2 and "p.yaml:12:" in out and "prompt_tokens" in out
+
+
+def test_default_prompt_longer_than_a_short_context(tmp_path: Path) -> None:
+    path = chat_problem(tmp_path, "    prompt_tokens: 1500\n", "")
+    code, out = run("solve", str(path), "--set", "workloads.chat.context_tokens=512")
+    assert code == 2 and "prompt_tokens of 1,024 (the default)" in out
+
+
+def write_config(tmp_path: Path, text: str | bytes, folder: str = "m") -> Path:
+    path = tmp_path / folder / "config.json"
+    path.parent.mkdir(exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ('"4096"', '"4096"'),
+        ('"abc"', '"abc"'),
+        ("null", "null"),
+        ("[4096]", "[4096]"),
+        ("1e400", "Infinity"),
+        ("4096.7", "4096.7"),
+        ("-4096", "-4096"),
+        ("0", "0"),
+        ("true", "true"),
+        ("99999999999999999999", "99999999999999999999"),
+    ],
+)
+def test_config_json_hidden_size_not_a_count(tmp_path: Path, raw: str, shown: str) -> None:
+    text = json.dumps(LLAMA_CONFIG).replace('"hidden_size": 4096', f'"hidden_size": {raw}')
+    path = write_config(tmp_path, text)
+    code, out = run("estimate", "--model", str(path), "--device", "h100-sxm")
+    assert code == 2
+    assert "config.json: `hidden_size`: expected a whole number" in out and shown in out
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_config_json_non_finite_constants(tmp_path: Path, constant: str) -> None:
+    text = json.dumps(LLAMA_CONFIG).replace("14336", constant)
+    code, out = run("estimate", "--model", str(write_config(tmp_path, text)), "-d", "h100-sxm")
+    assert code == 2 and f"`{constant}` is not a number JSON allows" in out
+
+
+def test_config_json_utf16_is_named(tmp_path: Path) -> None:
+    path = write_config(tmp_path, json.dumps(LLAMA_CONFIG).encode("utf-16"))
+    code, out = run("estimate", "--model", str(path), "-d", "h100-sxm")
+    assert code == 2 and "UTF-16" in out and "save it as UTF-8" in out
+
+
+def test_config_json_with_a_utf8_bom_is_read(tmp_path: Path) -> None:
+    path = write_config(tmp_path, json.dumps(LLAMA_CONFIG).encode("utf-8-sig"))
+    code, out = run("estimate", "--model", str(path), "-d", "h100-sxm")
+    assert code == 0, out
+    assert "weights" in out
+
+
+def test_config_json_latin1_byte_has_a_line_and_column(tmp_path: Path) -> None:
+    text = json.dumps(LLAMA_CONFIG, indent=1).replace('"llama"', '"caf\xe9"')
+    path = write_config(tmp_path, text.encode("latin-1"))
+    code, out = run("estimate", "--model", str(path), "-d", "h100-sxm")
+    assert code == 2 and "config.json:2:" in out and "0xE9" in out
+
+
+@pytest.mark.parametrize(
+    ("per_token", "message"),
+    [(0, "expected a whole number from 1"), (9, "9 experts per token, more than the 8")],
+)
+def test_config_json_experts_per_token(tmp_path: Path, per_token: int, message: str) -> None:
+    cfg = {**LLAMA_CONFIG, "num_local_experts": 8, "num_experts_per_tok": per_token}
+    path = write_config(tmp_path, json.dumps(cfg))
+    code, out = run("estimate", "--model", str(path), "-d", "h100-sxm")
+    assert code == 2 and "`num_experts_per_tok`" in out and message in out
+
+
+def test_config_json_deeply_nested(tmp_path: Path) -> None:
+    path = write_config(tmp_path, "[" * 100_000 + "]" * 100_000)
+    code, out = run("estimate", "--model", str(path), "-d", "h100-sxm")
+    assert code == 2 and "config.json" in out
+
+
+def test_config_json_folder_name_that_is_no_id(tmp_path: Path) -> None:
+    path = write_config(tmp_path, json.dumps(LLAMA_CONFIG), folder="My Model (v2)")
+    code, out = run("estimate", "--model", str(path), "-d", "h100-sxm")
+    assert code == 0, out
