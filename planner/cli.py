@@ -31,6 +31,7 @@ from planner.estimator.estimate import (
 from planner.estimator.estimate import Task as EstTask
 from planner.estimator.memory import Method, Optimizer, Recompute, TrainingSetup
 from planner.hf_config import load_hf_config
+from planner.model import interrupt
 from planner.report.estimate import (
     catalog_rows,
     entry_table,
@@ -115,19 +116,35 @@ class Task(StrEnum):
     qlora = "qlora"
 
 
+INTERRUPTED = (
+    "interrupted (Ctrl-C): what is shown above is what was done before it; a solve it stopped "
+    "is not proved optimal"
+)
+
+
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Turn planner errors into a one-line message on stderr and the documented exit code."""
+    """Turn planner errors into a one-line message on stderr and the documented exit code, and
+    Ctrl-C into "interrupted" and exit code 130 (after the best plan or the rows done so far)."""
+    interrupt.clear()
     try:
         yield
     except PlannerError as e:
         err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, markup=True)
         raise typer.Exit(e.exit_code) from None
     except KeyboardInterrupt:
-        # Inside a solve, CP-SAT catches Ctrl-C itself and returns its best plan so far (shown
-        # with its gap); this is an interrupt between solves, before any plan exists.
-        err.print("interrupted: no plan was found before Ctrl-C", highlight=False)
+        # Between solves, in Python code: nothing more will be shown.
+        err.print("interrupted (Ctrl-C)", highlight=False, markup=False)
+        interrupt.mark_reported()
         raise typer.Exit(130) from None
+    except typer.Exit:
+        if not interrupt.requested():
+            raise
+    if interrupt.requested():
+        # Inside a solve: the search stopped and its incumbent (or the sweep's rows) was shown.
+        err.print(INTERRUPTED, highlight=False, markup=False)
+        interrupt.mark_reported()
+        raise typer.Exit(130)
 
 
 def emit_json(data: Any) -> None:
@@ -382,7 +399,8 @@ def solve(
         if plan.status == "INFEASIBLE":
             raise typer.Exit(3)
         if plan.status == "NO_PLAN":
-            err.print(f"no plan found within {time_limit:g} s")
+            if not interrupt.requested():
+                err.print(f"no plan found within {time_limit:g} s")
             raise typer.Exit(4)
 
 
@@ -801,7 +819,17 @@ def schema_cmd() -> None:
 
 
 def main() -> None:
-    app()
+    """The `planner` command. Ctrl-C while typer parses the command line ends in exit code 130
+    from typer itself, with no message: say "interrupted" then too."""
+    try:
+        app()
+    except SystemExit as e:
+        if e.code == 130 and not interrupt.reported():
+            sys.stderr.write("interrupted (Ctrl-C)\n")
+        raise
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted (Ctrl-C)\n")
+        sys.exit(130)
 
 
 if __name__ == "__main__":

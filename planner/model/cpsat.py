@@ -25,6 +25,7 @@ from typing import Any
 from ortools.sat.python import cp_model, cp_model_helper
 
 from planner.errors import InternalError
+from planner.model import interrupt
 from planner.model.constraints import Constraints
 from planner.model.hints import Hints
 from planner.model.objectives import TIE_BREAKS, Objective, objective_for
@@ -70,7 +71,7 @@ class PlannerModel(Constraints, Hints):
         infeasibility), or None when a plan exists or the solver could not decide in time."""
         self.m.add_assumptions(list(self.named.values()))
         s = self._solver(time_limit, 1, seed)
-        st = s.solve(self.m)
+        st = interrupt.solve(s, self.m)
         if st != cp_model.INFEASIBLE:
             return None
         by_index = {lit.index: name for name, lit in self.named.items()}
@@ -186,14 +187,13 @@ class PlannerModel(Constraints, Hints):
         if err:
             raise InternalError(f"the solver model is invalid: {err}")
         s = self._solver(time_limit, workers, seed, gap)
-        st = s.solve(self.m)
+        st = interrupt.solve(s, self.m)
         if st == cp_model.OPTIMAL and gap > 0 and s.objective_value != s.best_objective_bound:
             st = cp_model.FEASIBLE  # stopped within the gap limit: not proved optimal
             return self._read(s, st, expr, evaluate)
-        # CP-SAT catches Ctrl-C and returns its incumbent: stopping early without proof or
-        # reaching the limit. Later solves of the same run (Dinkelbach steps, tie-breaks) are
-        # then skipped, so the best plan so far is shown at once.
-        if st == cp_model.FEASIBLE and s.wall_time < 0.9 * time_limit:
+        # Ctrl-C stops the search and the incumbent is returned. Later solves of the same run
+        # (Dinkelbach steps, tie-breaks) are then skipped, so the best plan so far is shown at once.
+        if interrupt.requested():
             self.interrupted = True
         return self._read(s, st, expr, evaluate)
 

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from planner.errors import InputError
+from planner.model import interrupt
 from planner.schema.problem import Problem
 from planner.solve import Solver
 from planner.whatif.sweep import plan_row
@@ -59,6 +60,9 @@ def frontier(problem: Problem, x: str, y: str, n_points: int, solver: Solver) ->
     # The low end: the least of the resource any plan needs; the high end: what the best plan
     # for the benefit uses under the problem's own limits.
     low = least_resource(problem, resource, solver)
+    if interrupt.requested():
+        fr.notes.append("interrupted (Ctrl-C) before the first cap")
+        return fr
     if low is None:
         fr.notes.append("no plan meets the problem's constraints; nothing to trade")
         return fr
@@ -74,14 +78,19 @@ def frontier(problem: Problem, x: str, y: str, n_points: int, solver: Solver) ->
         high = row[column] if row[column] is not None else low  # within the problem's own caps
     high = max(high, low)
     caps = [low + (high - low) * i / (n_points - 1) for i in range(n_points)]
-    grid = []
+    grid: list[dict[str, Any]] = []
     for cap in caps:
         cap_value = math.ceil(cap) if resource == "cost" else cap
         p = _variant(
             problem, benefit_goal=BENEFITS[benefit], tie=least_goal, **{cap_key: cap_value}
         )
-        plan = solver.solve(p)
-        row = plan_row(plan)
+        try:
+            row = plan_row(solver.solve(p))
+        except KeyboardInterrupt:
+            interrupt.request()
+        if interrupt.requested():
+            fr.notes.append(f"interrupted (Ctrl-C) after {len(grid)} of {n_points} caps")
+            break  # the cap it stopped is not reported; the points done are
         row[f"{resource}_cap"] = cap_value
         grid.append(row)
     fr.points, fr.dominated = _pareto(grid, column, benefit)

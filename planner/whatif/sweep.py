@@ -12,6 +12,7 @@ from typing import Any
 
 from planner.errors import InputError
 from planner.load import parse_problem
+from planner.model import interrupt
 from planner.plan.types import Plan
 from planner.schema.overrides import split_assignment
 from planner.schema.yaml_io import Located, parse_text
@@ -96,12 +97,17 @@ def sweep(
     points = list(itertools.product(*(v.values for v in varies)))
     if len(points) > MAX_POINTS:
         raise InputError(f"sweep: {len(points)} points; at most {MAX_POINTS} at once")
-    rows = []
+    rows: list[dict[str, Any]] = []
     for i, values in enumerate(points):
         assignments = [f"{v.path}={_yaml(x)}" for v, x in zip(varies, values, strict=True)]
         problem = parse_problem(doc, [*sets, *assignments])
         row = {v.path: x for v, x in zip(varies, values, strict=True)}
-        row.update(plan_row(solver.solve(problem)))
+        try:
+            row.update(plan_row(solver.solve(problem)))
+        except KeyboardInterrupt:
+            interrupt.request()
+        if interrupt.requested():
+            break  # Ctrl-C: the point it stopped is not reported; the rows done are
         rows.append(row)
         if progress:
             progress(i + 1, len(points))

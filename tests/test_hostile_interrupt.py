@@ -1,0 +1,129 @@
+"""Ctrl-C at any moment: exit code 130 and "interrupted" on stderr, never a traceback; a solve
+keeps its best plan so far, a sweep prints the rows done, and Python's SIGINT handler is in place
+after every CP-SAT solve (OR-Tools' own catcher would leave the system default, which kills the
+process with no message on the next Ctrl-C).
+
+The process tests send a real SIGINT to the `planner` command in a subprocess; the waits before the
+signal only place it at start-up or in a long solve, and nothing here measures speed."""
+
+from __future__ import annotations
+
+import importlib.abc
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import planner
+from planner.model import interrupt
+from planner.schema.problem import Problem
+from planner.solve import solve_problem
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAT = ROOT / "problems" / "chat-70b.yaml"
+posix_only = pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child is POSIX")
+GUARD_S = 300  # a process that has not ended by then has hung
+
+
+def hard_problem(folder: Path) -> Path:
+    """Sixteen inference workloads and every procurement mode: CP-SAT needs far longer than the
+    moments these tests wait to prove it optimal."""
+    models = ["llama-3.1-70b", "llama-3.1-8b", "qwen2.5-72b", "mixtral-8x7b", "llama-3.1-405b"]
+    workloads = [
+        {
+            "name": f"w{i}",
+            "model": models[i % len(models)],
+            "weights": "fp8",
+            "kv": "fp8",
+            "context_tokens": 8192 + 1024 * i,
+            "prompt_tokens": 1000,
+            "concurrency": 64 + 37 * i,
+            "min_tokens_per_s": 1000 + 333 * i,
+            "max_ms_per_token": 60,
+        }
+        for i in range(16)
+    ]
+    doc = {
+        "name": "hard",
+        "workloads": workloads,
+        "constraints": {"power_w": "300 kW"},
+        "horizon": {"procurement": ["buy", "on_demand", "reserved", "spot"]},
+        "objective": {"goal": "min_cost", "tie_break": "min_power"},
+    }
+    path = folder / "hard.yaml"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return path
+
+
+def interrupted_run(args: list[str], wait_s: float) -> tuple[int, str, str]:
+    """Run the `planner` command with ARGS, send SIGINT after `wait_s`, return (code, stdout, stderr)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import planner; planner.main()", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    time.sleep(wait_s)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=GUARD_S)
+    return proc.returncode, out, err
+
+
+@posix_only
+@pytest.mark.slow
+@pytest.mark.parametrize("wait_s", [0.3, 1.0, 4.0])
+def test_ctrl_c_at_start_up_or_in_a_solve(tmp_path: Path, wait_s: float) -> None:
+    out_file = tmp_path / "plan.json"
+    code, out, err = interrupted_run(
+        ["solve", str(hard_problem(tmp_path)), "--time-limit", "120", "--out", str(out_file)],
+        wait_s,
+    )
+    assert code == 130, (out, err)
+    assert "interrupted" in err and "Traceback" not in err + out
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+@posix_only
+@pytest.mark.slow
+def test_ctrl_c_stops_a_sweep_and_prints_the_rows_done(tmp_path: Path) -> None:
+    args = ["sweep", str(CHAT), "--vary", "constraints.max_devices=1..400:400", "--format", "json"]
+    code, out, err = interrupted_run(args, 8.0)
+    assert code == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    rows = yaml.safe_load(out)  # the JSON rows printed before the exit
+    assert 0 < len(rows) < 400
+    assert {r["status"] for r in rows} <= {"OPTIMAL", "INFEASIBLE"}  # no stopped point shown
+
+
+def test_the_sigint_handler_is_python_s_after_a_solve() -> None:
+    problem = Problem.model_validate(yaml.safe_load(CHAT.read_text(encoding="utf-8")))
+    before = signal.getsignal(signal.SIGINT)
+    solve_problem(problem, time_limit=10)
+    assert signal.getsignal(signal.SIGINT) is before
+    assert not interrupt.requested()
+
+
+class _InterruptImport(importlib.abc.MetaPathFinder):
+    """Ctrl-C while `planner.cli` (typer, rich, ...) is being imported."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> None:
+        if name == "planner.cli":
+            raise KeyboardInterrupt
+        return None
+
+
+def test_ctrl_c_while_the_command_line_loads(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delitem(sys.modules, "planner.cli", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [_InterruptImport(), *sys.meta_path])
+    with pytest.raises(SystemExit) as e:
+        planner.main()
+    assert e.value.code == 130
+    assert "interrupted" in capsys.readouterr().err
