@@ -216,22 +216,6 @@ def resolve_model(name: str) -> ModelArch:
     return load_catalog().model(name)
 
 
-def parse_overrides(pairs: list[str]) -> dict[str, dict[str, float]]:
-    """`[class-or-device:]factor=value` -> {scope: {factor: value}} ('*' for every device)."""
-    result: dict[str, dict[str, float]] = {}
-    for pair in pairs:
-        if "=" not in pair:
-            raise InputError(f"--efficiency `{pair}`: expected FACTOR=VALUE or DEVICE:FACTOR=VALUE")
-        key, raw = pair.split("=", 1)
-        scope, _, factor = key.rpartition(":")
-        try:
-            value = float(raw)
-        except ValueError:
-            raise InputError(f"--efficiency `{pair}`: `{raw}` is not a number") from None
-        result.setdefault(scope or "*", {})[factor] = value
-    return result
-
-
 @app.command()
 def estimate(
     model: Annotated[
@@ -302,7 +286,9 @@ def estimate(
         cat = load_catalog()
         arch = resolve_model(model)
         devices = list(cat.accelerators.values()) if device == "all" else [cat.accelerator(device)]
-        ov = parse_overrides(efficiency or [])
+        from planner.load import parse_efficiency
+
+        ov = parse_efficiency(efficiency or [], cat)
         star = ov.pop("*", {})
         if star:
             for d in devices:

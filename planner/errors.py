@@ -6,6 +6,7 @@ Normal outcomes (an infeasible problem, a time limit) are results with a status,
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 
 
@@ -31,9 +32,38 @@ class InternalError(PlannerError):
     exit_code = 1
 
 
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def _numbers(text: str) -> list[float]:
+    return [float(x) for x in _NUMBER.findall(text)]
+
+
+def _near(x: float, y: float) -> bool:
+    return x == y or (x > 0 and y > 0 and max(x, y) / min(x, y) < 2)
+
+
+def same_magnitude(name: str, choice: str) -> bool:
+    """No number of `name` conflicts with one of `choice`: the numbers are paired one to one
+    (each with the closest free one within a factor of two), and a conflict is a number left
+    unpaired on both sides. So `eth-2.5g` is not a slip for `eth-25g` (a link ten times
+    faster), nor `a100-40gb` for `a100-80gb`, nor `llama-3.1-8b` for `llama-3.1-70b`; but
+    `llama-3-70b` may be `llama-3.1-70b`, and `rtx-3090-24gb` may be `rtx-3090`."""
+    free = _numbers(choice)
+    unpaired = 0
+    for x in _numbers(name):
+        near = [y for y in free if _near(x, y)]
+        if near:
+            free.remove(min(near, key=lambda y: abs(y - x)))
+        else:
+            unpaired += 1
+    return not (unpaired and free)
+
+
 def nearest(name: str, choices: Iterable[str], n: int = 3) -> list[str]:
-    """The closest valid names to `name`, best first (for "did you mean" hints)."""
-    pool = list(choices)
+    """The closest valid names to `name`, best first (for "did you mean" hints); never one whose
+    numbers differ from the name's by a factor of two or more (a size, a speed, a version)."""
+    pool = [c for c in choices if same_magnitude(name, c)]
     close = difflib.get_close_matches(name, pool, n=n, cutoff=0.5)
     if not close:
         low = name.lower()

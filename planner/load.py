@@ -3,15 +3,19 @@ uses against the catalog (located errors with did-you-mean)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from planner.catalog import Catalog, load_catalog
 from planner.errors import InputError, did_you_mean
+from planner.estimator.economics import available_modes
+from planner.estimator.efficiency import Efficiency
 from planner.estimator.formats import kv_bytes, weight_format
+from planner.schema.catalog import Accelerator
 from planner.schema.overrides import apply_overrides, blame
 from planner.schema.problem import InferenceWorkload, Problem
-from planner.schema.yaml_io import Located, dotted, read_yaml, validate
+from planner.schema.yaml_io import Loc, Located, dotted, read_yaml, validate
 
 
 def load_problem(path: Path, overrides: Sequence[str] = ()) -> Problem:
@@ -32,7 +36,7 @@ def parse_problem(doc: Located, overrides: Sequence[str] = ()) -> Problem:
 def check_names(problem: Problem, cat: Catalog, doc: Located | None = None) -> None:
     """Every name a problem uses exists in the catalog (with a located, suggesting error)."""
 
-    def where(loc: tuple[str | int, ...]) -> str:
+    def where(loc: Loc) -> str:
         return f"{doc.where(loc)}: {dotted(loc)}: " if doc else f"{dotted(loc)}: "
 
     for i, w in enumerate(problem.workloads):
@@ -73,5 +77,108 @@ def check_names(problem: Problem, cat: Catalog, doc: Located | None = None) -> N
     if c.network not in cat.links:
         raise InputError(
             f"{where(('constraints', 'network'))}unknown link `{c.network}`"
-            f"{did_you_mean(c.network, cat.links)}"
+            f"{did_you_mean(c.network, cat.links)} (links: {', '.join(cat.links)})"
         )
+    _check_more_names(problem, cat, where)
+
+
+def _check_more_names(problem: Problem, cat: Catalog, where: Callable[[Loc], str]) -> None:
+    """Device ids in prices and measured capacities, the carbon region, and owned devices
+    listed twice."""
+    for name in problem.market.prices:
+        if name not in cat.accelerators:
+            raise InputError(
+                f"{where(('market', 'prices', name))}unknown device `{name}`: its prices would be "
+                f"ignored{did_you_mean(name, cat.accelerators)}"
+            )
+    for i, w in enumerate(problem.workloads):
+        for j, m in enumerate(getattr(w, "capacity", [])):
+            if m.device not in cat.accelerators:
+                raise InputError(
+                    f"{where(('workloads', i, 'capacity', j, 'device'))}workload `{w.name}`: "
+                    f"unknown device `{m.device}`{did_you_mean(m.device, cat.accelerators)}"
+                )
+    region = problem.carbon.region if problem.carbon else None
+    if region is not None and region not in cat.regions:
+        raise InputError(
+            f"{where(('carbon', 'region'))}unknown region `{region}`"
+            f"{did_you_mean(region, cat.regions)} (regions: {', '.join(sorted(cat.regions))})"
+        )
+    seen: dict[str, int] = {}
+    for j, owned in enumerate(problem.constraints.inventory):
+        if owned.device in seen:
+            raise InputError(
+                f"{where(('constraints', 'inventory', j, 'device'))}`{owned.device}` is listed "
+                f"twice in the inventory (entries {seen[owned.device] + 1} and {j + 1}); give one line "
+                "with the total count"
+            )
+        seen[owned.device] = j
+
+
+def why_no_device(problem: Problem, cat: Catalog) -> str:
+    """Which constraint leaves no device to plan with: the filters of `allowed_devices` applied
+    in its order, naming the one that removes the last devices the earlier ones kept."""
+    c = problem.constraints
+    owned = {o.device for o in c.inventory}
+    filters: list[tuple[str, Callable[[Accelerator], object]]] = [
+        (
+            "constraints.allowed_devices",
+            lambda d: c.allowed_devices is None or d.id in c.allowed_devices or d.id in owned,
+        ),
+        ("constraints.excluded_devices", lambda d: d.id not in c.excluded_devices),
+        ("constraints.vendors", lambda d: c.vendors is None or d.vendor in c.vendors),
+        ("constraints.require_ecc", lambda d: not c.require_ecc or d.ecc),
+        (
+            f"horizon.procurement ({', '.join(problem.horizon.modes)}: no price for it)",
+            lambda d: available_modes(problem, d) or d.id in owned,
+        ),
+        ("the catalog's hosts (no node takes them)", cat.nodes_for),
+    ]
+    left = list(cat.accelerators.values())
+    for name, keeps in filters:
+        kept = [d for d in left if keeps(d)]
+        if not kept:
+            shown = ", ".join(d.id for d in left[:6]) + (", ..." if len(left) > 6 else "")
+            return (
+                f"no device is left to plan with: {name} removes the last {len(left)} "
+                f"({shown}) that the constraints before it allowed; relax it"
+            )
+        left = kept
+    return "no allowed device has a price and a host in the catalog"
+
+
+def parse_efficiency(pairs: Sequence[str], cat: Catalog) -> dict[str, dict[str, float]]:
+    """`--efficiency [DEVICE_OR_CLASS:]FACTOR=VALUE` -> {scope: {factor: value}}, `*` for every
+    device; the device or class and the factor are checked, with did-you-mean."""
+    classes = sorted({d.device_class for d in cat.accelerators.values()})
+    result: dict[str, dict[str, float]] = {}
+    for pair in pairs:
+        key, eq, raw = pair.partition("=")
+        scope, _, factor = key.strip().rpartition(":")
+        scope = scope.strip()
+        factor = factor.strip()
+        if not eq or not factor:
+            raise InputError(
+                f"--efficiency `{pair}`: expected FACTOR=VALUE or DEVICE:FACTOR=VALUE "
+                f"(factors: {', '.join(Efficiency.model_fields)})"
+            )
+        if scope and scope not in cat.accelerators and scope not in classes:
+            raise InputError(
+                f"--efficiency `{pair}`: `{scope}` is neither a device id nor a device class"
+                f"{did_you_mean(scope, [*cat.accelerators, *classes])} "
+                f"(classes: {', '.join(classes)})"
+            )
+        if factor not in Efficiency.model_fields:
+            raise InputError(
+                f"--efficiency `{pair}`: unknown factor `{factor}`"
+                f"{did_you_mean(factor, Efficiency.model_fields)} "
+                f"(factors: {', '.join(Efficiency.model_fields)})"
+            )
+        try:
+            value = float(raw)
+        except ValueError:
+            raise InputError(f"--efficiency `{pair}`: `{raw}` is not a number") from None
+        if not math.isfinite(value):
+            raise InputError(f"--efficiency `{pair}`: `{raw}` is not a finite number")
+        result.setdefault(scope or "*", {})[factor] = value
+    return result

@@ -9,28 +9,16 @@ import stat
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from hostile_cli import run
 
-from planner.cli import app
 from planner.errors import InputError
 from planner.schema.files import decode_utf8, read_text, write_atomic
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAT = ROOT / "problems" / "chat-70b.yaml"
-runner = CliRunner()
 DEV_ZERO = Path("/dev/zero")
 needs_dev_zero = pytest.mark.skipif(not DEV_ZERO.exists(), reason="no /dev/zero here")
 needs_fifo = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
-
-
-def flat(text: str) -> str:
-    return " ".join(text.split())
-
-
-def run(*args: str) -> tuple[int, str]:
-    r = runner.invoke(app, list(args))
-    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
-    return r.exit_code, flat(r.output)
 
 
 def special_files(tmp_path: Path) -> dict[str, Path]:

@@ -8,13 +8,10 @@ import re
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
-from planner.cli import app
+from hostile_cli import run
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEMS = ROOT / "problems"
-runner = CliRunner()
 
 LLAMA_CONFIG = {
     "model_type": "llama",
@@ -26,17 +23,6 @@ LLAMA_CONFIG = {
     "vocab_size": 128256,
     "max_position_embeddings": 8192,
 }
-
-
-def flat(text: str) -> str:
-    return " ".join(text.split())
-
-
-def run(*args: str) -> tuple[int, str]:
-    r = runner.invoke(app, list(args))
-    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
-    assert "Traceback" not in r.output
-    return r.exit_code, flat(r.output)
 
 
 def chat_problem(tmp_path: Path, old: str = "", new: str = "", name: str = "p.yaml") -> Path:

@@ -7,6 +7,7 @@ from planner.catalog import Catalog
 from planner.estimator.designs import allowed_devices, tp_degrees
 from planner.estimator.formats import weight_format
 from planner.estimator.memory import weight_bytes
+from planner.load import why_no_device
 from planner.model.cpsat import PlannerModel
 from planner.model.tables import Tables
 from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload
@@ -17,7 +18,7 @@ def why_no_design(w: InferenceWorkload | TrainingWorkload, problem: Problem, cat
     m = cat.model(w.model)
     devs = allowed_devices(problem, cat)
     if not devs:
-        return f"workload `{w.name}`: no allowed device has a price and a host in the catalog"
+        return f"workload `{w.name}`: {why_no_device(problem, cat)}"
     c = problem.constraints
     biggest = max(devs, key=lambda d: d.memory.bytes)
     usable = biggest.memory.bytes * (1 - c.memory_headroom)
@@ -35,10 +36,27 @@ def why_no_design(w: InferenceWorkload | TrainingWorkload, problem: Problem, cat
             f"parallelism hold {most / 1e9:,.0f} GB: raise constraints.max_stages, allow larger "
             "devices or use a smaller format"
         )
-    return text + (
-        "; no configuration meets both memory (with the KV cache or training state) and the "
-        "latency or deadline ceilings: relax the ceiling, the context length or the concurrency"
-    )
+    return text + "; no configuration both fits in memory and meets the limits: " + _limits(w)
+
+
+def _limits(w: InferenceWorkload | TrainingWorkload) -> str:
+    """The workload's own keys that bound memory and time, with their values, to relax."""
+    if isinstance(w, TrainingWorkload):
+        deadline = f", or relax deadline_hours ({w.deadline_hours:g} h)" if w.deadline_hours else ""
+        return (
+            f"lower micro_batch ({w.micro_batch:,}) or seq_len ({w.seq_len:,}), "
+            f"raise zero_stage ({w.zero_stage}){deadline}"
+        )
+    ceilings = [
+        f"{key} ({value:g} {unit})"
+        for key, value, unit in (
+            ("max_ms_per_token", w.max_ms_per_token, "ms"),
+            ("max_ttft_s", w.max_ttft_s, "s"),
+        )
+        if value is not None
+    ]
+    relax = f"relax {' or '.join(ceilings)}, or " if ceilings else ""
+    return f"{relax}lower context_tokens ({w.context_tokens:,}) or concurrency ({w.concurrency:,})"
 
 
 def blocking_constraints(tables: Tables, *, time_limit: float, seed: int) -> list[str]:

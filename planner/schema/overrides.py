@@ -9,6 +9,7 @@ the file itself, and an error in a changed value names the `--set` it came from.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -106,6 +107,10 @@ def blame(err: InputError, origin: dict[str, str]) -> InputError:
     for line in str(err).splitlines():
         for path, text in origin.items():
             at = next((line.find(f": {path}{c}") for c in ":.[" if f": {path}{c}" in line), -1)
+            if at < 0:  # a message about a key the `--set` created, e.g. an unknown device id
+                named = re.match(r"[^ ]*?: ([^ :]+): ", line)
+                if named and path.startswith((named[1] + ".", named[1] + "[")):
+                    at = named.start(1) - 2
             if at >= 0:
                 line = f"--set {text}: {line[at + 2 :]}"
                 break
