@@ -55,8 +55,9 @@ catalog_app = typer.Typer(
 )
 app.add_typer(catalog_app, name="catalog")
 
-out = Console(soft_wrap=False, width=160)
-err = Console(stderr=True, soft_wrap=True)
+# emoji=False: a message quoting the user's `:smile:` must print it as written.
+out = Console(soft_wrap=False, width=160, emoji=False)
+err = Console(stderr=True, soft_wrap=True, emoji=False)
 
 
 class Format(StrEnum):

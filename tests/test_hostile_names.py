@@ -170,3 +170,14 @@ def test_wrong_cause_for_a_ttft_of_one_microsecond() -> None:
     code, out = run("solve", str(CHAT), "--set", "workloads.chat.max_ttft_s=1 us")
     assert code == 3
     assert "max_ttft_s (1e-06 s)" in out
+
+
+def test_an_optimal_plan_has_a_gap_of_zero() -> None:
+    from planner.plan.types import Plan
+    from planner.schema.status import Status
+
+    # A max_throughput objective read back through the scale: 1e-6 apart, proved optimal.
+    proved = Plan("p", Status.OPTIMAL, "max_throughput", 5344.000001, 5344.0, 0.1)
+    assert proved.gap == 0.0
+    stopped = Plan("p", Status.FEASIBLE, "max_throughput", 5000.0, 5344.0, 0.1)
+    assert stopped.gap is not None and abs(stopped.gap - 344 / 5000) < 1e-12

@@ -173,3 +173,38 @@ def test_config_json_folder_name_that_is_no_id(tmp_path: Path) -> None:
     path = write_config(tmp_path, json.dumps(LLAMA_CONFIG), folder="My Model (v2)")
     code, out = run("estimate", "--model", str(path), "-d", "h100-sxm")
     assert code == 0, out
+
+
+def test_rich_does_not_turn_text_into_emoji() -> None:
+    code, out = run(
+        "solve", str(PROBLEMS / "chat-70b.yaml"), "--set", "workloads.chat.model=:smile:"
+    )
+    assert code == 2 and ":smile:" in out
+
+
+def test_null_key_points_at_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "k.yaml"
+    path.write_text("name: x\nworkloads:\n  - name: a\n    model: llama-3.1-8b\n    ~: 5\n")
+    code, out = run("solve", str(path))
+    assert code == 2 and "k.yaml:5:5:" in out and "a key is empty" in out
+
+
+def test_duplicate_through_an_alias_points_at_the_alias(tmp_path: Path) -> None:
+    path = tmp_path / "a.yaml"
+    path.write_text("name: x\nworkloads:\n  - &w\n    name: a\n    model: llama-3.1-8b\n  - *w\n")
+    code, out = run("solve", str(path))
+    assert code == 2 and "a.yaml:6:5: workloads[1].name: two workloads are named `a`" in out
+
+
+def test_vary_keeps_list_values_whole() -> None:
+    from planner.whatif.sweep import parse_vary
+
+    v = parse_vary("constraints.allowed_devices=[h100-sxm, l4],[mi300x],'a,b'")
+    assert v.values == (["h100-sxm", "l4"], ["mi300x"], "a,b")
+
+
+def test_set_into_a_missing_list_names_the_option() -> None:
+    args = ["solve", str(PROBLEMS / "chat-70b.yaml"), "--set", "constraints.inventory.0.count=3"]
+    code, out = run(*args)
+    assert code == 2 and out.startswith("error: --set constraints.inventory.0.count=3:")
+    assert "set the whole list" in out

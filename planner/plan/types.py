@@ -169,8 +169,12 @@ class Plan:
 
     @property
     def gap(self) -> float | None:
+        """`abs(objective - bound) / abs(objective)`; 0 when proved optimal (the solver proved
+        it in its integer units, so a difference here is the rounding of converting back)."""
         if self.objective is None or self.bound is None:
             return None
+        if self.status == Status.OPTIMAL:
+            return 0.0
         denom = max(abs(self.objective), 1e-9)
         return abs(self.objective - self.bound) / denom
 

@@ -62,6 +62,11 @@ def _resolve(data: Any, parts: list[str], text: str) -> tuple[str | int, ...]:
             raise InputError(
                 f"--set {text}: {dotted(tuple(loc))} is a single value, not a section with keys"
             )
+        if node is None and loc and part.isdigit():
+            raise InputError(
+                f"--set {text}: {dotted(tuple(loc))} is not in the file, so it has no item "
+                f"{part}; set the whole list, e.g. {'.'.join(map(str, loc))}=[...]"
+            )
         loc.append(part)
         node = node.get(part) if isinstance(node, dict) else None
         i += 1

@@ -73,21 +73,25 @@ class _Walker:
     """Records the position of every key path and checks what the composer cannot: duplicate
     keys, tags, text length, surprising YAML 1.1 numbers, and the size once aliases expand."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, alias_at: dict[tuple[int, int], Any] | None = None) -> None:
         self.source = source
         self.positions: dict[Loc, tuple[int, int]] = {}
         self.visited = 0
+        self.alias_at = alias_at or {}  # (parent node, index or key node) -> the alias's mark
 
     def fail(self, node: yaml.Node, message: str) -> NoReturn:
         raise InputError(f"{_at(self.source, node.start_mark)}: {message}")
 
-    def walk(self, node: yaml.Node, loc: Loc, depth: int) -> None:
+    def walk(self, node: yaml.Node, loc: Loc, depth: int, at: Any = None) -> None:
+        """Record and check `node` at `loc`; `at` is the mark of the alias that repeats it, so
+        a message about a repeated value points at the repetition, not at its anchor."""
         self.visited += 1
         if self.visited > MAX_NODES:
             self.fail(node, f"more than {MAX_NODES:,} values once YAML aliases are expanded")
         if depth > MAX_DEPTH:
             self.fail(node, f"nesting deeper than {MAX_DEPTH} levels at {_short(dotted(loc), 60)}")
-        self.positions.setdefault(loc, (node.start_mark.line + 1, node.start_mark.column + 1))
+        mark = at or node.start_mark
+        self.positions.setdefault(loc, (mark.line + 1, mark.column + 1))
         if node.tag not in SAFE_TAGS:
             self.fail(
                 node,
@@ -97,10 +101,10 @@ class _Walker:
         if isinstance(node, yaml.ScalarNode):
             self._scalar(node, loc)
         elif isinstance(node, yaml.MappingNode):
-            self._mapping(node, loc, depth)
+            self._mapping(node, loc, depth, at)
         elif isinstance(node, yaml.SequenceNode):
             for i, item in enumerate(node.value):
-                self.walk(item, (*loc, i), depth + 1)
+                self.walk(item, (*loc, i), depth + 1, at or self.alias_at.get((id(node), i)))
 
     def _scalar(self, node: yaml.ScalarNode, loc: Loc) -> None:
         text = node.value
@@ -124,12 +128,16 @@ class _Walker:
                     "the number with its unit (e.g. `90 s`)",
                 )
 
-    def _mapping(self, node: yaml.MappingNode, loc: Loc, depth: int) -> None:
+    def _mapping(self, node: yaml.MappingNode, loc: Loc, depth: int, at: Any = None) -> None:
         seen: dict[tuple[str, str], int] = {}
         for key, value in node.value:
             if not isinstance(key, yaml.ScalarNode):
                 self.fail(key, f"{dotted(loc)}: a key must be plain text, not a list or mapping")
             k = key.value
+            if key.tag == _YAML + "null":
+                self.fail(
+                    key, f"{dotted(loc)}: a key is empty (`{k or '~'}` is null); keys are text"
+                )
             line = key.start_mark.line + 1
             if key.tag != _YAML + "merge":  # `<<: *defaults` then a key overrides on purpose
                 if (key.tag, k) in seen:
@@ -141,10 +149,12 @@ class _Walker:
                         "only the last one",
                     )
                 seen[(key.tag, k)] = line
-            self.positions[(*loc, k)] = (line, key.start_mark.column + 1)
+            self.positions[(*loc, k)] = (
+                (at.line + 1, at.column + 1) if at else (line, key.start_mark.column + 1)
+            )
             if key.tag == _YAML + "int" and k.isdigit():  # `8:` is the key 8 in the data
                 self.positions[(*loc, int(k))] = self.positions[(*loc, k)]
-            self.walk(value, (*loc, k), depth + 1)
+            self.walk(value, (*loc, k), depth + 1, at or self.alias_at.get((id(node), id(key))))
 
 
 class _Loader(yaml.SafeLoader):
@@ -156,6 +166,7 @@ class _Loader(yaml.SafeLoader):
         super().__init__(text)
         self.source = source
         self.aliases_seen = 0
+        self.alias_at: dict[tuple[int, int], Any] = {}
         self.nodes = 0
         self.depth = 0
 
@@ -167,6 +178,9 @@ class _Loader(yaml.SafeLoader):
             self.aliases_seen += 1
             if self.aliases_seen > MAX_ALIASES:
                 self._fail(f"more than {MAX_ALIASES} YAML aliases; refusing to expand")
+            if parent is not None:
+                slot = index if isinstance(index, int) else id(index)
+                self.alias_at[(id(parent), slot)] = self.peek_event().start_mark
             return super().compose_node(parent, index)
         self.nodes += 1
         if self.nodes > MAX_NODES:
@@ -200,7 +214,7 @@ def parse_text(text: str, source: str) -> Located:
             node = loader.get_single_node()
             if node is None:
                 raise InputError(f"{source}: the file is empty")
-            walker = _Walker(source)
+            walker = _Walker(source, loader.alias_at)
             walker.walk(node, (), 0)
             data = loader.construct_document(node)
         finally:

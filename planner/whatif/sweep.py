@@ -39,6 +39,26 @@ def _number(text: str, spec: str) -> Fraction:
         ) from None
 
 
+def _split_values(raw: str) -> list[str]:
+    """`A,B,C` split at the commas outside brackets and quotes, so `[h100-sxm, l4],[mi300x]`
+    is two list values."""
+    items, depth, quote, start = [], 0, "", 0
+    for i, ch in enumerate(raw):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+        elif ch == "," and depth == 0:
+            items.append(raw[start:i])
+            start = i + 1
+    items.append(raw[start:])
+    return items
+
+
 def parse_vary(spec: str) -> Vary:
     """`PATH=FROM..TO:POINTS` (evenly spaced, both ends included), `PATH=FROM..TO` (5 points)
     or `PATH=A,B,C` (a list of YAML values)."""
@@ -59,7 +79,7 @@ def parse_vary(spec: str) -> Vary:
         exact = [lo + (hi - lo) * i / (n - 1) for i in range(n)]
         values: tuple[Any, ...] = tuple(int(v) if v.denominator == 1 else float(v) for v in exact)
         return Vary(path, values)
-    items = [x for x in raw.split(",") if x.strip()]
+    items = [x for x in _split_values(raw) if x.strip()]
     if len(items) < 1:
         raise InputError(f"--vary {spec}: no values; write A,B,C or FROM..TO:POINTS")
     return Vary(path, tuple(parse_text(x, f"--vary {path}").data for x in items))
