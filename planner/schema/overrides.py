@@ -19,13 +19,14 @@ from planner.schema.yaml_io import Located, dotted, parse_text
 MAX_OVERRIDES = 64
 
 
-def split_assignment(text: str) -> tuple[str, str]:
+def split_assignment(text: str, option: str = "--set") -> tuple[str, str]:
+    """`PATH=VALUE` of a `--set` (or of the `option` named in errors, e.g. `--vary`)."""
     path, sep, value = text.partition("=")
     path = path.strip()
     if not sep or not path:
-        raise InputError(f"--set {text!r}: expected PATH=VALUE, e.g. constraints.budget_usd=800000")
+        raise InputError(f"{option} {text!r}: expected PATH=VALUE, e.g. constraints.budget_usd=8e5")
     if not value.strip():
-        raise InputError(f"--set {text!r}: the value after `=` is empty")
+        raise InputError(f"{option} {text!r}: the value after `=` is empty")
     return path, value
 
 

@@ -62,7 +62,7 @@ def _split_values(raw: str) -> list[str]:
 def parse_vary(spec: str) -> Vary:
     """`PATH=FROM..TO:POINTS` (evenly spaced, both ends included), `PATH=FROM..TO` (5 points)
     or `PATH=A,B,C` (a list of YAML values)."""
-    path, raw = split_assignment(spec)
+    path, raw = split_assignment(spec, "--vary")
     raw = raw.strip()
     if ".." in raw:
         span, _, count = raw.partition(":")
