@@ -41,7 +41,7 @@ from planner.report.estimate import (
     table_of,
 )
 from planner.schema.catalog import ModelArch
-from planner.schema.files import out_target, write_atomic
+from planner.schema.files import out_target, read_json, write_atomic
 from planner.schema.measurements import load_measurements
 
 app = typer.Typer(
@@ -434,13 +434,7 @@ def simulate(
             groups = plan.workloads
         else:
             prob = load_problem(problem, sets or [])
-            try:
-                data = json.loads(first.read_text(encoding="utf-8"))
-            except OSError as e:
-                raise InputError(f"{first}: cannot read: {e.strerror}") from None
-            except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                raise InputError(f"{first}: not a JSON plan: {e}") from None
-            groups = workloads_from_json(data, str(first))
+            groups = workloads_from_json(read_json(first), str(first))
             check_groups(groups, prob, cat, str(first))
         rep = simulate_plan(groups, prob, cat, requests=requests, seed=seed, load=load)
         summary = simulation_summary(rep, prob, cat, groups, load=load)

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from planner.errors import InputError
 from planner.estimator.architecture import total_params
 from planner.schema.catalog import MLA, ModelArch, MoE
-from planner.schema.files import read_text
+from planner.schema.files import read_json
 
 _GATED_ACTS = {"silu", "swiglu", "gelu_pytorch_tanh", "gelu_new", "geglu"}
 
@@ -34,20 +34,8 @@ def _whole(path: Path, key: str, value: Any) -> int:
     return int(value)
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"`{name}` is not a number JSON allows")
-
-
 def _read_json(path: Path) -> dict[str, Any]:
-    text = read_text(path)
-    try:
-        cfg = json.loads(text, parse_constant=_refuse_constant)
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
-    except ValueError as e:
-        raise InputError(f"{path}: invalid JSON: {e}") from None
-    except RecursionError:
-        raise InputError(f"{path}: invalid JSON: nested too deeply") from None
+    cfg = read_json(path)
     if not isinstance(cfg, dict):
         raise InputError(f"{path}: expected a JSON object (a Hugging Face config.json)")
     return cfg

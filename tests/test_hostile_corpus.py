@@ -176,6 +176,12 @@ def _special_cases() -> list[Case]:
                 file,
             ),
             Case(
+                f"special/{kind}/simulate",
+                ((file, kind),),
+                ("simulate", "{tmp}/" + file, str(CHAT)),
+                file,
+            ),
+            Case(
                 f"special/{kind}/measured",
                 ((file, kind),),
                 ("estimate", "-m", "llama-3.1-8b", "-d", "l4", "--measured", "{tmp}/" + file),

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import json
 import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from planner.errors import InputError
 
@@ -99,6 +101,24 @@ def decode_utf8(data: bytes, source: str) -> str:
 def read_text(path: Path, max_bytes: int = MAX_READ_BYTES) -> str:
     """The UTF-8 text of a regular file (see the module's docstring for what is refused)."""
     return decode_utf8(read_bytes(path, max_bytes), str(path))
+
+
+def read_json(path: Path, max_bytes: int = MAX_READ_BYTES) -> Any:
+    """A JSON file read through `read_text`: errors name the file, line and column; NaN and
+    Infinity (not JSON, though Python writes them) are refused."""
+    text = read_text(path, max_bytes)
+
+    def refuse(name: str) -> Any:
+        raise ValueError(f"`{name}` is not a number JSON allows")
+
+    try:
+        return json.loads(text, parse_constant=refuse)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
+    except ValueError as e:
+        raise InputError(f"{path}: invalid JSON: {e}") from None
+    except RecursionError:
+        raise InputError(f"{path}: invalid JSON: nested too deeply") from None
 
 
 def out_target(path: Path) -> tuple[Path, os.stat_result | None]:
