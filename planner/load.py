@@ -7,10 +7,12 @@ import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from planner.catalog import Catalog, load_catalog
 from planner.errors import InputError, did_you_mean
 from planner.estimator.economics import available_modes
-from planner.estimator.efficiency import Efficiency
+from planner.estimator.efficiency import Efficiency, load_efficiency
 from planner.estimator.formats import kv_bytes, weight_format
 from planner.schema.catalog import Accelerator
 from planner.schema.overrides import apply_overrides, blame
@@ -180,5 +182,11 @@ def parse_efficiency(pairs: Sequence[str], cat: Catalog) -> dict[str, dict[str, 
             raise InputError(f"--efficiency `{pair}`: `{raw}` is not a number") from None
         if not math.isfinite(value):
             raise InputError(f"--efficiency `{pair}`: `{raw}` is not a finite number")
+        base = next(iter(load_efficiency().classes.values())).model_dump()
+        try:
+            Efficiency.model_validate({**base, factor: value})  # the factor's own bounds
+        except ValidationError as e:
+            why = e.errors()[0]["msg"]
+            raise InputError(f"--efficiency `{pair}`: {factor}: {why}") from None
         result.setdefault(scope or "*", {})[factor] = value
     return result

@@ -86,7 +86,8 @@ def test_duplicate_inventory_lines(tmp_path: Path) -> None:
         ("bandwidth=inf", "not a finite number"),
         ("bandwidth=nan", "not a finite number"),
         ("bandwidth=half", "`half` is not a number"),
-        ("bandwidth=5", "bandwidth"),
+        ("bandwidth=5", "--efficiency `bandwidth=5`: bandwidth: Input should be less than"),
+        ("bandwidth=-0", "--efficiency `bandwidth=-0`: bandwidth: Input should be greater"),
     ],
 )
 def test_efficiency_option_is_checked(option: str, message: str) -> None:

@@ -208,3 +208,8 @@ def test_set_into_a_missing_list_names_the_option() -> None:
     code, out = run(*args)
     assert code == 2 and out.startswith("error: --set constraints.inventory.0.count=3:")
     assert "set the whole list" in out
+
+
+def test_vary_range_end_beyond_a_float() -> None:
+    code, out = run("sweep", str(PROBLEMS / "chat-70b.yaml"), "--vary", "name=1e400..2")
+    assert code == 2 and "--vary name=1e400..2: `1e400` is beyond any value" in out

@@ -29,14 +29,20 @@ class Vary:
     values: tuple[Any, ...]
 
 
+MAX_RANGE_END = 1e18  # above every quantity a problem holds (the largest limit is 1e15 tokens)
+
+
 def _number(text: str, spec: str) -> Fraction:
     try:
-        return Fraction(text.strip().replace("_", ""))
+        value = Fraction(text.strip().replace("_", ""))
     except (ValueError, ZeroDivisionError):
         raise InputError(
             f"--vary {spec}: `{text}` is not a number (ranges are FROM..TO:POINTS, "
             "e.g. constraints.power_w=5000..40000:8)"
         ) from None
+    if abs(value) > MAX_RANGE_END:
+        raise InputError(f"--vary {spec}: `{text}` is beyond any value a problem holds")
+    return value
 
 
 def _split_values(raw: str) -> list[str]:
