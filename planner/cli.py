@@ -592,6 +592,8 @@ def sweep(
         from planner.whatif.sweep import sweep as run_sweep
 
         varies = [parse_vary(v) for v in vary]
+        if out_path is not None:
+            out_target(out_path)  # a bad --out fails before the sweep, not after
         doc = read_yaml(problem)
         # Sweep rows report each point's status; why a point is infeasible is `explain`'s job.
         solver = Solver(time_limit=time_limit, workers=workers, seed=seed, why=False)
@@ -654,6 +656,8 @@ def frontier(
         from planner.whatif.frontier import axis_column
         from planner.whatif.frontier import frontier as run_frontier
 
+        if out_path is not None:
+            out_target(out_path)  # a bad --out fails before the frontier, not after
         prob = load_problem(problem, sets or [])
         solver = Solver(time_limit=time_limit, workers=workers, seed=seed)
         fr = run_frontier(prob, x.value, y.value, points, solver)

@@ -187,3 +187,12 @@ def test_solve_out_to_a_folder_fails_before_the_solve(tmp_path: Path) -> None:
     code, out = run("solve", str(CHAT), "--out", str(tmp_path))
     assert code == 2 and "a folder, not a regular file" in out
     assert not leftovers(tmp_path)
+
+
+@pytest.mark.parametrize("command", ["sweep", "frontier"])
+def test_rows_out_to_a_folder_fails_before_solving(tmp_path: Path, command: str) -> None:
+    args = [command, str(CHAT), "--out", str(tmp_path)]
+    if command == "sweep":
+        args += ["--vary", "constraints.max_devices=1,2"]
+    code, out = run(*args)
+    assert code == 2 and "a folder, not a regular file" in out

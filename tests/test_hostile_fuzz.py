@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hostile_cli import run
+from hostile_cli import LLAMA_CONFIG, run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -165,14 +165,7 @@ def test_mutated_problem_files(tmp_path: Path, text: str, command: str) -> None:
 # -- config.json -----------------------------------------------------------------------------
 
 LLAMA: dict[str, Any] = {
-    "model_type": "llama",
-    "hidden_size": 4096,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "num_hidden_layers": 32,
-    "intermediate_size": 14336,
-    "vocab_size": 128256,
-    "max_position_embeddings": 8192,
+    **LLAMA_CONFIG,
     "num_local_experts": 8,
     "num_experts_per_tok": 2,
     "kv_lora_rank": 0,

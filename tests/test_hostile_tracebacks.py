@@ -8,21 +8,10 @@ import re
 from pathlib import Path
 
 import pytest
-from hostile_cli import run
+from hostile_cli import LLAMA_CONFIG, run
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEMS = ROOT / "problems"
-
-LLAMA_CONFIG = {
-    "model_type": "llama",
-    "hidden_size": 4096,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "num_hidden_layers": 32,
-    "intermediate_size": 14336,
-    "vocab_size": 128256,
-    "max_position_embeddings": 8192,
-}
 
 
 def chat_problem(tmp_path: Path, old: str = "", new: str = "", name: str = "p.yaml") -> Path:
