@@ -196,3 +196,31 @@ def test_rows_out_to_a_folder_fails_before_solving(tmp_path: Path, command: str)
         args += ["--vary", "constraints.max_devices=1,2"]
     code, out = run(*args)
     assert code == 2 and "a folder, not a regular file" in out
+
+
+def test_plot_refuses_a_fifo_before_solving(tmp_path: Path) -> None:
+    files = special_files(tmp_path)
+    if "fifo" not in files:
+        pytest.skip("no named pipes here")
+    fifo = tmp_path / "chart.png"
+    os.mkfifo(fifo)
+    code, out = run("tco", str(CHAT), "--plot", str(fifo))
+    assert code == 2 and "a named pipe (FIFO), not a regular file; --plot writes" in out
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def test_plot_writes_through_a_symlink_with_the_umask(tmp_path: Path) -> None:
+    from planner.report.plot import plot_sweep
+
+    real = tmp_path / "real.svg"
+    link = tmp_path / "link.svg"
+    link.symlink_to(real)
+    rows = [{"x": 1, "status": "OPTIMAL", "tco_usd": 1.0, "tokens_per_s": 1.0, "power_w": 1.0}]
+    old = os.umask(0o077)
+    try:
+        plot_sweep(rows, "x", ["tco_usd"], link, title="t")
+    finally:
+        os.umask(old)
+    assert link.is_symlink() and real.read_text(encoding="utf-8").startswith("<?xml")
+    assert stat.S_IMODE(real.stat().st_mode) == 0o600
+    assert not leftovers(tmp_path)

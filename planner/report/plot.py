@@ -13,7 +13,6 @@ import contextlib
 import math
 import os
 import re
-import stat
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -27,6 +26,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from planner.errors import InputError
+from planner.schema.files import new_mode, out_target
 
 FORMATS = {".png": "png", ".svg": "svg"}  # file suffix -> matplotlib format
 WITH_PLAN = ("OPTIMAL", "FEASIBLE")
@@ -311,6 +311,7 @@ def chart_format(path: Path) -> str:
             f"chart `{path}`: unknown image format `{path.suffix or '(no suffix)'}`; "
             f"name the file with {accepted}"
         )
+    out_target(path, "--plot")  # a folder, a FIFO or a missing folder fails here, before work
     return fmt
 
 
@@ -504,19 +505,17 @@ def _legend(ax: Axes, *, title: str | None) -> None:
 
 def _save(fig: Figure, path: Path, fmt: str) -> None:
     """Write the chart atomically: a temporary file beside `path`, then a rename over it."""
-    parent = path.parent
-    if not parent.is_dir():
-        raise InputError(f"chart `{path}`: directory `{parent}` does not exist")
+    target, st = out_target(path, "--plot")  # through links, regular files only
     # Metadata without dates or versions, so the same data gives the same bytes.
     metadata: dict[str, Any] = {"Date": None} if fmt == "svg" else {"Software": None}
     try:
-        mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644
-        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp")
+        mode = new_mode(st)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
         os.close(fd)
         try:
             fig.savefig(tmp, format=fmt, dpi=DPI, metadata=metadata)
             os.chmod(tmp, mode)
-            os.replace(tmp, path)
+            os.replace(tmp, target)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)

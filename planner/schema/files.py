@@ -121,7 +121,7 @@ def read_json(path: Path, max_bytes: int = MAX_READ_BYTES) -> Any:
         raise InputError(f"{path}: invalid JSON: nested too deeply") from None
 
 
-def out_target(path: Path) -> tuple[Path, os.stat_result | None]:
+def out_target(path: Path, option: str = "--out") -> tuple[Path, os.stat_result | None]:
     """The real file `--out` will replace (symbolic links followed) and its status (None when
     new); InputError when it is not a regular file or its folder is missing. Called before a
     long solve too, so a bad `--out` fails at once."""
@@ -134,22 +134,26 @@ def out_target(path: Path) -> tuple[Path, os.stat_result | None]:
         raise InputError(f"{path}: cannot write: {e.strerror or e}") from None
     if st is not None and not stat.S_ISREG(st.st_mode):
         raise InputError(
-            f"{path}: {_kind(st.st_mode)}, not a regular file; --out writes regular files only"
+            f"{path}: {_kind(st.st_mode)}, not a regular file; {option} writes regular files only"
         )
     if not target.parent.is_dir():
         raise InputError(f"{path}: cannot write: the folder {target.parent} does not exist")
     return target, st
 
 
+def new_mode(st: os.stat_result | None) -> int:
+    """The permission bits a replaced file keeps, or those the umask gives a new file."""
+    if st is not None:
+        return stat.S_IMODE(st.st_mode)
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write `text` to `path` through a temporary file and a rename (see the module docstring)."""
     target, st = out_target(path)
-    if st is not None:
-        mode = stat.S_IMODE(st.st_mode)
-    else:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
+    mode = new_mode(st)
     tmp: str | None = None
     try:
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
