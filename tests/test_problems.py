@@ -125,3 +125,16 @@ def test_cli_solve_json_out(tmp_path: Path) -> None:
     assert data["status"] == "OPTIMAL"
     assert data["objective"] == data["bound"]
     assert json.loads(result.stdout)["status"] == "OPTIMAL"
+
+
+@pytest.mark.parametrize("path", PROBLEM_FILES, ids=lambda p: p.stem)
+def test_every_example_plan_verifies_from_its_file(path: Path) -> None:
+    """The plan document, written and read back, holds under `planner verify`'s checks."""
+    from planner.catalog import load_catalog
+    from planner.plan.io import dumps_plan, parse_plan_text, plan_document, plan_from_data
+    from planner.verify_plan import plan_failures
+
+    cat = load_catalog()
+    text = dumps_plan(plan_document(solved(path.name), load_problem(path), cat))
+    pf = plan_from_data(parse_plan_text(text, path.name), path.name)
+    assert plan_failures(pf, cat) == []
