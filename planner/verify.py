@@ -202,6 +202,13 @@ def _check_stages(
                 f"`{w.name}` stage on {s.device}: memory stated {s.memory_bytes.get('total')} B, "
                 f"recomputed {mem['total']:.6g} B",
             )
+        for part in sorted(set(mem) | set(s.memory_bytes)):
+            if part != "total" and not _close(s.memory_bytes.get(part, 0.0), mem.get(part, 0.0)):
+                _fail(
+                    problem,
+                    f"`{w.name}` stage on {s.device}: memory_bytes.{part} stated "
+                    f"{s.memory_bytes.get(part)} B, recomputed {mem.get(part, 0.0):.6g} B",
+                )
         if not _close(s.seconds_per_step, sec):
             _fail(
                 problem,

@@ -17,6 +17,7 @@ from planner.load import check_names
 from planner.plan.io import PlanFile, catalog_sha256, problem_sha256
 from planner.schema.problem import Problem
 from planner.verify import COLLECT, REL_TOL, verify
+from planner.verify_rules import rule_failures
 
 
 class PlanFailsVerification(PlannerError):
@@ -44,6 +45,9 @@ def _derived(pf: PlanFile) -> list[str]:
             continue
         if not isinstance(got, int | float) or value is None or not _close(float(got), value):
             out.append(f"`{key}`: plan says {got}, recomputed {value}")
+    wall = plan.power_w * pf.problem.horizon.pue
+    if not _close(plan.wall_power_w, wall):
+        out.append(f"`wall_power_w`: plan says {plan.wall_power_w}, power_w x PUE is {wall}")
     optimal = plan.status == "OPTIMAL" and plan.objective is not None
     if optimal and plan.bound is not None and not _close(plan.objective or 0.0, plan.bound):
         out.append(f"`bound`: {plan.bound} differs from the OPTIMAL objective {plan.objective}")
@@ -79,7 +83,7 @@ def plan_failures(pf: PlanFile, cat: Catalog, problem: Problem | None = None) ->
     out += _derived(pf)
     if not pf.plan.has_plan:
         return out
-    found: list[str] = []
+    found: list[str] = rule_failures(pf.plan, prob, cat)
     token = COLLECT.set(found)
     try:
         verify(pf.plan, prob, cat)

@@ -168,9 +168,26 @@ def plan_from_data(data: dict[str, Any], source: str) -> PlanFile:
             f"{source}: `{_dotted(first['loc'])}`: {first['msg']}"
             + (f" ({e.error_count() - 1} more)" if e.error_count() > 1 else "")
         ) from None
+    _check_counts(plan, source)
     if not isinstance(data["problem_document"], dict):
         raise InputError(f"{source}: `problem_document`: an object (the problem) is expected")
     problem = validate(
         Located(data["problem_document"], {}, f"{source}: problem_document"), Problem
     )
     return PlanFile(source, data, plan, problem, data["problem_sha256"], data["catalog_sha256"])
+
+
+def _check_counts(plan: Plan, source: str) -> None:
+    """Counts a plan can hold: tensor-parallel degrees and batches of at least 1, no negative
+    count (a zero degree would divide by zero in the recomputation)."""
+    for i, wp in enumerate(plan.workloads):
+        at = f"{source}: `workloads.{i}"
+        if wp.replicas < 0 or wp.batch < 1:
+            raise InputError(f"{at}`: replicas {wp.replicas}, batch {wp.batch}: need >= 0 and >= 1")
+        for j, st in enumerate(wp.stages):
+            if st.tp < 1:
+                raise InputError(f"{at}.stages.{j}.tp`: {st.tp}; a tensor-parallel degree is >= 1")
+    for i, d in enumerate(plan.devices):
+        counts = (d.count, d.owned, d.bought, d.reserved, d.on_demand, d.spot)
+        if min(counts) < 0:
+            raise InputError(f"{source}: `devices.{i}`: a negative device count")
