@@ -25,9 +25,15 @@ from planner.schema.problem import Problem
 from planner.schema.yaml_io import MAX_FILE_BYTES, Located, validate
 
 # 1: plans before the format carried a version (no problem or catalog inside).
-# 2: format_version, problem_document, problem_sha256, catalog_sha256.
+# 2: format_version, problem_document, problem_sha256, catalog_sha256, design_space.
 FORMAT_VERSION = 2
-HEADER_KEYS = ("format_version", "problem_document", "problem_sha256", "catalog_sha256")
+HEADER_KEYS = (
+    "format_version",
+    "problem_document",
+    "problem_sha256",
+    "catalog_sha256",
+    "design_space",
+)
 _PLAN = TypeAdapter(Plan)
 
 
@@ -57,12 +63,30 @@ def catalog_sha256(cat: Catalog) -> str:
     return hashlib.sha256(canonical_json(data).encode()).hexdigest()
 
 
+def design_space(problem: Problem) -> list[str]:
+    """The designs an OPTIMAL status is proved among (docs/plan-format.md, "The design space")."""
+    c = problem.constraints
+    return [
+        f"tensor parallelism: powers of two up to {c.max_tensor_parallel} inside one node's "
+        "scale-up domain"
+        + (" or its PCIe slots" if c.tensor_parallel_over_pcie else "")
+        + ", dividing the attention heads",
+        f"pipelines: 1 to {c.max_stages} stages of "
+        + ("one or two device types" if c.heterogeneous_pipelines else "one device type"),
+        "training jobs: one device type, every depth up to the layer count within max_stages, "
+        f"every data-parallel degree within {c.max_devices or 4096:,} devices",
+        f"fleets: at most {c.max_devices or 100_000:,} devices of a type; max_throughput "
+        "replicas at most 4,096 devices",
+    ]
+
+
 def plan_document(plan: Plan, problem: Problem, cat: Catalog) -> dict[str, Any]:
     """The plan as a file: header first, then every field of `Plan.to_dict()`."""
     return {
         "format_version": FORMAT_VERSION,
         "problem_sha256": problem_sha256(problem),
         "catalog_sha256": catalog_sha256(cat),
+        "design_space": design_space(problem),
         **plan.to_dict(),
         "problem_document": problem.model_dump(mode="json"),
     }
