@@ -372,15 +372,18 @@ def solve(
         if out_path is not None:
             out_target(out_path)  # a bad --out fails before the solve, not after
         prob = load_problem(problem, sets or [])
+        from planner.catalog import load_catalog
+        from planner.plan.io import dumps_plan, plan_document
+
         plan = solve_problem(prob, time_limit=time_limit, workers=workers, seed=seed, gap=gap)
-        data = plan.to_dict()
+        data = plan_document(plan, prob, load_catalog())
         if no_timings:
             data.pop("solve_seconds", None)
             plan.solve_seconds = 0.0
         if out_path is not None:
-            write_atomic(out_path, json.dumps(data, indent=2, default=str) + "\n")
+            write_atomic(out_path, dumps_plan(data))
         if fmt is Format.json:
-            emit_json(data)
+            sys.stdout.write(dumps_plan(data))
         else:
             out.print(plan_renderable(plan))
         if plan.status == "INFEASIBLE":
@@ -773,26 +776,45 @@ def compare(
 
 
 def _plan_of(path: Path, sets: list[str], time_limit: float, seed: int) -> dict[str, Any]:
-    """A plan dict: read from a JSON plan file, or solved from a problem file."""
+    """A plan dict: read from a JSON plan file and verified, or solved from a problem file."""
+    from planner.catalog import load_catalog
+
     if path.suffix.lower() == ".json":
+        from planner.plan.io import read_plan
+        from planner.verify_plan import verified
+
         if sets:
             raise InputError(f"{path}: --set applies to problem files, not to saved plans")
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except OSError as e:
-            raise InputError(f"{path}: cannot read: {e.strerror}") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise InputError(f"{path}: not a JSON plan: {e}") from None
-        if not isinstance(data, dict) or "status" not in data or "devices" not in data:
-            raise InputError(
-                f"{path}: not a plan written by `planner solve --format json` "
-                "(no `status` and `devices`)"
-            )
-        return data
+        return verified(read_plan(path), load_catalog())
     from planner.load import load_problem
     from planner.solve import solve_problem
 
     return solve_problem(load_problem(path, sets), time_limit=time_limit, seed=seed).to_dict()
+
+
+@app.command("verify")
+def verify_cmd(
+    plan_path: Annotated[Path, typer.Argument(help="A plan written by `planner solve --out`.")],
+    problem_path: Annotated[
+        Path | None,
+        typer.Argument(help="The problem file (default: the problem embedded in the plan)."),
+    ] = None,
+) -> None:
+    """Re-check a plan file: recompute every figure and constraint; exit 5 if any fails."""
+    with user_errors():
+        from planner.catalog import load_catalog
+        from planner.load import load_problem
+        from planner.plan.io import read_plan
+        from planner.verify_plan import verified
+
+        pf = read_plan(plan_path)
+        problem = load_problem(problem_path) if problem_path is not None else None
+        verified(pf, load_catalog(), problem)
+        out.print(
+            f"{plan_path}: the plan holds: every figure recomputed from the problem, the catalog "
+            "and the estimator, every constraint checked",
+            highlight=False,
+        )
 
 
 @app.command("schema")

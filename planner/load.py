@@ -81,6 +81,13 @@ def check_names(problem: Problem, cat: Catalog, doc: Located | None = None) -> N
             f"{where(('constraints', 'network'))}unknown link `{c.network}`"
             f"{did_you_mean(c.network, cat.links)} (links: {', '.join(cat.links)})"
         )
+    if cat.links[c.network].scope == "intra-node":
+        between = sorted(k for k, v in cat.links.items() if v.scope != "intra-node")
+        raise InputError(
+            f"{where(('constraints', 'network'))}`{c.network}` is a link inside one server "
+            f"(scope intra-node); the network between hosts must be an inter-node link: "
+            f"{', '.join(between)}"
+        )
     _check_more_names(problem, cat, where)
 
 

@@ -7,6 +7,7 @@ here, beside the others it depends on, in the order the plan builder derives the
 from __future__ import annotations
 
 import math
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 
 from planner.catalog import Catalog
@@ -40,7 +41,15 @@ REL_TOL = 1e-6
 PREM, CLOUD = "on-premises", "cloud"  # where replicas run (as the plan names them)
 
 
+# Set by planner.verify_plan to list every failure of a plan file instead of stopping at the first.
+COLLECT: ContextVar[list[str] | None] = ContextVar("verify_collect", default=None)
+
+
 def _fail(problem: Problem, what: str) -> None:
+    found = COLLECT.get()
+    if found is not None:
+        found.append(what)
+        return
     raise InternalError(f"plan for `{problem.name}` failed verification: {what}")
 
 
@@ -193,6 +202,13 @@ def _check_stages(
                 f"`{w.name}` stage on {s.device}: memory stated {s.memory_bytes.get('total')} B, "
                 f"recomputed {mem['total']:.6g} B",
             )
+        for part in sorted(set(mem) | set(s.memory_bytes)):
+            if part != "total" and not _close(s.memory_bytes.get(part, 0.0), mem.get(part, 0.0)):
+                _fail(
+                    problem,
+                    f"`{w.name}` stage on {s.device}: memory_bytes.{part} stated "
+                    f"{s.memory_bytes.get(part)} B, recomputed {mem.get(part, 0.0):.6g} B",
+                )
         if not _close(s.seconds_per_step, sec):
             _fail(
                 problem,
@@ -432,7 +448,8 @@ def _check_fleet(
             if count and (mode not in h.modes or prices.rate(mode) is None):
                 _fail(problem, f"{dev}: {mode} is not allowed or has no price")
         if line.count != fleet + line.reserved + max(od) + max(sp):
-            _fail(problem, f"{dev}: count {line.count} is not the devices held")
+            held_now = fleet + line.reserved + max(od) + max(sp)
+            _fail(problem, f"{dev}: count {line.count} != recomputed devices held {held_now}")
         if (line.on_demand, line.spot) != (max(od), max(sp)):
             _fail(problem, f"{dev}: on-demand or spot peak is wrong")
         hours = {"on-premises": sum(u * p.hours for u, p in zip(prem, periods, strict=True))}
@@ -565,8 +582,10 @@ def _check_costs(
     for key, value in asdict(want).items():
         if not _close(getattr(plan.costs, key), value):
             _fail(problem, f"cost `{key}` {getattr(plan.costs, key)} != recomputed {value}")
-    if not _close(plan.tco_usd, want.total_usd) or not _close(plan.capex_usd, capex):
-        _fail(problem, "total cost or capex does not match the cost lines")
+    if not _close(plan.tco_usd, want.total_usd):
+        _fail(problem, f"tco_usd {plan.tco_usd} != recomputed cost lines {want.total_usd}")
+    if not _close(plan.capex_usd, capex):
+        _fail(problem, f"capex_usd {plan.capex_usd} != recomputed {capex}")
     opex = (want.total_usd - capex - f.training_usd) / h.lifetime_years
     if not _close(plan.opex_usd_per_year, opex):
         _fail(problem, f"opex {plan.opex_usd_per_year} != recomputed {opex}")

@@ -21,6 +21,8 @@ STAGES = [
     "model",
     "plan",
     "verify",
+    "verify_rules",  # one structural check per constraint field of the schema
+    "verify_plan",  # a plan file checked: hashes, derived fields, every failure of verify listed
     "simulate",  # replays a plan's serving engines (estimator + plan, no model)
     "solve",
     "whatif",

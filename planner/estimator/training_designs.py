@@ -23,8 +23,10 @@ from planner.estimator.perf import training_tokens_per_second
 from planner.schema.catalog import Accelerator, ModelArch
 from planner.schema.problem import Problem, TrainingWorkload
 
-TRAINING_STAGES = (1, 2, 4, 8, 16)
-DATA_PARALLEL = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+# Design space: every pipeline depth from 1 to min(max_stages, layers) and every data-parallel
+# degree from 1 while the job fits in max_devices (4,096 without one); tensor-parallel degrees
+# as `tp_degrees` (inside a node's scale-up domain, or its PCIe where allowed).
+MAX_JOB_DEVICES = 4096
 
 
 def training_designs(
@@ -46,15 +48,15 @@ def training_designs(
     net = cat.link(c.network)
     fmt = weight_format("bf16")
     table = device_table(devs)
-    max_dev = c.max_devices or 4096
+    max_dev = c.max_devices or MAX_JOB_DEVICES
     base_tps = training_tokens_per_second(
         m, table, seq_len=w.seq_len, method=w.method, recompute=w.recompute, precision_fmt=fmt
     )
     usable = table.memory_bytes * (1.0 - c.memory_headroom)
     degrees = [tp_degrees(d, cat, problem, m) for d in devs]
     trainable = _trainable_params(m, w)
-    D = np.array(DATA_PARALLEL, dtype=np.int64)
-    depths = [s for s in TRAINING_STAGES if s <= c.max_stages and s <= m.num_layers]
+    D = np.arange(1, max_dev + 1, dtype=np.int64)
+    depths = list(range(1, min(c.max_stages, m.num_layers) + 1))
     found: list[tuple[int, int, int, int, int, float, float]] = []  # (i, k, S, D, n, tps, W)
     for k in sorted({k for ks in degrees for k in ks}):
         rows = np.array([i for i, ks in enumerate(degrees) if k in ks], dtype=np.int64)

@@ -1,0 +1,217 @@
+"""Plan files: the JSON document `planner solve --out` writes, and the one way to read it back.
+
+A plan file carries what is needed to check it without trusting it: a format version, the
+problem it answers (embedded, with the SHA-256 of its canonical JSON) and the SHA-256 of the
+catalog it was solved against. Reading goes through a schema: bounded size, no NaN or infinity,
+every field typed, errors located by their JSON path, exit code 2; a file of an older format
+version is refused with the command that makes a new one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from planner.catalog import Catalog
+from planner.errors import InputError
+from planner.plan.types import Plan
+from planner.schema.problem import Problem
+from planner.schema.yaml_io import MAX_FILE_BYTES, Located, validate
+
+# 1: plans before the format carried a version (no problem or catalog inside).
+# 2: format_version, problem_document, problem_sha256, catalog_sha256, design_space.
+FORMAT_VERSION = 2
+HEADER_KEYS = (
+    "format_version",
+    "problem_document",
+    "problem_sha256",
+    "catalog_sha256",
+    "design_space",
+)
+_PLAN = TypeAdapter(Plan)
+
+
+def canonical_json(data: Any) -> str:
+    """Sorted keys, no spaces, NaN refused: the same data always gives the same bytes."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def problem_sha256(problem: Problem) -> str:
+    """SHA-256 of the problem's canonical JSON (defaults filled in, so equal meaning, equal hash)."""
+    return hashlib.sha256(canonical_json(problem.model_dump(mode="json")).encode()).hexdigest()
+
+
+def catalog_sha256(cat: Catalog) -> str:
+    """SHA-256 of every catalog entry's canonical JSON (overlays included, as loaded)."""
+    tables = {
+        "accelerators": cat.accelerators,
+        "nodes": cat.nodes,
+        "links": cat.links,
+        "models": cat.models,
+        "regions": cat.regions,
+    }
+    data = {
+        name: {key: item.model_dump(mode="json") for key, item in sorted(table.items())}
+        for name, table in tables.items()
+    }
+    return hashlib.sha256(canonical_json(data).encode()).hexdigest()
+
+
+def design_space(problem: Problem) -> list[str]:
+    """The designs an OPTIMAL status is proved among (docs/plan-format.md, "The design space")."""
+    c = problem.constraints
+    return [
+        f"tensor parallelism: powers of two up to {c.max_tensor_parallel} inside one node's "
+        "scale-up domain"
+        + (" or its PCIe slots" if c.tensor_parallel_over_pcie else "")
+        + ", dividing the attention heads",
+        f"pipelines: 1 to {c.max_stages} stages of "
+        + ("one or two device types" if c.heterogeneous_pipelines else "one device type"),
+        "training jobs: one device type, every depth up to the layer count within max_stages, "
+        f"every data-parallel degree within {c.max_devices or 4096:,} devices",
+        f"fleets: at most {c.max_devices or 100_000:,} devices of a type; max_throughput "
+        "replicas at most 4,096 devices",
+    ]
+
+
+def plan_document(plan: Plan, problem: Problem, cat: Catalog) -> dict[str, Any]:
+    """The plan as a file: header first, then every field of `Plan.to_dict()`."""
+    return {
+        "format_version": FORMAT_VERSION,
+        "problem_sha256": problem_sha256(problem),
+        "catalog_sha256": catalog_sha256(cat),
+        "design_space": design_space(problem),
+        **plan.to_dict(),
+        "problem_document": problem.model_dump(mode="json"),
+    }
+
+
+def dumps_plan(data: dict[str, Any]) -> str:
+    """The plan document as the text written to files and printed (NaN or infinity is a bug)."""
+    try:
+        return json.dumps(data, indent=2, default=str, allow_nan=False) + "\n"
+    except ValueError as e:
+        from planner.errors import InternalError
+
+        raise InternalError(
+            f"plan `{data.get('problem')}` holds a non-finite number: {e}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class PlanFile:
+    """A plan file read and checked against the format: the raw document, the plan and its
+    problem."""
+
+    source: str
+    data: dict[str, Any]
+    plan: Plan
+    problem: Problem
+    problem_sha256: str
+    catalog_sha256: str
+
+
+def _finite(text: str) -> float:
+    v = float(text)
+    if not math.isfinite(v):
+        raise ValueError(f"number {text} is out of range")
+    return v
+
+
+def _refuse_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number a plan may hold")
+
+
+def parse_plan_text(text: str, source: str) -> dict[str, Any]:
+    """JSON text to a dict, refusing NaN, infinities and numbers beyond float range."""
+    try:
+        data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{source}:{e.lineno}:{e.colno}: not a JSON plan: {e.msg}") from None
+    except ValueError as e:
+        raise InputError(
+            f"{source}: not a valid plan: {e} (NaN and infinities are refused)"
+        ) from None
+    if not isinstance(data, dict) or "status" not in data or "devices" not in data:
+        raise InputError(
+            f"{source}: not a plan written by `planner solve --format json` "
+            "(no `status` and `devices`)"
+        )
+    return data
+
+
+def read_plan(path: Path) -> PlanFile:
+    """Read a plan file: bounded size, UTF-8 JSON, current format version, typed fields."""
+    try:
+        size = path.stat().st_size
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror}") from None
+    if size > MAX_FILE_BYTES:
+        raise InputError(f"{path}: file larger than {MAX_FILE_BYTES // 2**20} MiB")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: cannot read as UTF-8 text: {e}") from None
+    return plan_from_data(parse_plan_text(text, str(path)), str(path))
+
+
+def _dotted(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(p) for p in loc) or "(top level)"
+
+
+def plan_from_data(data: dict[str, Any], source: str) -> PlanFile:
+    """Check a parsed plan document against the format and build its Plan and Problem."""
+    version = data.get("format_version", 1)
+    if version != FORMAT_VERSION:
+        raise InputError(
+            f"{source}: plan format version {version!r}; this planner reads version "
+            f"{FORMAT_VERSION}. Solve the problem again to write a current plan: "
+            "`planner solve PROBLEM.yaml --out PLAN.json`"
+        )
+    for key in HEADER_KEYS:
+        if key not in data:
+            raise InputError(
+                f"{source}: `{key}`: missing (every version {FORMAT_VERSION} plan has it)"
+            )
+    for key in ("problem_sha256", "catalog_sha256"):
+        if not isinstance(data[key], str):
+            raise InputError(f"{source}: `{key}`: a hex string is expected")
+    fields = {k: v for k, v in data.items() if k not in HEADER_KEYS and k not in ("gap", "summary")}
+    fields.setdefault("solve_seconds", 0.0)
+    try:
+        plan = _PLAN.validate_python(fields)
+    except ValidationError as e:
+        first = e.errors()[0]
+        raise InputError(
+            f"{source}: `{_dotted(first['loc'])}`: {first['msg']}"
+            + (f" ({e.error_count() - 1} more)" if e.error_count() > 1 else "")
+        ) from None
+    _check_counts(plan, source)
+    if not isinstance(data["problem_document"], dict):
+        raise InputError(f"{source}: `problem_document`: an object (the problem) is expected")
+    problem = validate(
+        Located(data["problem_document"], {}, f"{source}: problem_document"), Problem
+    )
+    return PlanFile(source, data, plan, problem, data["problem_sha256"], data["catalog_sha256"])
+
+
+def _check_counts(plan: Plan, source: str) -> None:
+    """Counts a plan can hold: tensor-parallel degrees and batches of at least 1, no negative
+    count (a zero degree would divide by zero in the recomputation)."""
+    for i, wp in enumerate(plan.workloads):
+        at = f"{source}: `workloads.{i}"
+        if wp.replicas < 0 or wp.batch < 1:
+            raise InputError(f"{at}`: replicas {wp.replicas}, batch {wp.batch}: need >= 0 and >= 1")
+        for j, st in enumerate(wp.stages):
+            if st.tp < 1:
+                raise InputError(f"{at}.stages.{j}.tp`: {st.tp}; a tensor-parallel degree is >= 1")
+    for i, d in enumerate(plan.devices):
+        counts = (d.count, d.owned, d.bought, d.reserved, d.on_demand, d.spot)
+        if min(counts) < 0:
+            raise InputError(f"{source}: `devices.{i}`: a negative device count")

@@ -1,0 +1,107 @@
+"""`planner verify`: check a plan file against its problem and the catalog, listing every failure.
+
+The plan is not trusted: the problem it embeds must hash to its `problem_sha256`, the catalog
+must hash to its `catalog_sha256`, the derived fields (`gap`, `summary`) are recomputed, and
+`planner.verify` recomputes every stage, replica, fleet, cost, energy and carbon figure from the
+problem, the catalog and the estimator alone. Figures agree when within `REL_TOL` (relative, or
+absolute below 1).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from planner.catalog import Catalog
+from planner.errors import PlannerError
+from planner.load import check_names
+from planner.plan.io import PlanFile, catalog_sha256, problem_sha256
+from planner.schema.problem import Problem
+from planner.verify import COLLECT, REL_TOL, verify
+from planner.verify_rules import rule_failures
+
+
+class PlanFailsVerification(PlannerError):
+    """A plan file whose figures or constraints do not hold (exit code 5)."""
+
+    exit_code = 5
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= REL_TOL * max(1.0, abs(a), abs(b))
+
+
+def _derived(pf: PlanFile) -> list[str]:
+    """`gap` and `summary` as stored against their definitions (Plan properties)."""
+    out = []
+    plan, data = pf.plan, pf.data
+    want: dict[str, float | None] = {"gap": plan.gap}
+    summary = data.get("summary") if isinstance(data.get("summary"), dict) else {}
+    assert isinstance(summary, dict)
+    for key in ("peak_tokens_per_s", "served_tokens", "usd_per_million_tokens", "tokens_per_joule"):
+        want[f"summary.{key}"] = getattr(plan, key)
+    for key, value in want.items():
+        got = data.get("gap") if key == "gap" else summary.get(key.split(".", 1)[1])
+        if got is None and value is None:
+            continue
+        if not isinstance(got, int | float) or value is None or not _close(float(got), value):
+            out.append(f"`{key}`: plan says {got}, recomputed {value}")
+    wall = plan.power_w * pf.problem.horizon.pue
+    if not _close(plan.wall_power_w, wall):
+        out.append(f"`wall_power_w`: plan says {plan.wall_power_w}, power_w x PUE is {wall}")
+    optimal = plan.status == "OPTIMAL" and plan.objective is not None
+    if optimal and plan.bound is not None and not _close(plan.objective or 0.0, plan.bound):
+        out.append(f"`bound`: {plan.bound} differs from the OPTIMAL objective {plan.objective}")
+    return out
+
+
+def plan_failures(pf: PlanFile, cat: Catalog, problem: Problem | None = None) -> list[str]:
+    """Every way the plan file fails to hold, each naming the field with both figures ([] when it
+    holds). `problem` (a problem file given beside the plan) must be the one the plan embeds."""
+    out: list[str] = []
+    embedded = problem_sha256(pf.problem)
+    if embedded != pf.problem_sha256:
+        out.append(
+            f"`problem_sha256`: plan says {pf.problem_sha256}, its embedded problem hashes to "
+            f"{embedded} (edited after solving)"
+        )
+    if problem is not None and problem_sha256(problem) != pf.problem_sha256:
+        out.append(
+            f"`problem_sha256`: the plan answers {pf.problem_sha256}, the given problem hashes "
+            f"to {problem_sha256(problem)} (a different problem, or a changed one)"
+        )
+    here = catalog_sha256(cat)
+    if here != pf.catalog_sha256:
+        out.append(
+            f"`catalog_sha256`: the plan was solved against catalog {pf.catalog_sha256}, this "
+            f"catalog is {here} (solve again, or verify with the catalog it used)"
+        )
+    prob = problem or pf.problem
+    try:
+        check_names(prob, cat)
+    except PlannerError as e:
+        return [*out, f"problem: {e}"]
+    out += _derived(pf)
+    if not pf.plan.has_plan:
+        return out
+    found: list[str] = rule_failures(pf.plan, prob, cat)
+    token = COLLECT.set(found)
+    try:
+        verify(pf.plan, prob, cat)
+    except (PlannerError, KeyError, ValueError, ZeroDivisionError, IndexError) as e:
+        found.append(f"verification stopped at a figure it cannot recompute: {e}")
+    finally:
+        COLLECT.reset(token)
+    return out + [f for f in found if f not in out]
+
+
+def verified(pf: PlanFile, cat: Catalog, problem: Problem | None = None) -> dict[str, Any]:
+    """The plan document when it holds; PlanFailsVerification listing every failure otherwise."""
+    failures = plan_failures(pf, cat, problem)
+    if failures:
+        lines = "\n".join(f"  - {f}" for f in failures)
+        raise PlanFailsVerification(
+            f"{pf.source}: the plan fails verification ({len(failures)} "
+            f"finding{'s' if len(failures) != 1 else ''}; figures agree within a relative "
+            f"{REL_TOL:g}):\n{lines}"
+        )
+    return pf.data

@@ -1,0 +1,358 @@
+"""One structural check per constraint field of the problem schema, over a plan, its problem and
+the catalog: the registry `RULES` ties each field (`constraints.<key>`, `workloads.<key>`) to the
+check that enforces it, and tests fail when a constraint field of the schema has none.
+
+The checks read the plan's choices (devices, stages, counts) and its stated figures; the stated
+figures themselves are recomputed from the estimator by `planner.verify`, so together a plan that
+passes both holds every constraint. Each failure names the field and gives both figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from planner.catalog import Catalog
+from planner.errors import PlannerError
+from planner.plan.types import Plan, WorkloadPlan
+from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload, Workload
+
+REL_TOL = 1e-6  # as planner.verify: ceilings hold within a relative 1e-6
+Rule = Callable[[Plan, Problem, Catalog], list[str]]
+
+
+def _over(value: float, limit: float) -> bool:
+    return value > limit * (1 + REL_TOL) + 1e-12
+
+
+def _parts(plan: Plan, problem: Problem) -> Iterator[tuple[Workload, WorkloadPlan]]:
+    by_name = {w.name: w for w in problem.workloads}
+    for wp in plan.workloads:
+        if wp.name in by_name:
+            yield by_name[wp.name], wp
+
+
+def _held(plan: Plan) -> list[str]:
+    return [d.type for d in plan.devices if d.count > 0]
+
+
+def _stage_devices(plan: Plan) -> set[str]:
+    return {s.device for wp in plan.workloads for s in wp.stages}
+
+
+# --- constraints -----------------------------------------------------------------------------
+
+
+def _budget(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    b = problem.constraints.budget_usd
+    over = b is not None and _over(plan.tco_usd, b)
+    return [f"constraints.budget_usd: tco_usd {plan.tco_usd:.2f} > budget {b}"] if over else []
+
+
+def _capex(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    b = problem.constraints.capex_usd
+    over = b is not None and _over(plan.capex_usd, b)
+    return [f"constraints.capex_usd: capex_usd {plan.capex_usd:.2f} > ceiling {b}"] if over else []
+
+
+def _power(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    cap = problem.constraints.power_w
+    over = cap is not None and _over(plan.wall_power_w, cap)
+    return (
+        [f"constraints.power_w: wall_power_w {plan.wall_power_w:.1f} > cap {cap}"] if over else []
+    )
+
+
+def _max_devices(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    cap = problem.constraints.max_devices
+    if cap is None:
+        return []
+    busiest = max(
+        (sum(sum(m.values()) for m in p.devices.values()) for p in plan.periods), default=0
+    )
+    return [f"constraints.max_devices: {busiest} devices at work > {cap}"] if busiest > cap else []
+
+
+def _allowed(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    c = problem.constraints
+    owned = {o.device for o in c.inventory}
+    if c.allowed_devices is None:
+        return []
+    return [
+        f"constraints.allowed_devices: {d} is not among {c.allowed_devices}"
+        for d in sorted(_stage_devices(plan) | set(_held(plan)))
+        if d not in c.allowed_devices and d not in owned
+    ]
+
+
+def _excluded(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    ex = problem.constraints.excluded_devices
+    devs = sorted(_stage_devices(plan) | set(_held(plan)))
+    return [f"constraints.excluded_devices: {d} is excluded" for d in devs if d in ex]
+
+
+def _vendors(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    vs = problem.constraints.vendors
+    if vs is None:
+        return []
+    out = []
+    for d in sorted(_stage_devices(plan) | set(_held(plan))):
+        vendor = cat.accelerator(d).vendor
+        if vendor not in vs:
+            out.append(f"constraints.vendors: {d} is made by {vendor}, not one of {vs}")
+    return out
+
+
+def _ecc(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    if not problem.constraints.require_ecc:
+        return []
+    devs = sorted(_stage_devices(plan) | set(_held(plan)))
+    return [
+        f"constraints.require_ecc: {d} has no ECC memory"
+        for d in devs
+        if not cat.accelerator(d).ecc
+    ]
+
+
+def _headroom(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    h = problem.constraints.memory_headroom
+    out = []
+    for wp in plan.workloads:
+        for i, s in enumerate(wp.stages):
+            usable = cat.accelerator(s.device).memory.bytes * (1 - h)
+            used = s.memory_bytes.get("total", 0.0)
+            if _over(used, usable):
+                out.append(
+                    f"constraints.memory_headroom: `{wp.name}` stage {i} on {s.device} holds "
+                    f"{used:.4g} B, usable {usable:.4g} B"
+                )
+    return out
+
+
+def _tp_cap(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    cap = problem.constraints.max_tensor_parallel
+    return [
+        f"constraints.max_tensor_parallel: `{wp.name}` stage {i} on {s.device} at tp {s.tp} > {cap}"
+        for wp in plan.workloads
+        for i, s in enumerate(wp.stages)
+        if s.tp > cap
+    ]
+
+
+def _tp_domain(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    """A tensor-parallel group lives in one host: within its slots, and within the device's
+    scale-up domain unless PCIe is allowed; its degree divides the attention heads."""
+    pcie = problem.constraints.tensor_parallel_over_pcie
+    out = []
+    for w, wp in _parts(plan, problem):
+        heads = cat.model(w.model).num_attention_heads
+        for i, s in enumerate(wp.stages):
+            d = cat.accelerator(s.device)
+            host = cat.host_for(d)
+            slots = host.slots if host else 1
+            domain = d.interconnect.domain_size if d.interconnect.scale_up else 1
+            where = f"`{wp.name}` stage {i} on {s.device} at tp {s.tp}"
+            if s.tp > slots:
+                out.append(
+                    f"node slots: {where} > {slots} slots of {host.id if host else 'its host'}"
+                )
+            elif s.tp > domain and not pcie:
+                out.append(
+                    f"constraints.tensor_parallel_over_pcie: {where} exceeds the scale-up domain "
+                    f"of {domain} (over PCIe, which the problem forbids)"
+                )
+            if s.tp < 1 or heads % s.tp:
+                out.append(f"tensor parallelism: {where} does not divide {heads} attention heads")
+    return out
+
+
+def _stages(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    cap = problem.constraints.max_stages
+    return [
+        f"constraints.max_stages: `{wp.name}` has {len(wp.stages)} stages > {cap}"
+        for wp in plan.workloads
+        if len(wp.stages) > cap
+    ]
+
+
+def _network(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    """The network between hosts must be an inter-host link (not NVLink inside a server)."""
+    net = problem.constraints.network
+    link = cat.link(net)
+    out = []
+    if link.scope == "intra-node":
+        out.append(
+            f"constraints.network: `{net}` is an intra-node link ({link.kind}); hosts cannot be "
+            "joined by it"
+        )
+    for name in plan.links:
+        if name not in cat.links:
+            out.append(f"links: unknown link `{name}`")
+    hosts = sum(n.count for n in plan.nodes)
+    if hosts > 1 and net not in plan.links:
+        out.append(f"constraints.network: {hosts} hosts, but the plan's links omit `{net}`")
+    return out
+
+
+def _heterogeneous(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    if problem.constraints.heterogeneous_pipelines:
+        return []
+    return [
+        f"constraints.heterogeneous_pipelines: `{wp.name}` mixes "
+        f"{sorted({s.device for s in wp.stages})} in one replica"
+        for wp in plan.workloads
+        if len({s.device for s in wp.stages}) > 1
+    ]
+
+
+def _rack_units(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    cap = problem.constraints.max_rack_units
+    over = cap is not None and plan.rack_units > cap
+    return [f"constraints.max_rack_units: {plan.rack_units} > {cap}"] if over else []
+
+
+def _carbon(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    cap = problem.constraints.max_carbon_kgco2e
+    if cap is None:
+        return []
+    got = plan.carbon.total_kgco2e if plan.carbon else None
+    if got is None:
+        return ["constraints.max_carbon_kgco2e: the plan states no carbon"]
+    return [f"constraints.max_carbon_kgco2e: {got:.1f} kg > {cap}"] if _over(got, cap) else []
+
+
+def _inventory(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    have: dict[str, int] = {}
+    for o in problem.constraints.inventory:
+        have[o.device] = have.get(o.device, 0) + o.count
+    return [
+        f"constraints.inventory: {d.type} owned {d.owned} > {have.get(d.type, 0)} in the inventory"
+        for d in plan.devices
+        if d.owned > have.get(d.type, 0)
+    ]
+
+
+# --- workloads -------------------------------------------------------------------------------
+
+
+def _inference(plan: Plan, problem: Problem) -> Iterator[tuple[InferenceWorkload, WorkloadPlan]]:
+    for w, wp in _parts(plan, problem):
+        if isinstance(w, InferenceWorkload):
+            yield w, wp
+
+
+def _ceiling(key: str, stated: str, unit: str) -> Rule:
+    def rule(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+        out = []
+        for w, wp in _inference(plan, problem):
+            limit, got = getattr(w, key), getattr(wp, stated)
+            if limit is not None and got is not None and _over(got, limit):
+                out.append(f"workloads.{key}: `{w.name}` {stated} {got:.4g} {unit} > {limit}")
+        return out
+
+    return rule
+
+
+def _context(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    out = []
+    for w, _wp in _inference(plan, problem):
+        m = cat.model(w.model)
+        if w.context_tokens > m.max_context:
+            out.append(
+                f"workloads.context_tokens: `{w.name}` holds {w.context_tokens} tokens, "
+                f"{m.id} reads at most {m.max_context}"
+            )
+    return out
+
+
+def _concurrency(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    out = []
+    for w, wp in _inference(plan, problem):
+        if w.concurrency is None or wp.sequences is None:
+            continue
+        slots = wp.batch * len(wp.stages) * wp.replicas
+        if wp.sequences > slots:
+            out.append(
+                f"workloads.concurrency: `{w.name}` holds {wp.sequences} sequences in {slots} slots"
+            )
+    return out
+
+
+def _deadline(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    out = []
+    for w, wp in _parts(plan, problem):
+        if not isinstance(w, TrainingWorkload) or w.deadline_hours is None:
+            continue
+        if wp.finish_hours is None or _over(wp.finish_hours, w.deadline_hours):
+            out.append(
+                f"workloads.deadline_hours: `{w.name}` finishes in {wp.finish_hours} h > "
+                f"{w.deadline_hours} h"
+            )
+    return out
+
+
+def _min_rate(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    """Every period's served capacity reaches the stated floor times the period's scale."""
+    out = []
+    for w in problem.workloads:
+        if not isinstance(w, InferenceWorkload) or not w.min_tokens_per_s:
+            continue
+        for p in plan.periods:
+            got = sum(
+                wp.tokens_per_s
+                for wp in plan.workloads
+                if wp.name == w.name and (wp.period is None or wp.period == p.name)
+            )
+            need = w.min_tokens_per_s * p.scale
+            if need > 0 and got < need * (1 - REL_TOL):
+                out.append(
+                    f"workloads.min_tokens_per_s: `{w.name}` serves {got:.1f} tokens/s in "
+                    f"`{p.name}`, needs {need:.1f}"
+                )
+    return out
+
+
+RULES: dict[str, Rule] = {
+    "constraints.budget_usd": _budget,
+    "constraints.capex_usd": _capex,
+    "constraints.power_w": _power,
+    "constraints.max_devices": _max_devices,
+    "constraints.allowed_devices": _allowed,
+    "constraints.excluded_devices": _excluded,
+    "constraints.vendors": _vendors,
+    "constraints.require_ecc": _ecc,
+    "constraints.memory_headroom": _headroom,
+    "constraints.max_tensor_parallel": _tp_cap,
+    "constraints.max_stages": _stages,
+    "constraints.tensor_parallel_over_pcie": _tp_domain,
+    "constraints.network": _network,
+    "constraints.heterogeneous_pipelines": _heterogeneous,
+    "constraints.max_rack_units": _rack_units,
+    "constraints.max_carbon_kgco2e": _carbon,
+    "constraints.inventory": _inventory,
+    "workloads.context_tokens": _context,
+    "workloads.concurrency": _concurrency,
+    "workloads.max_ttft_s": _ceiling("max_ttft_s", "ttft_s", "s"),
+    "workloads.max_ms_per_token": _ceiling("max_ms_per_token", "ms_per_token", "ms"),
+    "workloads.min_tokens_per_s": _min_rate,
+    "workloads.deadline_hours": _deadline,
+}
+
+# Workload limits whose check lives in planner.verify beside the recomputation it needs: the
+# registry names where.
+CHECKED_IN_VERIFY = {
+    "workloads.max_e2e_s": "planner.verify._check_serving (end-to-end latency at the percentile)",
+    "workloads.max_utilization": "planner.verify._check_replicas (replicas' time needed at the "
+    "rate estimator.request_mix.replica_rate allows under max_utilization)",
+    "workloads.requests_per_s": "planner.verify._check_demand (every request class served)",
+}
+
+
+def rule_failures(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    """Every structural failure of `plan`, each naming its constraint field."""
+    out: list[str] = []
+    for key, rule in RULES.items():
+        try:
+            out += rule(plan, problem, cat)
+        except PlannerError as e:  # an unknown device or link in a tampered plan
+            out.append(f"{key}: cannot be checked: {e}")
+    return out

@@ -1,0 +1,281 @@
+"""A corpus of plans each breaking one constraint (the problem tightened under a solved plan, or
+the plan edited), each caught by `planner verify` with a message naming it; the registry of
+structural checks covers every constraint field of the schema; random perturbations of example
+plans are either still consistent or rejected naming the field."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from planner.catalog import load_catalog
+from planner.errors import InputError
+from planner.load import load_problem
+from planner.plan.io import dumps_plan, parse_plan_text, plan_document, plan_from_data
+from planner.schema.problem import Constraints, InferenceWorkload, Problem, TrainingWorkload
+from planner.solve import solve_problem
+from planner.verify_plan import plan_failures
+from planner.verify_rules import CHECKED_IN_VERIFY, RULES
+
+PROBLEMS = Path(__file__).resolve().parent.parent / "problems"
+Edit = Callable[[dict[str, Any]], None]
+
+
+@cache
+def solved_doc(name: str) -> str:
+    problem = load_problem(PROBLEMS / f"{name}.yaml")
+    plan = solve_problem(problem, workers=1, seed=0)
+    return dumps_plan(plan_document(plan, problem, load_catalog()))
+
+
+def _get(doc: Any, path: str) -> tuple[Any, Any]:
+    keys: list[Any] = [int(k) if k.isdigit() else k for k in path.split(".")]
+    for k in keys[:-1]:
+        doc = doc[k]
+    return doc, keys[-1]
+
+
+def setp(path: str, value: Any) -> Edit:
+    def edit(doc: dict[str, Any]) -> None:
+        node, key = _get(doc, path)
+        node[key] = value(node[key]) if callable(value) else value
+
+    return edit
+
+
+def problem_set(path: str, value: Any) -> Edit:
+    return setp(f"problem_document.{path}", value)
+
+
+def failures(name: str, edits: list[Edit]) -> list[str]:
+    """Apply `edits` to the example's plan document, re-hash its problem (so only the edit
+    differs) and verify it."""
+    doc = json.loads(solved_doc(name))
+    for edit in edits:
+        edit(doc)
+    cat = load_catalog()
+    problem = Problem.model_validate(doc["problem_document"])
+    rest = {k: v for k, v in doc.items() if k != "problem_document"}
+    pf = plan_from_data(rest | {"problem_document": doc["problem_document"]}, name)
+    fresh = plan_document(pf.plan, problem, cat)
+    for key in ("gap", "summary"):
+        fresh[key] = doc.get(key)
+    return plan_failures(plan_from_data(json.loads(dumps_plan(fresh)), name), cat)
+
+
+CORPUS: dict[str, tuple[str, list[Edit], str]] = {
+    "ttft over max_ttft_s": (
+        "chat-70b",
+        [problem_set("workloads.0.max_ttft_s", 0.1)],
+        "max_ttft_s",
+    ),
+    "time per token over max_ms_per_token": (
+        "chat-70b",
+        [problem_set("workloads.0.max_ms_per_token", 1.0)],
+        "max_ms_per_token",
+    ),
+    "tp over PCIe": (
+        "tokens-per-joule-10kw",
+        [problem_set("constraints.tensor_parallel_over_pcie", False)],
+        "tensor_parallel_over_pcie",
+    ),
+    "tp > max_tensor_parallel": (
+        "chat-70b",
+        [problem_set("constraints.max_tensor_parallel", 1)],
+        "max_tensor_parallel",
+    ),
+    "stages > max_stages": ("chat-70b", [problem_set("constraints.max_stages", 1)], "max_stages"),
+    "vendor outside vendors": (
+        "chat-70b",
+        [problem_set("constraints.vendors", ["nvidia"])],
+        "vendors",
+    ),
+    "two-type pipeline": (
+        "chat-70b",
+        [
+            problem_set("constraints.heterogeneous_pipelines", False),
+            setp("workloads.0.stages.1.device", "mi325x"),
+        ],
+        "heterogeneous_pipelines",
+    ),
+    "nvlink between hosts when network is eth": (
+        "chat-and-code",
+        [setp("links", lambda links: [x for x in links if not x.startswith("eth")] + ["nvlink4"])],
+        "network",
+    ),
+    "stage times of a faster network than eth-1g": (
+        "chat-and-code",
+        [problem_set("constraints.network", "eth-1g")],
+        "network",
+    ),
+    "intra-node link as the network (own-8-a100 --set network=nvlink4)": (
+        "own-8-a100",
+        [problem_set("constraints.network", "nvlink4")],
+        "intra-node",
+    ),
+    "memory understated": (
+        "chat-70b",
+        [setp("workloads.0.stages.0.memory_bytes", lambda m: {k: v * 0.05 for k, v in m.items()})],
+        "memory",
+    ),
+    "memory over the headroom": (
+        "chat-70b",
+        [problem_set("constraints.memory_headroom", 0.95)],
+        "memory_headroom",
+    ),
+    "power understated under a cap": (
+        "tokens-per-joule-10kw",
+        [setp("power_w", lambda v: v / 2), setp("wall_power_w", lambda v: v / 2)],
+        "power",
+    ),
+    "power over the cap": (
+        "tokens-per-joule-10kw",
+        [problem_set("constraints.power_w", 100.0)],
+        "power_w",
+    ),
+    "device count edited": ("chat-70b", [setp("devices.0.count", 2)], "count"),
+    "total cost $1": (
+        "chat-70b",
+        [setp("costs.total_usd", 1.0), setp("tco_usd", 1.0)],
+        "total_usd",
+    ),
+    "tco halved": ("chat-70b", [setp("tco_usd", lambda v: v / 2)], "tco_usd"),
+    "over budget": ("chat-70b", [problem_set("constraints.budget_usd", 1000.0)], "budget_usd"),
+    "over capex ceiling": ("chat-70b", [problem_set("constraints.capex_usd", 1000.0)], "capex"),
+    "over max_devices": ("chat-70b", [problem_set("constraints.max_devices", 1)], "max_devices"),
+    "device not allowed": (
+        "chat-70b",
+        [problem_set("constraints.allowed_devices", ["h100-sxm"])],
+        "allowed_devices",
+    ),
+    "device excluded": (
+        "chat-70b",
+        [problem_set("constraints.excluded_devices", ["mi300x"])],
+        "excluded",
+    ),
+    "no ECC": ("compute-owners-pool", [problem_set("constraints.require_ecc", True)], "ECC"),
+    "over rack units": ("chat-70b", [problem_set("constraints.max_rack_units", 1)], "rack units"),
+    "over the carbon cap": (
+        "carbon-cap",
+        [problem_set("constraints.max_carbon_kgco2e", 1.0)],
+        "max_carbon_kgco2e",
+    ),
+    "owned beyond the inventory": (
+        "compute-owners-pool",
+        [problem_set("constraints.inventory", [])],
+        "inventory",
+    ),
+    "context beyond the model": (
+        "chat-70b",
+        [problem_set("workloads.0.context_tokens", 1_000_000)],
+        "context_tokens",
+    ),
+    "deadline missed": (
+        "train-13b-2m",
+        [problem_set("workloads.0.deadline_hours", 1.0)],
+        "deadline_hours",
+    ),
+    "throughput floor raised": (
+        "chat-70b",
+        [problem_set("workloads.0.min_tokens_per_s", 1e7)],
+        "min_tokens_per_s",
+    ),
+    "throughput claimed 1e9": ("chat-70b", [setp("workloads.0.tokens_per_s", 1e9)], "throughput"),
+    "more sequences than slots": (
+        "chat-70b",
+        [setp("workloads.0.sequences", lambda v: v * 100)],
+        "sequences",
+    ),
+    "step time understated": (
+        "chat-70b",
+        [setp("workloads.0.stages.0.seconds_per_step", lambda v: v / 3)],
+        "chat",
+    ),
+}
+
+
+def test_the_corpus_is_large_enough() -> None:
+    assert len(CORPUS) >= 25
+
+
+@pytest.mark.parametrize("case", sorted(CORPUS))
+def test_each_broken_plan_is_caught_naming_it(case: str) -> None:
+    name, edits, word = CORPUS[case]
+    assert failures(name, []) == [], "the unbroken plan must hold"
+    found = failures(name, edits)
+    assert any(word.lower() in f.lower() for f in found), (case, found)
+
+
+def test_every_constraint_field_has_a_check() -> None:
+    fields = {f"constraints.{k}" for k in Constraints.model_fields}
+    for model in (InferenceWorkload, TrainingWorkload):
+        fields |= {
+            f"workloads.{k}"
+            for k in model.model_fields
+            if k.startswith(("max_", "min_"))
+            or k in ("deadline_hours", "concurrency", "context_tokens", "requests_per_s")
+        }
+    missing = sorted(fields - set(RULES) - set(CHECKED_IN_VERIFY))
+    assert not missing, f"constraint fields with no check: {missing}"
+
+
+EXAMPLES = ["chat-70b", "train-13b-2m", "request-mix", "tokens-per-joule-10kw"]
+
+
+def _numeric_paths(doc: Any, prefix: str = "") -> list[str]:
+    out: list[str] = []
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            if k not in ("problem_document", "format_version"):
+                out += _numeric_paths(v, f"{prefix}{k}.")
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            out += _numeric_paths(v, f"{prefix}{i}.")
+    elif isinstance(doc, int | float) and not isinstance(doc, bool):
+        out.append(prefix[:-1])
+    return out
+
+
+# Fields the verifier does not recompute yet (a perturbation of them goes unnoticed): prices
+# per unit, the hidden-state bytes per hop, a serving replica's tokens per joule and cost per
+# token at capacity, its token budget, per-period device counts, slack, and a training stage's step time and batch.
+UNCHECKED = re.compile(
+    r"^(solve_seconds|devices\.\d+\.(unit_price_usd|rent_usd_per_hour\..*)|nodes\.\d+\."
+    r"(unit_price_usd|rack_units)|workloads\.\d+\.(stages\.\d+\.boundary_bytes_per_step|"
+    r"usd_per_million_tokens_at_capacity|tokens_per_joule_at_capacity|token_budget)|periods\.\d+\.devices\..*|slack\..*)$"
+)
+TRAINING_UNCHECKED = re.compile(r"^workloads\.\d+\.(batch|stages\.\d+\.seconds_per_step)$")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    example=st.sampled_from(EXAMPLES),
+    pick=st.integers(min_value=0, max_value=10_000),
+    factor=st.sampled_from([0.0, 0.5, 0.9, 0.99, 1.01, 1.1, 2.0, 10.0]),
+)
+def test_perturbed_numbers_are_consistent_or_rejected(
+    example: str, pick: int, factor: float
+) -> None:
+    doc = json.loads(solved_doc(example))
+    paths = _numeric_paths(doc)
+    path = paths[pick % len(paths)]
+    node, key = _get(doc, path)
+    before = node[key]
+    node[key] = before * factor if isinstance(before, float) else round(before * factor)
+    if node[key] == before or UNCHECKED.match(path):
+        return
+    if example == "train-13b-2m" and TRAINING_UNCHECKED.match(path):
+        return
+    try:
+        pf = plan_from_data(parse_plan_text(dumps_plan(doc), example), example)
+    except InputError:  # the schema refused it, with a located message
+        return
+    assert plan_failures(pf, load_catalog()), f"{example}: {path} {before} -> {node[key]} unnoticed"

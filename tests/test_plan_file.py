@@ -1,0 +1,161 @@
+"""Plan files: written with a format version, the problem and the catalog hash; read through a
+schema; `planner verify` recomputes them and lists every field that does not hold (exit 5)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.catalog import load_catalog
+from planner.cli import app
+from planner.errors import InputError
+from planner.load import load_problem
+from planner.plan.io import FORMAT_VERSION, dumps_plan, parse_plan_text, plan_document, read_plan
+from planner.solve import solve_problem
+from planner.verify_plan import plan_failures
+
+runner = CliRunner()
+CHAT = Path("problems/chat-70b.yaml")
+FAILS = 5  # documented exit code: the plan fails verification
+
+
+def run(*args: str) -> tuple[int, str]:
+    r = runner.invoke(app, list(args))
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
+    return r.exit_code, r.output
+
+
+@pytest.fixture(scope="module")
+def chat_doc() -> dict[str, Any]:
+    problem = load_problem(CHAT)
+    plan = solve_problem(problem, time_limit=30)
+    doc: dict[str, Any] = json.loads(dumps_plan(plan_document(plan, problem, load_catalog())))
+    return doc
+
+
+def _write(tmp_path: Path, doc: dict[str, Any], name: str = "plan.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _failures(tmp_path: Path, doc: dict[str, Any]) -> list[str]:
+    return plan_failures(read_plan(_write(tmp_path, doc)), load_catalog())
+
+
+def test_a_solved_plan_holds_from_its_file(tmp_path: Path) -> None:
+    path = tmp_path / "p.json"
+    assert run("solve", str(CHAT), "--out", str(path), "--no-timings")[0] == 0
+    data = json.loads(path.read_text())
+    assert data["format_version"] == FORMAT_VERSION
+    assert len(data["problem_sha256"]) == 64 and len(data["catalog_sha256"]) == 64
+    code, text = run("verify", str(path))
+    assert code == 0, text
+    code, text = run("verify", str(path), str(CHAT))
+    assert code == 0, text
+
+
+def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def edit(doc: dict[str, Any]) -> None:
+        keys: list[Any] = [int(k) if k.isdigit() else k for k in path.split(".")]
+        node = doc
+        for k in keys[:-1]:
+            node = node[k]
+        node[keys[-1]] = value(node[keys[-1]]) if callable(value) else value
+
+    return edit
+
+
+TAMPER = {
+    "total cost $1": ([_set("costs.total_usd", 1.0), _set("tco_usd", 1.0)], "total_usd"),
+    "tco halved": ([_set("tco_usd", lambda v: v / 2)], "tco_usd"),
+    "device count 8 to 2": ([_set("devices.0.count", 2)], "count"),
+    "stage memory 5e11": (
+        [_set("workloads.0.stages.0.memory_bytes", lambda m: {k: 5e11 for k in m})],
+        "memory",
+    ),
+    "throughput 1e9": ([_set("workloads.0.tokens_per_s", 1e9)], "throughput"),
+    "power halved": ([_set("power_w", lambda v: v / 2)], "power"),
+    "capex edited": ([_set("capex_usd", lambda v: v + 1000)], "capex"),
+    "bound off an optimal objective": ([_set("bound", lambda v: v * 0.5)], "bound"),
+    "gap edited": ([_set("gap", 0.5)], "gap"),
+    "embedded problem edited": (
+        [_set("problem_document.constraints.budget_usd", 1.0)],
+        "problem_sha256",
+    ),
+    "catalog hash edited": ([_set("catalog_sha256", "0" * 64)], "catalog_sha256"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TAMPER))
+def test_tampered_plan_is_caught_naming_the_field(
+    case: str, chat_doc: dict[str, Any], tmp_path: Path
+) -> None:
+    doc = json.loads(json.dumps(chat_doc))
+    edits, word = TAMPER[case]
+    for edit in edits:
+        edit(doc)
+    found = _failures(tmp_path, doc)
+    assert found, case
+    assert any(word in f for f in found), (case, found)
+    code, text = run("verify", str(_write(tmp_path, doc, "t.json")))
+    assert code == FAILS, text
+
+
+def test_nan_infinity_and_huge_numbers_are_refused(tmp_path: Path) -> None:
+    for bad in ("NaN", "Infinity", "-Infinity", "1e999"):
+        with pytest.raises(InputError, match="not a valid plan"):
+            parse_plan_text(f'{{"status": "OPTIMAL", "devices": [], "tco_usd": {bad}}}', "x")
+
+
+def test_an_older_format_is_refused_with_the_fix(chat_doc: dict[str, Any], tmp_path: Path) -> None:
+    doc = {k: v for k, v in chat_doc.items() if k != "format_version"}
+    code, text = run("verify", str(_write(tmp_path, doc)))
+    assert code == 2
+    assert "format version 1" in text and "planner solve" in text
+
+
+def test_a_mistyped_field_is_located(chat_doc: dict[str, Any], tmp_path: Path) -> None:
+    doc = json.loads(json.dumps(chat_doc))
+    doc["workloads"][0]["stages"][0]["tp"] = "four"
+    code, text = run("verify", str(_write(tmp_path, doc)))
+    assert code == 2
+    assert "workloads.0.stages.0.tp" in text
+
+
+MALFORMED = [
+    "",
+    "[]",
+    '{"status": "OPTIMAL"}',
+    '{"status": "OPTIMAL", "devices": 3}',
+    '{"status": "OPTIMAL", "devices": [], "tco_usd": NaN}',
+    '{"format_version": 2, "status": "OPTIMAL", "devices": [{"type": 1}]}',
+    "\xff\xfe",
+]
+
+
+@pytest.mark.parametrize("text", MALFORMED)
+def test_compare_never_crashes_on_malformed_files(
+    text: str, chat_doc: dict[str, Any], tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(text.encode("utf-8", "surrogateescape") if text else b"")
+    good = _write(tmp_path, chat_doc, "good.json")
+    code, out = run("compare", str(good), str(bad))
+    assert code == 2, out
+    assert "bad.json" in out
+
+
+def test_compare_refuses_a_tampered_plan(chat_doc: dict[str, Any], tmp_path: Path) -> None:
+    doc = json.loads(json.dumps(chat_doc))
+    doc["tco_usd"] = doc["costs"]["total_usd"] = 1.0
+    code, text = run(
+        "compare", str(_write(tmp_path, chat_doc, "a.json")), str(_write(tmp_path, doc))
+    )
+    assert code == FAILS
+    assert "total_usd" in text
