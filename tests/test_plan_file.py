@@ -159,3 +159,17 @@ def test_compare_refuses_a_tampered_plan(chat_doc: dict[str, Any], tmp_path: Pat
     )
     assert code == FAILS
     assert "total_usd" in text
+
+
+def test_plan_files_that_are_not_regular_files_are_refused(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "plan.json"
+    os.mkfifo(fifo)
+    link = tmp_path / "zero.json"
+    link.symlink_to("/dev/zero")
+    for path in (fifo, link):
+        for command in (["verify", str(path)], ["compare", str(path), str(path)]):
+            result = CliRunner().invoke(app, command)
+            assert result.exit_code == 2, result.output
+            assert "not a regular file" in result.output

@@ -21,6 +21,7 @@ from pydantic import TypeAdapter, ValidationError
 from planner.catalog import Catalog
 from planner.errors import InputError
 from planner.plan.types import Plan
+from planner.schema.files import read_text
 from planner.schema.problem import Problem
 from planner.schema.yaml_io import MAX_FILE_BYTES, Located, validate
 
@@ -148,16 +149,9 @@ def parse_plan_text(text: str, source: str) -> dict[str, Any]:
 
 def read_plan(path: Path) -> PlanFile:
     """Read a plan file: bounded size, UTF-8 JSON, current format version, typed fields."""
-    try:
-        size = path.stat().st_size
-    except OSError as e:
-        raise InputError(f"{path}: cannot read: {e.strerror}") from None
-    if size > MAX_FILE_BYTES:
-        raise InputError(f"{path}: file larger than {MAX_FILE_BYTES // 2**20} MiB")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: cannot read as UTF-8 text: {e}") from None
+    # The one reader: regular files only (no FIFO, /dev/zero or folder), bounded, UTF-8
+    # errors by line and column.
+    text = read_text(path, MAX_FILE_BYTES)
     return plan_from_data(parse_plan_text(text, str(path)), str(path))
 
 
