@@ -1,16 +1,20 @@
 """Load the catalog (accelerators, nodes, links, models, grid regions) once, validated and cross-checked.
 
-`load_catalog()` is pure and cached: the same directory gives the same frozen Catalog object.
+`load_catalog()` is cached: the same directory gives the same frozen Catalog object. Without a
+directory it gives the shipped catalog with the user's overlays (`--catalog DIR`, or the
+`PLANNER_CATALOG` environment variable, folders separated by the path separator) laid over it,
+and the models problem files named by their config.json.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from planner.errors import CatalogError, did_you_mean
 from planner.schema.catalog import (
@@ -50,6 +54,7 @@ class Catalog:
     models: Mapping[str, ModelArch]
     references: Mapping[str, Reference]
     regions: Mapping[str, Region] = field(default_factory=dict)
+    overlays: tuple[str, ...] = ()  # user catalog folders laid over the shipped one, in order
 
     def accelerator(self, name: str) -> Accelerator:
         return _lookup(self.accelerators, name, "device")
@@ -108,9 +113,87 @@ def default_catalog_dir() -> Path:
     return Path(str(resources.files("planner.catalog_data")))
 
 
-@functools.cache
+ENV_VAR = "PLANNER_CATALOG"
+_overlays: list[Path] = []  # set by `use_overlays` (the CLI's --catalog)
+_file_models: dict[str, ModelArch] = {}  # models problem files name by config.json, by key
+_active: dict[tuple[tuple[Path, ...], tuple[tuple[str, int], ...]], Catalog] = {}
+
+
+def use_overlays(dirs: list[Path]) -> None:
+    """Lay these user catalog folders over the shipped catalog (after any in PLANNER_CATALOG)."""
+    _overlays[:] = dirs
+
+
+def add_file_model(key: str, model: ModelArch) -> None:
+    """Make a model read from a config.json known to `load_catalog()` under `key`."""
+    _file_models[key] = model.model_copy(update={"id": key})
+
+
+def overlay_dirs() -> list[Path]:
+    env = [Path(p) for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p]
+    return [*env, *_overlays]
+
+
 def load_catalog(directory: Path | None = None) -> Catalog:
-    """Read, validate and cross-check the four catalog files in `directory`."""
+    """The catalog in `directory`; by default the shipped one with the user's overlays and
+    file-named models."""
+    if directory is not None:
+        return _load_dir(directory)
+    dirs = tuple(overlay_dirs())
+    models = tuple(sorted((k, id(m)) for k, m in _file_models.items()))
+    key = (dirs, models)
+    if key not in _active:
+        cat = _load_dir(None)
+        for d in dirs:
+            cat = _overlay(cat, d)
+        if _file_models:
+            cat = replace(cat, models={**cat.models, **_file_models})
+        _active[key] = cat
+    return _active[key]
+
+
+def _overlay(base: Catalog, root: Path) -> Catalog:
+    """Entries in `root`'s catalog files (any of them, same layout and schema as the shipped
+    ones) add to or replace the base catalog's entries of the same id; then all is cross-checked."""
+    if not root.is_dir():
+        raise CatalogError(
+            f"{root}: catalog overlay is not a folder (set --catalog or {ENV_VAR} to a folder "
+            f"holding any of {', '.join(FILES.values())})"
+        )
+    present = [k for k in FILES if (root / FILES[k]).is_file()]
+    if not present:
+        raise CatalogError(f"{root}: catalog overlay holds none of {', '.join(FILES.values())}")
+    schemas: dict[str, Any] = {
+        "accelerators": AcceleratorFile,
+        "nodes": NodeFile,
+        "links": LinkFile,
+        "models": ModelFile,
+        "regions": RegionFile,
+    }
+    tables: dict[str, dict[str, Any]] = {
+        "accelerators": dict(base.accelerators),
+        "nodes": dict(base.nodes),
+        "links": dict(base.links),
+        "models": dict(base.models),
+        "regions": dict(base.regions),
+    }
+    refs = dict(base.references)
+    for kind in present:
+        path = root / FILES[kind]
+        doc = read_yaml(path)
+        if isinstance(doc.data, dict):  # an overlay may cite only the shipped references
+            doc.data.setdefault("references", {})
+        parsed = validate(doc, schemas[kind])
+        refs.update(parsed.references)
+        tables[kind].update(_by_id(getattr(parsed, kind), path))
+    cat = Catalog(references=refs, overlays=(*base.overlays, str(root)), **tables)
+    _cross_check(cat, root)
+    return cat
+
+
+@functools.cache
+def _load_dir(directory: Path | None = None) -> Catalog:
+    """Read, validate and cross-check the catalog files in `directory`."""
     root = directory or default_catalog_dir()
     refs: dict[str, Reference] = {}
 

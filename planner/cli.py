@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from planner.catalog import load_catalog
+from planner.catalog import load_catalog, use_overlays
 from planner.errors import InputError, PlannerError
 from planner.estimator.cost import Economics
 from planner.estimator.devices import device_table
@@ -54,6 +54,23 @@ catalog_app = typer.Typer(
     help="Browse the catalog of devices, models, nodes and links.", no_args_is_help=True
 )
 app.add_typer(catalog_app, name="catalog")
+
+
+@app.callback()
+def _options(
+    catalog: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--catalog",
+            help="A folder of catalog files (accelerators.yaml, models.yaml, nodes.yaml, "
+            "links.yaml, regions.yaml; any of them) whose entries add to or replace the shipped "
+            "ones; repeatable, also PLANNER_CATALOG.",
+        ),
+    ] = None,
+) -> None:
+    """Which accelerators to buy or rent for LLM workloads, how many, and which layers run where."""
+    use_overlays(catalog or [])
+
 
 # emoji=False: a message quoting the user's `:smile:` must print it as written.
 out = Console(soft_wrap=False, width=160, emoji=False)

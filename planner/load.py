@@ -9,11 +9,12 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from planner.catalog import Catalog, load_catalog
+from planner.catalog import Catalog, add_file_model, load_catalog
 from planner.errors import InputError, did_you_mean
 from planner.estimator.economics import available_modes
 from planner.estimator.efficiency import Efficiency, load_efficiency
 from planner.estimator.formats import kv_bytes, weight_format
+from planner.hf_config import load_hf_config
 from planner.schema.catalog import Accelerator
 from planner.schema.overrides import apply_overrides, blame
 from planner.schema.problem import InferenceWorkload, Problem
@@ -21,18 +22,48 @@ from planner.schema.yaml_io import Loc, Located, dotted, read_yaml, validate
 
 
 def load_problem(path: Path, overrides: Sequence[str] = ()) -> Problem:
-    """Read, override (`--set PATH=VALUE`), validate and name-check a problem file."""
-    return parse_problem(read_yaml(path), overrides)
+    """Read, override (`--set PATH=VALUE`), validate and name-check a problem file. A workload's
+    model may be a config.json, or a folder holding one, relative to the problem file."""
+    return parse_problem(read_yaml(path), overrides, base=path.parent)
 
 
-def parse_problem(doc: Located, overrides: Sequence[str] = ()) -> Problem:
+def is_model_path(name: str) -> bool:
+    """A model written as a path (`./qwen3-8b/config.json`, `models/qwen3-8b`), not a catalog id."""
+    return "/" in name or "\\" in name or name.endswith(".json")
+
+
+def parse_problem(doc: Located, overrides: Sequence[str] = (), base: Path | None = None) -> Problem:
+    """Validate a parsed problem. `base` is the folder model paths are relative to; without
+    one (a problem that did not come from a file of the user's) a model path is refused."""
     doc, origin = apply_overrides(doc, overrides)
     try:
         problem = validate(doc, Problem)
+        _file_models(problem, doc, base)
         check_names(problem, load_catalog(), doc)
     except InputError as e:
         raise blame(e, origin) from None
     return problem
+
+
+def _file_models(problem: Problem, doc: Located, base: Path | None) -> None:
+    """Read the config.json each model path names and make it known to the catalog."""
+    for i, w in enumerate(problem.workloads):
+        if not is_model_path(w.model) or (base is None and w.model in load_catalog().models):
+            continue
+        at = f"{doc.where(('workloads', i, 'model'))}: workloads.{i}.model"
+        if base is None:
+            raise InputError(
+                f"{at}: a model path (`{w.model}`) is not accepted here; name a catalog model"
+            )
+        path = base / w.model
+        if path.is_dir():
+            path = path / "config.json"
+        if not path.is_file():
+            raise InputError(
+                f"{at}: workload `{w.name}`: no config.json at `{path}` (a model path is "
+                "relative to the problem file: a config.json or a folder holding one)"
+            )
+        add_file_model(w.model, load_hf_config(path))
 
 
 def check_names(problem: Problem, cat: Catalog, doc: Located | None = None) -> None:

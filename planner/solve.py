@@ -94,6 +94,7 @@ class Solver:
             )
         plan.solve_seconds = time.perf_counter() - t0
         verify(plan, problem, self.cat)
+        plan.notes.extend(f"catalog overlay: {d}" for d in self.cat.overlays)
         if (
             self.why
             and problem.objective.goal == "min_cost"

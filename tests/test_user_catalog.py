@@ -1,0 +1,142 @@
+"""Models named by config.json in problem files, and user catalog overlays (--catalog,
+PLANNER_CATALOG) that add or replace entries and are named in the plan."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.catalog import ENV_VAR, load_catalog, use_overlays
+from planner.cli import app
+from planner.errors import CatalogError, InputError
+from planner.load import load_problem, parse_problem
+from planner.schema.yaml_io import read_yaml
+from planner.solve import solve_problem
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAT = ROOT / "problems" / "chat-70b.yaml"
+
+# The published Qwen3-8B config.json (huggingface.co/Qwen/Qwen3-8B), the keys the reader uses.
+QWEN3_8B = {
+    "model_type": "qwen3",
+    "hidden_size": 4096,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "intermediate_size": 12288,
+    "num_hidden_layers": 36,
+    "vocab_size": 151936,
+    "max_position_embeddings": 40960,
+    "hidden_act": "silu",
+    "tie_word_embeddings": False,
+}
+
+# A device made up for the test: the A100 PCIe 80GB's figures (and sources) under a new id at a
+# price no catalog device matches, so a min-cost plan must buy it.
+OVERLAY_DEVICE = """
+accelerators:
+  - id: acme-x1
+    name: ACME X1 (test device)
+    vendor: nvidia
+    device_class: datacenter
+    architecture: ampere
+    released: 2021-06
+    memory: {size: 80, unit: GiB, type: HBM2e, bandwidth_gb_s: 1935, bus_width_bits: 5120}
+    dense_tflops: {fp32: 19.5, tf32: 156, bf16: 312, fp16: 312, int8: 624, int4: 1248}
+    power: {tdp_w: 300, idle_w: 40}
+    interconnect: {scale_up: nvlink-bridge-ampere, scale_up_gb_s: 300, domain_size: 2, pcie_gen: 4, pcie_lanes: 16}
+    ecc: true
+    form_factor: pcie
+    price: {purchase_usd: 900, purchase_date: 2026-05}
+    embodied_kgco2e: 141
+    sources: {spec: nvidia-a100-datasheet}
+"""
+
+
+@pytest.fixture(autouse=True)
+def _no_overlay(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    use_overlays([])
+    yield
+    use_overlays([])
+
+
+def _problem_with_model(tmp_path: Path, model: str) -> Path:
+    text = CHAT.read_text(encoding="utf-8").replace("model: llama-3.1-70b", f"model: {model}")
+    assert f"model: {model}" in text
+    path = tmp_path / "problem.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_problem_naming_a_config_json_solves(tmp_path: Path) -> None:
+    (tmp_path / "qwen3-8b").mkdir()
+    (tmp_path / "qwen3-8b" / "config.json").write_text(json.dumps(QWEN3_8B), encoding="utf-8")
+    for name in ("./qwen3-8b/config.json", "./qwen3-8b"):
+        problem = load_problem(_problem_with_model(tmp_path, name))
+        arch = load_catalog().model(name)
+        assert arch.num_layers == 36 and arch.hidden_size == 4096
+        plan = solve_problem(problem, time_limit=20)
+        assert plan.status.has_plan, plan.notes
+        assert plan.workloads[0].model == name
+
+
+def test_missing_config_json_is_located(tmp_path: Path) -> None:
+    path = _problem_with_model(tmp_path, "./nowhere/config.json")
+    with pytest.raises(
+        InputError, match=r"problem.yaml:\d+:\d+: workloads.0.model: .*no config.json"
+    ):
+        load_problem(path)
+
+
+def test_model_path_refused_without_a_problem_file(tmp_path: Path) -> None:
+    doc = read_yaml(_problem_with_model(tmp_path, "/etc/passwd"))
+    with pytest.raises(InputError, match=r"model path .* not accepted"):
+        parse_problem(doc)
+
+
+def test_overlay_adds_a_device_that_a_plan_buys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    overlay = tmp_path / "my-catalog"
+    overlay.mkdir()
+    (overlay / "accelerators.yaml").write_text(OVERLAY_DEVICE, encoding="utf-8")
+    assert "acme-x1" not in load_catalog().accelerators
+    monkeypatch.setenv(ENV_VAR, str(overlay))
+    cat = load_catalog()
+    assert "acme-x1" in cat.accelerators and "h100-sxm" in cat.accelerators
+    plan = solve_problem(load_problem(CHAT), time_limit=20)
+    assert plan.status.has_plan
+    assert {d.type for d in plan.devices} == {"acme-x1"}
+    assert plan.devices[0].bought > 0
+    assert f"catalog overlay: {overlay}" in plan.notes
+
+
+def test_catalog_option_on_the_command_line(tmp_path: Path) -> None:
+    overlay = tmp_path / "cat"
+    overlay.mkdir()
+    (overlay / "accelerators.yaml").write_text(OVERLAY_DEVICE, encoding="utf-8")
+    result = CliRunner().invoke(
+        app, ["--catalog", str(overlay), "solve", str(CHAT), "--format", "json", "--no-timings"]
+    )
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert "acme-x1" in json.dumps(plan["devices"])
+
+
+def test_bad_overlay_is_refused_with_its_file(tmp_path: Path) -> None:
+    overlay = tmp_path / "bad"
+    overlay.mkdir()
+    (overlay / "accelerators.yaml").write_text(
+        OVERLAY_DEVICE.replace("nvidia-a100-datasheet", "no-such-reference"), encoding="utf-8"
+    )
+    use_overlays([overlay])
+    with pytest.raises(CatalogError, match="unknown reference `no-such-reference`"):
+        load_catalog()
+    use_overlays([tmp_path / "missing"])
+    with pytest.raises(CatalogError, match="not a folder"):
+        load_catalog()
