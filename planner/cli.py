@@ -32,6 +32,8 @@ from planner.estimator.estimate import Task as EstTask
 from planner.estimator.memory import Method, Optimizer, Recompute, TrainingSetup
 from planner.hf_config import load_hf_config
 from planner.model import interrupt
+from planner.report.catalog_lists import KINDS as LIST_KINDS
+from planner.report.catalog_lists import list_rows
 from planner.report.estimate import (
     catalog_rows,
     entry_table,
@@ -124,7 +126,11 @@ class Kind(StrEnum):
     devices = "devices"
     models = "models"
     nodes = "nodes"
+    hosts = "hosts"  # the same as nodes: the servers devices go in
     links = "links"
+    regions = "regions"
+    formats = "formats"
+    kv_formats = "kv-formats"
 
 
 class Task(StrEnum):
@@ -181,7 +187,11 @@ def catalog_list(
 ) -> None:
     """List catalog entries with their key figures."""
     with user_errors():
-        rows = catalog_rows(load_catalog(), kind.value)
+        cat = load_catalog()
+        if kind.value in LIST_KINDS:
+            rows = list_rows(cat, kind.value)
+        else:
+            rows = catalog_rows(cat, "nodes" if kind is Kind.hosts else kind.value)
         if fmt is Format.json:
             emit_json(rows)
         else:

@@ -140,3 +140,13 @@ def test_bad_overlay_is_refused_with_its_file(tmp_path: Path) -> None:
     use_overlays([tmp_path / "missing"])
     with pytest.raises(CatalogError, match="not a folder"):
         load_catalog()
+
+
+@pytest.mark.parametrize(
+    ("kind", "expect"),
+    [("regions", "us-ca"), ("formats", "q4_k_m"), ("kv-formats", "q8_0"), ("hosts", "hgx-a100-8")],
+)
+def test_catalog_list_every_kind(kind: str, expect: str) -> None:
+    result = CliRunner().invoke(app, ["catalog", "list", kind, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert expect in {row["id"] for row in json.loads(result.stdout)}

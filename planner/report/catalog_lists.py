@@ -1,0 +1,43 @@
+"""Rows for `planner catalog list regions|formats|kv-formats`: the names a problem file may use
+beyond devices, models, nodes and links, each with its unit and source."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from planner.catalog import Catalog
+from planner.estimator.formats import KV_BYTES, WEIGHT_FORMATS
+
+KINDS = ("regions", "formats", "kv-formats")
+
+
+def list_rows(cat: Catalog, kind: str) -> list[dict[str, Any]]:
+    """One plain dict per entry, units in the keys; `kind` is one of KINDS."""
+    if kind == "regions":
+        return [
+            {
+                "id": r.id,
+                "name": r.name,
+                "grid_gco2e_per_kwh": r.grid_gco2e_per_kwh,
+                "year": str(r.year),  # a label, not a quantity
+                "electricity_usd_per_kwh": r.electricity_usd_per_kwh,
+                "source": ", ".join(sorted(set(r.sources.values()))),
+            }
+            for r in cat.regions.values()
+        ]
+    if kind == "formats":
+        return [
+            {
+                "id": f.id,
+                "bits_per_weight": round(f.bits_per_weight, 3),
+                "embedding_bits": round(f.embedding_bits, 3),
+                "computes_in": ", ".join(f.compute),
+                "weight_only": "yes" if f.weight_only else "no",
+                "source": f.source,
+            }
+            for f in WEIGHT_FORMATS.values()
+        ]
+    if kind == "kv-formats":
+        # Element sizes from planner/estimator/formats.py (llama.cpp block layouts for q8_0, q4_0).
+        return [{"id": k, "bytes_per_value": round(b, 4)} for k, b in KV_BYTES.items()]
+    raise ValueError(f"unknown list kind {kind!r}")
