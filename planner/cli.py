@@ -122,6 +122,14 @@ PlotOut = Annotated[
 FormatOption = Annotated[Format, typer.Option("--format", help="table or json.")]
 
 
+class PlanFormat(StrEnum):
+    table = "table"
+    json = "json"
+    md = "md"
+    csv = "csv"
+    yaml = "yaml"
+
+
 class Kind(StrEnum):
     devices = "devices"
     models = "models"
@@ -375,7 +383,13 @@ def estimate(
 def solve(
     problem: Annotated[Path, typer.Argument(help="Problem file (YAML).")],
     sets: SetOption = None,
-    fmt: FormatOption = Format.table,
+    fmt: Annotated[
+        PlanFormat,
+        typer.Option(
+            "--format",
+            help="table, json, md (a purchase memo), csv (bill of materials and workloads), yaml.",
+        ),
+    ] = PlanFormat.table,
     out_path: Annotated[
         Path | None, typer.Option("--out", help="Also write the plan as JSON to this file.")
     ] = None,
@@ -409,10 +423,20 @@ def solve(
             plan.solve_seconds = 0.0
         if out_path is not None:
             write_atomic(out_path, dumps_plan(data))
-        if fmt is Format.json:
+        if fmt is PlanFormat.json:
             sys.stdout.write(dumps_plan(data))
-        else:
+        elif fmt is PlanFormat.table:
             out.print(plan_renderable(plan))
+        else:
+            from planner.report.memo import plan_csv, plan_markdown, plan_yaml
+
+            sys.stdout.write(
+                plan_markdown(plan, prob)
+                if fmt is PlanFormat.md
+                else plan_csv(plan)
+                if fmt is PlanFormat.csv
+                else plan_yaml(data)
+            )
         if plan.status == "INFEASIBLE":
             raise typer.Exit(3)
         if plan.status == "NO_PLAN":

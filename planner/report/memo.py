@@ -1,0 +1,121 @@
+"""A plan as a Markdown purchase memo, as CSV (bill of materials, then per-workload figures) and
+as YAML. Every figure is read from the Plan and its summary properties (plan/types.py), with its
+unit in the heading or the column name."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+import yaml
+
+from planner.plan.types import Plan
+from planner.schema.problem import Problem
+
+
+def _usd(x: float) -> str:
+    return f"${x:,.0f}"
+
+
+def _opt(x: float | None, fmt: str) -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def plan_markdown(plan: Plan, problem: Problem) -> str:
+    """Decision, bill of materials, costs, per-workload figures, assumptions and confidence."""
+    lines = [f"# Purchase memo: {plan.problem}", ""]
+    if not plan.has_plan:
+        lines += [f"**Decision:** no plan ({plan.status}).", ""]
+        lines += [f"- {n}" for n in plan.notes]
+        return "\n".join(lines) + "\n"
+    devices = ", ".join(f"{d.count} x {d.type}" for d in plan.devices)
+    lines += [
+        f"**Decision:** {devices}, total cost over the horizon {_usd(plan.tco_usd)} "
+        f"(objective `{plan.objective_name}`).",
+        "",
+        "## Bill of materials",
+        "",
+        "| item | count | bought | unit price (USD) | total (USD) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {d.type} | {d.count} | {d.bought} | {_usd(d.unit_price_usd)} | {_usd(d.total_usd)} |"
+        for d in plan.devices
+    ]
+    lines += [
+        f"| {n.type} (hosts {n.hosts}) | {n.count} | | {_usd(n.unit_price_usd)} "
+        f"| {_usd(n.total_usd)} |"
+        for n in plan.nodes
+    ]
+    c = plan.costs
+    lines += [
+        "",
+        f"Links: {', '.join(plan.links) or 'none'}.",
+        "",
+        "## Costs over the horizon",
+        "",
+        "| kind | USD |",
+        "|---|---:|",
+        f"| devices and hosts bought | {_usd(c.capex_usd)} |",
+        f"| maintenance | {_usd(c.maintenance_usd)} |",
+        f"| energy (on premises, x PUE) | {_usd(c.energy_usd)} |",
+        f"| rent (on demand, reserved, spot) | "
+        f"{_usd(c.rent_on_demand_usd + c.rent_reserved_usd + c.rent_spot_usd)} |",
+        f"| training jobs | {_usd(c.training_usd)} |",
+        f"| **total** | **{_usd(c.total_usd)}** |",
+        "",
+        f"Power at load {plan.power_w:,.0f} W, at the wall {plan.wall_power_w:,.0f} W; "
+        f"{plan.rack_units} rack units; cost per million tokens served "
+        f"{_opt(plan.usd_per_million_tokens, ',.4f')} USD.",
+        "",
+        "## Workloads",
+        "",
+        "| workload | model | replicas | tokens/s | ms/token | TTFT (s) |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {w.name} | {w.model} | {w.replicas} | {w.tokens_per_s:,.0f} "
+        f"| {_opt(w.ms_per_token, '.1f')} | {_opt(w.ttft_s, '.2f')} |"
+        for w in plan.workloads
+    ]
+    h = problem.horizon
+    lines += [
+        "",
+        "## Assumptions",
+        "",
+        f"- horizon {h.lifetime_years:g} years, utilization {h.utilization:.0%}, "
+        f"electricity {h.electricity_usd_per_kwh:g} USD/kWh, PUE {h.pue:g}",
+        f"- binding constraints: {', '.join(plan.binding_constraints) or 'none'}",
+        *(f"- {n}" for n in plan.notes),
+        "",
+        "## Confidence",
+        "",
+        f"Solver status {plan.status}"
+        + (f", gap {plan.gap:.2%}" if plan.gap else ", proved optimal")
+        + "; every figure re-checked by the verifier from the catalog and the estimator.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def plan_csv(plan: Plan) -> str:
+    """Two tables, a blank line between: the bill of materials, then one row per workload."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["item", "kind", "count", "bought", "unit_price_usd", "total_usd"])
+    for d in plan.devices:
+        w.writerow([d.type, "device", d.count, d.bought, d.unit_price_usd, d.total_usd])
+    for n in plan.nodes:
+        w.writerow([n.type, "host", n.count, "", n.unit_price_usd, n.total_usd])
+    w.writerow([])
+    w.writerow(["workload", "model", "replicas", "tokens_per_s", "ms_per_token", "ttft_s"])
+    for wl in plan.workloads:
+        w.writerow([wl.name, wl.model, wl.replicas, wl.tokens_per_s, wl.ms_per_token, wl.ttft_s])
+    return buf.getvalue()
+
+
+def plan_yaml(data: dict[str, Any]) -> str:
+    """The plan's JSON document (docs/plan-format.md) written as YAML."""
+    plain = json.loads(json.dumps(data, default=str))
+    return str(yaml.safe_dump(plain, sort_keys=False, allow_unicode=True))
