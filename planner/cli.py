@@ -117,7 +117,7 @@ RowsOut = Annotated[
     Path | None, typer.Option("--out", help="Write the rows to a .csv or .json file.")
 ]
 PlotOut = Annotated[
-    Path | None, typer.Option("--plot", help="Draw a chart to a .png or .svg file.")
+    Path | None, typer.Option("--plot", help="Draw a chart to a .png, .svg or .pdf file.")
 ]
 FormatOption = Annotated[Format, typer.Option("--format", help="table or json.")]
 

@@ -212,7 +212,7 @@ def test_cumulative_cost(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("suffix", [".png", ".svg"])
+@pytest.mark.parametrize("suffix", [".png", ".svg", ".pdf"])
 def test_same_data_same_bytes(tmp_path: Path, suffix: str) -> None:
     path = tmp_path / f"d{suffix}"
     rows = sweep_rows(infeasible=True)
@@ -224,11 +224,11 @@ def test_same_data_same_bytes(tmp_path: Path, suffix: str) -> None:
 
 
 def test_bad_suffix(tmp_path: Path) -> None:
-    path = tmp_path / "chart.pdf"
+    path = tmp_path / "chart.gif"
     with pytest.raises(InputError) as err:
         plot_sweep(sweep_rows(infeasible=False), X, ["tco_usd"], path, title="t")
     msg = str(err.value)
-    assert str(path) in msg and ".png" in msg and ".svg" in msg
+    assert str(path) in msg and ".png" in msg and ".svg" in msg and ".pdf" in msg
     assert not path.exists()
     with pytest.raises(InputError):
         plot_frontier([], "tco_usd", "tokens_per_s", tmp_path / "chart", title="t")

@@ -476,7 +476,7 @@ def test_command_refuses_a_bad_chart_name_before_solving(monkeypatch: pytest.Mon
     import planner.solve
 
     monkeypatch.setattr(planner.solve, "solve_problem", no_solve)
-    r = runner.invoke(app, ["tco", CHAT, "--plot", "tco.pdf"])
+    r = runner.invoke(app, ["tco", CHAT, "--plot", "tco.gif"])
     assert r.exit_code == 2 and "unknown image format" in r.output
 
 

@@ -28,7 +28,7 @@ from matplotlib.ticker import FuncFormatter
 from planner.errors import InputError
 from planner.schema.files import new_mode, out_target
 
-FORMATS = {".png": "png", ".svg": "svg"}  # file suffix -> matplotlib format
+FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}  # file suffix -> matplotlib format
 WITH_PLAN = ("OPTIMAL", "FEASIBLE")
 DPI = 100  # PNG pixels per inch: an 8 in wide chart is 800 px
 WIDTH_IN = 8.0
@@ -507,7 +507,11 @@ def _save(fig: Figure, path: Path, fmt: str) -> None:
     """Write the chart atomically: a temporary file beside `path`, then a rename over it."""
     target, st = out_target(path, "--plot")  # through links, regular files only
     # Metadata without dates or versions, so the same data gives the same bytes.
-    metadata: dict[str, Any] = {"Date": None} if fmt == "svg" else {"Software": None}
+    metadata: dict[str, Any] = {
+        "svg": {"Date": None},
+        "pdf": {"CreationDate": None, "Producer": None},
+        "png": {"Software": None},
+    }[fmt]
     try:
         mode = new_mode(st)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
