@@ -6,6 +6,7 @@ each command body only parses, calls one function and hands the result to planne
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -74,8 +75,21 @@ def _options(
     use_overlays(catalog or [])
 
 
+PIPE_WIDTH = 160  # columns of tables written to a file or pipe, so their bytes do not vary
+
+
+def table_width(is_tty: bool, columns: int) -> int:
+    """Tables fit the terminal they are shown on (rich wraps cells to fit); written to a file
+    or a pipe they are PIPE_WIDTH wide whatever the terminal."""
+    return max(40, columns) if is_tty else PIPE_WIDTH
+
+
 # emoji=False: a message quoting the user's `:smile:` must print it as written.
-out = Console(soft_wrap=False, width=160, emoji=False)
+out = Console(
+    soft_wrap=False,
+    emoji=False,
+    width=table_width(sys.stdout.isatty(), shutil.get_terminal_size((PIPE_WIDTH, 24)).columns),
+)
 err = Console(stderr=True, soft_wrap=True, emoji=False)
 
 

@@ -53,3 +53,11 @@ def test_memo_of_an_infeasible_problem_says_why() -> None:
     assert code == 3
     assert "**Decision:** no plan (INFEASIBLE)" in memo
     assert "\n- " in memo  # the reasons
+
+
+def test_tables_fit_the_terminal_and_pipes_get_a_fixed_width() -> None:
+    from planner.cli import PIPE_WIDTH, table_width
+
+    assert table_width(True, 100) == 100
+    assert table_width(True, 10) == 40  # narrower than any table can wrap to
+    assert table_width(False, 100) == PIPE_WIDTH
