@@ -35,25 +35,25 @@ QWEN3_8B = {
     "tie_word_embeddings": False,
 }
 
-# A device made up for the test: the A100 PCIe 80GB's figures (and sources) under a new id at a
-# price no catalog device matches, so a min-cost plan must buy it.
+# A device made up for the test: the MI300X's figures (and sources) as a PCIe card under a new id
+# at a price no catalog device comes near, so a min-cost plan must buy it.
 OVERLAY_DEVICE = """
 accelerators:
   - id: acme-x1
     name: ACME X1 (test device)
-    vendor: nvidia
+    vendor: amd
     device_class: datacenter
-    architecture: ampere
-    released: 2021-06
-    memory: {size: 80, unit: GiB, type: HBM2e, bandwidth_gb_s: 1935, bus_width_bits: 5120}
-    dense_tflops: {fp32: 19.5, tf32: 156, bf16: 312, fp16: 312, int8: 624, int4: 1248}
-    power: {tdp_w: 300, idle_w: 40}
-    interconnect: {scale_up: nvlink-bridge-ampere, scale_up_gb_s: 300, domain_size: 2, pcie_gen: 4, pcie_lanes: 16}
+    architecture: cdna3
+    released: 2023-12
+    memory: {size: 192, unit: GiB, type: HBM3, bandwidth_gb_s: 5300, bus_width_bits: 8192}
+    dense_tflops: {fp32: 163.4, tf32: 653.7, bf16: 1307.4, fp16: 1307.4, fp8: 2614.9, int8: 2614.9}
+    power: {tdp_w: 750, idle_w: 75}
+    interconnect: {scale_up: infinity-fabric-mi300, scale_up_gb_s: 448, domain_size: 8, pcie_gen: 5, pcie_lanes: 16}
     ecc: true
     form_factor: pcie
     price: {purchase_usd: 900, purchase_date: 2026-05}
-    embodied_kgco2e: 141
-    sources: {spec: nvidia-a100-datasheet}
+    embodied_kgco2e: 318
+    sources: {spec: amd-mi300x}
 """
 
 
@@ -132,7 +132,7 @@ def test_bad_overlay_is_refused_with_its_file(tmp_path: Path) -> None:
     overlay = tmp_path / "bad"
     overlay.mkdir()
     (overlay / "accelerators.yaml").write_text(
-        OVERLAY_DEVICE.replace("nvidia-a100-datasheet", "no-such-reference"), encoding="utf-8"
+        OVERLAY_DEVICE.replace("amd-mi300x", "no-such-reference"), encoding="utf-8"
     )
     use_overlays([overlay])
     with pytest.raises(CatalogError, match="unknown reference `no-such-reference`"):
