@@ -22,6 +22,8 @@ from planner.estimator.economics import (
     energy_usd_per_watt_hour,
     grid_intensity,
     horizon_hours,
+    host_idle_hours,
+    idle_device_hours,
     in_fleet,
     ownership_factor,
     reserved_hours,
@@ -105,6 +107,7 @@ class _Fleet:
     training_usd: float = 0.0
     training_kwh: float = 0.0
     training_embodied_kg: float = 0.0
+    idle_wh: float = 0.0  # owned and bought devices held but not at work
     capacity: dict[tuple[str, int], float] = field(default_factory=dict)  # fixed-rate tokens/s
 
     def __post_init__(self) -> None:
@@ -473,8 +476,11 @@ def _check_fleet(
         maint = (purchase * line.bought + node.price_usd * host_bought) * (own - 1)
         if not _close(line.maintenance_usd, maint):
             _fail(problem, f"{dev}: maintenance {line.maintenance_usd} != {maint}")
-        if not _close(line.energy_usd, f.prem_wh.get(dev, 0.0) * usd_wh):
-            _fail(problem, f"{dev}: energy {line.energy_usd} != {f.prem_wh.get(dev, 0.0) * usd_wh}")
+        idle_wh = acc.power.idle_w * idle_device_hours(problem, fleet, hours["on-premises"])
+        f.idle_wh += idle_wh
+        dev_usd = (f.prem_wh.get(dev, 0.0) + idle_wh) * usd_wh
+        if not _close(line.energy_usd, dev_usd):
+            _fail(problem, f"{dev}: energy {line.energy_usd} != {dev_usd}")
         util = hours["on-premises"] / (fleet * H) if fleet else None
         if (util is None) != (line.utilization is None) or (
             util is not None and not _close(util, line.utilization or 0.0)
@@ -547,7 +553,7 @@ def _check_costs(
     h = problem.horizon
     own = ownership_factor(problem)
     usd_wh = energy_usd_per_watt_hour(problem)
-    work_h = sum(p.hours for p in periods)
+    whole_h = horizon_hours(problem)
     capex = sum(
         (device_prices(problem, cat.accelerator(x.type)).purchase_usd or 0.0) * x.bought
         for x in plan.devices
@@ -559,8 +565,9 @@ def _check_costs(
         if not _close(node_line.total_usd, nd.price_usd * -(-bought // nd.slots)):
             _fail(problem, f"{nd.id}: hosts bought are priced wrong")
         capex += node_line.total_usd
-        host_energy += nd.power_overhead_w * node_line.count * work_h * usd_wh
-    energy = sum(f.prem_wh.values()) * usd_wh + host_energy
+        # A host draws its overhead through the whole horizon: at load, then as idle draw.
+        host_energy += nd.power_overhead_w * node_line.count * whole_h * usd_wh
+    energy = (sum(f.prem_wh.values()) + f.idle_wh) * usd_wh + host_energy
     rents = {
         m: sum(
             x.device_hours.get(m, 0.0)
@@ -603,7 +610,11 @@ def _check_energy_and_carbon(
     for q, p in enumerate(plan.periods):
         if not _close(p.energy_kwh, kwh[q]) or not _close(p.tokens, f.tokens[q]):
             _fail(problem, f"energy or tokens of `{p.name}` do not match")
-    total_kwh = sum(kwh) + f.training_kwh
+    idle_wh = f.idle_wh + sum(
+        cat.node(x.type).power_overhead_w * x.count * host_idle_hours(problem) for x in plan.nodes
+    )
+    other_kwh = f.training_kwh + idle_wh * h.pue / 1000  # at the problem's grid intensity
+    total_kwh = sum(kwh) + other_kwh
     if not _close(plan.energy_kwh_per_year, total_kwh / h.lifetime_years):
         _fail(
             problem, f"energy per year {plan.energy_kwh_per_year} != {total_kwh / h.lifetime_years}"
@@ -615,7 +626,7 @@ def _check_energy_and_carbon(
     g0 = grid_intensity(problem, cat) or 0.0
     operational = (
         sum(k * (p.gco2e_per_kwh or 0.0) / 1000 for k, p in zip(kwh, periods, strict=True))
-        + f.training_kwh * g0 / 1000
+        + other_kwh * g0 / 1000
     )
     share = embodied_share(problem)
     embodied = f.training_embodied_kg

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from planner.schema.problem import Problem
 from planner.solve import solve_problem
@@ -59,8 +60,10 @@ def test_latency_ceiling() -> None:
 
 
 def test_inventory_is_free() -> None:
-    # Owning enough L4s makes the cheapest plan buy nothing.
-    owned = solve_problem(problem(inventory=[{"device": "l4", "count": 16}]), time_limit=10)
+    # Owning enough L4s makes a plan on L4s buy nothing (their host is owned with them).
+    owned = solve_problem(
+        problem(inventory=[{"device": "l4", "count": 16}], allowed_devices=["l4"]), time_limit=10
+    )
     assert owned.status == "OPTIMAL"
     assert owned.capex_usd == 0
     assert all(d.bought == 0 for d in owned.devices)
@@ -105,3 +108,24 @@ def test_deadline() -> None:
     blocked = solve_problem(training(0.01), time_limit=10)
     assert blocked.status == "INFEASIBLE"
     assert blocked.notes
+
+
+def test_capex_zero_plans_on_the_inventory() -> None:
+    # "Buy nothing, use what we own": without the ceiling the cheapest plan buys an RTX 4090 and
+    # a desktop (the owned L4s' 8-slot server draws more power idle than they save); with
+    # capex 0 the plan runs on the owned L4s alone.
+    inv = [{"device": "l4", "count": 16}]
+    free = solve_problem(problem(inventory=inv), time_limit=10)
+    assert free.capex_usd > 0
+    plan = solve_problem(problem(inventory=inv, capex_usd=0), time_limit=10)
+    assert plan.status == "OPTIMAL"
+    assert plan.capex_usd == 0
+    assert [(d.type, d.owned, d.bought) for d in plan.devices] == [("l4", 1, 0)]
+    assert plan.slack["capex"] == 0
+    # Without an inventory nothing can be had for 0 up front.
+    assert solve_problem(problem(capex_usd=0), time_limit=10).status == "INFEASIBLE"
+
+
+def test_capex_below_zero_is_a_located_error() -> None:
+    with pytest.raises(ValidationError, match="at least 0"):
+        problem(capex_usd=-1)

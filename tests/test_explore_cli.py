@@ -192,7 +192,9 @@ def test_explain_infeasible_gives_least_relaxations() -> None:
     relax = {r["constraint"]: r for r in ex["relaxations"]}
     # The least budget is what the cheapest plan that meets the demand costs.
     cheapest = json.loads(run("solve", CHAT, "--format", "json")[1])["tco_usd"]
-    assert relax["budget"]["needed"] == pytest.approx(cheapest, abs=2)
+    # The solver counts whole dollars, each coefficient rounded up; the idle-draw terms (one per
+    # device per period, 8 devices here) put the least budget a few dollars above the plan's cost.
+    assert cheapest <= relax["budget"]["needed"] <= cheapest + 10
     assert relax["power"]["needed"] > 3000
 
 

@@ -6,7 +6,10 @@ Conventions (stated once, used everywhere):
 - The horizon is `lifetime_years` x 8,760 hours. Demand periods split those hours; without a
   demand profile there is one period, the working hours (`utilization` of them), at the stated rate.
 - Bought devices and their hosts are paid up front, plus `maintenance_per_year` of their price per
-  year; they draw electricity (at PUE) for the hours they serve.
+  year; they draw electricity (at PUE) for the hours they serve, and their idle draw for the hours
+  of the horizon they are held but not at work: a device its catalog `power.idle_w`, a host its
+  `power_overhead_w` (the catalog gives hosts no separate idle figure, so a host is taken to draw
+  its overhead through the whole horizon).
 - Rent includes power and hosting. On-demand and spot are paid for the hours of the periods they
   are rented in; a reserved device is paid for every hour of the horizon, or of its whole term when
   that is longer.
@@ -191,6 +194,18 @@ def energy_usd_per_watt_hour(problem: Problem) -> float:
 def energy_usd_per_watt(problem: Problem) -> float:
     """Dollars over the horizon for one watt drawn at load during the working hours, at PUE."""
     return working_hours(problem) * energy_usd_per_watt_hour(problem)
+
+
+def idle_device_hours(problem: Problem, fleet: int, hours_at_work: float) -> float:
+    """Device-hours a fleet of `fleet` owned or bought devices is held but not at work: every
+    device is held the whole horizon, less the device-hours it serves or trains."""
+    return max(0.0, fleet * horizon_hours(problem) - hours_at_work)
+
+
+def host_idle_hours(problem: Problem) -> float:
+    """Hours of the horizon outside the working hours, when hosts on premises draw their idle
+    power (taken as their `power_overhead_w`, see the module's conventions)."""
+    return max(0.0, horizon_hours(problem) - working_hours(problem))
 
 
 def reserved_hours(problem: Problem, prices: Prices) -> float:

@@ -12,6 +12,8 @@ from planner.estimator.economics import (
     embodied_share,
     energy_usd_per_watt_hour,
     grid_intensity,
+    horizon_hours,
+    host_idle_hours,
     ownership_factor,
     reserved_hours,
 )
@@ -40,12 +42,12 @@ class Quantities(ModelBase):
         return sum(terms)  # type: ignore[return-value]
 
     def tco_expr(self) -> cp_model.LinearExpr:
-        """Over the horizon: purchases with upkeep, electricity on premises, rent, and the
-        training jobs' energy or rent."""
+        """Over the horizon: purchases with upkeep, electricity on premises (at work and idle),
+        rent, and the training jobs' energy or rent."""
         own = ownership_factor(self.p)
         usd_wh = energy_usd_per_watt_hour(self.p)
-        work_h = sum(p.hours for p in self.periods)
-        terms: list[cp_model.LinearExpr] = []
+        whole_h = horizon_hours(self.p)
+        terms: list[cp_model.LinearExpr] = self._idle_terms(usd_wh)
         for dev, b in self.bought.items():
             e = self.t.econ[dev]
             if self.bought_ub[dev] > 0:
@@ -53,9 +55,10 @@ class Quantities(ModelBase):
                 terms.append(
                     to_int(e.node.price_usd * own, f"{e.node.id}.price") * self.hosts_bought[dev]
                 )
-            # Hosts on premises are powered through every working hour.
+            # Hosts on premises draw their overhead through the whole horizon: at load in the
+            # working hours, and as their idle draw in the others (planner.estimator.economics).
             terms.append(
-                to_int(e.node.power_overhead_w * work_h * usd_wh, "host energy") * self.hosts[dev]
+                to_int(e.node.power_overhead_w * whole_h * usd_wh, "host energy") * self.hosts[dev]
             )
         for (wn, j, p_i, site), var in self.R.items():
             d = self.t.designs[wn][j]
@@ -75,6 +78,21 @@ class Quantities(ModelBase):
             rate = self.t.econ[dev].prices.spot_usd_per_hour or 0.0
             terms.append(to_int(rate * self.periods[p_i].hours, f"{dev}.spot") * v)
         return sum(terms)  # type: ignore[return-value]
+
+    def _idle_terms(self, per_wh: float) -> list[cp_model.LinearExpr]:
+        """`per_wh` times the watt-hours on-premises devices draw while held but not at work:
+        idle_w x (fleet x horizon hours - device-hours at work), as
+        planner.estimator.economics.idle_device_hours counts them."""
+        whole_h = horizon_hours(self.p)
+        terms: list[cp_model.LinearExpr] = []
+        for dev, fleet in self.fleet.items():
+            idle_w = self.t.econ[dev].device.power.idle_w
+            terms.append(to_int(idle_w * whole_h * per_wh, f"{dev}.idle") * fleet)
+            for q, period in enumerate(self.periods):
+                at_work = self.use_expr(dev, q, PREM)
+                coef = to_int(idle_w * period.hours * per_wh, f"{dev}.at work", up=False)
+                terms.append(-coef * at_work)
+        return terms
 
     def carbon_expr(self) -> cp_model.LinearExpr:
         """Grams CO2e over the horizon: energy of every device and host at work times the
@@ -102,7 +120,11 @@ class Quantities(ModelBase):
             if site == CLOUD:
                 grams += self._cloud_host_w(d) * period.hours / 1000 * pue * g
             terms.append(to_int(grams, "carbon") * var)
+        # Idle draw at the problem's grid intensity (most idle hours lie outside the demand periods).
+        g0 = (grid_intensity(self.p) or 0.0) / 1000 * pue
+        terms += self._idle_terms(g0)
         host_g = sum(p.hours * (p.gco2e_per_kwh or 0.0) for p in self.periods) / 1000 * pue
+        host_g += host_idle_hours(self.p) * g0
         for dev, h in self.hosts.items():
             e = self.t.econ[dev]
             terms.append(to_int(e.node.power_overhead_w * host_g, "host carbon") * h)

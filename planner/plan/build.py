@@ -1,7 +1,10 @@
 """The plan builder: turn the solver's counts into a bill of materials, per-period figures,
 costs by kind, energy and carbon. Stage figures come from the estimator's scalar replica
 arithmetic (planner.estimator.replica), which the verifier recomputes on its own; the
-objective is recomputed from the finished plan's figures, not copied from the solver."""
+objective is recomputed from the finished plan's figures, not copied from the solver.
+
+Long because the bill, the cost lines, the energy (at work and idle) and the carbon are built
+from one tally of the solution, and splitting them would pass that tally through more modules."""
 
 from __future__ import annotations
 
@@ -20,6 +23,8 @@ from planner.estimator.economics import (
     energy_usd_per_watt_hour,
     grid_intensity,
     horizon_hours,
+    host_idle_hours,
+    idle_device_hours,
     job_rate,
     ownership_factor,
     reserved_hours,
@@ -62,6 +67,7 @@ class _Tally:
     n: int
     use: dict[tuple[str, int, str], int] = field(default_factory=dict)  # (device, period, site)
     prem_energy_wh: dict[str, float] = field(default_factory=dict)  # device -> Wh on premises
+    idle_wh: dict[str, float] = field(default_factory=dict)  # device -> Wh held but not at work
     power: list[float] = field(default_factory=list)  # serving devices and hosts, per period
     tokens: list[float] = field(default_factory=list)  # output tokens served, per period
     capacity: dict[tuple[str, int], float] = field(default_factory=dict)  # fixed-rate tokens/s
@@ -98,7 +104,7 @@ def make_plan(problem: Problem, cat: Catalog, tables: Tables, sol: Solution) -> 
             periods[p_i].hours * 3600
         )
     held: list[dict[str, dict[str, int]]] = [{} for _ in periods]
-    _bill(plan, problem, cat, tables, sol, tally.use, tally.prem_energy_wh, tally.power, held)
+    _bill(plan, problem, cat, tables, sol, tally, held)
     _costs(plan, problem, cat, tables, tally)
     _energy_and_periods(plan, problem, cat, tables, tally, held)
     plan.objective, plan.bound = _objective(plan, problem, tables, sol)
@@ -280,13 +286,15 @@ def _add_serving(
 def _costs(plan: Plan, problem: Problem, cat: Catalog, tables: Tables, tally: _Tally) -> None:
     """Cost lines by kind and their total; capex and opex per year."""
     usd_wh = energy_usd_per_watt_hour(problem)
-    work_h = sum(p.hours for p in tables.periods)
+    whole_h = horizon_hours(problem)
     own = ownership_factor(problem)
     capex = sum(x.total_usd for x in plan.devices) + sum(n.total_usd for n in plan.nodes)
+    # Hosts draw their overhead through the whole horizon (planner.estimator.economics).
     host_energy = sum(
-        cat.node(n.type).power_overhead_w * n.count * work_h * usd_wh for n in plan.nodes
+        cat.node(n.type).power_overhead_w * n.count * whole_h * usd_wh for n in plan.nodes
     )
-    energy = sum(tally.prem_energy_wh.values()) * usd_wh + host_energy
+    device_wh = sum(tally.prem_energy_wh.values()) + sum(tally.idle_wh.values())
+    energy = device_wh * usd_wh + host_energy
     rents = {m: sum(x.rent_usd.get(m, 0.0) for x in plan.devices) for m in RENT_MODES}
     total = capex * own + energy + sum(rents.values()) + tally.training_usd
     plan.costs = Costs(
@@ -337,11 +345,16 @@ def _energy_and_periods(
         for wp in plan.workloads
         if wp.kind == "training"
     )
-    plan.energy_kwh_per_year = (sum(energy_kwh) + job_kwh) / h.lifetime_years
-    joules = (sum(energy_kwh) + job_kwh) * 3.6e6
+    # Idle draw: devices held but not at work, and hosts outside the working hours.
+    idle_wh = sum(tally.idle_wh.values()) + sum(
+        cat.node(n.type).power_overhead_w * n.count * host_idle_hours(problem) for n in plan.nodes
+    )
+    other_kwh = job_kwh + idle_wh * h.pue / 1000
+    plan.energy_kwh_per_year = (sum(energy_kwh) + other_kwh) / h.lifetime_years
+    joules = (sum(energy_kwh) + other_kwh) * 3.6e6
     plan.tokens_per_joule = sum(tally.tokens) / joules if joules else None
     if problem.carbon is not None:
-        plan.carbon = _carbon(plan, problem, cat, energy_kwh, job_kwh, sum(tally.tokens))
+        plan.carbon = _carbon(plan, problem, cat, energy_kwh, other_kwh, sum(tally.tokens))
         unknown = [x.type for x in plan.devices if cat.accelerator(x.type).embodied_kgco2e is None]
         if unknown:
             plan.notes.append(
@@ -447,9 +460,7 @@ def _bill(
     cat: Catalog,
     tables: Tables,
     sol: Solution,
-    use: dict[tuple[str, int, str], int],
-    prem_energy_wh: dict[str, float],
-    power: list[float],
+    tally: _Tally,
     held: list[dict[str, dict[str, int]]],
 ) -> None:
     """Device and node lines: the fleet on premises (owned first, then bought), reserved and
@@ -458,6 +469,7 @@ def _bill(
 
     Long because each device line's figures come from one pass over its periods.
     """
+    use, prem_energy_wh, power = tally.use, tally.prem_energy_wh, tally.power
     periods = tables.periods
     H = horizon_hours(problem)
     own = ownership_factor(problem)
@@ -507,7 +519,9 @@ def _bill(
         hosts = -(-fleet // e.slots)
         host_bought = -(-bought // e.slots)
         purchase = e.unit_usd
-        dev_energy = prem_energy_wh.get(dev, 0.0) * usd_wh
+        idle_h = idle_device_hours(problem, fleet, hours["on-premises"])
+        tally.idle_wh[dev] = cat.accelerator(dev).power.idle_w * idle_h
+        dev_energy = (prem_energy_wh.get(dev, 0.0) + tally.idle_wh[dev]) * usd_wh
         watts_at_work = (
             prem_energy_wh.get(dev, 0.0) / hours["on-premises"]
             if hours["on-premises"]
@@ -563,16 +577,18 @@ def _carbon(
     problem: Problem,
     cat: Catalog,
     energy_kwh: list[float],
-    job_kwh: float,
+    other_kwh: float,
     tokens: float,
 ) -> CarbonLine:
-    """SCI: energy x grid intensity plus embodied carbon for the hours devices are held."""
+    """SCI: energy x grid intensity plus embodied carbon for the hours devices are held. The
+    periods' energy is at their intensities; `other_kwh` (training jobs and idle draw) at the
+    problem's."""
     periods = plan.periods
     g0 = grid_intensity(problem, cat) or 0.0
     operational = sum(
         kwh * (p.gco2e_per_kwh or 0.0) / 1000 for kwh, p in zip(energy_kwh, periods, strict=True)
     )
-    operational += job_kwh * g0 / 1000
+    operational += other_kwh * g0 / 1000
     share = embodied_share(problem)
     embodied = 0.0
     for x in plan.devices:
@@ -591,7 +607,7 @@ def _carbon(
                     * embodied_kg_per_hour(problem, acc)
                 )
     total = operational + embodied
-    kwh = sum(energy_kwh) + job_kwh
+    kwh = sum(energy_kwh) + other_kwh
     return CarbonLine(
         kwh, operational, embodied, total, tokens, total * 1000 / (tokens / 1e6) if tokens else None
     )

@@ -14,8 +14,10 @@ def constraint_slack(plan: Plan, problem: Problem) -> dict[str, float]:
     out: dict[str, float] = {}
 
     def room(name: str, used: float, limit: float | None) -> None:
-        if limit:
-            out[name] = float((limit - used) / limit)
+        if limit is None:
+            return
+        # A ceiling of 0 (capex 0: buy nothing) has no relative room: it binds.
+        out[name] = float((limit - used) / limit) if limit else 0.0
 
     room("budget", plan.tco_usd, c.budget_usd)
     room("capex", plan.capex_usd, c.capex_usd)

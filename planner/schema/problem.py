@@ -397,6 +397,16 @@ Dollars = Annotated[
     ),
 ]
 
+# A capex ceiling of 0 is meaningful: "buy nothing, use what we own" (the inventory).
+CapexDollars = Annotated[
+    Usd,
+    Limit(
+        ge=0,
+        le=MAX_USD,
+        why="more than a trillion dollars is no fleet's budget; check the units",
+    ),
+]
+
 
 class OwnedDevices(ProblemModel):
     device: CatalogId = Field(description="Catalog device id.")
@@ -411,9 +421,10 @@ class Constraints(ProblemModel):
         description="Ceiling on total cost over the horizon, USD: a number, or `$2M`, `$250k`, "
         "`2,000,000 USD`, `1.5 million` (k, M, B are powers of 1,000).",
     )
-    capex_usd: Dollars | None = Field(
+    capex_usd: CapexDollars | None = Field(
         None,
-        description="Ceiling on money spent up front, USD: a number or `$500k` (as budget_usd).",
+        description="Ceiling on money spent up front, USD: a number or `$500k` (as budget_usd); "
+        "0 buys nothing and plans on the inventory alone.",
     )
     power_w: (
         Annotated[
@@ -737,7 +748,7 @@ class Problem(ProblemModel):
             seen.add(w.name)
         if self.objective.goal in ("max_throughput",) and not (
             self.constraints.budget_usd
-            or self.constraints.capex_usd
+            or self.constraints.capex_usd is not None
             or self.constraints.max_devices
             or self.constraints.power_w
         ):
