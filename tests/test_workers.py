@@ -11,9 +11,10 @@ from typer.testing import CliRunner
 from planner.cli import app
 
 PROBLEMS = sorted((Path(__file__).resolve().parent.parent / "problems").glob("*.yaml"))
-# With 2 workers these reach the same objective with another assignment (rent-the-peak), or do
+# With 2 workers these reach the same objective with another assignment (rent-the-peak; the
+# requests split otherwise between two replica designs of equal cost in p95-latency-70b), or do
 # not prove the optimum within the time limit (request-mix): see README, "Solver workers".
-EXCEPTIONS = {"rent-the-peak", "request-mix"}
+EXCEPTIONS = {"rent-the-peak", "p95-latency-70b", "request-mix"}
 runner = CliRunner()
 
 
