@@ -882,6 +882,86 @@ def verify_cmd(
         )
 
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+@app.command()
+def serve(
+    host: Annotated[
+        str,
+        typer.Option(
+            help="Address to listen on; other than loopback, anyone who reaches it may use the page."
+        ),
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port.")] = 8000,
+    time_limit: Annotated[
+        float, typer.Option("--time-limit", min=0.1, max=600, help="Seconds each solve may take.")
+    ] = 10.0,
+    max_solves: Annotated[
+        int, typer.Option("--max-solves", min=1, max=64, help="Solves running at once.")
+    ] = 2,
+    queue: Annotated[
+        int,
+        typer.Option(
+            "--queue", min=0, max=1000, help="Requests waiting for a solve; more get 429."
+        ),
+    ] = 4,
+    max_body_kib: Annotated[
+        int,
+        typer.Option(
+            "--max-body-kib", min=1, max=65536, help="Largest request body (KiB); larger get 413."
+        ),
+    ] = 256,
+    models_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--models-dir",
+            help="Folder that model paths in problems may name (config.json files); without "
+            "it a problem sent to the page may name catalog models only.",
+        ),
+    ] = None,
+    examples_dir: Annotated[
+        Path | None,
+        typer.Option("--examples", help="Folder of example problems offered on the page (*.yaml)."),
+    ] = None,
+) -> None:
+    """Serve the explorer page: pick or upload a problem, move budget, power, latency, demand,
+    price and electricity figures, and watch the verified plan change."""
+    with user_errors():
+        try:
+            import uvicorn
+
+            from planner.web.app import create_app
+        except ImportError as e:
+            raise PlannerError(
+                f"planner serve needs the web extra ({e.name} is missing): "
+                "pip install 'planner[web]'"
+            ) from None
+        from planner.web.service import ServeConfig, default_examples_dir
+
+        for name, folder in (("--models-dir", models_dir), ("--examples", examples_dir)):
+            if folder is not None and not folder.is_dir():
+                raise InputError(f"{name} {folder}: not a folder")
+        if host not in LOOPBACK:
+            err.print(
+                f"warning: listening on {host}: anyone who can reach this address can use the "
+                "page and its solver (there is no login)",
+                highlight=False,
+                markup=False,
+            )
+        cfg = ServeConfig(
+            time_limit=time_limit,
+            max_solves=max_solves,
+            queue=queue,
+            max_body_bytes=max_body_kib * 1024,
+            models_dir=models_dir.resolve() if models_dir else None,
+            examples_dir=examples_dir or default_examples_dir(),
+        )
+        load_catalog()  # a broken --catalog overlay fails now, not on the first request
+        err.print(f"planner: serving on http://{host}:{port}/ (Ctrl-C stops)", highlight=False)
+        uvicorn.run(create_app(cfg), host=host, port=port, log_level="warning")
+
+
 @app.command("schema")
 def schema_cmd() -> None:
     """Print the JSON Schema of problem files (for editor completion)."""

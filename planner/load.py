@@ -32,20 +32,24 @@ def is_model_path(name: str) -> bool:
     return "/" in name or "\\" in name or name.endswith(".json")
 
 
-def parse_problem(doc: Located, overrides: Sequence[str] = (), base: Path | None = None) -> Problem:
+def parse_problem(
+    doc: Located, overrides: Sequence[str] = (), base: Path | None = None, confine: bool = False
+) -> Problem:
     """Validate a parsed problem. `base` is the folder model paths are relative to; without
-    one (a problem that did not come from a file of the user's) a model path is refused."""
+    one (a problem that did not come from a file of the user's) a model path is refused. With
+    `confine` a model path must stay inside `base` (no absolute path, no `..` or link out of it),
+    for problems sent by someone who may not read the machine's other files."""
     doc, origin = apply_overrides(doc, overrides)
     try:
         problem = validate(doc, Problem)
-        _file_models(problem, doc, base)
+        _file_models(problem, doc, base, confine)
         check_names(problem, load_catalog(), doc)
     except InputError as e:
         raise blame(e, origin) from None
     return problem
 
 
-def _file_models(problem: Problem, doc: Located, base: Path | None) -> None:
+def _file_models(problem: Problem, doc: Located, base: Path | None, confine: bool) -> None:
     """Read the config.json each model path names and make it known to the catalog."""
     for i, w in enumerate(problem.workloads):
         if not is_model_path(w.model) or (base is None and w.model in load_catalog().models):
@@ -56,14 +60,34 @@ def _file_models(problem: Problem, doc: Located, base: Path | None) -> None:
                 f"{at}: a model path (`{w.model}`) is not accepted here; name a catalog model"
             )
         path = base / w.model
+        if confine and not _inside(base, w.model):
+            raise InputError(
+                f"{at}: workload `{w.name}`: the model path `{w.model}` leaves the models folder; "
+                "give a path relative to it, or a catalog model"
+            )
         if path.is_dir():
             path = path / "config.json"
         if not path.is_file():
+            shown, of = (w.model, "the models folder") if confine else (path, "the problem file")
             raise InputError(
-                f"{at}: workload `{w.name}`: no config.json at `{path}` (a model path is "
-                "relative to the problem file: a config.json or a folder holding one)"
+                f"{at}: workload `{w.name}`: no config.json at `{shown}` (a model path is "
+                f"relative to {of}: a config.json or a folder holding one)"
             )
         add_file_model(w.model, load_hf_config(path))
+
+
+def _inside(root: Path, name: str) -> bool:
+    """Whether the model path `name` (a folder or its config.json), with links and `..`
+    resolved, lies inside `root`; an absolute path never does."""
+    if Path(name).is_absolute() or "\\" in name:
+        return False
+    path = root / name
+    try:
+        if path.is_dir():
+            path = path / "config.json"
+        return path.resolve().is_relative_to(root.resolve())
+    except (OSError, RuntimeError):  # a link loop, or a name the system refuses
+        return False
 
 
 def check_names(problem: Problem, cat: Catalog, doc: Located | None = None) -> None:

@@ -27,6 +27,7 @@ STAGES = [
     "solve",
     "whatif",
     "report",
+    "web",  # `planner serve`: the explorer page and its API, on the same answers as the CLI
     "cli",
 ]
 

@@ -1,0 +1,1 @@
+"""`planner serve`: the web explorer (needs the `web` extra)."""
