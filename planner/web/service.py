@@ -276,8 +276,8 @@ def inspect(cfg: ServeConfig, req: ProblemRequest) -> dict[str, Any]:
     problem, _ = load(cfg, req)
     c, h, m = problem.constraints, problem.horizon, problem.market
     controls = [
-        _control("constraints.budget_usd", "budget", "USD", c.budget_usd, 0, 2e6, 10_000),
-        _control("constraints.power_w", "power cap", "W", c.power_w, 0, 100_000, 500),
+        _control("constraints.budget_usd", "budget", "USD", c.budget_usd, 10_000, 2e6, 10_000),
+        _control("constraints.power_w", "power cap", "W", c.power_w, 500, 100_000, 500),
     ]
     for w in problem.workloads:
         if not isinstance(w, InferenceWorkload):
@@ -289,7 +289,7 @@ def inspect(cfg: ServeConfig, req: ProblemRequest) -> dict[str, Any]:
                 f"{w.name}: demand",
                 "tokens/s",
                 w.min_tokens_per_s,
-                0,
+                100,
                 10_000,
                 100,
             ),
