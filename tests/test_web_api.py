@@ -120,6 +120,11 @@ def test_a_problem_cannot_read_server_files(client: TestClient, model: str) -> N
         assert r.status_code == 422, r.text
         assert "is not accepted here" in r.json()["error"]
         assert "root:" not in r.text
+    sweep = {"example": "chat-70b", "kind": "sweep", "vary": f"workloads.chat.model={model}"}
+    r = client.post("/api/chart", json=sweep)
+    assert r.status_code == 422 and "root:" not in r.text
+    if ".." not in model:  # `..` reads as a range FROM..TO, refused before any point
+        assert "is not accepted here" in r.json()["error"]
 
 
 def test_requests_name_no_files_or_folders(client: TestClient) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -33,6 +34,9 @@ MAX_SETS = 64  # as many as the command line's --set takes
 EXAMPLE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$"
 SOURCE_NAME = r"^[^/\\\x00-\x1f]{1,100}$"  # a file name shown in messages, never a path
 UPLOADED = "uploaded problem"
+# matplotlib's style settings are process-wide: one chart is drawn at a time (the solves
+# behind charts still run side by side).
+_DRAWING = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -190,7 +194,7 @@ def chart(cfg: ServeConfig, req: ChartRequest) -> str:
     with tempfile.TemporaryDirectory(prefix="planner-chart-") as tmp:
         path = Path(tmp) / "chart.svg"
         if req.kind == "sweep":
-            _sweep_chart(cfg, req, doc, path)
+            _sweep_chart(cfg, req, doc, problem.name, path)
         elif req.kind == "frontier":
             _frontier_chart(cfg, req, problem, path)
         else:
@@ -198,7 +202,9 @@ def chart(cfg: ServeConfig, req: ChartRequest) -> str:
         return path.read_text(encoding="utf-8")
 
 
-def _sweep_chart(cfg: ServeConfig, req: ChartRequest, doc: Located, path: Path) -> None:
+def _sweep_chart(cfg: ServeConfig, req: ChartRequest, doc: Located, name: str, path: Path) -> None:
+    """Each point is read from the request's problem with its overrides and the varied value,
+    as `planner sweep` does (a model path there is refused: it names no file of the server)."""
     from planner.report.plot import plot_sweep
     from planner.whatif.sweep import parse_vary, sweep
 
@@ -211,14 +217,14 @@ def _sweep_chart(cfg: ServeConfig, req: ChartRequest, doc: Located, path: Path) 
             f"{cfg.max_points}"
         )
     rows = sweep(doc, req.sets, [vary], _solver(cfg, why=False))
-    title = f"{doc.data.get('name', 'problem') if isinstance(doc.data, dict) else 'problem'}"
-    plot_sweep(
-        rows,
-        vary.path,
-        ["tco_usd", "tokens_per_s", "power_w"],
-        path,
-        title=f"{title}: sweep of {vary.path}",
-    )
+    with _DRAWING:
+        plot_sweep(
+            rows,
+            vary.path,
+            ["tco_usd", "tokens_per_s", "power_w"],
+            path,
+            title=f"{name}: sweep of {vary.path}",
+        )
 
 
 def _frontier_chart(cfg: ServeConfig, req: ChartRequest, problem: Problem, path: Path) -> None:
@@ -228,13 +234,14 @@ def _frontier_chart(cfg: ServeConfig, req: ChartRequest, problem: Problem, path:
     if req.points > cfg.max_points:
         raise InputError(f"points {req.points}: this server draws at most {cfg.max_points}")
     fr = frontier(problem, req.x, req.y, req.points, _solver(cfg))
-    plot_frontier(
-        fr.points,
-        axis_column(req.x),
-        axis_column(req.y),
-        path,
-        title=f"{problem.name}: {req.y} against {req.x}",
-    )
+    with _DRAWING:
+        plot_frontier(
+            fr.points,
+            axis_column(req.x),
+            axis_column(req.y),
+            path,
+            title=f"{problem.name}: {req.y} against {req.x}",
+        )
 
 
 def _tco_chart(cfg: ServeConfig, problem: Problem, path: Path) -> None:
@@ -243,7 +250,8 @@ def _tco_chart(cfg: ServeConfig, problem: Problem, path: Path) -> None:
     plan = _solver(cfg, why=False).solve(problem)
     if not plan.has_plan:
         raise InputError(f"{problem.name}: no plan to chart ({plan.status}); ask why not")
-    plot_tco(tco_report(plan, problem.horizon.lifetime_years), path)
+    with _DRAWING:
+        plot_tco(tco_report(plan, problem.horizon.lifetime_years), path)
 
 
 # ------------------------------------------------------------------------------------------------
