@@ -895,8 +895,14 @@ def serve(
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port.")] = 8000,
     time_limit: Annotated[
-        float, typer.Option("--time-limit", min=0.1, max=600, help="Seconds each solve may take.")
-    ] = 10.0,
+        float,
+        typer.Option(
+            "--time-limit",
+            min=0.1,
+            max=600,
+            help="Seconds each request may take (its solves share them).",
+        ),
+    ] = 30.0,
     max_solves: Annotated[
         int, typer.Option("--max-solves", min=1, max=64, help="Solves running at once.")
     ] = 2,

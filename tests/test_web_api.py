@@ -21,7 +21,7 @@ from planner.load import load_problem
 from planner.solve import solve_problem
 from planner.web.app import create_app
 from planner.web.limits import Busy, Gate
-from planner.web.service import ServeConfig
+from planner.web.service import OutOfTime, RequestSolver, ServeConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "problems"
@@ -217,6 +217,20 @@ def test_charts_are_svg_from_the_plot_code(client: TestClient) -> None:
     assert r.status_code == 422 and "at most" in r.json()["error"]
     r = client.post("/api/chart", json={"example": "infeasible", "kind": "tco"})
     assert r.status_code == 422 and "no plan" in r.json()["error"]
+
+
+def test_a_request_has_a_time_limit_its_solves_share() -> None:
+    solver = RequestSolver(5.0)
+    solver.deadline -= 4.0  # as if its earlier solves had taken 4 s
+    problem = load_problem(EXAMPLES / "chat-70b.yaml")
+    assert solver.solve(problem).has_plan
+    assert solver.time_limit <= 1.0  # the solve was given what was left, not 5 s
+    solver.deadline -= 1.0
+    with pytest.raises(OutOfTime, match="whole time limit of 5 s"):
+        solver.solve(problem)
+    with TestClient(create_app(ServeConfig(examples_dir=EXAMPLES, time_limit=0.05))) as c:
+        r = c.post("/api/explain", json={"example": "chat-70b"})
+        assert r.status_code == 503 and "time limit of 0.05 s" in r.json()["error"]
 
 
 def test_gate_queues_then_refuses_with_a_retry_hint() -> None:

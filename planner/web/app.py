@@ -20,7 +20,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from planner.errors import InputError, PlannerError
 from planner.web import service
 from planner.web.limits import BodyLimit, Busy, Gate
-from planner.web.service import ChartRequest, ProblemRequest, ServeConfig
+from planner.web.service import ChartRequest, OutOfTime, ProblemRequest, ServeConfig
 
 T = TypeVar("T")
 
@@ -101,6 +101,10 @@ def _errors(app: FastAPI) -> None:
     @app.exception_handler(InputError)
     async def input_error(_: Request, e: InputError) -> JSONResponse:
         return JSONResponse({"error": str(e)}, status_code=422)
+
+    @app.exception_handler(OutOfTime)
+    async def out_of_time(_: Request, e: OutOfTime) -> JSONResponse:
+        return JSONResponse({"error": str(e)}, status_code=503)
 
     @app.exception_handler(PlannerError)
     async def planner_error(_: Request, e: PlannerError) -> JSONResponse:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -20,7 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from planner.catalog import load_catalog
-from planner.errors import InputError, did_you_mean
+from planner.errors import InputError, PlannerError, did_you_mean
 from planner.load import parse_problem
 from planner.plan.io import plan_document
 from planner.plan.types import Plan
@@ -43,7 +44,7 @@ _DRAWING = threading.Lock()
 class ServeConfig:
     """What the operator sets on `planner serve`."""
 
-    time_limit: float = 10.0  # seconds per solve
+    time_limit: float = 30.0  # seconds per request, shared by the solves it makes
     max_solves: int = 2  # solves running at once
     queue: int = 4  # requests waiting for a solve slot; more are refused with 429
     queue_wait_s: float = 30.0  # a request waiting longer is refused with 503
@@ -137,8 +138,43 @@ def load(cfg: ServeConfig, req: ProblemRequest) -> tuple[Problem, Located]:
     return parse_problem(doc, req.sets, base=cfg.models_dir, confine=True), doc
 
 
+class OutOfTime(PlannerError):
+    """A request's solves used up its time limit before it had an answer."""
+
+
+class RequestSolver(Solver):
+    """The session for one request: its solves share the request's time limit, each given
+    what is left of it; none starts once it is spent (the request is answered OutOfTime)."""
+
+    def __init__(self, seconds: float, *, why: bool = True) -> None:
+        super().__init__(time_limit=seconds, workers=1, seed=0, why=why)
+        self.seconds = seconds
+        self.deadline = time.monotonic() + seconds
+
+    def _budget(self) -> None:
+        left = self.deadline - time.monotonic()
+        if left < 0.1:
+            raise OutOfTime(
+                f"the request used its whole time limit of {self.seconds:g} s before it had an "
+                "answer; ask for fewer points, or run it with the command line"
+            )
+        self.time_limit = left
+
+    def solve(self, problem: Problem) -> Plan:
+        self._budget()
+        return super().solve(problem)
+
+    def least(self, problem: Problem, quantity: str, relax: frozenset[str]) -> float | None:
+        self._budget()
+        return super().least(problem, quantity, relax)
+
+    def conflict(self, problem: Problem) -> list[str] | None:
+        self._budget()
+        return super().conflict(problem)
+
+
 def _solver(cfg: ServeConfig, *, why: bool = True) -> Solver:
-    return Solver(time_limit=cfg.time_limit, workers=1, seed=0, why=why)
+    return RequestSolver(cfg.time_limit, why=why)
 
 
 # ------------------------------------------------------------------------------------------------
