@@ -31,6 +31,7 @@ from planner.schema.catalog import (
     RegionFile,
     Sourced,
 )
+from planner.schema.support import Architecture, Engine, SupportFile, SupportRow
 from planner.schema.yaml_io import read_yaml, validate
 
 T = TypeVar("T", bound=Sourced)
@@ -41,6 +42,7 @@ FILES = {
     "links": "links.yaml",
     "models": "models.yaml",
     "regions": "regions.yaml",
+    "support": "support.yaml",
 }
 
 
@@ -55,6 +57,9 @@ class Catalog:
     references: Mapping[str, Reference]
     regions: Mapping[str, Region] = field(default_factory=dict)
     overlays: tuple[str, ...] = ()  # user catalog folders laid over the shipped one, in order
+    architectures: Mapping[str, Architecture] = field(default_factory=dict)
+    engines: Mapping[str, Engine] = field(default_factory=dict)
+    support: tuple[SupportRow, ...] = ()  # the software support matrix (support.yaml)
 
     def accelerator(self, name: str) -> Accelerator:
         return _lookup(self.accelerators, name, "device")
@@ -70,6 +75,13 @@ class Catalog:
 
     def region(self, name: str) -> Region:
         return _lookup(self.regions, name, "region")
+
+    def engine(self, name: str) -> Engine:
+        return _lookup(self.engines, name, "engine")
+
+    def architecture_of(self, device: Accelerator) -> Architecture:
+        """The device's architecture record: vendor family, generation, end of life."""
+        return _lookup(self.architectures, device.architecture, "architecture")
 
     def nodes_for(self, device: Accelerator) -> list[Node]:
         """Nodes that can host `device`, cheapest per slot first."""
@@ -176,17 +188,32 @@ def _overlay(base: Catalog, root: Path) -> Catalog:
         "links": dict(base.links),
         "models": dict(base.models),
         "regions": dict(base.regions),
+        "architectures": dict(base.architectures),
+        "engines": dict(base.engines),
     }
     refs = dict(base.references)
+    rows = list(base.support)
     for kind in present:
         path = root / FILES[kind]
         doc = read_yaml(path)
         if isinstance(doc.data, dict):  # an overlay may cite only the shipped references
             doc.data.setdefault("references", {})
+            if kind == "support":  # and may add rows without new architectures or engines
+                for key in ("architectures", "engines", "support"):
+                    doc.data.setdefault(key, [])
+        if kind == "support":
+            sup = validate(doc, SupportFile)
+            refs.update(sup.references)
+            tables["architectures"].update(_by_id(sup.architectures, path))
+            tables["engines"].update(_by_id(sup.engines, path))
+            rows += sup.support  # rows add to the shipped matrix
+            continue
         parsed = validate(doc, schemas[kind])
         refs.update(parsed.references)
         tables[kind].update(_by_id(getattr(parsed, kind), path))
-    cat = Catalog(references=refs, overlays=(*base.overlays, str(root)), **tables)
+    cat = Catalog(
+        references=refs, overlays=(*base.overlays, str(root)), support=tuple(rows), **tables
+    )
     _cross_check(cat, root)
     return cat
 
@@ -205,7 +232,9 @@ def _load_dir(directory: Path | None = None) -> Catalog:
                 )
             refs[key] = ref
 
-    acc_path, node_path, link_path, model_path, region_path = (root / FILES[k] for k in FILES)
+    acc_path, node_path, link_path, model_path, region_path, support_path = (
+        root / FILES[k] for k in FILES
+    )
     acc = validate(read_yaml(acc_path), AcceleratorFile)
     merge_refs(acc.references, acc_path)
     nod = validate(read_yaml(node_path), NodeFile)
@@ -216,6 +245,8 @@ def _load_dir(directory: Path | None = None) -> Catalog:
     merge_refs(mdl.references, model_path)
     reg = validate(read_yaml(region_path), RegionFile)
     merge_refs(reg.references, region_path)
+    sup = validate(read_yaml(support_path), SupportFile)
+    merge_refs(sup.references, support_path)
 
     cat = Catalog(
         accelerators=_by_id(acc.accelerators, acc_path),
@@ -224,6 +255,9 @@ def _load_dir(directory: Path | None = None) -> Catalog:
         models=_by_id(mdl.models, model_path),
         references=refs,
         regions=_by_id(reg.regions, region_path),
+        architectures=_by_id(sup.architectures, support_path),
+        engines=_by_id(sup.engines, support_path),
+        support=tuple(sup.support),
     )
     _cross_check(cat, root)
     return cat
@@ -247,6 +281,8 @@ def _cross_check(cat: Catalog, root: Path) -> None:
         ("links", cat.links),
         ("models", cat.models),
         ("regions", cat.regions),
+        ("support", cat.architectures),
+        ("support", cat.engines),
     ):
         for key, item in table.items():
             for section, ref in item.sources.items():
@@ -255,6 +291,7 @@ def _cross_check(cat: Catalog, root: Path) -> None:
                         f"{root / FILES[kind]}: {key}.sources.{section}: unknown reference `{ref}`"
                         f"{did_you_mean(ref, cat.references)}"
                     )
+    _check_support(cat, root)
     for a in cat.accelerators.values():
         if a.interconnect.scale_up and a.interconnect.scale_up not in cat.links:
             raise CatalogError(
@@ -274,3 +311,39 @@ def _cross_check(cat: Catalog, root: Path) -> None:
                     f"{root / FILES['nodes']}: {n.id}.accepts_devices: unknown device `{dev}`"
                     f"{did_you_mean(dev, cat.accelerators)}"
                 )
+
+
+def _check_support(cat: Catalog, root: Path) -> None:
+    """Every device names a known architecture of its own vendor; every support row names
+    known engines, architectures and references."""
+    where = root / FILES["support"]
+    for a in cat.accelerators.values():
+        arch = cat.architectures.get(a.architecture)
+        if arch is None:
+            raise CatalogError(
+                f"{root / FILES['accelerators']}: {a.id}.architecture: unknown architecture "
+                f"`{a.architecture}`{did_you_mean(a.architecture, cat.architectures)} (add it "
+                f"to {FILES['support']} with its vendor, family and generation)"
+            )
+        if arch.vendor != a.vendor:
+            raise CatalogError(
+                f"{root / FILES['accelerators']}: {a.id}.architecture: `{arch.id}` is a "
+                f"{arch.vendor} architecture, but the device's vendor is {a.vendor}"
+            )
+    for i, row in enumerate(cat.support):
+        if row.engine not in cat.engines:
+            raise CatalogError(
+                f"{where}: support[{i}].engine: unknown engine `{row.engine}`"
+                f"{did_you_mean(row.engine, cat.engines)}"
+            )
+        for name in row.architectures:
+            if name not in cat.architectures:
+                raise CatalogError(
+                    f"{where}: support[{i}].architectures: unknown architecture `{name}`"
+                    f"{did_you_mean(name, cat.architectures)}"
+                )
+        if row.source not in cat.references:
+            raise CatalogError(
+                f"{where}: support[{i}].source: unknown reference `{row.source}`"
+                f"{did_you_mean(row.source, cat.references)}"
+            )

@@ -30,7 +30,9 @@ from planner.estimator.estimate import (
     estimate_training,
 )
 from planner.estimator.estimate import Task as EstTask
+from planner.estimator.formats import kv_bytes, weight_format
 from planner.estimator.memory import Method, Optimizer, Recompute, TrainingSetup
+from planner.estimator.support import supported_devices
 from planner.hf_config import load_hf_config
 from planner.model import interrupt
 from planner.report.catalog_lists import KINDS as LIST_KINDS
@@ -153,6 +155,9 @@ class Kind(StrEnum):
     regions = "regions"
     formats = "formats"
     kv_formats = "kv-formats"
+    engines = "engines"
+    architectures = "architectures"
+    support = "support"
 
 
 class Task(StrEnum):
@@ -354,6 +359,10 @@ def estimate(
         if task is Task.inference:
             mfile = load_measurements(measured) if measured else None
             q = InferenceQuery(weights=weights, kv=kv, context=context, batch=batch, prompt=prompt)
+            weight_format(weights), kv_bytes(kv)  # unknown names first, with their choices
+            runs = supported_devices(cat, devices, weights, kv)
+            if len(runs) < len(devices):
+                table = device_table(runs, ov)
             rows = estimate_inference(arch, table, q, econ, mfile)
         else:
             rc = recompute or ("full" if task in (Task.lora, Task.qlora) else "selective")

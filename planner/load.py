@@ -14,6 +14,7 @@ from planner.errors import InputError, did_you_mean
 from planner.estimator.economics import available_modes
 from planner.estimator.efficiency import Efficiency, load_efficiency
 from planner.estimator.formats import kv_bytes, weight_format
+from planner.estimator.support import architecture_allowed
 from planner.hf_config import load_hf_config
 from planner.schema.catalog import Accelerator
 from planner.schema.overrides import apply_overrides, blame
@@ -110,6 +111,19 @@ def check_names(problem: Problem, cat: Catalog, doc: Located | None = None) -> N
                     raise InputError(
                         f"{where(('workloads', i, key))}workload `{w.name}`: {e}"
                     ) from None
+            if w.engine is not None and w.engine not in cat.engines:
+                raise InputError(
+                    f"{where(('workloads', i, 'engine'))}workload `{w.name}`: unknown engine "
+                    f"`{w.engine}`{did_you_mean(w.engine, cat.engines)} "
+                    f"(engines: {', '.join(cat.engines)})"
+                )
+            engines = problem.constraints.engines
+            if w.engine is not None and engines is not None and w.engine not in engines:
+                raise InputError(
+                    f"{where(('workloads', i, 'engine'))}workload `{w.name}`: engine "
+                    f"`{w.engine}` is not among constraints.engines ({', '.join(engines)}); "
+                    "add it there or name another"
+                )
     c = problem.constraints
     for key, names in (
         ("allowed_devices", c.allowed_devices or []),
@@ -123,6 +137,17 @@ def check_names(problem: Problem, cat: Catalog, doc: Located | None = None) -> N
                     loc = (*loc, "device")
                 raise InputError(
                     f"{where(loc)}unknown device `{n}`{did_you_mean(n, cat.accelerators)}"
+                )
+    for key, names, table in (
+        ("engines", c.engines or [], cat.engines),
+        ("min_architecture", c.min_architecture, cat.architectures),
+    ):
+        for j, n in enumerate(names):
+            if n not in table:
+                kind = "engine" if key == "engines" else "architecture"
+                raise InputError(
+                    f"{where(('constraints', key, j))}unknown {kind} `{n}`{did_you_mean(n, table)}"
+                    f" (see `planner catalog list {kind}s`)"
                 )
     vendors = {a.vendor for a in cat.accelerators.values()}
     for j, v in enumerate(c.vendors or []):
@@ -192,6 +217,10 @@ def why_no_device(problem: Problem, cat: Catalog) -> str:
         ("constraints.excluded_devices", lambda d: d.id not in c.excluded_devices),
         ("constraints.vendors", lambda d: c.vendors is None or d.vendor in c.vendors),
         ("constraints.require_ecc", lambda d: not c.require_ecc or d.ecc),
+        (
+            "constraints.min_architecture / exclude_end_of_life",
+            lambda d: architecture_allowed(cat, d, c),
+        ),
         (
             f"horizon.procurement ({', '.join(problem.horizon.modes)}: no price for it)",
             lambda d: available_modes(problem, d) or d.id in owned,

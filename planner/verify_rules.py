@@ -204,6 +204,90 @@ def _heterogeneous(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
     ]
 
 
+def _supported(cat: Catalog, engine: str, backend: str, device: str, w: InferenceWorkload) -> bool:
+    """A support row names this engine and backend for the device's architecture and the
+    workload's formats (experimental rows only for an engine the workload names)."""
+    arch = cat.accelerator(device).architecture
+    return any(
+        row.engine == engine
+        and row.backend == backend
+        and arch in row.architectures
+        and w.weights in row.weights
+        and w.kv in row.kv
+        and (not row.experimental or w.engine == engine)
+        for row in cat.support
+    )
+
+
+def _engine(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    out = []
+    for w, wp in _inference(plan, problem):
+        if not wp.engine:
+            out.append(f"workloads.engine: `{w.name}` names no serving engine")
+            continue
+        if w.engine is not None and wp.engine != w.engine:
+            out.append(f"workloads.engine: `{w.name}` runs {wp.engine}, not {w.engine}")
+        for dev in sorted({s.device for s in wp.stages}):
+            backend = wp.backends.get(dev, "")
+            if not _supported(cat, wp.engine, backend, dev, w):
+                out.append(
+                    f"workloads.engine: no support row runs {w.weights} weights with a {w.kv} "
+                    f"KV cache on {dev} under {wp.engine} ({backend or 'no backend'})"
+                )
+    return out
+
+
+def _engines(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    allowed = problem.constraints.engines
+    if allowed is None:
+        return []
+    return [
+        f"constraints.engines: `{wp.name}` runs {wp.engine}, not one of {allowed}"
+        for _w, wp in _inference(plan, problem)
+        if wp.engine not in allowed
+    ]
+
+
+def _cross_stack(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    out = []
+    for _w, wp in _inference(plan, problem):
+        devs = {s.device for s in wp.stages}
+        stacks = {(cat.accelerator(d).vendor, wp.backends.get(d, "")) for d in devs}
+        eng = cat.engines.get(wp.engine or "")
+        spans = eng is not None and eng.cross_stack_pipeline
+        if len(stacks) > 1 and not (problem.constraints.cross_stack_pipelines and spans):
+            out.append(
+                f"constraints.cross_stack_pipelines: `{wp.name}` spans {sorted(stacks)} in one "
+                f"replica under {wp.engine}"
+            )
+    return out
+
+
+def _architecture(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    out = []
+    for d in sorted(_stage_devices(plan) | set(_held(plan))):
+        arch = cat.architectures[cat.accelerator(d).architecture]
+        for name in problem.constraints.min_architecture:
+            floor = cat.architectures[name]
+            if floor.family == arch.family and arch.generation < floor.generation:
+                out.append(f"constraints.min_architecture: {d} is {arch.id}, older than {name}")
+    return out
+
+
+def _end_of_life(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    if not problem.constraints.exclude_end_of_life:
+        return []
+    out = []
+    for d in sorted(_stage_devices(plan) | set(_held(plan))):
+        arch = cat.architectures[cat.accelerator(d).architecture]
+        if arch.end_of_life is not None:
+            out.append(
+                f"constraints.exclude_end_of_life: {d} is {arch.id}, unsupported since "
+                f"{arch.end_of_life}"
+            )
+    return out
+
+
 def _rack_units(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
     cap = problem.constraints.max_rack_units
     over = cap is not None and plan.rack_units > cap
@@ -326,10 +410,15 @@ RULES: dict[str, Rule] = {
     "constraints.tensor_parallel_over_pcie": _tp_domain,
     "constraints.network": _network,
     "constraints.heterogeneous_pipelines": _heterogeneous,
+    "constraints.cross_stack_pipelines": _cross_stack,
+    "constraints.engines": _engines,
+    "constraints.min_architecture": _architecture,
+    "constraints.exclude_end_of_life": _end_of_life,
     "constraints.max_rack_units": _rack_units,
     "constraints.max_carbon_kgco2e": _carbon,
     "constraints.inventory": _inventory,
     "workloads.context_tokens": _context,
+    "workloads.engine": _engine,
     "workloads.concurrency": _concurrency,
     "workloads.max_ttft_s": _ceiling("max_ttft_s", "ttft_s", "s"),
     "workloads.max_ms_per_token": _ceiling("max_ms_per_token", "ms_per_token", "ms"),

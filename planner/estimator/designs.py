@@ -21,7 +21,7 @@ all-reduce over the network when it cannot overlap.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -44,6 +44,7 @@ from planner.estimator.memory import (
 )
 from planner.estimator.perf import head_seconds, serving_layer_seconds
 from planner.estimator.serving import chunk_mix, prefill_prompt, prefill_room, serial_engine
+from planner.estimator.support import Runtime, architecture_allowed, can_pipeline, runtime_for
 from planner.schema.catalog import Accelerator, ModelArch
 from planner.schema.problem import InferenceWorkload, Problem
 
@@ -75,6 +76,7 @@ class Design:
     ttft_s: float
     power_w: float  # devices at load
     devices: dict[str, int]  # device id -> count in this design
+    engine: str = ""  # serving engine every stage runs (inference; the support matrix's id)
 
     @property
     def signature(self) -> tuple[str, ...]:
@@ -92,6 +94,8 @@ def allowed_devices(problem: Problem, cat: Catalog) -> list[Accelerator]:
         if d.id in c.excluded_devices or (c.vendors is not None and d.vendor not in c.vendors):
             continue
         if c.require_ecc and not d.ecc:
+            continue
+        if not architecture_allowed(cat, d, c):
             continue
         if not available_modes(problem, d) and d.id not in owned:
             continue
@@ -150,6 +154,7 @@ class _Setting:
     idle_w: npt.NDArray[np.float64]
     floor: npt.NDArray[np.float64]
     price: npt.NDArray[np.float64]  # per option's device: purchase, or 10,000 h of rent
+    runtimes: list[Runtime] = field(default_factory=list)  # per option: its engine and backend
 
 
 @dataclass
@@ -208,13 +213,25 @@ def inference_designs(
     """
     m = cat.model(w.model)
     c = problem.constraints
+    runs = {d.id: runtime_for(cat, d, w, c) for d in devs}
+    devs = [d for d in devs if runs[d.id] is not None]  # the support matrix runs it
     options = [_Option(d, i, k) for i, d in enumerate(devs) for k in tp_degrees(d, cat, problem, m)]
     if not options:
         return []
     st = _setting(w, problem, cat, devs, m, sorted(options, key=lambda o: o.tp))
+    st = replace(st, runtimes=[_runtime(runs, o.device.id) for o in st.opts])
     parts = [_homogeneous(st, c.max_stages)]
     if c.heterogeneous_pipelines and len(devs) > 1:
-        parts.append(_two_type(st, parts[0], c.max_stages))
+        # Which stacks may share a replica, per (runtime, vendor) kind, then per option pair.
+        kinds = [(r, o.device.vendor) for r, o in zip(st.runtimes, st.opts, strict=True)]
+        uniq = list(dict.fromkeys(kinds))
+        kind_of = np.array([uniq.index(k) for k in kinds], dtype=np.int64)
+        fits = np.array(
+            [[can_pipeline(cat, a, b, c, va == vb) for b, vb in uniq] for a, va in uniq],
+            dtype=bool,
+        )
+        ok = fits[kind_of[:, None], kind_of[None, :]]
+        parts.append(_two_type(st, parts[0], c.max_stages, ok))
     cand = _Candidates.concat(parts)
     ok = np.ones(len(cand.order), dtype=bool)
     if w.max_ms_per_token is not None:
@@ -228,6 +245,12 @@ def inference_designs(
     if not prune:
         return _materialize(st, cand, np.argsort(cand.order, kind="stable"))
     return _materialize(st, cand, _pruned_order(st, cand, for_mix=for_mix))
+
+
+def _runtime(runs: dict[str, Runtime | None], device: str) -> Runtime:
+    r = runs[device]
+    assert r is not None  # devices without a runtime were left out
+    return r
 
 
 def _setting(
@@ -404,7 +427,9 @@ def _ceil_div(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> npt.NDArray
     return -((-a) // b)
 
 
-def _two_type(st: _Setting, homog: _Candidates, max_stages: int) -> _Candidates:
+def _two_type(
+    st: _Setting, homog: _Candidates, max_stages: int, pair_ok: npt.NDArray[np.bool_]
+) -> _Candidates:
     """Pipelines mixing two option types: s1 stages of o1 then s2 of o2, layers balanced to
     minimize the slowest stage (the first best layer count per o1 stage), every level at once.
 
@@ -434,6 +459,7 @@ def _two_type(st: _Setting, homog: _Candidates, max_stages: int) -> _Candidates:
     dev_of = np.array([o.row for o in st.opts], dtype=np.int64)
     p1, p2 = pool[:, :, None], pool[:, None, :]
     ok = (p1 >= 0) & (p2 >= 0) & (dev_of[p1] != dev_of[p2])
+    ok &= pair_ok[np.maximum(p1, 0), np.maximum(p2, 0)]  # one engine, one stack unless it spans
     bi, ai, ci = np.nonzero(ok)
     o1, o2 = pool[bi, ai][:, None], pool[bi, ci][:, None]
     s1, s2 = (
@@ -643,7 +669,8 @@ def _materialize(st: _Setting, cand: _Candidates, idx: npt.NDArray[np.int64]) ->
             stages = (first,) * s1 + fuller + (get((o2, q)) or make(o2, q),) * (s2 - r)
             devices = {ids[o1]: c1, ids[o2]: c2}
         b = levels[bi]
-        out.append(Design(name, b, stages, 1, tps, b * S, ms, ttft, power, devices))
+        engine = st.runtimes[o1].engine
+        out.append(Design(name, b, stages, 1, tps, b * S, ms, ttft, power, devices, engine))
     return out
 
 

@@ -58,6 +58,11 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
         WeightFormat("mxfp4", 4.25, 16, ("fp4", *_F16), True, "OCP MX Formats spec v1.0"),
         # NVFP4: 16 FP4 values share an FP8 (E4M3) scale: 4 + 8/16 = 4.5 (NVIDIA Blackwell docs).
         WeightFormat("nvfp4", 4.5, 16, ("fp4", *_F16), False, "NVIDIA Blackwell NVFP4"),
+        # MLX affine quantization (mlx-lm convert -q): group 64 with an fp16 scale and an fp16
+        # bias per group, 4 + 32/64 = 4.5 and 8 + 32/64 = 8.5 bits; mlx-lm quantizes the
+        # embedding and the output head too (MLX docs, mlx.core.quantize).
+        WeightFormat("mlx-q4", 4.5, 4.5, _F16, True, "MLX affine quantize, 4-bit g64"),
+        WeightFormat("mlx-q8", 8.5, 8.5, _F16, True, "MLX affine quantize, 8-bit g64"),
     )
 }
 

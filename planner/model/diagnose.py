@@ -7,9 +7,11 @@ from planner.catalog import Catalog
 from planner.estimator.designs import allowed_devices, tp_degrees
 from planner.estimator.formats import weight_format
 from planner.estimator.memory import weight_bytes
+from planner.estimator.support import runtime_for, runtimes
 from planner.load import why_no_device
 from planner.model.cpsat import PlannerModel
 from planner.model.tables import Tables
+from planner.schema.catalog import Accelerator
 from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload
 
 
@@ -20,6 +22,11 @@ def why_no_design(w: InferenceWorkload | TrainingWorkload, problem: Problem, cat
     if not devs:
         return f"workload `{w.name}`: {why_no_device(problem, cat)}"
     c = problem.constraints
+    if isinstance(w, InferenceWorkload):
+        runs = [d for d in devs if runtime_for(cat, d, w, c) is not None]
+        if not runs:
+            return f"workload `{w.name}`: {_unsupported(w, problem, cat, devs)}"
+        devs = runs
     biggest = max(devs, key=lambda d: d.memory.bytes)
     usable = biggest.memory.bytes * (1 - c.memory_headroom)
     fmt = weight_format(w.weights if isinstance(w, InferenceWorkload) else "bf16")
@@ -37,6 +44,34 @@ def why_no_design(w: InferenceWorkload | TrainingWorkload, problem: Problem, cat
             "devices or use a smaller format"
         )
     return text + "; no configuration both fits in memory and meets the limits: " + _limits(w)
+
+
+def _unsupported(
+    w: InferenceWorkload, problem: Problem, cat: Catalog, devs: list[Accelerator]
+) -> str:
+    """Why no allowed device runs the workload's formats: what the support matrix offers."""
+    named = f" under engine {w.engine}" if w.engine else ""
+    allowed = problem.constraints.engines
+    if allowed is not None and not w.engine:
+        named = f" under constraints.engines ({', '.join(allowed)})"
+    shown = ", ".join(d.id for d in devs[:6]) + (", ..." if len(devs) > 6 else "")
+    offers = []
+    for d in devs[:3]:
+        rows = runtimes(cat, d, "fp16", "fp16") + runtimes(cat, d, "bf16", "bf16")
+        engines = sorted({r.engine for r in rows}) or ["none"]
+        weights = sorted(
+            {f for row in cat.support if d.architecture in row.architectures for f in row.weights}
+        )
+        offers.append(
+            f"{d.id} ({d.architecture}): {', '.join(engines)}; weights {', '.join(weights)}"
+        )
+    return (
+        f"no engine in the catalog's support matrix runs {w.weights} weights with a {w.kv} KV "
+        f"cache{named} on the allowed devices ({shown}); the matrix offers "
+        + " / ".join(offers)
+        + ". Change workloads.weights, kv or engine, or the devices (`planner catalog list "
+        "support`)"
+    )
 
 
 def _limits(w: InferenceWorkload | TrainingWorkload) -> str:

@@ -34,6 +34,7 @@ from planner.estimator.memory import TrainingSetup
 from planner.estimator.replica import StageSpec, inference_replica, training_stage_memory
 from planner.estimator.request_mix import class_workload
 from planner.estimator.serving import prefill_prompt, token_budget
+from planner.estimator.support import backends_of
 from planner.model.objectives import Figures, objective_for
 from planner.model.result import Solution
 from planner.model.scale import SHARE_STEPS
@@ -279,6 +280,8 @@ def _add_serving(
                     shape.output_tokens,
                 )
             ),
+            engine=d.engine or None,
+            backends=backends_of(cat, d.devices, w, problem.constraints),
         )
     )
 

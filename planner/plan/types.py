@@ -126,6 +126,18 @@ class WorkloadPlan:
     sequences: int | None = None
     # Serving engines: tokens per iteration the figures assume (max_num_batched_tokens).
     token_budget: int | None = None
+    # The serving engine every replica runs (support matrix id) and its backend per device.
+    engine: str | None = None
+    backends: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def runtime(self) -> str:
+        """The engine and its backends, e.g. `vllm (rocm)`, `llama.cpp (cuda + metal)`; `-`
+        for training jobs."""
+        if not self.engine:
+            return "-"
+        backs = sorted(set(self.backends.values()))
+        return f"{self.engine} ({' + '.join(backs)})" if backs else self.engine
 
     def stage_specs(self, cat: Catalog) -> list[StageSpec]:
         """The replica's stages as the estimator takes them (device entries from `cat`)."""

@@ -1,5 +1,6 @@
-"""Rows for `planner catalog list regions|formats|kv-formats`: the names a problem file may use
-beyond devices, models, nodes and links, each with its unit and source."""
+"""Rows for `planner catalog list regions|formats|kv-formats|engines|architectures|support`: the
+names a problem file may use beyond devices, models, nodes and links, each with its unit and
+source, and the software support matrix."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 from planner.catalog import Catalog
 from planner.estimator.formats import KV_BYTES, WEIGHT_FORMATS
 
-KINDS = ("regions", "formats", "kv-formats")
+KINDS = ("regions", "formats", "kv-formats", "engines", "architectures", "support")
 
 
 def list_rows(cat: Catalog, kind: str) -> list[dict[str, Any]]:
@@ -40,4 +41,51 @@ def list_rows(cat: Catalog, kind: str) -> list[dict[str, Any]]:
     if kind == "kv-formats":
         # Element sizes from planner/estimator/formats.py (llama.cpp block layouts for q8_0, q4_0).
         return [{"id": k, "bytes_per_value": round(b, 4)} for k, b in KV_BYTES.items()]
+    if kind in ("engines", "architectures", "support"):
+        return _support_rows(cat, kind)
     raise ValueError(f"unknown list kind {kind!r}")
+
+
+def _support_rows(cat: Catalog, kind: str) -> list[dict[str, Any]]:
+    if kind == "engines":
+        return [
+            {
+                "id": e.id,
+                "name": e.name,
+                "rank": e.rank,
+                "tensor_parallel": "yes" if e.tensor_parallel else "no",
+                "pipeline_parallel": "yes" if e.pipeline_parallel else "no",
+                "cross_stack_pipeline": "yes" if e.cross_stack_pipeline else "no",
+                "source": e.sources["spec"],
+            }
+            for e in sorted(cat.engines.values(), key=lambda e: (e.rank, e.id))
+        ]
+    if kind == "architectures":
+        devices: dict[str, list[str]] = {}
+        for d in cat.accelerators.values():
+            devices.setdefault(d.architecture, []).append(d.id)
+        return [
+            {
+                "id": a.id,
+                "vendor": a.vendor,
+                "family": a.family,
+                "generation": a.generation,
+                "released": a.released,
+                "end_of_life": a.end_of_life or "",
+                "devices": ", ".join(devices.get(a.id, [])),
+            }
+            for a in cat.architectures.values()
+        ]
+    return [
+        {
+            "engine": r.engine,
+            "backend": r.backend,
+            "architectures": ", ".join(r.architectures),
+            "weights": ", ".join(r.weights),
+            "kv": ", ".join(r.kv),
+            "experimental": "yes" if r.experimental else "",
+            "source": r.source,
+            "date": r.date,
+        }
+        for r in cat.support
+    ]

@@ -72,11 +72,11 @@ def plan_markdown(plan: Plan, problem: Problem) -> str:
         "",
         "## Workloads",
         "",
-        "| workload | model | replicas | tokens/s | ms/token | TTFT (s) |",
-        "|---|---|---:|---:|---:|---:|",
+        "| workload | model | engine | replicas | tokens/s | ms/token | TTFT (s) |",
+        "|---|---|---|---:|---:|---:|---:|",
     ]
     lines += [
-        f"| {w.name} | {w.model} | {w.replicas} | {w.tokens_per_s:,.0f} "
+        f"| {w.name} | {w.model} | {w.runtime} | {w.replicas} | {w.tokens_per_s:,.0f} "
         f"| {_opt(w.ms_per_token, '.1f')} | {_opt(w.ttft_s, '.2f')} |"
         for w in plan.workloads
     ]
@@ -109,9 +109,21 @@ def plan_csv(plan: Plan) -> str:
     for n in plan.nodes:
         w.writerow([n.type, "host", n.count, "", n.unit_price_usd, n.total_usd])
     w.writerow([])
-    w.writerow(["workload", "model", "replicas", "tokens_per_s", "ms_per_token", "ttft_s"])
+    w.writerow(
+        ["workload", "model", "engine", "replicas", "tokens_per_s", "ms_per_token", "ttft_s"]
+    )
     for wl in plan.workloads:
-        w.writerow([wl.name, wl.model, wl.replicas, wl.tokens_per_s, wl.ms_per_token, wl.ttft_s])
+        w.writerow(
+            [
+                wl.name,
+                wl.model,
+                wl.runtime,
+                wl.replicas,
+                wl.tokens_per_s,
+                wl.ms_per_token,
+                wl.ttft_s,
+            ]
+        )
     return buf.getvalue()
 
 

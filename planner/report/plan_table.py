@@ -168,6 +168,8 @@ def _energy_line(plan: Plan) -> Text:
 
 def _workload_title(w: WorkloadPlan, show_site: bool) -> str:
     about = [w.kind, w.model]
+    if w.engine:
+        about.append(f"engine {w.runtime}")
     if w.period:
         about.append(f"period {w.period}")
     if show_site:

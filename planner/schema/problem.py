@@ -139,6 +139,13 @@ class InferenceWorkload(ProblemModel):
         "fp16", description="Weight format (fp16, bf16, fp8, int8, awq-int4, q4_k_m...)."
     )
     kv: CatalogId = Field("fp16", description="KV-cache format (fp16, fp8, q8_0...).")
+    engine: CatalogId | None = Field(
+        None,
+        description="Serving engine every replica runs (vllm, sglang, tensorrt-llm, llama.cpp, "
+        "mlx, vllm-gaudi, vllm-tpu, vllm-neuron...; `planner catalog list engines`). Default: "
+        "per device, the first engine the catalog's support matrix lists for the device's "
+        "architecture, weight and KV formats.",
+    )
     context_tokens: Context = Field(
         4096,
         description="KV tokens held per sequence: a whole number, or `32k` (k = 1,024, "
@@ -482,6 +489,30 @@ class Constraints(ProblemModel):
     )
     heterogeneous_pipelines: StrictBool = Field(
         True, description="Allow two device types in one replica."
+    )
+    cross_stack_pipelines: StrictBool = Field(
+        False,
+        description="Allow one replica to span vendors or engine backends (an NVIDIA card and "
+        "a Mac) where its engine runs such pipelines (llama.cpp RPC, exo). Off: every replica "
+        "runs on one vendor's stack.",
+    )
+    engines: list[CatalogId] | None = Field(
+        None,
+        min_length=1,
+        max_length=64,
+        description="Only these serving engines (default: any the support matrix lists).",
+    )
+    min_architecture: list[CatalogId] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Oldest architecture allowed, per line of chips: `[ampere, cdna3]` keeps "
+        "NVIDIA GPUs from Ampere and AMD Instinct from CDNA 3 on; lines not named are not "
+        "limited (`planner catalog list architectures`).",
+    )
+    exclude_end_of_life: StrictBool = Field(
+        False,
+        description="Leave out devices whose architecture the vendor's current software no "
+        "longer supports (Pascal and Volta since CUDA 13).",
     )
     max_rack_units: (
         Annotated[Count, Limit(ge=1, le=1_000_000, why="a million rack units is ~20,000 racks")]

@@ -1,0 +1,118 @@
+"""What software runs a workload on a device: the support matrix (catalog support.yaml) read for
+one device, weight format and KV-cache format, and the problem's engine and architecture limits.
+
+A device's runtime for a workload is the engine the workload names, or else the supported
+engine of lowest rank (experimental rows only when named), with the backend its row gives.
+Devices of one replica run one engine; they may differ in vendor or backend only where that
+engine runs such pipelines (llama.cpp RPC, exo) and the problem allows it
+(`constraints.cross_stack_pipelines`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from planner.catalog import Catalog
+from planner.errors import InputError
+from planner.schema.catalog import Accelerator
+from planner.schema.problem import Constraints, InferenceWorkload
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """An engine on a backend, as a support row names them."""
+
+    engine: str
+    backend: str
+    experimental: bool
+    source: str  # the row's reference id
+    date: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.engine} ({self.backend})"
+
+
+def runtimes(cat: Catalog, device: Accelerator, weights: str, kv: str) -> list[Runtime]:
+    """Every engine and backend that runs `weights` with a `kv` cache on `device`, by engine
+    rank (the supported, not experimental, ones first)."""
+    arch = device.architecture
+    out: dict[tuple[str, str], Runtime] = {}
+    for row in cat.support:
+        if arch in row.architectures and weights in row.weights and kv in row.kv:
+            key = (row.engine, row.backend)
+            if key not in out or (out[key].experimental and not row.experimental):
+                out[key] = Runtime(row.engine, row.backend, row.experimental, row.source, row.date)
+    return sorted(
+        out.values(),
+        key=lambda r: (r.experimental, cat.engines[r.engine].rank, r.engine, r.backend),
+    )
+
+
+def runtime_for(
+    cat: Catalog, device: Accelerator, w: InferenceWorkload, c: Constraints
+) -> Runtime | None:
+    """The runtime a replica of `w` uses on `device`: the engine the workload names (or the
+    first the constraints allow), on its best backend; None when nothing runs it."""
+    allowed = c.engines
+    for r in runtimes(cat, device, w.weights, w.kv):
+        if w.engine is not None:
+            if r.engine == w.engine:
+                return r
+            continue
+        if r.experimental or (allowed is not None and r.engine not in allowed):
+            continue
+        return r
+    return None
+
+
+def backends_of(
+    cat: Catalog, devices: Iterable[str], w: InferenceWorkload, c: Constraints
+) -> dict[str, str]:
+    """Each device's backend under the runtime a replica of `w` uses on it."""
+    out = {}
+    for dev in devices:
+        r = runtime_for(cat, cat.accelerator(dev), w, c)
+        if r is not None:
+            out[dev] = r.backend
+    return out
+
+
+def architecture_allowed(cat: Catalog, device: Accelerator, c: Constraints) -> bool:
+    """The device's architecture meets the problem's floors (`min_architecture`: per family,
+    the generation at least the named one's) and is not past its end of life when
+    `exclude_end_of_life` is set."""
+    arch = cat.architecture_of(device)
+    if c.exclude_end_of_life and arch.end_of_life is not None:
+        return False
+    for name in c.min_architecture:
+        floor = cat.architectures[name]
+        if floor.family == arch.family and arch.generation < floor.generation:
+            return False
+    return True
+
+
+def can_pipeline(cat: Catalog, a: Runtime, b: Runtime, c: Constraints, same_vendor: bool) -> bool:
+    """Whether stages on runtimes `a` and `b` can form one replica: one engine, and one vendor
+    and backend unless that engine runs pipelines across stacks and the problem allows it."""
+    if a.engine != b.engine:
+        return False
+    if same_vendor and a.backend == b.backend:
+        return True
+    return c.cross_stack_pipelines and cat.engines[a.engine].cross_stack_pipeline
+
+
+def supported_devices(
+    cat: Catalog, devices: list[Accelerator], weights: str, kv: str
+) -> list[Accelerator]:
+    """The devices some engine runs `weights` with a `kv` cache on; an error naming what the
+    matrix offers when none is left."""
+    kept = [d for d in devices if runtimes(cat, d, weights, kv)]
+    if not kept:
+        shown = ", ".join(d.id for d in devices[:6]) + (", ..." if len(devices) > 6 else "")
+        raise InputError(
+            f"no engine in the catalog's support matrix runs {weights} weights with a {kv} KV "
+            f"cache on {shown}; see `planner catalog list support` for what runs where"
+        )
+    return kept

@@ -1,0 +1,123 @@
+"""Pydantic schema of the software support matrix (catalog support.yaml): device architectures,
+serving engines, and which engine runs which weight and KV-cache formats on which architecture.
+
+A device names its architecture (accelerators.yaml `architecture`); the architecture gives its
+vendor, family and generation, and whether its vendor has ended software support. A support row
+says: this engine (on this backend) runs these weight formats with these KV-cache formats on
+these architectures, as of `date`, per `source`. A combination no row names is unsupported.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from planner.schema.catalog import Frozen, Reference, Sourced
+
+# Names of the number formats the estimator knows (planner/estimator/formats.py holds their
+# figures; a test keeps the two lists equal). Here so the catalog can check the matrix's names.
+WEIGHT_FORMAT_IDS: tuple[str, ...] = (
+    "fp32",
+    "bf16",
+    "fp16",
+    "fp8",
+    "int8",
+    "gptq-int4",
+    "awq-int4",
+    "q4_0",
+    "q4_k_m",
+    "q5_k_m",
+    "q6_k",
+    "q8_0",
+    "nf4",
+    "mxfp4",
+    "nvfp4",
+    "mlx-q4",
+    "mlx-q8",
+)
+KV_FORMAT_IDS: tuple[str, ...] = ("fp32", "fp16", "bf16", "fp8", "int8", "q8_0", "q4_0")
+
+Backend = Literal["cuda", "rocm", "metal", "vulkan", "sycl", "cpu", "hpu", "tpu", "neuron", "mlx"]
+ID = r"^[a-z0-9][a-z0-9.\-]*$"
+
+
+class Architecture(Sourced):
+    """A device architecture (a generation of one vendor's line of chips)."""
+
+    id: str = Field(pattern=ID, description="Catalog name, e.g. hopper, cdna3, gaudi2, tpu-v5e.")
+    name: str = Field(description="Full name, e.g. 'NVIDIA Hopper (SM 9.0)'.")
+    vendor: Literal["nvidia", "amd", "intel", "google", "aws", "apple"]
+    family: str = Field(
+        pattern=ID,
+        description="The line of chips generations are counted in: nvidia-gpu, amd-instinct, "
+        "amd-radeon, intel-gaudi, google-tpu, aws-neuron, apple-silicon.",
+    )
+    generation: float = Field(
+        gt=0,
+        description="Order within the family (NVIDIA: the SM version, 8.0 Ampere, 9.0 Hopper; "
+        "others: the generation number). A problem's `min_architecture` compares it.",
+    )
+    released: str = Field(description="First product of the architecture, YYYY-MM.")
+    end_of_life: str | None = Field(
+        None,
+        description="When the vendor's current software stopped supporting it, YYYY-MM; "
+        "`exclude_end_of_life` leaves such devices out.",
+    )
+    notes: str | None = None
+
+
+class Engine(Sourced):
+    """A serving engine (or an engine's distribution for one kind of device)."""
+
+    id: str = Field(pattern=ID, description="Catalog name, e.g. vllm, llama.cpp, vllm-gaudi.")
+    name: str
+    rank: int = Field(
+        ge=0,
+        description="Preference when a workload names no engine: the supported engine of "
+        "lowest rank is the device's default.",
+    )
+    tensor_parallel: bool = Field(description="Splits a layer's matrices over several devices.")
+    pipeline_parallel: bool = Field(description="Splits the layers over stages of devices.")
+    cross_stack_pipeline: bool = Field(
+        False,
+        description="Runs one pipeline over devices of different vendors or backends "
+        "(llama.cpp RPC, exo); other engines keep a replica on one vendor's stack.",
+    )
+    notes: str | None = None
+
+
+class SupportRow(Frozen):
+    """An engine on a backend runs these weight and KV formats on these architectures."""
+
+    engine: str = Field(pattern=ID, description="Engine id.")
+    backend: Backend = Field(description="The engine's device backend (cuda, rocm, metal...).")
+    architectures: list[str] = Field(min_length=1, description="Architecture ids.")
+    weights: list[str] = Field(min_length=1, description="Weight format ids it loads.")
+    kv: list[str] = Field(min_length=1, description="KV-cache format ids it keeps.")
+    source: str = Field(description="Reference id of the document that states the support.")
+    date: str = Field(
+        pattern=r"^\d{4}-\d{2}(-\d{2})?$",
+        description="When the source stated it (YYYY-MM or YYYY-MM-DD).",
+    )
+    experimental: bool = Field(
+        False,
+        description="The engine calls the support experimental: used only when a workload "
+        "names the engine, never as a default.",
+    )
+    notes: str | None = None
+
+    @model_validator(mode="after")
+    def _known_formats(self) -> SupportRow:
+        for key, known in (("weights", WEIGHT_FORMAT_IDS), ("kv", KV_FORMAT_IDS)):
+            for name in getattr(self, key):
+                if name not in known:
+                    raise ValueError(f"{key}: unknown format `{name}` (known: {', '.join(known)})")
+        return self
+
+
+class SupportFile(Frozen):
+    references: dict[str, Reference]
+    architectures: list[Architecture]
+    engines: list[Engine]
+    support: list[SupportRow]
