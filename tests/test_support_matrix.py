@@ -185,11 +185,11 @@ def test_constraints_engines_limit_the_default() -> None:
 
 
 def test_unknown_engine_and_architecture_names_are_located_errors() -> None:
-    with pytest.raises(InputError, match="unknown engine `vlm`.*vllm"):
+    with pytest.raises(InputError, match=r"unknown engine `vlm`.*vllm"):
         check_names(problem("fp16", "fp16", ["h100-sxm"], engine="vlm"), CAT)
     with pytest.raises(InputError, match="unknown architecture `amper`"):
         check_names(problem("fp16", "fp16", ["h100-sxm"], min_architecture=["amper"]), CAT)
-    with pytest.raises(InputError, match="not among constraints.engines"):
+    with pytest.raises(InputError, match=r"not among constraints\.engines"):
         check_names(problem("fp16", "fp16", ["h100-sxm"], engine="vllm", engines=["sglang"]), CAT)
 
 
