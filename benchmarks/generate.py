@@ -221,6 +221,9 @@ def device_pool(n: int, seed: int = SEED, base: Catalog | None = None) -> tuple[
         links=cat.links,
         models=models,
         references=cat.references,
+        architectures=cat.architectures,
+        engines=cat.engines,
+        support=cat.support,
     )
     return out, ids
 

@@ -288,6 +288,16 @@ def _end_of_life(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
     return out
 
 
+def _one_provider(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    """A rented replica has one device type (the catalog's rents name no provider)."""
+    return [
+        f"horizon.procurement: `{wp.name}` rents {sorted({s.device for s in wp.stages})} in one "
+        "replica, which could come from two providers"
+        for wp in plan.workloads
+        if wp.site == "cloud" and wp.kind == "inference" and len({s.device for s in wp.stages}) > 1
+    ]
+
+
 def _rack_units(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
     cap = problem.constraints.max_rack_units
     over = cap is not None and plan.rack_units > cap
@@ -417,6 +427,7 @@ RULES: dict[str, Rule] = {
     "constraints.max_rack_units": _rack_units,
     "constraints.max_carbon_kgco2e": _carbon,
     "constraints.inventory": _inventory,
+    "horizon.procurement": _one_provider,
     "workloads.context_tokens": _context,
     "workloads.engine": _engine,
     "workloads.concurrency": _concurrency,

@@ -270,3 +270,17 @@ def _device_yaml(dev: Any, arch: str) -> str:
     data["id"] = "l4-next"
     data["architecture"] = arch
     return str(yaml.safe_dump([data], sort_keys=False))
+
+
+def test_the_committed_support_matrix_doc_is_current() -> None:
+    from pathlib import Path
+
+    from planner.catalog import default_catalog_dir
+    from planner.report.support_doc import support_markdown
+
+    doc = Path(__file__).resolve().parent.parent / "docs" / "support-matrix.md"
+    want = support_markdown(load_catalog(default_catalog_dir()))
+    assert doc.read_text() == want, (
+        "docs/support-matrix.md is stale: run "
+        "`python -m planner.report.support_doc > docs/support-matrix.md`"
+    )

@@ -70,12 +70,14 @@ class ModelBase:
 
     def _sites(self, d: Design) -> list[Site]:
         """Where a replica of `d` may run: on premises when each of its device types can be
-        bought or is owned, in the cloud when each can be rented."""
+        bought or is owned, in the cloud when it can be rented. A rented replica has one device
+        type: the catalog's rents name no provider, so two types in one replica could come
+        from two clouds, with the internet between its stages."""
         es = [self.t.econ[x] for x in d.devices]
         out: list[Site] = []
         if all(e.on_premises for e in es):
             out.append(PREM)
-        if all(e.cloud for e in es):
+        if len(es) == 1 and es[0].cloud:
             out.append(CLOUD)
         return out
 

@@ -1,0 +1,94 @@
+"""docs/support-matrix.md, generated from the catalog's support matrix (support.yaml) so the
+document cannot drift from what the planner uses: `python -m planner.report.support_doc` prints
+it; a test holds the committed file to this output."""
+
+from __future__ import annotations
+
+import sys
+
+from planner.catalog import Catalog, default_catalog_dir, load_catalog
+
+
+def _cell(items: list[str]) -> str:
+    return ", ".join(items) if items else "-"
+
+
+def support_markdown(cat: Catalog) -> str:
+    """The matrix as Markdown: architectures with their devices, engines, then every row with
+    its source and date, then the sources."""
+    devices: dict[str, list[str]] = {}
+    for d in cat.accelerators.values():
+        devices.setdefault(d.architecture, []).append(d.id)
+    lines = [
+        "# Support matrix",
+        "",
+        "Generated from `planner/catalog_data/support.yaml` by "
+        "`python -m planner.report.support_doc > docs/support-matrix.md`; do not edit by hand.",
+        "",
+        "A design runs a workload's weight and KV-cache formats on a device only under an engine "
+        "a row below lists for the device's architecture. A workload names its `engine`, or "
+        "each device takes the first engine by rank that runs its formats (rows marked "
+        "experimental only when the engine is named).",
+        "",
+        "## Architectures",
+        "",
+        "| architecture | vendor | line | generation | released | end of life | devices |",
+        "|---|---|---|---:|---|---|---|",
+    ]
+    for a in cat.architectures.values():
+        lines.append(
+            f"| {a.id} | {a.vendor} | {a.family} | {a.generation:g} | {a.released} "
+            f"| {a.end_of_life or '-'} | {_cell(devices.get(a.id, []))} |"
+        )
+    lines += [
+        "",
+        "## Engines",
+        "",
+        "| rank | engine | name | tensor parallel | pipeline parallel | across vendors |",
+        "|---:|---|---|---|---|---|",
+    ]
+    for e in sorted(cat.engines.values(), key=lambda e: (e.rank, e.id)):
+        yes = {True: "yes", False: "no"}
+        lines.append(
+            f"| {e.rank} | {e.id} | {e.name} | {yes[e.tensor_parallel]} "
+            f"| {yes[e.pipeline_parallel]} | {yes[e.cross_stack_pipeline]} |"
+        )
+    lines += [
+        "",
+        "## What runs where",
+        "",
+        "| engine | backend | architectures | weights | KV cache | source | date |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in cat.support:
+        flag = " (experimental)" if r.experimental else ""
+        lines.append(
+            f"| {r.engine}{flag} | {r.backend} | {_cell(r.architectures)} | {_cell(r.weights)} "
+            f"| {_cell(r.kv)} | [{r.source}] | {r.date} |"
+        )
+    cited = dict.fromkeys(
+        [r.source for r in cat.support]
+        + [
+            s
+            for x in (*cat.architectures.values(), *cat.engines.values())
+            for s in x.sources.values()
+        ]
+    )
+    lines += ["", "## Sources", ""]
+    for key in cited:
+        ref = cat.references[key]
+        lines.append(f"- [{key}]: {ref.title}, {ref.url or 'no address'} ({ref.date or 'undated'})")
+    lines.append("")
+    for key in cited:
+        url = cat.references[key].url
+        if url:
+            lines.append(f"[{key}]: {url}")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    sys.stdout.write(support_markdown(load_catalog(default_catalog_dir())))
+
+
+if __name__ == "__main__":
+    main()
