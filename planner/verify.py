@@ -1,17 +1,21 @@
-"""Re-check a plan without the solver: recompute every stage from the estimator and every
-constraint from the catalog and the problem. A plan that fails is a bug and raises.
+"""Re-check a plan without the solver: recompute every figure from the estimator, the catalog
+and the problem, reading from the plan only its choices (devices, stages, tensor-parallel
+degrees, layers, batch, replicas, sequences, requests served, devices held and how). A plan
+that fails is a bug and raises; `planner.verify_plan` lists every failure of a plan file.
 
-Long because every recomputed figure (stages, serving, fleet, costs, energy, carbon) is checked
-here, beside the others it depends on, in the order the plan builder derives them."""
+Each failure names the plan's field by its path in the plan file with both figures. The
+workloads' figures are checked in `planner.verify_workloads`; here the fleet (device and host
+lines, period by period), every cost line, energy, carbon and the fleet's ratios.
+
+Long because every fleet figure is checked here beside the others it depends on, in the order
+the plan builder derives them."""
 
 from __future__ import annotations
 
 import math
-from contextvars import ContextVar
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 
 from planner.catalog import Catalog
-from planner.errors import InternalError
 from planner.estimator.economics import (
     RENT_MODES,
     Period,
@@ -24,65 +28,72 @@ from planner.estimator.economics import (
     horizon_hours,
     host_idle_hours,
     idle_device_hours,
-    in_fleet,
     ownership_factor,
     reserved_hours,
 )
-from planner.estimator.memory import TrainingSetup
-from planner.estimator.replica import (
-    ReplicaFigures,
-    inference_replica,
-    training_stage_memory,
-)
-from planner.estimator.request_mix import class_workload, fits, replica_rate
-from planner.estimator.serving import prefill_prompt
+from planner.plan.slack import BINDING_SLACK
 from planner.plan.types import Costs, Plan, WorkloadPlan
-from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload, Workload
+from planner.schema.problem import MAX_DEVICES, InferenceWorkload, Problem, TrainingWorkload
+from planner.verify_workloads import (
+    CLOUD,
+    COLLECT,
+    PREM,
+    REL_TOL,
+    Fleet,
+    check_demand,
+    check_replicas,
+    check_stages,
+    check_training,
+    fail,
+    replica_figures,
+    same,
+)
 
-REL_TOL = 1e-6
-PREM, CLOUD = "on-premises", "cloud"  # where replicas run (as the plan names them)
-
-
-# Set by planner.verify_plan to list every failure of a plan file instead of stopping at the first.
-COLLECT: ContextVar[list[str] | None] = ContextVar("verify_collect", default=None)
-
-
-def _fail(problem: Problem, what: str) -> None:
-    found = COLLECT.get()
-    if found is not None:
-        found.append(what)
-        return
-    raise InternalError(f"plan for `{problem.name}` failed verification: {what}")
-
-
-def _close(a: float, b: float) -> bool:
-    return abs(a - b) <= REL_TOL * max(1.0, abs(a), abs(b))
+__all__ = ["COLLECT", "REL_TOL", "replica_figures", "verify"]
 
 
 def verify(plan: Plan, problem: Problem, cat: Catalog) -> None:
     """Raise InternalError if any constraint or figure of `plan` does not hold."""
     periods = demand_periods(problem)
-    if [(p.name, p.hours, p.scale) for p in plan.periods] != [
-        (p.name, p.hours, p.scale) for p in periods
-    ]:
-        _fail(problem, "the plan's periods are not the problem's demand periods")
-    f = _Fleet(len(periods))
-    by_workload: dict[str, list[WorkloadPlan]] = {}
-    for wp in plan.workloads:
-        by_workload.setdefault(wp.name, []).append(wp)
+    if len(plan.periods) != len(periods):
+        fail(problem, f"`periods`: {len(plan.periods)} stated, the problem has {len(periods)}")
+    for q, (got, want) in enumerate(zip(plan.periods, periods, strict=False)):
+        if got.name != want.name:
+            fail(problem, f"`periods.{q}.name`: `{got.name}`, the problem's is `{want.name}`")
+        same(problem, f"periods.{q}.hours", got.hours, want.hours)
+        same(problem, f"periods.{q}.scale", got.scale, want.scale)
+        same(problem, f"periods.{q}.gco2e_per_kwh", got.gco2e_per_kwh, want.gco2e_per_kwh)
+    f = Fleet(len(periods))
+    by_workload: dict[str, list[tuple[str, WorkloadPlan]]] = {}
+    names = {w.name for w in problem.workloads}
+    for i, wp in enumerate(plan.workloads):
+        if wp.name not in names:
+            fail(problem, f"`workloads.{i}.name`: `{wp.name}` is no workload of the problem")
+        by_workload.setdefault(wp.name, []).append((f"workloads.{i}", wp))
     for w in problem.workloads:
         parts = by_workload.get(w.name, [])
         if not parts:
-            _fail(problem, f"workload `{w.name}` has no replicas")
-        for wp in parts:
-            fig = _check_stages(problem, cat, w, wp)
+            fail(problem, f"`workloads`: `{w.name}` has no replicas")
+        for at, wp in parts:
+            if wp.replicas < 1 or not wp.stages or min(s.tp for s in wp.stages) < 1:
+                fail(
+                    problem,
+                    f"`{at}.replicas` {wp.replicas}, {len(wp.stages)} `{at}.stages`, "
+                    "tensor-parallel degrees: each must be at least 1",
+                )
+                continue
+            if wp.kind != ("training" if isinstance(w, TrainingWorkload) else "inference"):
+                fail(problem, f"`{at}.kind`: `{wp.kind}` for a {type(w).__name__}")
+            if wp.model != w.model:
+                fail(problem, f"`{at}.model`: `{wp.model}`, the workload's is `{w.model}`")
+            fig = check_stages(problem, cat, w, wp, f, at)
             if isinstance(w, TrainingWorkload):
-                _check_training(problem, cat, w, wp, f, len(periods))
+                check_training(problem, cat, w, wp, f, at)
             else:
                 assert fig is not None
-                _check_replicas(problem, cat, w, wp, fig, f, periods)
+                check_replicas(problem, cat, w, wp, fig, f, periods, at)
         if isinstance(w, InferenceWorkload):
-            _check_demand(problem, w, parts, periods)
+            check_demand(problem, w, parts, periods, f)
             for q, p in enumerate(periods):
                 if (w.name, q) in f.capacity:
                     # Tokens served: the demand when one is stated, else the capacity.
@@ -90,322 +101,41 @@ def verify(plan: Plan, problem: Problem, cat: Catalog) -> None:
                     rate = min(cap, w.min_tokens_per_s * p.scale) if w.min_tokens_per_s else cap
                     f.tokens[q] += rate * p.hours * 3600
     _check_fleet(plan, problem, cat, f, periods)
+    _check_hosts(plan, problem, cat, f, periods)
     _check_costs(plan, problem, cat, f, periods)
     _check_energy_and_carbon(plan, problem, cat, f, periods)
+    _check_slack(plan, problem, f)
 
 
-@dataclass
-class _Fleet:
-    """What the verifier recomputes from the plan's stages, period by period."""
-
-    n: int
-    use: dict[tuple[str, int, str], int] = field(default_factory=dict)
-    power: list[float] = field(default_factory=list)  # serving devices (+ rented host share)
-    tokens: list[float] = field(default_factory=list)
-    prem_wh: dict[str, float] = field(default_factory=dict)  # device -> watt-hours on premises
-    training_w: float = 0.0  # training jobs on the owned fleet
-    training_usd: float = 0.0
-    training_kwh: float = 0.0
-    training_embodied_kg: float = 0.0
-    idle_wh: float = 0.0  # owned and bought devices held but not at work
-    capacity: dict[tuple[str, int], float] = field(default_factory=dict)  # fixed-rate tokens/s
-
-    def __post_init__(self) -> None:
-        self.power = [0.0] * self.n
-        self.tokens = [0.0] * self.n
-
-    def add(self, dev: str, p_i: int, site: str, n: int) -> None:
-        self.use[(dev, p_i, site)] = self.use.get((dev, p_i, site), 0) + n
-
-
-def replica_figures(
-    problem: Problem, cat: Catalog, w: Workload, wp: WorkloadPlan
-) -> ReplicaFigures | None:
-    """The verifier's own figures for a replica: from its stages' devices, tensor-parallel
-    degrees and layer counts, the workload and the catalog (None for training)."""
-    if not isinstance(w, InferenceWorkload):
-        return None
-    shape = w
-    if w.request_mix is not None:
-        names = [c.name for c in w.request_mix]
-        if wp.sized_for not in names:
-            _fail(problem, f"`{w.name}` replicas name no request class they are sized for")
-        shape = class_workload(w, names.index(wp.sized_for or ""))
-    return inference_replica(
-        cat.model(w.model),
-        w.weights,
-        w.kv,
-        batch=wp.batch,
-        context=shape.context_tokens,
-        prompt=prefill_prompt(shape.prompt_tokens, shape.prefix_cache_hit),
-        output=shape.output_tokens,
-        stages=wp.stage_specs(cat),
-        link=cat.link(problem.constraints.network),
-    )
-
-
-def _training_memory(w: TrainingWorkload, cat: Catalog, wp: WorkloadPlan) -> list[dict[str, float]]:
-    out = []
-    for i, s in enumerate(wp.stages):
-        setup = TrainingSetup(
-            method=w.method,
-            optimizer=w.optimizer,
-            zero_stage=w.zero_stage,
-            data_parallel=wp.replicas,
-            tensor_parallel=s.tp,
-            seq_len=w.seq_len,
-            micro_batch=w.micro_batch,
-            recompute=w.recompute,
-            lora_rank=w.lora_rank,
-        )
-        out.append(
-            training_stage_memory(
-                cat.model(w.model),
-                setup,
-                layers=s.layers[1] - s.layers[0] + 1,
-                last=i == len(wp.stages) - 1,
-            )
-        )
-    return out
-
-
-def _check_stages(
-    problem: Problem, cat: Catalog, w: Workload, wp: WorkloadPlan
-) -> ReplicaFigures | None:
-    """Layers placed once each, in contiguous ranges; memory per device recomputed here and
-    under the usable share; the plan's stage figures equal the recomputation."""
+def _check_slack(plan: Plan, problem: Problem, f: Fleet) -> None:
+    """The room the plan states under each limit, and the limits it says bind, against the
+    room recomputed from the verifier's own figures."""
     c = problem.constraints
-    m = cat.model(w.model)
-    layers = sum(s.layers[1] - s.layers[0] + 1 for s in wp.stages)
-    if layers != m.num_layers:
-        _fail(problem, f"`{w.name}` places {layers} layers, the model has {m.num_layers}")
-    expect = 0
-    for s in wp.stages:
-        if s.layers[0] != expect or s.layers[1] < s.layers[0]:
-            _fail(problem, f"`{w.name}` layer ranges are not contiguous")
-        expect = s.layers[1] + 1
-    fig = replica_figures(problem, cat, w, wp)
-    if fig is not None:
-        memory = [f.memory for f in fig.stages]
-        seconds = [f.seconds for f in fig.stages]
-    else:
-        assert isinstance(w, TrainingWorkload)
-        memory = _training_memory(w, cat, wp)
-        seconds = [0.0] * len(wp.stages)
-    for s, mem, sec in zip(wp.stages, memory, seconds, strict=True):
-        usable = cat.accelerator(s.device).memory.bytes * (1.0 - c.memory_headroom)
-        if mem["total"] > usable * (1 + REL_TOL):
-            _fail(
-                problem,
-                f"`{w.name}` stage on {s.device} needs {mem['total']:.4g} B, usable {usable:.4g} B",
-            )
-        if not _close(s.memory_bytes.get("total", -1.0), mem["total"]):
-            _fail(
-                problem,
-                f"`{w.name}` stage on {s.device}: memory stated {s.memory_bytes.get('total')} B, "
-                f"recomputed {mem['total']:.6g} B",
-            )
-        for part in sorted(set(mem) | set(s.memory_bytes)):
-            if part != "total" and not _close(s.memory_bytes.get(part, 0.0), mem.get(part, 0.0)):
-                _fail(
-                    problem,
-                    f"`{w.name}` stage on {s.device}: memory_bytes.{part} stated "
-                    f"{s.memory_bytes.get(part)} B, recomputed {mem.get(part, 0.0):.6g} B",
-                )
-        if not _close(s.seconds_per_step, sec):
-            _fail(
-                problem,
-                f"`{w.name}` stage on {s.device}: step stated {s.seconds_per_step} s, "
-                f"recomputed {sec:.6g} s",
-            )
-    return fig
+    f.limit("max_stages", max((len(x.stages) for x in plan.workloads), default=0), c.max_stages)
+    tps = [s.tp for x in plan.workloads for s in x.stages]
+    f.limit("max_tensor_parallel", max(tps, default=0), c.max_tensor_parallel)
+    for key in sorted(set(plan.slack) | set(f.room)):
+        same(problem, f"slack.{key}", plan.slack.get(key), f.room.get(key))
+    want = sorted(k for k, v in f.room.items() if v <= BINDING_SLACK)
+    if sorted(plan.binding_constraints) != want:
+        fail(
+            problem,
+            f"`binding_constraints`: stated {plan.binding_constraints}, the limits "
+            f"with under {BINDING_SLACK:.0%} room left are {want}",
+        )
 
 
-def _devices_of(wp: WorkloadPlan) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for s in wp.stages:
-        out[s.device] = out.get(s.device, 0) + s.tp * wp.replicas
-    return out
-
-
-def _check_training(
-    problem: Problem, cat: Catalog, w: TrainingWorkload, wp: WorkloadPlan, f: _Fleet, n: int
-) -> None:
-    hours = wp.finish_hours or 0.0
-    if w.deadline_hours is not None and hours > w.deadline_hours * (1 + REL_TOL):
-        _fail(problem, f"`{w.name}` finishes in {hours:.2f} h, deadline {w.deadline_hours} h")
-    if not _close(hours, w.token_budget / wp.tokens_per_s / 3600):
-        _fail(problem, f"`{w.name}` finish time does not follow from its throughput")
-    devices = _devices_of(wp)
-    f.training_kwh += wp.power_w * hours * problem.horizon.pue / 1000
-    if in_fleet(w, problem):
-        if wp.site != PREM:
-            _fail(problem, f"`{w.name}` should run on the owned fleet")
-        for dev, k in devices.items():
-            for q in range(n):
-                f.add(dev, q, PREM, k)
-        f.training_w += wp.power_w
-        f.training_usd += wp.power_w * hours * energy_usd_per_watt_hour(problem)
-        return
-    for dev, k in devices.items():
-        acc = cat.accelerator(dev)
-        p = device_prices(problem, acc)
-        rate = p.on_demand_usd_per_hour or p.spot_usd_per_hour or p.reserved_usd_per_hour
-        if rate is None:
-            _fail(problem, f"`{w.name}` rents {dev}, which has no rent price")
-        f.training_usd += k * (rate or 0.0) * hours
-        if problem.carbon is not None:
-            f.training_embodied_kg += k * hours * embodied_kg_per_hour(problem, acc)
-
-
-def _check_serving(
-    problem: Problem, w: InferenceWorkload, wp: WorkloadPlan, fig: ReplicaFigures
-) -> None:
-    """Tokens made (only by the sequences that exist), power, time per token, first token and
-    end to end: the plan's figures equal the recomputed ones, which meet the ceilings."""
-    made = fig.tokens_per_s * wp.replicas
-    if w.request_mix is None and w.concurrency is not None:
-        slots = wp.batch * len(wp.stages) * wp.replicas
-        if wp.sequences is None or not 0 <= wp.sequences <= slots:
-            _fail(problem, f"`{w.name}` holds {wp.sequences} sequences in {slots} slots")
-        # Little's law: each sequence that exists makes one token per time per token.
-        made = (wp.sequences or 0) * 1000.0 / fig.ms_per_token
-    if not _close(made, wp.tokens_per_s):
-        _fail(problem, f"`{w.name}` throughput {wp.tokens_per_s} != recomputed {made}")
-    if not _close(fig.power_w * wp.replicas, wp.power_w):
-        _fail(problem, f"`{w.name}` power {wp.power_w} W != recomputed {fig.power_w * wp.replicas}")
-    if wp.ms_per_token is None or not _close(fig.ms_per_token, wp.ms_per_token):
-        _fail(problem, f"`{w.name}` time per token {wp.ms_per_token} != {fig.ms_per_token}")
-    if wp.ttft_s is None or not _close(fig.ttft_s, wp.ttft_s):
-        _fail(problem, f"`{w.name}` time to first token {wp.ttft_s} != {fig.ttft_s}")
-    if w.max_ms_per_token is not None and w.max_ms_per_token * (1 + REL_TOL) < fig.ms_per_token:
-        _fail(problem, f"`{w.name}` time per token {fig.ms_per_token:.3f} ms over the ceiling")
-    if w.request_mix is not None:
-        return  # a mix's ceilings hold at its load: each class's rate is checked against them
-    if w.max_ttft_s is not None and w.max_ttft_s * (1 + REL_TOL) < fig.ttft_s:
-        _fail(problem, f"`{w.name}` first token after {fig.ttft_s:.3f} s, over the ceiling")
-    if w.max_e2e_s is not None:
-        e2e = fig.ttft_s + (w.output_tokens - 1) * fig.ms_per_token / 1e3
-        if w.max_e2e_s * (1 + REL_TOL) < e2e:
-            _fail(problem, f"`{w.name}` requests take {e2e:.3f} s end to end, over the ceiling")
-
-
-def _check_replicas(
-    problem: Problem,
-    cat: Catalog,
-    w: InferenceWorkload,
-    wp: WorkloadPlan,
-    fig: ReplicaFigures,
-    f: _Fleet,
-    periods: list[Period],
-) -> None:
-    """Throughput, latency and power recomputed from the replica's stages; the plan's figures
-    must equal them, and the recomputed ones must meet the ceilings."""
-    names = [p.name for p in periods]
-    if problem.demand is None:
-        p_i = 0
-    elif wp.period in names:
-        p_i = names.index(wp.period)
-    else:
-        _fail(problem, f"`{w.name}` replicas serve an unknown period `{wp.period}`")
-    _check_serving(problem, w, wp, fig)
-    if wp.site not in (PREM, CLOUD):
-        _fail(problem, f"`{w.name}` runs at an unknown site `{wp.site}`")
-    hours = periods[p_i].hours
-    host_w = 0.0
-    for dev, k in _devices_of(wp).items():
-        f.add(dev, p_i, wp.site, k)
-        if wp.site == CLOUD:
-            node = cat.host_for(cat.accelerator(dev))
-            assert node is not None
-            host_w += k * node.power_overhead_w / node.slots
-    watts = fig.power_w * wp.replicas  # the verifier's own figure, equal to the plan's above
-    f.power[p_i] += watts + host_w
-    if wp.site == PREM:
-        tdp: dict[str, float] = {}
-        for s in wp.stages:
-            tdp[s.device] = tdp.get(s.device, 0.0) + s.tp * cat.accelerator(s.device).power.tdp_w
-        total = sum(tdp.values())
-        for dev, v in tdp.items():
-            f.prem_wh[dev] = f.prem_wh.get(dev, 0.0) + watts * hours * v / total
-    if w.request_mix is None:
-        f.capacity[(w.name, p_i)] = f.capacity.get((w.name, p_i), 0.0) + wp.tokens_per_s
-        return
-    # Each class's requests/s must fit the replicas' time.
-    classes = {c.name: c for c in w.request_mix}
-    sized = classes.get(wp.sized_for or "")
-    if sized is None:
-        _fail(problem, f"`{w.name}` replicas name no request class they are sized for")
-        return
-    time_used = 0.0
-    specs = wp.stage_specs(cat)
-    link = cat.link(problem.constraints.network)
-    for name, served in wp.requests_per_s.items():
-        cls = classes[name]
-        rate = _measured(w, wp, name)
-        if rate is None:
-            if not fits(cls, sized):
-                _fail(problem, f"`{w.name}` serves `{name}` on replicas sized for `{sized.name}`")
-            rate = replica_rate(w, cat, link, wp.batch, specs, sized, cls)
-        if rate <= 0:
-            _fail(problem, f"`{w.name}` replicas cannot serve `{name}` within its ceilings")
-        time_used += served / rate
-    if time_used > wp.replicas * (1 + 1e-4):
-        _fail(problem, f"`{w.name}` needs {time_used:.4f} replicas' time, has {wp.replicas}")
-    scale = periods[p_i].scale
-    total_rate = (w.requests_per_s or 0.0) * scale
-    tok = sum((w.requests_per_s or 0.0) * c.share * scale * c.output_tokens for c in w.request_mix)
-    f.tokens[p_i] += tok * sum(wp.requests_per_s.values()) / total_rate * hours * 3600
-
-
-def _measured(w: InferenceWorkload, wp: WorkloadPlan, name: str) -> float | None:
-    if len(wp.stages) != 1:
-        return None
-    st = wp.stages[0]
-    for m in w.capacity:
-        if (m.device, m.tp, m.request_class) == (st.device, st.tp, name):
-            return m.requests_per_s
-    return None
-
-
-def _check_demand(
-    problem: Problem, w: InferenceWorkload, parts: list[WorkloadPlan], periods: list[Period]
-) -> None:
-    for p in periods:
-        here = [x for x in parts if problem.demand is None or x.period == p.name]
-        if not here:
-            _fail(problem, f"`{w.name}` has no replicas in period `{p.name}`")
-        if w.request_mix is not None:
-            for c in w.request_mix:
-                need = (w.requests_per_s or 0.0) * c.share * p.scale
-                got = sum(x.requests_per_s.get(c.name, 0.0) for x in here)
-                if got < need * (1 - 1e-4):
-                    _fail(
-                        problem,
-                        f"`{w.name}` serves {got:.4g} requests/s of `{c.name}` in `{p.name}`, "
-                        f"needs {need:.4g}",
-                    )
-            continue
-        thr = sum(x.tokens_per_s for x in here)
-        if thr < w.min_tokens_per_s * p.scale * (1 - REL_TOL):
-            _fail(problem, f"`{w.name}` serves {thr:.1f} tokens/s < {w.min_tokens_per_s * p.scale}")
-        if w.concurrency is None:
-            continue
-        held = sum(x.sequences or 0 for x in here)
-        need = math.ceil(w.concurrency * p.scale - 1e-9)
-        if held != need:
-            _fail(problem, f"`{w.name}` holds {held} sequences; {need} exist in `{p.name}`")
-        # Output never exceeds the sequences that exist over the time per token.
-        fastest = min(x.ms_per_token or math.inf for x in here)
-        if thr > need * 1000.0 / fastest * (1 + REL_TOL):
-            _fail(problem, f"`{w.name}` claims {thr:.1f} tokens/s from {need} sequences")
+def _held_by_mode(plan: Plan, q: int, dev: str, mode: str) -> int:
+    if q >= len(plan.periods):
+        return 0
+    return plan.periods[q].devices.get(dev, {}).get(mode, 0)
 
 
 def _check_fleet(
-    plan: Plan, problem: Problem, cat: Catalog, f: _Fleet, periods: list[Period]
+    plan: Plan, problem: Problem, cat: Catalog, f: Fleet, periods: list[Period]
 ) -> None:
     """The bill of materials holds every device at work, in modes the problem allows, and
-    stays under the fleet limits.
+    stays under the fleet limits; each device line's figures recomputed.
 
     Long because each device line's figures are recomputed in one pass over its periods.
     """
@@ -418,13 +148,17 @@ def _check_fleet(
         owned_inv[o.device] = owned_inv.get(o.device, 0) + o.count
     listed = {x.type for x in plan.devices}
     if listed != {dev for dev, _, _ in f.use}:
-        _fail(problem, "the device lines are not the devices the stages use")
+        fail(
+            problem,
+            f"`devices`: {sorted(listed)}, the stages use {sorted({dev for dev, _, _ in f.use})}",
+        )
     avail = problem.market.spot_availability
     spot_needed = [0] * n
     held = [0] * n
     own = ownership_factor(problem)
     usd_wh = energy_usd_per_watt_hour(problem)
-    for line in plan.devices:
+    for i, line in enumerate(plan.devices):
+        at = f"devices.{i}"
         dev = line.type
         acc = cat.accelerator(dev)
         prices = device_prices(problem, acc)
@@ -433,29 +167,64 @@ def _check_fleet(
         prem = [f.use.get((dev, q, PREM), 0) for q in range(n)]
         cloud = [f.use.get((dev, q, CLOUD), 0) for q in range(n)]
         fleet = max(prem)
-        if line.owned + line.bought != fleet or line.owned > owned_inv.get(dev, 0):
-            _fail(problem, f"{dev}: owned {line.owned} + bought {line.bought} != fleet {fleet}")
+        if line.owned + line.bought != fleet:
+            fail(
+                problem,
+                f"`{at}.owned` {line.owned} + `{at}.bought` {line.bought} != the "
+                f"{fleet} {dev} at work on premises",
+            )
+        if line.owned > owned_inv.get(dev, 0) or line.owned < min(fleet, owned_inv.get(dev, 0)):
+            fail(
+                problem,
+                f"`{at}.owned`: {line.owned}, the inventory holds "
+                f"{owned_inv.get(dev, 0)} {dev} (used first)",
+            )
         if line.bought and ("buy" not in h.modes or prices.purchase_usd is None):
-            _fail(problem, f"{dev}: bought, but buying it is not allowed or has no price")
-        od = [plan.periods[q].devices.get(dev, {}).get("on_demand", 0) for q in range(n)]
-        sp = [plan.periods[q].devices.get(dev, {}).get("spot", 0) for q in range(n)]
+            fail(
+                problem,
+                f"`{at}.bought`: {line.bought}, but buying {dev} is not allowed or has no price",
+            )
+        od = [_held_by_mode(plan, q, dev, "on_demand") for q in range(n)]
+        sp = [_held_by_mode(plan, q, dev, "spot") for q in range(n)]
         for q in range(n):
-            rv = plan.periods[q].devices.get(dev, {}).get("reserved", 0)
-            if cloud[q] and rv != line.reserved:
-                _fail(problem, f"{dev}: reserved count differs between periods")
+            pd = f"periods.{q}.devices.{dev}"
+            rv = _held_by_mode(plan, q, dev, "reserved")
+            if rv != (line.reserved if cloud[q] else 0):
+                fail(problem, f"`{pd}.reserved`: {rv}, `{at}.reserved` is {line.reserved}")
             if cloud[q] > line.reserved + od[q] + math.floor(avail * sp[q] + 1e-9):
-                _fail(problem, f"{dev}: {cloud[q]} rented devices at work, fewer held")
+                fail(
+                    problem,
+                    f"`{pd}`: {cloud[q]} rented {dev} at work, fewer held "
+                    f"(`{at}.reserved` {line.reserved})",
+                )
+            if _held_by_mode(plan, q, dev, PREM) != prem[q]:
+                fail(
+                    problem,
+                    f"`{pd}.{PREM}`: stated {_held_by_mode(plan, q, dev, PREM)}, {prem[q]} at work",
+                )
+            stated = plan.periods[q].devices.get(dev, {}) if q < len(plan.periods) else {}
+            extra = set(stated) - {PREM, *RENT_MODES}
+            if extra:
+                fail(problem, f"`{pd}`: unknown modes {sorted(extra)}")
             spot_needed[q] += max(0, cloud[q] - line.reserved - od[q])
             held[q] += fleet + cloud[q]
         for mode, count in (("reserved", line.reserved), ("on_demand", max(od)), ("spot", max(sp))):
             if count and (mode not in h.modes or prices.rate(mode) is None):
-                _fail(problem, f"{dev}: {mode} is not allowed or has no price")
-        if line.count != fleet + line.reserved + max(od) + max(sp):
-            held_now = fleet + line.reserved + max(od) + max(sp)
-            _fail(problem, f"{dev}: count {line.count} != recomputed devices held {held_now}")
-        if (line.on_demand, line.spot) != (max(od), max(sp)):
-            _fail(problem, f"{dev}: on-demand or spot peak is wrong")
-        hours = {"on-premises": sum(u * p.hours for u, p in zip(prem, periods, strict=True))}
+                fail(problem, f"`{at}.{mode}`: {count}, but {mode} is not allowed or has no price")
+        peaks = (
+            f" (the peaks of `periods.N.devices.{dev}`: "
+            + ", ".join(
+                f"`periods.{q}.devices.{dev}.{mode}`"
+                for mode, counts in (("on_demand", od), ("spot", sp))
+                if any(counts)
+                for q in [counts.index(max(counts))]
+            )
+            + ")"
+        )
+        same(problem, f"{at}.count", line.count, fleet + line.reserved + max(od) + max(sp), peaks)
+        same(problem, f"{at}.on_demand", line.on_demand, max(od), peaks)
+        same(problem, f"{at}.spot", line.spot, max(sp), peaks)
+        hours = {PREM: sum(u * p.hours for u, p in zip(prem, periods, strict=True))}
         rent: dict[str, float] = {}
         if line.reserved:
             hours["reserved"] = line.reserved * reserved_hours(problem, prices)
@@ -467,30 +236,38 @@ def _check_fleet(
             if any(counts):
                 hours[mode] = sum(k * p.hours for k, p in zip(counts, periods, strict=True))
                 rent[mode] = hours[mode] * (rate or 0.0)
-        _same(problem, f"{dev} device-hours", line.device_hours, hours)
-        _same(problem, f"{dev} rent", line.rent_usd, rent)
+        _same_dict(problem, f"{at}.device_hours", line.device_hours, hours)
+        _same_dict(problem, f"{at}.rent_usd", line.rent_usd, rent)
+        rates: dict[str, float] = {m: r for m in RENT_MODES if (r := prices.rate(m)) is not None}
+        _same_dict(problem, f"{at}.rent_usd_per_hour", line.rent_usd_per_hour, rates)
         purchase = prices.purchase_usd or 0.0
-        if not _close(line.total_usd, purchase * line.bought):
-            _fail(problem, f"{dev}: purchase total is wrong")
+        same(problem, f"{at}.unit_price_usd", line.unit_price_usd, purchase if line.bought else 0.0)
+        same(
+            problem,
+            f"{at}.total_usd",
+            line.total_usd,
+            purchase * line.bought,
+            f" (`{at}.bought` {line.bought})",
+        )
         host_bought = -(-line.bought // node.slots)
         maint = (purchase * line.bought + node.price_usd * host_bought) * (own - 1)
-        if not _close(line.maintenance_usd, maint):
-            _fail(problem, f"{dev}: maintenance {line.maintenance_usd} != {maint}")
-        idle_wh = acc.power.idle_w * idle_device_hours(problem, fleet, hours["on-premises"])
+        same(problem, f"{at}.maintenance_usd", line.maintenance_usd, maint)
+        idle_wh = acc.power.idle_w * idle_device_hours(problem, fleet, hours[PREM])
         f.idle_wh += idle_wh
-        dev_usd = (f.prem_wh.get(dev, 0.0) + idle_wh) * usd_wh
-        if not _close(line.energy_usd, dev_usd):
-            _fail(problem, f"{dev}: energy {line.energy_usd} != {dev_usd}")
-        util = hours["on-premises"] / (fleet * H) if fleet else None
-        if (util is None) != (line.utilization is None) or (
-            util is not None and not _close(util, line.utilization or 0.0)
-        ):
-            _fail(problem, f"{dev}: utilization {line.utilization} != {util}")
-        watts = (
-            f.prem_wh.get(dev, 0.0) / hours["on-premises"]
-            if hours["on-premises"]
-            else acc.power.tdp_w
+        same(
+            problem,
+            f"{at}.energy_usd",
+            line.energy_usd,
+            (f.prem_wh.get(dev, 0.0) + idle_wh) * usd_wh,
+            " (at work, and idle while held)",
         )
+        same(
+            problem,
+            f"{at}.utilization",
+            line.utilization,
+            hours[PREM] / (fleet * H) if fleet else None,
+        )
+        watts = f.prem_wh.get(dev, 0.0) / hours[PREM] if hours[PREM] else acc.power.tdp_w
         be = None
         if prices.purchase_usd is not None and prices.on_demand_usd_per_hour is not None:
             margin = (
@@ -499,54 +276,115 @@ def _check_fleet(
             )
             if margin > 0:
                 be = (prices.purchase_usd + node.price_usd / node.slots) * own / (H * margin)
-        if (be is None) != (line.break_even_utilization is None) or (
-            be is not None and not _close(be, line.break_even_utilization or 0.0)
-        ):
-            _fail(problem, f"{dev}: break-even {line.break_even_utilization} != {be}")
+        same(problem, f"{at}.break_even_utilization", line.break_even_utilization, be)
         if c.allowed_devices is not None and dev not in c.allowed_devices and dev not in owned_inv:
-            _fail(problem, f"{dev} is not allowed")
+            fail(problem, f"`{at}.type`: {dev} is not among allowed_devices")
         if dev in c.excluded_devices:
-            _fail(problem, f"{dev} is excluded")
+            fail(problem, f"`{at}.type`: {dev} is excluded")
         if c.require_ecc and not acc.ecc:
-            _fail(problem, f"{dev} has no ECC")
+            fail(problem, f"`{at}.type`: {dev} has no ECC")
     for q in range(n):
         total = sum(f.use.get((d, q, s), 0) for d in listed for s in (PREM, CLOUD))
         if spot_needed[q] > problem.market.spot_max_share * total * (1 + REL_TOL) + 1e-9:
-            _fail(problem, f"spot carries more than its share in `{periods[q].name}`")
+            fail(problem, f"`periods.{q}.devices`: spot carries more than its share")
         if c.max_devices is not None and held[q] > c.max_devices:
-            _fail(problem, f"{held[q]} devices > max_devices {c.max_devices}")
+            fail(problem, f"`periods.{q}.devices`: {held[q]} devices > max_devices {c.max_devices}")
+    f.limit("max_devices", max(held, default=0), c.max_devices)
+    if c.max_devices is None:
+        for x in plan.devices:
+            fleet = max((f.use.get((x.type, q, PREM), 0) for q in range(n)), default=0)
+            if (MAX_DEVICES - fleet) / MAX_DEVICES <= BINDING_SLACK:
+                f.limit(f"design:fleet:{x.type}", fleet, MAX_DEVICES)
+
+
+def _check_hosts(
+    plan: Plan, problem: Problem, cat: Catalog, f: Fleet, periods: list[Period]
+) -> None:
+    """One node line per device type on premises: the fewest hosts that hold the fleet, their
+    price, rack units and idle power; the network joining them."""
+    c = problem.constraints
+    n = len(periods)
+    want_hosts: dict[str, int] = {}
+    for x in plan.devices:
+        fleet = max((f.use.get((x.type, q, PREM), 0) for q in range(n)), default=0)
+        if fleet:
+            want_hosts[x.type] = fleet
+    if sorted(x.hosts for x in plan.nodes) != sorted(want_hosts):
+        fail(
+            problem,
+            f"`nodes`: host {sorted(x.hosts for x in plan.nodes)}, the devices on "
+            f"premises are {sorted(want_hosts)}",
+        )
     ru = 0
-    for node_line in plan.nodes:
+    bought = {x.type: x.bought for x in plan.devices}
+    for i, node_line in enumerate(plan.nodes):
+        at = f"nodes.{i}"
         nd = cat.node(node_line.type)
-        fleet = max(f.use.get((node_line.hosts, q, PREM), 0) for q in range(n))
-        if node_line.count * nd.slots < fleet:
-            _fail(problem, f"{node_line.count} x {nd.id} cannot host {fleet} {node_line.hosts}")
+        host = cat.host_for(cat.accelerator(node_line.hosts))
+        if host is None or host.id != nd.id:
+            fail(
+                problem,
+                f"`{at}.type`: {nd.id}, {node_line.hosts} is hosted by "
+                f"{host.id if host else 'no node'}",
+            )
+        fleet = want_hosts.get(node_line.hosts, 0)
+        same(
+            problem,
+            f"{at}.count",
+            node_line.count,
+            -(-fleet // nd.slots),
+            f" (the fewest {nd.id} hosts for {fleet} {node_line.hosts})",
+        )
+        same(problem, f"{at}.unit_price_usd", node_line.unit_price_usd, nd.price_usd)
+        hosts_bought = -(-bought.get(node_line.hosts, 0) // nd.slots)
+        same(
+            problem,
+            f"{at}.total_usd",
+            node_line.total_usd,
+            nd.price_usd * hosts_bought,
+            f" ({hosts_bought} hosts bought)",
+        )
+        same(problem, f"{at}.rack_units", node_line.rack_units, nd.rack_units * node_line.count)
         ru += nd.rack_units * node_line.count
         for q in range(n):
             f.power[q] += nd.power_overhead_w * node_line.count
-    if ru != plan.rack_units:
-        _fail(problem, f"rack units {plan.rack_units} != recomputed {ru}")
+    same(problem, "rack_units", plan.rack_units, ru, " (the node lines' rack units)")
+    f.limit("rack_units", ru, c.max_rack_units)
     if c.max_rack_units is not None and ru > c.max_rack_units:
-        _fail(problem, f"{ru} rack units > {c.max_rack_units}")
-    for q, p in enumerate(plan.periods):
-        if not _close(p.power_w, f.power[q]):
-            _fail(problem, f"power in `{p.name}` {p.power_w} != recomputed {f.power[q]}")
-    peak = max(f.power) + f.training_w
-    if not _close(peak, plan.power_w):
-        _fail(problem, f"power {plan.power_w} != recomputed {peak}")
-    if c.power_w is not None and peak * h.pue > c.power_w * (1 + REL_TOL):
-        _fail(problem, f"wall power {peak * h.pue:.0f} W > cap {c.power_w} W")
+        fail(problem, f"`rack_units`: {ru} > max_rack_units {c.max_rack_units}")
+    for q, p in enumerate(plan.periods[:n]):
+        why = f" (from {', '.join(f'`{x}`' for x in f.feeds[q])} and the hosts)"
+        same(problem, f"periods.{q}.power_w", p.power_w, f.power[q], why)
+    peak = max(f.power, default=0.0) + f.training_w
+    same(problem, "power_w", plan.power_w, peak)
+    f.limit("power", peak * problem.horizon.pue, c.power_w)
+    if c.power_w is not None and peak * problem.horizon.pue > c.power_w * (1 + REL_TOL):
+        fail(
+            problem,
+            f"`wall_power_w`: {peak * problem.horizon.pue:.0f} W > cap power_w {c.power_w} W",
+        )
+    hosts = sum(x.count for x in plan.nodes)
+    rented = any(x.reserved or x.on_demand or x.spot for x in plan.devices)
+    joined = (
+        len(plan.devices) > 1
+        or hosts > 1
+        or rented
+        or any(len(w.stages) > 1 for w in plan.workloads)
+    )
+    links = [nd.intra_node_link for x in plan.nodes if (nd := cat.node(x.type))]
+    want = list(dict.fromkeys(links)) + ([c.network] if joined else [])
+    if sorted(plan.links) != sorted(want):
+        fail(problem, f"`links`: {plan.links}, the hosts and network make {want}")
 
 
-def _same(problem: Problem, what: str, got: dict[str, float], want: dict[str, float]) -> None:
+def _same_dict(problem: Problem, at: str, got: dict[str, float], want: dict[str, float]) -> None:
     keys = {k for k, v in got.items() if v} | {k for k, v in want.items() if v}
-    for k in keys:
-        if not _close(got.get(k, 0.0), want.get(k, 0.0)):
-            _fail(problem, f"{what} `{k}` {got.get(k, 0.0)} != recomputed {want.get(k, 0.0)}")
+    for k in sorted(keys):
+        same(problem, f"{at}.{k}", got.get(k, 0.0), want.get(k, 0.0))
 
 
 def _check_costs(
-    plan: Plan, problem: Problem, cat: Catalog, f: _Fleet, periods: list[Period]
+    plan: Plan, problem: Problem, cat: Catalog, f: Fleet, periods: list[Period]
 ) -> None:
     """Every cost figure, recomputed from catalog prices and the problem."""
     c = problem.constraints
@@ -554,17 +392,14 @@ def _check_costs(
     own = ownership_factor(problem)
     usd_wh = energy_usd_per_watt_hour(problem)
     whole_h = horizon_hours(problem)
-    capex = sum(
-        (device_prices(problem, cat.accelerator(x.type)).purchase_usd or 0.0) * x.bought
-        for x in plan.devices
-    )
+    capex = 0.0
+    bought = {x.type: x.bought for x in plan.devices}
+    for x in plan.devices:
+        capex += (device_prices(problem, cat.accelerator(x.type)).purchase_usd or 0.0) * x.bought
     host_energy = 0.0
     for node_line in plan.nodes:
         nd = cat.node(node_line.type)
-        bought = next(x.bought for x in plan.devices if x.type == node_line.hosts)
-        if not _close(node_line.total_usd, nd.price_usd * -(-bought // nd.slots)):
-            _fail(problem, f"{nd.id}: hosts bought are priced wrong")
-        capex += node_line.total_usd
+        capex += nd.price_usd * -(-bought.get(node_line.hosts, 0) // nd.slots)
         # A host draws its overhead through the whole horizon: at load, then as idle draw.
         host_energy += nd.power_overhead_w * node_line.count * whole_h * usd_wh
     energy = (sum(f.prem_wh.values()) + f.idle_wh) * usd_wh + host_energy
@@ -587,41 +422,40 @@ def _check_costs(
         total_usd=capex * own + energy + sum(rents.values()) + f.training_usd,
     )
     for key, value in asdict(want).items():
-        if not _close(getattr(plan.costs, key), value):
-            _fail(problem, f"cost `{key}` {getattr(plan.costs, key)} != recomputed {value}")
-    if not _close(plan.tco_usd, want.total_usd):
-        _fail(problem, f"tco_usd {plan.tco_usd} != recomputed cost lines {want.total_usd}")
-    if not _close(plan.capex_usd, capex):
-        _fail(problem, f"capex_usd {plan.capex_usd} != recomputed {capex}")
+        same(problem, f"costs.{key}", getattr(plan.costs, key), value)
+    same(problem, "tco_usd", plan.tco_usd, want.total_usd, " (the sum of the cost lines)")
+    same(problem, "capex_usd", plan.capex_usd, capex)
     opex = (want.total_usd - capex - f.training_usd) / h.lifetime_years
-    if not _close(plan.opex_usd_per_year, opex):
-        _fail(problem, f"opex {plan.opex_usd_per_year} != recomputed {opex}")
+    same(problem, "opex_usd_per_year", plan.opex_usd_per_year, opex)
+    f.limit("budget", want.total_usd, c.budget_usd)
+    f.limit("capex", capex, c.capex_usd)
     if c.capex_usd is not None and capex > c.capex_usd * (1 + REL_TOL):
-        _fail(problem, f"capex {capex:.0f} > {c.capex_usd}")
+        fail(problem, f"`capex_usd`: {capex:.0f} > the capex ceiling capex_usd {c.capex_usd}")
     if c.budget_usd is not None and want.total_usd > c.budget_usd * (1 + REL_TOL):
-        _fail(problem, f"total cost {want.total_usd:.0f} > budget {c.budget_usd}")
+        fail(problem, f"`tco_usd`: total cost {want.total_usd:.0f} > budget_usd {c.budget_usd}")
 
 
 def _check_energy_and_carbon(
-    plan: Plan, problem: Problem, cat: Catalog, f: _Fleet, periods: list[Period]
+    plan: Plan, problem: Problem, cat: Catalog, f: Fleet, periods: list[Period]
 ) -> None:
     h = problem.horizon
     kwh = [pw * p.hours * h.pue / 1000 for pw, p in zip(f.power, periods, strict=True)]
-    for q, p in enumerate(plan.periods):
-        if not _close(p.energy_kwh, kwh[q]) or not _close(p.tokens, f.tokens[q]):
-            _fail(problem, f"energy or tokens of `{p.name}` do not match")
+    for q, p in enumerate(plan.periods[: len(periods)]):
+        why = f" (from {', '.join(f'`{x}`' for x in f.feeds[q])})"
+        same(problem, f"periods.{q}.energy_kwh", p.energy_kwh, kwh[q])
+        same(problem, f"periods.{q}.tokens", p.tokens, f.tokens[q], why)
     idle_wh = f.idle_wh + sum(
         cat.node(x.type).power_overhead_w * x.count * host_idle_hours(problem) for x in plan.nodes
     )
     other_kwh = f.training_kwh + idle_wh * h.pue / 1000  # at the problem's grid intensity
     total_kwh = sum(kwh) + other_kwh
-    if not _close(plan.energy_kwh_per_year, total_kwh / h.lifetime_years):
-        _fail(
-            problem, f"energy per year {plan.energy_kwh_per_year} != {total_kwh / h.lifetime_years}"
-        )
+    same(problem, "energy_kwh_per_year", plan.energy_kwh_per_year, total_kwh / h.lifetime_years)
+    tokens = sum(f.tokens)
+    joules = total_kwh * 3.6e6
+    same(problem, "tokens_per_joule", plan.tokens_per_joule, tokens / joules if joules else None)
     if problem.carbon is None:
         if plan.carbon is not None:
-            _fail(problem, "carbon figures without a carbon section")
+            fail(problem, "`carbon`: carbon figures without a carbon section in the problem")
         return
     g0 = grid_intensity(problem, cat) or 0.0
     operational = (
@@ -638,18 +472,19 @@ def _check_energy_and_carbon(
         )
     cl = plan.carbon
     if cl is None:
-        _fail(problem, "no carbon figures")
+        fail(problem, "`carbon`: no carbon figures, but the problem has a carbon section")
         return
-    tokens = sum(f.tokens)
-    for got, want, what in (
-        (cl.energy_kwh, total_kwh, "energy"),
-        (cl.operational_kgco2e, operational, "operational carbon"),
-        (cl.embodied_kgco2e, embodied, "embodied carbon"),
-        (cl.total_kgco2e, operational + embodied, "carbon"),
-        (cl.tokens, tokens, "tokens"),
+    total = operational + embodied
+    for key, want in (
+        ("energy_kwh", total_kwh),
+        ("operational_kgco2e", operational),
+        ("embodied_kgco2e", embodied),
+        ("total_kgco2e", total),
+        ("tokens", tokens),
+        ("sci_g_per_million_tokens", total * 1000 / (tokens / 1e6) if tokens else None),
     ):
-        if not _close(got, want):
-            _fail(problem, f"{what} {got} != recomputed {want}")
+        same(problem, f"carbon.{key}", getattr(cl, key), want)
     cap = problem.constraints.max_carbon_kgco2e
-    if cap is not None and operational + embodied > cap * (1 + REL_TOL):
-        _fail(problem, f"carbon {operational + embodied:.0f} kg > cap {cap} kg")
+    f.limit("carbon", total, cap)
+    if cap is not None and total > cap * (1 + REL_TOL):
+        fail(problem, f"`carbon.total_kgco2e`: {total:.0f} kg > max_carbon_kgco2e {cap} kg")

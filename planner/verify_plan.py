@@ -9,12 +9,14 @@ absolute below 1).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from planner.catalog import Catalog
 from planner.errors import PlannerError
 from planner.load import check_names
 from planner.plan.io import PlanFile, catalog_sha256, problem_sha256
+from planner.plan.types import Plan
 from planner.schema.problem import Problem
 from planner.verify import COLLECT, REL_TOL, verify
 from planner.verify_rules import rule_failures
@@ -47,11 +49,27 @@ def _derived(pf: PlanFile) -> list[str]:
             out.append(f"`{key}`: plan says {got}, recomputed {value}")
     wall = plan.power_w * pf.problem.horizon.pue
     if not _close(plan.wall_power_w, wall):
-        out.append(f"`wall_power_w`: plan says {plan.wall_power_w}, power_w x PUE is {wall}")
+        out.append(f"`wall_power_w`: plan says {plan.wall_power_w}, `power_w` x PUE is {wall}")
     optimal = plan.status == "OPTIMAL" and plan.objective is not None
     if optimal and plan.bound is not None and not _close(plan.objective or 0.0, plan.bound):
-        out.append(f"`bound`: {plan.bound} differs from the OPTIMAL objective {plan.objective}")
+        out.append(f"`bound`: {plan.bound} differs from the OPTIMAL `objective` {plan.objective}")
+    figure = OBJECTIVE_FIGURES.get(plan.objective_name)
+    if plan.has_plan and figure is not None:
+        fig = figure(plan)
+        if plan.objective is None or fig is None or not _close(plan.objective, fig):
+            out.append(
+                f"`objective`: plan says {plan.objective}, its {plan.objective_name} "
+                f"figure is {fig}"
+            )
     return out
+
+
+# Objectives that are one figure of the plan (the figure itself is recomputed by the verifier).
+OBJECTIVE_FIGURES: dict[str, Callable[[Plan], float | None]] = {
+    "min_cost": lambda p: p.tco_usd,
+    "min_power": lambda p: p.power_w,
+    "min_carbon": lambda p: p.carbon.total_kgco2e if p.carbon is not None else None,
+}
 
 
 def plan_failures(pf: PlanFile, cat: Catalog, problem: Problem | None = None) -> list[str]:

@@ -114,7 +114,7 @@ def brute_force_cost(problem: Problem, tables: Tables) -> float | None:
         seqs = {(w.name, j, 0, PREM): n for j, n in enumerate(x) if n}
         sol = Solution("OPTIMAL", None, None, 0.0, replicas, bought, hosts, sequences=seqs)
         plan = make_plan(problem, cat, tables, sol)
-        if any(v < -1e-9 for v in constraint_slack(plan, problem).values()):
+        if any(v < -1e-9 for v in constraint_slack(plan, problem, load_catalog()).values()):
             continue
         if best is None or plan.tco_usd < best:
             best = plan.tco_usd

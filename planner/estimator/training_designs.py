@@ -10,8 +10,10 @@ all-reduce over the network when it cannot overlap.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from planner.catalog import Catalog
 from planner.estimator.comm import ring_allreduce_seconds
@@ -20,13 +22,106 @@ from planner.estimator.devices import device_table
 from planner.estimator.formats import weight_format
 from planner.estimator.memory import TrainingSetup, training_memory_total
 from planner.estimator.perf import training_tokens_per_second
-from planner.schema.catalog import Accelerator, ModelArch
+from planner.schema.catalog import Accelerator, Link, ModelArch
 from planner.schema.problem import Problem, TrainingWorkload
 
 # Design space: every pipeline depth from 1 to min(max_stages, layers) and every data-parallel
 # degree from 1 while the job fits in max_devices (4,096 without one); tensor-parallel degrees
 # as `tp_degrees` (inside a node's scale-up domain, or its PCIe where allowed).
 MAX_JOB_DEVICES = 4096
+TRAINING_TDP_SHARE = 0.9  # training holds its devices near TDP (dense matmuls, no idle decode)
+
+
+def micro_batches(stages: int) -> int:
+    """Micro-batches per optimizer step: enough to keep the pipeline bubble small."""
+    return 4 * stages
+
+
+def job_tokens_per_s(
+    base_tps: npt.NDArray[np.float64],
+    w: TrainingWorkload,
+    trainable: float,
+    net: Link,
+    k: int,
+    S: int,
+    D: npt.NDArray[np.int64],
+) -> npt.NDArray[np.float64]:
+    """Tokens/s of jobs of D replicas of S stages of k devices, each device making `base_tps`
+    alone: the pipeline bubble (Narayanan et al. 2021: (S - 1) / (m + S - 1) idle with m
+    micro-batches) and the gradient all-reduce across D over the network, once per step (ZeRO-1/2
+    reduce-scatter + all-gather move the same bytes), which does not overlap."""
+    n = k * S * D
+    micro = micro_batches(S)
+    bubble = (S - 1) / (micro + S - 1)
+    tps = base_tps * n * (1.0 - bubble)
+    step_tokens = w.seq_len * w.micro_batch * micro * D
+    step_s = step_tokens / tps
+    ar = np.where(
+        D > 1,
+        ring_allreduce_seconds(
+            2.0 * trainable / (k * S), D, net.bandwidth_gb_s * 1e9, net.latency_us * 1e-6
+        ),
+        0.0,
+    )
+    out: npt.NDArray[np.float64] = step_tokens / (step_s + ar)
+    return out
+
+
+@dataclass(frozen=True)
+class TrainingJob:
+    """A training job's figures from its shape alone."""
+
+    tokens_per_s: float
+    stage_seconds: tuple[float, ...]  # one micro-batch through each stage (no bubble)
+    power_w: float  # every device of the job at load
+
+
+def training_setup(w: TrainingWorkload, data_parallel: int, tp: int) -> TrainingSetup:
+    """The memory model's setup of one stage of a job of `w`."""
+    return TrainingSetup(
+        method=w.method,
+        optimizer=w.optimizer,
+        zero_stage=w.zero_stage,
+        data_parallel=data_parallel,
+        tensor_parallel=tp,
+        seq_len=w.seq_len,
+        micro_batch=w.micro_batch,
+        recompute=w.recompute,
+        lora_rank=w.lora_rank,
+    )
+
+
+def training_job(
+    w: TrainingWorkload,
+    problem: Problem,
+    cat: Catalog,
+    device: Accelerator,
+    tp: int,
+    layers: list[int],
+    data_parallel: int,
+) -> TrainingJob:
+    """The figures of one job shape: `data_parallel` replicas of `len(layers)` stages (layers per
+    stage) of `tp` devices of one type, as `training_designs` computes them."""
+    m = cat.model(w.model)
+    base = training_tokens_per_second(
+        m,
+        device_table([device]),
+        seq_len=w.seq_len,
+        method=w.method,
+        recompute=w.recompute,
+        precision_fmt=weight_format("bf16"),
+    )
+    net = cat.link(problem.constraints.network)
+    S = len(layers)
+    D = np.array([data_parallel], dtype=np.int64)
+    tps = job_tokens_per_s(base[:, None], w, _trainable_params(m, w), net, tp, S, D)
+    one = float(base[0]) * tp  # tokens/s of one stage's devices over the whole model
+    per_micro = w.seq_len * w.micro_batch
+    return TrainingJob(
+        float(tps[0, 0]),
+        tuple(per_micro * (x / m.num_layers) / one for x in layers),
+        float(device.power.tdp_w) * TRAINING_TDP_SHARE * tp * S * data_parallel,
+    )
 
 
 def training_designs(
@@ -73,28 +168,14 @@ def training_designs(
             )
             mem = training_memory_total(m, setup, D, layers=math.ceil(m.num_layers / S))
             n = k * S * D
-            micro = 4 * S  # micro-batches per step: enough to keep the bubble small
-            bubble = (S - 1) / (micro + S - 1)
-            tps = base_tps[rows, None] * n * (1.0 - bubble)
-            # Gradient all-reduce across D replicas over the network, once per step
-            # (ZeRO-1/2 reduce-scatter + all-gather move the same bytes).
-            step_tokens = w.seq_len * w.micro_batch * micro * D
-            step_s = step_tokens / tps
-            ar = np.where(
-                D > 1,
-                ring_allreduce_seconds(
-                    2.0 * trainable / (k * S), D, net.bandwidth_gb_s * 1e9, net.latency_us * 1e-6
-                ),
-                0.0,
-            )
-            tps = step_tokens / (step_s + ar)
+            tps = job_tokens_per_s(base_tps[rows, None], w, trainable, net, k, S, D)
             ok = (n <= max_dev) & (mem <= usable[rows, None])
             if w.deadline_hours is not None:
                 ok &= ~(w.token_budget / tps / 3600 > w.deadline_hours)
             first = np.argmax(ok, axis=1)  # the fewest replicas that work
             for r in np.flatnonzero(ok.any(axis=1)).tolist():
                 i, j = int(rows[r]), int(first[r])
-                watts = float(devs[i].power.tdp_w) * 0.9 * int(n[j])  # training holds near TDP
+                watts = float(devs[i].power.tdp_w) * TRAINING_TDP_SHARE * int(n[j])
                 found.append((i, k, S, int(D[j]), int(n[j]), float(tps[r, j]), watts))
     found.sort(key=lambda f: f[:3])  # device, then k, then S: the order they are listed in
     if prune and found:

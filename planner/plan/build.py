@@ -30,11 +30,11 @@ from planner.estimator.economics import (
     reserved_hours,
     working_hours,
 )
-from planner.estimator.memory import TrainingSetup
 from planner.estimator.replica import StageSpec, inference_replica, training_stage_memory
 from planner.estimator.request_mix import class_workload
 from planner.estimator.serving import prefill_prompt, token_budget
 from planner.estimator.support import backends_of
+from planner.estimator.training_designs import training_job, training_setup
 from planner.model.objectives import Figures, objective_for
 from planner.model.result import Solution
 from planner.model.scale import SHARE_STEPS
@@ -44,7 +44,7 @@ from planner.model.tables import (
     mix_tokens_per_request,
     plain_tokens_factor,
 )
-from planner.plan.slack import BINDING_SLACK, constraint_slack
+from planner.plan.slack import binding, constraint_slack
 from planner.plan.types import (
     CarbonLine,
     Costs,
@@ -109,8 +109,8 @@ def make_plan(problem: Problem, cat: Catalog, tables: Tables, sol: Solution) -> 
     _costs(plan, problem, cat, tables, tally)
     _energy_and_periods(plan, problem, cat, tables, tally, held)
     plan.objective, plan.bound = _objective(plan, problem, tables, sol)
-    plan.slack = constraint_slack(plan, problem)
-    plan.binding_constraints = [k for k, v in plan.slack.items() if v <= BINDING_SLACK]
+    plan.slack = constraint_slack(plan, problem, cat)
+    plan.binding_constraints = binding(plan.slack)
     return plan
 
 
@@ -123,20 +123,14 @@ def stage_lines(
     first = 0
     out = []
     if isinstance(w, TrainingWorkload):
-        for s_i, st in enumerate(d.stages):
-            setup = TrainingSetup(
-                method=w.method,
-                optimizer=w.optimizer,
-                zero_stage=w.zero_stage,
-                data_parallel=d.replicas_dp,
-                tensor_parallel=st.tp,
-                seq_len=w.seq_len,
-                micro_batch=w.micro_batch,
-                recompute=w.recompute,
-                lora_rank=w.lora_rank,
-            )
+        s0, layers = d.stages[0], [st.layers for st in d.stages]
+        job = training_job(
+            w, problem, cat, cat.accelerator(s0.device), s0.tp, layers, d.replicas_dp
+        )
+        for s_i, (st, sec) in enumerate(zip(d.stages, job.stage_seconds, strict=True)):
+            setup = training_setup(w, d.replicas_dp, st.tp)
             mem = training_stage_memory(m, setup, layers=st.layers, last=s_i == len(d.stages) - 1)
-            out.append(StageLine(st.device, st.tp, (first, first + st.layers - 1), mem, 0.0, 0.0))
+            out.append(StageLine(st.device, st.tp, (first, first + st.layers - 1), mem, sec, 0.0))
             first += st.layers
         return tuple(out), d.power_w, 0.0
     fig = inference_replica(

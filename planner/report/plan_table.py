@@ -266,7 +266,11 @@ def plan_renderable(plan: Plan) -> Group:
     for w in plan.workloads:
         parts.append(_workload(w, show_site))
     if plan.binding_constraints:
-        parts.append(Text("binding constraints: " + ", ".join(plan.binding_constraints)))
+        bind = [f"{k} ({plan.slack.get(k, 0.0):.1%} room)" for k in plan.binding_constraints]
+        parts.append(Text("binding constraints: " + ", ".join(bind)))
+    rest = [f"{k} {v:.1%}" for k, v in plan.slack.items() if k not in plan.binding_constraints]
+    if rest:
+        parts.append(Text("room under the other limits: " + ", ".join(rest), style="dim"))
     for n in plan.notes:
         parts.append(Text(n, style="dim"))
     return Group(*parts)
