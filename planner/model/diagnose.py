@@ -91,6 +91,8 @@ def _limits(w: InferenceWorkload | TrainingWorkload) -> str:
         if value is not None
     ]
     relax = f"relax {' or '.join(ceilings)}, or " if ceilings else ""
+    if w.concurrency is None:  # unbounded: every slot counts as filled
+        return f"{relax}lower context_tokens ({w.context_tokens:,})"
     return f"{relax}lower context_tokens ({w.context_tokens:,}) or concurrency ({w.concurrency:,})"
 
 

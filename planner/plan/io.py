@@ -72,8 +72,16 @@ def design_space(problem: Problem) -> list[str]:
         "scale-up domain"
         + (" or its PCIe slots" if c.tensor_parallel_over_pcie else "")
         + ", dividing the attention heads",
-        f"pipelines: 1 to {c.max_stages} stages of "
-        + ("one or two device types" if c.heterogeneous_pipelines else "one device type"),
+        f"pipelines: 1 to {c.max_stages} stages of one device type at one degree, layers split "
+        "evenly (ceil(layers / stages), the last the rest)"
+        + (
+            "; or of two device types (up to 4 stages each, in either order), layers at the "
+            "split whose slowest stage is fastest, paired among the 6 cheapest per token/s at "
+            "each batch and 6 that cannot serve alone"
+            if c.heterogeneous_pipelines
+            else ""
+        ),
+        "batch: powers of two from 1 to 2,048 sequences per micro-batch",
         "training jobs: one device type, every depth up to the layer count within max_stages, "
         f"every data-parallel degree within {c.max_devices or 4096:,} devices",
         f"fleets: at most {c.max_devices or 100_000:,} devices of a type; max_throughput "

@@ -1,0 +1,429 @@
+"""Brute force against the solver over the unpruned design space.
+
+Small problems (three device types: a one-slot desktop card, a PCIe server card and an NVLink
+server card; tensor-parallel degrees 1 and 2; pipelines of one or two stages, of one or two
+device types; four of llama-3.1-70b's layers so that every layer split can be tried) are solved
+twice: by the planner (design enumeration with its pruning, CP-SAT, proof) and here by brute
+force, which knows nothing of the enumerator:
+
+- every replica design of the documented design space (docs/plan-format.md): each stage a
+  device and a degree (powers of two within max_tensor_parallel, the host's slots, the
+  scale-up domain unless tensor_parallel_over_pcie); one device type at one degree with layers
+  ceil(L / S) per stage, or two types in either order at every layer split, keeping the split
+  whose slowest stage is fastest among those that fit in memory; every batch level; figures
+  from the estimator's scalar replica arithmetic; kept when memory and the latency ceilings hold;
+- every mix of replicas of those designs that meets the demand, by a depth-first search cut
+  only by bounds no cheaper completion can cross; each priced from the catalog and the problem
+  (devices and hosts bought with upkeep; replicas' energy at work, devices' idle draw, hosts'
+  overhead all horizon) and checked against the budget, power, device and rack-unit caps.
+
+The cheapest brute-force plan must cost what the solver proves optimal, and a case without one
+must be infeasible to the solver too. The cases were drawn at random (and from a sweep of prices
+and demands for two-type pipelines), one per constraint until that constraint bound in it
+(dropping it changes the brute-force optimum: its cost or whether one exists); the test asserts
+again that every constraint binds in some case.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from functools import cache
+from typing import Any
+
+from planner.catalog import Catalog, load_catalog
+from planner.estimator.designs import BATCH_LEVELS
+from planner.estimator.economics import (
+    device_prices,
+    energy_usd_per_watt_hour,
+    horizon_hours,
+    ownership_factor,
+    working_hours,
+)
+from planner.estimator.replica import StageSpec, inference_replica
+from planner.estimator.serving import prefill_prompt
+from planner.schema.problem import InferenceWorkload, Problem
+from planner.solve import solve_problem
+
+DEVICES = ("rtx-4090", "l40s", "a100-80gb-sxm")  # 1-slot desktop, PCIe server, NVLink server
+MODEL = "slice-4l"  # four of llama-3.1-70b's layers
+DEGREES = (1, 2)
+# Constraints the generator tightens, each of which must bind in some case.
+FAMILIES = (
+    "budget_usd",
+    "power_w",
+    "max_devices",
+    "max_rack_units",
+    "max_ms_per_token",
+    "max_ttft_s",
+    "memory_headroom",
+    "max_tensor_parallel",
+    "max_stages",
+    "heterogeneous_pipelines",
+    "tensor_parallel_over_pcie",
+)
+
+
+@cache
+def catalog() -> Catalog:
+    base = load_catalog()
+    m = base.model("llama-3.1-70b").model_copy(update={"id": MODEL, "num_layers": 4})
+    return replace(base, models={**base.models, MODEL: m})
+
+
+@dataclass(frozen=True)
+class Point:
+    """One replica design as the brute force sees it."""
+
+    devices: tuple[int, ...]  # per DEVICES entry
+    tokens_per_s: float
+    power_w: float
+    ms_per_token: float
+    ttft_s: float
+    memory: tuple[tuple[str, float], ...]  # (device, bytes per device) per stage
+    stages: tuple[tuple[str, int], ...]  # (device, degree) per stage
+    layers: tuple[int, ...]
+    slowest_s: float  # the slowest stage's step
+    batch: int
+
+
+def _pipelines() -> list[tuple[tuple[str, int], ...]]:
+    """Every pipeline of (device, degree) stages up to two stages: one type at one degree, or
+    two types (docs/plan-format.md, "The design space")."""
+    cat = catalog()
+    opts = [
+        (d, k)
+        for d in DEVICES
+        for k in DEGREES
+        if k <= (host.slots if (host := cat.host_for(cat.accelerator(d))) else 1)
+    ]
+    out: list[tuple[tuple[str, int], ...]] = [(o,) for o in opts]
+    out += [(o, o) for o in opts]
+    out += [(a, b) for a in opts for b in opts if a[0] != b[0]]
+    return out
+
+
+def _splits(stages: tuple[tuple[str, int], ...]) -> list[tuple[int, ...]]:
+    """Layer splits the design space holds: one type, ceil(L / S) per stage and the last the
+    rest; two types, every split (the planner takes the one with the fastest slowest stage)."""
+    L = catalog().model(MODEL).num_layers
+    if len(stages) == 1:
+        return [(L,)]
+    if stages[0] == stages[1]:
+        return [(math.ceil(L / 2), L - math.ceil(L / 2))]
+    return [(x, L - x) for x in range(1, L)]
+
+
+@cache
+def all_points() -> tuple[Point, ...]:
+    """Every design of the widest space the cases use (2 stages, degrees 1 and 2), at every
+    batch level and layer split: figures from the estimator's scalar replica arithmetic."""
+    cat = catalog()
+    w = base_workload()
+    link = cat.link("eth-100g")
+    out = []
+    for stages in _pipelines():
+        count = [0] * len(DEVICES)
+        for d, k in stages:
+            count[DEVICES.index(d)] += k
+        for split in _splits(stages):
+            specs = [
+                StageSpec(cat.accelerator(d), k, n) for (d, k), n in zip(stages, split, strict=True)
+            ]
+            for b in BATCH_LEVELS:
+                fig = inference_replica(
+                    cat.model(MODEL),
+                    w.weights,
+                    w.kv,
+                    batch=b,
+                    context=w.context_tokens,
+                    prompt=prefill_prompt(w.prompt_tokens, w.prefix_cache_hit),
+                    output=w.output_tokens,
+                    stages=specs,
+                    link=link,
+                )
+                out.append(
+                    Point(
+                        tuple(count),
+                        fig.tokens_per_s,
+                        fig.power_w,
+                        fig.ms_per_token,
+                        fig.ttft_s,
+                        tuple(
+                            (d, f.memory["total"])
+                            for (d, _), f in zip(stages, fig.stages, strict=True)
+                        ),
+                        stages,
+                        split,
+                        max(f.seconds for f in fig.stages),
+                        b,
+                    )
+                )
+    return tuple(out)
+
+
+def base_workload() -> InferenceWorkload:
+    w = base_problem({}, {}, 1000.0).workloads[0]
+    assert isinstance(w, InferenceWorkload)
+    return w
+
+
+def base_problem(
+    constraints: dict[str, Any],
+    ceilings: dict[str, Any],
+    rate: float,
+    prices: dict[str, float] | None = None,
+) -> Problem:
+    return Problem.model_validate(
+        {
+            "name": "brute",
+            "workloads": [
+                {
+                    "name": "serve",
+                    "model": MODEL,
+                    "context_tokens": 8192,
+                    "prompt_tokens": 1024,
+                    "output_tokens": 256,
+                    "min_tokens_per_s": rate,
+                    "concurrency": "unbounded",
+                    **ceilings,
+                }
+            ],
+            "constraints": {
+                "allowed_devices": list(DEVICES),
+                "network": "eth-100g",
+                "max_tensor_parallel": 2,
+                "max_stages": 2,
+                "heterogeneous_pipelines": True,
+                "tensor_parallel_over_pcie": True,
+                **constraints,
+            },
+            "horizon": {"procurement": "buy", "utilization": 0.5},
+            "market": {"prices": {d: {"purchase_usd": x} for d, x in (prices or {}).items()}},
+        }
+    )
+
+
+def _fits(p: Point, problem: Problem) -> bool:
+    cat = catalog()
+    h = problem.constraints.memory_headroom
+    return all(used <= cat.accelerator(d).memory.bytes * (1 - h) for d, used in p.memory)
+
+
+def designs(problem: Problem) -> list[Point]:
+    """The problem's designs: pipelines its constraints allow, each at its layer split (a
+    two-type pipeline's fastest slowest stage among the splits that fit in memory, the first
+    of equals) and batch level, kept when its memory and the latency ceilings hold."""
+    cat = catalog()
+    c = problem.constraints
+    w = problem.workloads[0]
+    assert isinstance(w, InferenceWorkload)
+    chosen: dict[tuple[Any, ...], Point] = {}
+    for p in all_points():
+        if len(p.stages) > c.max_stages or not _fits(p, problem):
+            continue
+        if not c.heterogeneous_pipelines and len({d for d, _ in p.stages}) > 1:
+            continue
+        ok = True
+        for d, k in p.stages:
+            acc = cat.accelerator(d)
+            domain = acc.interconnect.domain_size if acc.interconnect.scale_up else 1
+            ok &= k <= c.max_tensor_parallel and (k <= domain or c.tensor_parallel_over_pcie)
+        if not ok:
+            continue
+        key = (p.stages, p.batch)
+        old = chosen.get(key)
+        if old is None or p.slowest_s < old.slowest_s * (1 - 1e-12):
+            chosen[key] = p
+    out = []
+    for p in chosen.values():
+        if w.max_ms_per_token is not None and p.ms_per_token > w.max_ms_per_token:
+            continue
+        if w.max_ttft_s is not None and p.ttft_s > w.max_ttft_s:
+            continue
+        out.append(p)
+    return out
+
+
+@dataclass(frozen=True)
+class Optimum:
+    """The cheapest plan's cost and what it uses of each capped resource."""
+
+    usd: float
+    devices: int
+    wall_w: float
+    rack_units: int
+
+
+def cheapest(problem: Problem) -> Optimum | None:
+    """The brute-force optimum: the least total cost over every replica mix that meets the
+    demand and every constraint, or None when none does. A depth-first search over multisets
+    of designs, cut only where no completion can be cheaper or where a limit that only grows
+    with more replicas (devices, rack units, power, cost) is already exceeded."""
+    cat = catalog()
+    c = problem.constraints
+    w = problem.workloads[0]
+    assert isinstance(w, InferenceWorkload)
+    floor = w.min_tokens_per_s
+    own = ownership_factor(problem)
+    usd_wh = energy_usd_per_watt_hour(problem)
+    hours = working_hours(problem)
+    idle_h = horizon_hours(problem) - hours  # every device and host is held the whole horizon
+    accs = [cat.accelerator(d) for d in DEVICES]
+    hosts_of = [cat.host_for(a) for a in accs]
+    price = [device_prices(problem, a).purchase_usd or 0.0 for a in accs]
+    idle_w = [a.power.idle_w for a in accs]
+    # Per device vector, the designs not worse in both tokens/s (beyond the floor counts for
+    # nothing) and power: the only ones a cheapest mix can need.
+    by_vec: dict[tuple[int, ...], list[tuple[float, float]]] = {}
+    for p in designs(problem):
+        by_vec.setdefault(p.devices, []).append((min(p.tokens_per_s, floor), p.power_w))
+    items = []
+    for v, pts in by_vec.items():
+        for tok, pw in _pareto(pts):
+            least = sum(n * x for n, x in zip(v, price, strict=True)) * own + pw * hours * usd_wh
+            least += sum(n * x for n, x in zip(v, idle_w, strict=True)) * idle_h * usd_wh
+            items.append((least / tok, v, tok, pw))
+    items.sort()
+    if not items:
+        return None
+    per_token = items[0][0]  # no replica adds cost at a lower rate per token/s
+
+    def fleet(s: list[int], watts: float) -> tuple[float, float, int]:
+        """Total cost, wall power and rack units of devices `s` with replicas drawing `watts`
+        while at work: devices and hosts bought with upkeep; the replicas' energy at work,
+        the devices' idle draw the rest of the horizon, the hosts' overhead all of it."""
+        capex, host_w, idle, ru = 0.0, 0.0, 0.0, 0
+        for n, x, host, iw in zip(s, price, hosts_of, idle_w, strict=True):
+            assert host is not None
+            k = -(-n // host.slots)
+            capex += x * n + host.price_usd * k
+            host_w += host.power_overhead_w * k
+            idle += iw * n
+            ru += host.rack_units * k
+        wh = watts * hours + idle * idle_h + host_w * (hours + idle_h)
+        total = capex * own + wh * usd_wh
+        return total, (watts + host_w) * problem.horizon.pue, ru
+
+    best: list[Optimum | None] = [None]
+
+    def search(start: int, s: list[int], tok: float, watts: float) -> None:
+        total, wall, ru = fleet(s, watts)
+        over = (
+            (c.max_devices is not None and sum(s) > c.max_devices)
+            or (c.max_rack_units is not None and ru > c.max_rack_units)
+            or (c.power_w is not None and wall > c.power_w)
+            or (c.budget_usd is not None and total > c.budget_usd)
+        )
+        if over:
+            return  # more replicas only add devices, rack units, power and cost
+        least = best[0].usd if best[0] is not None else math.inf
+        if tok >= floor * (1 - 1e-9):
+            if total < least:
+                best[0] = Optimum(total, sum(s), wall, ru)
+            return
+        if total + (floor - tok) * per_token >= least:
+            return
+        for i in range(start, len(items)):
+            _, v, t, pw = items[i]
+            search(i, [a + b for a, b in zip(s, v, strict=True)], tok + t, watts + pw)
+
+    search(0, [0] * len(DEVICES), 0.0, 0.0)
+    return best[0]
+
+
+def _pareto(pts: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Points no other beats on both (more tokens/s, less power)."""
+    out: list[tuple[float, float]] = []
+    for tok, pw in sorted(set(pts), key=lambda x: (-x[0], x[1])):
+        if not out or pw < out[-1][1]:
+            out.append((tok, pw))
+    return out
+
+
+Case = tuple[dict[str, Any], dict[str, Any], float, dict[str, float]]
+P1 = {"rtx-4090": 1_599.0, "l40s": 8_000.0, "a100-80gb-sxm": 11_500.0}
+P2 = {"rtx-4090": 1_599.0, "l40s": 3_000.0, "a100-80gb-sxm": 6_000.0}
+P3 = {"rtx-4090": 20_000.0, "l40s": 8_000.0, "a100-80gb-sxm": 6_000.0}
+P4 = {"rtx-4090": 9_000.0, "l40s": 3_000.0, "a100-80gb-sxm": 11_500.0}
+P5 = {"rtx-4090": 1_599.0, "l40s": 3_000.0, "a100-80gb-sxm": 11_500.0}
+P6 = {"rtx-4090": 9_000.0, "l40s": 8_000.0, "a100-80gb-sxm": 11_500.0}
+P7 = {"rtx-4090": 1_599.0, "l40s": 8_000.0, "a100-80gb-sxm": 6_000.0}
+# Drawn at random (demand, prices, one constraint tight and one or two others loose or tight;
+# fleet caps around what the optimum without them uses), one per constraint until it bound,
+# then a few with none singled out; kept here so the test does not redraw them.
+CASES: list[Case] = [
+    ({"budget_usd": 32_642.34, "max_stages": 1}, {"max_ms_per_token": 6.0}, 6_000.0, P6),
+    ({"power_w": 358.88, "max_rack_units": 1}, {"max_ttft_s": 1.0}, 2_000.0, P1),
+    ({"max_devices": 2, "max_stages": 2}, {"max_ttft_s": 0.2}, 6_000.0, P2),
+    ({"max_rack_units": 1, "power_w": 3_748.92}, {}, 6_000.0, P3),
+    ({"max_tensor_parallel": 1}, {"max_ms_per_token": 3.0}, 6_000.0, P1),
+    (
+        {"tensor_parallel_over_pcie": True},
+        {"max_ttft_s": 0.05, "max_ms_per_token": 12.0},
+        2_000.0,
+        P3,
+    ),
+    ({"max_tensor_parallel": 1, "memory_headroom": 0.9}, {}, 15_000.0, P2),
+    ({"max_stages": 1, "budget_usd": 15_804.57, "heterogeneous_pipelines": False}, {}, 6_000.0, P5),
+    (
+        {"tensor_parallel_over_pcie": False, "memory_headroom": 0.5},
+        {"max_ttft_s": 0.2},
+        15_000.0,
+        P4,
+    ),
+    ({"max_stages": 2}, {}, 2_000.0, P4),
+    ({"heterogeneous_pipelines": True, "power_w": 2_553.46}, {}, 6_000.0, P1),
+    ({"max_devices": 4}, {}, 15_000.0, P2),
+    ({}, {"max_ttft_s": 0.2}, 6_000.0, P7),
+    (
+        {"memory_headroom": 0.7, "max_tensor_parallel": 1, "heterogeneous_pipelines": False},
+        {},
+        6_000.0,
+        P1,
+    ),
+    ({"max_rack_units": 10}, {}, 6_000.0, P3),
+]
+
+
+def binds(fam: str, case: Case) -> bool:
+    """Whether dropping constraint `fam` changes the case's brute-force optimum."""
+    cons, ceil, rate, prices = case
+    want = cheapest(base_problem(cons, ceil, rate, prices))
+    other = cheapest(
+        base_problem(
+            {k: v for k, v in cons.items() if k != fam},
+            {k: v for k, v in ceil.items() if k != fam},
+            rate,
+            prices,
+        )
+    )
+    if want is None or other is None:
+        return (want is None) != (other is None)
+    return other.usd < want.usd * (1 - 1e-9)
+
+
+def test_the_solver_finds_the_brute_force_optimum() -> None:
+    cases = CASES
+    bound = {fam for case in cases for fam in [*case[0], *case[1]] if binds(fam, case)}
+    missing = sorted(set(FAMILIES) - bound)
+    assert not missing, f"constraints that bind in no generated case: {missing}"
+    optimal = 0
+    for case in cases:
+        cons, ceil, rate, prices = case
+        problem = base_problem(cons, ceil, rate, prices)
+        want = cheapest(problem)
+        plan = solve_problem(problem, cat=catalog(), time_limit=20)
+        if want is None:
+            assert plan.status == "INFEASIBLE", (case, plan.status, plan.tco_usd)
+            continue
+        optimal += 1
+        assert plan.status == "OPTIMAL", (case, plan.status)
+        # The solver rounds each cost term up to whole dollars: at most a few dollars above
+        # the float optimum, never below it.
+        assert want.usd * (1 - 1e-6) <= plan.tco_usd <= want.usd * (1 + 1e-6) + 50, (
+            case,
+            plan.tco_usd,
+            want,
+        )
+    assert optimal >= len(cases) // 2, "most cases must have a plan to compare"
