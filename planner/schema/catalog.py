@@ -167,7 +167,7 @@ class Accelerator(Sourced):
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$", description="Catalog name, e.g. h100-sxm.")
     name: str = Field(description="Full product name.")
-    vendor: Literal["nvidia", "amd", "intel", "google", "aws", "apple"]
+    vendor: Literal["nvidia", "amd", "intel", "google", "aws", "apple", "raspberry-pi"]
     device_class: DeviceClass = Field(description="Selects the default efficiency factors.")
     architecture: str
     released: str = Field(description="Launch date, YYYY-MM.")
