@@ -53,9 +53,9 @@ def test_same_seed_same_synthetic_catalog() -> None:
 
 
 def test_synthetic_entries_validate_and_have_hosts() -> None:
-    cat, ids = gen.device_pool(60)
+    cat, ids = gen.device_pool(200)
     synthetic = [i for i in ids if i.startswith("syn-")]
-    assert synthetic, "60 types need synthetic variants"
+    assert synthetic, "200 types need synthetic variants (the catalog sells fewer)"
     for i in synthetic:
         a = cat.accelerators[i]
         assert Accelerator.model_validate(a.model_dump()) == a

@@ -151,7 +151,7 @@ def device_table(
     return DeviceTable(
         ids=tuple(d.id for d in devices),
         memory_bytes=col([d.memory.bytes for d in devices]),
-        bandwidth_bytes_s=col([d.memory.bandwidth_gb_s * 1e9 for d in devices]),
+        bandwidth_bytes_s=col([d.memory.usable_bandwidth_gb_s * 1e9 for d in devices]),
         fp32_flops=col([_vector_flops(d) for d in devices]),
         tdp_w=col([d.power.tdp_w for d in devices]),
         idle_w=col([d.power.idle_w for d in devices]),

@@ -74,10 +74,30 @@ class Memory(Frozen):
     type: str = Field(description="Memory technology, e.g. HBM3, GDDR6X, LPDDR5X.")
     bandwidth_gb_s: float = Field(gt=0, description="Peak memory bandwidth, 1e9 bytes/s.")
     bus_width_bits: int | None = Field(None, gt=0, description="Memory bus width, bits.")
+    achievable_bandwidth_gb_s: float | None = Field(
+        None,
+        gt=0,
+        description=(
+            "Measured streaming bandwidth of a part that cannot reach its spec the way the parts of "
+            "its class do (a CPU's memory controller, a shared-memory SoC), 1e9 bytes/s; the "
+            "estimator uses it in place of bandwidth_gb_s. Needs sources.achievable_bandwidth."
+        ),
+    )
 
     @property
     def bytes(self) -> float:
         return self.size * (GB if self.unit == "GB" else GIB)
+
+    @property
+    def usable_bandwidth_gb_s(self) -> float:
+        """The bandwidth an engine can stream at: the measured figure where one is given."""
+        return self.achievable_bandwidth_gb_s or self.bandwidth_gb_s
+
+    @model_validator(mode="after")
+    def _achievable_below_spec(self) -> Memory:
+        if self.achievable_bandwidth_gb_s and self.achievable_bandwidth_gb_s > self.bandwidth_gb_s:
+            raise ValueError("achievable_bandwidth_gb_s is above bandwidth_gb_s (the spec)")
+        return self
 
 
 class DenseCompute(Frozen):
@@ -184,6 +204,15 @@ class Accelerator(Sourced):
         description="Emissions of making one device (and its share of the board), kg CO2e.",
     )
     notes: str | None = None
+
+    @model_validator(mode="after")
+    def _achievable_sourced(self) -> Accelerator:
+        if self.memory.achievable_bandwidth_gb_s and "achievable_bandwidth" not in self.sources:
+            raise ValueError(
+                "memory.achievable_bandwidth_gb_s needs its own source: add "
+                "`achievable_bandwidth: <reference id>` to `sources`"
+            )
+        return self
 
 
 # ---------------------------------------------------------------------------------------------
