@@ -57,6 +57,7 @@ Params = dict[str, dict[str, float]]  # device class (or device id) -> efficienc
 
 TABLE = ROOT / "calibration" / "measurements.yaml"
 EFFICIENCY = ROOT / "catalog" / "efficiency.yaml"
+FITTED_ROWS = ROOT / "calibration" / "fitted_rows.txt"  # the rows the shipped factors saw
 CLASSES = ("datacenter", "workstation", "consumer", "unified-memory", "asic")
 
 # The hand-set starting values (the file before any calibration). They are the "before" column
@@ -160,21 +161,64 @@ def mean_context(r: Measurement) -> float:
     return ctx
 
 
-def load_rows() -> tuple[list[Row], list[Measurement]]:
-    """Rows whose model, device and formats the catalog knows; the rest are returned as skipped."""
+Skipped = list[tuple[Measurement, str]]  # a row left out of scoring, and why
+
+
+def load_rows() -> tuple[list[Row], Skipped]:
+    """Rows whose model, device and formats the catalog knows; the rest, with the reason."""
     cat = load_catalog()
     table = load_measurements(TABLE)
     rows: list[Row] = []
-    skipped: list[Measurement] = []
+    skipped: Skipped = []
     for r in table.measurements:
-        if r.model not in cat.models or r.device not in cat.accelerators:
-            skipped.append(r)
-            continue
-        if r.weights not in WEIGHT_FORMATS:
-            skipped.append(r)
-            continue
-        rows.append(Row(r, cat.models[r.model], cat.accelerators[r.device], mean_context(r)))
+        if r.device not in cat.accelerators:
+            skipped.append((r, f"device `{r.device}` is not in the catalog"))
+        elif r.model not in cat.models:
+            skipped.append((r, f"model `{r.model}` is not in the catalog"))
+        elif r.weights not in WEIGHT_FORMATS:
+            skipped.append((r, f"weight format `{r.weights}` is not known to the estimator"))
+        else:
+            rows.append(Row(r, cat.models[r.model], cat.accelerators[r.device], mean_context(r)))
     return rows, skipped
+
+
+def unscorable(r: Row) -> str | None:
+    """Why a row that the catalog can describe is still not scored, or None."""
+    if r.meas.metric == "peak_memory_gb":
+        return "peak memory: no efficiency factor is fitted or scored on it"
+    if r.meas.metric == "decode_tokens_per_s" and r.meas.batch is None:
+        return (
+            "saturated server whose batch is not published: the throughput depends on the batch "
+            "the scheduler chose, so the estimator cannot be asked the same question"
+        )
+    return None
+
+
+def row_key(m: Measurement) -> str:
+    """One row's identity in the list of rows a shipped fit was made on."""
+    fields = (m.source, m.model, m.device, m.devices, m.weights, m.kv, m.metric, m.batch)
+    return "|".join(str(x) for x in (*fields, m.context, m.value))
+
+
+def fitted_keys() -> set[str] | None:
+    """Rows the shipped factors were fitted on (None before any list was written)."""
+    if not FITTED_ROWS.is_file():
+        return None
+    lines = FITTED_ROWS.read_text().splitlines()
+    return {ln for ln in lines if ln and not ln.startswith("#")}
+
+
+def leave_one_source_out(rows: Sequence[Row]) -> dict[Row, float]:
+    """Every row predicted by factors fitted without any row of its source: one refit per
+    source, over every fitted category at once (decode, prefill, training), so a source never
+    informs its own prediction in any of them."""
+    out: dict[Row, float] = {}
+    for src in sorted({r.meas.source or "" for r in rows}):
+        params = fit_all([r for r in rows if (r.meas.source or "") != src])
+        for r in rows:
+            if (r.meas.source or "") == src:
+                out[r] = predict(r, params)
+    return out
 
 
 def is_decode_b1(r: Row) -> bool:
@@ -524,33 +568,36 @@ GROUPS: tuple[tuple[str, str, Callable[[Row], bool]], ...] = (
 
 def report(
     rows: Sequence[Row],
-    skipped: Sequence[Measurement],
+    left_out: Skipped,
     fitted: Params,
     loo: dict[str, list[tuple[Row, float]]],
-    n_total: int,
-    n_unused: int,
+    loso: dict[Row, float],
+    shipped: set[str] | None,
 ) -> str:
+    """The calibration report (markdown). Long because it is one document, section by section."""
+    n_total = len(rows) + len(left_out)
     out: list[str] = ["# Calibration report", ""]
     out.append(
-        f"Table: `calibration/measurements.yaml`, {n_total} rows; "
-        f"{len(skipped)} skipped (device or model not in the catalog: "
-        f"{', '.join(sorted({s.device for s in skipped}))}); {n_unused} not used "
-        "(peak memory, and saturated-server decode rows whose batch is not published); "
-        f"{len(rows)} evaluated."
+        f"Table: `calibration/measurements.yaml`, {n_total} rows; {len(rows)} scored, "
+        f"{len(left_out)} left out of scoring, each with its reason (last section)."
     )
     out.append(
         "Error = predicted / measured - 1. Columns give the median and 90th percentile of "
-        "|error| in %."
+        "|error| in %. **Held out** is leave-one-source-out cross-validation: every row is "
+        "predicted by factors fitted with no row of its own source (one refit per source over "
+        "all fitted categories), so no figure in that column was fitted on its own publisher's "
+        "rows. It is the error to expect on a new measurement; the in-sample column is not."
     )
     out.append("")
     before = {r: predict(r, PRIORS) for r in rows}
     after = {r: predict(r, fitted) for r in rows}
 
     out += [
-        "## Error before (priors) and after the fit",
+        "## Error: priors, in-sample fit, held out (leave-one-source-out)",
         "",
-        "| rows | class | n | before median | before p90 | after median | after p90 |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| rows | class | n | sources | priors median | priors p90 | in-sample median "
+        "| in-sample p90 | held-out median | held-out p90 |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for title, _, sel in GROUPS:
         group = [r for r in rows if sel(r)]
@@ -560,7 +607,11 @@ def report(
                 continue
             b = [rel(before[r], r.meas.value) for r in g]
             a = [rel(after[r], r.meas.value) for r in g]
-            out.append(f"| {title} | {cls} | {len(g)} | {stats(b)} | {stats(a)} |")
+            h = [rel(loso[r], r.meas.value) for r in g]
+            nsrc = len({r.meas.source for r in g})
+            out.append(
+                f"| {title} | {cls} | {len(g)} | {nsrc} | {stats(b)} | {stats(a)} | {stats(h)} |"
+            )
     dec = [r for r in rows if is_decode_b1(r)]
     naive = [rel(naive_tps(r), r.meas.value) for r in dec]
     signed = np.median(np.array(naive)) * 100
@@ -571,15 +622,85 @@ def report(
         f"{np.median(np.abs(naive)) * 100:.1f} %, p90 {np.percentile(np.abs(naive), 90) * 100:.1f}"
         f" %, median signed error {signed:+.1f} %.",
     ]
+    out += _source_section(rows, loso)
+    out += _new_rows_section(rows, shipped)
+    out += _device_section(dec, loo, after)
+    out += ["", "## Factors", "", "| class | factor | prior | fitted |", "|---|---|---:|---:|"]
     for cls in CLASSES:
-        ne = [rel(naive_tps(r), r.meas.value) for r in dec if r.cls == cls]
-        if ne:
-            out.append(
-                f"- {cls}: n {len(ne)}, median |error| {np.median(np.abs(ne)) * 100:.1f} %, "
-                f"median signed {np.median(ne) * 100:+.1f} %"
-            )
+        for k in ("bandwidth", "compute", "training_mfu", *DECODE_KEYS[1:]):
+            if PRIORS[cls][k] != fitted[cls][k]:
+                out.append(f"| {cls} | {k} | {PRIORS[cls][k]:g} | {fitted[cls][k]:g} |")
+    for dev_id, cls in OWN_FIT.items():
+        for k, v in fitted.get(dev_id, {}).items():
+            out.append(f"| {dev_id} (device entry) | {k} | {PRIORS[cls][k]:g} | {v:g} |")
+    out.append("")
+    out.append(
+        "Factors not listed kept their prior (no rows for that class and metric; "
+        "dequant_ops_per_weight is held at its prior)."
+    )
+    out += _row_tables(rows, before, after, loso)
+    out += ["", "## Rows left out of scoring", "", "| model | device | metric | source | reason |"]
+    out.append("|---|---|---|---|---|")
+    for m, why in sorted(left_out, key=lambda x: (x[1], x[0].device, x[0].model)):
+        out.append(f"| {m.model} | {m.device} | {m.metric} | {m.source} | {why} |")
+    return "\n".join(out) + "\n"
 
-    out += [
+
+def _source_section(rows: Sequence[Row], loso: dict[Row, float]) -> list[str]:
+    out = [
+        "",
+        "## Held out, per source",
+        "",
+        "Each source's rows predicted without it; a source far from 0 in the signed column is one "
+        "the other sources do not describe (an engine, a build era, a measuring method).",
+        "",
+        "| source | rows | held-out median |error| % | held-out p90 % | median signed % |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for src in sorted({r.meas.source or "" for r in rows}):
+        errs = [rel(loso[r], r.meas.value) for r in rows if (r.meas.source or "") == src]
+        a = np.abs(np.array(errs)) * 100
+        out.append(
+            f"| {src} | {len(errs)} | {np.median(a):.1f} | {np.percentile(a, 90):.1f} | "
+            f"{np.median(errs) * 100:+.1f} |"
+        )
+    return out
+
+
+def _new_rows_section(rows: Sequence[Row], shipped: set[str] | None) -> list[str]:
+    """Rows the shipped factors were not fitted on, scored by the shipped factors (the tool with
+    no overrides) before they join a fit."""
+    out = ["", "## Rows not yet in the shipped fit", ""]
+    if shipped is None:
+        return [*out, "No list of fitted rows is shipped (`calibration/fitted_rows.txt`)."]
+    new = [r for r in rows if row_key(r.meas) not in shipped]
+    out.append(
+        f"{len(new)} scored rows are not among the {len(shipped)} rows the shipped factors "
+        "(`catalog/efficiency.yaml`) were fitted on; here they are scored by those factors as "
+        "shipped, before any refit sees them. `fit.py --write` adds them to the fit."
+    )
+    if not new:
+        return out
+    out += ["", "| rows | n | median | p90 |", "|---|---:|---:|---:|"]
+    for title, _, sel in GROUPS:
+        g = [rel(predict(r, {}), r.meas.value) for r in new if sel(r)]
+        if g:
+            out.append(f"| {title} | {len(g)} | {stats(g)} |")
+    out += ["", "| model | device | metric | weights | measured | shipped | error % |"]
+    out.append("|---|---|---|---|---:|---:|---:|")
+    for r in sorted(new, key=lambda r: (r.device.id, r.meas.model, r.meas.metric)):
+        pred = predict(r, {})
+        out.append(
+            f"| {r.meas.model} | {r.device.id} | {r.meas.metric} | {r.meas.weights} | "
+            f"{fmt_num(r.meas.value)} | {fmt_num(pred)} | {rel(pred, r.meas.value) * 100:+.1f} |"
+        )
+    return out
+
+
+def _device_section(
+    dec: Sequence[Row], loo: dict[str, list[tuple[Row, float]]], after: dict[Row, float]
+) -> list[str]:
+    out = [
         "",
         "## Leave-one-device-out, batch-1 decode",
         "",
@@ -617,21 +738,16 @@ def report(
                 f"{np.median(np.abs(errs)) * 100:.1f} | {worst:+.1f} | "
                 f"{np.median(full) * 100:+.1f} |"
             )
+    return out
 
-    out += ["", "## Factors", "", "| class | factor | prior | fitted |", "|---|---|---:|---:|"]
-    for cls in CLASSES:
-        for k in ("bandwidth", "compute", "training_mfu", *DECODE_KEYS[1:]):
-            if PRIORS[cls][k] != fitted[cls][k]:
-                out.append(f"| {cls} | {k} | {PRIORS[cls][k]:g} | {fitted[cls][k]:g} |")
-    for dev_id, cls in OWN_FIT.items():
-        for k, v in fitted.get(dev_id, {}).items():
-            out.append(f"| {dev_id} (device entry) | {k} | {PRIORS[cls][k]:g} | {v:g} |")
-    out.append("")
-    out.append(
-        "Factors not listed kept their prior (no rows for that class and metric; "
-        "dequant_ops_per_weight is held at its prior)."
-    )
 
+def _row_tables(
+    rows: Sequence[Row],
+    before: dict[Row, float],
+    after: dict[Row, float],
+    loso: dict[Row, float],
+) -> list[str]:
+    out: list[str] = []
     for title, key, sel in GROUPS:
         g = [r for r in rows if sel(r)]
         if not g:
@@ -641,9 +757,11 @@ def report(
             "",
             f"## Rows: {title}",
             "",
-            "| model | device | class | weights | batch | ctx | measured | before | after "
-            "| error before % | error after % |" + (" naive rule error % |" if naive_col else ""),
-            "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if naive_col else ""),
+            "| model | device | class | weights | batch | ctx | source | measured | before | after "
+            "| held out | error before % | error after % | error held out % |"
+            + (" naive rule error % |" if naive_col else ""),
+            "|---|---|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"
+            + ("---:|" if naive_col else ""),
         ]
         for r in sorted(g, key=lambda r: (r.cls, r.device.id, r.meas.model, r.meas.weights)):
             m = r.meas
@@ -653,12 +771,12 @@ def report(
             unit = " MFU" if m.metric == "train_mfu" else ""
             out.append(
                 f"| {m.model} | {m.device} | {r.cls} | {m.weights} | {batch} | "
-                f"{r.context:g} | {fmt_num(m.value)}{unit} | {fmt_num(before[r])} | "
-                f"{fmt_num(after[r])} | {rel(before[r], m.value) * 100:+.1f} | "
-                f"{rel(after[r], m.value) * 100:+.1f} |"
+                f"{r.context:g} | {m.source} | {fmt_num(m.value)}{unit} | {fmt_num(before[r])} | "
+                f"{fmt_num(after[r])} | {fmt_num(loso[r])} | {rel(before[r], m.value) * 100:+.1f} | "
+                f"{rel(after[r], m.value) * 100:+.1f} | {rel(loso[r], m.value) * 100:+.1f} |"
                 + (f" {rel(naive_tps(r), m.value) * 100:+.1f} |" if naive_col else "")
             )
-    return "\n".join(out) + "\n"
+    return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -730,19 +848,18 @@ def main() -> None:
     args = ap.parse_args()
 
     all_rows, skipped = load_rows()
-    # Peak-memory rows carry no factor fitted here. Saturated-server rows (batch null) cannot be
-    # predicted: the throughput depends on the batch the scheduler chose, which is not published.
-    rows = [
-        r
-        for r in all_rows
-        if r.meas.metric != "peak_memory_gb"
-        and not (r.meas.metric == "decode_tokens_per_s" and r.meas.batch is None)
-    ]
+    left_out: Skipped = list(skipped)
+    rows: list[Row] = []
+    for r in all_rows:
+        why = unscorable(r)
+        if why:
+            left_out.append((r.meas, why))
+        else:
+            rows.append(r)
     fitted = fit_all(rows)
     loo = leave_one_device_out(rows, fitted)
-    text = report(
-        rows, skipped, fitted, loo, len(all_rows) + len(skipped), len(all_rows) - len(rows)
-    )
+    loso = leave_one_source_out(rows)
+    text = report(rows, left_out, fitted, loo, loso, fitted_keys())
     print(text)
     if args.report:
         args.report.write_text(text)
@@ -756,6 +873,11 @@ def main() -> None:
             f"{datetime.date.today().isoformat()})"
         )
         write_efficiency(fitted, fitted_on)
+        FITTED_ROWS.write_text(
+            "# Rows the shipped factors were fitted on (written by calibration/fit.py --write);\n"
+            "# the report scores any other row with the shipped factors before it joins a fit.\n"
+            + "".join(f"{row_key(r.meas)}\n" for r in rows)
+        )
         diff = check_written(rows, fitted)
         print(
             f"wrote {EFFICIENCY.relative_to(ROOT)}; tool vs report max difference "
