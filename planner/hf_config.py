@@ -53,6 +53,44 @@ def load_hf_config(path: Path) -> ModelArch:
     return draft.model_copy(update={"published_params": float(total_params(draft))})
 
 
+# Model types whose code alternates local and global layers when config.json does not list them:
+# (every n-th layer global). Gemma 2: even layers local (Gemma2DecoderLayer, layer_idx % 2);
+# Gemma 3: five local to one global (sliding_window_pattern 6, Gemma 3 technical report, sec. 2).
+_DEFAULT_GLOBAL_EVERY = {"gemma2": 2, "gemma3": 6, "gemma3_text": 6}
+
+
+def _sliding_window(path: Path, cfg: dict[str, Any], model_type: str) -> dict[str, int]:
+    """sliding_window and local_layers from `sliding_window` with `layer_types` (a kind per layer,
+    "sliding_attention" local), or `sliding_window_pattern` (every n-th layer global), or the
+    model type's fixed pattern; otherwise every layer is local (Mistral 7B v0.1, Phi-3 mini).
+    `use_sliding_window: false` (Qwen2) or a null window means none."""
+    window = cfg.get("sliding_window")
+    if window in (None, 0, False) or cfg.get("use_sliding_window") is False:
+        return {}
+    w = _whole(path, "sliding_window", window)
+    layers = _whole(
+        path, "num_hidden_layers", cfg.get("num_hidden_layers") or cfg.get("num_layers") or 1
+    )
+    types = cfg.get("layer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != layers:
+            raise InputError(
+                f"{path}: `layer_types`: expected a list of {layers} attention kinds (one per "
+                f"layer, as num_hidden_layers says), got "
+                f"{len(types) if isinstance(types, list) else type(types).__name__}"
+                + (" entries" if isinstance(types, list) else "")
+            )
+        local = sum(1 for t in types if t == "sliding_attention")
+    elif cfg.get("sliding_window_pattern") not in (None, 0, False):
+        every = _whole(path, "sliding_window_pattern", cfg["sliding_window_pattern"])
+        local = layers - layers // every
+    elif model_type in _DEFAULT_GLOBAL_EVERY:
+        local = layers - layers // _DEFAULT_GLOBAL_EVERY[model_type]
+    else:
+        local = layers
+    return {"sliding_window": w, "local_layers": local} if local else {}
+
+
 def _arch(path: Path, cfg: dict[str, Any]) -> ModelArch:
     """The architecture a config.json describes (pydantic errors left to the caller).
 
@@ -130,6 +168,7 @@ def _arch(path: Path, cfg: dict[str, Any]) -> ModelArch:
         "moe": moe,
         "mla": mla,
         "max_context": opt("max_position_embeddings", 4096),
+        **_sliding_window(path, cfg, model_type),
         "published_params": 1.0,
         "sources": {"spec": str(path)},
     }

@@ -16,7 +16,7 @@ from planner.estimator.efficiency import Efficiency, load_efficiency
 from planner.estimator.formats import kv_bytes, weight_format
 from planner.estimator.support import architecture_allowed
 from planner.hf_config import load_hf_config
-from planner.schema.catalog import Accelerator
+from planner.schema.catalog import Accelerator, ModelArch
 from planner.schema.overrides import apply_overrides, blame
 from planner.schema.problem import InferenceWorkload, Problem
 from planner.schema.yaml_io import Loc, Located, dotted, read_yaml, validate
@@ -104,6 +104,7 @@ def check_names(problem: Problem, cat: Catalog, doc: Located | None = None) -> N
                 f"{did_you_mean(w.model, cat.models)}"
             )
         if isinstance(w, InferenceWorkload):
+            _check_context(w, cat.models[w.model], where, i)
             for key, check in (("weights", weight_format), ("kv", kv_bytes)):
                 try:
                     check(getattr(w, key))
@@ -169,6 +170,26 @@ def check_names(problem: Problem, cat: Catalog, doc: Located | None = None) -> N
             f"{', '.join(between)}"
         )
     _check_more_names(problem, cat, where)
+
+
+def _check_context(w: InferenceWorkload, m: ModelArch, where: Callable[[Loc], str], i: int) -> None:
+    """A sequence no longer than the model's maximum context (its config's
+    max_position_embeddings): past it the model was never trained and its KV cache is not a
+    plan anyone can run."""
+    loc: Loc
+    if w.request_mix is None:
+        longest, loc = w.context_tokens, ("workloads", i, "context_tokens")
+        what = f"context_tokens of {w.context_tokens:,}"
+    else:
+        j, rc = max(enumerate(w.request_mix), key=lambda e: e[1].input_tokens + e[1].output_tokens)
+        longest, loc = rc.input_tokens + rc.output_tokens, ("workloads", i, "request_mix", j)
+        what = f"request class `{rc.name}` of {longest:,} tokens (input + output)"
+    if longest > m.max_context:
+        raise InputError(
+            f"{where(loc)}workload `{w.name}`: a {what} is longer than {m.id}'s maximum context "
+            f"of {m.max_context:,} tokens: lower it to at most {m.max_context:,} or pick a model "
+            "with a longer context"
+        )
 
 
 def _check_more_names(problem: Problem, cat: Catalog, where: Callable[[Loc], str]) -> None:

@@ -120,6 +120,29 @@ def kv_elements_per_token_per_layer(m: ModelArch) -> int:
     return 2 * m.num_key_value_heads * m.attn_head_dim
 
 
+def attended_tokens(m: ModelArch, context: float) -> float:
+    """Tokens a layer caches and attends to at `context`, averaged over the layers: every token
+    for a global layer, at most `sliding_window` for a local one (Mistral 7B, Jiang et al. 2023,
+    sec. 2; Gemma 2 and 3 reports: local layers cache only their window)."""
+    if m.sliding_window is None:
+        return context
+    local = m.local_layers
+    window = min(context, m.sliding_window)
+    return ((m.num_layers - local) * context + local * window) / m.num_layers
+
+
+def causal_attended_tokens(m: ModelArch, prompt: float) -> float:
+    """Tokens attended per token over a causal prompt of `prompt` tokens, averaged over positions
+    and layers: prompt / 2 for a global layer; for a window w < prompt, the mean of min(t, w)
+    over t in [0, prompt] is w - w^2 / (2 prompt)."""
+    if m.sliding_window is None or prompt <= 0:
+        return prompt / 2
+    w = float(m.sliding_window)
+    local_mean = prompt / 2 if prompt <= w else w - w * w / (2 * prompt)
+    local = m.local_layers
+    return ((m.num_layers - local) * prompt / 2 + local * local_mean) / m.num_layers
+
+
 def attention_flops_per_token_per_layer(m: ModelArch, context: float) -> float:
     """Score and value matmuls against `context` cached tokens: 2 x 2 x heads x head_dim x context.
 

@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.catalog import Catalog
+from planner.estimator.architecture import attended_tokens
 from planner.estimator.comm import p2p_seconds, pipeline_activation_bytes
 from planner.estimator.cost import power_w
 from planner.estimator.devices import device_table
@@ -324,7 +325,7 @@ def _setting(
     # flight / min(k, kv_heads).
     w_layer = block_weight_bytes(m, fmt) / L
     emb, head = end_weight_bytes(m, fmt)
-    kv_layer_seq = kv_bytes_per_token(m, kvb) / L * w.context_tokens
+    kv_layer_seq = kv_bytes_per_token(m, kvb) / L * attended_tokens(m, w.context_tokens)
     usable = (table.memory_bytes * (1.0 - c.memory_headroom))[rows]
     div = np.array([kv_shard_divisor(m, o.tp) for o in opts], dtype=np.int64)
     stages = np.arange(1, c.max_stages + 1, dtype=np.int64)

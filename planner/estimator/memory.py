@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.estimator.architecture import (
+    attended_tokens,
     block_groups,
     embedding_params,
     head_params,
@@ -151,7 +152,8 @@ def inference_memory(
     else:
         ends = (emb if first else 0.0) + (head if last else 0.0)
     weights = (block_weight_bytes(m, fmt) * share + ends) / tp
-    kv = batch * context * kv_bytes_per_token(m, kv_dtype_bytes) * share / kv_shard_divisor(m, tp)
+    kv_tokens = batch * attended_tokens(m, context)  # sliding-window layers keep their window
+    kv = kv_tokens * kv_bytes_per_token(m, kv_dtype_bytes) * share / kv_shard_divisor(m, tp)
     tokens = max(batch, min(prefill_chunk, batch * context))
     act = inference_activation_bytes(m, tokens, tp)
     if last:

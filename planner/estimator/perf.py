@@ -15,8 +15,10 @@ import numpy.typing as npt
 
 from planner.estimator.architecture import (
     active_params,
+    attended_tokens,
     attention_flops_per_token_per_layer,
     block_groups,
+    causal_attended_tokens,
     kv_elements_per_token_per_layer,
 )
 from planner.estimator.comm import ring_allreduce_seconds
@@ -79,9 +81,10 @@ def _decode_roofline(
     """
     weights = weight_params_touched_per_layer(m, batch)
     w_bytes = weights * fmt.bits_per_weight / 8
-    kv_read = batch * context * kv_elements_per_token_per_layer(m) * kv_dtype_bytes
+    attended = attended_tokens(m, context)
+    kv_read = batch * attended * kv_elements_per_token_per_layer(m) * kv_dtype_bytes
     flops = batch * (
-        2.0 * active_params_per_layer(m) + attention_flops_per_token_per_layer(m, context)
+        2.0 * active_params_per_layer(m) + attention_flops_per_token_per_layer(m, attended)
     )
     t_mem = (w_bytes + kv_read) / tp / (dev.bandwidth_bytes_s * dev.eff_bandwidth)
     t_cmp = flops / tp / (dev.peak_flops(fmt) * dev.eff_compute)
@@ -176,7 +179,8 @@ def prefill_layer_seconds(
     """
     tokens = batch * prompt
     flops = tokens * (
-        2.0 * active_params_per_layer(m) + 0.5 * attention_flops_per_token_per_layer(m, prompt)
+        2.0 * active_params_per_layer(m)
+        + attention_flops_per_token_per_layer(m, causal_attended_tokens(m, prompt))
     )
     w_bytes = weight_params_touched_per_layer(m, tokens) * fmt.bits_per_weight / 8
     t_cmp = flops / tp / (dev.peak_flops(fmt) * dev.eff_compute)
@@ -200,7 +204,8 @@ def training_flops_per_token(m: ModelArch, seq_len: int, method: str, recompute:
     LoRA/QLoRA skip weight gradients of frozen matrices: forward + activation gradients = 4N.
     """
     n = float(active_params(m))
-    fwd = 2.0 * n + m.num_layers * 0.5 * attention_flops_per_token_per_layer(m, seq_len)
+    attended = causal_attended_tokens(m, seq_len)
+    fwd = 2.0 * n + m.num_layers * attention_flops_per_token_per_layer(m, attended)
     mult = 3.0 if method == "full" else 2.0
     if recompute == "full":
         mult += 1.0
@@ -272,10 +277,11 @@ def serving_layer_seconds(
     else:
         touched = np.vectorize(lambda t: weight_params_touched_per_layer(m, float(t)))(tokens)
     w_bytes = touched * fmt.bits_per_weight / 8
-    kv_read = b * context * kv_elements_per_token_per_layer(m) * kv_dtype_bytes
+    attended = attended_tokens(m, context)
+    kv_read = b * attended * kv_elements_per_token_per_layer(m) * kv_dtype_bytes
     per_tok = 2.0 * active_params_per_layer(m)
-    flops = b * (per_tok + attention_flops_per_token_per_layer(m, context)) + p * (
-        per_tok + 0.5 * attention_flops_per_token_per_layer(m, prompt)
+    flops = b * (per_tok + attention_flops_per_token_per_layer(m, attended)) + p * (
+        per_tok + attention_flops_per_token_per_layer(m, causal_attended_tokens(m, prompt))
     )
     t_mem = (w_bytes + kv_read) / tp / (dev.bandwidth_bytes_s * dev.eff_bandwidth)
     t_cmp = flops / tp / (dev.peak_flops(fmt) * dev.batched_compute(fmt))

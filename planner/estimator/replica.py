@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from planner.estimator.architecture import attended_tokens
 from planner.estimator.comm import p2p_seconds, pipeline_activation_bytes
 from planner.estimator.cost import power_w
 from planner.estimator.devices import DeviceTable, device_table
@@ -124,7 +125,7 @@ def inference_replica(
         if S > 1
         else 0.0
     )
-    kv_layer_seq = kv_bytes_per_token(m, kvb) / L * context
+    kv_layer_seq = kv_bytes_per_token(m, kvb) / L * attended_tokens(m, context)
     w_layer = block_weight_bytes(m, fmt) / L
     seconds: list[float] = []
     chunk_seconds: list[float] = []

@@ -369,7 +369,15 @@ class ModelArch(Sourced):
     )
     moe: MoE | None = None
     mla: MLA | None = None
-    max_context: int = Field(gt=0)
+    max_context: int = Field(gt=0, description="Longest context the model was trained for, tokens.")
+    sliding_window: int | None = Field(
+        None, gt=0, description="Tokens a local (sliding-window) attention layer attends to."
+    )
+    local_layers: int = Field(
+        0,
+        ge=0,
+        description="Layers that attend within sliding_window; the rest attend to the whole context.",
+    )
     published_params: float = Field(gt=0, description="Total parameters as published.")
     published_active_params: float | None = Field(None, gt=0, description="Active per token (MoE).")
     notes: str | None = None
@@ -387,6 +395,15 @@ class ModelArch(Sourced):
             )
         if self.moe and self.moe.first_dense_layers > self.num_layers:
             raise ValueError("moe.first_dense_layers exceeds num_layers")
+        if self.local_layers > self.num_layers:
+            raise ValueError(
+                f"local_layers ({self.local_layers}) exceeds num_layers ({self.num_layers})"
+            )
+        if bool(self.local_layers) != (self.sliding_window is not None):
+            raise ValueError(
+                "sliding_window and local_layers go together: give the window and how many "
+                "layers use it (every layer for Mistral 7B v0.1, half for Gemma 2)"
+            )
         return self
 
 
