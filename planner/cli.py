@@ -48,6 +48,7 @@ from planner.report.estimate import (
 from planner.schema.catalog import ModelArch
 from planner.schema.files import out_target, read_json, write_atomic
 from planner.schema.measurements import load_measurements
+from planner.schema.problem import Horizon, InferenceWorkload, TrainingWorkload, default_recompute
 
 app = typer.Typer(
     help="Which accelerators to buy or rent for LLM workloads, how many, and which layers run where.",
@@ -271,6 +272,12 @@ def resolve_model(name: str) -> ModelArch:
     return load_catalog().model(name)
 
 
+# `estimate` answers with the same defaults a problem file gets when it leaves a field out.
+_HZ = {k: f.default for k, f in Horizon.model_fields.items()}
+_INF = {k: f.default for k, f in InferenceWorkload.model_fields.items()}
+_TRN = {k: f.default for k, f in TrainingWorkload.model_fields.items()}
+
+
 @app.command()
 def estimate(
     model: Annotated[
@@ -283,47 +290,59 @@ def estimate(
     weights: Annotated[
         str,
         typer.Option(help="Weight format: fp16, bf16, fp8, int8, awq-int4, q4_0, q4_k_m, nf4..."),
-    ] = "fp16",
-    kv: Annotated[str, typer.Option(help="KV-cache format: fp16, fp8, q8_0...")] = "fp16",
+    ] = _INF["weights"],
+    kv: Annotated[str, typer.Option(help="KV-cache format: fp16, fp8, q8_0...")] = _INF["kv"],
     context: Annotated[
         int, typer.Option(min=1, help="Tokens held per sequence in the KV cache.")
-    ] = 4096,
+    ] = _INF["context_tokens"],
     batch: Annotated[int, typer.Option(min=1, help="Concurrent sequences (inference).")] = 1,
     prompt: Annotated[
         int, typer.Option(min=1, help="Prompt tokens, for time to first token.")
-    ] = 1024,
-    seq: Annotated[int, typer.Option(min=1, help="Training sequence length.")] = 4096,
+    ] = _INF["prompt_tokens"],
+    tp: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=72,
+            help="Tensor-parallel degree (inference); pipeline stages are added when a group of "
+            "this many devices cannot hold the model. Default: the smallest layout that fits.",
+        ),
+    ] = None,
+    seq: Annotated[int, typer.Option(min=1, help="Training sequence length.")] = _TRN["seq_len"],
     micro_batch: Annotated[
         int, typer.Option("--micro-batch", min=1, help="Training micro-batch per device.")
-    ] = 1,
-    optimizer: Annotated[str, typer.Option(help="adamw, adamw-8bit, sgd, adafactor.")] = "adamw",
+    ] = _TRN["micro_batch"],
+    optimizer: Annotated[str, typer.Option(help="adamw, adamw-8bit, sgd, adafactor.")] = _TRN[
+        "optimizer"
+    ],
     zero: Annotated[
         int, typer.Option(min=0, max=3, help="ZeRO stage across data-parallel ranks.")
-    ] = 0,
+    ] = _TRN["zero_stage"],
     dp: Annotated[int, typer.Option(min=1, help="Data-parallel ranks (for ZeRO sharding).")] = 1,
     recompute: Annotated[
         str | None,
         typer.Option(
-            help="Activation recomputation: none, selective, full (default: full for LoRA/QLoRA, selective otherwise)."
+            help="Activation recomputation: none, selective, full (default, as in problem files: "
+            "full for LoRA/QLoRA, selective otherwise)."
         ),
     ] = None,
-    lora_rank: Annotated[int, typer.Option(min=1, help="LoRA rank.")] = 16,
+    lora_rank: Annotated[int, typer.Option(min=1, help="LoRA rank.")] = _TRN["lora_rank"],
     tokens: Annotated[
         float | None,
         typer.Option(min=1, max=1e16, help="Training token budget (e.g. 2e9)."),
     ] = None,
     lifetime_years: Annotated[
         float, typer.Option(min=0.1, max=20, help="Depreciation period of bought devices.")
-    ] = 4.0,
+    ] = _HZ["lifetime_years"],
     utilization: Annotated[
         float, typer.Option(min=0.01, max=1.0, help="Share of hours doing useful work.")
-    ] = 0.6,
+    ] = _HZ["utilization"],
     electricity: Annotated[
         float, typer.Option(min=0.0, max=10, help="Electricity price, USD per kWh.")
-    ] = 0.12,
+    ] = _HZ["electricity_usd_per_kwh"],
     pue: Annotated[
         float, typer.Option(min=1.0, max=5, help="Power usage effectiveness of the site.")
-    ] = 1.3,
+    ] = _HZ["pue"],
     efficiency: Annotated[
         list[str] | None,
         typer.Option(help="Override an efficiency factor: [DEVICE_OR_CLASS:]FACTOR=VALUE."),
@@ -358,14 +377,21 @@ def estimate(
         rows: list[Estimate]
         if task is Task.inference:
             mfile = load_measurements(measured) if measured else None
-            q = InferenceQuery(weights=weights, kv=kv, context=context, batch=batch, prompt=prompt)
+            if tp is not None and arch.num_attention_heads % tp:
+                raise InputError(
+                    f"--tp {tp}: tensor parallelism splits the {arch.num_attention_heads} "
+                    f"attention heads of {arch.id}; choose a degree that divides them"
+                )
+            q = InferenceQuery(
+                weights=weights, kv=kv, context=context, batch=batch, prompt=prompt, tp=tp
+            )
             weight_format(weights), kv_bytes(kv)  # unknown names first, with their choices
             runs = supported_devices(cat, devices, weights, kv)
             if len(runs) < len(devices):
                 table = device_table(runs, ov)
             rows = estimate_inference(arch, table, q, econ, mfile)
         else:
-            rc = recompute or ("full" if task in (Task.lora, Task.qlora) else "selective")
+            rc = recompute or default_recompute(task.value)
             if rc not in ("none", "selective", "full"):
                 raise InputError(f"--recompute `{rc}`: choose none, selective or full")
             if optimizer not in ("adamw", "adamw-8bit", "sgd", "adafactor"):

@@ -47,6 +47,7 @@ class InferenceQuery:
     context: int = 4096  # tokens held in the KV cache per sequence
     batch: int = 1  # concurrent sequences
     prompt: int = 1024  # prompt tokens, for time to first token
+    tp: int | None = None  # tensor-parallel degree; None: the smallest layout that fits
 
 
 @dataclass(frozen=True)
@@ -113,38 +114,21 @@ def estimate_inference(
     fmt = weight_format(q.weights)
     kvb = kv_bytes(q.kv)
     one = inference_memory(m, fmt, kvb, batch=q.batch, context=q.context)
-    counts = _counts()
-    # Per-device memory when the layers are split n ways: weights, KV cache and activations
-    # divide by n; the framework overhead stays per device.
-    per_n = [(one.total - one.framework) / n + one.framework for n in counts]
+    fixed_tp = q.tp or 1
+    # Stages: each holds at least one layer, so there are never more stages than layers.
+    counts = [c for c in _counts() if c <= m.num_layers]
+    # Per-device memory when the layers are split n ways (each of the tp ranks of a stage holding
+    # 1/tp of it): weights, KV cache and activations divide; the framework overhead stays.
+    per_n = [(one.total - one.framework) / (n * fixed_tp) + one.framework for n in counts]
     out: list[Estimate] = []
-    step1 = decode_step_seconds(m, fmt, kvb, dev, batch=q.batch, context=q.context)
-    pre1 = prefill_seconds(m, fmt, dev, batch=1, prompt=q.prompt)
+    step1 = decode_step_seconds(m, fmt, kvb, dev, batch=q.batch, context=q.context, tp=fixed_tp)
+    pre1 = prefill_seconds(m, fmt, dev, batch=1, prompt=q.prompt, tp=fixed_tp)
     compute_bound = decode_compute_bound(m, fmt, kvb, dev, batch=q.batch, context=q.context)
+    hop = float(p2p_seconds(pipeline_activation_bytes(q.batch, 1, m.hidden_size), *ETHERNET_HOP))
     for i, did in enumerate(dev.ids):
-        sub = dev.take([i])
         need = _devices_needed(per_n, float(dev.usable_memory_bytes[i]))
-        n = counts[need - 1] if need else 0
-        domain = int(dev.domain_size[i])
-        pow2 = 1 << max(0, n - 1).bit_length()
-        if 1 < n <= domain and pow2 <= domain and m.num_attention_heads % pow2 == 0:
-            n = pow2  # tensor parallelism splits heads: a power of two that divides them
-        if n <= 1:
-            step, pre, par = float(step1[i]), float(pre1[i]), "single"
-        elif n <= domain:
-            step = float(
-                decode_step_seconds(m, fmt, kvb, sub, batch=q.batch, context=q.context, tp=n)[0]
-            )
-            pre = float(prefill_seconds(m, fmt, sub, batch=1, prompt=q.prompt, tp=n)[0])
-            par = f"tensor-parallel {n}"
-        else:
-            # Pipeline: a token passes every stage in turn; add one hop per boundary.
-            hop = float(
-                p2p_seconds(pipeline_activation_bytes(q.batch, 1, m.hidden_size), *ETHERNET_HOP)
-            )
-            step = float(step1[i]) + (n - 1) * hop
-            pre = float(pre1[i]) + (n - 1) * hop
-            par = f"pipeline {n}"
+        stages = counts[need - 1] if need else 0
+        n, step, pre, par = _layout(m, q, dev, i, stages, float(step1[i]), float(pre1[i]), hop)
         tps = q.batch / step if n else 0.0
         ms = step * 1e3 if n else None
         row = find(
@@ -191,6 +175,53 @@ def estimate_inference(
             )
         )
     return out
+
+
+def _layout(
+    m: ModelArch,
+    q: InferenceQuery,
+    dev: DeviceTable,
+    i: int,
+    stages: int,
+    step1: float,
+    pre1: float,
+    hop: float,
+) -> tuple[int, float, float, str]:
+    """(devices, decode step s, time to first token s, description) of the layout that holds
+    the model in `stages` parts of `q.tp` devices each (or one device per part without --tp).
+    Without a given degree, parts that fit one scale-up domain become tensor parallel instead."""
+    if q.tp is not None:
+        # The user's degree: `stages` groups of tp devices, a pipeline when stages > 1; a token
+        # passes every stage in turn, one hop per boundary.
+        pipe = f"pipeline {stages}" if stages > 1 else ""
+        par = (f"tensor-parallel {q.tp}" + (f" x {pipe}" if pipe else "")) if q.tp > 1 else pipe
+        par = par or "single"
+        extra = max(stages - 1, 0) * hop
+        return stages * q.tp, step1 + extra, pre1 + extra, par
+    n, domain = stages, int(dev.domain_size[i])
+    pow2 = 1 << max(0, n - 1).bit_length()
+    if 1 < n <= domain and pow2 <= domain and m.num_attention_heads % pow2 == 0:
+        n = pow2  # tensor parallelism splits heads: a power of two that divides them
+    if n <= 1:
+        return n, step1, pre1, "single"
+    if n <= domain:
+        sub = dev.take([i])
+        step = float(
+            decode_step_seconds(
+                m,
+                weight_format(q.weights),
+                kv_bytes(q.kv),
+                sub,
+                batch=q.batch,
+                context=q.context,
+                tp=n,
+            )[0]
+        )
+        pre = float(
+            prefill_seconds(m, weight_format(q.weights), sub, batch=1, prompt=q.prompt, tp=n)[0]
+        )
+        return n, step, pre, f"tensor-parallel {n}"
+    return n, step1 + (n - 1) * hop, pre1 + (n - 1) * hop, f"pipeline {n}"
 
 
 def estimate_training(

@@ -331,6 +331,14 @@ class InferenceWorkload(ProblemModel):
         return self
 
 
+def default_recompute(method: str) -> Literal["selective", "full"]:
+    """Activation recomputation when none is given, the same for `solve` and `estimate`: full for
+    LoRA and QLoRA (the QLoRA paper's recipe, PEFT's and torchtune's defaults checkpoint every
+    layer: memory is what these methods are chosen for), selective for full training (Korthikanti
+    et al. 2022: most of the memory saving for a few percent of recomputation)."""
+    return "full" if method in ("lora", "qlora") else "selective"
+
+
 class TrainingWorkload(ProblemModel):
     """Train or fine-tune a model on `token_budget` tokens, optionally by a deadline."""
 
@@ -348,10 +356,23 @@ class TrainingWorkload(ProblemModel):
     micro_batch: Annotated[
         Count, Limit(ge=1, le=1024, why="larger micro-batches fit on no device")
     ] = Field(1, description="Sequences per device per step.")
-    recompute: Literal["none", "selective", "full"] = "selective"
+    recompute: Literal["none", "selective", "full"] = Field(
+        "selective",
+        description="Activation recomputation; when not given, full for lora and qlora, "
+        "selective for full training (see default_recompute).",
+    )
     lora_rank: Annotated[
         Count, Limit(ge=1, le=4096, why="a rank this high is a full fine-tune; use method: full")
     ] = Field(16, description="LoRA rank (lora and qlora).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_recompute(cls, data: object) -> object:
+        if isinstance(data, dict) and data.get("recompute") is None:
+            method = data.get("method", "full")
+            return {**data, "recompute": default_recompute(str(method))}
+        return data
+
     token_budget: Annotated[
         Tokens,
         Limit(
