@@ -47,7 +47,7 @@ class Architecture(Sourced):
 
     id: str = Field(pattern=ID, description="Catalog name, e.g. hopper, cdna3, gaudi2, tpu-v5e.")
     name: str = Field(description="Full name, e.g. 'NVIDIA Hopper (SM 9.0)'.")
-    vendor: Literal["nvidia", "amd", "intel", "google", "aws", "apple"]
+    vendor: Literal["nvidia", "amd", "intel", "google", "aws", "apple", "raspberry-pi"]
     family: str = Field(
         pattern=ID,
         description="The line of chips generations are counted in: nvidia-gpu, amd-instinct, "
