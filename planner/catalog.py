@@ -152,14 +152,15 @@ def load_catalog(directory: Path | None = None) -> Catalog:
     if directory is not None:
         return _load_dir(directory)
     dirs = tuple(overlay_dirs())
-    models = tuple(sorted((k, id(m)) for k, m in _file_models.items()))
-    key = (dirs, models)
+    # A copy (made in one step): a server's other threads may add file models meanwhile.
+    file_models = dict(_file_models)
+    key = (dirs, tuple(sorted((k, id(m)) for k, m in file_models.items())))
     if key not in _active:
         cat = _load_dir(None)
         for d in dirs:
             cat = _overlay(cat, d)
-        if _file_models:
-            cat = replace(cat, models={**cat.models, **_file_models})
+        if file_models:
+            cat = replace(cat, models={**cat.models, **file_models})
         _active[key] = cat
     return _active[key]
 

@@ -130,6 +130,10 @@ def test_nothing_fits_and_why_not_explains_it(page: Any, tmp_path: Path) -> None
     shot = tmp_path / "explorer-infeasible.png"
     page.screenshot(path=str(shot), full_page=True)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+    page.click("#explanation-list button.apply")  # the least budget that gives a plan
+    page.wait_for_selector("#status.OPTIMAL")
+    needed = float(budget.locator("input[type=number]").input_value())
+    assert needed >= total_usd(page) and "budget" in page.inner_text("#plan")
 
 
 @pytest.mark.slow

@@ -196,11 +196,39 @@ async function solve() {
   }
 }
 
+// A sentence of the explanation; one that ends in `--set PATH=VALUE` gets a button applying it.
+function sentence(text) {
+  const item = el("li", text);
+  const found = text.match(/--set (\S+)=(\S+)$/);
+  if (found) {
+    const apply = el("button", "apply", "apply");
+    apply.type = "button";
+    apply.addEventListener("click", () => applySet(found[1], found[2]));
+    item.append(" ", apply);
+  }
+  return item;
+}
+
+function applySet(path, value) {
+  const box = document.querySelector(`.control[data-path="${CSS.escape(path)}"]`);
+  if (box) {
+    const [on, range, field] = box.querySelectorAll("input");
+    on.checked = true;
+    range.disabled = field.disabled = false;
+    if (Number(value) > Number(range.max)) range.max = field.max = value;
+    range.value = field.value = value;
+    state.touched.set(path, value);
+  } else {
+    $("sets").value = ($("sets").value.trim() + `\n${path}=${value}`).trim();
+  }
+  solve();
+}
+
 async function whyNot() {
   $("why").disabled = true;
   try {
     const ex = await api("/api/explain", request());
-    $("explanation-list").replaceChildren(...ex.sentences.map((s) => el("li", s)));
+    $("explanation-list").replaceChildren(...ex.sentences.map(sentence));
     $("explanation").hidden = false;
   } catch (e) {
     showError(e.message);
