@@ -1,10 +1,13 @@
 """The serving model's latency under load against a replay of the same engine.
 
 For a fixed set of engine cases (models, devices, batch sizes and request shapes spanning short
-and long prompts, slot-bound small batches and compute-bound large ones) at 30, 60 and 90 % of
-each engine's capacity, this sets the analytic p95 time to first token and end-to-end latency
-(planner.estimator.serving.open_latency) beside an iteration-level replay of 4,000 Poisson
-arrivals (planner.simulate.simulate_engine, seed 7, the first 400 requests not counted).
+and long prompts, slot-bound small batches, compute-bound large ones, and KV-bound engines whose
+cache holds fewer sequences than their batch) at 30, 60 and 90 % of each engine's maximum planned
+rate (max_utilization, 90 %, of its full-batch capacity: the planner never loads an engine
+further), this sets the analytic p95 time to first token and end-to-end latency
+(planner.estimator.serving.open_latency) beside an iteration-level replay of Poisson arrivals
+(planner.simulate.simulate_engine: 3 seeds x 10,000 requests, the first 1,000 of each not
+counted; at 90 % load a single short replay's p95 moves by +-15 % from seed to seed).
 
 Run: python benchmarks/serving/model_vs_replay.py [--markdown]
 """
@@ -21,18 +24,21 @@ from planner.estimator.replica import IterationTime, StageSpec
 from planner.estimator.serving import chunk_mix, open_latency, token_budget
 from planner.simulate import simulate_engine
 
-# (model, device, tensor parallel, batch, prompt tokens, output tokens)
-CASES = [
-    ("llama-3.1-8b", "h100-sxm", 1, 128, 1000, 200),
-    ("llama-3.1-8b", "h100-sxm", 1, 32, 24576, 800),
-    ("llama-3.1-8b", "l40s", 1, 16, 2000, 300),
-    ("llama-3.1-8b", "l4", 1, 8, 500, 200),
-    ("llama-3.1-70b", "h100-sxm", 4, 64, 1500, 256),
-    ("llama-3.1-70b", "mi300x", 2, 64, 1000, 200),
-    ("qwen2.5-72b", "h200-sxm", 2, 32, 4000, 500),
+# (model, device, tensor parallel, batch, prompt tokens, output tokens, sequences the KV cache
+# holds: None = the whole batch)
+CASES: list[tuple[str, str, int, int, int, int, int | None]] = [
+    ("llama-3.1-8b", "h100-sxm", 1, 128, 1000, 200, None),
+    ("llama-3.1-8b", "h100-sxm", 1, 32, 24576, 800, None),
+    ("llama-3.1-8b", "l40s", 1, 16, 2000, 300, None),
+    ("llama-3.1-8b", "l4", 1, 8, 500, 200, None),
+    ("llama-3.1-70b", "h100-sxm", 4, 64, 1500, 256, None),
+    ("llama-3.1-70b", "mi300x", 2, 64, 1000, 200, None),
+    ("qwen2.5-72b", "h200-sxm", 2, 32, 4000, 500, None),
+    ("llama-3.1-8b", "l40s", 1, 64, 3000, 400, 24),  # KV-bound
+    ("llama-3.1-70b", "h100-sxm", 2, 128, 2000, 300, 40),  # KV-bound
 ]
 LOADS = (0.3, 0.6, 0.9)
-REQUESTS, WARMUP, SEED = 4000, 400, 7
+REQUESTS, WARMUP, SEEDS = 10_000, 1_000, (7, 8, 9)
 
 
 @dataclass(frozen=True)
@@ -69,41 +75,60 @@ def engine(model: str, device: str, tp: int, batch: int, prompt: int, output: in
     )
 
 
-def capacity(it: IterationTime, batch: int, prompt: int, output: int) -> float:
-    """Requests/s of the engine at a full batch (Little's law at the mean iteration)."""
-    c, f = chunk_mix(batch, prompt, output, batch * prompt / output)
-    return batch / (output * ((1 - f) * it(batch, 0) + f * it(batch, c)))
+def capacity(it: IterationTime, batch: int, prompt: int, output: int, held: int) -> float:
+    """Requests/s of the engine with `held` of its `batch` slots in use (Little's law at the
+    mean iteration; the token budget is the batch's)."""
+    c, f = chunk_mix(batch, prompt, output, held * prompt / output, decoding=held)
+    return held / (output * ((1 - f) * it(held, 0) + f * it(held, c)))
 
 
 def rows() -> list[Row]:
+    util = load_serving_limits()
     out = []
-    for model, device, tp, batch, prompt, output in CASES:
+    for model, device, tp, batch, prompt, output, kv_seqs in CASES:
         it = engine(model, device, tp, batch, prompt, output)
-        cap = capacity(it, batch, prompt, output)
+        held = batch if kv_seqs is None else kv_seqs
+        kv = held * (prompt + output)
+        cap = util * capacity(it, batch, prompt, output, held)
         for u in LOADS:
-            rng = np.random.default_rng(SEED)
             rate = u * cap
-            times = np.cumsum(rng.exponential(1 / rate, size=REQUESTS))
-            res = simulate_engine(
-                it,
-                slots=batch,
-                kv_tokens=batch * (prompt + output),
-                budget=token_budget(batch, prompt, output),
-                requests=[(float(t), prompt, output) for t in times],
-                warmup=WARMUP,
+            ttft: list[float] = []
+            e2e: list[float] = []
+            for seed in SEEDS:
+                rng = np.random.default_rng(seed)
+                times = np.cumsum(rng.exponential(1 / rate, size=REQUESTS))
+                res = simulate_engine(
+                    it,
+                    slots=batch,
+                    kv_tokens=kv,
+                    budget=token_budget(batch, prompt, output),
+                    requests=[(float(t), prompt, output) for t in times],
+                    warmup=WARMUP,
+                )
+                ttft += res.ttft
+                e2e += res.e2e
+            lat = open_latency(
+                it, slots=batch, rate=rate, prompt=prompt, output=output, kv_tokens=kv
             )
-            lat = open_latency(it, slots=batch, rate=rate, prompt=prompt, output=output)
+            kv_note = "" if kv_seqs is None else f" KV {kv_seqs} seqs"
             out.append(
                 Row(
-                    f"{model} {device}x{tp} b{batch} {prompt}/{output}",
+                    f"{model} {device}x{tp} b{batch} {prompt}/{output}{kv_note}",
                     u,
-                    float(np.percentile(res.ttft, 95)),
+                    float(np.percentile(ttft, 95)),
                     lat.ttft_s[95],
-                    float(np.percentile(res.e2e, 95)),
+                    float(np.percentile(e2e, 95)),
                     lat.e2e_s[95],
                 )
             )
     return out
+
+
+def load_serving_limits() -> float:
+    """The planner's default max_utilization (the problem schema's default)."""
+    from planner.schema.problem import InferenceWorkload
+
+    return float(InferenceWorkload.model_fields["max_utilization"].default)
 
 
 def report(table: list[Row]) -> str:

@@ -21,13 +21,15 @@ max_num_batched_tokens to it).
 
 Latency under load (open arrivals, Poisson; request mixes):
 - TPOT: the iteration time at the load's mean token mix (fixed point of the two equations above).
-- TTFT: half an iteration (arrivals land mid-iteration) + the wait for a sequence slot
-  (Erlang C over b slots whose service time is the request's whole stay; exponential tail) + the
-  wait behind other prompts' prefill (M/D/1 on prompt tokens at the budget's spare room;
+- TTFT: the rest of the running iteration (uniform on 0..T: arrivals land mid-iteration) + the
+  wait for a sequence slot (a birth-death chain over b slots whose service time is the request's
+  whole stay, its prefill wait included; exponential tail) + the wait behind other prompts'
+  prefill (M/D/1 on prompt tokens at the budget's spare room beside the n sequences decoding;
   Pollaczek-Khinchine mean with Kingman's exponential tail, Kingman 1962) + the iterations
   its own chunks take.
 - End to end: TTFT + (O - 1) x TPOT.
-- A percentile of TTFT adds the two waits' percentiles (an upper bound on the sum's).
+- A percentile of a sum: the means add and the excesses of the parts' percentiles over their
+  means add in quadrature (_combine; exact for independent normal parts).
 Closed workloads (a fixed number of sequences, each replaced when it ends) have no queue: TTFT
 is half an iteration plus the iterations the prompt's chunks take.
 
@@ -71,13 +73,16 @@ def token_budget(batch: float, prompt: float, output: float) -> float:
     return batch + room
 
 
-def prefill_room(batch: float, prompt: float, output: float) -> float:
-    """Prompt tokens one iteration can take beside `batch` decodes."""
-    return token_budget(batch, prompt, output) - batch
+def prefill_room(
+    batch: float, prompt: float, output: float, decoding: float | None = None
+) -> float:
+    """Prompt tokens one iteration can take beside `decoding` decodes (all `batch` of them
+    unless given: fewer running sequences leave the budget more room)."""
+    return token_budget(batch, prompt, output) - (batch if decoding is None else decoding)
 
 
 def chunk_mix(
-    batch: float, prompt: float, output: float, per_iteration: float
+    batch: float, prompt: float, output: float, per_iteration: float, decoding: float | None = None
 ) -> tuple[float, float]:
     """(c, f): the prompt tokens an iteration that carries prefill takes, and the share of
     iterations that carry it, when `per_iteration` prompt tokens arrive per iteration on average.
@@ -88,7 +93,7 @@ def chunk_mix(
     iterations; the mean iteration is (1 - f) x decode-only + f x decode-with-a-chunk. Averaging
     the prefill over every iteration instead would hide it under memory-bound decode, which
     greedy chunking does not do."""
-    room = prefill_room(batch, prompt, output)
+    room = prefill_room(batch, prompt, output, decoding)
     c = min(room, max(prompt, per_iteration))
     return c, min(1.0, per_iteration / c) if c > 0 else 0.0
 
@@ -116,7 +121,11 @@ def erlang_c(servers: int, offered: float) -> float:
     return b / (1.0 - rho + rho * b)
 
 
+# Allen-Cunneen's (ca^2 + cs^2) / 2 for Poisson arrivals and nearly constant stays.
 SLOT_WAIT_SCALE = 0.5
+# Kingman's heavy-traffic tail rate of an M/D/1 wait, in units of (1 - rho) / service:
+# 2 / (ca^2 + cs^2) with ca = 1, cs = 0 (Kingman 1962).
+PREFILL_WAIT_RATE = 2.0
 
 
 def slot_wait_probability(slots: int, rate: float, hold_one: float, hold_full: float) -> float:
@@ -196,10 +205,13 @@ def open_latency(
     rate: float,
     prompt: float,
     output: float,
+    kv_tokens: float | None = None,
 ) -> LoadedLatency:
     """Latency percentiles of one engine of `slots` sequence slots under Poisson arrivals at
     `rate` requests/s; `iteration_s(decodes, prefill_tokens)` is one iteration's time (the
-    whole pipeline round for a pipelined replica).
+    whole pipeline round for a pipelined replica). With `kv_tokens` (the engine's KV cache in
+    tokens), admission stops when the KV of the sequences held would not fit: requests of one
+    shape then hold at most kv_tokens // (prompt + output) slots.
 
     Long because the fixed point, the two waits and the decode phase's spread are one
     computation. A request decodes beside the others decoding (Poisson arrivals see the time
@@ -208,7 +220,9 @@ def open_latency(
     that arrive meanwhile (K ~ Poisson(rate x decode time)), each adding its chunks' extra time.
     Percentiles of sums combine by _combine.
     """
-    room = prefill_room(slots, prompt, output)
+    batch = slots  # the token budget is set for the engine's batch
+    if kv_tokens is not None:
+        slots = max(1, min(slots, int(kv_tokens // (prompt + output))))
     t = iteration_s(1.0, 0.0)
     n = 0.0
     c, f, t_c, t_d = prompt, 0.0, t, t
@@ -216,7 +230,9 @@ def open_latency(
     last = 0.0
     for _ in range(200):  # fixed point of Little's law and the iteration time
         n = min(float(slots) - 1.0, rate * output * t)
-        c, f = chunk_mix(slots, prompt, output, rate * prompt * t)
+        # The others decoding leave the rest of the budget to prompts (vLLM's scheduler fills
+        # max_num_batched_tokens with decodes first, then prefill chunks).
+        c, f = chunk_mix(batch, prompt, output, rate * prompt * t, decoding=n)
         seen = min(float(slots), n + 1.0)
         t_c = iteration_s(seen, c)
         t_d = iteration_s(seen, 0.0)
@@ -229,19 +245,26 @@ def open_latency(
             step *= 0.5  # it overshot: damp
         last = diff
         t += step * diff
+    room = prefill_room(batch, prompt, output, decoding=n)
     chunks = math.ceil(prompt / room)
     service = prompt / c * t_c  # this prompt's share of prefill capacity, seconds
     rho_p = rate * service
     own = prompt / room * t_c + (chunks - prompt / room) * t_d  # its chunks: the last is part
     # A slot is held for the whole stay. Requests wait for one only while all are taken, and
     # then all of them decode: the stay is counted at the full batch's iteration.
-    c_full, f_full = chunk_mix(slots, prompt, output, rate * prompt * t)
+    c_full, f_full = chunk_mix(batch, prompt, output, rate * prompt * t, decoding=slots)
     t_full = (1.0 - f_full) * iteration_s(float(slots), 0.0) + f_full * iteration_s(
         float(slots), c_full
     )
-    hold = output * t_full + own
+    if rho_p >= 1.0:
+        inf = {p: math.inf for p in PERCENTILES}
+        return LoadedLatency(rate, n, t, inf, inf, math.inf, math.inf)
+    pre_rate = PREFILL_WAIT_RATE * (1.0 - rho_p) / service
+    # A sequence holds its slot from admission: through the wait behind other prompts, its
+    # own chunks and every decode.
+    hold = output * t_full + own + rho_p / pre_rate
     offered = rate * hold
-    if rho_p >= 1.0 or offered >= slots:
+    if offered >= slots:
         inf = {p: math.inf for p in PERCENTILES}
         return LoadedLatency(rate, n, t, inf, inf, math.inf, math.inf)
     t_one = (1.0 - f) * iteration_s(1.0, 0.0) + f * iteration_s(1.0, c)
@@ -249,7 +272,7 @@ def open_latency(
     # Exponential stays corrected to nearly constant ones (Allen-Cunneen: waits scale with
     # (ca^2 + cs^2) / 2, here SLOT_WAIT_SCALE, for Poisson arrivals and fixed-length requests).
     slot_rate = (slots / hold - rate) / SLOT_WAIT_SCALE
-    pre_rate = 2.0 * (1.0 - rho_p) / service
+    # Arrivals land in a running iteration: the rest of it is uniform on (0, t).
     base = 0.5 * t + own
     waits = [p_wait / slot_rate, rho_p / pre_rate]
     # Decode: (O - 1) iterations at t_d plus the extra of each prompt that arrives meanwhile.
@@ -261,11 +284,11 @@ def open_latency(
     e2e: dict[int, float] = {}
     for pct, q in PERCENTILES.items():
         wq = [_exp_tail_quantile(p_wait, slot_rate, q), _exp_tail_quantile(rho_p, pre_rate, q)]
-        ttft[pct] = base + _combine(waits, wq)
+        ttft[pct] = own + _combine([0.5 * t, *waits], [q * t, *wq])
         # Others decoding alongside: Poisson(n) at arrival, most of them there throughout.
         crowd = (_poisson_quantile(n, q) - n) * slope * (output - 1.0)
         decode_q = (output - 1.0) * t_d + _poisson_quantile(arrivals, q) * extra + crowd
-        e2e[pct] = base + _combine([*waits, decode_mean], [*wq, decode_q])
+        e2e[pct] = own + _combine([0.5 * t, *waits, decode_mean], [q * t, *wq, decode_q])
     ttft_mean = base + sum(waits)
     return LoadedLatency(rate, n, t, ttft, e2e, ttft_mean, ttft_mean + decode_mean)
 
