@@ -48,6 +48,7 @@ class EngineResult:
 
     ttft: list[float] = field(default_factory=list)
     e2e: list[float] = field(default_factory=list)
+    index: list[int] = field(default_factory=list)  # the request each figure belongs to
     tpot: list[float] = field(default_factory=list)
     output_tokens: int = 0
     seconds: float = 0.0
@@ -64,10 +65,13 @@ def simulate_engine(
     requests: list[tuple[float, int, int]],
     closed: int = 0,
     warmup: int = 0,
+    prefilled: bool = False,
 ) -> EngineResult:
     """Run one engine over `requests` (arrival s, prompt, output), in arrival order. `closed`
     > 0: that many sequences exist; `requests` then gives the shapes, each arriving when one
     ends (the first `closed` at time 0). The first `warmup` completed requests are not counted.
+    `prefilled`: a disaggregated decode pool's engine, whose requests arrive with their prompt's
+    KV (it counts against `kv_tokens`) and decode `output` tokens from admission.
 
     Long because the event loop keeps its state in locals for speed (10,000 requests in about a
     second).
@@ -106,6 +110,10 @@ def simulate_engine(
             waiting.popleft()
             held += 1
             kv_used += need
+            if prefilled:  # a decode pool's request: its prompt's KV arrived with it
+                first[i] = clock
+                heapq.heappush(decoding, (k + max(output[i], 1), i))
+                continue
             prefilling.append([float(i), float(prompt[i])])
         d = len(decoding)
         if d == 0 and not prefilling:
@@ -157,6 +165,7 @@ def simulate_engine(
                 arrival[released] = clock
                 released += 1
             if done > warmup:
+                out.index.append(i)
                 out.ttft.append(first[i] - arrival[i])
                 out.e2e.append(clock - arrival[i])
                 if output[i] > 1:
@@ -166,6 +175,55 @@ def simulate_engine(
             out.queue.append((clock, len(waiting)))
             out.kv_share.append((clock, kv_used / kv_tokens if kv_tokens else 0.0))
     out.seconds = clock
+    return out
+
+
+def simulate_disaggregated(
+    prefill: IterationTime,
+    decode: IterationTime,
+    *,
+    slots: int,
+    kv_tokens: float,
+    prefill_budget: float,
+    transfer_s: float,
+    requests: list[tuple[float, int, int]],
+    warmup: int = 0,
+) -> EngineResult:
+    """One prefill engine feeding one decode engine (disaggregated serving): each request is
+    prefilled FIFO (prompts batched up to `prefill_budget` tokens per iteration; the first token
+    comes out of the prefill engine), its KV crosses the link in `transfer_s`, then it waits for
+    a decode slot and KV room and decodes its other output - 1 tokens. Figures per request:
+    ttft = prefill queue + prefill + transfer; e2e = that + decode wait + decoding."""
+    pre = simulate_engine(
+        prefill,
+        slots=1 << 30,
+        kv_tokens=math.inf,
+        budget=prefill_budget,
+        requests=[(t, p, 1) for t, p, _ in requests],
+    )
+    ready = {
+        i: requests[i][0] + ttft + transfer_s for i, ttft in zip(pre.index, pre.ttft, strict=True)
+    }
+    order = sorted(ready, key=lambda i: (ready[i], i))
+    dec = simulate_engine(
+        decode,
+        slots=slots,
+        kv_tokens=kv_tokens,
+        budget=float(slots),
+        requests=[(ready[i], requests[i][1], max(requests[i][2] - 1, 1)) for i in order],
+        prefilled=True,
+    )
+    out = EngineResult(seconds=dec.seconds, queue=dec.queue, kv_share=dec.kv_share)
+    for n, (pos, e2e) in enumerate(zip(dec.index, dec.e2e, strict=True)):
+        if n < warmup:
+            continue
+        i = order[pos]
+        first = ready[i] - requests[i][0]
+        out.index.append(i)
+        out.ttft.append(first)
+        out.e2e.append(first + e2e)
+        out.output_tokens += requests[i][2]
+    out.tpot = dec.tpot[warmup:]  # the decode engine's time per token (its first is the prefill's)
     return out
 
 

@@ -20,9 +20,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.catalog import load_catalog
+from planner.estimator.formats import kv_bytes
+from planner.estimator.memory import kv_bytes_per_token
 from planner.estimator.replica import IterationTime, StageSpec
-from planner.estimator.serving import chunk_mix, open_latency, token_budget
-from planner.simulate import simulate_engine
+from planner.estimator.serving import (
+    chunk_mix,
+    decode_latency,
+    kv_transfer_s,
+    open_latency,
+    prefill_latency,
+    prefill_pool_budget,
+    token_budget,
+)
+from planner.simulate import simulate_disaggregated, simulate_engine
 
 # (model, device, tensor parallel, batch, prompt tokens, output tokens, sequences the KV cache
 # holds: None = the whole batch)
@@ -36,6 +46,13 @@ CASES: list[tuple[str, str, int, int, int, int, int | None]] = [
     ("qwen2.5-72b", "h200-sxm", 2, 32, 4000, 500, None),
     ("llama-3.1-8b", "l40s", 1, 64, 3000, 400, 24),  # KV-bound
     ("llama-3.1-70b", "h100-sxm", 2, 128, 2000, 300, 40),  # KV-bound
+]
+# Disaggregated pairs: (model, prefill device, its tensor parallel, decode device, its tensor
+# parallel, decode batch, prompt, output, link carrying the KV cache)
+DISAGGREGATED: list[tuple[str, str, int, str, int, int, int, int, str]] = [
+    ("llama-3.1-70b", "h100-sxm", 4, "h100-sxm", 4, 128, 3000, 300, "ib-ndr"),
+    ("llama-3.1-8b", "h100-sxm", 1, "l40s", 1, 64, 2000, 250, "eth-100g"),
+    ("qwen2.5-72b", "mi300x", 2, "h200-sxm", 2, 64, 8000, 500, "ib-ndr"),
 ]
 LOADS = (0.3, 0.6, 0.9)
 REQUESTS, WARMUP, SEEDS = 10_000, 1_000, (7, 8, 9)
@@ -59,7 +76,15 @@ class Row:
         return self.model_e2e / self.sim_e2e - 1
 
 
-def engine(model: str, device: str, tp: int, batch: int, prompt: int, output: int) -> IterationTime:
+def engine(
+    model: str,
+    device: str,
+    tp: int,
+    batch: int,
+    prompt: int,
+    output: int,
+    budget: float | None = None,
+) -> IterationTime:
     cat = load_catalog()
     m = cat.model(model)
     return IterationTime(
@@ -72,6 +97,7 @@ def engine(model: str, device: str, tp: int, batch: int, prompt: int, output: in
         output=output,
         stages=[StageSpec(cat.accelerator(device), tp, m.num_layers)],
         link=cat.link("eth-100g"),
+        budget=budget,
     )
 
 
@@ -131,6 +157,57 @@ def load_serving_limits() -> float:
     return float(InferenceWorkload.model_fields["max_utilization"].default)
 
 
+def disaggregated_rows() -> list[Row]:
+    """Prefill engine -> KV transfer -> decode engine, at 30-90 % of the pair's planned maximum
+    rate (max_utilization of the slower pool's capacity)."""
+    util = load_serving_limits()
+    cat = load_catalog()
+    out = []
+    for model, pdev, ptp, ddev, dtp, batch, prompt, output, link_id in DISAGGREGATED:
+        budget = prefill_pool_budget(prompt)
+        it_p = engine(model, pdev, ptp, batch, prompt, output, budget=budget)
+        it_d = engine(model, ddev, dtp, batch, prompt, output)
+        link = cat.link(link_id)
+        kv = kv_bytes_per_token(cat.model(model), kv_bytes("fp16")) * prompt
+        transfer = kv_transfer_s(kv, link.bandwidth_gb_s * 1e9 * ptp, link.latency_us * 1e-6)
+        cap_p = budget / (prompt * it_p(0, budget))
+        cap_d = batch / (output * it_d(batch, 0))
+        cap = util * min(cap_p, cap_d)
+        for u in LOADS:
+            rate = u * cap
+            ttft: list[float] = []
+            e2e: list[float] = []
+            for seed in SEEDS:
+                rng = np.random.default_rng(seed)
+                times = np.cumsum(rng.exponential(1 / rate, size=REQUESTS))
+                res = simulate_disaggregated(
+                    it_p,
+                    it_d,
+                    slots=batch,
+                    kv_tokens=batch * (prompt + output),
+                    prefill_budget=budget,
+                    transfer_s=transfer,
+                    requests=[(float(t), prompt, output) for t in times],
+                    warmup=WARMUP,
+                )
+                ttft += res.ttft
+                e2e += res.e2e
+            pre = prefill_latency(it_p, rate=rate, prompt=prompt, transfer_s=transfer)
+            dec = decode_latency(it_d, slots=batch, rate=rate, prompt=prompt, output=output)
+            out.append(
+                Row(
+                    f"{model} {pdev}x{ptp} -> {ddev}x{dtp} b{batch} {prompt}/{output} "
+                    f"disaggregated",
+                    u,
+                    float(np.percentile(ttft, 95)),
+                    pre.ttft_s[95],
+                    float(np.percentile(e2e, 95)),
+                    pre.ttft_s[95] + dec.e2e_s[95],
+                )
+            )
+    return out
+
+
 def report(table: list[Row]) -> str:
     lines = [
         "| case | load | p95 TTFT replay s | p95 TTFT model s | error | p95 e2e replay s | "
@@ -154,5 +231,5 @@ def report(table: list[Row]) -> str:
 
 
 if __name__ == "__main__":
-    print(report(rows()))
+    print(report(rows() + disaggregated_rows()))
     sys.exit(0)

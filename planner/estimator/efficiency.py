@@ -90,6 +90,15 @@ class ServingFile(Frozen):
     """Serving-engine factors (catalog/serving.yaml)."""
 
     min_prefill_room: int = Field(gt=0, description="Least prompt tokens per iteration.")
+    prefill_pool_budget: int = Field(
+        gt=0, description="Least prompt tokens per iteration of a disaggregated prefill engine."
+    )
+    disaggregated_ttft_share: float = Field(
+        gt=0,
+        lt=1,
+        description="Share of an end-to-end ceiling a prefill pool may use when no first-token "
+        "ceiling is given.",
+    )
     latency_margin: float = Field(
         ge=0, le=1, description="Share added to modelled latencies under open arrivals."
     )

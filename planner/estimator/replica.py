@@ -212,9 +212,13 @@ class IterationTime:
         output: int,
         stages: list[StageSpec],
         link: Link,
+        budget: float | None = None,
     ) -> None:
+        """`budget`: the most prompt tokens an iteration takes (the serving token budget of the
+        batch unless given, e.g. a disaggregated prefill engine's)."""
         fmt, kvb = weight_format(weights), kv_bytes(kv)
-        budget = token_budget(batch, prompt, output)
+        if budget is None:
+            budget = token_budget(batch, prompt, output)
         self.n_grid = np.unique(np.linspace(0, batch, min(batch, 64) + 1).round()).astype(float)
         # Prompt tokens: fine where chunks of short prompts fall, even steps up to the budget.
         self.p_grid = np.unique(

@@ -247,7 +247,8 @@ def open_latency(
         t += step * diff
     room = prefill_room(batch, prompt, output, decoding=n)
     chunks = math.ceil(prompt / room)
-    service = prompt / c * t_c  # this prompt's share of prefill capacity, seconds
+    # This prompt's share of prefill capacity, seconds (none in a decode pool, prompt = 0).
+    service = prompt / c * t_c if prompt > 0 else 0.0
     rho_p = rate * service
     own = prompt / room * t_c + (chunks - prompt / room) * t_d  # its chunks: the last is part
     # A slot is held for the whole stay. Requests wait for one only while all are taken, and
@@ -259,7 +260,7 @@ def open_latency(
     if rho_p >= 1.0:
         inf = {p: math.inf for p in PERCENTILES}
         return LoadedLatency(rate, n, t, inf, inf, math.inf, math.inf)
-    pre_rate = PREFILL_WAIT_RATE * (1.0 - rho_p) / service
+    pre_rate = PREFILL_WAIT_RATE * (1.0 - rho_p) / service if service > 0 else math.inf
     # A sequence holds its slot from admission: through the wait behind other prompts, its
     # own chunks and every decode.
     hold = output * t_full + own + rho_p / pre_rate
@@ -276,7 +277,7 @@ def open_latency(
     base = 0.5 * t + own
     waits = [p_wait / slot_rate, rho_p / pre_rate]
     # Decode: (O - 1) iterations at t_d plus the extra of each prompt that arrives meanwhile.
-    extra = prompt / c * max(t_c - t_d, 0.0)
+    extra = prompt / c * max(t_c - t_d, 0.0) if prompt > 0 else 0.0
     slope = iteration_s(min(float(slots), n + 2.0), 0.0) - t_d  # one more sequence decoding
     arrivals = rate * (output - 1.0) * t
     decode_mean = (output - 1.0) * t_d + arrivals * extra
@@ -319,3 +320,84 @@ def max_rate(
         if hi - lo <= 2e-3 * hi:  # the plan rounds rates finer than this only at random
             break
     return lo
+
+
+# --- Disaggregated serving -------------------------------------------------------------------
+# Prefill and decode run in separate pools (Zhong et al. 2024 "DistServe", Patel et al. 2024
+# "Splitwise"): a prefill engine computes whole prompts, batching the waiting ones up to its token
+# budget, and makes the first token; the prompt's KV cache then crosses the network to a decode
+# engine, which holds the sequence in one of its slots until its last token. Each pool is sized
+# for the same requests/s, so neither pool's work slows the other's iterations.
+
+
+def prefill_pool_budget(prompt: float) -> float:
+    """Prompt tokens per iteration of a prefill engine: whole prompts, at least the catalog's
+    `prefill_pool_budget` (serving.yaml) so that short prompts batch."""
+    return max(float(load_serving().prefill_pool_budget), float(prompt))
+
+
+def kv_transfer_s(kv_bytes: float, bandwidth_bytes_s: float, latency_s: float) -> float:
+    """Seconds to move a prompt's KV cache to a decode engine: its bytes over the ports that
+    carry it, plus one link latency (the bandwidth term of DistServe's section 4.3)."""
+    return kv_bytes / bandwidth_bytes_s + latency_s
+
+
+def prefill_latency(
+    iteration_s: Callable[[float, float], float],
+    *,
+    rate: float,
+    prompt: float,
+    transfer_s: float,
+) -> LoadedLatency:
+    """First-token latency of one prefill engine under Poisson arrivals at `rate` requests/s:
+    the wait behind other prompts (M/D/1 in units of this prompt's share of the engine:
+    Pollaczek-Khinchine mean, Kingman's exponential tail) + its own iterations + the KV
+    transfer. `iteration_s(0, tokens)` is an iteration that computes `tokens` prompt tokens.
+
+    Prompts that arrive during an iteration are batched into the next one up to the budget,
+    so an iteration carries c = min(budget, max(prompt, rate x prompt x iteration)) tokens (a
+    fixed point, as in chunk_mix); e2e_s holds the same figures (the decode pool adds its own)."""
+    budget = prefill_pool_budget(prompt)
+    c = min(budget, float(prompt))
+    t_c = iteration_s(0.0, c)
+    for _ in range(100):
+        c_new = min(budget, max(float(prompt), rate * prompt * t_c))
+        t_new = iteration_s(0.0, c_new)
+        if abs(t_new - t_c) <= 1e-9 * t_new:
+            break
+        c, t_c = c_new, t_new
+    service = prompt / c * t_c
+    rho = rate * service
+    if rho >= 1.0:
+        inf = {p: math.inf for p in PERCENTILES}
+        return LoadedLatency(rate, 0.0, t_c, inf, inf, math.inf, math.inf)
+    own = math.ceil(prompt / budget) * t_c
+    pre_rate = PREFILL_WAIT_RATE * (1.0 - rho) / service
+    wait_mean = rho / pre_rate
+    ttft: dict[int, float] = {}
+    for pct, q in PERCENTILES.items():
+        ttft[pct] = own + transfer_s + _exp_tail_quantile(rho, pre_rate, q)
+    mean = own + transfer_s + wait_mean
+    return LoadedLatency(rate, rho, t_c, ttft, dict(ttft), mean, mean)
+
+
+def decode_latency(
+    iteration_s: Callable[[float, float], float],
+    *,
+    slots: int,
+    rate: float,
+    prompt: float,
+    output: float,
+) -> LoadedLatency:
+    """Latency of one decode engine of `slots` slots fed prefilled sequences at `rate`: the
+    wait for a slot and `output` decode iterations (one more than the tokens left after the
+    prefill pool's first one: the first iteration after admission is counted whole). Its KV
+    holds prompt + output tokens per sequence; ttft_s is the wait before decoding starts."""
+    return open_latency(
+        iteration_s,
+        slots=slots,
+        rate=rate,
+        prompt=0.0,
+        output=output,
+        kv_tokens=slots * (prompt + output),
+    )
