@@ -27,7 +27,7 @@ from planner.estimator.economics import (
 )
 from planner.estimator.replica import ReplicaFigures, inference_replica, training_stage_memory
 from planner.estimator.request_mix import class_workload, fits, replica_rate
-from planner.estimator.serving import prefill_prompt, token_budget
+from planner.estimator.serving import prefill_pool_budget, prefill_prompt, token_budget
 from planner.estimator.training_designs import TrainingJob, training_job, training_setup
 from planner.plan.slack import BINDING_SLACK, REPLICA_DEVICES
 from planner.plan.types import WorkloadPlan
@@ -331,7 +331,11 @@ def _check_serving(
         names = [c.name for c in w.request_mix]
         cls = class_workload(w, names.index(wp.sized_for) if wp.sized_for in names else 0)
         prompt, output = prefill_prompt(cls.prompt_tokens, cls.prefix_cache_hit), cls.output_tokens
-    budget = math.ceil(token_budget(wp.batch, prompt, output))
+    budget = math.ceil(
+        {"prefill": prefill_pool_budget(prompt), "decode": float(wp.batch)}.get(
+            wp.role, token_budget(wp.batch, prompt, output)
+        )
+    )
     same(problem, f"{at}.token_budget", wp.token_budget, budget, f" (`{at}.batch` {wp.batch})")
     f.limit(f"latency:{w.name}", fig.ms_per_token, w.max_ms_per_token)
     if w.max_ms_per_token is not None and w.max_ms_per_token * (1 + REL_TOL) < fig.ms_per_token:
@@ -471,14 +475,14 @@ def _check_mix(
         if cls is None:
             fail(problem, f"`{at}.requests_per_s.{name}`: no request class `{name}`")
             continue
-        rate = _measured(w, wp, name)
+        rate = _measured(w, wp, name) if wp.role == "both" else None
         if rate is None:
             if not fits(cls, sized):
                 fail(
                     problem,
                     f"`{at}.requests_per_s.{name}`: served on replicas sized for `{sized.name}`",
                 )
-            rate = replica_rate(w, cat, link, wp.batch, specs, sized, cls)
+            rate = replica_rate(w, cat, link, wp.batch, specs, sized, cls, wp.role)
         if rate <= 0:
             fail(
                 problem,
@@ -496,8 +500,20 @@ def _check_mix(
     tok = sum(
         (w.requests_per_s or 0.0) * c.share * period.scale * c.output_tokens for c in w.request_mix
     )
-    f.tokens[p_i] += tok * sum(wp.requests_per_s.values()) / total_rate * period.hours * 3600
-    f.feeds[p_i].append(f"{at}.requests_per_s")
+    if wp.role != "prefill":  # a prefill pool's requests make their tokens in a decode pool
+        f.tokens[p_i] += tok * sum(wp.requests_per_s.values()) / total_rate * period.hours * 3600
+        f.feeds[p_i].append(f"{at}.requests_per_s")
+
+
+def _check_roles(
+    problem: Problem, w: InferenceWorkload, here: list[tuple[str, WorkloadPlan]]
+) -> None:
+    """Prefill and decode pools only where the workload's `disaggregation` allows them."""
+    for at, x in here:
+        if w.disaggregation == "off" and x.role != "both":
+            fail(problem, f"`{at}.role`: a {x.role} pool; `{w.name}` has disaggregation off")
+        if w.disaggregation == "on" and x.role == "both":
+            fail(problem, f"`{at}.role`: whole requests; `{w.name}` has disaggregation on")
 
 
 def _measured(w: InferenceWorkload, wp: WorkloadPlan, name: str) -> float | None:
@@ -524,16 +540,20 @@ def check_demand(
         if not here:
             fail(problem, f"`workloads`: `{w.name}` has no replicas in period `{p.name}`")
         if w.request_mix is not None:
+            _check_roles(problem, w, here)
             for c in w.request_mix:
                 need = (w.requests_per_s or 0.0) * c.share * p.scale
-                got = sum(x.requests_per_s.get(c.name, 0.0) for _, x in here)
-                if got < need * (1 - 1e-4):
-                    paths = ", ".join(f"`{at}.requests_per_s.{c.name}`" for at, _ in here)
-                    fail(
-                        problem,
-                        f"{paths}: serve {got:.6g} requests/s of `{c.name}` in "
-                        f"`{p.name}`, below the demand {need:.6g}",
-                    )
+                # Each request is prefilled and decoded: whole-request replicas count for both.
+                for side in ("prefill", "decode"):
+                    mine = [(at, x) for at, x in here if x.role in ("both", side)]
+                    got = sum(x.requests_per_s.get(c.name, 0.0) for _, x in mine)
+                    if got < need * (1 - 1e-4):
+                        paths = ", ".join(f"`{at}.requests_per_s.{c.name}`" for at, _ in mine)
+                        fail(
+                            problem,
+                            f"{paths or '`workloads`'}: {side}s {got:.6g} requests/s of "
+                            f"`{c.name}` in `{p.name}`, below the demand {need:.6g}",
+                        )
             continue
         thr = sum(x.tokens_per_s for _, x in here)
         need_tps = w.min_tokens_per_s * p.scale

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -56,6 +56,9 @@ HETERO_TOP = 6  # options per batch level paired into two-type pipelines
 HETERO_MAX_STAGES = 4  # stages per type in a two-type pipeline
 
 
+Role = Literal["both", "prefill", "decode"]
+
+
 @dataclass(frozen=True)
 class Stage:
     device: str
@@ -78,6 +81,9 @@ class Design:
     power_w: float  # devices at load
     devices: dict[str, int]  # device id -> count in this design
     engine: str = ""  # serving engine every stage runs (inference; the support matrix's id)
+    # Request mixes: `both` serves whole requests; with disaggregated serving a `prefill` replica
+    # only computes prompts and a `decode` replica only decodes (planner.estimator.serving).
+    role: Role = "both"
 
     @property
     def signature(self) -> tuple[str, ...]:

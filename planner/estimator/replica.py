@@ -219,6 +219,7 @@ class IterationTime:
         fmt, kvb = weight_format(weights), kv_bytes(kv)
         if budget is None:
             budget = token_budget(batch, prompt, output)
+        self.budget = float(budget)
         self.n_grid = np.unique(np.linspace(0, batch, min(batch, 64) + 1).round()).astype(float)
         # Prompt tokens: fine where chunks of short prompts fall, even steps up to the budget.
         self.p_grid = np.unique(

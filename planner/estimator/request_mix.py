@@ -29,17 +29,38 @@ needed; m = 1 is ordinary dominance, m > 1 catches deep pipelines that m lone st
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import numpy.typing as npt
 
 from planner.catalog import Catalog
 from planner.errors import InputError
-from planner.estimator.designs import Design, inference_designs
+from planner.estimator.designs import Design, Role, inference_designs
 from planner.estimator.efficiency import load_serving
+from planner.estimator.formats import kv_bytes
+from planner.estimator.memory import kv_bytes_per_token
 from planner.estimator.replica import IterationTime, StageSpec
-from planner.estimator.serving import LoadedLatency, chunk_mix, max_rate, prefill_prompt
+from planner.estimator.serving import (
+    LoadedLatency,
+    chunk_mix,
+    decode_latency,
+    kv_transfer_s,
+    max_rate,
+    open_latency,
+    prefill_latency,
+    prefill_pool_budget,
+    prefill_prompt,
+)
 from planner.schema.catalog import Accelerator, Link
 from planner.schema.problem import InferenceWorkload, Problem, RequestClass
+
+# The replica roles each `disaggregation` setting lets a request mix use.
+ROLES: dict[str, tuple[Role, ...]] = {
+    "off": ("both",),
+    "auto": ("both", "prefill", "decode"),
+    "on": ("prefill", "decode"),
+}
 
 
 def class_workload(w: InferenceWorkload, k: int) -> InferenceWorkload:
@@ -71,6 +92,9 @@ def fits(small: RequestClass, big: RequestClass) -> bool:
     )
 
 
+_RATES: dict[tuple[object, ...], tuple[Catalog, float]] = {}
+
+
 def replica_rate(
     w: InferenceWorkload,
     cat: Catalog,
@@ -79,30 +103,111 @@ def replica_rate(
     stages: list[StageSpec],
     sized_for: RequestClass,
     serve: RequestClass,
+    role: Role = "both",
+) -> float:
+    """_replica_rate, remembered: a session solves variants of one problem (explanations, one
+    device type at a time, sweeps) whose designs repeat. The key holds every input the figure
+    reads; the catalog is kept alive beside its figure so that its identity stays unique."""
+    key = (
+        id(cat),
+        w.model,
+        w.weights,
+        w.kv,
+        w.prefix_cache_hit,
+        w.latency_percentile,
+        w.max_ttft_s,
+        w.max_e2e_s,
+        w.max_ms_per_token,
+        w.max_utilization,
+        link.id,
+        batch,
+        tuple((st.device.id, st.tp, st.layers) for st in stages),
+        (sized_for.input_tokens, sized_for.output_tokens),
+        (serve.input_tokens, serve.output_tokens),
+        role,
+    )
+    hit = _RATES.get(key)
+    if hit is not None and hit[0] is cat:
+        return hit[1]
+    if len(_RATES) > 100_000:
+        _RATES.clear()
+    rate = _replica_rate(w, cat, link, batch, stages, sized_for, serve, role)
+    _RATES[key] = (cat, rate)
+    return rate
+
+
+def _replica_rate(
+    w: InferenceWorkload,
+    cat: Catalog,
+    link: Link,
+    batch: int,
+    stages: list[StageSpec],
+    sized_for: RequestClass,
+    serve: RequestClass,
+    role: Role = "both",
 ) -> float:
     """Requests/s of class `serve` one replica sustains: its S engines of `batch` slots each
     finish batch / (output tokens x iteration) requests/s at full load (Little's law), the
     iteration being the serving model's at the class's token mix and the sized class's context
     (planner.estimator.serving); the plan uses at most `max_utilization` of that, and less when
     a latency ceiling at `latency_percentile` is met only at a lower rate (the queueing
-    approximation of planner.estimator.serving.open_latency)."""
+    approximation of planner.estimator.serving.open_latency).
+
+    Disaggregated roles (planner.estimator.serving, DistServe): a `prefill` replica computes
+    prompts only, at most its token budget per iteration, and sends each prompt's KV cache over
+    `link` (one port per device); it is held to the first-token ceiling (or a share of the
+    end-to-end one, serving.yaml) with the transfer, and its ports to max_utilization of their
+    bandwidth. A `decode` replica decodes prefilled sequences, held to the time-per-token
+    ceiling and to what the end-to-end ceiling leaves after the prefill pool's share."""
+    m = cat.model(w.model)
+    P, out = prefill_prompt(serve.input_tokens, w.prefix_cache_hit), serve.output_tokens
+    pct = w.latency_percentile
+    k = 1.0 + load_serving().latency_margin  # the queueing model's measured deviation
+    first_budget = _first_token_budget(w)
+    context = sized_for.input_tokens + sized_for.output_tokens
     it = IterationTime(
-        cat.model(w.model),
+        m,
         w.weights,
         w.kv,
         batch=batch,
-        context=sized_for.input_tokens + sized_for.output_tokens,
-        prompt=prefill_prompt(serve.input_tokens, w.prefix_cache_hit),
-        output=serve.output_tokens,
+        context=context,
+        prompt=P,
+        output=out,
         stages=stages,
         link=link,
+        budget=prefill_pool_budget(P) if role == "prefill" else None,
     )
-    P, out = prefill_prompt(serve.input_tokens, w.prefix_cache_hit), serve.output_tokens
+    S = len(stages)
+    if role == "prefill":
+        budget = prefill_pool_budget(P)
+        devices = sum(st.tp for st in stages)
+        ports = link.bandwidth_gb_s * 1e9 * devices
+        kv = kv_bytes_per_token(m, kv_bytes(w.kv)) * P
+        transfer = kv_transfer_s(kv, ports, link.latency_us * 1e-6)
+        full = min(budget / (P * it(0.0, budget)), ports / kv / S)  # one engine
+        rate = max_rate(
+            lambda r: prefill_latency(it, rate=r, prompt=P, transfer_s=transfer),
+            ceiling=lambda lat: first_budget is None or lat.ttft_s[pct] * k <= first_budget,
+            capacity=w.max_utilization * full,
+        )
+        return rate * S
+    if role == "decode":
+        full = batch / (out * it(batch, 0.0))
+        rest = None if w.max_e2e_s is None else w.max_e2e_s - (first_budget or 0.0)
+
+        def meets_decode(lat: LoadedLatency) -> bool:
+            return (rest is None or lat.e2e_s[pct] * k <= rest) and (
+                w.max_ms_per_token is None or lat.tpot_s * 1e3 * k <= w.max_ms_per_token
+            )
+
+        rate = max_rate(
+            lambda r: decode_latency(it, slots=batch, rate=r, prompt=P, output=out),
+            ceiling=meets_decode,
+            capacity=w.max_utilization * full,
+        )
+        return rate * S
     c, f = chunk_mix(batch, P, out, batch * P / out)
     full = batch / (out * ((1.0 - f) * it(batch, 0.0) + f * it(batch, c)))  # one engine
-    pct = w.latency_percentile
-
-    k = 1.0 + load_serving().latency_margin  # the queueing model's measured deviation
 
     def meets(lat: LoadedLatency) -> bool:
         return (
@@ -112,9 +217,21 @@ def replica_rate(
         )
 
     rate = max_rate(
-        it, slots=batch, prompt=P, output=out, ceiling=meets, capacity=w.max_utilization * full
+        lambda r: open_latency(it, slots=batch, rate=r, prompt=P, output=out),
+        ceiling=meets,
+        capacity=w.max_utilization * full,
     )
-    return rate * len(stages)
+    return rate * S
+
+
+def _first_token_budget(w: InferenceWorkload) -> float | None:
+    """The first-token latency a disaggregated prefill pool is held to: the first-token
+    ceiling, else a share of the end-to-end one (serving.yaml), else none."""
+    if w.max_ttft_s is not None:
+        return w.max_ttft_s
+    if w.max_e2e_s is not None:
+        return w.max_e2e_s * load_serving().disaggregated_ttft_share
+    return None
 
 
 def measured_rate(w: InferenceWorkload, d: Design, k: int) -> float | None:
@@ -180,27 +297,35 @@ def mix_designs(
             best = max(single, key=lambda d: d.batch)
             keep = [d for d in keep if d is best or d not in single]
         link = cat.link(problem.constraints.network)
+        roles = ROLES[w.disaggregation]
         for d in keep:
-            rates = {}
             specs = [StageSpec(cat.accelerator(s.device), s.tp, s.layers) for s in d.stages]
-            for k, other in enumerate(classes):
-                known = measured_rate(w, d, k)
-                if known is not None:  # a measurement stands for the engine on that hardware
-                    rates[k] = known
-                elif fits(other, cls):
-                    rate = replica_rate(w, cat, link, d.batch, specs, cls, other)
-                    if rate > 0:
-                        rates[k] = rate
-            if c_i not in rates:
-                continue  # no load of its own class meets the ceilings
-            designs.append(d)
-            serves.append(rates)
-            sized.append(c_i)
+            for role in roles:
+                rates = {}
+                for k, other in enumerate(classes):
+                    known = measured_rate(w, d, k) if role == "both" else None
+                    if known is not None:  # a measurement stands for the engine on that hardware
+                        rates[k] = known
+                    elif fits(other, cls):
+                        rate = replica_rate(w, cat, link, d.batch, specs, cls, other, role)
+                        if rate > 0:
+                            rates[k] = rate
+                if c_i not in rates:
+                    continue  # no load of its own class meets the ceilings
+                designs.append(d if role == "both" else dataclasses.replace(d, role=role))
+                serves.append(rates)
+                sized.append(c_i)
     if prune and designs:
-        keep = undominated(designs, serves).tolist()
-        designs = [designs[i] for i in keep]
-        serves = [serves[i] for i in keep]
-        sized = [sized[i] for i in keep]
+        chosen: list[int] = []
+        for role in ("both", "prefill", "decode"):  # a pool is only ever beaten by its own kind
+            at = [i for i, d in enumerate(designs) if d.role == role]
+            if at:
+                kept = undominated([designs[i] for i in at], [serves[i] for i in at])
+                chosen += [at[i] for i in kept.tolist()]
+        chosen.sort()
+        designs = [designs[i] for i in chosen]
+        serves = [serves[i] for i in chosen]
+        sized = [sized[i] for i in chosen]
     return designs, serves, sized
 
 

@@ -295,28 +295,23 @@ def open_latency(
 
 
 def max_rate(
-    iteration_s: Callable[[float, float], float],
+    latency: Callable[[float], LoadedLatency],
     *,
-    slots: int,
-    prompt: float,
-    output: float,
     ceiling: Callable[[LoadedLatency], bool],
     capacity: float,
 ) -> float:
-    """The highest rate (at most `capacity`) at which `ceiling` still holds, by bisection
-    (latency rises with the rate); 0 when even a trickle misses it."""
+    """The highest rate (at most `capacity`) at which `ceiling` holds for `latency(rate)` (an
+    engine's loaded latency), by bisection (latency rises with the rate); 0 when even a trickle
+    misses it."""
     lo, hi = 0.0, capacity
-    if ceiling(open_latency(iteration_s, slots=slots, rate=hi, prompt=prompt, output=output)):
+    if ceiling(latency(hi)):
         return hi
-    if not ceiling(
-        open_latency(iteration_s, slots=slots, rate=hi * 1e-3, prompt=prompt, output=output)
-    ):
+    if not ceiling(latency(hi * 1e-3)):
         return 0.0
     lo = hi * 1e-3
     for _ in range(40):
         mid = 0.5 * (lo + hi)
-        ok = ceiling(open_latency(iteration_s, slots=slots, rate=mid, prompt=prompt, output=output))
-        lo, hi = (mid, hi) if ok else (lo, mid)
+        lo, hi = (mid, hi) if ceiling(latency(mid)) else (lo, mid)
         if hi - lo <= 2e-3 * hi:  # the plan rounds rates finer than this only at random
             break
     return lo

@@ -84,6 +84,8 @@ class Constraints(Quantities):
         to at most its whole time, and a share s of design j serves s x rate(j, class)."""
         assert w.request_mix is not None
         serves = self.t.serves[w.name]
+        designs = self.t.designs[w.name]
+        split = any(d.role != "both" for d in designs)
         lit = self._lit(f"requests:{w.name}")
         for (wn, j, p_i, site), r in self.R.items():
             if wn != w.name:
@@ -100,15 +102,18 @@ class Constraints(Quantities):
                 if w.name in self.served:  # a throughput goal: the served rate, by its shares
                     share = to_int(cls.share * period.scale * SHARE_STEPS, f"{cls.name}.share")
                     need = share * self.served[w.name]
-                self.m.add(
-                    sum(
-                        to_int(serves[j][k] * RATE_SCALE, "requests/s", up=False)
-                        * self.Y[ShareKey(wn, j, k, p_i, site)]
-                        for (wn, j, _, site) in keys
-                        if k in serves[j]
-                    )
-                    >= need
-                ).only_enforce_if(lit)
+                # Every request is prefilled and decoded: by whole-request replicas, or by a
+                # prefill pool and a decode pool (disaggregated), each sized for the rest.
+                for side in ("prefill", "decode") if split else ("both",):
+                    self.m.add(
+                        sum(
+                            to_int(serves[j][k] * RATE_SCALE, "requests/s", up=False)
+                            * self.Y[ShareKey(wn, j, k, p_i, site)]
+                            for (wn, j, _, site) in keys
+                            if k in serves[j] and designs[j].role in ("both", side)
+                        )
+                        >= need
+                    ).only_enforce_if(lit)
             self.m.add(sum(self.R[k] for k in keys) >= 1)
 
     def _inventory_and_hosts(self) -> None:

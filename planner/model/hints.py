@@ -65,23 +65,36 @@ class Hints(ModelBase):
         """Each request class alone on the design that serves its load at the lowest price."""
         assert w.request_mix is not None
         serves = self.t.serves[w.name]
+        designs = self.t.designs[w.name]
         for k in range(len(w.request_mix)):
             load = class_load(w, k, self.periods[0].scale)
-            best: tuple[float, ReplicaKey, int, int] | None = None
-            for j, rates in enumerate(serves):
-                key = ReplicaKey(w.name, j, 0, PREM)
-                if k not in rates or key not in self.R:
-                    continue
-                d = self.t.designs[w.name][j]
-                share = math.ceil(load / rates[k] * SHARE_STEPS - 1e-9)
-                n = -(-share // SHARE_STEPS)
-                price = n * (sum(slot_usd[x] * c for x, c in d.devices.items()) + d.power_w * per_w)
-                if chosen.get(key, 0) + n <= self.R_ub[key] and (best is None or price < best[0]):
-                    best = (price, key, n, share)
-            if best is not None:
-                _, key, n, share = best
-                chosen[key] = chosen.get(key, 0) + n
-                shares[ShareKey(w.name, key[1], k, 0, PREM)] = share
+            options: list[list[tuple[float, ReplicaKey, int, int]]] = []
+            # Whole-request replicas, or the cheapest prefill pool with the cheapest decode pool.
+            for roles in (("both",), ("prefill", "decode")):
+                picks = []
+                for role in roles:
+                    best: tuple[float, ReplicaKey, int, int] | None = None
+                    for j, rates in enumerate(serves):
+                        key = ReplicaKey(w.name, j, 0, PREM)
+                        d = designs[j]
+                        if k not in rates or key not in self.R or d.role != role:
+                            continue
+                        share = math.ceil(load / rates[k] * SHARE_STEPS - 1e-9)
+                        n = -(-share // SHARE_STEPS)
+                        price = n * (
+                            sum(slot_usd[x] * c for x, c in d.devices.items()) + d.power_w * per_w
+                        )
+                        room = chosen.get(key, 0) + n <= self.R_ub[key]
+                        if room and (best is None or price < best[0]):
+                            best = (price, key, n, share)
+                    if best is not None:
+                        picks.append(best)
+                if len(picks) == len(roles):
+                    options.append(picks)
+            if options:
+                for _, key, n, share in min(options, key=lambda o: sum(x[0] for x in o)):
+                    chosen[key] = chosen.get(key, 0) + n
+                    shares[ShareKey(w.name, key[1], k, 0, PREM)] = share
 
     def _hint(self, warm: dict[ReplicaKey, int] | None) -> None:
         """Start the search from a previous plan or the heuristic one (a hint, not a constraint)."""

@@ -32,7 +32,7 @@ from planner.estimator.economics import (
 )
 from planner.estimator.replica import StageSpec, inference_replica, training_stage_memory
 from planner.estimator.request_mix import class_workload
-from planner.estimator.serving import prefill_prompt, token_budget
+from planner.estimator.serving import prefill_pool_budget, prefill_prompt, token_budget
 from planner.estimator.support import backends_of
 from planner.estimator.training_designs import training_job, training_setup
 from planner.model.objectives import Figures, objective_for
@@ -230,9 +230,11 @@ def _add_serving(
         tok = sum(
             class_load(w, k, period.scale) * c.output_tokens for k, c in enumerate(w.request_mix)
         )
-        # Tokens of the mix are counted where they are served, in proportion to requests.
+        # Tokens of the mix are counted where they are served, in proportion to requests (a
+        # prefill pool's requests are decoded, and counted, by a decode pool).
         total_rate = w.requests_per_s * period.scale if w.requests_per_s else 0.0
-        tally.tokens[p_i] += tok * sum(served.values()) / total_rate * period.hours * 3600
+        if d.role != "prefill":
+            tally.tokens[p_i] += tok * sum(served.values()) / total_rate * period.hours * 3600
     seqs: int | None = None
     made = d.tokens_per_s * r
     if w.request_mix is None and w.concurrency is not None:
@@ -244,6 +246,7 @@ def _add_serving(
         for dev, wh in _split_by_device(d, cat, watts * period.hours).items():
             tally.prem_energy_wh[dev] = tally.prem_energy_wh.get(dev, 0.0) + wh
     tps = made
+    prompt = prefill_prompt(shape.prompt_tokens, shape.prefix_cache_hit)
     cost = _replica_cost(d, replica_w, r, site, period.hours, tables.econ, problem)
     plan.workloads.append(
         WorkloadPlan(
@@ -268,14 +271,13 @@ def _add_serving(
             ),
             sequences=seqs,
             token_budget=math.ceil(
-                token_budget(
-                    d.batch,
-                    prefill_prompt(shape.prompt_tokens, shape.prefix_cache_hit),
-                    shape.output_tokens,
-                )
+                prefill_pool_budget(prompt)
+                if d.role == "prefill"
+                else token_budget(d.batch, prompt, shape.output_tokens)
             ),
             engine=d.engine or None,
             backends=backends_of(cat, d.devices, w, problem.constraints),
+            role=d.role,
         )
     )
 

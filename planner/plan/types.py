@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from planner.catalog import Catalog
 from planner.estimator.replica import StageSpec
@@ -129,6 +129,11 @@ class WorkloadPlan:
     # The serving engine every replica runs (support matrix id) and its backend per device.
     engine: str | None = None
     backends: dict[str, str] = field(default_factory=dict)
+
+    # Request mixes: `both` serves whole requests; a disaggregated `prefill` pool computes
+    # prompts and sends their KV cache to a `decode` pool (requests_per_s then counts the requests
+    # each pool handles; only decode pools make output tokens after the first).
+    role: Literal["both", "prefill", "decode"] = "both"
 
     @property
     def runtime(self) -> str:

@@ -36,7 +36,7 @@ def simulation_summary(
     out_groups = []
     for g in rep.groups:
         wp = groups[g.plan_index]
-        model = analytic(problem, cat, wp, load=load)
+        model = analytic(problem, cat, wp, load=load, plan_groups=groups)
         res = g.result
         sim = {m: {str(p): float(v) for p, v in _pct(getattr(res, m)).items()} for m, _ in METRICS}
         out_groups.append(

@@ -272,12 +272,22 @@ class InferenceWorkload(ProblemModel):
         max_length=256,
         description="Measured requests/s per replica and class, replacing the estimate.",
     )
+    disaggregation: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Request mixes: prefill and decode in separate pools sized together "
+        "(possibly on different devices, the KV cache crossing the problem's network): `auto` "
+        "lets the optimizer choose per request class, `on` requires it, `off` serves each "
+        "request on one replica.",
+    )
 
     @model_validator(mode="before")
     @classmethod
     def _unbounded(cls, data: object) -> object:
         if isinstance(data, dict) and data.get("concurrency") == "unbounded":
-            return {**data, "concurrency": None}
+            data = {**data, "concurrency": None}
+        if isinstance(data, dict) and isinstance(data.get("disaggregation"), bool):
+            # YAML 1.1 reads unquoted on / off as booleans: take them as meant.
+            data = {**data, "disaggregation": "on" if data["disaggregation"] else "off"}
         return data
 
     @model_validator(mode="after")
@@ -294,6 +304,12 @@ class InferenceWorkload(ProblemModel):
             for key in ("requests_per_s", "capacity"):
                 if getattr(self, key):
                     raise KeyValueError(f"`{key}` goes with a request_mix", (key,))
+            if self.disaggregation == "on":
+                raise KeyValueError(
+                    "disaggregated pools are sized from a request rate: give a request_mix "
+                    "with requests_per_s, or leave `disaggregation` out",
+                    ("disaggregation",),
+                )
             return self
         if self.requests_per_s is None:
             raise KeyValueError("a request_mix needs requests_per_s", ("request_mix",))

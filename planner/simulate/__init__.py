@@ -1,0 +1,353 @@
+"""Replay a plan: an iteration-level, seeded discrete-event simulation of its serving engines.
+
+Each replica of S pipeline stages is S engines of `batch` sequence slots (one per micro-batch in
+flight), whose iteration takes S x the slowest stage (planner.estimator.replica.IterationTime,
+the estimator's own figure at the iteration's token mix). An iteration advances every decoding
+sequence by one token and processes up to the token budget of prompt tokens, first come first
+served, in chunks (continuous batching with chunked prefill, as vLLM, SGLang and TensorRT-LLM
+schedule). A request is admitted when a slot is free and the KV cache has room for its whole
+length (prompt + output tokens; the engine's KV holds `batch` sequences of the workload's
+context), so no admitted sequence is ever preempted; requests wait in arrival order.
+
+Arrivals: Poisson at each engine's share of the plan's request rate (request mixes), or a
+trace; fixed-rate workloads with a concurrency are closed: every sequence that ends is replaced
+at once by a new request of the workload's shape.
+
+Engines of one replica group are statistically alike, so one engine per group is simulated
+with a number of requests in proportion to the group's share of the traffic.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from planner.catalog import Catalog
+from planner.estimator.formats import kv_bytes
+from planner.estimator.memory import kv_bytes_per_token
+from planner.estimator.replica import IterationTime
+from planner.estimator.request_mix import class_workload
+from planner.estimator.serving import (
+    PERCENTILES,
+    chunk_mix,
+    closed_ttft,
+    decode_latency,
+    kv_transfer_s,
+    open_latency,
+    prefill_latency,
+    prefill_pool_budget,
+    prefill_prompt,
+    token_budget,
+)
+from planner.plan.types import WorkloadPlan
+from planner.schema.problem import InferenceWorkload, Problem
+from planner.simulate.engine import EngineResult, simulate_disaggregated, simulate_engine
+from planner.simulate.plan_file import check_groups, workloads_from_json
+
+__all__ = [
+    "EngineResult",
+    "GroupReport",
+    "SimulationReport",
+    "analytic",
+    "check_groups",
+    "engine_of",
+    "simulate_disaggregated",
+    "simulate_engine",
+    "simulate_plan",
+    "transfer_of",
+    "workloads_from_json",
+]
+
+
+@dataclass
+class GroupReport:
+    plan_index: int  # the replica group's place in the plan's workload list
+    workload: str
+    label: str  # devices of the replica group
+    engines: int
+    requests_per_s: float  # into the group (open arrivals) or made (closed)
+    result: EngineResult
+    # A disaggregated prefill pool's figures are first tokens only; the decode pools' results
+    # carry whole requests (their prefill drawn from these), so only they are pooled.
+    role: str = "both"
+
+
+@dataclass
+class SimulationReport:
+    seed: int
+    requests: int
+    groups: list[GroupReport]
+
+    def _pooled(self, attr: str) -> list[float]:
+        """Per-request samples over groups, each group's weighted by its traffic share."""
+        out: list[float] = []
+        for g in self.groups:
+            if g.role != "prefill":
+                out.extend(getattr(g.result, attr))
+        return out
+
+    def percentiles(self, attr: str) -> dict[int, float]:
+        xs = self._pooled(attr)
+        if not xs:
+            return {p: math.nan for p in PERCENTILES}
+        return {p: float(np.percentile(xs, p)) for p in PERCENTILES}
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Output tokens/s of the fleet: each engine's rate times its group's engines."""
+        return sum(
+            g.engines * g.result.output_tokens / g.result.seconds
+            for g in self.groups
+            if g.result.seconds > 0
+        )
+
+
+def _shape(w: InferenceWorkload, wp: WorkloadPlan) -> InferenceWorkload:
+    if w.request_mix is None:
+        return w
+    names = [c.name for c in w.request_mix]
+    return class_workload(w, names.index(wp.sized_for or names[0]))
+
+
+def engine_of(
+    problem: Problem, cat: Catalog, w: InferenceWorkload, wp: WorkloadPlan
+) -> tuple[IterationTime, int, float, float]:
+    """The iteration time, slots, KV tokens and token budget of one engine of a replica group."""
+    shape = _shape(w, wp)
+    it = IterationTime(
+        cat.model(w.model),
+        w.weights,
+        w.kv,
+        batch=wp.batch,
+        context=shape.context_tokens,
+        prompt=prefill_prompt(shape.prompt_tokens, w.prefix_cache_hit),
+        output=shape.output_tokens,
+        stages=wp.stage_specs(cat),
+        link=cat.link(problem.constraints.network),
+        budget=(
+            prefill_pool_budget(prefill_prompt(shape.prompt_tokens, w.prefix_cache_hit))
+            if wp.role == "prefill"
+            else None
+        ),
+    )
+    kv = float(wp.batch * shape.context_tokens)
+    budget = token_budget(
+        wp.batch, prefill_prompt(shape.prompt_tokens, w.prefix_cache_hit), shape.output_tokens
+    )
+    if wp.role == "prefill":  # whole prompts, no decodes: no slot or KV limit of its own
+        return it, 1 << 30, math.inf, it.budget
+    return it, wp.batch, kv, budget
+
+
+def transfer_of(problem: Problem, cat: Catalog, w: InferenceWorkload, wp: WorkloadPlan) -> float:
+    """Seconds to send the prompt KV of a prefill group's sized class to a decode pool."""
+    shape = _shape(w, wp)
+    link = cat.link(problem.constraints.network)
+    m = cat.model(w.model)
+    kv = kv_bytes_per_token(m, kv_bytes(w.kv)) * prefill_prompt(
+        shape.prompt_tokens, w.prefix_cache_hit
+    )
+    ports = link.bandwidth_gb_s * 1e9 * sum(s.tp for s in wp.stages)
+    return kv_transfer_s(kv, ports, link.latency_us * 1e-6)
+
+
+def simulate_plan(
+    workloads: list[WorkloadPlan],
+    problem: Problem,
+    cat: Catalog,
+    *,
+    requests: int = 10_000,
+    seed: int = 0,
+    load: float = 1.0,
+) -> SimulationReport:
+    """Simulate every serving replica group of the plan's first period under `load` x its
+    traffic (request mixes) or with its sequences (fixed-rate workloads)."""
+    rng = np.random.default_rng(seed)
+    by_name = {w.name: w for w in problem.workloads}
+    period = workloads[0].period if workloads else None
+    groups = [
+        wp for wp in workloads if wp.kind == "inference" and wp.period == period and wp.replicas > 0
+    ]
+    weights = []
+    for wp in groups:
+        w = by_name[wp.name]
+        assert isinstance(w, InferenceWorkload)
+        weights.append(
+            sum(wp.requests_per_s.values())
+            if w.request_mix is not None
+            else wp.tokens_per_s / _shape(w, wp).output_tokens
+        )
+    total = sum(weights) or 1.0
+    out: list[GroupReport] = []
+    first: dict[str, list[float]] = {}  # workload -> prefill pools' first tokens (s)
+    rank = {"prefill": 0, "both": 1, "decode": 2}
+    order = sorted(range(len(groups)), key=lambda i: (rank[groups[i].role], i))
+    for wp, wt in ((groups[i], weights[i]) for i in order):
+        index = workloads.index(wp)
+        w = by_name[wp.name]
+        assert isinstance(w, InferenceWorkload)
+        engines = wp.replicas * len(wp.stages)
+        n = max(50, round(requests * wt / total))
+        it, slots, kv, budget = engine_of(problem, cat, w, wp)
+        label = "+".join(f"{s.tp}x{s.device}" for s in wp.stages)
+        if w.request_mix is not None:
+            rate = load * sum(wp.requests_per_s.values()) / engines
+            names = [c.name for c in w.request_mix]
+            served = [wp.requests_per_s.get(c, 0.0) for c in names]
+            probs = np.array(served) / (sum(served) or 1.0)
+            cls = rng.choice(len(names), size=n, p=probs)
+            gaps = rng.exponential(1.0 / rate, size=n) if rate > 0 else np.full(n, math.inf)
+            times = np.cumsum(gaps)
+            reqs = [
+                (
+                    float(t),
+                    prefill_prompt(w.request_mix[c].input_tokens, w.prefix_cache_hit),
+                    w.request_mix[c].output_tokens,
+                )
+                for t, c in zip(times.tolist(), cls.tolist(), strict=True)
+            ]
+            if wp.role == "both":
+                res = simulate_engine(it, slots=slots, kv_tokens=kv, budget=budget, requests=reqs)
+            elif wp.role == "prefill":
+                res = simulate_engine(
+                    it,
+                    slots=slots,
+                    kv_tokens=kv,
+                    budget=budget,
+                    requests=[(t, p, 1) for t, p, _ in reqs],
+                )
+                res.ttft = [x + transfer_of(problem, cat, w, wp) for x in res.ttft]
+                res.e2e = list(res.ttft)
+                first.setdefault(wp.name, []).extend(res.ttft)
+            else:
+                res = _decode_pool(it, slots, kv, reqs, first.get(wp.name, [0.0]), rng)
+            label = label if wp.role == "both" else f"{wp.role} {label}"
+            out.append(GroupReport(index, wp.name, label, engines, rate * engines, res, wp.role))
+        else:
+            seqs = wp.sequences if wp.sequences is not None else slots * engines
+            per = max(1, round(seqs / engines))
+            prompt = prefill_prompt(w.prompt_tokens, w.prefix_cache_hit)
+            reqs = [(0.0, prompt, w.output_tokens)] * (n + per)
+            res = simulate_engine(
+                it, slots=slots, kv_tokens=kv, budget=budget, requests=reqs, closed=per, warmup=per
+            )
+            out.append(GroupReport(index, wp.name, label, engines, wp.tokens_per_s, res))
+    return SimulationReport(seed, requests, out)
+
+
+def _decode_pool(
+    it: IterationTime,
+    slots: int,
+    kv: float,
+    reqs: list[tuple[float, int, int]],
+    first: list[float],
+    rng: np.random.Generator,
+) -> EngineResult:
+    """A decode pool's engine fed prefilled requests (Poisson arrivals at its rate, an
+    approximation of the prefill pools' departures), each paired with a first-token time drawn
+    from the prefill pools' simulated ones: ttft = that draw, e2e = draw + slot wait + decode."""
+    res = simulate_engine(
+        it,
+        slots=slots,
+        kv_tokens=kv,
+        budget=float(slots),
+        requests=[(t, p, max(o - 1, 1)) for t, p, o in reqs],
+        prefilled=True,
+    )
+    draws = rng.choice(np.asarray(first), size=len(res.e2e)).tolist()
+    res.ttft = draws
+    res.e2e = [d + e for d, e in zip(draws, res.e2e, strict=True)]
+    return res
+
+
+def analytic(
+    problem: Problem,
+    cat: Catalog,
+    wp: WorkloadPlan,
+    *,
+    load: float = 1.0,
+    plan_groups: list[WorkloadPlan] | None = None,
+) -> dict[str, dict[int, float]]:
+    """The serving model's own latency percentiles for one replica group (seconds), to set
+    beside the simulation: open arrivals for request mixes (the rate-weighted mean shape of
+    the classes it serves), the closed-load first token for fixed-rate workloads. A decode
+    pool's figures add the slowest of the workload's prefill pools in `plan_groups`."""
+    w = next(x for x in problem.workloads if x.name == wp.name)
+    assert isinstance(w, InferenceWorkload)
+    it, slots, _, _ = engine_of(problem, cat, w, wp)
+    engines = wp.replicas * len(wp.stages)
+    if w.request_mix is not None and wp.role != "both":
+        return _pool_analytic(problem, cat, w, wp, it, load, plan_groups or [])
+    if w.request_mix is not None:
+        rate = load * sum(wp.requests_per_s.values())
+        by = {c.name: c for c in w.request_mix}
+        P = (
+            sum(
+                prefill_prompt(by[k].input_tokens, w.prefix_cache_hit) * r
+                for k, r in wp.requests_per_s.items()
+            )
+            / rate
+            * load
+        )
+        out = sum(by[k].output_tokens * r for k, r in wp.requests_per_s.items()) / rate * load
+        lat = open_latency(it, slots=slots, rate=rate / engines, prompt=P, output=out)
+        return {
+            "ttft": lat.ttft_s,
+            "e2e": lat.e2e_s,
+            "tpot": dict.fromkeys(PERCENTILES, lat.tpot_s),
+        }
+    seqs = wp.sequences if wp.sequences is not None else slots * engines
+    per = max(1, round(seqs / engines))
+    P, out = prefill_prompt(w.prompt_tokens, w.prefix_cache_hit), w.output_tokens
+    c, f = chunk_mix(per, P, out, per * P / out)
+    t_c = it(per, c)
+    t = (1.0 - f) * it(per, 0.0) + f * t_c
+    ttft = closed_ttft(t, t_c, per, P, out)
+    e2e = ttft + (out - 1) * t
+    return {
+        "ttft": dict.fromkeys(PERCENTILES, ttft),
+        "e2e": dict.fromkeys(PERCENTILES, e2e),
+        "tpot": dict.fromkeys(PERCENTILES, t),
+    }
+
+
+def _pool_analytic(
+    problem: Problem,
+    cat: Catalog,
+    w: InferenceWorkload,
+    wp: WorkloadPlan,
+    it: IterationTime,
+    load: float,
+    plan_groups: list[WorkloadPlan],
+) -> dict[str, dict[int, float]]:
+    """Analytic figures of a disaggregated pool at its mean request shape (see analytic)."""
+    assert w.request_mix is not None
+    by = {c.name: c for c in w.request_mix}
+    rate = load * sum(wp.requests_per_s.values())
+    engines = wp.replicas * len(wp.stages)
+    if rate <= 0:
+        zero = dict.fromkeys(PERCENTILES, 0.0)
+        return {"ttft": zero, "e2e": zero, "tpot": zero}
+    served = wp.requests_per_s.items()
+    P = sum(prefill_prompt(by[k].input_tokens, w.prefix_cache_hit) * r for k, r in served)
+    out = sum(by[k].output_tokens * r for k, r in served)
+    P, out = P * load / rate, out * load / rate
+    if wp.role == "prefill":
+        lat = prefill_latency(
+            it, rate=rate / engines, prompt=P, transfer_s=transfer_of(problem, cat, w, wp)
+        )
+        return {"ttft": lat.ttft_s, "e2e": lat.ttft_s, "tpot": dict.fromkeys(PERCENTILES, 0.0)}
+    pre = [
+        _pool_analytic(problem, cat, w, g, engine_of(problem, cat, w, g)[0], load, [])["ttft"]
+        for g in plan_groups
+        if g.name == wp.name and g.role == "prefill" and g.period == wp.period
+    ]
+    first = {p: max((x[p] for x in pre), default=0.0) for p in PERCENTILES}
+    lat = decode_latency(it, slots=wp.batch, rate=rate / engines, prompt=P, output=out)
+    return {
+        "ttft": first,
+        "e2e": {p: first[p] + lat.e2e_s[p] for p in PERCENTILES},
+        "tpot": dict.fromkeys(PERCENTILES, lat.tpot_s),
+    }

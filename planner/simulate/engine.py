@@ -1,0 +1,212 @@
+"""One serving engine replayed: an iteration-level, seeded discrete-event simulation of its serving engines.
+
+Each replica of S pipeline stages is S engines of `batch` sequence slots (one per micro-batch in
+flight), whose iteration takes S x the slowest stage (planner.estimator.replica.IterationTime,
+the estimator's own figure at the iteration's token mix). An iteration advances every decoding
+sequence by one token and processes up to the token budget of prompt tokens, first come first
+served, in chunks (continuous batching with chunked prefill, as vLLM, SGLang and TensorRT-LLM
+schedule). A request is admitted when a slot is free and the KV cache has room for its whole
+length (prompt + output tokens; the engine's KV holds `batch` sequences of the workload's
+context), so no admitted sequence is ever preempted; requests wait in arrival order.
+
+Arrivals: Poisson at each engine's share of the plan's request rate (request mixes), or a
+trace; fixed-rate workloads with a concurrency are closed: every sequence that ends is replaced
+at once by a new request of the workload's shape.
+
+Engines of one replica group are statistically alike, so one engine per group is simulated
+with a number of requests in proportion to the group's share of the traffic.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+from planner.estimator.replica import IterationTime
+
+
+@dataclass
+class EngineResult:
+    """Per-request figures of one simulated engine (seconds) and its time series."""
+
+    ttft: list[float] = field(default_factory=list)
+    e2e: list[float] = field(default_factory=list)
+    index: list[int] = field(default_factory=list)  # the request each figure belongs to
+    tpot: list[float] = field(default_factory=list)
+    output_tokens: int = 0
+    seconds: float = 0.0
+    queue: list[tuple[float, int]] = field(default_factory=list)  # (time, requests waiting)
+    kv_share: list[tuple[float, float]] = field(default_factory=list)  # (time, KV in use / cap)
+
+
+def simulate_engine(
+    it: IterationTime,
+    *,
+    slots: int,
+    kv_tokens: float,
+    budget: float,
+    requests: list[tuple[float, int, int]],
+    closed: int = 0,
+    warmup: int = 0,
+    prefilled: bool = False,
+) -> EngineResult:
+    """Run one engine over `requests` (arrival s, prompt, output), in arrival order. `closed`
+    > 0: that many sequences exist; `requests` then gives the shapes, each arriving when one
+    ends (the first `closed` at time 0). The first `warmup` completed requests are not counted.
+    `prefilled`: a disaggregated decode pool's engine, whose requests arrive with their prompt's
+    KV (it counts against `kv_tokens`) and decode `output` tokens from admission.
+
+    Long because the event loop keeps its state in locals for speed (10,000 requests in about a
+    second).
+    """
+    out = EngineResult()
+    n_req = len(requests)
+    arrival = [r[0] for r in requests]
+    prompt = [r[1] for r in requests]
+    output = [r[2] for r in requests]
+    first = [math.nan] * n_req
+    waiting: deque[int] = deque()
+    prefilling: deque[list[float]] = deque()  # [request, prompt tokens left]
+    decoding: list[tuple[int, int]] = []  # heap of (iteration at which it ends, request)
+    kv_used = 0.0
+    held = 0
+    nxt = 0  # next request to arrive
+    if closed:
+        for i in range(min(closed, n_req)):
+            arrival[i] = 0.0
+        released = min(closed, n_req)
+    else:
+        released = n_req
+    clock = 0.0
+    k = 0
+    done = 0
+    sample_every = max(1, n_req // 500)
+    while done < n_req:
+        while nxt < released and arrival[nxt] <= clock:
+            waiting.append(nxt)
+            nxt += 1
+        while waiting and held < slots:
+            i = waiting[0]
+            need = prompt[i] + output[i]
+            if kv_used + need > kv_tokens and held > 0:
+                break
+            waiting.popleft()
+            held += 1
+            kv_used += need
+            if prefilled:  # a decode pool's request: its prompt's KV arrived with it
+                first[i] = clock
+                heapq.heappush(decoding, (k + max(output[i], 1), i))
+                continue
+            prefilling.append([float(i), float(prompt[i])])
+        d = len(decoding)
+        if d == 0 and not prefilling:
+            if nxt >= released:
+                break  # closed system drained
+            clock = max(clock, arrival[nxt])
+            continue
+        if not prefilling and decoding:
+            # Nothing changes until the next completion (or an arrival that can be admitted):
+            # take the identical decode-only iterations in one step.
+            dt = it(d, 0.0)
+            skip = decoding[0][0] - k - 1
+            if nxt < released and held < slots:
+                skip = min(skip, int((arrival[nxt] - clock) / dt))
+            if skip > 0:
+                clock += skip * dt
+                k += skip
+        room = max(budget - d, 0.0)
+        p = 0.0
+        finished_prefill: list[int] = []
+        for entry in prefilling:
+            if room <= 0:
+                break
+            take = min(room, entry[1])
+            entry[1] -= take
+            room -= take
+            p += take
+            if entry[1] <= 0:
+                finished_prefill.append(int(entry[0]))
+        while prefilling and prefilling[0][1] <= 0:
+            prefilling.popleft()
+        dt = it(d, p)
+        clock += dt
+        k += 1
+        ended: list[int] = []
+        for i in finished_prefill:
+            first[i] = clock
+            if output[i] <= 1:
+                ended.append(i)
+            else:
+                heapq.heappush(decoding, (k + output[i] - 1, i))
+        while decoding and decoding[0][0] <= k:
+            ended.append(heapq.heappop(decoding)[1])
+        for i in ended:
+            held -= 1
+            kv_used -= prompt[i] + output[i]
+            done += 1
+            if closed and released < n_req:
+                arrival[released] = clock
+                released += 1
+            if done > warmup:
+                out.index.append(i)
+                out.ttft.append(first[i] - arrival[i])
+                out.e2e.append(clock - arrival[i])
+                if output[i] > 1:
+                    out.tpot.append((clock - first[i]) / (output[i] - 1))
+                out.output_tokens += output[i]
+        if k % sample_every == 0:
+            out.queue.append((clock, len(waiting)))
+            out.kv_share.append((clock, kv_used / kv_tokens if kv_tokens else 0.0))
+    out.seconds = clock
+    return out
+
+
+def simulate_disaggregated(
+    prefill: IterationTime,
+    decode: IterationTime,
+    *,
+    slots: int,
+    kv_tokens: float,
+    prefill_budget: float,
+    transfer_s: float,
+    requests: list[tuple[float, int, int]],
+    warmup: int = 0,
+) -> EngineResult:
+    """One prefill engine feeding one decode engine (disaggregated serving): each request is
+    prefilled FIFO (prompts batched up to `prefill_budget` tokens per iteration; the first token
+    comes out of the prefill engine), its KV crosses the link in `transfer_s`, then it waits for
+    a decode slot and KV room and decodes its other output - 1 tokens. Figures per request:
+    ttft = prefill queue + prefill + transfer; e2e = that + decode wait + decoding."""
+    pre = simulate_engine(
+        prefill,
+        slots=1 << 30,
+        kv_tokens=math.inf,
+        budget=prefill_budget,
+        requests=[(t, p, 1) for t, p, _ in requests],
+    )
+    ready = {
+        i: requests[i][0] + ttft + transfer_s for i, ttft in zip(pre.index, pre.ttft, strict=True)
+    }
+    order = sorted(ready, key=lambda i: (ready[i], i))
+    dec = simulate_engine(
+        decode,
+        slots=slots,
+        kv_tokens=kv_tokens,
+        budget=float(slots),
+        requests=[(ready[i], requests[i][1], max(requests[i][2] - 1, 1)) for i in order],
+        prefilled=True,
+    )
+    out = EngineResult(seconds=dec.seconds, queue=dec.queue, kv_share=dec.kv_share)
+    for n, (pos, e2e) in enumerate(zip(dec.index, dec.e2e, strict=True)):
+        if n < warmup:
+            continue
+        i = order[pos]
+        first = ready[i] - requests[i][0]
+        out.index.append(i)
+        out.ttft.append(first)
+        out.e2e.append(first + e2e)
+        out.output_tokens += requests[i][2]
+    out.tpot = dec.tpot[warmup:]  # the decode engine's time per token (its first is the prefill's)
+    return out

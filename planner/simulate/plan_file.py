@@ -1,0 +1,111 @@
+"""The replica groups of a plan file as a simulation reads them, checked against the problem."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from planner.catalog import Catalog
+from planner.errors import InputError
+from planner.plan.types import StageLine, WorkloadPlan
+from planner.schema.problem import InferenceWorkload, Problem
+
+
+def workloads_from_json(data: object, where: str) -> list[WorkloadPlan]:
+    """The serving replica groups of a plan file (the fields a simulation needs), with a located
+    error for anything missing or malformed."""
+    if not isinstance(data, dict) or not isinstance(data.get("workloads"), list):
+        raise InputError(f"{where}: not a plan (no `workloads` list)")
+    out = []
+    for i, x in enumerate(data["workloads"]):
+        at = f"{where}: workloads[{i}]"
+        try:
+            stages = tuple(
+                StageLine(
+                    str(s["device"]),
+                    int(s["tp"]),
+                    (int(s["layers"][0]), int(s["layers"][1])),
+                    {},
+                    float(s.get("seconds", 0.0)),
+                    float(s.get("boundary_bytes", 0.0)),
+                )
+                for s in x["stages"]
+            )
+            wp = WorkloadPlan(
+                str(x["name"]),
+                str(x["kind"]),
+                str(x["model"]),
+                int(x["replicas"]),
+                int(x["batch"]),
+                stages,
+                float(x["tokens_per_s"]),
+                None,
+                None,
+                None,
+                0.0,
+                0.0,
+                None,
+                period=x.get("period"),
+                requests_per_s={
+                    str(k): float(v) for k, v in (x.get("requests_per_s") or {}).items()
+                },
+                sized_for=x.get("sized_for"),
+                sequences=None if x.get("sequences") is None else int(x["sequences"]),
+                role=_role(x.get("role", "both"), at),
+            )
+        except (KeyError, TypeError, ValueError, IndexError) as e:
+            raise InputError(
+                f"{at}: malformed replica group ({e!r}); re-create the plan with `planner solve --out`"
+            ) from None
+        if not all(math.isfinite(v) for v in (wp.tokens_per_s, *wp.requests_per_s.values())):
+            raise InputError(f"{at}: figures must be finite numbers")
+        if wp.replicas < 0 or wp.batch < 1 or any(s.tp < 1 for s in stages):
+            raise InputError(f"{at}: replicas, batch and tp must be positive")
+        out.append(wp)
+    return out
+
+
+def _role(value: object, at: str) -> Literal["both", "prefill", "decode"]:
+    if value == "both" or value == "prefill" or value == "decode":
+        return value
+    raise InputError(f"{at}: `role`: one of both, prefill, decode (got {value!r})")
+
+
+def check_groups(groups: list[WorkloadPlan], problem: Problem, cat: Catalog, where: str) -> None:
+    """A plan file's replica groups must belong to the problem: serving workloads it names,
+    catalog devices, stages that hold the model's layers in order, sane counts and rates."""
+    by_name = {w.name: w for w in problem.workloads}
+    if not any(g.kind == "inference" for g in groups):
+        raise InputError(f"{where}: the plan has no serving replicas to simulate")
+    for i, g in enumerate(groups):
+        at = f"{where}: workloads[{i}] (`{g.name}`)"
+        w = by_name.get(g.name)
+        if w is None:
+            names = ", ".join(by_name)
+            raise InputError(f"{at}: the problem has no workload of that name ({names})")
+        if g.kind != "inference":
+            continue
+        if not isinstance(w, InferenceWorkload):
+            raise InputError(f"{at}: the problem's workload `{g.name}` is not a serving one")
+        for s in g.stages:
+            if s.device not in cat.accelerators:
+                raise InputError(
+                    f"{at}: unknown device `{s.device}` (planner catalog list devices)"
+                )
+        layers = cat.model(w.model).num_layers
+        first = 0
+        for s in g.stages:
+            if s.layers[0] != first or s.layers[1] < s.layers[0]:
+                raise InputError(f"{at}: stage layers must run on from layer {first}")
+            first = s.layers[1] + 1
+        if first != layers:
+            raise InputError(f"{at}: the stages hold {first} layers; the model has {layers}")
+        if g.replicas > 1_000_000 or g.batch > 1_000_000:
+            raise InputError(f"{at}: replicas and batch must be at most 1,000,000")
+        if any(not 0 <= r <= 1e7 for r in g.requests_per_s.values()):
+            raise InputError(f"{at}: requests_per_s must be between 0 and 10,000,000")
+        if w.request_mix is not None:
+            classes = {c.name for c in w.request_mix}
+            unknown = sorted(set(g.requests_per_s) - classes)
+            if unknown:
+                raise InputError(f"{at}: unknown request class `{unknown[0]}`")
