@@ -116,9 +116,10 @@ def test_a_measured_capacity_replaces_the_estimate() -> None:
     lone = [
         (d, s, c)
         for d, s, c in zip(designs, serves, sized, strict=True)
-        if d.devices == {"l40s": 1} and len(d.stages) == 1
+        if d.devices == {"l40s": 1} and len(d.stages) == 1 and d.role == "both"
     ]
-    # The measurement is authoritative: every one-L40S replica serves chat at the measured 3
+    # The measurement is authoritative (for whole requests; prefill and decode pools keep their
+    # own estimates): every one-L40S replica serves chat at the measured 3
     # requests/s, whichever class sized it (a replica sized for documents keeps its estimate
     # for documents).
     assert lone

@@ -220,6 +220,7 @@ class IterationTime:
         if budget is None:
             budget = token_budget(batch, prompt, output)
         self.budget = float(budget)
+        self.model = m
         self.n_grid = np.unique(np.linspace(0, batch, min(batch, 64) + 1).round()).astype(float)
         # Prompt tokens: fine where chunks of short prompts fall, even steps up to the budget.
         self.p_grid = np.unique(

@@ -163,7 +163,6 @@ def _replica_rate(
     P, out = prefill_prompt(serve.input_tokens, w.prefix_cache_hit), serve.output_tokens
     pct = w.latency_percentile
     k = 1.0 + load_serving().latency_margin  # the queueing model's measured deviation
-    first_budget = _first_token_budget(w)
     context = sized_for.input_tokens + sized_for.output_tokens
     it = IterationTime(
         m,
@@ -179,33 +178,9 @@ def _replica_rate(
     )
     S = len(stages)
     if role == "prefill":
-        budget = prefill_pool_budget(P)
-        devices = sum(st.tp for st in stages)
-        ports = link.bandwidth_gb_s * 1e9 * devices
-        kv = kv_bytes_per_token(m, kv_bytes(w.kv)) * P
-        transfer = kv_transfer_s(kv, ports, link.latency_us * 1e-6)
-        full = min(budget / (P * it(0.0, budget)), ports / kv / S)  # one engine
-        rate = max_rate(
-            lambda r: prefill_latency(it, rate=r, prompt=P, transfer_s=transfer),
-            ceiling=lambda lat: first_budget is None or lat.ttft_s[pct] * k <= first_budget,
-            capacity=w.max_utilization * full,
-        )
-        return rate * S
+        return _prefill_rate(w, it, stages, link, P) * S
     if role == "decode":
-        full = batch / (out * it(batch, 0.0))
-        rest = None if w.max_e2e_s is None else w.max_e2e_s - (first_budget or 0.0)
-
-        def meets_decode(lat: LoadedLatency) -> bool:
-            return (rest is None or lat.e2e_s[pct] * k <= rest) and (
-                w.max_ms_per_token is None or lat.tpot_s * 1e3 * k <= w.max_ms_per_token
-            )
-
-        rate = max_rate(
-            lambda r: decode_latency(it, slots=batch, rate=r, prompt=P, output=out),
-            ceiling=meets_decode,
-            capacity=w.max_utilization * full,
-        )
-        return rate * S
+        return _decode_rate(w, it, batch, P, out) * S
     c, f = chunk_mix(batch, P, out, batch * P / out)
     full = batch / (out * ((1.0 - f) * it(batch, 0.0) + f * it(batch, c)))  # one engine
 
@@ -222,6 +197,50 @@ def _replica_rate(
         capacity=w.max_utilization * full,
     )
     return rate * S
+
+
+def _prefill_rate(
+    w: InferenceWorkload, it: IterationTime, stages: list[StageSpec], link: Link, P: float
+) -> float:
+    """Requests/s of one prefill engine (replica_rate): at most max_utilization of its prompt
+    tokens/s and of its ports' bandwidth for the KV it sends, and the first-token budget met."""
+    budget = prefill_pool_budget(P)
+    ports = link.bandwidth_gb_s * 1e9 * sum(st.tp for st in stages)
+    kv = kv_bytes_per_token(it.model, kv_bytes(w.kv)) * P
+    transfer = kv_transfer_s(kv, ports, link.latency_us * 1e-6)
+    full = min(budget / (P * it(0.0, budget)), ports / kv / len(stages))
+    first = _first_token_budget(w)
+    k = 1.0 + load_serving().latency_margin
+    pct = w.latency_percentile
+    return max_rate(
+        lambda r: prefill_latency(it, rate=r, prompt=P, transfer_s=transfer),
+        ceiling=lambda lat: first is None or lat.ttft_s[pct] * k <= first,
+        capacity=w.max_utilization * full,
+    )
+
+
+def _decode_rate(
+    w: InferenceWorkload, it: IterationTime, batch: int, P: float, out: float
+) -> float:
+    """Requests/s of one decode engine (replica_rate): at most max_utilization of its full
+    batch's, the time per token and what the end-to-end ceiling leaves after the prefill
+    pool's first-token budget met."""
+    full = batch / (out * it(batch, 0.0))
+    first = _first_token_budget(w)
+    rest = None if w.max_e2e_s is None else w.max_e2e_s - (first or 0.0)
+    k = 1.0 + load_serving().latency_margin
+    pct = w.latency_percentile
+
+    def meets(lat: LoadedLatency) -> bool:
+        return (rest is None or lat.e2e_s[pct] * k <= rest) and (
+            w.max_ms_per_token is None or lat.tpot_s * 1e3 * k <= w.max_ms_per_token
+        )
+
+    return max_rate(
+        lambda r: decode_latency(it, slots=batch, rate=r, prompt=P, output=out),
+        ceiling=meets,
+        capacity=w.max_utilization * full,
+    )
 
 
 def _first_token_budget(w: InferenceWorkload) -> float | None:
@@ -301,15 +320,7 @@ def mix_designs(
         for d in keep:
             specs = [StageSpec(cat.accelerator(s.device), s.tp, s.layers) for s in d.stages]
             for role in roles:
-                rates = {}
-                for k, other in enumerate(classes):
-                    known = measured_rate(w, d, k) if role == "both" else None
-                    if known is not None:  # a measurement stands for the engine on that hardware
-                        rates[k] = known
-                    elif fits(other, cls):
-                        rate = replica_rate(w, cat, link, d.batch, specs, cls, other, role)
-                        if rate > 0:
-                            rates[k] = rate
+                rates = _class_rates(w, cat, link, d, specs, c_i, role)
                 if c_i not in rates:
                     continue  # no load of its own class meets the ceilings
                 designs.append(d if role == "both" else dataclasses.replace(d, role=role))
@@ -327,6 +338,30 @@ def mix_designs(
         serves = [serves[i] for i in chosen]
         sized = [sized[i] for i in chosen]
     return designs, serves, sized
+
+
+def _class_rates(
+    w: InferenceWorkload,
+    cat: Catalog,
+    link: Link,
+    d: Design,
+    specs: list[StageSpec],
+    c_i: int,
+    role: Role,
+) -> dict[int, float]:
+    """Requests/s a replica of `d` (sized for class `c_i`) in `role` serves of each class it
+    fits; a measurement stands for the engine on that hardware (whole requests only)."""
+    assert w.request_mix is not None
+    rates: dict[int, float] = {}
+    for k, other in enumerate(w.request_mix):
+        known = measured_rate(w, d, k) if role == "both" else None
+        if known is not None:
+            rates[k] = known
+        elif fits(other, w.request_mix[c_i]):
+            rate = replica_rate(w, cat, link, d.batch, specs, w.request_mix[c_i], other, role)
+            if rate > 0:
+                rates[k] = rate
+    return rates
 
 
 def undominated(designs: list[Design], serves: list[dict[int, float]]) -> npt.NDArray[np.int64]:

@@ -194,20 +194,7 @@ def simulate_plan(
         label = "+".join(f"{s.tp}x{s.device}" for s in wp.stages)
         if w.request_mix is not None:
             rate = load * sum(wp.requests_per_s.values()) / engines
-            names = [c.name for c in w.request_mix]
-            served = [wp.requests_per_s.get(c, 0.0) for c in names]
-            probs = np.array(served) / (sum(served) or 1.0)
-            cls = rng.choice(len(names), size=n, p=probs)
-            gaps = rng.exponential(1.0 / rate, size=n) if rate > 0 else np.full(n, math.inf)
-            times = np.cumsum(gaps)
-            reqs = [
-                (
-                    float(t),
-                    prefill_prompt(w.request_mix[c].input_tokens, w.prefix_cache_hit),
-                    w.request_mix[c].output_tokens,
-                )
-                for t, c in zip(times.tolist(), cls.tolist(), strict=True)
-            ]
+            reqs = _arrivals(w, wp, rate, n, rng)
             if wp.role == "both":
                 res = simulate_engine(it, slots=slots, kv_tokens=kv, budget=budget, requests=reqs)
             elif wp.role == "prefill":
@@ -235,6 +222,27 @@ def simulate_plan(
             )
             out.append(GroupReport(index, wp.name, label, engines, wp.tokens_per_s, res))
     return SimulationReport(seed, requests, out)
+
+
+def _arrivals(
+    w: InferenceWorkload, wp: WorkloadPlan, rate: float, n: int, rng: np.random.Generator
+) -> list[tuple[float, int, int]]:
+    """Poisson arrivals at `rate` of the classes a replica group serves, in its shares."""
+    assert w.request_mix is not None
+    names = [c.name for c in w.request_mix]
+    served = [wp.requests_per_s.get(c, 0.0) for c in names]
+    probs = np.array(served) / (sum(served) or 1.0)
+    cls = rng.choice(len(names), size=n, p=probs)
+    gaps = rng.exponential(1.0 / rate, size=n) if rate > 0 else np.full(n, math.inf)
+    times = np.cumsum(gaps)
+    return [
+        (
+            float(t),
+            prefill_prompt(w.request_mix[c].input_tokens, w.prefix_cache_hit),
+            w.request_mix[c].output_tokens,
+        )
+        for t, c in zip(times.tolist(), cls.tolist(), strict=True)
+    ]
 
 
 def _decode_pool(
