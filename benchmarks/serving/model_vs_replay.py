@@ -53,6 +53,7 @@ DISAGGREGATED: list[tuple[str, str, int, str, int, int, int, int, str]] = [
     ("llama-3.1-70b", "h100-sxm", 4, "h100-sxm", 4, 128, 3000, 300, "ib-ndr"),
     ("llama-3.1-8b", "h100-sxm", 1, "l40s", 1, 64, 2000, 250, "eth-100g"),
     ("qwen2.5-72b", "mi300x", 2, "h200-sxm", 2, 64, 8000, 500, "ib-ndr"),
+    ("llama-3.1-70b", "mi300x", 1, "mi300x", 2, 128, 1000, 200, "infinity-fabric-mi300"),
 ]
 LOADS = (0.3, 0.6, 0.9)
 REQUESTS, WARMUP, SEEDS = 10_000, 1_000, (7, 8, 9)

@@ -367,11 +367,18 @@ def prefill_latency(
         inf = {p: math.inf for p in PERCENTILES}
         return LoadedLatency(rate, 0.0, t_c, inf, inf, math.inf, math.inf)
     own = math.ceil(prompt / budget) * t_c
+    # The engine's work is that of a FIFO M/D/1 server (it is work-conserving), but a prompt
+    # finishes with its batch, after the prompts that joined the batch behind it: about as much
+    # work again as the batch held before it when it arrived (arrivals before and after it are
+    # alike), counted as rho / 2 of its wait, and at most the prompts the budget leaves room for.
+    mates = max(0.0, math.floor(budget / prompt) - 1.0) * service
     pre_rate = PREFILL_WAIT_RATE * (1.0 - rho) / service
     wait_mean = rho / pre_rate
+    wait_mean += min(0.5 * rho * wait_mean, mates)
     ttft: dict[int, float] = {}
     for pct, q in PERCENTILES.items():
-        ttft[pct] = own + transfer_s + _exp_tail_quantile(rho, pre_rate, q)
+        wait = _exp_tail_quantile(rho, pre_rate, q)
+        ttft[pct] = own + transfer_s + wait + min(0.5 * rho * wait, mates)
     mean = own + transfer_s + wait_mean
     return LoadedLatency(rate, rho, t_c, ttft, dict(ttft), mean, mean)
 

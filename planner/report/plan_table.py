@@ -177,7 +177,8 @@ def _workload_title(w: WorkloadPlan, show_site: bool) -> str:
     head = f"workload {w.name} ({', '.join(about)})"
     budget = f", {w.token_budget:,} tokens per iteration" if w.token_budget else ""
     held = f", {w.sequences:,} sequences held" if w.sequences is not None else ""
-    return escape(f"{head}: {w.replicas} x replica, batch {w.batch}{budget}{held}")
+    kind = {"both": "replica", "prefill": "prefill replica", "decode": "decode replica"}[w.role]
+    return escape(f"{head}: {w.replicas} x {kind}, batch {w.batch}{budget}{held}")
 
 
 def _workload(w: WorkloadPlan, show_site: bool) -> Table:
@@ -211,7 +212,13 @@ def _workload(w: WorkloadPlan, show_site: bool) -> Table:
             f"{s.seconds_per_step * 1e3:,.2f}" if s.seconds_per_step else "-",
             f"{s.boundary_bytes_per_step / 1e3:,.1f}" if s.boundary_bytes_per_step else "-",
         )
-    if w.kind == "inference":
+    if w.kind == "inference" and w.role == "prefill":
+        served = ", ".join(f"{k} {v:,.2f}" for k, v in w.requests_per_s.items())
+        t.caption = escape(
+            f"prefill pool: computes the prompts of {served} requests/s (sized for "
+            f"{w.sized_for}) and sends their KV cache to the decode pool"
+        )
+    elif w.kind == "inference":
         t.caption = (
             f"{w.tokens_per_s:,.0f} tokens/s, {w.ms_per_token:,.1f} ms/token, "
             f"first token {duration(w.ttft_s)}; at capacity "
