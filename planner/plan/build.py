@@ -271,9 +271,9 @@ def _add_serving(
             ),
             sequences=seqs,
             token_budget=math.ceil(
-                prefill_pool_budget(prompt)
-                if d.role == "prefill"
-                else token_budget(d.batch, prompt, shape.output_tokens)
+                {"prefill": prefill_pool_budget(prompt), "decode": float(d.batch)}.get(
+                    d.role, token_budget(d.batch, prompt, shape.output_tokens)
+                )
             ),
             engine=d.engine or None,
             backends=backends_of(cat, d.devices, w, problem.constraints),
