@@ -141,9 +141,37 @@ def add_file_model(key: str, model: ModelArch) -> None:
     _file_models[key] = model.model_copy(update={"id": key})
 
 
+_use_env = [True]  # False in a worker that was handed its overlays (catalog_state)
+
+
 def overlay_dirs() -> list[Path]:
     env = [Path(p) for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p]
-    return [*env, *_overlays]
+    return [*(env if _use_env[0] else []), *_overlays]
+
+
+def catalog_state() -> dict[str, Any]:
+    """The user's part of the catalog as plain data (overlay folders as absolute paths, models
+    read from config.json files), for a worker process to rebuild the same catalog."""
+    return {
+        "overlays": [str(d.resolve()) for d in overlay_dirs()],
+        "models": {k: m.model_dump(mode="json") for k, m in sorted(_file_models.items())},
+    }
+
+
+def use_catalog_state(state: Mapping[str, Any]) -> None:
+    """Make `load_catalog()` of this process the catalog `catalog_state()` described (the
+    environment variable is then not read: the overlays named are all there are)."""
+    _use_env[0] = False
+    _overlays[:] = [Path(d) for d in state["overlays"]]
+    # A file model's id is the path the problem wrote, which no catalog id may be: validate
+    # the figures under a stand-in id, then give it its key back (as add_file_model does).
+    models = {
+        k: ModelArch.model_validate({**v, "id": "file-model"}).model_copy(update={"id": k})
+        for k, v in state["models"].items()
+    }
+    if models != _file_models:  # a model object replaced makes a new cached catalog
+        _file_models.clear()
+        _file_models.update(models)
 
 
 def load_catalog(directory: Path | None = None) -> Catalog:

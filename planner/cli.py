@@ -139,6 +139,56 @@ PlotOut = Annotated[
 FormatOption = Annotated[Format, typer.Option("--format", help="table or json.")]
 
 
+class ExecutorKind(StrEnum):
+    serial = "serial"
+    local = "local"
+    dask = "dask"
+
+
+ExecutorOption = Annotated[
+    ExecutorKind,
+    typer.Option(
+        "--executor",
+        help="Where the points are solved: serial (this process), local (a pool of processes) "
+        "or dask (a Dask cluster; pip install 'planner[dask]'). The rows are the "
+        "same whichever.",
+    ),
+]
+JobsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--jobs",
+        min=1,
+        max=256,
+        help="Processes of the local pool, or workers of a Dask cluster started for the run "
+        "(default: one per CPU and per 8 points; fewer points run in this process). Each "
+        "process runs solves of --workers threads.",
+    ),
+]
+AddressOption = Annotated[
+    str | None,
+    typer.Option(
+        "--executor-address",
+        help="A running Dask scheduler to use, e.g. tcp://10.0.0.5:8786 (with --executor dask).",
+    ),
+]
+NoTimings = Annotated[
+    bool,
+    typer.Option("--no-timings", help="Leave solve_seconds out, so equal runs give equal bytes."),
+]
+
+
+def executor_of(kind: ExecutorKind, jobs: int | None, address: str | None) -> Any:
+    from planner.whatif.executor import Executor
+
+    return Executor(kind.value, jobs, address)
+
+
+def drop_timings(rows: list[dict[str, Any]]) -> None:
+    for r in rows:
+        r.pop("solve_seconds", None)
+
+
 class PlanFormat(StrEnum):
     table = "table"
     json = "json"
@@ -685,28 +735,38 @@ def sweep(
     time_limit: TimeLimit = 30.0,
     workers: Workers = 1,
     seed: Seed = 0,
+    executor: ExecutorOption = ExecutorKind.local,
+    jobs: JobsOption = None,
+    address: AddressOption = None,
+    no_timings: NoTimings = False,
 ) -> None:
     """Solve the problem over a range of one or two parameters: status, cost, throughput, power,
     tokens per joule and the chosen devices per point."""
     with user_errors():
         from planner.schema.yaml_io import read_yaml
-        from planner.solve import Solver
+        from planner.whatif.executor import Settings
         from planner.whatif.sweep import parse_vary
         from planner.whatif.sweep import sweep as run_sweep
 
         varies = [parse_vary(v) for v in vary]
+        run_on = executor_of(executor, jobs, address)
         if out_path is not None:
             out_target(out_path)  # a bad --out fails before the sweep, not after
         doc = read_yaml(problem)
         # Sweep rows report each point's status; why a point is infeasible is `explain`'s job.
-        solver = Solver(time_limit=time_limit, workers=workers, seed=seed, why=False)
+        settings = Settings(time_limit=time_limit, workers=workers, seed=seed)
         with _progress("solving") as bar:
             task = bar.add_task("sweep", total=None)
 
             def tick(done: int, total: int) -> None:
                 bar.update(task, completed=done, total=total)
 
-            rows = run_sweep(doc, sets or [], varies, solver, tick)
+            done = run_sweep(doc, sets or [], varies, settings, run_on, tick, base=problem.parent)
+        rows = done.rows
+        if done.interrupted:
+            interrupt.request()
+        if no_timings:
+            drop_timings(rows)
         if out_path is not None:
             _write_rows(out_path, rows)
         if plot_path is not None:
@@ -750,6 +810,10 @@ def frontier(
     time_limit: TimeLimit = 30.0,
     workers: Workers = 1,
     seed: Seed = 0,
+    executor: ExecutorOption = ExecutorKind.local,
+    jobs: JobsOption = None,
+    address: AddressOption = None,
+    no_timings: NoTimings = False,
 ) -> None:
     """The Pareto frontier of cost or power against tokens/s or tokens per joule, every point
     proved optimal (epsilon-constraint: cap the resource, maximize the benefit)."""
@@ -761,9 +825,12 @@ def frontier(
 
         if out_path is not None:
             out_target(out_path)  # a bad --out fails before the frontier, not after
+        run_on = executor_of(executor, jobs, address)
         prob = load_problem(problem, sets or [])
         solver = Solver(time_limit=time_limit, workers=workers, seed=seed)
-        fr = run_frontier(prob, x.value, y.value, points, solver)
+        fr = run_frontier(prob, x.value, y.value, points, solver, run_on)
+        if no_timings:
+            drop_timings(fr.points)
         xkey, ykey = axis_column(x.value), axis_column(y.value)
         if out_path is not None:
             _write_rows(out_path, fr.points)

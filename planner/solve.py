@@ -52,6 +52,11 @@ class Solver:
         self._last: dict[ReplicaKey, int] | None = None
         self.reused = 0  # solves that reused the previous design tables
 
+    def forget_plan(self) -> None:
+        """Start the next solve without a warm start (the design tables are kept): a run of
+        solves then gives the same plans whatever this session solved before it."""
+        self._last = None
+
     def tables(self, problem: Problem) -> Tables:
         key = design_key(problem)
         if key == self._key and self._designs is not None:

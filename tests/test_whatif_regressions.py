@@ -9,6 +9,7 @@ from pathlib import Path
 from planner.load import load_problem, parse_problem
 from planner.schema.yaml_io import parse_text, read_yaml
 from planner.solve import Solver
+from planner.whatif.executor import Executor, Settings
 from planner.whatif.explain import explain
 from planner.whatif.sweep import parse_vary, sweep
 
@@ -56,7 +57,9 @@ def test_sweep_row_uses_the_plans_own_metrics() -> None:
     # is 20,000), divided by power a second way, and averaged $/M tokens without weights.
     doc = read_yaml(PROBLEMS / "rent-the-peak.yaml")
     solver = Solver(time_limit=20)
-    rows = sweep(doc, [], [parse_vary("horizon.pue=1.3")], solver)
+    rows = sweep(
+        doc, [], [parse_vary("horizon.pue=1.3")], Settings(time_limit=20), Executor("serial")
+    ).rows
     plan = solver.solve(parse_problem(doc, ["horizon.pue=1.3"]))
     row = rows[0]
     assert row["tokens_per_s"] == plan.peak_tokens_per_s

@@ -13,7 +13,7 @@ from planner.errors import InputError
 from planner.model import interrupt
 from planner.schema.problem import Problem
 from planner.solve import Solver
-from planner.whatif.sweep import plan_row
+from planner.whatif.executor import SERIAL, Executor, Settings, plan_row, solve_all
 
 # Axes a frontier can trade: resources are capped (epsilon), benefits maximized.
 RESOURCES = {
@@ -40,10 +40,18 @@ class Frontier:
     notes: list[str] = field(default_factory=list)
 
 
-def frontier(problem: Problem, x: str, y: str, n_points: int, solver: Solver) -> Frontier:
+def frontier(
+    problem: Problem,
+    x: str,
+    y: str,
+    n_points: int,
+    solver: Solver,
+    executor: Executor = SERIAL,
+) -> Frontier:
     """Pareto frontier of a resource (cost or power) against a benefit (tokens/s or tokens per
     joule): for evenly spaced caps on the resource, the plan with the most benefit, and among
-    those the least resource. Every point is a proved-optimal solve."""
+    those the least resource. Every point is a proved-optimal solve. The two ends are found
+    with `solver`; the caps between are solved where `executor` says."""
     pair = {x, y}
     resource = next((a for a in pair if a in RESOURCES), None)
     benefit = next((a for a in pair if a in BENEFITS), None)
@@ -76,23 +84,21 @@ def frontier(problem: Problem, x: str, y: str, n_points: int, solver: Solver) ->
         best = solver.solve(_variant(problem, benefit_goal=BENEFITS[benefit], tie=least_goal))
         row = plan_row(best)
         high = row[column] if row[column] is not None else low  # within the problem's own caps
+        if interrupt.requested():
+            fr.notes.append("interrupted (Ctrl-C) before the first cap")
+            return fr
     high = max(high, low)
     caps = [low + (high - low) * i / (n_points - 1) for i in range(n_points)]
-    grid: list[dict[str, Any]] = []
-    for cap in caps:
-        cap_value = math.ceil(cap) if resource == "cost" else cap
-        p = _variant(
-            problem, benefit_goal=BENEFITS[benefit], tie=least_goal, **{cap_key: cap_value}
-        )
-        try:
-            row = plan_row(solver.solve(p))
-        except KeyboardInterrupt:
-            interrupt.request()
-        if interrupt.requested():
-            fr.notes.append(f"interrupted (Ctrl-C) after {len(grid)} of {n_points} caps")
-            break  # the cap it stopped is not reported; the points done are
-        row[f"{resource}_cap"] = cap_value
-        grid.append(row)
+    cap_values = [math.ceil(cap) if resource == "cost" else cap for cap in caps]
+    problems = [
+        _variant(problem, benefit_goal=BENEFITS[benefit], tie=least_goal, **{cap_key: c})
+        for c in cap_values
+    ]
+    settings = Settings(solver.time_limit, solver.workers, solver.seed, solver.gap)
+    done = solve_all(problems, settings, executor)
+    grid = [{**row, f"{resource}_cap": c} for row, c in zip(done.rows, cap_values, strict=False)]
+    if done.interrupted:
+        fr.notes.append(f"interrupted (Ctrl-C) after {len(grid)} of {n_points} caps")
     fr.points, fr.dominated = _pareto(grid, column, benefit)
     return fr
 

@@ -1,22 +1,22 @@
-"""Sweeps: solve a problem at every point of one or two parameters through one solver session
-(design tables reused, each solve started from the previous plan). Rows carry the plan's own
-summary metrics (planner.plan.types.Plan), so a sweep prints what the plan prints."""
+"""Sweeps: solve a problem at every point of one or two parameters, on the executor asked for
+(planner.whatif.executor: runs of points per solver session, design tables reused and each solve
+started from the previous plan). Rows carry the plan's own summary metrics
+(planner.plan.types.Plan), so a sweep prints what the plan prints."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 from planner.errors import InputError
 from planner.load import parse_problem
-from planner.model import interrupt
-from planner.plan.types import Plan
 from planner.schema.overrides import split_assignment
 from planner.schema.yaml_io import Located, parse_text
-from planner.solve import Solver
+from planner.whatif.executor import Executor, Outcome, Progress, Settings, solve_all
 
 MAX_POINTS = 400  # points in one sweep (both parameters together)
 
@@ -91,53 +91,33 @@ def parse_vary(spec: str) -> Vary:
     return Vary(path, tuple(parse_text(x, f"--vary {path}").data for x in items))
 
 
-def plan_row(plan: Plan) -> dict[str, Any]:
-    """The figures a sweep or frontier reports for one plan."""
-    has = plan.has_plan
-    mix = " + ".join(f"{d.count}x {d.type}" for d in plan.devices) if has else ""
-    return {
-        "status": plan.status,
-        "objective": plan.objective,
-        "gap": plan.gap,
-        "tco_usd": plan.tco_usd if has else None,
-        "capex_usd": plan.capex_usd if has else None,
-        "tokens_per_s": plan.peak_tokens_per_s,
-        "power_w": plan.wall_power_w if has else None,
-        "tokens_per_joule": plan.tokens_per_joule if has else None,
-        "usd_per_million_tokens": plan.usd_per_million_tokens,
-        "devices": mix,
-        "solve_seconds": plan.solve_seconds,
-    }
-
-
 def sweep(
     doc: Located,
     sets: Sequence[str],
     varies: Sequence[Vary],
-    solver: Solver,
-    progress: Callable[[int, int], None] | None = None,
-) -> list[dict[str, Any]]:
-    """Solve the problem at every point of one or two parameters (the last varies fastest)."""
+    settings: Settings,
+    executor: Executor,
+    progress: Progress | None = None,
+    base: Path | None = None,
+) -> Outcome:
+    """Solve the problem at every point of one or two parameters (the last varies fastest).
+    Every point's problem is read and checked here, before any solve, so a bad value is a
+    located error; the solves run where `executor` says."""
     if not 1 <= len(varies) <= 2:
         raise InputError("sweep: give one or two --vary parameters")
     points = list(itertools.product(*(v.values for v in varies)))
     if len(points) > MAX_POINTS:
         raise InputError(f"sweep: {len(points)} points; at most {MAX_POINTS} at once")
-    rows: list[dict[str, Any]] = []
-    for i, values in enumerate(points):
+    problems = []
+    for values in points:
         assignments = [f"{v.path}={_yaml(x)}" for v, x in zip(varies, values, strict=True)]
-        problem = parse_problem(doc, [*sets, *assignments])
-        row = {v.path: x for v, x in zip(varies, values, strict=True)}
-        try:
-            row.update(plan_row(solver.solve(problem)))
-        except KeyboardInterrupt:
-            interrupt.request()
-        if interrupt.requested():
-            break  # Ctrl-C: the point it stopped is not reported; the rows done are
-        rows.append(row)
-        if progress:
-            progress(i + 1, len(points))
-    return rows
+        problems.append(parse_problem(doc, [*sets, *assignments], base=base))
+    out = solve_all(problems, settings, executor, progress)
+    out.rows = [
+        {**{v.path: x for v, x in zip(varies, values, strict=True)}, **row}
+        for values, row in zip(points, out.rows, strict=False)
+    ]
+    return out
 
 
 def _yaml(value: Any) -> str:
