@@ -864,6 +864,84 @@ def frontier(
 
 
 @app.command()
+def study(
+    problem: Annotated[Path, typer.Argument(help="Problem file (YAML).")],
+    vary_dist: Annotated[
+        list[str],
+        typer.Option(
+            "--vary-dist",
+            help="TARGET=KIND:PARAMS, a random factor on prices.DEVICE, prices.*, electricity, "
+            "demand or a numeric PATH; KIND: lognormal:SIGMA, normal:SD, uniform:LO..HI, "
+            "triangular:LO..MODE..HI (repeatable).",
+        ),
+    ],
+    samples: Annotated[
+        int, typer.Option("--samples", min=1, max=5000, help="Variants drawn and solved.")
+    ] = 100,
+    draw_seed: Annotated[
+        int,
+        typer.Option(
+            "--seed", min=0, max=2**63 - 1, help="Seed of the draws (sample i: the i-th child)."
+        ),
+    ] = 0,
+    sets: SetOption = None,
+    out_path: Annotated[
+        Path | None, typer.Option("--out", help="Write every sample to a .csv or .json file.")
+    ] = None,
+    plot_path: PlotOut = None,
+    fmt: FormatOption = Format.table,
+    time_limit: TimeLimit = 30.0,
+    workers: Workers = 1,
+    solver_seed: Annotated[
+        int, typer.Option("--solver-seed", min=0, max=MAX_SEED, help="Solver random seed.")
+    ] = 0,
+    executor: ExecutorOption = ExecutorKind.local,
+    jobs: JobsOption = None,
+    address: AddressOption = None,
+    no_timings: NoTimings = False,
+) -> None:
+    """Monte-Carlo study of uncertain prices, demand and electricity: solve N random variants
+    of the problem; the quantiles of the cost and how often each device is used and bought."""
+    with user_errors():
+        from planner.load import load_problem
+        from planner.report.study import study_document, study_renderable
+        from planner.whatif.executor import Settings
+        from planner.whatif.study import parse_dist
+        from planner.whatif.study import study as run_study
+
+        dists = [parse_dist(d) for d in vary_dist]
+        run_on = executor_of(executor, jobs, address)
+        if out_path is not None:
+            out_target(out_path)  # a bad --out fails before the study, not after
+        prob = load_problem(problem, sets or [])
+        settings = Settings(time_limit=time_limit, workers=workers, seed=solver_seed)
+        with _progress("solving") as bar:
+            task = bar.add_task("study", total=None)
+
+            def tick(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            st = run_study(prob, dists, samples, draw_seed, settings, run_on, tick)
+        if st.interrupted:
+            interrupt.request()
+        if no_timings:
+            drop_timings(st.samples)
+        if out_path is not None:
+            flat = [{k: v for k, v in r.items() if k != "device_lines"} for r in st.samples]
+            _write_rows(out_path, st.samples if out_path.suffix.lower() == ".json" else flat)
+        if plot_path is not None:
+            from planner.report.plot_study import plot_study
+
+            costs = [r["tco_usd"] for r in st.samples if r.get("tco_usd") is not None]
+            title = f"{prob.name}: {len(st.samples)} samples, seed {draw_seed}"
+            plot_study(st.summary, costs, plot_path, title=title)
+        if fmt is Format.json:
+            emit_json(study_document(st, draw_seed, list(vary_dist)))
+        else:
+            out.print(study_renderable(st, f"study of {problem}"))
+
+
+@app.command()
 def explain(
     problem: Annotated[Path, typer.Argument(help="Problem file (YAML).")],
     sets: SetOption = None,

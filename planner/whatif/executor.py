@@ -92,6 +92,20 @@ def plan_row(plan: Plan) -> dict[str, Any]:
     }
 
 
+def device_lines(plan: Plan) -> dict[str, dict[str, int]]:
+    """How many of each device type the plan holds and how it has them (rented: reserved,
+    on-demand and spot at their peaks)."""
+    return {
+        d.type: {
+            "count": d.count,
+            "owned": d.owned,
+            "bought": d.bought,
+            "rented": d.reserved + d.on_demand + d.spot,
+        }
+        for d in plan.devices
+    }
+
+
 def split(n: int) -> list[range]:
     """Contiguous runs of point indices: min(n, MAX_TASKS) of them, sizes within one."""
     tasks = min(n, MAX_TASKS)
@@ -138,7 +152,10 @@ def _run(task: dict[str, Any]) -> dict[str, Any]:
         if interrupt.requested():  # Ctrl-C came before this point: it is not started
             return {"rows": rows, "interrupted": True}
         try:
-            row = plan_row(solver.solve(Problem.model_validate(data)))
+            plan = solver.solve(Problem.model_validate(data))
+            row = plan_row(plan)
+            if task.get("details"):
+                row["device_lines"] = device_lines(plan) if plan.has_plan else {}
         except KeyboardInterrupt:
             interrupt.request()
         if interrupt.requested():
@@ -152,15 +169,19 @@ def solve_all(
     settings: Settings,
     executor: Executor,
     progress: Progress | None = None,
+    *,
+    details: bool = False,
 ) -> Outcome:
     """Solve every problem (no explanation of infeasible points: a row reports its status) and
-    return one plan row per problem, in order."""
+    return one plan row per problem, in order; with `details`, each row also holds its
+    `device_lines`."""
     catalog = catalog_state()
     tasks = [
         {
             "problems": [problems[i].model_dump(mode="json") for i in part],
             "settings": asdict(settings),
             "catalog": catalog,
+            "details": details,
         }
         for part in split(len(problems))
     ]
