@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
@@ -717,6 +717,18 @@ def _progress(label: str) -> Any:
     )
 
 
+@contextmanager
+def _counter() -> Iterator[Callable[[int, int], None]]:
+    """A progress bar on stderr (shown on a terminal only) and the function that moves it."""
+    with _progress("solving") as bar:
+        task = bar.add_task("points", total=None)
+
+        def tick(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield tick
+
+
 @app.command()
 def sweep(
     problem: Annotated[Path, typer.Argument(help="Problem file (YAML).")],
@@ -755,12 +767,7 @@ def sweep(
         doc = read_yaml(problem)
         # Sweep rows report each point's status; why a point is infeasible is `explain`'s job.
         settings = Settings(time_limit=time_limit, workers=workers, seed=seed)
-        with _progress("solving") as bar:
-            task = bar.add_task("sweep", total=None)
-
-            def tick(done: int, total: int) -> None:
-                bar.update(task, completed=done, total=total)
-
+        with _counter() as tick:
             done = run_sweep(doc, sets or [], varies, settings, run_on, tick, base=problem.parent)
         rows = done.rows
         if done.interrupted:
@@ -915,12 +922,7 @@ def study(
             out_target(out_path)  # a bad --out fails before the study, not after
         prob = load_problem(problem, sets or [])
         settings = Settings(time_limit=time_limit, workers=workers, seed=solver_seed)
-        with _progress("solving") as bar:
-            task = bar.add_task("study", total=None)
-
-            def tick(done: int, total: int) -> None:
-                bar.update(task, completed=done, total=total)
-
+        with _counter() as tick:
             st = run_study(prob, dists, samples, draw_seed, settings, run_on, tick)
         if st.interrupted:
             interrupt.request()

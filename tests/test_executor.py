@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -45,27 +44,10 @@ def test_tasks_cover_the_points_in_order(n: int) -> None:
     assert not sizes or max(sizes) - min(sizes) <= 1
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[str]:
-    distributed = pytest.importorskip("dask.distributed")
-    cl = distributed.LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        host="127.0.0.1",
-        dashboard_address=None,
-        memory_limit="1GiB",
-    )
-    try:
-        yield cl.scheduler_address
-    finally:
-        cl.close()
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("args", SWEEPS)
 @pytest.mark.parametrize("fmt", ["json", "table"])
-def test_sweep_is_the_same_on_every_executor(args: list[str], fmt: str, cluster: str) -> None:
+def test_sweep_is_the_same_on_every_executor(args: list[str], fmt: str, dask_cluster: str) -> None:
     base = ["sweep", *args, "--format", fmt, "--no-timings"]
     code, serial = run(*base, "--executor", "serial")
     assert code == 0, serial
@@ -73,7 +55,7 @@ def test_sweep_is_the_same_on_every_executor(args: list[str], fmt: str, cluster:
     for extra in (
         ["--executor", "local", "--jobs", "2"],
         ["--executor", "local", "--jobs", "1"],
-        ["--executor", "dask", "--executor-address", cluster],
+        ["--executor", "dask", "--executor-address", dask_cluster],
     ):
         code, text = run(*base, *extra)
         assert code == 0, text
@@ -81,11 +63,11 @@ def test_sweep_is_the_same_on_every_executor(args: list[str], fmt: str, cluster:
 
 
 @pytest.mark.slow
-def test_frontier_is_the_same_on_every_executor(cluster: str) -> None:
+def test_frontier_is_the_same_on_every_executor(dask_cluster: str) -> None:
     base = ["frontier", "problems/chat-70b.yaml", "--points", "4", "--format", "json"]
     code, serial = run(*base, "--no-timings", "--executor", "serial")
     assert code == 0, serial
-    for extra in (["--executor", "local", "--jobs", "2"], ["--executor-address", cluster]):
+    for extra in (["--executor", "local", "--jobs", "2"], ["--executor-address", dask_cluster]):
         opts = [*extra, "--executor", "dask"] if "--executor-address" in extra else extra
         code, text = run(*base, "--no-timings", *opts)
         assert code == 0, text
@@ -115,7 +97,7 @@ def test_an_unknown_executor_kind_is_refused() -> None:
 def test_pool_workers_see_the_overlay_and_file_models(tmp_path: Path) -> None:
     """A worker process rebuilds the user's catalog from the task: the overlay's device and a
     model named by config.json are there, as in this process."""
-    from tests.test_user_catalog import OVERLAY_DEVICE, QWEN3_8B
+    from test_user_catalog import OVERLAY_DEVICE, QWEN3_8B
 
     overlay = tmp_path / "cat"
     overlay.mkdir()

@@ -10,14 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
+from test_executor import run
 
 from planner.catalog import load_catalog
-from planner.cli import app
 from planner.load import load_problem
 from planner.whatif.study import Dist, _moves, parse_dist, summarize
 
-runner = CliRunner()
 CHAT = "problems/chat-70b.yaml"
 DISTS = [
     "--vary-dist",
@@ -27,12 +25,6 @@ DISTS = [
     "--vary-dist",
     "demand=triangular:0.5..1..2",
 ]
-
-
-def run(*args: str) -> tuple[int, str]:
-    r = runner.invoke(app, list(args))
-    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
-    return r.exit_code, r.output
 
 
 def study_json(*extra: str, samples: int = 6, seed: int = 3) -> dict:
@@ -53,22 +45,13 @@ def test_a_sample_depends_on_the_seed_and_its_index_only() -> None:
 
 
 @pytest.mark.slow
-def test_a_study_is_the_same_on_every_executor() -> None:
-    distributed = pytest.importorskip("dask.distributed")
+def test_a_study_is_the_same_on_every_executor(dask_cluster: str) -> None:
     serial = study_json("--executor", "serial")
     assert study_json("--executor", "local", "--jobs", "2") == serial
-    with distributed.LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        host="127.0.0.1",
-        dashboard_address=None,
-        memory_limit="1GiB",
-    ) as cluster:
-        dask = study_json("--executor", "dask", "--executor-address", cluster.scheduler_address)
-    assert dask == serial
+    assert study_json("--executor", "dask", "--executor-address", dask_cluster) == serial
 
 
+@pytest.mark.slow
 def test_factors_multiply_the_figures_they_name() -> None:
     problem = load_problem(Path(CHAT))
     base = problem.model_dump(mode="json")
