@@ -513,9 +513,16 @@ def solve(
             out_target(out_path)  # a bad --out fails before the solve, not after
         prob = load_problem(problem, sets or [])
         from planner.catalog import load_catalog
+        from planner.model import progress
         from planner.plan.io import dumps_plan, plan_document
 
-        plan = solve_problem(prob, time_limit=time_limit, workers=workers, seed=seed, gap=gap)
+        # Best objective and gap while a long solve runs: on a terminal only, so the bytes
+        # written to pipes and files never change.
+        progress.show_on(sys.stderr if sys.stderr.isatty() else None)
+        try:
+            plan = solve_problem(prob, time_limit=time_limit, workers=workers, seed=seed, gap=gap)
+        finally:
+            progress.show_on(None)
         data = plan_document(plan, prob, load_catalog())
         if no_timings:
             data.pop("solve_seconds", None)

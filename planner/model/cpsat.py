@@ -25,7 +25,7 @@ from typing import Any
 from ortools.sat.python import cp_model, cp_model_helper
 
 from planner.errors import InternalError
-from planner.model import interrupt
+from planner.model import interrupt, progress
 from planner.model.constraints import Constraints
 from planner.model.hints import Hints
 from planner.model.objectives import TIE_BREAKS, Objective, objective_for
@@ -37,8 +37,16 @@ from planner.schema.status import Status
 MAX_RATIO_STEPS = 30  # Dinkelbach iterations; each one strictly improves the ratio
 
 
+def _shown(goal: Objective) -> progress.Show:
+    """The solver's value of a (non-ratio) objective as the user reads it."""
+    return lambda raw: goal.format(goal.read(raw, 0.0))
+
+
 class PlannerModel(Constraints, Hints):
     """Builds the CP-SAT model from tables; solves for one objective at a time."""
+
+    progress_label = "solving"  # what a long solve's progress line says is searched
+    progress_show: progress.Show | None = None  # its objective in the user's unit, if any
 
     def __init__(self, t: Tables, warm: dict[ReplicaKey, int] | None = None) -> None:
         """`warm`: replica counts of a previous plan over the same designs, used as the hint."""
@@ -102,6 +110,8 @@ class PlannerModel(Constraints, Hints):
         self._switch(relax)
         goal = objective_for(self.p.objective.goal)
         start = time.perf_counter()
+        self.progress_label = f"solving ({goal.goal})"
+        self.progress_show = _shown(goal)
         if goal.ratio:
             num, den = goal.ratio_parts(self)
             sol = self._dinkelbach(
@@ -136,6 +146,8 @@ class PlannerModel(Constraints, Hints):
             return sol
         goal.fix(self, sol.objective, sol.values)
         second_goal = TIE_BREAKS[tie]
+        self.progress_label = f"tie-break ({tie}) among plans at the optimum"
+        self.progress_show = _shown(second_goal)
         second = self._optimize(
             second_goal.expression(self),
             minimize=second_goal.minimize,
@@ -187,7 +199,8 @@ class PlannerModel(Constraints, Hints):
         if err:
             raise InternalError(f"the solver model is invalid: {err}")
         s = self._solver(time_limit, workers, seed, gap)
-        st = interrupt.solve(s, self.m)
+        with progress.watch(s, self.progress_label, self.progress_show) as callback:
+            st = interrupt.solve(s, self.m, callback)
         if st == cp_model.OPTIMAL and gap > 0 and s.objective_value != s.best_objective_bound:
             st = cp_model.FEASIBLE  # stopped within the gap limit: not proved optimal
             return self._read(s, st, expr, evaluate)
@@ -254,6 +267,11 @@ class PlannerModel(Constraints, Hints):
         Long because the loop's stopping rules (proof, time, overflow) are read best together.
         """
         start = time.perf_counter()
+        label = self.progress_label
+        self.progress_label, self.progress_show = (
+            f"{label}, first plan",
+            _shown(TIE_BREAKS["min_cost"]),
+        )
         # Start from any feasible plan: the cheapest one.
         first = self._optimize(
             self.tco_expr(),
@@ -287,6 +305,7 @@ class PlannerModel(Constraints, Hints):
                 break
             bound = lam
             obj = lam.denominator * num - lam.numerator * den
+            self.progress_label, self.progress_show = f"{label}, ratio step {iterations}", None
             sol = self._optimize(
                 obj,
                 minimize=not maximize,

@@ -69,16 +69,21 @@ def _watch(fd: int, solver: cp_model.CpSolver) -> None:
             solver.stop_search()
 
 
-def solve(solver: cp_model.CpSolver, model: cp_model.CpModel) -> Any:
-    """`solver.solve(model)`, stopped early by Ctrl-C; the SIGINT handler is the same after."""
+def solve(
+    solver: cp_model.CpSolver,
+    model: cp_model.CpModel,
+    callback: cp_model.CpSolverSolutionCallback | None = None,
+) -> Any:
+    """`solver.solve(model, callback)`, stopped early by Ctrl-C; the SIGINT handler is the same
+    after."""
     if _requested.is_set():
         solver.parameters.max_time_in_seconds = 0.0  # Ctrl-C came before: no further search
     if threading.current_thread() is not threading.main_thread():
-        return solver.solve(model)  # signals reach the main thread only
+        return solver.solve(model, callback)  # signals reach the main thread only
     solver.parameters.catch_sigint_signal = False
     previous = signal.getsignal(signal.SIGINT)
     if previous is signal.SIG_IGN:
-        return solver.solve(model)  # Ctrl-C is ignored in this process (nohup)
+        return solver.solve(model, callback)  # Ctrl-C is ignored in this process (nohup)
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)
     watcher = threading.Thread(target=_watch, args=(read_fd, solver), daemon=True)
@@ -87,7 +92,7 @@ def solve(solver: cp_model.CpSolver, model: cp_model.CpModel) -> Any:
         old_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
         watcher.start()
         try:
-            return solver.solve(model)
+            return solver.solve(model, callback)
         finally:
             signal.set_wakeup_fd(old_fd)
     finally:
