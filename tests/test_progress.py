@@ -11,13 +11,14 @@ import threading
 from pathlib import Path
 
 import pytest
+from test_hostile_interrupt import hard_problem
 
 from planner.load import load_problem
 from planner.model import progress
 from planner.solve import solve_problem
-from test_hostile_interrupt import hard_problem
 
 ROOT = Path(__file__).resolve().parent.parent
+CLI = [sys.executable, "-c", "import planner; planner.main()"]
 
 
 def test_the_line_says_best_bound_and_gap() -> None:
@@ -50,8 +51,7 @@ def test_no_progress_without_a_sink() -> None:
 
 def _solve(stderr: int, tmp_path: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-c", "import planner; planner.main()", "solve"]
-        + [str(hard_problem(tmp_path)), "--time-limit", "3", "--format", "json"],
+        [*CLI, "solve", str(hard_problem(tmp_path)), "--time-limit", "3", "--format", "json"],
         stdout=subprocess.PIPE,
         stderr=stderr,
         cwd=ROOT,
