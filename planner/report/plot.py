@@ -26,6 +26,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from planner.errors import InputError
+from planner.report.labels import place_labels
 from planner.schema.files import new_mode, out_target
 
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}  # file suffix -> matplotlib format
@@ -512,6 +513,7 @@ def _save(fig: Figure, path: Path, fmt: str) -> None:
         "pdf": {"CreationDate": None, "Producer": None},
         "png": {"Software": None},
     }[fmt]
+    place_labels(fig)
     try:
         mode = new_mode(st)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
