@@ -4,6 +4,8 @@ pool of local processes, or on a two-worker Dask cluster on 127.0.0.1."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -12,7 +14,10 @@ from typer.testing import CliRunner
 
 from planner.catalog import use_overlays
 from planner.cli import app
-from planner.whatif.executor import MAX_TASKS, Executor, split
+from planner.load import parse_problem
+from planner.model import interrupt
+from planner.schema.yaml_io import read_yaml
+from planner.whatif.executor import MAX_TASKS, Executor, Settings, solve_all, split
 
 runner = CliRunner()
 
@@ -118,3 +123,38 @@ def test_pool_workers_see_the_overlay_and_file_models(tmp_path: Path) -> None:
         use_overlays([])
     assert local == serial
     assert "acme-x1" in serial
+
+
+def test_a_bad_scheduler_address_is_an_input_error() -> None:
+    pytest.importorskip("dask.distributed")
+    code, text = run(
+        "sweep", *SWEEPS[0], "--executor", "dask", "--executor-address", "nonsense://x"
+    )
+    assert code == 2
+    assert "--executor-address nonsense://x" in text and "Traceback" not in text
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_a_pool_keeps_the_rows_done_in_order() -> None:
+    """Ctrl-C once the first task has come back: the tasks not started are cancelled, the
+    workers stop their solves, and the rows are a prefix of the serial rows."""
+    doc = read_yaml(Path("problems/chat-70b.yaml"))
+    problems = [parse_problem(doc, [f"constraints.max_devices={n}"]) for n in range(1, 33)]
+    settings = Settings(time_limit=20)
+    serial = solve_all(problems, settings, Executor("serial")).rows
+
+    def ctrl_c(done: int, total: int) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+
+    interrupt.clear()
+    try:
+        out = solve_all(problems, settings, Executor("local", jobs=2), ctrl_c)
+        assert interrupt.requested()
+    finally:
+        interrupt.clear()
+    assert out.interrupted
+    assert 0 < len(out.rows) < len(problems)
+    strip = [{k: v for k, v in r.items() if k != "solve_seconds"} for r in out.rows]
+    assert strip == [
+        {k: v for k, v in r.items() if k != "solve_seconds"} for r in serial[: len(out.rows)]
+    ]

@@ -17,11 +17,13 @@ import multiprocessing
 import os
 import signal
 from collections.abc import Callable, Sequence
+from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from planner.catalog import catalog_state, use_catalog_state
-from planner.errors import InputError
+from planner.errors import InputError, InternalError
 from planner.model import interrupt
 from planner.plan.types import Plan
 from planner.schema.problem import Problem
@@ -245,35 +247,67 @@ def _local(
     tasks: list[dict[str, Any]], jobs: int, progress: Progress | None
 ) -> list[dict[str, Any]]:
     """A pool of `jobs` processes (forkserver: each starts from a clean process that has
-    imported the planner once, never from a copy of this one mid-solve)."""
+    imported the planner once, never from a copy of this one mid-solve).
+
+    Ctrl-C (here, or in the whole terminal's process group) cancels the tasks not started and
+    asks every worker to stop its solve (SIGINT, repeated until its task returns the rows it has
+    done); a second Ctrl-C stops waiting. Long because the wait, the interrupt and a dead worker
+    are handled in one loop."""
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload([__name__])
     total = sum(len(t["problems"]) for t in tasks)
     results: list[dict[str, Any]] = []
-    pool = ctx.Pool(jobs, initializer=_worker_start)
-    answers = pool.imap(solve_task, tasks)
+    futures: list[Future[dict[str, Any]]] = []
+    pool = ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_worker_start)
+    stopping = False
     try:
-        while len(results) < len(tasks):
+        try:
+            for t in tasks:
+                futures.append(pool.submit(solve_task, t))
+        except KeyboardInterrupt:
+            stopping = _stop(futures)
+        while len(results) < len(futures):
             try:
-                results.append(answers.next())
-            except KeyboardInterrupt:
-                # Ctrl-C: every worker stops its solve and returns the rows it has done; the
-                # tasks not started return at once. A second Ctrl-C stops waiting for them.
-                if interrupt.requested():
-                    results.append({"rows": [], "interrupted": True})
-                    break
-                interrupt.request()
-                for child in multiprocessing.active_children():
-                    if child.pid:
-                        with contextlib.suppress(OSError):
-                            os.kill(child.pid, signal.SIGINT)
+                results.append(futures[len(results)].result(timeout=0.5 if stopping else None))
+                if progress:
+                    progress(sum(len(x["rows"]) for x in results), total)
+            except TimeoutError:
+                _signal_workers(signal.SIGINT)  # a worker started after the first signal
                 continue
-            if progress:
-                progress(sum(len(x["rows"]) for x in results), total)
+            except CancelledError:
+                break
+            except KeyboardInterrupt:
+                if stopping:
+                    _signal_workers(signal.SIGTERM)
+                    break
+                stopping = _stop(futures)
+                continue
+            except BrokenProcessPool:
+                raise InternalError(
+                    "a process of the local pool died (out of memory?); run with fewer --jobs "
+                    "or --executor serial"
+                ) from None
     finally:
-        pool.terminate()
-        pool.join()
+        pool.shutdown(wait=True, cancel_futures=True)
+    if stopping and not any(r["interrupted"] for r in results):
+        results.append({"rows": [], "interrupted": True})
     return results
+
+
+def _stop(futures: list[Future[dict[str, Any]]]) -> bool:
+    """The first Ctrl-C: remember it, cancel the tasks not started, stop the solves under way."""
+    interrupt.request()
+    for f in futures:
+        f.cancel()
+    _signal_workers(signal.SIGINT)
+    return True
+
+
+def _signal_workers(signum: int) -> None:
+    for child in multiprocessing.active_children():
+        if child.pid:
+            with contextlib.suppress(OSError):
+                os.kill(child.pid, signum)
 
 
 def _dask(
@@ -292,7 +326,7 @@ def _dask(
         if executor.address:
             try:
                 client = Client(executor.address, timeout=10)
-            except (OSError, TimeoutError) as e:
+            except (OSError, TimeoutError, ValueError) as e:  # ValueError: a bad address
                 raise InputError(
                     f"--executor-address {executor.address}: no Dask scheduler answered ({e}); "
                     "give the address `dask scheduler` prints, e.g. tcp://10.0.0.5:8786"
