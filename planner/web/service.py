@@ -242,6 +242,7 @@ def _sweep_chart(cfg: ServeConfig, req: ChartRequest, doc: Located, name: str, p
     """Each point is read from the request's problem with its overrides and the varied value,
     as `planner sweep` does (a model path there is refused: it names no file of the server)."""
     from planner.report.plot import plot_sweep
+    from planner.whatif.executor import SERIAL, Settings
     from planner.whatif.sweep import parse_vary, sweep
 
     if not req.vary:
@@ -252,7 +253,10 @@ def _sweep_chart(cfg: ServeConfig, req: ChartRequest, doc: Located, name: str, p
             f"--vary {req.vary}: {len(vary.values)} points; this server draws at most "
             f"{cfg.max_points}"
         )
-    rows = sweep(doc, req.sets, [vary], _solver(cfg, why=False))
+    # In the request's own process and session: its solves share the request's time limit.
+    solver = _solver(cfg, why=False)
+    settings = Settings(time_limit=cfg.time_limit)
+    rows = sweep(doc, req.sets, [vary], settings, SERIAL, session=solver).rows
     with _DRAWING:
         plot_sweep(
             rows,

@@ -146,9 +146,11 @@ def _session(task: dict[str, Any]) -> Solver:
     return solver
 
 
-def _run(task: dict[str, Any]) -> dict[str, Any]:
-    """A task solved in this process, with this process's catalog."""
-    solver = _session(task)
+def _run(task: dict[str, Any], session: Solver | None = None) -> dict[str, Any]:
+    """A task solved in this process, with this process's catalog (in `session` when given:
+    a caller's own session, e.g. one whose solves share a deadline)."""
+    solver = _session(task) if session is None else session
+    solver.forget_plan()
     rows: list[dict[str, Any]] = []
     for data in task["problems"]:
         if interrupt.requested():  # Ctrl-C came before this point: it is not started
@@ -173,10 +175,11 @@ def solve_all(
     progress: Progress | None = None,
     *,
     details: bool = False,
+    session: Solver | None = None,
 ) -> Outcome:
     """Solve every problem (no explanation of infeasible points: a row reports its status) and
     return one plan row per problem, in order; with `details`, each row also holds its
-    `device_lines`."""
+    `device_lines`. A serial run solves in `session` when one is given."""
     catalog = catalog_state()
     tasks = [
         {
@@ -193,7 +196,7 @@ def solve_all(
     elif executor.kind == "local" and jobs > 1:
         results = _local(tasks, jobs, progress)
     else:
-        results = _serial(tasks, progress)
+        results = _serial(tasks, progress, session)
     out = Outcome([])
     for r in results:
         out.rows.extend(r["rows"])
@@ -221,11 +224,13 @@ def _jobs(executor: Executor, tasks: int, points: int) -> int:
     return max(1, min(tasks, wanted))
 
 
-def _serial(tasks: list[dict[str, Any]], progress: Progress | None) -> list[dict[str, Any]]:
+def _serial(
+    tasks: list[dict[str, Any]], progress: Progress | None, session: Solver | None = None
+) -> list[dict[str, Any]]:
     results = []
     total = sum(len(t["problems"]) for t in tasks)
     for t in tasks:
-        results.append(_run(t))
+        results.append(_run(t, session))
         if progress:
             progress(sum(len(r["rows"]) for r in results), total)
         if results[-1]["interrupted"]:

@@ -95,7 +95,7 @@ def frontier(
         for c in cap_values
     ]
     settings = Settings(solver.time_limit, solver.workers, solver.seed, solver.gap)
-    done = solve_all(problems, settings, executor)
+    done = solve_all(problems, settings, executor, session=solver)  # serial: in `solver`
     grid = [{**row, f"{resource}_cap": c} for row, c in zip(done.rows, cap_values, strict=False)]
     if done.interrupted:
         fr.notes.append(f"interrupted (Ctrl-C) after {len(grid)} of {n_points} caps")

@@ -16,6 +16,7 @@ from planner.errors import InputError
 from planner.load import parse_problem
 from planner.schema.overrides import split_assignment
 from planner.schema.yaml_io import Located, parse_text
+from planner.solve import Solver
 from planner.whatif.executor import Executor, Outcome, Progress, Settings, solve_all
 
 MAX_POINTS = 400  # points in one sweep (both parameters together)
@@ -99,10 +100,11 @@ def sweep(
     executor: Executor,
     progress: Progress | None = None,
     base: Path | None = None,
+    session: Solver | None = None,
 ) -> Outcome:
     """Solve the problem at every point of one or two parameters (the last varies fastest).
     Every point's problem is read and checked here, before any solve, so a bad value is a
-    located error; the solves run where `executor` says."""
+    located error; the solves run where `executor` says (a serial run in `session` if given)."""
     if not 1 <= len(varies) <= 2:
         raise InputError("sweep: give one or two --vary parameters")
     points = list(itertools.product(*(v.values for v in varies)))
@@ -112,7 +114,7 @@ def sweep(
     for values in points:
         assignments = [f"{v.path}={_yaml(x)}" for v, x in zip(varies, values, strict=True)]
         problems.append(parse_problem(doc, [*sets, *assignments], base=base))
-    out = solve_all(problems, settings, executor, progress)
+    out = solve_all(problems, settings, executor, progress, session=session)
     out.rows = [
         {**{v.path: x for v, x in zip(varies, values, strict=True)}, **row}
         for values, row in zip(points, out.rows, strict=False)
