@@ -161,7 +161,7 @@ JobsOption = Annotated[
         min=1,
         max=256,
         help="Processes of the local pool, or workers of a Dask cluster started for the run "
-        "(default: one per CPU and per 8 points; fewer points run in this process). Each "
+        "(default: one per CPU and per 16 points; fewer points run in this process). Each "
         "process runs solves of --workers threads.",
     ),
 ]

@@ -213,8 +213,10 @@ def available_cpus() -> int:
         return os.cpu_count() or 1
 
 
-POINTS_PER_JOB = 8  # by default a process is started for every 8 points (up to one per CPU):
-# starting one costs about what a few solves do (importing the planner, building design tables)
+# By default a process is started for every 16 points (up to one per CPU): starting the pool
+# costs about what a dozen quick solves do (benchmarks/bench_executor.py: 32 points of
+# serve-405b, 1.9 s in this process, 5.6 s in a pool of two on a busy two-core machine).
+POINTS_PER_JOB = 16
 
 
 def _jobs(executor: Executor, tasks: int, points: int) -> int:
@@ -259,7 +261,7 @@ def _local(
     done); a second Ctrl-C stops waiting. Long because the wait, the interrupt and a dead worker
     are handled in one loop."""
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload([__name__])
+    ctx.set_forkserver_preload([__name__, "planner.whatif.warm"])
     total = sum(len(t["problems"]) for t in tasks)
     results: list[dict[str, Any]] = []
     futures: list[Future[dict[str, Any]]] = []
