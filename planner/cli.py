@@ -150,7 +150,7 @@ ExecutorOption = Annotated[
     typer.Option(
         "--executor",
         help="Where the points are solved: serial (this process), local (a pool of processes) "
-        "or dask (a Dask cluster; pip install 'planner[dask]'). The rows are the "
+        "or dask (a Dask cluster; pip install 'planner\\[dask]'). The rows are the "
         "same whichever.",
     ),
 ]
