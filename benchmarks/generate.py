@@ -328,6 +328,9 @@ def _problem(name: str, scale: Scale, ids: list[str], workloads: list[dict[str, 
             "workloads": workloads,
             "constraints": constraints,
             "horizon": {"lifetime_years": 3, "utilization": 0.7, "procurement": "buy"},
+            # Every device the pool sells may be bought, at any price condition (the catalog's
+            # refurbished and used prices included), so a tier has its stated device types.
+            "market": {"conditions": ["new", "refurbished", "used"]},
             "objective": {"goal": "min_cost"},
         }
     )

@@ -321,6 +321,13 @@ def _cross_check(cat: Catalog, root: Path) -> None:
                         f"{did_you_mean(ref, cat.references)}"
                     )
     _check_support(cat, root)
+    for m in cat.models.values():
+        for api in m.api_prices:
+            if api.source not in cat.references:
+                raise CatalogError(
+                    f"{root / FILES['models']}: {m.id}.api_prices ({api.provider}): unknown "
+                    f"reference `{api.source}`{did_you_mean(api.source, cat.references)}"
+                )
     for a in cat.accelerators.values():
         if a.interconnect.scale_up and a.interconnect.scale_up not in cat.links:
             raise CatalogError(

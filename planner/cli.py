@@ -60,6 +60,11 @@ catalog_app = typer.Typer(
     help="Browse the catalog of devices, models, nodes and links.", no_args_is_help=True
 )
 app.add_typer(catalog_app, name="catalog")
+prices_app = typer.Typer(
+    help="Refresh cloud prices from published price lists into a user catalog overlay.",
+    no_args_is_help=True,
+)
+app.add_typer(prices_app, name="prices")
 
 
 @app.callback()
@@ -301,6 +306,73 @@ def catalog_show(
         from planner.errors import did_you_mean
 
         raise InputError(f"nothing named `{name}` in the catalog{did_you_mean(name, everything)}")
+
+
+@prices_app.command("import")
+def prices_import(
+    out_dir: Annotated[
+        Path, typer.Option("--out", help="The overlay folder (accelerators.yaml is written there).")
+    ],
+    skypilot: Annotated[
+        list[Path] | None,
+        typer.Option("--skypilot", help="A SkyPilot catalog vms.csv, or a folder of them."),
+    ] = None,
+    gpuhunt: Annotated[
+        list[Path] | None, typer.Option("--gpuhunt", help="A CSV saved by gpuhunt.")
+    ] = None,
+    date: Annotated[
+        str | None, typer.Option("--date", help="When the prices were read (YYYY-MM); today.")
+    ] = None,
+    gcp_host: Annotated[
+        str, typer.Option("--gcp-host", help="GCP host instance added to GPU rows.")
+    ] = "n1-standard-8",
+) -> None:
+    """Per-device on-demand and spot rent from SkyPilot and gpuhunt price lists, written as a
+    user catalog overlay (use it with --catalog or PLANNER_CATALOG)."""
+    import datetime
+
+    from planner.prices import (
+        Imported,
+        cheapest,
+        overlay_document,
+        read_gpuhunt,
+        read_skypilot,
+        skypilot_files,
+        write_overlay,
+    )
+
+    with user_errors():
+        if not skypilot and not gpuhunt:
+            raise InputError("name a price list: --skypilot FILE|DIR and/or --gpuhunt FILE")
+        when = date or datetime.datetime.now(datetime.UTC).strftime("%Y-%m")
+        imported = Imported()
+        for path in skypilot or []:
+            for f in skypilot_files(path):
+                read_skypilot(f, imported, gcp_host)
+        for path in gpuhunt or []:
+            read_gpuhunt(path, imported)
+        cat = load_catalog()
+        written = write_overlay(out_dir, overlay_document(cat, imported, when))
+        rows = [
+            {
+                "device": o.device,
+                "mode": "spot" if o.spot else "on demand",
+                "catalog $/h": getattr(
+                    cat.accelerator(o.device).price,
+                    "spot_usd_per_hour" if o.spot else "rent_usd_per_hour",
+                ),
+                "imported $/h": round(o.usd_per_device_hour, 4),
+                "cheapest at": f"{o.source} {o.cloud} {o.instance} {o.region}".strip(),
+            }
+            for (_, _), o in sorted(cheapest(imported.offers).items())
+        ]
+        out.print(table_of(rows, f"prices per device-hour ({len(imported.offers)} offers)"))
+        out.print(f"written: {written}")
+        out.print(f"skipped: {imported.empty_prices} empty prices")
+        if imported.no_host:
+            out.print(f"skipped: {imported.no_host} GCP GPU rows without a {gcp_host} row")
+        names = ", ".join(f"{n} ({k} rows)" for n, k in sorted(imported.unmapped.items()))
+        out.print(f"unmapped names: {names or 'none'}")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -652,13 +724,68 @@ def tco(
         report = tco_report(plan, prob.horizon.lifetime_years, months)
         if plot_path is not None:
             plot_tco(report, plot_path)
+        from planner.estimator.api import cheapest_api
+
+        api = cheapest_api(prob, load_catalog(), plan.served_tokens)
         if fmt is Format.json:
-            emit_json(tco_dict(report))
+            data = tco_dict(report)
+            if api is not None:
+                data["api"] = {"provider": api.price.provider, "date": api.price.date}
+                data["api"] |= {"usd": api.usd, "output_tokens": api.output_tokens}
+            emit_json(data)
             return
         for t in tco_tables(report):
             out.print(t)
+        if api is not None:
+            side = "less" if api.usd < plan.tco_usd else "more"
+            out.print(
+                f"call an API instead: ${api.usd:,.0f} over the horizon for the same "
+                f"{api.output_tokens:,.0f} output and {api.prompt_tokens:,.0f} prompt tokens "
+                f"({api.price.provider}, {api.price.date}), {side} than this plan's "
+                f"${plan.tco_usd:,.0f}; `planner options` compares buy, rent and API at other "
+                "demand levels",
+                highlight=False,
+                markup=False,
+            )
         for n in report.notes:
             out.print(f"note: {n}", highlight=False, markup=False)
+
+
+@app.command()
+def options(
+    problem: Annotated[Path, typer.Argument(help="Problem file (YAML).")],
+    sets: SetOption = None,
+    demand: Annotated[
+        str,
+        typer.Option("--demand", help="Multiples of the problem's demand, comma-separated."),
+    ] = "0.1,1,10",
+    fmt: FormatOption = Format.table,
+    time_limit: TimeLimit = 30.0,
+    workers: Workers = 1,
+    seed: Seed = 0,
+) -> None:
+    """Buy, rent instances, or call an API: the problem solved buying only and renting only at
+    several demand levels, beside a managed API's price for the same tokens, and which is
+    cheapest at each."""
+    with user_errors():
+        from planner.load import load_problem
+        from planner.report.options import options_rows, options_table
+        from planner.solve import Solver
+        from planner.whatif.options import compare_options
+
+        try:
+            scales = [float(x) for x in demand.split(",") if x.strip()]
+        except ValueError:
+            raise InputError(f"--demand {demand}: give multiples like 0.1,1,10") from None
+        if not scales:
+            raise InputError("--demand: give at least one multiple of the demand, like 1")
+        prob = load_problem(problem, sets or [])
+        solver = Solver(time_limit=time_limit, workers=workers, seed=seed, why=False)
+        rows = compare_options(prob, scales, solver)
+        if fmt is Format.json:
+            emit_json(options_rows(rows))
+            return
+        out.print(options_table(prob.name, prob.horizon.lifetime_years, rows))
 
 
 SWEEP_COLUMNS = [

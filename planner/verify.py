@@ -31,6 +31,7 @@ from planner.estimator.economics import (
     ownership_factor,
     reserved_hours,
 )
+from planner.estimator.network import NetworkGear, network_gear, ports_per_host
 from planner.plan.slack import BINDING_SLACK
 from planner.plan.types import Costs, Plan, WorkloadPlan
 from planner.schema.problem import MAX_DEVICES, InferenceWorkload, Problem, TrainingWorkload
@@ -270,12 +271,14 @@ def _check_fleet(
         watts = f.prem_wh.get(dev, 0.0) / hours[PREM] if hours[PREM] else acc.power.tdp_w
         be = None
         if prices.purchase_usd is not None and prices.on_demand_usd_per_hour is not None:
-            margin = (
-                prices.on_demand_usd_per_hour
-                - (watts + node.power_overhead_w / node.slots) * usd_wh
-            )
+            # Bought: purchase with its host share, idle draw and the host's overhead all the
+            # horizon, and the draw above idle while at work; rented: rent while at work.
+            margin = prices.on_demand_usd_per_hour - (watts - acc.power.idle_w) * usd_wh
             if margin > 0:
-                be = (prices.purchase_usd + node.price_usd / node.slots) * own / (H * margin)
+                fixed = (prices.purchase_usd + node.price_usd / node.slots) * own + H * (
+                    acc.power.idle_w + node.power_overhead_w / node.slots
+                ) * usd_wh
+                be = fixed / (H * margin)
         same(problem, f"{at}.break_even_utilization", line.break_even_utilization, be)
         if c.allowed_devices is not None and dev not in c.allowed_devices and dev not in owned_inv:
             fail(problem, f"`{at}.type`: {dev} is not among allowed_devices")
@@ -348,7 +351,12 @@ def _check_hosts(
         ru += nd.rack_units * node_line.count
         for q in range(n):
             f.power[q] += nd.power_overhead_w * node_line.count
-    same(problem, "rack_units", plan.rack_units, ru, " (the node lines' rack units)")
+    gear = _check_network(plan, problem, cat)
+    if gear is not None:
+        ru += gear.rack_units
+        for q in range(n):
+            f.power[q] += gear.power_w
+    same(problem, "rack_units", plan.rack_units, ru, " (the node lines' and switches' rack units)")
     f.limit("rack_units", ru, c.max_rack_units)
     if c.max_rack_units is not None and ru > c.max_rack_units:
         fail(problem, f"`rack_units`: {ru} > max_rack_units {c.max_rack_units}")
@@ -383,6 +391,31 @@ def _same_dict(problem: Problem, at: str, got: dict[str, float], want: dict[str,
         same(problem, f"{at}.{k}", got.get(k, 0.0), want.get(k, 0.0))
 
 
+def _check_network(plan: Plan, problem: Problem, cat: Catalog) -> NetworkGear | None:
+    """The ports and switches joining the hosts, recounted from the host lines and the devices
+    bought (planner.estimator.network), against the plan's network line."""
+    link = cat.link(problem.constraints.network)
+    bought = {x.type: x.bought for x in plan.devices}
+    ports = 0
+    for x in plan.nodes:
+        nd = cat.node(x.type)
+        ports += ports_per_host(nd, link.id) * -(-bought.get(x.hosts, 0) // nd.slots)
+    gear = network_gear(link, sum(x.count for x in plan.nodes), ports)
+    line = plan.network
+    if (gear is None) != (line is None):
+        fail(problem, f"`network`: {line} where the hosts need {gear}")
+    if gear is not None and line is not None:
+        energy = gear.power_w * horizon_hours(problem) * energy_usd_per_watt_hour(problem)
+        why = " (planner.estimator.network, from the host lines and devices bought)"
+        same(problem, "network.ports", line.ports, gear.ports, why)
+        same(problem, "network.switches", line.switches, gear.switches, why)
+        same(problem, "network.total_usd", line.total_usd, gear.capex_usd, why)
+        same(problem, "network.power_w", line.power_w, gear.power_w, why)
+        same(problem, "network.rack_units", line.rack_units, gear.rack_units, why)
+        same(problem, "network.energy_usd", line.energy_usd, energy, why)
+    return gear
+
+
 def _check_costs(
     plan: Plan, problem: Problem, cat: Catalog, f: Fleet, periods: list[Period]
 ) -> None:
@@ -401,7 +434,17 @@ def _check_costs(
         nd = cat.node(node_line.type)
         capex += nd.price_usd * -(-bought.get(node_line.hosts, 0) // nd.slots)
         # A host draws its overhead through the whole horizon: at load, then as idle draw.
-        host_energy += nd.power_overhead_w * node_line.count * whole_h * usd_wh
+        hosts_usd = nd.power_overhead_w * node_line.count * whole_h * usd_wh
+        same(
+            problem,
+            f"nodes.{plan.nodes.index(node_line)}.energy_usd",
+            node_line.energy_usd,
+            hosts_usd,
+        )
+        host_energy += hosts_usd
+    if plan.network is not None:  # checked against the hosts by _check_network
+        capex += plan.network.total_usd
+        host_energy += plan.network.energy_usd
     energy = (sum(f.prem_wh.values()) + f.idle_wh) * usd_wh + host_energy
     rents = {
         m: sum(
@@ -411,6 +454,11 @@ def _check_costs(
         )
         for m in RENT_MODES
     }
+    premises_w = max((p - q for p, q in zip(f.power, f.cloud_power, strict=True)), default=0.0)
+    rack = plan.rack_units * (h.rack_usd_per_u_month or 0.0) * 12 * h.lifetime_years
+    facility = (
+        (premises_w + f.training_w) / 1000 * (h.facility_usd_per_kw_month or 0.0) * 12
+    ) * h.lifetime_years
     want = Costs(
         capex_usd=capex,
         maintenance_usd=capex * (own - 1),
@@ -419,7 +467,9 @@ def _check_costs(
         rent_reserved_usd=rents["reserved"],
         rent_spot_usd=rents["spot"],
         training_usd=f.training_usd,
-        total_usd=capex * own + energy + sum(rents.values()) + f.training_usd,
+        rack_space_usd=rack,
+        facility_power_usd=facility,
+        total_usd=capex * own + energy + sum(rents.values()) + f.training_usd + rack + facility,
     )
     for key, value in asdict(want).items():
         same(problem, f"costs.{key}", getattr(plan.costs, key), value)
@@ -444,9 +494,9 @@ def _check_energy_and_carbon(
         why = f" (from {', '.join(f'`{x}`' for x in f.feeds[q])})"
         same(problem, f"periods.{q}.energy_kwh", p.energy_kwh, kwh[q])
         same(problem, f"periods.{q}.tokens", p.tokens, f.tokens[q], why)
-    idle_wh = f.idle_wh + sum(
-        cat.node(x.type).power_overhead_w * x.count * host_idle_hours(problem) for x in plan.nodes
-    )
+    always_w = sum(cat.node(x.type).power_overhead_w * x.count for x in plan.nodes)
+    always_w += plan.network.power_w if plan.network is not None else 0.0
+    idle_wh = f.idle_wh + always_w * host_idle_hours(problem)
     other_kwh = f.training_kwh + idle_wh * h.pue / 1000  # at the problem's grid intensity
     total_kwh = sum(kwh) + other_kwh
     same(problem, "energy_kwh_per_year", plan.energy_kwh_per_year, total_kwh / h.lifetime_years)

@@ -75,6 +75,7 @@ class Fleet:
     n: int
     use: dict[tuple[str, int, str], int] = field(default_factory=dict)
     power: list[float] = field(default_factory=list)  # serving devices (+ rented host share)
+    cloud_power: list[float] = field(default_factory=list)  # the part rented devices draw
     tokens: list[float] = field(default_factory=list)
     prem_wh: dict[str, float] = field(default_factory=dict)  # device -> watt-hours on premises
     training_w: float = 0.0  # training jobs on the owned fleet
@@ -89,6 +90,7 @@ class Fleet:
 
     def __post_init__(self) -> None:
         self.power = [0.0] * self.n
+        self.cloud_power = [0.0] * self.n
         self.tokens = [0.0] * self.n
         self.feeds = [[] for _ in range(self.n)]
 
@@ -275,18 +277,23 @@ def check_training(
             for q in range(f.n):
                 f.add(dev, q, PREM, k)
         f.training_w += job.power_w
-        f.training_usd += job.power_w * hours * energy_usd_per_watt_hour(problem)
+        cost = job.power_w * hours * energy_usd_per_watt_hour(problem)
+        same(problem, f"{at}.job_usd", wp.job_usd, cost, " (the job's energy on the fleet)")
+        f.training_usd += cost
         return
     if wp.site != CLOUD:
         fail(problem, f"`{at}.site`: `{wp.site}`, but the job rents its devices")
+    cost = 0.0
     for dev, k in devices.items():
         acc = cat.accelerator(dev)
         rate = rent_rate(device_prices(problem, acc))
         if rate is None:
             fail(problem, f"`{at}.stages`: rents {dev}, which has no rent price")
-        f.training_usd += k * (rate or 0.0) * hours
+        cost += k * (rate or 0.0) * hours
         if problem.carbon is not None:
             f.training_embodied_kg += k * hours * embodied_kg_per_hour(problem, acc)
+    same(problem, f"{at}.job_usd", wp.job_usd, cost, " (the job's rent for its hours)")
+    f.training_usd += cost
 
 
 def _check_serving(
@@ -427,6 +434,8 @@ def check_replicas(
             host_w += k * node.power_overhead_w / node.slots
     watts = fig.power_w * wp.replicas  # the verifier's own figure
     f.power[p_i] += watts + host_w
+    if wp.site == CLOUD:
+        f.cloud_power[p_i] += watts + host_w
     f.feeds[p_i].append(at)
     cost = replica_cost(problem, cat, wp, watts, hours)
     made = fig.tokens_per_s * wp.replicas * hours * 3600

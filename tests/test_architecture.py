@@ -18,6 +18,7 @@ STAGES = [
     "estimator",
     "hf_config",  # a config.json into a model architecture (checked with the estimator)
     "load",  # a problem file: read, override, validate, names checked against the catalog
+    "prices",  # cloud price lists (SkyPilot, gpuhunt) into a user catalog overlay
     "model",
     "plan",
     "verify_workloads",  # the verifier's half that recomputes each workload's figures

@@ -287,3 +287,91 @@ def test_idle_hours_draw_idle_power() -> None:
     assert plan.energy_kwh_per_year - idle_kwh_year == pytest.approx(
         (at_work_w + 4600) * work_h * 1.3 / 1000 / 3, rel=1e-9
     )
+
+
+def test_rent_the_peak_break_even_month_includes_the_host() -> None:
+    plan = solved("rent-the-peak")
+    (mi,) = [x for x in plan.devices if x.bought]
+    (host,) = [n for n in plan.nodes if n.hosts == mi.type]
+    assert host.total_usd > 0  # the hosts of the bought devices are bought too
+    b = next(d.buy for d in tco_report(plan, 3).devices if d.device == mi.type)
+    assert b is not None and b.rent_usd is not None and b.break_even_month is not None
+    # Buy: devices and hosts at month 0, upkeep and the energy of both spread over 36 months;
+    # rent: the same device-hours on demand (hosting included).
+    purchase = mi.total_usd + host.total_usd
+    running = mi.maintenance_usd + mi.energy_usd + host.energy_usd
+    assert b.break_even_month == pytest.approx(purchase / ((b.rent_usd - running) / 36))
+    # The device price alone put it at month 13.1; with the hosts it is near month 20, close to
+    # what the plan's break-even utilization (same basis) says at full utilization: 36 x 55 %.
+    device_only = mi.total_usd / ((b.rent_usd - mi.maintenance_usd - mi.energy_usd) / 36)
+    assert device_only < 14 < 19 < b.break_even_month < 21
+    assert mi.utilization == pytest.approx(1.0) and mi.break_even_utilization is not None
+    assert b.break_even_month == pytest.approx(36 * mi.break_even_utilization, rel=0.02)
+
+
+def test_break_even_utilization_counts_idle_draw_and_the_host() -> None:
+    from planner.estimator.economics import break_even_utilization, device_economics
+
+    problem = load_problem(PROBLEMS / "buy-flat-demand.yaml")
+    cat = load_catalog()
+    e = device_economics(problem, cat, [cat.accelerator("h200-sxm")])["h200-sxm"]
+    assert e.prices.purchase_usd is not None and e.prices.on_demand_usd_per_hour is not None
+    H = 3 * 8760  # the problem's three-year horizon
+    usd_wh = 1.3 * 0.12 / 1000  # default PUE x $0.12/kWh
+    own = 1 + problem.horizon.maintenance_per_year * 3
+    idle, host_w = e.device.power.idle_w, e.node.power_overhead_w / e.slots
+    watts = 500.0
+    # Bought: (price + host share) x ownership, idle draw and the host share all the horizon;
+    # at work: the draw above idle. Rented: rent at work.
+    fixed = (e.prices.purchase_usd + e.node.price_usd / e.slots) * own + H * (
+        idle + host_w
+    ) * usd_wh
+    u = fixed / (H * (e.prices.on_demand_usd_per_hour - (watts - idle) * usd_wh))
+    assert break_even_utilization(problem, e, watts) == pytest.approx(u, rel=1e-12)
+    # At that utilization both cost the same over the horizon.
+    buy = fixed + u * H * (watts - idle) * usd_wh
+    assert buy == pytest.approx(e.prices.on_demand_usd_per_hour * u * H, rel=1e-12)
+
+
+def test_rented_training_job_shows_what_it_rents() -> None:
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    plan = solved("qlora-8b-deadline")
+    (job,) = plan.workloads
+    assert job.site == "cloud" and job.job_usd == pytest.approx(plan.costs.training_usd)
+    assert not plan.devices  # nothing bought or held: the job rents for its own hours
+    out = CliRunner().invoke(app, ["solve", str(PROBLEMS / "qlora-8b-deadline.yaml")]).output
+    ((dev, k),) = job.devices().items()
+    assert f"on {k} devices" in " ".join(plan.notes)
+    assert f"{dev} (rented for `finetune`, {job.finish_hours:,.1f} h)" in out
+    assert f"${job.job_usd:,.0f}" in out
+    assert re.search(rf"rented training jobs at load \(devices\) +│ +{job.power_w:,.0f} W", out)
+
+
+def test_colocation_rack_space_and_power_capacity_are_cost_lines() -> None:
+    # $25 per rack unit-month and $180 per kW-month of on-premises power at load.
+    sets = ("horizon.rack_usd_per_u_month=25", "horizon.facility_usd_per_kw_month=180")
+    plan = solved("buy-flat-demand", *sets)
+    c = plan.costs
+    months = 36  # three years
+    assert c.rack_space_usd == pytest.approx(plan.rack_units * 25 * months)
+    # All on premises here: the busiest power at load is the plan's.
+    assert c.facility_power_usd == pytest.approx(plan.power_w / 1000 * 180 * months)
+    assert c.total_usd == pytest.approx(
+        c.capex_usd + c.maintenance_usd + c.energy_usd + c.rack_space_usd + c.facility_power_usd
+    )
+    # In the solver's objective: the proved optimum is the plan's total.
+    assert plan.objective == pytest.approx(plan.tco_usd, rel=1e-6)
+    # Renting the evening peak: rented devices pay no colocation; the premises peak is the
+    # bought devices' and their hosts', below the plan's power with the rented share.
+    mixed = solved("rent-the-peak", *sets)
+    assert mixed.costs.facility_power_usd < mixed.power_w / 1000 * 180 * months
+    assert mixed.objective == pytest.approx(mixed.tco_usd, rel=1e-6)
+    problem = load_problem(PROBLEMS / "rent-the-peak.yaml", list(sets))
+    wrong = dataclasses.replace(
+        mixed, costs=dataclasses.replace(mixed.costs, facility_power_usd=0.0)
+    )
+    with pytest.raises(InternalError, match="facility_power_usd"):
+        verify(wrong, problem, load_catalog())

@@ -17,7 +17,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from planner.cli import app
-from planner.plan.types import Costs, DeviceLine, Plan
+from planner.plan.types import Costs, DeviceLine, NodeLine, Plan
 from planner.report.tco import (
     break_even_month,
     buy_cost_at,
@@ -489,3 +489,18 @@ def test_command_solves_chat_70b() -> None:
     assert data["total_usd"] > 0
     assert data["cumulative_usd"][-1] == data["total_usd"]
     assert data["devices"]
+
+
+def test_buy_versus_rent_counts_the_hosts_of_the_devices() -> None:
+    # The 8 h100 of bought_h100() in one host bought at $40,000 that draws $6,000 of electricity
+    # over the horizon; a host of another device type is not theirs.
+    mine = NodeLine("hgx", "h100", 1, 40_000.0, 40_000.0, 8, energy_usd=6_000.0)
+    other = NodeLine("pc", "l40s", 1, 5_000.0, 5_000.0, 4, energy_usd=1_000.0)
+    b = buy_versus_rent(bought_h100(), YEARS, [mine, other])
+    assert b is not None
+    # purchase 200,000 + 40,000; running 12,000 + 24,000 + 6,000 = 42,000 (1,166.67 a month)
+    assert b.purchase_usd == 240_000 and b.energy_usd == 30_000 and b.buy_usd == 282_000
+    # rent 360,000 includes hosting: 10,000 a month; 240,000 / (10,000 - 1,166.67) = 27.17 months
+    assert b.break_even_month == pytest.approx(240_000 / (10_000 - 42_000 / 36))
+    without = buy_versus_rent(bought_h100(), YEARS)
+    assert without is not None and without.break_even_month == pytest.approx(22.2222222)

@@ -151,7 +151,10 @@ def device_prices(problem: Problem, d: Accelerator) -> Prices:
     m = problem.market
     o = m.prices.get(d.id)
     p = d.price
-    purchase = (o.purchase_usd if o else None) or p.purchase_usd
+    # A catalog purchase price counts only in a condition the market allows (new, for
+    # datacenter parts, unless the problem says otherwise); the problem's own price always does.
+    catalog_purchase = p.purchase_usd if m.may_buy(p.condition, d.device_class) else None
+    purchase = (o.purchase_usd if o else None) or catalog_purchase
     od = (o.rent_usd_per_hour if o else None) or p.rent_usd_per_hour
     reserved = (o.reserved_usd_per_hour if o else None) or p.reserved_usd_per_hour
     term = p.reserved_term_years if reserved == p.reserved_usd_per_hour and reserved else None
@@ -208,6 +211,19 @@ def host_idle_hours(problem: Problem) -> float:
     return max(0.0, horizon_hours(problem) - working_hours(problem))
 
 
+def facility_usd_per_rack_unit(problem: Problem) -> float:
+    """Rack space over the horizon for one rack unit: `rack_usd_per_u_month` x months."""
+    h = problem.horizon
+    return (h.rack_usd_per_u_month or 0.0) * 12 * h.lifetime_years
+
+
+def facility_usd_per_watt(problem: Problem) -> float:
+    """Facility power capacity over the horizon for one watt of the on-premises peak:
+    `facility_usd_per_kw_month` / 1,000 x months."""
+    h = problem.horizon
+    return (h.facility_usd_per_kw_month or 0.0) / 1000 * 12 * h.lifetime_years
+
+
 def reserved_hours(problem: Problem, prices: Prices) -> float:
     """Hours a reserved device is paid for: the horizon, or the whole term when longer."""
     return max(horizon_hours(problem), prices.reserved_term_years * HOURS_PER_YEAR)
@@ -255,20 +271,25 @@ def cloud_host_watts(devices: dict[str, int], econ: dict[str, DeviceEconomics]) 
 
 
 def break_even_utilization(problem: Problem, e: DeviceEconomics, watts: float) -> float | None:
-    """Share of the horizon's hours above which buying a device (with its share of a host,
-    upkeep and electricity at `watts` while working) costs less than renting it on demand for the
-    hours it works: purchase x ownership / (H x (rent - energy per hour)). None without both
-    prices, or when rent never covers the electricity."""
+    """Share of the horizon's hours above which buying a device costs less than renting it on
+    demand for the hours it works, both with the device's share of a host (rent includes
+    hosting). Bought for the horizon H at utilization u: purchase and host share x ownership
+    factor, electricity at `watts` for u H, its idle draw for (1 - u) H, and the host share's
+    overhead for all of H; rented: rent x u H. They are equal at
+    u = (own + H x price per Wh x (idle + host)) / (H x (rent - price per Wh x (watts - idle))).
+    None without both prices, or when rent never covers the electricity."""
     rent = e.prices.on_demand_usd_per_hour
     if e.prices.purchase_usd is None or rent is None:
         return None
-    per_hour = rent - (watts + e.node.power_overhead_w / e.slots) * energy_usd_per_watt_hour(
-        problem
-    )
+    usd_wh = energy_usd_per_watt_hour(problem)
+    idle = e.device.power.idle_w
+    per_hour = rent - (watts - idle) * usd_wh
     if per_hour <= 0:
         return None
+    H = horizon_hours(problem)
     own = (e.prices.purchase_usd + e.node.price_usd / e.slots) * ownership_factor(problem)
-    return own / (horizon_hours(problem) * per_hour)
+    held = H * (idle + e.node.power_overhead_w / e.slots) * usd_wh
+    return (own + held) / (H * per_hour)
 
 
 def job_rate(e: DeviceEconomics) -> float | None:

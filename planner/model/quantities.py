@@ -11,6 +11,8 @@ from planner.estimator.economics import (
     embodied_kg_per_hour,
     embodied_share,
     energy_usd_per_watt_hour,
+    facility_usd_per_rack_unit,
+    facility_usd_per_watt,
     grid_intensity,
     horizon_hours,
     host_idle_hours,
@@ -29,9 +31,26 @@ QUANTITIES = ("cost", "capex", "power", "devices", "rack_units", "throughput", "
 class Quantities(ModelBase):
     """Expressions over the model's variables (integers at the scales of planner.model.scale)."""
 
+    def _network_capex(self) -> list[cp_model.LinearExpr]:
+        """Ports and switches bought (planner.estimator.network), USD."""
+        link = self.t.network
+        terms: list[cp_model.LinearExpr] = []
+        if link is not None and self.net_ports is not None:
+            terms.append(to_int(link.price_usd_per_port or 0.0, "port price") * self.net_ports)
+        if link is not None and link.switch is not None and self.net_switches is not None:
+            terms.append(to_int(link.switch.price_usd, "switch price") * self.net_switches)
+        return terms
+
+    def _switch_watts(self, scale: float = 1.0) -> list[cp_model.LinearExpr]:
+        """Switches' power (drawn at all hours, like hosts), watts x `scale`."""
+        link = self.t.network
+        if link is None or link.switch is None or self.net_switches is None:
+            return []
+        return [to_int(link.switch.power_w * scale, "switch power") * self.net_switches]
+
     def capex_expr(self) -> cp_model.LinearExpr:
-        """Money up front: devices and hosts bought."""
-        terms = []
+        """Money up front: devices, hosts and network gear bought."""
+        terms = self._network_capex()
         for dev, b in self.bought.items():
             e = self.t.econ[dev]
             if self.bought_ub[dev] > 0:
@@ -48,6 +67,22 @@ class Quantities(ModelBase):
         usd_wh = energy_usd_per_watt_hour(self.p)
         whole_h = horizon_hours(self.p)
         terms: list[cp_model.LinearExpr] = self._idle_terms(usd_wh)
+        per_u, per_w = facility_usd_per_rack_unit(self.p), facility_usd_per_watt(self.p)
+        if per_u:
+            terms.append(to_int(per_u, "rack_usd_per_u_month") * self.rack_units_expr())
+        if per_w:
+            peak = self._peak(
+                "premises power",
+                [self.power_at(p, premises=True) for p in range(len(self.periods))],
+            )
+            terms.append(to_int(per_w, "facility_usd_per_kw_month") * peak)
+        link = self.t.network
+        if link is not None and self.net_ports is not None:
+            port = (link.price_usd_per_port or 0.0) * own
+            terms.append(to_int(port, "port price") * self.net_ports)
+        if link is not None and link.switch is not None and self.net_switches is not None:
+            sw = link.switch.price_usd * own + link.switch.power_w * whole_h * usd_wh
+            terms.append(to_int(sw, "switch") * self.net_switches)
         for dev, b in self.bought.items():
             e = self.t.econ[dev]
             if self.bought_ub[dev] > 0:
@@ -125,6 +160,7 @@ class Quantities(ModelBase):
         terms += self._idle_terms(g0)
         host_g = sum(p.hours * (p.gco2e_per_kwh or 0.0) for p in self.periods) / 1000 * pue
         host_g += host_idle_hours(self.p) * g0
+        terms += self._switch_watts(host_g)  # switches draw at all hours, as hosts do
         for dev, h in self.hosts.items():
             e = self.t.econ[dev]
             terms.append(to_int(e.node.power_overhead_w * host_g, "host carbon") * h)
@@ -143,13 +179,16 @@ class Quantities(ModelBase):
         """A rented replica's share of its hosts' power, drawn while it works."""
         return cloud_host_watts(d.devices, self.t.econ)
 
-    def power_at(self, p_i: int, milli: bool = False) -> cp_model.LinearExpr:
+    def power_at(
+        self, p_i: int, milli: bool = False, premises: bool = False
+    ) -> cp_model.LinearExpr:
         """Watts at load in period `p_i` (before PUE): replicas, training jobs, hosts on
-        premises, and rented devices' share of their hosts."""
+        premises, and rented devices' share of their hosts (`premises`: what is on premises
+        only, without rented devices)."""
         s = 1000 if milli else 1
         terms = []
         for (wn, j, q, site), v in self.R.items():
-            if q not in (p_i, -1):
+            if q not in (p_i, -1) or (premises and site != PREM):
                 continue
             d = self.t.designs[wn][j]
             watts = d.power_w + (self._cloud_host_w(d) if site == CLOUD else 0.0)
@@ -158,6 +197,7 @@ class Quantities(ModelBase):
             to_int(self.t.econ[d].node.power_overhead_w * s, "host power") * h
             for d, h in self.hosts.items()
         ]
+        terms += self._switch_watts(s)
         return sum(terms)  # type: ignore[return-value]
 
     def _peak(self, name: str, per_period: list[cp_model.LinearExpr]) -> cp_model.LinearExpr:
@@ -220,7 +260,11 @@ class Quantities(ModelBase):
 
     def rack_units_expr(self) -> cp_model.LinearExpr:
         """Rack units of the hosts on premises (rented devices are racked by their provider)."""
-        return sum(self.t.econ[d].node.rack_units * h for d, h in self.hosts.items())  # type: ignore[return-value]
+        link = self.t.network
+        terms = [self.t.econ[d].node.rack_units * h for d, h in self.hosts.items()]
+        if link is not None and link.switch is not None and self.net_switches is not None:
+            terms.append(link.switch.rack_units * self.net_switches)
+        return sum(terms)  # type: ignore[return-value]
 
     def quantity(self, name: str) -> cp_model.LinearExpr:
         """A named linear quantity of the plan: cost (USD over the horizon), capex (USD),

@@ -25,6 +25,7 @@ from planner.estimator.economics import (
 )
 from planner.estimator.request_mix import mix_designs
 from planner.estimator.training_designs import training_designs
+from planner.schema.catalog import Link
 from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload
 
 
@@ -42,6 +43,7 @@ class Tables:
     # (class index -> rate), and the class whose lengths size the design.
     serves: dict[str, list[dict[int, float]]]
     sized_for: dict[str, list[int]]
+    network: Link | None = None  # the link between hosts (constraints.network)
 
 
 def replicas_needed(w: InferenceWorkload, d: Design, scale: float = 1.0) -> int:
@@ -123,6 +125,7 @@ def build_tables(
         periods=tuple(demand_periods(problem)),
         serves=serves,
         sized_for=sized,
+        network=cat.link(problem.constraints.network),
     )
 
 

@@ -9,6 +9,7 @@ from ortools.sat.python import cp_model
 
 from planner.estimator.designs import Design
 from planner.estimator.economics import in_fleet
+from planner.estimator.network import ports_per_host
 from planner.model.result import ReplicaKey, ShareKey
 from planner.model.scale import RATE_SCALE, SHARE_STEPS, to_int
 from planner.model.tables import Tables, class_load, replicas_needed
@@ -56,6 +57,9 @@ class ModelBase:
         self.bought_ub: dict[str, int] = {}
         self.interrupted = False
         self.hosts_ub: dict[str, int] = {}
+        # Network gear between hosts (planner.estimator.network): ports and switches bought.
+        self.net_ports: cp_model.IntVar | None = None
+        self.net_switches: cp_model.IntVar | None = None
         self._peaks: dict[str, cp_model.LinearExpr] = {}
         self._by_name = {w.name: w for w in self.p.workloads}
         self._keys_of: dict[tuple[str, int], list[ReplicaKey]] = {}  # (workload, period) -> keys
@@ -130,6 +134,7 @@ class ModelBase:
             self.hosts_bought[dev] = self.m.new_int_var(
                 0, self.hosts_ub[dev], f"hosts_bought[{dev}]"
             )
+        self._network_variables()
         avail = self.p.market.spot_availability
         for dev in sorted({dev for dev, _, site in self.use if site == CLOUD}):
             e = self.t.econ[dev]
@@ -158,6 +163,69 @@ class ModelBase:
                             * self.spot[(dev, p_i)]
                         )
                         self.spot_up[(dev, p_i)] = up
+
+    def _network_variables(self) -> None:
+        """Ports and switches bought to join the hosts (planner.estimator.network): with two or
+        more hosts, each bought host's ports; switches enough for those ports, one while they
+        fit a switch, else a two-tier leaf-spine fabric. Minimizing cost sets each to the
+        least the rules allow; other objectives keep at least that much (never less)."""
+        link = self.t.network
+        if link is None or not self.hosts:
+            return
+        pph = {d: ports_per_host(self.t.econ[d].node, link.id) for d in self.hosts}
+        most = sum(pph[d] * self.hosts_ub[d] for d in self.hosts)
+        # `single`: the fleet is one host (or none), and buys no ports.
+        ports = self.m.new_int_var(0, most, "network[ports]")
+        bought = sum(pph[d] * self.hosts_bought[d] for d in self.hosts)
+        if self._one_host_may_do():
+            single = self.m.new_bool_var("network[one host]")
+            self.m.add(sum(self.hosts.values()) <= 1).only_enforce_if(single)
+            # One host buys at most one host's ports: the relaxation gives up no more.
+            self.m.add(ports >= bought - max(pph.values()) * single)
+        else:
+            self.m.add(ports >= bought)
+        self.net_ports = ports
+        sw = link.switch
+        if sw is None:
+            return
+        radix = sw.ports
+        half = max(1, radix // 2)
+        leaves_ub = -(-most // half)
+        spines_ub = -(-leaves_ub // 2)
+        switches = self.m.new_int_var(0, leaves_ub + spines_ub + 1, "network[switches]")
+        any_port = self.m.new_bool_var("network[any port]")
+        self.m.add(ports <= most * any_port)
+        self.m.add(switches >= any_port)
+        self.m.add(radix * switches >= ports)  # no switch serves more than its ports
+        if most > radix:
+            two = self.m.new_bool_var("network[two tiers]")
+            self.m.add(ports <= radix + (most - radix) * two)
+            leaves = self.m.new_int_var(0, leaves_ub, "network[leaves]")
+            spines = self.m.new_int_var(0, spines_ub, "network[spines]")
+            self.m.add(half * leaves >= ports - radix * (1 - two))
+            self.m.add(2 * spines >= leaves)
+            self.m.add(switches >= leaves + spines - (leaves_ub + spines_ub) * (1 - two))
+        self.net_switches = switches
+
+    def _one_host_may_do(self) -> bool:
+        """Whether a plan might hold one host or none: some workload may rent, or every
+        workload has a design whose devices at its peak demand fit the largest host. When not,
+        the single-host case of the network gear is left out of the model (it cannot occur),
+        which keeps the ports linear in the hosts bought."""
+        if any(site != PREM for (_, _, _, site) in self.R):
+            return True
+        most_slots = max(self.t.econ[d].slots for d in self.hosts)
+        peak = max(p.scale for p in self.periods)
+        for w in self.p.workloads:
+            sizes = []
+            for d in self.t.designs[w.name]:
+                n = sum(d.devices.values())
+                if isinstance(w, InferenceWorkload) and w.request_mix is None:
+                    n *= replicas_needed(w, d, peak)
+                sizes.append(n)
+            if sizes and min(sizes) > most_slots:
+                return False
+        return True
 
     def _replica_var(self, key: ReplicaKey, ub: int) -> None:
         self.R[key] = self.m.new_int_var(0, ub, "R[{},{},{},{}]".format(*key))

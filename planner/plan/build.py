@@ -21,6 +21,8 @@ from planner.estimator.economics import (
     embodied_kg_per_hour,
     embodied_share,
     energy_usd_per_watt_hour,
+    facility_usd_per_rack_unit,
+    facility_usd_per_watt,
     grid_intensity,
     horizon_hours,
     host_idle_hours,
@@ -30,6 +32,7 @@ from planner.estimator.economics import (
     reserved_hours,
     working_hours,
 )
+from planner.estimator.network import network_gear, ports_per_host
 from planner.estimator.replica import StageSpec, inference_replica, training_stage_memory
 from planner.estimator.request_mix import class_workload
 from planner.estimator.serving import prefill_pool_budget, prefill_prompt, token_budget
@@ -49,6 +52,7 @@ from planner.plan.types import (
     CarbonLine,
     Costs,
     DeviceLine,
+    NetworkLine,
     NodeLine,
     PeriodLine,
     Plan,
@@ -77,6 +81,7 @@ class _Tally:
 
     def __post_init__(self) -> None:
         self.power = [0.0] * self.n
+        self.cloud_power = [0.0] * self.n  # the part of `power` rented devices draw
         self.tokens = [0.0] * self.n
 
 
@@ -190,6 +195,7 @@ def _add_training(
             d.tokens_per_s / d.power_w,
             None,
             site=CLOUD if site == JOB else PREM,
+            job_usd=cost,
         )
     )
     plan.notes.append(
@@ -220,6 +226,8 @@ def _add_serving(
     watts = replica_w * r
     host_share = cloud_host_watts(d.devices, tables.econ) * r if site == CLOUD else 0.0
     tally.power[p_i] += watts + host_share
+    if site == CLOUD:
+        tally.cloud_power[p_i] += watts + host_share
     served: dict[str, float] = {}
     if w.request_mix is not None:
         serves = tables.serves[wn][j]
@@ -285,17 +293,21 @@ def _add_serving(
 def _costs(plan: Plan, problem: Problem, cat: Catalog, tables: Tables, tally: _Tally) -> None:
     """Cost lines by kind and their total; capex and opex per year."""
     usd_wh = energy_usd_per_watt_hour(problem)
-    whole_h = horizon_hours(problem)
     own = ownership_factor(problem)
     capex = sum(x.total_usd for x in plan.devices) + sum(n.total_usd for n in plan.nodes)
-    # Hosts draw their overhead through the whole horizon (planner.estimator.economics).
-    host_energy = sum(
-        cat.node(n.type).power_overhead_w * n.count * whole_h * usd_wh for n in plan.nodes
-    )
+    # Hosts (and switches) draw through the whole horizon (planner.estimator.economics).
+    host_energy = sum(n.energy_usd for n in plan.nodes)
+    if plan.network is not None:
+        capex += plan.network.total_usd
+        host_energy += plan.network.energy_usd
     device_wh = sum(tally.prem_energy_wh.values()) + sum(tally.idle_wh.values())
     energy = device_wh * usd_wh + host_energy
     rents = {m: sum(x.rent_usd.get(m, 0.0) for x in plan.devices) for m in RENT_MODES}
-    total = capex * own + energy + sum(rents.values()) + tally.training_usd
+    # Colocation: rack units held, and the on-premises fleet's busiest power at load.
+    premises_w = [p - c for p, c in zip(tally.power, tally.cloud_power, strict=True)]
+    rack = plan.rack_units * facility_usd_per_rack_unit(problem)
+    facility = (max(premises_w, default=0.0) + tally.training_w) * facility_usd_per_watt(problem)
+    total = capex * own + energy + sum(rents.values()) + tally.training_usd + rack + facility
     plan.costs = Costs(
         capex_usd=capex,
         maintenance_usd=capex * (own - 1),
@@ -304,6 +316,8 @@ def _costs(plan: Plan, problem: Problem, cat: Catalog, tables: Tables, tally: _T
         rent_reserved_usd=rents["reserved"],
         rent_spot_usd=rents["spot"],
         training_usd=tally.training_usd,
+        rack_space_usd=rack,
+        facility_power_usd=facility,
         total_usd=total,
     )
     plan.capex_usd = capex
@@ -344,10 +358,10 @@ def _energy_and_periods(
         for wp in plan.workloads
         if wp.kind == "training"
     )
-    # Idle draw: devices held but not at work, and hosts outside the working hours.
-    idle_wh = sum(tally.idle_wh.values()) + sum(
-        cat.node(n.type).power_overhead_w * n.count * host_idle_hours(problem) for n in plan.nodes
-    )
+    # Idle draw: devices held but not at work, hosts and switches outside the working hours.
+    always_w = sum(cat.node(n.type).power_overhead_w * n.count for n in plan.nodes)
+    always_w += plan.network.power_w if plan.network is not None else 0.0
+    idle_wh = sum(tally.idle_wh.values()) + always_w * host_idle_hours(problem)
     other_kwh = job_kwh + idle_wh * h.pue / 1000
     plan.energy_kwh_per_year = (sum(energy_kwh) + other_kwh) / h.lifetime_years
     joules = (sum(energy_kwh) + other_kwh) * 3.6e6
@@ -555,6 +569,7 @@ def _bill(
                     e.node.price_usd,
                     e.node.price_usd * host_bought,
                     e.node.rack_units * hosts,
+                    e.node.power_overhead_w * hosts * H * usd_wh,
                 )
             )
             plan.rack_units += e.node.rack_units * hosts
@@ -562,6 +577,7 @@ def _bill(
                 power[q] += e.node.power_overhead_w * hosts
             if e.node.intra_node_link not in plan.links:
                 plan.links.append(e.node.intra_node_link)
+    plan.network = _network(problem, cat, plan, tally)
     if (
         len(plan.devices) > 1
         or any(n.count > 1 for n in plan.nodes)
@@ -569,6 +585,35 @@ def _bill(
         or any(x.reserved or x.on_demand or x.spot for x in plan.devices)
     ):
         plan.links.append(problem.constraints.network)
+
+
+def _network(problem: Problem, cat: Catalog, plan: Plan, tally: _Tally) -> NetworkLine | None:
+    """Ports and switches bought to join the hosts on premises (planner.estimator.network);
+    their power joins every period's, their rack units the plan's."""
+    link = cat.link(problem.constraints.network)
+    bought = {x.type: x.bought for x in plan.devices}
+    ports = sum(
+        ports_per_host(cat.node(n.type), link.id) * -(-bought[n.hosts] // cat.node(n.type).slots)
+        for n in plan.nodes
+    )
+    gear = network_gear(link, sum(n.count for n in plan.nodes), ports)
+    if gear is None:
+        return None
+    for q in range(len(tally.power)):
+        tally.power[q] += gear.power_w
+    plan.rack_units += gear.rack_units
+    return NetworkLine(
+        gear.link,
+        gear.ports,
+        gear.port_usd,
+        gear.switch.name if gear.switch else None,
+        gear.switches,
+        gear.switch.price_usd if gear.switch else 0.0,
+        gear.capex_usd,
+        gear.power_w,
+        gear.rack_units,
+        gear.power_w * horizon_hours(problem) * energy_usd_per_watt_hour(problem),
+    )
 
 
 def _carbon(

@@ -45,6 +45,25 @@ class NodeLine:
     unit_price_usd: float
     total_usd: float
     rack_units: int
+    # Electricity of these hosts over the horizon (with PUE): their overhead through every hour,
+    # at load in the working hours and as their idle draw in the others.
+    energy_usd: float = 0.0
+
+
+@dataclass(frozen=True)
+class NetworkLine:
+    """Ports and switches bought to join the hosts over `link` (planner.estimator.network)."""
+
+    link: str
+    ports: int
+    unit_price_usd: float  # one port: NIC (or its share) with optics or cable
+    switch: str | None  # the switch model, None when the hosts are cabled point to point
+    switches: int
+    switch_price_usd: float
+    total_usd: float  # ports and switches
+    power_w: float  # the switches, drawn at all hours
+    rack_units: int
+    energy_usd: float  # the switches' electricity over the horizon (with PUE)
 
 
 @dataclass(frozen=True)
@@ -82,6 +101,8 @@ class Costs:
     rent_reserved_usd: float = 0.0
     rent_spot_usd: float = 0.0
     training_usd: float = 0.0  # training jobs' energy (owned fleet) or rent (their hours)
+    rack_space_usd: float = 0.0  # rack units on premises x horizon.rack_usd_per_u_month
+    facility_power_usd: float = 0.0  # on-premises peak kW x horizon.facility_usd_per_kw_month
     total_usd: float = 0.0
 
 
@@ -144,6 +165,17 @@ class WorkloadPlan:
         backs = sorted(set(self.backends.values()))
         return f"{self.engine} ({' + '.join(backs)})" if backs else self.engine
 
+    # Training: what the job costs, its rent when rented for its own hours (site cloud), else
+    # the electricity of its devices on the owned fleet.
+    job_usd: float | None = None
+
+    def devices(self) -> dict[str, int]:
+        """Devices of these replicas by type: each stage's tensor-parallel degree x replicas."""
+        out: dict[str, int] = {}
+        for s in self.stages:
+            out[s.device] = out.get(s.device, 0) + s.tp * self.replicas
+        return out
+
     def stage_specs(self, cat: Catalog) -> list[StageSpec]:
         """The replica's stages as the estimator takes them (device entries from `cat`)."""
         return [
@@ -166,6 +198,7 @@ class Plan:
     devices: list[DeviceLine] = field(default_factory=list)
     nodes: list[NodeLine] = field(default_factory=list)
     links: list[str] = field(default_factory=list)
+    network: NetworkLine | None = None  # ports and switches bought to join the hosts
     capex_usd: float = 0.0
     opex_usd_per_year: float = 0.0
     tco_usd: float = 0.0

@@ -49,6 +49,7 @@ def catalog_rows(cat: Catalog, kind: str) -> list[dict[str, Any]]:
                 "fp8_tflops_dense": a.dense_tflops.fp8,
                 "tdp_w": a.power.tdp_w,
                 "purchase_usd": a.price.purchase_usd,
+                "condition": a.price.condition if a.price.purchase_usd else None,
                 "rent_usd_per_hour": a.price.rent_usd_per_hour,
             }
             for a in cat.accelerators.values()

@@ -64,6 +64,8 @@ def plan_markdown(plan: Plan, problem: Problem) -> str:
         f"| rent (on demand, reserved, spot) | "
         f"{_usd(c.rent_on_demand_usd + c.rent_reserved_usd + c.rent_spot_usd)} |",
         f"| training jobs | {_usd(c.training_usd)} |",
+        f"| colocation (rack space and power capacity) | "
+        f"{_usd(c.rack_space_usd + c.facility_power_usd)} |",
         f"| **total** | **{_usd(c.total_usd)}** |",
         "",
         f"Power at load {plan.power_w:,.0f} W, at the wall {plan.wall_power_w:,.0f} W; "

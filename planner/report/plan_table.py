@@ -49,7 +49,9 @@ def _on_premises(d: DeviceLine) -> bool:
 def _bill(plan: Plan) -> Table:
     had = [(f, h) for f, h in _HAD if any(getattr(d, f) for d in plan.devices)]
     buys = bool(plan.nodes) or any(d.bought for d in plan.devices)
-    rents = any(sum(d.rent_usd.values()) for d in plan.devices)
+    # Training jobs rented for their own hours: what each rents, for how long, at what cost.
+    jobs = [w for w in plan.workloads if w.kind == "training" and w.site != "on-premises"]
+    rents = any(sum(d.rent_usd.values()) for d in plan.devices) or bool(jobs)
     prem = [d for d in plan.devices if _on_premises(d)]
     util = any(d.utilization is not None for d in prem)
     even = any(d.break_even_utilization is not None for d in prem)
@@ -78,11 +80,28 @@ def _bill(plan: Plan) -> Table:
             row.append(_share(d.break_even_utilization) if _on_premises(d) else "")
         bom.add_row(*row)
     pad = [""] * (len(cols) - 2)
+    for w in jobs:
+        for dev, k in w.devices().items():
+            row = [f"{dev} (rented for `{w.name}`, {w.finish_hours or 0:,.1f} h)", str(k), *pad]
+            row[cols.index("rent")] = _money(w.job_usd or 0.0) if len(w.devices()) == 1 else ""
+            bom.add_row(*row)
     for node in plan.nodes:
         row = [f"{node.type} (hosts {node.hosts})", str(node.count), *pad]
         at = cols.index("unit price")
         row[at : at + 2] = [_money(node.unit_price_usd), _money(node.total_usd)]
         bom.add_row(*row)
+    net = plan.network
+    if net is not None:
+        at = cols.index("unit price")
+        rows = [(f"{net.link} ports (NIC, optics or cable)", net.ports, net.unit_price_usd)]
+        if net.switch:
+            rows.append(
+                (f"switch {net.switch}, {net.power_w:,.0f} W", net.switches, net.switch_price_usd)
+            )
+        for label, count, unit in rows:
+            row = [label, str(count), *pad]
+            row[at : at + 2] = [_money(unit), _money(unit * count)]
+            bom.add_row(*row)
     bom.add_row("links", ", ".join(plan.links), *pad)
     if util:
         bom.caption = "utilization = hours at work / hours held" + (
@@ -97,13 +116,15 @@ def _costs(plan: Plan) -> Table:
     t.add_column("kind")
     t.add_column("USD", justify="right")
     for label, x in (
-        ("devices and hosts bought", c.capex_usd),
+        ("devices, hosts and network bought", c.capex_usd),
         ("maintenance", c.maintenance_usd),
         ("energy (on premises, x PUE)", c.energy_usd),
         ("rent: on demand", c.rent_on_demand_usd),
         ("rent: reserved", c.rent_reserved_usd),
         ("rent: spot", c.rent_spot_usd),
         ("training jobs", c.training_usd),
+        ("rack space (colocation)", c.rack_space_usd),
+        ("facility power capacity (colocation)", c.facility_power_usd),
     ):
         if x:
             t.add_row(label, _money(x))
@@ -260,8 +281,12 @@ def plan_renderable(plan: Plan) -> Group:
     money.add_row("capex", _money(plan.capex_usd))
     money.add_row("opex per year", _money(plan.opex_usd_per_year))
     money.add_row("total cost over the horizon", _money(plan.tco_usd))
-    money.add_row("power at load (devices + hosts)", f"{plan.power_w:,.0f} W")
+    money.add_row("power at load (devices, hosts, switches)", f"{plan.power_w:,.0f} W")
     money.add_row("power at the wall (x PUE)", f"{plan.wall_power_w:,.0f} W")
+    rented_jobs = [w for w in plan.workloads if w.kind == "training" and w.site != "on-premises"]
+    if rented_jobs:
+        watts = sum(w.power_w for w in rented_jobs)
+        money.add_row("rented training jobs at load (devices)", f"{watts:,.0f} W")
     money.add_row("rack units", str(plan.rack_units))
     parts.append(money)
     parts.append(_costs(plan))

@@ -11,23 +11,26 @@ Assumptions (the plan prices the horizon as a whole, so these say when its costs
   horizon, so at the horizon's end the cumulative cost is exactly the plan's total.
 - Nothing is priced beyond the horizon: asking for more months than it holds shows the horizon
   only, with a note (re-solve with a longer `horizon.lifetime_years` to see further).
-- Buy versus rent, per device type that is owned or bought: buying costs the purchase of the
-  bought devices at month 0 (owned ones are already paid for) plus their maintenance and energy,
-  spread evenly; renting costs the same device-hours at work (`device_hours` on
-  premises, owned and bought) at the on-demand rate the plan carries, spread evenly. Hosts are left
-  out of both. The break-even month is where the two straight lines cross, solved exactly.
+- Buy versus rent, per device type that is owned or bought, on one basis with the plan's
+  break-even utilization: buying costs the purchase of the bought devices and of the hosts bought
+  for them at month 0 (owned ones are already paid for) plus their maintenance and the energy of
+  the devices and their hosts, spread evenly; renting costs the same device-hours at work
+  (`device_hours` on premises, owned and bought) at the on-demand rate the plan carries, which
+  includes hosting, spread evenly. The break-even month is where the two straight lines cross,
+  solved exactly.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
-from planner.plan.types import Costs, DeviceLine, Plan, plain_data
+from planner.plan.types import Costs, DeviceLine, NodeLine, Plan, plain_data
 
 WITH_PLAN = ("OPTIMAL", "FEASIBLE")
 MONTHS_PER_YEAR = 12
@@ -43,6 +46,8 @@ COST_KINDS = (
     ("rent_reserved_usd", "rent reserved", False),
     ("rent_spot_usd", "rent spot", False),
     ("training_usd", "training jobs", True),
+    ("rack_space_usd", "rack space (colocation)", False),
+    ("facility_power_usd", "facility power capacity (colocation)", False),
 )
 FIRST_MILESTONES = (0, 1, 3, 6)  # then every 12 months, then the end
 _EPS_MONTHS = 1e-9  # a month count this close to a whole number is that number
@@ -82,9 +87,9 @@ class BuyVsRent:
 
     owned: int
     bought: int
-    purchase_usd: float  # the bought devices; owned ones are already paid for
-    maintenance_usd: float
-    energy_usd: float
+    purchase_usd: float  # the bought devices and their hosts; owned ones are already paid for
+    maintenance_usd: float  # devices and hosts
+    energy_usd: float  # devices and their hosts
     buy_usd: float  # buy(H)
     device_hours: float  # at work, owned + bought, over the horizon
     on_demand_usd_per_hour: float | None  # None: the plan carries no on-demand rate
@@ -224,26 +229,31 @@ def break_even_month(
     return month if month <= end + _EPS_MONTHS else None
 
 
-def buy_versus_rent(device: DeviceLine, years: float) -> BuyVsRent | None:
-    """The owned and bought devices of a type against renting their hours on demand; None when
-    none is owned or bought."""
+def buy_versus_rent(
+    device: DeviceLine, years: float, hosts: Sequence[NodeLine] = ()
+) -> BuyVsRent | None:
+    """The owned and bought devices of a type, with `hosts` (the plan's host lines that hold
+    them), against renting their hours on demand; None when none is owned or bought."""
     end = horizon_months(years)
     if device.owned + device.bought <= 0:
         return None
+    mine = [n for n in hosts if n.hosts == device.type]
+    purchase = device.total_usd + sum(n.total_usd for n in mine)
+    energy = device.energy_usd + sum(n.energy_usd for n in mine)
     hours = sum(device.device_hours.get(m, 0.0) for m in ON_PREMISES_MODES)
-    running = device.maintenance_usd + device.energy_usd
+    running = device.maintenance_usd + energy
     rate = device.rent_usd_per_hour.get("on_demand")
     rent = None if rate is None else rate * hours
     crossing = None
     if rent is not None:
-        crossing = break_even_month(device.total_usd, running / end, rent / end, end)
+        crossing = break_even_month(purchase, running / end, rent / end, end)
     return BuyVsRent(
         owned=device.owned,
         bought=device.bought,
-        purchase_usd=device.total_usd,
+        purchase_usd=purchase,
         maintenance_usd=device.maintenance_usd,
-        energy_usd=device.energy_usd,
-        buy_usd=device.total_usd + running,
+        energy_usd=energy,
+        buy_usd=purchase + running,
         device_hours=hours,
         on_demand_usd_per_hour=rate,
         rent_usd=rent,
@@ -281,7 +291,7 @@ def rent_lines(device: DeviceLine, years: float) -> list[RentLine]:
 def device_costs(plan: Plan, years: float) -> list[DeviceCost]:
     """Per device type in the plan: buy versus rent for the devices held, cost of the rented."""
     return [
-        DeviceCost(d.type, buy_versus_rent(d, years), tuple(rent_lines(d, years)))
+        DeviceCost(d.type, buy_versus_rent(d, years, plan.nodes), tuple(rent_lines(d, years)))
         for d in plan.devices
     ]
 
@@ -462,8 +472,9 @@ def tco_tables(report: TcoReport) -> list[Table]:
                 _pct(b.break_even_utilization),
             )
         t.caption = (
-            "buy: purchase at month 0 plus upkeep and energy; rent: the same device-hours on "
-            "demand; break-even at: the utilization above which buying beats renting"
+            "buy: devices and their hosts bought at month 0, plus upkeep and energy (hosts "
+            "included); rent: the same device-hours on demand (hosting included); break-even "
+            "at: the utilization above which buying beats renting, on the same basis"
         )
         tables.append(t)
 

@@ -147,11 +147,20 @@ class Interconnect(Frozen):
     pcie_lanes: int | None = Field(None, ge=1, le=16, description="Host PCIe lanes.")
 
 
+Condition = Literal["new", "refurbished", "used"]
+
+
 class Price(Frozen):
     purchase_usd: float | None = Field(
         None, gt=0, description="Street/list price of one device, USD."
     )
     purchase_date: str | None = Field(None, description="When that price was seen (YYYY-MM).")
+    condition: Condition = Field(
+        "new",
+        description="What the purchase price buys: a `new` device, a `refurbished` one (tested "
+        "and resold, often with a short warranty) or a `used` one (second-hand). Rents are "
+        "for devices a provider keeps.",
+    )
     rent_usd_per_hour: float | None = Field(
         None, gt=0, description="Typical on-demand cloud rent for one device, USD per hour."
     )
@@ -293,6 +302,20 @@ LinkKind = Literal[
 ]
 
 
+class SwitchSpec(Frozen):
+    """A switch model for a link between hosts: what a fleet of more than one host buys to join
+    them (its source is the link's `sources.switch`)."""
+
+    name: str
+    ports: int = Field(
+        ge=2, description="Ports at this link's speed (a breakout port counts as its parts)."
+    )
+    price_usd: float = Field(ge=0, description="Price of one switch, USD.")
+    price_date: str
+    power_w: float = Field(ge=0, description="Power drawn, watts (the maximum where published).")
+    rack_units: int = Field(ge=0, description="Rack units of one switch.")
+
+
 class Link(Sourced):
     """An interconnect: bandwidth per direction per port and one-way latency."""
 
@@ -304,8 +327,16 @@ class Link(Sourced):
         gt=0, description="Per direction, 1e9 bytes/s, per port or per device."
     )
     latency_us: float = Field(ge=0, description="One-way small-message latency, microseconds.")
-    price_usd_per_port: float | None = Field(None, ge=0, description="NIC plus switch port, USD.")
+    price_usd_per_port: float | None = Field(
+        None,
+        ge=0,
+        description="Host side of one port: the NIC (or its share) with optics or cable, USD; "
+        "the switch is priced by `switch`.",
+    )
     price_date: str | None = None
+    switch: SwitchSpec | None = Field(
+        None, description="The switch joining hosts on this link; none: point-to-point cables."
+    )
     notes: str | None = None
 
 
@@ -337,6 +368,19 @@ class MLA(Frozen):
     v_head_dim: int = Field(gt=0)
 
 
+class ApiPrice(Frozen):
+    """A managed API's published price for a model: per million prompt and completion tokens."""
+
+    provider: str
+    endpoint: str = Field(description="The provider's model name.")
+    prompt_usd_per_m: float = Field(gt=0, description="USD per million prompt (input) tokens.")
+    completion_usd_per_m: float = Field(
+        gt=0, description="USD per million completion (output) tokens."
+    )
+    date: str = Field(description="When the price was read (YYYY-MM).")
+    source: str = Field(description="Reference id of the price page.")
+
+
 class ModelArch(Sourced):
     """A decoder-only transformer, described as its Hugging Face config does."""
 
@@ -344,6 +388,9 @@ class ModelArch(Sourced):
     name: str
     family: str
     released: str
+    api_prices: list[ApiPrice] = Field(
+        default_factory=list, description="Managed APIs serving this model, and their prices."
+    )
     hidden_size: int = Field(gt=0)
     num_layers: int = Field(gt=0)
     num_attention_heads: int = Field(gt=0)

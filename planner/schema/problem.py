@@ -623,6 +623,17 @@ class Horizon(ProblemModel):
         0.0,
         description="Yearly upkeep of bought devices and hosts, share of their price: `5%`.",
     )
+    rack_usd_per_u_month: Dollars | None = Field(
+        None,
+        description="Rack space for what is on premises (hosts and switches), USD per rack unit "
+        "per month, as colocation prices it; none: no charge.",
+    )
+    facility_usd_per_kw_month: Dollars | None = Field(
+        None,
+        description="Facility power capacity, USD per kW of the on-premises fleet's power at "
+        "load (its busiest period) per month, as colocation prices it; none: no charge. "
+        "Electricity is `electricity_usd_per_kwh` on top.",
+    )
 
     @property
     def modes(self) -> tuple[Mode, ...]:
@@ -689,6 +700,19 @@ class Market(ProblemModel):
     prices: dict[CatalogId, PriceOverride] = Field(
         default_factory=dict, description="Per device id: prices replacing the catalog's."
     )
+    conditions: list[Literal["new", "refurbished", "used"]] | None = Field(
+        None,
+        description="Conditions a catalog purchase price may be in to be bought: any of new, "
+        "refurbished, used. Unset: new only for datacenter parts and ASICs, any for the others "
+        "(consumer cards, workstations, desktops). A device whose catalog price is in another "
+        "condition can still be rented or owned; `prices` here always counts.",
+    )
+
+    def may_buy(self, condition: str, device_class: str) -> bool:
+        """Whether a catalog purchase price in `condition` counts for a device of that class."""
+        if self.conditions is not None:
+            return condition in self.conditions
+        return condition == "new" or device_class not in ("datacenter", "asic")
 
 
 class Period(ProblemModel):
