@@ -408,6 +408,12 @@ def _check_network(plan: Plan, problem: Problem, cat: Catalog) -> NetworkGear | 
         energy = gear.power_w * horizon_hours(problem) * energy_usd_per_watt_hour(problem)
         why = " (planner.estimator.network, from the host lines and devices bought)"
         same(problem, "network.ports", line.ports, gear.ports, why)
+        same(problem, "network.unit_price_usd", line.unit_price_usd, gear.port_usd, why)
+        switch = gear.switch
+        if line.link != gear.link or line.switch != (switch.name if switch else None):
+            fail(problem, f"`network`: link {line.link}, switch {line.switch}{why}")
+        price = switch.price_usd if switch else 0.0
+        same(problem, "network.switch_price_usd", line.switch_price_usd, price, why)
         same(problem, "network.switches", line.switches, gear.switches, why)
         same(problem, "network.total_usd", line.total_usd, gear.capex_usd, why)
         same(problem, "network.power_w", line.power_w, gear.power_w, why)
