@@ -31,7 +31,7 @@ from planner.estimator.economics import (
     ownership_factor,
     reserved_hours,
 )
-from planner.estimator.network import NetworkGear, network_gear, ports_per_host
+from planner.estimator.network import network_gear, ports_per_host
 from planner.plan.slack import BINDING_SLACK
 from planner.plan.types import Costs, Plan, WorkloadPlan
 from planner.schema.problem import MAX_DEVICES, InferenceWorkload, Problem, TrainingWorkload
@@ -351,11 +351,7 @@ def _check_hosts(
         ru += nd.rack_units * node_line.count
         for q in range(n):
             f.power[q] += nd.power_overhead_w * node_line.count
-    gear = _check_network(plan, problem, cat)
-    if gear is not None:
-        ru += gear.rack_units
-        for q in range(n):
-            f.power[q] += gear.power_w
+    ru += _check_network(plan, problem, cat, f)
     same(problem, "rack_units", plan.rack_units, ru, " (the node lines' and switches' rack units)")
     f.limit("rack_units", ru, c.max_rack_units)
     if c.max_rack_units is not None and ru > c.max_rack_units:
@@ -391,9 +387,10 @@ def _same_dict(problem: Problem, at: str, got: dict[str, float], want: dict[str,
         same(problem, f"{at}.{k}", got.get(k, 0.0), want.get(k, 0.0))
 
 
-def _check_network(plan: Plan, problem: Problem, cat: Catalog) -> NetworkGear | None:
+def _check_network(plan: Plan, problem: Problem, cat: Catalog, f: Fleet) -> int:
     """The ports and switches joining the hosts, recounted from the host lines and the devices
-    bought (planner.estimator.network), against the plan's network line."""
+    bought (planner.estimator.network), against the plan's network line; the switches' power
+    joins every period's. Returns their rack units."""
     link = cat.link(problem.constraints.network)
     bought = {x.type: x.bought for x in plan.devices}
     ports = 0
@@ -419,7 +416,11 @@ def _check_network(plan: Plan, problem: Problem, cat: Catalog) -> NetworkGear | 
         same(problem, "network.power_w", line.power_w, gear.power_w, why)
         same(problem, "network.rack_units", line.rack_units, gear.rack_units, why)
         same(problem, "network.energy_usd", line.energy_usd, energy, why)
-    return gear
+    if gear is None:
+        return 0
+    for q in range(f.n):
+        f.power[q] += gear.power_w
+    return gear.rack_units
 
 
 def _check_costs(
