@@ -14,8 +14,8 @@ force, which knows nothing of the enumerator:
   from the estimator's scalar replica arithmetic; kept when memory and the latency ceilings hold;
 - every mix of replicas of those designs that meets the demand, by a depth-first search cut
   only by bounds no cheaper completion can cross; each priced from the catalog and the problem
-  (devices and hosts bought with upkeep; replicas' energy at work, devices' idle draw, hosts'
-  overhead all horizon) and checked against the budget, power, device and rack-unit caps.
+  (devices, hosts and the network gear joining them bought with upkeep; replicas' energy at
+  work, devices' idle draw, hosts' and switches' power all horizon) and checked against the budget, power, device and rack-unit caps.
 
 The cheapest brute-force plan must cost what the solver proves optimal, and a case without one
 must be infeasible to the solver too. The cases were drawn at random (and from a sweep of prices
@@ -40,6 +40,7 @@ from planner.estimator.economics import (
     ownership_factor,
     working_hours,
 )
+from planner.estimator.network import network_gear, ports_per_host
 from planner.estimator.replica import StageSpec, inference_replica
 from planner.estimator.serving import prefill_prompt
 from planner.schema.problem import InferenceWorkload, Problem
@@ -68,7 +69,10 @@ FAMILIES = (
 def catalog() -> Catalog:
     base = load_catalog()
     m = base.model("llama-3.1-70b").model_copy(update={"id": MODEL, "num_layers": 4})
-    return replace(base, models={**base.models, MODEL: m})
+    # The cases were drawn with hosts joined at no cost, and their constraints bind so; network
+    # gear is priced by the same rules here as in the solver (tests/test_network.py prices it).
+    net = base.link("eth-100g").model_copy(update={"price_usd_per_port": None, "switch": None})
+    return replace(base, models={**base.models, MODEL: m}, links={**base.links, net.id: net})
 
 
 @dataclass(frozen=True)
@@ -199,7 +203,12 @@ def base_problem(
                 **constraints,
             },
             "horizon": {"procurement": "buy", "utilization": 0.5},
-            "market": {"prices": {d: {"purchase_usd": x} for d, x in (prices or {}).items()}},
+            "market": {
+                "prices": {d: {"purchase_usd": x} for d, x in (prices or {}).items()},
+                # The catalog's refurbished A100 price may be bought (the default buys
+                # datacenter parts new only).
+                "conditions": ["new", "refurbished", "used"],
+            },
         }
     )
 
@@ -273,6 +282,7 @@ def cheapest(problem: Problem) -> Optimum | None:
     hosts_of = [cat.host_for(a) for a in accs]
     price = [device_prices(problem, a).purchase_usd or 0.0 for a in accs]
     idle_w = [a.power.idle_w for a in accs]
+    link = cat.link(c.network)
     # Per device vector, the designs not worse in both tokens/s (beyond the floor counts for
     # nothing) and power: the only ones a cheapest mix can need.
     by_vec: dict[tuple[int, ...], list[tuple[float, float]]] = {}
@@ -293,7 +303,7 @@ def cheapest(problem: Problem) -> Optimum | None:
         """Total cost, wall power and rack units of devices `s` with replicas drawing `watts`
         while at work: devices and hosts bought with upkeep; the replicas' energy at work,
         the devices' idle draw the rest of the horizon, the hosts' overhead all of it."""
-        capex, host_w, idle, ru = 0.0, 0.0, 0.0, 0
+        capex, host_w, idle, ru, hosts, ports = 0.0, 0.0, 0.0, 0, 0, 0
         for n, x, host, iw in zip(s, price, hosts_of, idle_w, strict=True):
             assert host is not None
             k = -(-n // host.slots)
@@ -301,6 +311,13 @@ def cheapest(problem: Problem) -> Optimum | None:
             host_w += host.power_overhead_w * k
             idle += iw * n
             ru += host.rack_units * k
+            hosts += k
+            ports += ports_per_host(host, link.id) * k
+        gear = network_gear(link, hosts, ports)  # ports and switches joining the hosts
+        if gear is not None:
+            capex += gear.capex_usd
+            host_w += gear.power_w  # switches draw at all hours, as hosts do
+            ru += gear.rack_units
         wh = watts * hours + idle * idle_h + host_w * (hours + idle_h)
         total = capex * own + wh * usd_wh
         return total, (watts + host_w) * problem.horizon.pue, ru
