@@ -84,6 +84,12 @@ class _Tally:
         self.cloud_power = [0.0] * self.n  # the part of `power` rented devices draw
         self.tokens = [0.0] * self.n
 
+    def draw(self, p_i: int, watts: float, *, rented: bool) -> None:
+        """Watts drawn in period `p_i`, and whether rented devices draw them."""
+        self.power[p_i] += watts
+        if rented:
+            self.cloud_power[p_i] += watts
+
 
 def make_plan(problem: Problem, cat: Catalog, tables: Tables, sol: Solution) -> Plan:
     """The plan for a solution. Purchases and hosts are the fewest that hold the devices at work
@@ -225,9 +231,7 @@ def _add_serving(
     stages, replica_w, ttft = stage_lines(shape, cat, d, problem)
     watts = replica_w * r
     host_share = cloud_host_watts(d.devices, tables.econ) * r if site == CLOUD else 0.0
-    tally.power[p_i] += watts + host_share
-    if site == CLOUD:
-        tally.cloud_power[p_i] += watts + host_share
+    tally.draw(p_i, watts + host_share, rented=site == CLOUD)
     served: dict[str, float] = {}
     if w.request_mix is not None:
         serves = tables.serves[wn][j]
