@@ -3,13 +3,11 @@ and the smallest tier solves to a proved, verified optimum."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from bench_scripts import load_script
 
 from planner.estimator.designs import allowed_devices
 from planner.load import check_names
@@ -19,14 +17,7 @@ from planner.solve import solve_problem
 
 
 def _load() -> ModuleType:
-    """benchmarks/ is a folder of scripts, not a package: load the generator by path."""
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "generate.py"
-    spec = importlib.util.spec_from_file_location("bench_generate", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while being built
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/generate.py", "bench_generate")
 
 
 gen = _load()

@@ -122,8 +122,9 @@ def test_carbon_cap_changes_the_plan() -> None:
     free = solved("carbon-cap", "constraints.max_carbon_kgco2e=1e9")
     capped = solved("carbon-cap")
     assert free.carbon is not None and capped.carbon is not None
-    # problems/carbon-cap.yaml; 240,000 kg since idle draw counts (the cheapest plan emits ~279,000).
-    cap = 240_000
+    # problems/carbon-cap.yaml; 220,000 kg since the serving factors were fitted on published
+    # results (the cheapest plan emits ~237,000).
+    cap = 220_000
     assert free.carbon.total_kgco2e > cap >= capped.carbon.total_kgco2e
     assert {x.type for x in free.devices} != {x.type for x in capped.devices}
     assert capped.tco_usd > free.tco_usd

@@ -36,7 +36,8 @@ class DeviceTable:
     eff_bandwidth: Array
     eff_compute: Array
     eff_batched_compute: Array  # batched serving matmuls, 16-bit (catalog/serving.yaml)
-    eff_batched_low: Array  # the same on 8- and 4-bit tensor paths
+    eff_batched_low: Array  # the same on 8-bit tensor paths
+    eff_batched_fp4: Array  # the same on 4-bit tensor paths
     eff_training_mfu: Array
     layer_overhead_s: Array
     step_overhead_s: Array
@@ -81,10 +82,16 @@ class DeviceTable:
         return peak
 
     def batched_compute(self, fmt: WeightFormat) -> Array:
-        """Batched serving compute efficiency for `fmt`: the low-precision factor where the
-        device runs the format's 8- or 4-bit tensor path, else the 16-bit one."""
-        low = np.array([_precision(d, fmt) in LOW_PRECISION for d in self.devices])
-        return np.where(low, self.eff_batched_low, self.eff_batched_compute)
+        """Batched serving compute efficiency for `fmt`: the factor of the tensor path the
+        device runs the format on (4-bit, 8-bit, else 16-bit)."""
+        prec = [_precision(d, fmt) for d in self.devices]
+        four = np.array([p == "fp4" for p in prec])
+        low = np.array([p in LOW_PRECISION for p in prec])
+        return np.where(
+            four,
+            self.eff_batched_fp4,
+            np.where(low, self.eff_batched_low, self.eff_batched_compute),
+        )
 
 
 LOW_PRECISION = ("fp8", "int8", "fp4")
@@ -174,6 +181,14 @@ def device_table(
                 ov.get(d.id, {}).get("compute")
                 or ov.get(d.device_class, {}).get("compute")
                 or batched_compute_for(d.device_class, e.compute, low_precision=True)
+                for e, d in zip(effs, devices, strict=True)
+            ]
+        ),
+        eff_batched_fp4=col(
+            [
+                ov.get(d.id, {}).get("compute")
+                or ov.get(d.device_class, {}).get("compute")
+                or batched_compute_for(d.device_class, e.compute, four_bit=True)
                 for e, d in zip(effs, devices, strict=True)
             ]
         ),

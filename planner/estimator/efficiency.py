@@ -109,7 +109,12 @@ class ServingFile(Frozen):
         description="Achieved / dense 16-bit peak FLOPs of batched serving matmuls, per class."
     )
     batched_compute_low_precision: dict[DeviceClass, float] = Field(
-        description="The same on the 8- and 4-bit tensor paths (of their own peak), per class."
+        description="The same on the 8-bit tensor paths (of their own peak), per class."
+    )
+    batched_compute_fp4: dict[DeviceClass, float] = Field(
+        default_factory=dict,
+        description="The same on the 4-bit tensor paths (of their own peak), per class; the "
+        "8-bit figure where a class is not listed.",
     )
 
 
@@ -121,10 +126,17 @@ def load_serving(path: Path | None = None) -> ServingFile:
 
 
 def batched_compute_for(
-    device_class: DeviceClass, fallback: float, *, low_precision: bool = False
+    device_class: DeviceClass,
+    fallback: float,
+    *,
+    low_precision: bool = False,
+    four_bit: bool = False,
 ) -> float:
-    """Batched serving compute efficiency of a class (16-bit, or the 8- and 4-bit paths);
-    its single-prompt factor where unlisted."""
+    """Batched serving compute efficiency of a class on its 16-bit, 8-bit (`low_precision`) or
+    4-bit (`four_bit`) tensor path; the 8-bit figure for a 4-bit path the file does not list,
+    the class's single-prompt factor where the class is unlisted."""
     s = load_serving()
-    table = s.batched_compute_low_precision if low_precision else s.batched_compute
+    if four_bit and device_class in s.batched_compute_fp4:
+        return s.batched_compute_fp4[device_class]
+    table = s.batched_compute_low_precision if low_precision or four_bit else s.batched_compute
     return table.get(device_class, fallback)

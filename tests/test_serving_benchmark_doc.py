@@ -1,0 +1,52 @@
+"""docs/serving.md carries the table of benchmarks/serving/run.py --markdown: the check here is
+the cheap part of "the doc is current" (the rows scored and refused, the MLPerf request shape and
+the factors the catalog ships), without re-running the fit."""
+
+from __future__ import annotations
+
+import re
+from types import ModuleType
+
+from bench_scripts import ROOT, load_script
+
+
+def _load() -> ModuleType:
+    return load_script("benchmarks/serving/run.py", "bench_serving_run")
+
+
+def _block(run: ModuleType) -> str:
+    doc = (ROOT / "docs" / "serving.md").read_text(encoding="utf-8")
+    assert run.MARK_BEGIN in doc and run.MARK_END in doc, "regenerate: run.py --markdown"
+    return doc.split(run.MARK_BEGIN, 1)[1].split(run.MARK_END, 1)[0]
+
+
+def test_doc_table_lists_the_rows_run_py_scores_and_refuses() -> None:
+    run = _load()
+    rows = run.load_rows()
+    block = _block(run).split("MLPerf Server rows at", 1)[0]  # the scored table and refusals
+    table = set(re.findall(r"^\| (\S+) \|", block, flags=re.M)) - {"row"}
+    refused = set(re.findall(r"^- (\S+): ", block, flags=re.M))
+    assert table == {r.id for r in rows if r.predict}
+    assert refused == {r.id for r in rows if not r.predict}
+    # Every refusal names what is missing.
+    assert all(r.why_not for r in rows if not r.predict)
+
+
+def test_doc_states_the_factors_the_catalog_ships() -> None:
+    run = _load()
+    line = next(ln for ln in _block(run).splitlines() if ln.startswith("Fitted on every row"))
+    shipped = line.split("Catalog serving.yaml ships", 1)[1]
+    for path, value in run.catalog_factors().items():
+        assert f"{path} {value:.2f}" in shipped
+
+
+def test_mlperf_rows_carry_the_dataset_shape() -> None:
+    """Every MLPerf Llama-2-70B row is evaluated at the OpenOrca subset's mean request shape:
+    213 input tokens (estimated from the published per-sample extraction, published.yaml header)
+    and the reference 294.45 output tokens (mlcommons/inference llama2-70b README)."""
+    run = _load()
+    mlperf = [r for r in run.load_rows() if r.id.startswith("mlperf")]
+    assert len(mlperf) >= 20
+    assert {(r.spec["prompt"], r.spec["output"]) for r in mlperf} == {(213, 294)}
+    server = [r for r in mlperf if r.kind == "server"]
+    assert all(r.spec["ttft_limit"] and r.spec["tpot_limit"] for r in server)
