@@ -227,7 +227,11 @@ def _best_point(s: dict[str, Any], ok: Callable[[LoadedLatency], bool]) -> Point
         tp = d.stages[0].tp
         it = _iteration(s["m"], s["dev"], tp, s["weights"], d.batch, prompt, output, layers)
         cap = d.batch / (output * _mean_iteration(it, d.batch, prompt, output))
-        rate = max_rate(it, slots=d.batch, prompt=prompt, output=output, ceiling=ok, capacity=cap)
+
+        def latency(r: float, it: IterationTime = it, b: int = d.batch) -> LoadedLatency:
+            return open_latency(it, slots=b, rate=r, prompt=prompt, output=output)
+
+        rate = max_rate(latency, ceiling=ok, capacity=cap)
         per = rate * len(layers) * output / _accelerators(d)
         if per > best.per_accelerator:
             lat = open_latency(it, slots=d.batch, rate=rate, prompt=prompt, output=output)
