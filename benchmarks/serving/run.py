@@ -140,6 +140,8 @@ def _problem(
                     "concurrency": "unbounded",
                 }
             ],
+            # Performance only: a device whose catalog price is refurbished is still a design.
+            "market": {"conditions": ["new", "refurbished", "used"]},
             "constraints": {
                 "allowed_devices": [dev],
                 "max_stages": stages,
