@@ -237,6 +237,32 @@ def _engine(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
     return out
 
 
+def _recipe(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    """Each serving replica's launch settings are the ones its figures assume: its stages'
+    sizes and layers, batch x stages sequences, its token budget, the workload's formats."""
+    out = []
+    for w, wp in _inference(plan, problem):
+        r = wp.recipe
+        if r is None:
+            out.append(f"workloads.recipe: `{w.name}` states no launch settings")
+            continue
+        want = {
+            "engine": wp.engine,
+            "tensor_parallel": tuple(s.tp for s in wp.stages),
+            "pipeline_parallel": len(wp.stages),
+            "layer_split": tuple(s.layers[1] - s.layers[0] + 1 for s in wp.stages),
+            "max_sequences": wp.batch * len(wp.stages),
+            "token_budget": wp.token_budget,
+            "kv_cache_dtype": w.kv,
+            "weights": w.weights,
+        }
+        for key, value in want.items():
+            got = getattr(r, key)
+            if (tuple(got) if isinstance(got, list) else got) != value:
+                out.append(f"workloads.recipe: `{w.name}` {key} {got}, the design's is {value}")
+    return out
+
+
 def _engines(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
     allowed = problem.constraints.engines
     if allowed is None:
@@ -430,6 +456,7 @@ RULES: dict[str, Rule] = {
     "horizon.procurement": _one_provider,
     "workloads.context_tokens": _context,
     "workloads.engine": _engine,
+    "workloads.recipe": _recipe,
     "workloads.concurrency": _concurrency,
     "workloads.max_ttft_s": _ceiling("max_ttft_s", "ttft_s", "s"),
     "workloads.max_ms_per_token": _ceiling("max_ms_per_token", "ms_per_token", "ms"),

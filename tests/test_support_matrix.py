@@ -284,3 +284,21 @@ def test_the_committed_support_matrix_doc_is_current() -> None:
         "docs/support-matrix.md is stale: run "
         "`python -m planner.report.support_doc > docs/support-matrix.md`"
     )
+
+
+def test_every_serving_replica_carries_its_recipe_and_the_verifier_checks_it() -> None:
+    p = problem("q4_k_m", "q8_0", ["rtx-3090"], engine="llama.cpp")
+    plan = solve_problem(p, workers=1, seed=0)
+    assert plan.has_plan
+    for wp in plan.workloads:
+        r = wp.recipe
+        assert r is not None and r.engine == "llama.cpp"
+        assert r.max_sequences == wp.batch * len(wp.stages)
+        assert r.token_budget == wp.token_budget
+        assert "--cache-type-k q8_0" in r.command and f"--parallel {r.max_sequences}" in r.command
+    assert rule_failures(plan, p, CAT) == []
+    wp = plan.workloads[0]
+    assert wp.recipe is not None
+    bad = replace(wp, recipe=replace(wp.recipe, max_sequences=wp.recipe.max_sequences + 1))
+    plan.workloads[0] = bad
+    assert any("workloads.recipe" in f for f in rule_failures(plan, p, CAT))

@@ -36,7 +36,6 @@ from planner.estimator.network import network_gear, ports_per_host
 from planner.estimator.replica import StageSpec, inference_replica, training_stage_memory
 from planner.estimator.request_mix import class_workload
 from planner.estimator.serving import prefill_pool_budget, prefill_prompt, token_budget
-from planner.estimator.support import backends_of
 from planner.estimator.training_designs import training_job, training_setup
 from planner.model.objectives import Figures, objective_for
 from planner.model.result import Solution
@@ -47,6 +46,7 @@ from planner.model.tables import (
     mix_tokens_per_request,
     plain_tokens_factor,
 )
+from planner.plan.recipe import serving_fields
 from planner.plan.slack import binding, constraint_slack
 from planner.plan.types import (
     CarbonLine,
@@ -282,13 +282,21 @@ def _add_serving(
                 w.request_mix[sized[j]].name if sized and w.request_mix is not None else None
             ),
             sequences=seqs,
-            token_budget=math.ceil(
-                {"prefill": prefill_pool_budget(prompt), "decode": float(d.batch)}.get(
-                    d.role, token_budget(d.batch, prompt, shape.output_tokens)
-                )
+            **serving_fields(
+                cat,
+                problem.constraints,
+                w,
+                shape,
+                d.engine,
+                d.devices,
+                stages,
+                d.batch,
+                math.ceil(
+                    {"prefill": prefill_pool_budget(prompt), "decode": float(d.batch)}.get(
+                        d.role, token_budget(d.batch, prompt, shape.output_tokens)
+                    )
+                ),
             ),
-            engine=d.engine or None,
-            backends=backends_of(cat, d.devices, w, problem.constraints),
             role=d.role,
         )
     )

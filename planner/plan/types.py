@@ -120,6 +120,21 @@ class CarbonLine:
 
 
 @dataclass(frozen=True)
+class Recipe:
+    """How to launch one replica so it runs as the plan's figures assume."""
+
+    engine: str
+    tensor_parallel: tuple[int, ...]  # per stage
+    pipeline_parallel: int  # stages
+    layer_split: tuple[int, ...]  # layers per stage, in order
+    max_sequences: int  # per replica: batch x stages
+    token_budget: int | None  # tokens per iteration (decodes plus prefill room)
+    kv_cache_dtype: str  # the workload's KV format
+    weights: str  # the checkpoint's weight format
+    command: str  # the launch line with those settings (MODEL stands for the checkpoint)
+
+
+@dataclass(frozen=True)
 class WorkloadPlan:
     name: str
     kind: str
@@ -150,6 +165,7 @@ class WorkloadPlan:
     # The serving engine every replica runs (support matrix id) and its backend per device.
     engine: str | None = None
     backends: dict[str, str] = field(default_factory=dict)
+    recipe: Recipe | None = None  # serving: the engine's launch settings the figures assume
 
     # Request mixes: `both` serves whole requests; a disaggregated `prefill` pool computes
     # prompts and sends their KV cache to a `decode` pool (requests_per_s then counts the requests

@@ -82,6 +82,7 @@ def plan_markdown(plan: Plan, problem: Problem) -> str:
         f"| {_opt(w.ms_per_token, '.1f')} | {_opt(w.ttft_s, '.2f')} |"
         for w in plan.workloads
     ]
+    lines += _recipes(plan)
     h = problem.horizon
     lines += [
         "",
@@ -99,6 +100,25 @@ def plan_markdown(plan: Plan, problem: Problem) -> str:
         + "; every figure re-checked by the verifier from the catalog and the estimator.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _recipes(plan: Plan) -> list[str]:
+    """Per serving design: the engine's launch settings the figures assume."""
+    out = ["", "## Deployment recipes", ""]
+    for w in plan.workloads:
+        r = w.recipe
+        if r is None:
+            continue
+        period = f", period {w.period}" if w.period else ""
+        out += [
+            f"- **{w.name}**{period}: {w.runtime}; tensor parallel "
+            f"{' / '.join(map(str, r.tensor_parallel))} over {r.pipeline_parallel} pipeline "
+            f"stage(s) of {' / '.join(map(str, r.layer_split))} layers; at most "
+            f"{r.max_sequences} sequences, {r.token_budget or '-'} tokens per iteration; "
+            f"{r.weights} weights, {r.kv_cache_dtype} KV cache",
+            f"  `{r.command}`",
+        ]
+    return out if len(out) > 3 else []
 
 
 def plan_csv(plan: Plan) -> str:

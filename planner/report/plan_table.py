@@ -250,6 +250,8 @@ def _workload(w: WorkloadPlan, show_site: bool) -> Table:
             served = ", ".join(f"{k} {v:,.2f}" for k, v in w.requests_per_s.items())
             sized = f" (sized for {w.sized_for})" if w.sized_for else ""
             t.caption += escape(f"\nrequests/s served: {served}{sized}")
+        if w.recipe is not None:
+            t.caption += escape(f"\nlaunch: {w.recipe.command}")
     else:
         t.caption = (
             f"{w.tokens_per_s:,.0f} tokens/s, finishes in {duration((w.finish_hours or 0) * 3600)}"

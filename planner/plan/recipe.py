@@ -1,0 +1,142 @@
+"""A deployable recipe per replica: the engine's launch settings the plan's figures assume.
+
+Tensor- and pipeline-parallel sizes and the layers per stage come from the design; the most
+sequences a replica holds is batch x stages (the serving model keeps S micro-batches of b
+sequences in flight); the token budget per iteration is the one the serving model charges
+(`planner.estimator.serving.token_budget`); the KV-cache type is the workload's. The command
+line spells these in the engine's own flags (vLLM `--max-num-seqs`, `--max-num-batched-tokens`,
+`--kv-cache-dtype`; SGLang `--max-running-requests`, `--chunked-prefill-size`; TensorRT-LLM
+`--max_batch_size`, `--max_num_tokens`; llama.cpp `--parallel`, `--batch-size`,
+`--tensor-split`, `--cache-type-k/v`, `--rpc` for hosts of another backend).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from planner.catalog import Catalog
+from planner.estimator.support import backends_of
+from planner.plan.types import Recipe, StageLine
+from planner.schema.problem import Constraints, InferenceWorkload
+
+# KV-cache format -> each engine family's name for it (None: the engine's default, `auto`).
+_KV_NAMES: dict[str, dict[str, str | None]] = {
+    "vllm": {"fp16": None, "bf16": None, "fp32": None, "fp8": "fp8"},
+    "vllm-gaudi": {"fp16": None, "bf16": None, "fp8": "fp8_inc"},
+    "sglang": {"fp16": None, "bf16": None, "fp8": "fp8_e4m3"},
+    "tensorrt-llm": {"fp16": None, "bf16": None, "fp8": "fp8", "int8": "int8"},
+    "llama.cpp": {"fp32": "f32", "fp16": "f16", "bf16": "bf16", "q8_0": "q8_0", "q4_0": "q4_0"},
+}
+_VLLM_LIKE = ("vllm", "vllm-tpu", "vllm-neuron", "vllm-gaudi")
+
+
+def serving_fields(
+    cat: Catalog,
+    c: Constraints,
+    w: InferenceWorkload,
+    shape: InferenceWorkload,
+    engine: str,
+    devices: dict[str, int],
+    stages: tuple[StageLine, ...],
+    batch: int,
+    budget: int,
+) -> dict[str, Any]:
+    """A serving replica's engine, backends, token budget and recipe (WorkloadPlan fields);
+    `shape` is the workload with the lengths the design is sized for (a mix's class), `budget`
+    the tokens per iteration its figures assume."""
+    backends = backends_of(cat, devices, w, c)
+    parts = [(s.device, s.tp, s.layers[1] - s.layers[0] + 1) for s in stages]
+    recipe = make_recipe(
+        engine, backends, parts, batch, budget, w.weights, w.kv, shape.context_tokens
+    )
+    return {
+        "token_budget": budget,
+        "engine": engine or None,
+        "backends": backends,
+        "recipe": recipe if engine else None,
+    }
+
+
+def make_recipe(
+    engine: str,
+    backends: dict[str, str],
+    stages: list[tuple[str, int, int]],
+    batch: int,
+    token_budget: int | None,
+    weights: str,
+    kv: str,
+    context_tokens: int,
+) -> Recipe:
+    """The recipe of a replica of `stages` (device, tensor-parallel size, layers), in order."""
+    tps = tuple(tp for _, tp, _ in stages)
+    layers = tuple(n for _, _, n in stages)
+    seqs = batch * len(stages)
+    return Recipe(
+        engine,
+        tps,
+        len(stages),
+        layers,
+        seqs,
+        token_budget,
+        kv,
+        weights,
+        _command(engine, backends, stages, seqs, token_budget, kv, context_tokens),
+    )
+
+
+def _command(
+    engine: str,
+    backends: dict[str, str],
+    stages: list[tuple[str, int, int]],
+    seqs: int,
+    budget: int | None,
+    kv: str,
+    context: int,
+) -> str:
+    tp, pp = stages[0][1], len(stages)
+    family = "vllm" if engine in ("vllm", "vllm-tpu", "vllm-neuron") else engine
+    kv_name = _KV_NAMES.get(family, {}).get(kv)
+    if engine in _VLLM_LIKE:
+        out = (
+            f"vllm serve MODEL --tensor-parallel-size {tp} --pipeline-parallel-size {pp} "
+            f"--max-num-seqs {seqs} --max-model-len {context}"
+        )
+        out += f" --max-num-batched-tokens {budget}" if budget else ""
+        return out + (f" --kv-cache-dtype {kv_name}" if kv_name else "")
+    if engine == "sglang":
+        out = (
+            f"python -m sglang.launch_server --model-path MODEL --tp-size {tp} --pp-size {pp} "
+            f"--max-running-requests {seqs} --context-length {context}"
+        )
+        out += f" --chunked-prefill-size {budget}" if budget else ""
+        return out + (f" --kv-cache-dtype {kv_name}" if kv_name else "")
+    if engine == "tensorrt-llm":
+        out = f"trtllm-serve MODEL --tp_size {tp} --pp_size {pp} --max_batch_size {seqs}"
+        out += f" --max_num_tokens {budget}" if budget else ""
+        return out + (f"  # kv_cache_config.dtype={kv_name}" if kv_name else "")
+    if engine == "llama.cpp":
+        # Share of the layers per device, in stage order (each device of a stage an equal part).
+        split = ",".join(f"{n / tp_i:g}" for _, tp_i, n in stages for _ in range(tp_i))
+        mode = "row" if any(t > 1 for _, t, _ in stages) else "layer"
+        out = (
+            f"llama-server -m MODEL.gguf -ngl 999 --split-mode {mode} --tensor-split {split} "
+            f"--parallel {seqs} --ctx-size {context * seqs}"
+        )
+        out += f" --batch-size {budget}" if budget else ""
+        if kv_name:
+            out += f" --cache-type-k {kv_name} --cache-type-v {kv_name}"
+        if len(set(backends.values())) > 1:
+            out += " --rpc HOST:PORT[,...]  # rpc-server on each host of another backend"
+        return out
+    if engine == "mlx":
+        return "mlx_lm.server --model MODEL" + (
+            f"  # pipeline over {pp} machines: mlx.launch" if pp > 1 else ""
+        )
+    if engine == "exo":
+        return "exo  # on every machine; the layer split below is the plan's"
+    if engine == "optimum-habana":
+        return (
+            f"python run_generation.py --model_name_or_path MODEL --batch_size {seqs} --bf16 "
+            f"--use_hpu_graphs --use_kv_cache  # on {tp} HPUs with deepspeed when > 1"
+        )
+    return f"{engine} MODEL"
