@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 
 from planner.catalog import Catalog
 from planner.errors import PlannerError
+from planner.estimator.confidence import CONFIDENCE, design_confidence
 from planner.plan.types import Plan, WorkloadPlan
 from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload, Workload
 
@@ -263,6 +264,28 @@ def _recipe(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
     return out
 
 
+def _confidence(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    """Each serving replica states the backing the calibration rows give it, recomputed."""
+    out = []
+    for w, wp in _inference(plan, problem):
+        devs = [cat.accelerator(x) for x in sorted({s.device for s in wp.stages})]
+        want = design_confidence(cat, devs, wp.engine or "", wp.batch)
+        got = wp.confidence
+        if got is None or got.label != want.label or got.rows != want.rows:
+            out.append(f"workloads.confidence: `{w.name}` states {got}, the rows give {want.text}")
+    return out
+
+
+def _min_confidence(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    floor = problem.constraints.min_confidence
+    most = CONFIDENCE.index(floor)
+    return [
+        f"constraints.min_confidence: `{wp.name}` is {wp.confidence.label}, below {floor}"
+        for _w, wp in _inference(plan, problem)
+        if wp.confidence is not None and CONFIDENCE.index(wp.confidence.label) > most
+    ]
+
+
 def _engines(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
     allowed = problem.constraints.engines
     if allowed is None:
@@ -448,6 +471,7 @@ RULES: dict[str, Rule] = {
     "constraints.heterogeneous_pipelines": _heterogeneous,
     "constraints.cross_stack_pipelines": _cross_stack,
     "constraints.engines": _engines,
+    "constraints.min_confidence": _min_confidence,
     "constraints.min_architecture": _architecture,
     "constraints.exclude_end_of_life": _end_of_life,
     "constraints.max_rack_units": _rack_units,
@@ -457,6 +481,7 @@ RULES: dict[str, Rule] = {
     "workloads.context_tokens": _context,
     "workloads.engine": _engine,
     "workloads.recipe": _recipe,
+    "workloads.confidence": _confidence,
     "workloads.concurrency": _concurrency,
     "workloads.max_ttft_s": _ceiling("max_ttft_s", "ttft_s", "s"),
     "workloads.max_ms_per_token": _ceiling("max_ms_per_token", "ms_per_token", "ms"),

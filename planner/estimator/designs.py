@@ -30,6 +30,7 @@ import numpy.typing as npt
 from planner.catalog import Catalog
 from planner.estimator.architecture import attended_tokens
 from planner.estimator.comm import p2p_seconds, pipeline_activation_bytes
+from planner.estimator.confidence import CONFIDENCE, design_confidence
 from planner.estimator.cost import power_w
 from planner.estimator.devices import device_table
 from planner.estimator.economics import available_modes
@@ -250,8 +251,28 @@ def inference_designs(
         ok &= ~(cand.ttft + (w.output_tokens - 1) * cand.ms / 1e3 > w.max_e2e_s)
     cand = cand.take(ok)
     if not prune:
-        return _materialize(st, cand, np.argsort(cand.order, kind="stable"))
-    return _materialize(st, cand, _pruned_order(st, cand, for_mix=for_mix))
+        out = _materialize(st, cand, np.argsort(cand.order, kind="stable"))
+    else:
+        out = _materialize(st, cand, _pruned_order(st, cand, for_mix=for_mix))
+    return backed(out, cat, c.min_confidence)
+
+
+def backed(designs: list[Design], cat: Catalog, floor: str) -> list[Design]:
+    """The designs whose calibration backing reaches `floor` (constraints.min_confidence)."""
+    if floor == CONFIDENCE[-1]:
+        return designs
+    most = CONFIDENCE.index(floor)
+    seen: dict[tuple[tuple[str, ...], str, int], bool] = {}
+    out = []
+    for d in designs:
+        key = (tuple(sorted(d.devices)), d.engine, d.batch)
+        if key not in seen:
+            devs = [cat.accelerator(x) for x in key[0]]
+            label = design_confidence(cat, devs, d.engine, d.batch).label
+            seen[key] = CONFIDENCE.index(label) <= most
+        if seen[key]:
+            out.append(d)
+    return out
 
 
 def _runtime(runs: dict[str, Runtime | None], device: str) -> Runtime:

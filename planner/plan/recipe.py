@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from planner.catalog import Catalog
+from planner.estimator.confidence import design_confidence
 from planner.estimator.support import backends_of
 from planner.plan.types import Recipe, StageLine
 from planner.schema.problem import Constraints, InferenceWorkload
@@ -49,11 +50,13 @@ def serving_fields(
     recipe = make_recipe(
         engine, backends, parts, batch, budget, w.weights, w.kv, shape.context_tokens
     )
+    backing = design_confidence(cat, [cat.accelerator(x) for x in devices], engine, batch)
     return {
         "token_budget": budget,
         "engine": engine or None,
         "backends": backends,
         "recipe": recipe if engine else None,
+        "confidence": backing,
     }
 
 

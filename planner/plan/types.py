@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from planner.catalog import Catalog
+from planner.estimator.confidence import Confidence
 from planner.estimator.replica import StageSpec
 from planner.schema.status import Site, Status
 
@@ -166,6 +167,7 @@ class WorkloadPlan:
     engine: str | None = None
     backends: dict[str, str] = field(default_factory=dict)
     recipe: Recipe | None = None  # serving: the engine's launch settings the figures assume
+    confidence: Confidence | None = None  # serving: how well calibration rows back the figures
 
     # Request mixes: `both` serves whole requests; a disaggregated `prefill` pool computes
     # prompts and sends their KV cache to a `decode` pool (requests_per_s then counts the requests

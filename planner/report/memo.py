@@ -74,11 +74,12 @@ def plan_markdown(plan: Plan, problem: Problem) -> str:
         "",
         "## Workloads",
         "",
-        "| workload | model | engine | replicas | tokens/s | ms/token | TTFT (s) |",
-        "|---|---|---|---:|---:|---:|---:|",
+        "| workload | model | engine | confidence | replicas | tokens/s | ms/token | TTFT (s) |",
+        "|---|---|---|---|---:|---:|---:|---:|",
     ]
     lines += [
-        f"| {w.name} | {w.model} | {w.runtime} | {w.replicas} | {w.tokens_per_s:,.0f} "
+        f"| {w.name} | {w.model} | {w.runtime} | {w.confidence.text if w.confidence else '-'} "
+        f"| {w.replicas} | {w.tokens_per_s:,.0f} "
         f"| {_opt(w.ms_per_token, '.1f')} | {_opt(w.ttft_s, '.2f')} |"
         for w in plan.workloads
     ]
@@ -98,6 +99,14 @@ def plan_markdown(plan: Plan, problem: Problem) -> str:
         f"Solver status {plan.status}"
         + (f", gap {plan.gap:.2%}" if plan.gap else ", proved optimal")
         + "; every figure re-checked by the verifier from the catalog and the estimator.",
+        "",
+        "Backing of the serving figures by published measurements (calibration rows of the "
+        "devices under their engine around their batch): `measured` at this batch, "
+        "`interpolated` between measured batches, `extrapolated` beyond them or from another "
+        "engine, `prior` from the device class's fitted factors alone; the band is the 10th to "
+        "90th percentile of the estimate's error on those rows.",
+        "",
+        *(f"- {w.name}: {w.confidence.text}" for w in plan.workloads if w.confidence is not None),
     ]
     return "\n".join(lines) + "\n"
 

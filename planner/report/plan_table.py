@@ -191,6 +191,8 @@ def _workload_title(w: WorkloadPlan, show_site: bool) -> str:
     about = [w.kind, w.model]
     if w.engine:
         about.append(f"engine {w.runtime}")
+    if w.confidence is not None:
+        about.append(f"confidence {w.confidence.text}")
     if w.period:
         about.append(f"period {w.period}")
     if show_site:

@@ -81,3 +81,19 @@ def find(
         ):
             hit = row
     return hit
+
+
+class Residual(Frozen):
+    """One calibration row as planner/catalog_data/calibration.yaml keeps it: what it measured
+    and the estimator's error on it (calibration/confidence.py writes the file)."""
+
+    device: str
+    engine: str | None = None
+    metric: Literal["decode", "prefill"]
+    batch: int | None = Field(None, ge=1)
+    devices: int = Field(1, ge=1)
+    residual: float = Field(description="ln(estimate / measured); above 0: optimistic.")
+
+
+class ResidualFile(Frozen):
+    rows: list[Residual]

@@ -546,6 +546,12 @@ class Constraints(ProblemModel):
         "NVIDIA GPUs from Ampere and AMD Instinct from CDNA 3 on; lines not named are not "
         "limited (`planner catalog list architectures`).",
     )
+    min_confidence: Literal["prior", "extrapolated", "interpolated", "measured"] = Field(
+        "prior",
+        description="Weakest backing a design may have: `interpolated` allows only designs "
+        "whose devices have calibration rows under their engine around their batch (or at it), "
+        "`measured` only at it; `prior` (the default) allows every design and labels it.",
+    )
     exclude_end_of_life: StrictBool = Field(
         False,
         description="Leave out devices whose architecture the vendor's current software no "
