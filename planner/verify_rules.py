@@ -238,14 +238,19 @@ def _engine(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
     return out
 
 
+def _index(plan: Plan, wp: WorkloadPlan) -> int:
+    return next(i for i, x in enumerate(plan.workloads) if x is wp)
+
+
 def _recipe(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
     """Each serving replica's launch settings are the ones its figures assume: its stages'
     sizes and layers, batch x stages sequences, its token budget, the workload's formats."""
     out = []
     for w, wp in _inference(plan, problem):
+        at = f"workloads.{_index(plan, wp)}.recipe"
         r = wp.recipe
         if r is None:
-            out.append(f"workloads.recipe: `{w.name}` states no launch settings")
+            out.append(f"`{at}`: `{w.name}` states no launch settings")
             continue
         want = {
             "engine": wp.engine,
@@ -260,7 +265,7 @@ def _recipe(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
         for key, value in want.items():
             got = getattr(r, key)
             if (tuple(got) if isinstance(got, list) else got) != value:
-                out.append(f"workloads.recipe: `{w.name}` {key} {got}, the design's is {value}")
+                out.append(f"`{at}.{key}`: stated {got}, the design's is {value}")
     return out
 
 
@@ -268,11 +273,17 @@ def _confidence(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
     """Each serving replica states the backing the calibration rows give it, recomputed."""
     out = []
     for w, wp in _inference(plan, problem):
+        at = f"workloads.{_index(plan, wp)}.confidence"
         devs = [cat.accelerator(x) for x in sorted({s.device for s in wp.stages})]
         want = design_confidence(cat, devs, wp.engine or "", wp.batch)
         got = wp.confidence
-        if got is None or got.label != want.label or got.rows != want.rows:
-            out.append(f"workloads.confidence: `{w.name}` states {got}, the rows give {want.text}")
+        if got is None:
+            out.append(f"`{at}`: `{w.name}` states none, the rows give {want.text}")
+            continue
+        for key in ("label", "rows", "low_pct", "high_pct"):
+            a, b = getattr(got, key), getattr(want, key)
+            if a != b if isinstance(a, str) else abs(a - b) > REL_TOL * max(1.0, abs(b)):
+                out.append(f"`{at}.{key}`: stated {a}, the calibration rows give {b}")
     return out
 
 
@@ -280,7 +291,8 @@ def _min_confidence(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
     floor = problem.constraints.min_confidence
     most = CONFIDENCE.index(floor)
     return [
-        f"constraints.min_confidence: `{wp.name}` is {wp.confidence.label}, below {floor}"
+        f"constraints.min_confidence: `workloads.{_index(plan, wp)}.confidence.label` is "
+        f"{wp.confidence.label}, below {floor}"
         for _w, wp in _inference(plan, problem)
         if wp.confidence is not None and CONFIDENCE.index(wp.confidence.label) > most
     ]

@@ -301,4 +301,4 @@ def test_every_serving_replica_carries_its_recipe_and_the_verifier_checks_it() -
     assert wp.recipe is not None
     bad = replace(wp, recipe=replace(wp.recipe, max_sequences=wp.recipe.max_sequences + 1))
     plan.workloads[0] = bad
-    assert any("workloads.recipe" in f for f in rule_failures(plan, p, CAT))
+    assert any("recipe.max_sequences" in f for f in rule_failures(plan, p, CAT))
