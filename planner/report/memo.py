@@ -99,6 +99,14 @@ def plan_markdown(plan: Plan, problem: Problem) -> str:
         f"Solver status {plan.status}"
         + (f", gap {plan.gap:.2%}" if plan.gap else ", proved optimal")
         + "; every figure re-checked by the verifier from the catalog and the estimator.",
+        *_backing(plan),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _backing(plan: Plan) -> list[str]:
+    """How well published measurements back each serving design's figures."""
+    return [
         "",
         "Backing of the serving figures by published measurements (calibration rows of the "
         "devices under their engine around their batch): `measured` at this batch, "
@@ -108,7 +116,6 @@ def plan_markdown(plan: Plan, problem: Problem) -> str:
         "",
         *(f"- {w.name}: {w.confidence.text}" for w in plan.workloads if w.confidence is not None),
     ]
-    return "\n".join(lines) + "\n"
 
 
 def _recipes(plan: Plan) -> list[str]:
