@@ -260,6 +260,9 @@ def _add_serving(
     tps = made
     prompt = prefill_prompt(shape.prompt_tokens, shape.prefix_cache_hit)
     cost = _replica_cost(d, replica_w, r, site, period.hours, tables.econ, problem)
+    budget = {"prefill": prefill_pool_budget(prompt), "decode": float(d.batch)}.get(
+        d.role, token_budget(d.batch, prompt, shape.output_tokens)
+    )
     plan.workloads.append(
         WorkloadPlan(
             wn,
@@ -282,21 +285,7 @@ def _add_serving(
                 w.request_mix[sized[j]].name if sized and w.request_mix is not None else None
             ),
             sequences=seqs,
-            **serving_fields(
-                cat,
-                problem.constraints,
-                w,
-                shape,
-                d.engine,
-                d.devices,
-                stages,
-                d.batch,
-                math.ceil(
-                    {"prefill": prefill_pool_budget(prompt), "decode": float(d.batch)}.get(
-                        d.role, token_budget(d.batch, prompt, shape.output_tokens)
-                    )
-                ),
-            ),
+            **serving_fields(cat, problem.constraints, w, shape, d, stages, math.ceil(budget)),
             role=d.role,
         )
     )

@@ -16,6 +16,7 @@ from typing import Any
 
 from planner.catalog import Catalog
 from planner.estimator.confidence import design_confidence
+from planner.estimator.designs import Design
 from planner.estimator.support import backends_of
 from planner.plan.types import Recipe, StageLine
 from planner.schema.problem import Constraints, InferenceWorkload
@@ -36,15 +37,14 @@ def serving_fields(
     c: Constraints,
     w: InferenceWorkload,
     shape: InferenceWorkload,
-    engine: str,
-    devices: dict[str, int],
+    d: Design,
     stages: tuple[StageLine, ...],
-    batch: int,
     budget: int,
 ) -> dict[str, Any]:
     """A serving replica's engine, backends, token budget and recipe (WorkloadPlan fields);
-    `shape` is the workload with the lengths the design is sized for (a mix's class), `budget`
+    `shape` is the workload with the lengths design `d` is sized for (a mix's class), `budget`
     the tokens per iteration its figures assume."""
+    engine, devices, batch = d.engine, d.devices, d.batch
     backends = backends_of(cat, devices, w, c)
     parts = [(s.device, s.tp, s.layers[1] - s.layers[0] + 1) for s in stages]
     recipe = make_recipe(
