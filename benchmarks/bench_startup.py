@@ -8,7 +8,7 @@ imports, catalog load, solve, printing and exit).
 folder and put first on PYTHONPATH) in alternation with this tree, so both sides see the same
 machine load, and prints the ratio of their medians. Times are seconds: min, median and max of
 --repeat runs per command. Solves run with their defaults (one worker) and --no-timings; the
-output goes to /dev/null.
+output goes to /dev/null. Bytecode is cached in a temporary folder, as an installed package has it.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -30,12 +31,17 @@ PROBLEMS_DIR = ROOT / "problems"
 # The `planner` console script, run from the chosen tree: argv[0] is "-c", the rest as typed.
 ENTRY = "import sys; from planner import main; sys.exit(main())"
 HEAD = "this tree"
+# CPU seconds (user + system) of every run, in order: on a shared machine wall time swings with
+# the load while CPU time barely moves, so the report gives both.
+CPU_SECONDS: list[float] = []
+PYCACHE = [""]  # the folder bytecode is cached in for this run (a temporary one)
 
 
 @dataclass
 class Timing:
     label: str
     runs: dict[str, list[float]]  # tree name -> wall seconds per run
+    cpu: dict[str, list[float]]  # tree name -> CPU seconds per run
 
     def stats(self, tree: str) -> tuple[float, float, float]:
         xs = self.runs[tree]
@@ -55,7 +61,12 @@ def export_revision(rev: str, dest: Path) -> Path:
 
 
 def run_once(tree: Path, args: list[str]) -> float:
-    env = dict(os.environ, PYTHONPATH=str(tree))
+    """Wall seconds of one fresh process; its CPU seconds go to CPU_SECONDS. Bytecode is cached
+    (under PYCACHE, not in the tree), as for an installed package: compiling every module on
+    every run would time the compiler."""
+    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONPYCACHEPREFIX=PYCACHE[0])
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run(
         [sys.executable, "-c", ENTRY, *args],
@@ -65,7 +76,10 @@ def run_once(tree: Path, args: list[str]) -> float:
         stderr=subprocess.DEVNULL,
         check=False,
     )
-    return time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU_SECONDS.append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
+    return wall
 
 
 def commands(problems: Path) -> list[tuple[str, list[str]]]:
@@ -78,12 +92,13 @@ def commands(problems: Path) -> list[tuple[str, list[str]]]:
 def measure(trees: dict[str, Path], problems: Path, repeat: int) -> list[Timing]:
     out: list[Timing] = []
     for label, args in commands(problems):
-        t = Timing(label, {name: [] for name in trees})
-        for name, tree in trees.items():
+        t = Timing(label, {name: [] for name in trees}, {name: [] for name in trees})
+        for tree in trees.values():
             run_once(tree, args)  # warm the file cache and the bytecode of each tree
         for _ in range(repeat):
             for name, tree in trees.items():  # alternate, so load swings hit both sides
                 t.runs[name].append(run_once(tree, args))
+                t.cpu[name].append(CPU_SECONDS[-1])
         out.append(t)
         print(".", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
@@ -96,31 +111,34 @@ def report(timings: list[Timing], trees: list[str], repeat: int, rev: str | None
         "# Start-up benchmark: whole commands, wall time",
         "",
         f"Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs, "
-        f"{repeat} runs per command ({head}); seconds, min / median / max.",
+        f"load average {os.getloadavg()[0]:.1f} at the end, {repeat} runs per command ({head}). "
+        "Seconds: wall min / median / max, and the median CPU time (user + system).",
         "",
     ]
-    cols = " | ".join(f"{t} min | {t} median | {t} max" for t in trees)
+    cols = " | ".join(f"{t} min | {t} median | {t} max | {t} CPU" for t in trees)
     ratio = " | median ratio" if len(trees) == 2 else ""
     lines.append(f"| command | {cols}{ratio} |")
-    lines.append("|---" + "|--:" * (3 * len(trees) + (1 if ratio else 0)) + "|")
+    lines.append("|---" + "|--:" * (4 * len(trees) + (1 if ratio else 0)) + "|")
     for t in timings:
-        cells = " | ".join(" | ".join(f"{x:.3f}" for x in t.stats(tree)) for tree in trees)
-        r = ""
-        if ratio:
-            r = f" | {t.stats(trees[1])[1] / t.stats(trees[0])[1]:.2f}x"
+        cells = " | ".join(
+            " | ".join(f"{x:.3f}" for x in (*t.stats(tree), statistics.median(t.cpu[tree])))
+            for tree in trees
+        )
+        r = f" | {t.stats(trees[1])[1] / t.stats(trees[0])[1]:.2f}x" if ratio else ""
         lines.append(f"| {t.label} | {cells}{r} |")
     lines.append("")
+    solves = [t for t in timings if t.label.startswith("solve ")]
+    helps = [t for t in timings if t.label == "planner --help"]
     for tree in trees:
-        solves = [t for t in timings if t.label.startswith("solve ")]
         meds = [t.stats(tree)[1] for t in solves]
         mins = [t.stats(tree)[0] for t in solves]
-        helps = [t.stats(tree) for t in timings if t.label == "planner --help"]
         worst = max(solves, key=lambda t: t.stats(tree)[1])
         lines.append(
             f"- {tree}: solve over {len(solves)} examples: median of medians "
-            f"{statistics.median(meds):.3f} s (median of minimums {statistics.median(mins):.3f} s), "
-            f"slowest median {worst.stats(tree)[1]:.3f} s ({worst.label}); "
-            f"`planner --help` median {helps[0][1]:.3f} s, min {helps[0][0]:.3f} s."
+            f"{statistics.median(meds):.3f} s (of minimums {statistics.median(mins):.3f} s), "
+            f"slowest median {worst.stats(tree)[1]:.3f} s ({worst.label}), "
+            f"{sum(m > 1.0 for m in meds)} over 1.0 s; `planner --help` median "
+            f"{helps[0].stats(tree)[1]:.3f} s, min {helps[0].stats(tree)[0]:.3f} s."
         )
     return "\n".join(lines) + "\n"
 
@@ -134,6 +152,7 @@ def main() -> None:
     args = parser.parse_args()
     repeat = max(1, args.repeat)
     with tempfile.TemporaryDirectory() as tmp:
+        PYCACHE[0] = str(Path(tmp) / "pycache")
         trees: dict[str, Path] = {}
         if args.compare:
             trees[args.compare] = export_revision(args.compare, Path(tmp))

@@ -8,6 +8,7 @@ and the models problem files named by their config.json.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections.abc import Mapping
@@ -16,7 +17,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pydantic import BaseModel, ValidationError
+
 from planner.errors import CatalogError, did_you_mean
+from planner.schema import data_cache
 from planner.schema.catalog import (
     Accelerator,
     AcceleratorFile,
@@ -31,10 +35,12 @@ from planner.schema.catalog import (
     RegionFile,
     Sourced,
 )
+from planner.schema.files import read_text
 from planner.schema.support import Architecture, Engine, SupportFile, SupportRow
-from planner.schema.yaml_io import read_yaml, validate
+from planner.schema.yaml_io import MAX_FILE_BYTES, parse_text, read_yaml, validate
 
 T = TypeVar("T", bound=Sourced)
+F = TypeVar("F", bound=BaseModel)
 
 FILES = {
     "accelerators": "accelerators.yaml",
@@ -264,17 +270,17 @@ def _load_dir(directory: Path | None = None) -> Catalog:
     acc_path, node_path, link_path, model_path, region_path, support_path = (
         root / FILES[k] for k in FILES
     )
-    acc = validate(read_yaml(acc_path), AcceleratorFile)
+    acc = _validated(acc_path, AcceleratorFile)
     merge_refs(acc.references, acc_path)
-    nod = validate(read_yaml(node_path), NodeFile)
+    nod = _validated(node_path, NodeFile)
     merge_refs(nod.references, node_path)
-    lnk = validate(read_yaml(link_path), LinkFile)
+    lnk = _validated(link_path, LinkFile)
     merge_refs(lnk.references, link_path)
-    mdl = validate(read_yaml(model_path), ModelFile)
+    mdl = _validated(model_path, ModelFile)
     merge_refs(mdl.references, model_path)
-    reg = validate(read_yaml(region_path), RegionFile)
+    reg = _validated(region_path, RegionFile)
     merge_refs(reg.references, region_path)
-    sup = validate(read_yaml(support_path), SupportFile)
+    sup = _validated(support_path, SupportFile)
     merge_refs(sup.references, support_path)
 
     cat = Catalog(
@@ -290,6 +296,22 @@ def _load_dir(directory: Path | None = None) -> Catalog:
     )
     _cross_check(cat, root)
     return cat
+
+
+def _validated(path: Path, schema: type[F]) -> F:
+    """One catalog file parsed (with libyaml) and validated; the parsed data is cached by the
+    file's content, so later runs only validate it (see schema/data_cache.py). Data that fails
+    validation is parsed again for the located message."""
+    text = read_text(path, MAX_FILE_BYTES)
+    cached = data_cache.load(text, "catalog")
+    if cached is not None:
+        with contextlib.suppress(ValidationError):
+            return schema.model_validate(cached)
+    doc = parse_text(text, str(path), libyaml=True)
+    parsed = validate(doc, schema)
+    if isinstance(doc.data, dict):
+        data_cache.store(text, "catalog", doc.data)
+    return parsed
 
 
 def _by_id(items: list[T], src: Path) -> dict[str, T]:

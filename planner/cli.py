@@ -12,52 +12,33 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from planner.catalog import load_catalog, use_overlays
 from planner.errors import InputError, PlannerError
-from planner.estimator.cost import Economics
-from planner.estimator.devices import device_table
-from planner.estimator.estimate import (
-    Estimate,
-    InferenceQuery,
-    TrainingQuery,
-    estimate_inference,
-    estimate_training,
-)
-from planner.estimator.estimate import Task as EstTask
-from planner.estimator.formats import kv_bytes, weight_format
-from planner.estimator.memory import Method, Optimizer, Recompute, TrainingSetup
-from planner.estimator.support import supported_devices
-from planner.hf_config import load_hf_config
 from planner.model import interrupt
-from planner.report.catalog_lists import KINDS as LIST_KINDS
-from planner.report.catalog_lists import list_rows
-from planner.report.estimate import (
-    catalog_rows,
-    entry_table,
-    estimate_dict,
-    estimate_tables,
-    estimates_table,
-    table_of,
-)
-from planner.schema.catalog import ModelArch
 from planner.schema.files import out_target, read_json, write_atomic
-from planner.schema.measurements import load_measurements
 from planner.schema.problem import Horizon, InferenceWorkload, TrainingWorkload, default_recompute
+
+if TYPE_CHECKING:  # each command imports what it uses, so `--help` loads no numpy or solver
+    from planner.estimator.estimate import Estimate
+    from planner.schema.catalog import ModelArch
 
 app = typer.Typer(
     help="Which accelerators to buy or rent for LLM workloads, how many, and which layers run where.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain help and usage errors: typer's rich help imports a Markdown parser (about 0.2 s).
+    rich_markup_mode=None,
 )
 catalog_app = typer.Typer(
-    help="Browse the catalog of devices, models, nodes and links.", no_args_is_help=True
+    help="Browse the catalog of devices, models, nodes and links.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
 )
 app.add_typer(catalog_app, name="catalog")
 prices_app = typer.Typer(
@@ -80,6 +61,8 @@ def _options(
     ] = None,
 ) -> None:
     """Which accelerators to buy or rent for LLM workloads, how many, and which layers run where."""
+    from planner.catalog import use_overlays
+
     use_overlays(catalog or [])
 
 
@@ -270,6 +253,11 @@ def catalog_list(
 ) -> None:
     """List catalog entries with their key figures."""
     with user_errors():
+        from planner.catalog import load_catalog
+        from planner.report.catalog_lists import KINDS as LIST_KINDS
+        from planner.report.catalog_lists import list_rows
+        from planner.report.estimate import catalog_rows, table_of
+
         cat = load_catalog()
         if kind.value in LIST_KINDS:
             rows = list_rows(cat, kind.value)
@@ -288,6 +276,9 @@ def catalog_show(
 ) -> None:
     """Show every field of one catalog entry, with its sources."""
     with user_errors():
+        from planner.catalog import load_catalog
+        from planner.report.estimate import entry_table
+
         cat = load_catalog()
         for table in (cat.accelerators, cat.models, cat.nodes, cat.links):
             if name in table:
@@ -382,6 +373,9 @@ def prices_import(
 
 def resolve_model(name: str) -> ModelArch:
     """A catalog id, or a path to a Hugging Face config.json (or a folder holding one)."""
+    from planner.catalog import load_catalog
+    from planner.hf_config import load_hf_config
+
     path = Path(name)
     if name.endswith(".json") or path.is_dir() or "/" in name:
         if path.is_dir():
@@ -479,6 +473,22 @@ def estimate(
     Long because typer declares every option in the signature.
     """
     with user_errors():
+        from planner.catalog import load_catalog
+        from planner.estimator.cost import Economics
+        from planner.estimator.devices import device_table
+        from planner.estimator.estimate import (
+            InferenceQuery,
+            TrainingQuery,
+            estimate_inference,
+            estimate_training,
+        )
+        from planner.estimator.estimate import Task as EstTask
+        from planner.estimator.formats import kv_bytes, weight_format
+        from planner.estimator.memory import Method, Optimizer, Recompute, TrainingSetup
+        from planner.estimator.support import supported_devices
+        from planner.report.estimate import estimate_dict, estimate_tables, estimates_table
+        from planner.schema.measurements import load_measurements
+
         cat = load_catalog()
         arch = resolve_model(model)
         devices = list(cat.accelerators.values()) if device == "all" else [cat.accelerator(device)]
@@ -651,6 +661,7 @@ def simulate(
     """Replay a plan's serving engines: p50/p95/p99 TTFT, TPOT and end-to-end latency beside the
     serving model's own figures, throughput, queue and KV use (seeded, iteration-level)."""
     with user_errors():
+        from planner.catalog import load_catalog
         from planner.load import load_problem
         from planner.report.simulation import simulation_renderable, simulation_summary
         from planner.simulate import check_groups, simulate_plan, workloads_from_json

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ortools.sat.python import cp_model
-
+from planner.model.ortools_cp import cp_model
 from planner.model.quantities import Quantities
 from planner.model.result import ShareKey
 from planner.model.scale import RATE_SCALE, SHARE_STEPS, THROUGHPUT_SCALE, to_int

@@ -22,13 +22,12 @@ import time
 from fractions import Fraction
 from typing import Any
 
-from ortools.sat.python import cp_model, cp_model_helper
-
 from planner.errors import InternalError
 from planner.model import interrupt, progress
 from planner.model.constraints import Constraints
 from planner.model.hints import Hints
 from planner.model.objectives import TIE_BREAKS, Objective, objective_for
+from planner.model.ortools_cp import cp_model, cp_model_helper
 from planner.model.result import ReplicaKey, Solution, status_of
 from planner.model.scale import ratio_within
 from planner.model.tables import Tables

@@ -20,7 +20,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the command line imports this module before it needs OR-Tools
-    from ortools.sat.python import cp_model
+    from planner.model.ortools_cp import cp_model
 
 _requested = threading.Event()
 _reported = threading.Event()  # the command line has said "interrupted"

@@ -8,8 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from ortools.sat.python import cp_model
-
+from planner.model.ortools_cp import cp_model
 from planner.model.quantities import Quantities
 from planner.model.scale import THROUGHPUT_SCALE, ratio_within
 

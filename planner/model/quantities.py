@@ -3,8 +3,6 @@ devices and rack units. Objectives, limits and what-if questions are built from 
 
 from __future__ import annotations
 
-from ortools.sat.python import cp_model, cp_model_helper
-
 from planner.estimator.designs import Design
 from planner.estimator.economics import (
     cloud_host_watts,
@@ -19,6 +17,7 @@ from planner.estimator.economics import (
     ownership_factor,
     reserved_hours,
 )
+from planner.model.ortools_cp import cp_model, cp_model_helper
 from planner.model.result import ReplicaKey
 from planner.model.scale import RATE_SCALE, THROUGHPUT_SCALE, to_int
 from planner.model.tables import mix_tokens_per_request, plain_tokens_factor

@@ -6,9 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from ortools.sat.python import cp_model
-
 from planner.errors import InternalError
+from planner.model.ortools_cp import cp_model
 from planner.schema.status import Status
 
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import math
 
-from ortools.sat.python import cp_model
-
 from planner.estimator.designs import Design
 from planner.estimator.economics import in_fleet
 from planner.estimator.network import ports_per_host
+from planner.model.ortools_cp import cp_model
 from planner.model.result import ReplicaKey, ShareKey
 from planner.model.scale import RATE_SCALE, SHARE_STEPS, to_int
 from planner.model.tables import Tables, class_load, replicas_needed

@@ -1,0 +1,52 @@
+"""OR-Tools' CP-SAT Python layer, imported without pandas.
+
+`ortools.sat.python.cp_model` imports pandas at the top (about a quarter of a second, a third
+of a whole `planner solve` on a small problem) only for its `*_series` helpers, which the
+planner never calls; at import time it reads nothing from pandas but `pd.Index` and
+`pd.Series`, to build a type alias. So the import runs with a stand-in module under the name
+`pandas` that holds two placeholder classes, and the stand-in leaves `sys.modules` at once
+afterwards, so any later `import pandas` gets the real one. cp_model keeps a lazy module in
+place of `pd`: the first attribute read from it (only the `*_series` helpers read one) imports
+the real pandas, so those helpers still work as documented.
+
+Every module of planner/model imports CP-SAT from here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import Any
+
+
+class _LazyPandas(types.ModuleType):
+    """Imports the real pandas at the first attribute read."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(importlib.import_module("pandas"), name)
+
+
+def _stand_in() -> types.ModuleType | None:
+    """Put a placeholder pandas in sys.modules unless pandas (or cp_model) is already loaded."""
+    if "pandas" in sys.modules or "ortools.sat.python.cp_model" in sys.modules:
+        return None
+    mod = types.ModuleType("pandas", "placeholder while OR-Tools' cp_model imports")
+    mod.Index = type("Index", (), {})  # type: ignore[attr-defined]
+    mod.Series = type("Series", (), {})  # type: ignore[attr-defined]
+    sys.modules["pandas"] = mod
+    return mod
+
+
+_placeholder = _stand_in()
+try:
+    from ortools.sat.python import cp_model, cp_model_helper
+finally:
+    if _placeholder is not None:
+        if sys.modules.get("pandas") is _placeholder:
+            del sys.modules["pandas"]
+        _loaded = sys.modules.get("ortools.sat.python.cp_model")
+        if getattr(_loaded, "pd", None) is _placeholder:
+            _loaded.pd = _LazyPandas("pandas")  # type: ignore[union-attr]
+
+__all__ = ["cp_model", "cp_model_helper"]

@@ -1,0 +1,112 @@
+"""Start-up: what a command imports, the cache of parsed catalog files, and the exit that skips
+interpreter teardown. (Times are measured by benchmarks/bench_startup.py, not here.)"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from planner import catalog as catalog_mod
+from planner.errors import InputError
+from planner.schema import data_cache
+from planner.schema.catalog import LinkFile
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        check=False,
+        timeout=120,
+    )
+
+
+def test_help_loads_no_numpy_solver_or_pandas() -> None:
+    code = (
+        "import sys\nfrom planner.cli import app\n"
+        "try:\n    app(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('numpy', 'pandas', 'ortools', 'pydantic', 'matplotlib') "
+        "if m in sys.modules))"
+    )
+    r = _run(code)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_solve_loads_no_pandas_and_exits_with_its_code(tmp_path: Path) -> None:
+    code = (
+        "import sys, atexit\n"
+        "atexit.register(lambda: print('exit handlers ran', file=sys.stderr))\n"
+        "sys.argv = ['planner', 'solve', 'problems/infeasible.yaml', '--format', 'json']\n"
+        "import planner\nplanner.main()\n"
+    )
+    r = _run(code, {"PLANNER_CACHE_DIR": str(tmp_path)})
+    assert r.returncode == 3, r.stderr
+    assert '"status": "INFEASIBLE"' in r.stdout  # flushed before the process ended
+    assert "exit handlers ran" in r.stderr
+    code = (
+        "import sys\nfrom planner.cli import app\n"
+        "try:\n    app(['solve', 'problems/chat-70b.yaml', '--format', 'json'])\n"
+        "except SystemExit:\n    pass\nprint('pandas' in sys.modules, file=sys.stderr)"
+    )
+    r = _run(code, {"PLANNER_CACHE_DIR": str(tmp_path)})
+    assert r.stderr.strip().splitlines()[-1] == "False"
+
+
+def test_cache_round_trip_and_bad_entries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(data_cache.ENV_VAR, str(tmp_path / "c"))
+    text = "links: []\n"
+    assert data_cache.load(text, "catalog") is None
+    data_cache.store(text, "catalog", {"links": [], "n": {8: 1.5}})
+    assert data_cache.load(text, "catalog") == {"links": [], "n": {8: 1.5}}
+    assert data_cache.load(text + " ", "catalog") is None  # keyed by the content
+    (entry,) = (tmp_path / "c").iterdir()
+    entry.write_bytes(b"\x00garbage")
+    assert data_cache.load(text, "catalog") is None
+    data_cache.store(text, "catalog", {"when": object()})  # not plain data: not stored
+    assert data_cache.load(text, "catalog") is None
+
+
+def test_unwritable_or_off_cache_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv(data_cache.ENV_VAR, str(blocker / "sub"))
+    data_cache.store("x: 1\n", "catalog", {"x": 1})
+    assert data_cache.load("x: 1\n", "catalog") is None
+    monkeypatch.setenv(data_cache.ENV_VAR, "")
+    assert data_cache.cache_dir() is None
+    data_cache.store("x: 1\n", "catalog", {"x": 1})
+    assert data_cache.load("x: 1\n", "catalog") is None
+
+
+def test_catalog_from_cache_equals_parsed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(data_cache.ENV_VAR, str(tmp_path))
+    root = catalog_mod.default_catalog_dir()
+    path = root / catalog_mod.FILES["links"]
+    first = catalog_mod._validated(path, LinkFile)  # parsed, then stored
+    assert list(tmp_path.iterdir())
+    second = catalog_mod._validated(path, LinkFile)  # from the cache
+    assert first == second
+
+
+def test_cached_data_that_fails_validation_gets_a_located_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(data_cache.ENV_VAR, str(tmp_path / "c"))
+    bad = tmp_path / "links.yaml"
+    bad.write_text("links:\n  - id: x\n    bogus_key: 1\n")
+    text = bad.read_text()
+    data_cache.store(text, "catalog", {"links": [{"id": "x", "bogus_key": 1}]})
+    with pytest.raises(InputError, match=r"links.yaml:3:5: .*bogus_key"):
+        catalog_mod._validated(bad, LinkFile)
