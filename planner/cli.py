@@ -1270,6 +1270,7 @@ def serve(
                 f"planner serve needs the web extra ({e.name} is missing): "
                 "pip install 'planner[web]'"
             ) from None
+        from planner.catalog import load_catalog
         from planner.web.service import ServeConfig, default_examples_dir
 
         for name, folder in (("--models-dir", models_dir), ("--examples", examples_dir)):
