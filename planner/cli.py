@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
@@ -61,9 +62,19 @@ def _options(
     ] = None,
 ) -> None:
     """Which accelerators to buy or rent for LLM workloads, how many, and which layers run where."""
+    from planner import command_started
     from planner.catalog import use_overlays
 
+    _began[:] = [command_started() or time.monotonic()]
     use_overlays(catalog or [])
+
+
+_began: list[float] = []  # when this command began (monotonic), start-up included
+
+
+def deadline(seconds: float) -> float:
+    """The monotonic instant `seconds` after this command began."""
+    return (_began[0] if _began else time.monotonic()) + seconds
 
 
 PIPE_WIDTH = 160  # columns of tables written to a file or pipe, so their bytes do not vary
@@ -99,6 +110,15 @@ SetOption = Annotated[
 ]
 TimeLimit = Annotated[
     float, typer.Option("--time-limit", min=0.1, help="Seconds each solve may take.")
+]
+CommandTimeLimit = Annotated[
+    float,
+    typer.Option(
+        "--time-limit",
+        min=0.1,
+        help="Seconds the whole command may take: start-up, design enumeration, model "
+        "building, the search, the check of the plan and its explanations.",
+    ),
 ]
 Workers = Annotated[
     int,
@@ -574,7 +594,7 @@ def solve(
     out_path: Annotated[
         Path | None, typer.Option("--out", help="Also write the plan as JSON to this file.")
     ] = None,
-    time_limit: TimeLimit = 30.0,
+    time_limit: CommandTimeLimit = 30.0,
     workers: Workers = 1,
     seed: Seed = 0,
     gap: Gap = 0.0,
@@ -602,7 +622,14 @@ def solve(
         # written to pipes and files never change.
         progress.show_on(sys.stderr if sys.stderr.isatty() else None)
         try:
-            plan = solve_problem(prob, time_limit=time_limit, workers=workers, seed=seed, gap=gap)
+            plan = solve_problem(
+                prob,
+                time_limit=time_limit,
+                workers=workers,
+                seed=seed,
+                gap=gap,
+                deadline=deadline(time_limit),
+            )
         finally:
             progress.show_on(None)
         data = plan_document(plan, prob, load_catalog())

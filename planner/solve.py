@@ -5,19 +5,22 @@ planner builds a model."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from planner.catalog import Catalog, load_catalog
 from planner.estimator.designs import Design
 from planner.model.cpsat import PlannerModel
 from planner.model.diagnose import blocking_constraints, why_no_design
-from planner.model.result import ReplicaKey
+from planner.model.result import ReplicaKey, Solution
 from planner.model.tables import Tables, build_tables, design_key
 from planner.plan.build import make_plan
 from planner.plan.types import Plan
 from planner.schema.problem import InferenceWorkload, Problem
 from planner.schema.status import Status
 from planner.verify import verify
+
+MIN_SEARCH_S = 0.05  # the least a search is given, even past the deadline: a hinted plan
 
 
 class Solver:
@@ -35,11 +38,16 @@ class Solver:
         tuned: bool = True,
         why: bool = True,
         gap: float = 0.0,
+        deadline: float | None = None,
     ) -> None:
         """`why=False` skips the extra solves that explain a result: naming the blocking
         constraint of an infeasible problem (one solve per constraint family) and, for request
         mixes, pricing each device type alone; for callers that only report the status. `gap` > 0 accepts a
-        plan proved within that relative gap of the bound (reported FEASIBLE, with the bound)."""
+        plan proved within that relative gap of the bound (reported FEASIBLE, with the bound).
+
+        `deadline` (a `time.monotonic()` instant) bounds the next `solve` as a whole: design
+        enumeration, model building, the search, the plan and its check, and the explanations
+        all fit before it. Without one, each `solve` may take `time_limit` seconds in all."""
         self.cat = cat or load_catalog()
         self.time_limit = time_limit
         self.workers = workers
@@ -47,6 +55,7 @@ class Solver:
         self.tuned = tuned
         self.why = why
         self.gap = gap
+        self.deadline = deadline
         self._key: str | None = None
         self._designs: dict[str, list[Design]] | None = None
         self._last: dict[ReplicaKey, int] | None = None
@@ -66,8 +75,19 @@ class Solver:
         self._key, self._designs, self._last = key, tables.designs, None
         return tables
 
+    def _ends(self, t0: float) -> float:
+        """When the solve begun at `t0` (monotonic) must be done."""
+        return self.deadline if self.deadline is not None else t0 + self.time_limit
+
+    def _search_time(self, ends: float) -> float:
+        """Seconds the search may take: what is left before `ends`, less a reserve for reading
+        the plan, checking it and printing it (a quarter of the limit, at most a second)."""
+        reserve = min(0.25 * self.time_limit, 1.0)
+        return max(MIN_SEARCH_S, ends - time.monotonic() - reserve)
+
     def solve(self, problem: Problem) -> Plan:
         t0 = time.perf_counter()
+        ends = self._ends(time.monotonic())
         tables = self.tables(problem)
         empty = [w for w in problem.workloads if not tables.designs[w.name]]
         if empty:
@@ -75,15 +95,18 @@ class Solver:
             return _no_plan(problem, Status.INFEASIBLE, t0, notes)
         model = PlannerModel(tables, warm=self._last if self.tuned else None)
         sol = model.solve(
-            time_limit=self.time_limit, workers=self.workers, seed=self.seed, gap=self.gap
+            time_limit=self._search_time(ends), workers=self.workers, seed=self.seed, gap=self.gap
         )
         if sol.status == Status.INFEASIBLE:
             notes = (
-                blocking_constraints(tables, time_limit=self.time_limit, seed=self.seed)
+                blocking_constraints(tables, time_limit=self._search_time(ends), seed=self.seed)
                 if self.why
                 else []
             )
             return _no_plan(problem, Status.INFEASIBLE, t0, notes)
+        quick = False
+        if not sol.status.has_plan and self.tuned and not model.interrupted:
+            sol, quick = self._complete_hint(model, ends), True
         if not sol.status.has_plan:
             return _no_plan(
                 problem, sol.status, t0, [f"no plan found within {self.time_limit:g} s"]
@@ -97,6 +120,12 @@ class Solver:
                 if problem.objective.goal == "min_cost"
                 else f"stopped within the requested {self.gap:.2%} gap of the bound"
             )
+        if quick:
+            plan.notes.append(
+                "the search found no plan within the time limit: this is the quick plan it starts "
+                "from (per workload the design that meets its demand at the lowest price), "
+                "completed and checked; how far it is from optimal is not known"
+            )
         plan.solve_seconds = time.perf_counter() - t0
         verify(plan, problem, self.cat)
         plan.notes.extend(f"catalog overlay: {d}" for d in self.cat.overlays)
@@ -105,8 +134,26 @@ class Solver:
             and problem.objective.goal == "min_cost"
             and any(isinstance(w, InferenceWorkload) and w.request_mix for w in problem.workloads)
         ):
-            plan.notes.append(self.single_type_note(problem, plan, tables))
+            plan.notes.append(self.single_type_note(problem, plan, tables, ends))
         return plan
+
+    def _complete_hint(self, model: PlannerModel, ends: float) -> Solution:
+        """The search's starting plan (the hint) with the rest of the model completed around
+        it: a plan at once on problems too large to search in the time given. Not proved
+        anything: a plan is FEASIBLE without a bound, and no plan is NO_PLAN (never INFEASIBLE,
+        since only the hint's choices were tried)."""
+        model.hint_only = True
+        try:
+            sol = model.solve(
+                time_limit=max(MIN_SEARCH_S, ends - time.monotonic()),
+                workers=self.workers,
+                seed=self.seed,
+            )
+        finally:
+            model.hint_only = False
+        if not sol.status.has_plan:
+            return dataclasses.replace(sol, status=Status.NO_PLAN)
+        return dataclasses.replace(sol, status=Status.FEASIBLE, bound=None)
 
     # -- what-if questions ------------------------------------------------------------------
 
@@ -142,19 +189,36 @@ class Solver:
         finally:
             self.why = why
 
-    def single_type_note(self, problem: Problem, plan: Plan, tables: Tables) -> str:
+    def single_type_note(
+        self, problem: Problem, plan: Plan, tables: Tables, ends: float | None = None
+    ) -> str:
         """What the cheapest plan on one device type alone costs, and what this plan saves
         against it (how a request mix pays off by splitting classes across types).
 
         Each type alone gets as long as this plan's own solve took (at least 2 s, at most the
-        time limit), so the explanation costs about what the answer did. A type not proved
-        optimal in that time is counted at its bound (no plan on it alone costs less), which
-        keeps the stated saving a floor."""
+        time limit), so the explanation costs about what the answer did, and no more than an
+        even share of what is left before `ends` (the whole command's deadline). A type not
+        proved optimal in that time is counted at its bound (no plan on it alone costs less),
+        which keeps the stated saving a floor; a type left unpriced is named."""
         limit = min(self.time_limit, max(2.0, plan.solve_seconds))
-        alone = Solver(self.cat, time_limit=limit, workers=self.workers, seed=self.seed, why=False)
         best: tuple[float, str, Plan] | None = None  # (least cost, type, its plan)
         unsettled = []
-        for dev in sorted(tables.econ):
+        devs = sorted(tables.econ)
+        for i, dev in enumerate(devs):
+            share = limit
+            if ends is not None:
+                share = min(limit, (ends - time.monotonic()) / (len(devs) - i))
+                if share < MIN_SEARCH_S * 4:
+                    unsettled.append(dev)
+                    continue
+            alone = Solver(
+                self.cat,
+                time_limit=share,
+                workers=self.workers,
+                seed=self.seed,
+                why=False,
+                deadline=None if ends is None else time.monotonic() + share,
+            )
             p = alone.solve(only_device(problem, dev))
             if p.status == "OPTIMAL":
                 least = p.tco_usd
@@ -167,11 +231,10 @@ class Solver:
                 continue
             if best is None or least < best[0]:
                 best = (least, dev, p)
-        late = (
-            f" ({', '.join(unsettled)} alone: no plan found in {limit:.0f} s)" if unsettled else ""
-        )
+        within = f"in {limit:.0f} s" if ends is None else "within the time limit"
+        late = f" ({', '.join(unsettled)} alone: no plan found {within})" if unsettled else ""
         if best is None and unsettled:
-            return f"no plan on one device type alone was found in {limit:.0f} s{late}"
+            return f"no plan on one device type alone was found {within}{late}"
         if best is None:
             return "no single device type can serve the whole request mix alone"
         least, dev, p = best
@@ -186,7 +249,7 @@ class Solver:
             return f"best single device type: {n} x {dev} at ${least:,.0f}; this plan {gain}{late}"
         return (
             f"on one device type alone a plan costs at least ${least:,.0f} ({dev}: found {n} x "
-            f"{dev} at ${p.tco_usd:,.0f}, not proved optimal in {limit:.0f} s); this plan "
+            f"{dev} at ${p.tco_usd:,.0f}, not proved optimal {within}); this plan "
             f"{gain}{late}"
         )
 
@@ -223,9 +286,19 @@ def solve_problem(
     cat: Catalog | None = None,
     tuned: bool = True,
     gap: float = 0.0,
+    deadline: float | None = None,
 ) -> Plan:
-    """Solve one problem from scratch: the verified optimal plan, or a plan-less result."""
-    solver = Solver(cat, time_limit=time_limit, workers=workers, seed=seed, tuned=tuned, gap=gap)
+    """Solve one problem from scratch: the verified optimal plan, or a plan-less result.
+    `deadline` (monotonic): when the whole solve must be done (see Solver)."""
+    solver = Solver(
+        cat,
+        time_limit=time_limit,
+        workers=workers,
+        seed=seed,
+        tuned=tuned,
+        gap=gap,
+        deadline=deadline,
+    )
     return solver.solve(problem)
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +16,7 @@ from planner.cli import app
 from planner.model import cpsat
 from planner.model.result import Solution
 from planner.schema.status import Status
+from planner.solve import solve_problem
 
 runner = CliRunner()
 
@@ -83,3 +87,56 @@ def test_interrupt_between_solves_exits_130(monkeypatch: pytest.MonkeyPatch) -> 
     r = runner.invoke(app, ["solve", "problems/chat-70b.yaml"])
     assert r.exit_code == 130
     assert "interrupted" in r.output
+
+
+def _chat() -> Any:
+    from planner.load import load_problem
+
+    return load_problem(Path("problems/chat-70b.yaml"))
+
+
+def test_a_search_that_finds_nothing_falls_back_to_the_completed_hint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = cpsat.PlannerModel.solve
+
+    def only_the_hint(self: Any, **kwargs: Any) -> Solution:
+        if not self.hint_only:
+            return Solution(Status.NO_PLAN, None, None, 0.0, {}, {}, {})
+        return real(self, **kwargs)
+
+    monkeypatch.setattr(cpsat.PlannerModel, "solve", only_the_hint)
+    plan = solve_problem(_chat(), time_limit=5)  # verified inside, as every plan is
+    assert plan.status == Status.FEASIBLE and plan.bound is None
+    assert any("quick plan" in n for n in plan.notes)
+    best = solve_problem(_chat(), time_limit=5, tuned=False)  # the hint is not used untuned
+    assert best.status == Status.NO_PLAN
+
+
+def test_the_deadline_bounds_every_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[float] = []
+    real = cpsat.PlannerModel._solver
+
+    def spy(
+        self: Any, time_limit: float, workers: int, seed: int, gap: float = 0.0
+    ) -> cp_model.CpSolver:
+        s = real(self, time_limit, workers, seed, gap)
+        seen.append(s.parameters.max_time_in_seconds)
+        return s
+
+    monkeypatch.setattr(cpsat.PlannerModel, "_solver", spy)
+    plan = solve_problem(_chat(), time_limit=30, deadline=time.monotonic() + 2)
+    assert plan.status.has_plan
+    assert seen and all(t <= 2 for t in seen)
+
+
+def test_a_negative_cost_bound_is_reported_as_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = cpsat.PlannerModel.solve
+
+    def early(self: Any, **kwargs: Any) -> Solution:
+        sol = real(self, **kwargs)
+        return dataclasses.replace(sol, status=Status.FEASIBLE, bound=-1.4e6)
+
+    monkeypatch.setattr(cpsat.PlannerModel, "solve", early)
+    plan = solve_problem(_chat(), time_limit=5)
+    assert plan.bound == 0.0

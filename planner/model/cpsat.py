@@ -52,6 +52,9 @@ class PlannerModel(Constraints, Hints):
         super().__init__(t)
         self._variables()
         self.add_constraints()
+        # Only complete the hinted plan (its hinted variables fixed), for a quick plan when
+        # the full search found none in its time; see Solver.solve.
+        self.hint_only = False
         if warm is not None or t.tuned:
             self._hint(warm)
 
@@ -177,6 +180,8 @@ class PlannerModel(Constraints, Hints):
             s.parameters.linearization_level = 2
         if gap > 0:
             s.parameters.relative_gap_limit = gap
+        if self.hint_only:
+            s.parameters.fix_variables_to_their_hinted_value = True
         return s
 
     def _optimize(

@@ -419,7 +419,9 @@ def _objective(
 ) -> tuple[float | None, float | None]:
     """The objective recomputed from the plan, and the solver's bound in the same unit. A proved
     optimum's bound is its objective: the proof holds for the model's integers, which differ
-    from the plan's exact figures by at most the rounding the solution reports."""
+    from the plan's exact figures by at most the rounding the solution reports. Every goal
+    that is minimized (cost, carbon, power, cost per token) is a sum of terms that cannot be
+    negative, so a bound below 0 (a search stopped early) is reported as 0."""
     goal = objective_for(problem.objective.goal)
     figures = objective_figures(plan, problem)
     value = goal.recompute(figures)
@@ -427,7 +429,8 @@ def _objective(
         return value, value
     if sol.bound is None:
         return value, None
-    return value, goal.read(sol.bound, figures.working_seconds)
+    bound = goal.read(sol.bound, figures.working_seconds)
+    return value, max(0.0, bound) if goal.minimize else bound
 
 
 def served_tokens_per_s(problem: Problem, workload: str, capacity: float, scale: float) -> float:
