@@ -32,7 +32,8 @@ def test_no_plan_within_the_time_limit_exits_4(monkeypatch: pytest.MonkeyPatch) 
     assert "no plan found within 0.5 s" in r.output
 
 
-def test_time_limit_reaches_the_solver(monkeypatch: pytest.MonkeyPatch) -> None:
+def _search_limits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The time limit of every CP-SAT search from now on, as the solver is given it."""
     seen: list[float] = []
     real = cpsat.PlannerModel._solver
 
@@ -44,6 +45,11 @@ def test_time_limit_reaches_the_solver(monkeypatch: pytest.MonkeyPatch) -> None:
         return s
 
     monkeypatch.setattr(cpsat.PlannerModel, "_solver", spy)
+    return seen
+
+
+def test_time_limit_reaches_the_solver(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = _search_limits(monkeypatch)
     r = runner.invoke(app, ["solve", "problems/chat-70b.yaml", "--time-limit", "3"])
     assert r.exit_code == 0
     assert seen and all(0 < t <= 3 for t in seen)
@@ -114,17 +120,7 @@ def test_a_search_that_finds_nothing_falls_back_to_the_completed_hint(
 
 
 def test_the_deadline_bounds_every_search(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[float] = []
-    real = cpsat.PlannerModel._solver
-
-    def spy(
-        self: Any, time_limit: float, workers: int, seed: int, gap: float = 0.0
-    ) -> cp_model.CpSolver:
-        s = real(self, time_limit, workers, seed, gap)
-        seen.append(s.parameters.max_time_in_seconds)
-        return s
-
-    monkeypatch.setattr(cpsat.PlannerModel, "_solver", spy)
+    seen = _search_limits(monkeypatch)
     plan = solve_problem(_chat(), time_limit=30, deadline=time.monotonic() + 2)
     assert plan.status.has_plan
     assert seen and all(t <= 2 for t in seen)
