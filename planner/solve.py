@@ -47,7 +47,7 @@ class Solver:
 
         `deadline` (a `time.monotonic()` instant) bounds the next `solve` as a whole: design
         enumeration, model building, the search, the plan and its check, and the explanations
-        all fit before it. Without one, each `solve` may take `time_limit` seconds in all."""
+        all fit before it. Without one, each search may take `time_limit` seconds."""
         self.cat = cat or load_catalog()
         self.time_limit = time_limit
         self.workers = workers
@@ -80,8 +80,11 @@ class Solver:
         return self.deadline if self.deadline is not None else t0 + self.time_limit
 
     def _search_time(self, ends: float) -> float:
-        """Seconds the search may take: what is left before `ends`, less a reserve for reading
-        the plan, checking it and printing it (a quarter of the limit, at most a second)."""
+        """Seconds the search may take: without a deadline the time limit (each search may
+        take that long); with one, what is left before `ends`, less a reserve for reading the
+        plan, checking it and printing it (a quarter of the limit, at most a second)."""
+        if self.deadline is None:
+            return self.time_limit
         reserve = min(0.25 * self.time_limit, 1.0)
         return max(MIN_SEARCH_S, ends - time.monotonic() - reserve)
 
@@ -134,7 +137,7 @@ class Solver:
             and problem.objective.goal == "min_cost"
             and any(isinstance(w, InferenceWorkload) and w.request_mix for w in problem.workloads)
         ):
-            plan.notes.append(self.single_type_note(problem, plan, tables, ends))
+            plan.notes.append(self.single_type_note(problem, plan, tables, self.deadline))
         return plan
 
     def _complete_hint(self, model: PlannerModel, ends: float) -> Solution:
@@ -145,7 +148,9 @@ class Solver:
         model.hint_only = True
         try:
             sol = model.solve(
-                time_limit=max(MIN_SEARCH_S, ends - time.monotonic()),
+                time_limit=self.time_limit
+                if self.deadline is None
+                else max(MIN_SEARCH_S, ends - time.monotonic()),
                 workers=self.workers,
                 seed=self.seed,
             )
