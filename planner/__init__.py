@@ -1,14 +1,3 @@
-# When this process's `planner` command began (time.monotonic()), for a time limit that covers
-# the whole command; set by `main` and taken once by the command line (see `command_started`).
-_started: list[float] = []
-
-
-def command_started() -> float | None:
-    """When `main` began this command, once (later calls, and commands run without `main`,
-    get None: their time counts from when the command line parsed them)."""
-    return _started.pop() if _started else None
-
-
 def main() -> None:
     """The `planner` command. The command line is imported here, inside the guard, so Ctrl-C
     while the libraries load ends like any other: "interrupted" and exit code 130.
@@ -19,12 +8,12 @@ def main() -> None:
     import sys
     import time
 
-    _started[:] = [time.monotonic()]
+    started = time.monotonic()
     whole_process = sys._getframe(1).f_globals.get("__name__") == "__main__"
     try:
         from planner.cli import main as run
 
-        run()
+        run(started)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted (Ctrl-C)\n")
         code: str | int | None = 130
@@ -34,8 +23,6 @@ def main() -> None:
         code = e.code
     else:
         code = None
-    finally:
-        _started.clear()
     if whole_process and (code is None or isinstance(code, int)):
         _exit(code or 0)
     if code is not None:

@@ -62,14 +62,14 @@ def _options(
     ] = None,
 ) -> None:
     """Which accelerators to buy or rent for LLM workloads, how many, and which layers run where."""
-    from planner import command_started
     from planner.catalog import use_overlays
 
-    _began[:] = [command_started() or time.monotonic()]
+    _began[:] = [_process_began.pop() if _process_began else time.monotonic()]
     use_overlays(catalog or [])
 
 
 _began: list[float] = []  # when this command began (monotonic), start-up included
+_process_began: list[float] = []  # set by `main`: when the process began, for its command
 
 
 def deadline(seconds: float) -> float:
@@ -1331,9 +1331,11 @@ def schema_cmd() -> None:
     emit_json(Problem.model_json_schema())
 
 
-def main() -> None:
+def main(started: float | None = None) -> None:
     """The `planner` command. Ctrl-C while typer parses the command line ends in exit code 130
-    from typer itself, with no message: say "interrupted" then too."""
+    from typer itself, with no message: say "interrupted" then too. `started`: when the process
+    began (monotonic), so a command's time limit counts its start-up too."""
+    _process_began[:] = [] if started is None else [started]
     try:
         app()
     except SystemExit as e:
@@ -1343,6 +1345,8 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.stderr.write("interrupted (Ctrl-C)\n")
         sys.exit(130)
+    finally:
+        _process_began.clear()
 
 
 if __name__ == "__main__":
