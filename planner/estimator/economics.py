@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from planner.catalog import Catalog
 from planner.estimator.cost import HOURS_PER_YEAR
+from planner.estimator.demand_levels import Quantization, quantize
 from planner.schema.catalog import Accelerator, Node
 from planner.schema.problem import Mode, Problem, TrainingWorkload, Workload
 
@@ -91,7 +92,9 @@ def horizon_hours(problem: Problem) -> float:
 
 def demand_periods(problem: Problem) -> list[Period]:
     """The periods of the horizon with demand (scale > 0), equal levels of an hourly profile
-    merged (the order of hours changes no cost). Idle hours are left out: nothing runs then."""
+    merged (the order of hours changes no cost), and an hourly profile of many values merged
+    into at most `demand.levels` levels, each hour rounded up (estimator/demand_levels.py).
+    Idle hours are left out: nothing runs then."""
     H = horizon_hours(problem)
     default_g = grid_intensity(problem)
     d = problem.demand
@@ -99,9 +102,10 @@ def demand_periods(problem: Problem) -> list[Period]:
         return [Period("working hours", H * problem.horizon.utilization, 1.0, default_g)]
     if d.hourly is not None:
         n = len(d.hourly)
+        hourly, _ = quantize(d.hourly, d.levels)
         out = []
-        for level in sorted({v for v in d.hourly if v > 0}, reverse=True):
-            hours = [i for i, v in enumerate(d.hourly) if v == level]
+        for level in sorted({v for v in hourly if v > 0}, reverse=True):
+            hours = [i for i, v in enumerate(hourly) if v == level]
             out.append(Period(_hours_name(hours, n), H * len(hours) / n, level, default_g))
         return out
     assert d.periods is not None
@@ -115,6 +119,14 @@ def demand_periods(problem: Problem) -> list[Period]:
         for p in d.periods
         if p.scale > 0
     ]
+
+
+def demand_quantization(problem: Problem) -> Quantization | None:
+    """What merging the hourly demand into levels did, for the plan to state (None: nothing)."""
+    d = problem.demand
+    if d is None or d.hourly is None:
+        return None
+    return quantize(d.hourly, d.levels)[1]
 
 
 def _hours_name(hours: list[int], n: int) -> str:

@@ -18,6 +18,7 @@ from planner.estimator.economics import (
     DeviceEconomics,
     break_even_utilization,
     cloud_host_watts,
+    demand_quantization,
     embodied_kg_per_hour,
     embodied_share,
     energy_usd_per_watt_hour,
@@ -119,6 +120,8 @@ def make_plan(problem: Problem, cat: Catalog, tables: Tables, sol: Solution) -> 
     _bill(plan, problem, cat, tables, sol, tally, held)
     _costs(plan, problem, cat, tables, tally)
     _energy_and_periods(plan, problem, cat, tables, tally, held)
+    if (merged := demand_quantization(problem)) is not None:
+        plan.notes.append(merged.note())
     plan.objective, plan.bound = _objective(plan, problem, tables, sol)
     plan.slack = constraint_slack(plan, problem, cat)
     plan.binding_constraints = binding(plan.slack)

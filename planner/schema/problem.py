@@ -747,6 +747,15 @@ class Demand(ProblemModel):
         description="24 (a day) or 168 (a week) multiples of each inference workload's rate.",
     )
     periods: list[Period] | None = Field(None, min_length=1, max_length=168)
+    levels: int | None = Field(
+        None,
+        ge=1,
+        le=168,
+        description="At most this many demand levels are planned for: the hourly values are "
+        "merged into them, each hour rounded up to its level, so every hour is still met and the "
+        "peak is unchanged (default 12; 168 keeps every value). The plan states what merging "
+        "added.",
+    )
 
     @model_validator(mode="after")
     def _one(self) -> Demand:

@@ -1,0 +1,96 @@
+"""Hourly demand merged into a few levels, conservatively: each hour is rounded up to its level.
+
+A demand profile of a week has up to 168 different hourly values, and the model sizes rented
+capacity per level, so each level adds variables and makes proofs slower. Merging the values
+into at most K levels keeps every hour met (an hour's level is never below its value) and the
+peak unchanged (the top level is the largest value, so bought capacity is sized as before);
+only the hours rounded up may rent more than they need.
+
+The levels are chosen to add the least demand: the distinct positive values, sorted, are cut
+into at most K runs, each run taking its largest value as its level, minimizing the sum over
+hours of (level - value). This is the classic optimal one-dimensional partition, solved by
+dynamic programming over the sorted values (K x m x m for m distinct values, with numpy over
+one axis; m is at most 168).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+DEFAULT_LEVELS = 12  # levels kept when a problem does not say (`demand.levels`)
+
+
+@dataclass(frozen=True)
+class Quantization:
+    """What merging did: hourly values, distinct positive ones, levels kept, and the demand
+    added by rounding up as a share of the profile's total (sum over hours of the scale)."""
+
+    hours: int
+    distinct: int
+    levels: int
+    added_share: float
+
+    def note(self) -> str:
+        return (
+            f"demand: the {self.hours} hourly values ({self.distinct} different ones) are merged "
+            f"into {self.levels} levels, each hour rounded up to its level, so every hour's "
+            f"demand is still met; this adds {self.added_share:.2%} to the demand-hours (rented "
+            "capacity only: the peak, and so what is bought, is unchanged); `demand.levels` "
+            "sets how many levels are kept"
+        )
+
+
+def round_up(values: Sequence[float], k: int) -> list[float]:
+    """Each value rounded up to one of at most `k` levels (k >= 1) chosen to add the least;
+    zeros stay zero (no demand, nothing runs). With k at least the number of distinct
+    positive values, every value is kept as it is."""
+    positive = sorted({v for v in values if v > 0})
+    if len(positive) <= k:
+        return list(values)
+    v = np.array(positive, dtype=float)
+    counts = np.array([sum(1 for x in values if x == p) for p in positive], dtype=float)
+    m = len(v)
+    c = np.concatenate(([0.0], np.cumsum(counts)))  # c[i] = hours with value index < i
+    s = np.concatenate(([0.0], np.cumsum(counts * v)))
+    # best[j]: least added demand covering values 0..j-1 with the levels used so far;
+    # cut[t][j]: where the last run of that cover starts.
+    best = np.full(m + 1, np.inf)
+    best[0] = 0.0
+    cuts: list[np.ndarray] = []
+    for _ in range(k):
+        nxt = np.full(m + 1, np.inf)
+        start = np.zeros(m + 1, dtype=int)
+        for j in range(1, m + 1):  # a run of values i..j-1 at level v[j-1]
+            run = np.arange(j)
+            cost = best[run] + v[j - 1] * (c[j] - c[run]) - (s[j] - s[run])
+            at = int(np.argmin(cost))
+            nxt[j], start[j] = cost[at], at
+        best = nxt
+        cuts.append(start)
+    level_of: dict[float, float] = {}
+    j = m
+    for starts in reversed(cuts):
+        if j == 0:
+            break
+        i = int(starts[j])
+        for idx in range(i, j):
+            level_of[positive[idx]] = positive[j - 1]
+        j = i
+    return [level_of[x] if x > 0 else x for x in values]
+
+
+def quantize(values: Sequence[float], k: int | None) -> tuple[list[float], Quantization | None]:
+    """The values merged into at most `k` levels (DEFAULT_LEVELS when None), and what that did
+    (None when nothing was merged)."""
+    k = DEFAULT_LEVELS if k is None else k
+    merged = round_up(values, k)
+    distinct = len({x for x in values if x > 0})
+    if distinct <= k:
+        return merged, None
+    total = float(sum(values))
+    added = float(sum(merged)) - total
+    kept = len({x for x in merged if x > 0})
+    return merged, Quantization(len(values), distinct, kept, added / total if total else 0.0)
