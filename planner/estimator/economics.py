@@ -103,10 +103,15 @@ def demand_periods(problem: Problem) -> list[Period]:
     if d.hourly is not None:
         n = len(d.hourly)
         hourly, _ = quantize(d.hourly, d.levels)
-        out = []
+        out: list[Period] = []
         for level in sorted({v for v in hourly if v > 0}, reverse=True):
             hours = [i for i, v in enumerate(hourly) if v == level]
-            out.append(Period(_hours_name(hours, n), H * len(hours) / n, level, default_g))
+            name = _hours_name(hours, n)
+            if name[0].isdigit():  # "14 of 168 hours": several levels may span as many hours
+                name += f" at {level:g}x"
+            if any(p.name == name for p in out):  # levels equal to 6 digits: keep names unique
+                name += f" #{len(out) + 1}"
+            out.append(Period(name, H * len(hours) / n, level, default_g))
         return out
     assert d.periods is not None
     return [
