@@ -62,3 +62,12 @@ def test_a_plan_on_merged_levels_meets_every_hour_and_says_so() -> None:
     plan = solve_problem(problem, time_limit=20)  # verified against the merged levels
     assert plan.status.has_plan
     assert any("merged into 3 levels" in n for n in plan.notes)
+
+
+def test_period_names_stay_unique_when_levels_span_as_many_hours() -> None:
+    problem = load_problem(Path("problems/rent-the-peak.yaml"))
+    # 12 levels of 14 scattered hours each: every name falls back to "14 of 168 hours".
+    hourly = [round(0.1 + 0.05 * ((h * 5) % 12), 2) for h in range(168)]
+    problem = problem.model_copy(update={"demand": Demand(hourly=hourly)})
+    names = [p.name for p in demand_periods(problem)]
+    assert len(names) == 12 and len(set(names)) == 12
