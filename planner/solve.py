@@ -97,6 +97,9 @@ class Solver:
             notes = [why_no_design(w, problem, self.cat) for w in empty]
             return _no_plan(problem, Status.INFEASIBLE, t0, notes)
         model = PlannerModel(tables, warm=self._last if self.tuned else None)
+        first = None  # under a deadline, the starting plan completed before the search
+        if self.deadline is not None and self.tuned and model.hinted:
+            first = self._complete_hint(model, ends, share=0.5)
         sol = model.solve(
             time_limit=self._search_time(ends), workers=self.workers, seed=self.seed, gap=self.gap
         )
@@ -109,7 +112,7 @@ class Solver:
             return _no_plan(problem, Status.INFEASIBLE, t0, notes)
         quick = False
         if not sol.status.has_plan and self.tuned and not model.interrupted:
-            sol, quick = self._complete_hint(model, ends), True
+            sol, quick = (first or self._complete_hint(model, ends)), True
         if not sol.status.has_plan:
             return _no_plan(
                 problem, sol.status, t0, [f"no plan found within {self.time_limit:g} s"]
@@ -140,17 +143,18 @@ class Solver:
             plan.notes.append(self.single_type_note(problem, plan, tables, self.deadline))
         return plan
 
-    def _complete_hint(self, model: PlannerModel, ends: float) -> Solution:
+    def _complete_hint(self, model: PlannerModel, ends: float, share: float = 1.0) -> Solution:
         """The search's starting plan (the hint) with the rest of the model completed around
-        it: a plan at once on problems too large to search in the time given. Not proved
-        anything: a plan is FEASIBLE without a bound, and no plan is NO_PLAN (never INFEASIBLE,
-        since only the hint's choices were tried)."""
+        it: a plan at once on problems too large to search in the time given (under a deadline
+        it takes at most `share` of the time left). Not proved anything: a plan is FEASIBLE
+        without a bound, and no plan is NO_PLAN (never INFEASIBLE, since only the hint's choices
+        were tried)."""
         model.hint_only = True
         try:
             sol = model.solve(
                 time_limit=self.time_limit
                 if self.deadline is None
-                else max(MIN_SEARCH_S, ends - time.monotonic()),
+                else max(MIN_SEARCH_S, (ends - time.monotonic()) * share),
                 workers=self.workers,
                 seed=self.seed,
             )

@@ -55,6 +55,7 @@ class PlannerModel(Constraints, Hints):
         # Only complete the hinted plan (its hinted variables fixed), for a quick plan when
         # the full search found none in its time; see Solver.solve.
         self.hint_only = False
+        self.hinted = False  # set by _hint when there is a starting plan
         if warm is not None or t.tuned:
             self._hint(warm)
 

@@ -102,6 +102,7 @@ class Hints(ModelBase):
         if not chosen:
             return
         chosen = {k: min(v, self.R_ub[k]) for k, v in chosen.items() if k in self.R}
+        self.hinted = True
         for k, var in self.R.items():
             self.m.add_hint(var, chosen.get(k, 0))
         for yk, yv in self.Y.items():
