@@ -55,7 +55,7 @@ class Solver:
         self.tuned = tuned
         self.why = why
         self.gap = gap
-        self.deadline = deadline
+        self.ends_by = deadline  # the whole solve's deadline, if any (see above)
         self._key: str | None = None
         self._designs: dict[str, list[Design]] | None = None
         self._last: dict[ReplicaKey, int] | None = None
@@ -77,13 +77,13 @@ class Solver:
 
     def _ends(self, t0: float) -> float:
         """When the solve begun at `t0` (monotonic) must be done."""
-        return self.deadline if self.deadline is not None else t0 + self.time_limit
+        return self.ends_by if self.ends_by is not None else t0 + self.time_limit
 
     def _search_time(self, ends: float) -> float:
         """Seconds the search may take: without a deadline the time limit (each search may
         take that long); with one, what is left before `ends`, less a reserve for reading the
         plan, checking it and printing it (a quarter of the limit, at most a second)."""
-        if self.deadline is None:
+        if self.ends_by is None:
             return self.time_limit
         reserve = min(0.25 * self.time_limit, 1.0)
         return max(MIN_SEARCH_S, ends - time.monotonic() - reserve)
@@ -98,7 +98,7 @@ class Solver:
             return _no_plan(problem, Status.INFEASIBLE, t0, notes)
         model = PlannerModel(tables, warm=self._last if self.tuned else None)
         first = None  # under a deadline, the starting plan completed before the search
-        if self.deadline is not None and self.tuned and model.hinted:
+        if self.ends_by is not None and self.tuned and model.hinted:
             first = self._complete_hint(model, ends, share=0.5)
         sol = model.solve(
             time_limit=self._search_time(ends), workers=self.workers, seed=self.seed, gap=self.gap
@@ -140,7 +140,7 @@ class Solver:
             and problem.objective.goal == "min_cost"
             and any(isinstance(w, InferenceWorkload) and w.request_mix for w in problem.workloads)
         ):
-            plan.notes.append(self.single_type_note(problem, plan, tables, self.deadline))
+            plan.notes.append(self.single_type_note(problem, plan, tables, self.ends_by))
         return plan
 
     def _complete_hint(self, model: PlannerModel, ends: float, share: float = 1.0) -> Solution:
@@ -153,7 +153,7 @@ class Solver:
         try:
             sol = model.solve(
                 time_limit=self.time_limit
-                if self.deadline is None
+                if self.ends_by is None
                 else max(MIN_SEARCH_S, (ends - time.monotonic()) * share),
                 workers=self.workers,
                 seed=self.seed,
