@@ -70,7 +70,7 @@ def run_once(tree: Path, args: list[str]) -> float:
     t0 = time.perf_counter()
     subprocess.run(
         [sys.executable, "-c", ENTRY, *args],
-        cwd=ROOT,
+        cwd=tree,  # `-c` puts the working folder first on sys.path: it must be the tree
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
