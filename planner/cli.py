@@ -1286,7 +1286,9 @@ def serve(
     ] = None,
 ) -> None:
     """Serve the explorer page: pick or upload a problem, move budget, power, latency, demand,
-    price and electricity figures, and watch the verified plan change."""
+    price and electricity figures, and watch the verified plan change.
+
+    Long because typer declares every option in the signature."""
     with user_errors():
         try:
             import uvicorn
