@@ -111,8 +111,10 @@ class Solver:
             )
             return _no_plan(problem, Status.INFEASIBLE, t0, notes)
         quick = False
-        if not sol.status.has_plan and self.tuned and not model.interrupted:
-            sol, quick = (first or self._complete_hint(model, ends)), True
+        if not sol.status.has_plan and first is not None and first.status.has_plan:
+            sol, quick = first, True  # also when Ctrl-C stopped the search: a plan in hand
+        elif not sol.status.has_plan and first is None and self.tuned and not model.interrupted:
+            sol, quick = self._complete_hint(model, ends), True
         if not sol.status.has_plan:
             return _no_plan(
                 problem, sol.status, t0, [f"no plan found within {self.time_limit:g} s"]

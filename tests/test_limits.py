@@ -136,3 +136,20 @@ def test_a_negative_cost_bound_is_reported_as_zero(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(cpsat.PlannerModel, "solve", early)
     plan = solve_problem(_chat(), time_limit=5)
     assert plan.bound == 0.0
+
+
+def test_under_a_deadline_the_completed_start_is_kept_when_the_search_is_stopped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = cpsat.PlannerModel.solve
+
+    def stopped_search(self: Any, **kwargs: Any) -> Solution:
+        if self.hint_only:
+            return real(self, **kwargs)
+        self.interrupted = True  # as Ctrl-C leaves it: the search ended without a plan
+        return Solution(Status.NO_PLAN, None, None, 0.0, {}, {}, {})
+
+    monkeypatch.setattr(cpsat.PlannerModel, "solve", stopped_search)
+    plan = solve_problem(_chat(), time_limit=20, deadline=time.monotonic() + 20)
+    assert plan.status == Status.FEASIBLE and plan.bound is None
+    assert any("quick plan" in n for n in plan.notes)
