@@ -34,7 +34,7 @@ def test_help_loads_no_numpy_solver_or_pandas() -> None:
     code = (
         "import sys\nfrom planner.cli import app\n"
         "try:\n    app(['--help'])\nexcept SystemExit:\n    pass\n"
-        "print(sorted(m for m in ('numpy', 'pandas', 'ortools', 'pydantic', 'matplotlib') "
+        "print(sorted(m for m in ('numpy', 'pandas', 'ortools', 'matplotlib') "
         "if m in sys.modules))"
     )
     r = _run(code)

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TextIO
 
-from ortools.sat.python import cp_model
+from planner.model.ortools_cp import cp_model
 
 AFTER_S = 1.0  # solves shorter than this show nothing
 EVERY_S = 0.25  # the line is rewritten at most this often
