@@ -342,6 +342,7 @@ def prices_import(
     user catalog overlay (use it with --catalog or PLANNER_CATALOG)."""
     import datetime
 
+    from planner.catalog import load_catalog
     from planner.prices import (
         Imported,
         cheapest,
@@ -351,6 +352,7 @@ def prices_import(
         skypilot_files,
         write_overlay,
     )
+    from planner.report.estimate import table_of
 
     with user_errors():
         if not skypilot and not gpuhunt:
@@ -762,6 +764,7 @@ def tco(
         report = tco_report(plan, prob.horizon.lifetime_years, months)
         if plot_path is not None:
             plot_tco(report, plot_path)
+        from planner.catalog import load_catalog
         from planner.estimator.api import cheapest_api
 
         api = cheapest_api(prob, load_catalog(), plan.served_tokens)
