@@ -142,6 +142,11 @@ def use_overlays(dirs: list[Path]) -> None:
     _overlays[:] = dirs
 
 
+def file_model_keys() -> frozenset[str]:
+    """Keys of the models problem files named by config.json (not catalog entries)."""
+    return frozenset(_file_models)
+
+
 def add_file_model(key: str, model: ModelArch) -> None:
     """Make a model read from a config.json known to `load_catalog()` under `key`."""
     _file_models[key] = model.model_copy(update={"id": key})

@@ -173,3 +173,20 @@ def test_plan_files_that_are_not_regular_files_are_refused(tmp_path: Path) -> No
             result = CliRunner().invoke(app, command)
             assert result.exit_code == 2, result.output
             assert "not a regular file" in result.output
+
+
+def test_the_catalog_hash_leaves_out_models_read_from_config_files() -> None:
+    # A model a problem names by config.json is the problem's input: reading such a problem
+    # earlier in the process must not change the hash of the catalog later plans are made with.
+    from planner.catalog import _file_models, add_file_model, load_catalog
+    from planner.plan.io import catalog_sha256
+
+    before = catalog_sha256(load_catalog())
+    key = "models/hash-test/config.json"
+    add_file_model(key, load_catalog().model("llama-3.1-8b"))
+    try:
+        cat = load_catalog()
+        assert key in cat.models
+        assert catalog_sha256(cat) == before
+    finally:
+        _file_models.pop(key, None)

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from planner.catalog import Catalog
+from planner.catalog import Catalog, file_model_keys
 from planner.errors import InputError
 from planner.plan.types import Plan
 from planner.schema.files import read_text
@@ -49,12 +49,15 @@ def problem_sha256(problem: Problem) -> str:
 
 
 def catalog_sha256(cat: Catalog) -> str:
-    """SHA-256 of every catalog entry's canonical JSON (overlays included, as loaded)."""
+    """SHA-256 of every catalog entry's canonical JSON (overlays included, as loaded). Models
+    read from config.json files are the problems' own inputs, not catalog entries: they are
+    left out, so the hash does not depend on which problems this process read before."""
+    files = file_model_keys()
     tables = {
         "accelerators": cat.accelerators,
         "nodes": cat.nodes,
         "links": cat.links,
-        "models": cat.models,
+        "models": {k: m for k, m in cat.models.items() if k not in files},
         "regions": cat.regions,
     }
     data = {
