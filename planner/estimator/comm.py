@@ -30,6 +30,29 @@ def ring_allreduce_seconds(
     return np.where(n > 1, ring * nbytes / bandwidth_bytes_s + 2.0 * (n - 1.0) * latency_s, 0.0)
 
 
+def tensor_parallel_allreduce_seconds(
+    nbytes: float | Array,
+    ranks: Degree | Array,
+    bandwidth_bytes_s: float | Array,
+    latency_s: float | Array,
+    all_to_all: float | Array,
+) -> Array:
+    """One all-reduce of a tensor-parallel layer's activations (small, latency-bound tensors).
+
+    Where every rank reaches every other directly (`all_to_all`: NVSwitch, a fully connected
+    mesh), serving engines replace NCCL's ring with their own reduce-scatter + all-gather kernels,
+    which take two synchronization steps whatever the number of ranks (NVIDIA, "3x Faster
+    AllReduce with NVSwitch and TensorRT-LLM MultiShot", 2024: "only two synchronization steps,
+    regardless of the number of GPUs"; vLLM's and SGLang's custom all-reduce do the same: SGLang
+    PR #2688 measures 11.9, 11.9 and 13.7 us for a small tensor on 2, 4 and 8 A100s) and move the
+    ring's bytes. Elsewhere (PCIe, tori, a bridge pair) the ring's 2 (n - 1) steps stand.
+    """
+    n = np.asarray(ranks, dtype=np.float64)
+    steps = np.where(np.asarray(all_to_all, dtype=np.float64) > 0, 2.0, 2.0 * (n - 1.0))
+    ring = 2.0 * (n - 1.0) / np.maximum(n, 1.0)
+    return np.where(n > 1, ring * nbytes / bandwidth_bytes_s + steps * latency_s, 0.0)
+
+
 def pipeline_activation_bytes(
     batch: float, tokens: float, hidden: int, dtype_bytes: float = 2.0
 ) -> float:

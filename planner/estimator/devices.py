@@ -32,6 +32,7 @@ class DeviceTable:
     rent_usd_per_hour: Array  # NaN where not rented
     scale_up_bytes_s: Array  # per direction; PCIe where there is no scale-up fabric
     domain_size: Array
+    all_to_all: Array  # 1.0 where the scale-up domain is switched or fully meshed, else 0.0
     # efficiency factors, one column each
     eff_bandwidth: Array
     eff_compute: Array
@@ -166,6 +167,7 @@ def device_table(
         rent_usd_per_hour=col([d.price.rent_usd_per_hour for d in devices]),
         scale_up_bytes_s=col([_host_link_bytes_s(d) for d in devices]),
         domain_size=col([d.interconnect.domain_size for d in devices]),
+        all_to_all=col([float(d.interconnect.all_to_all) for d in devices]),
         eff_bandwidth=col([e.bandwidth for e in effs]),
         eff_compute=col([e.compute for e in effs]),
         eff_batched_compute=col(

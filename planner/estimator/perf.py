@@ -21,7 +21,7 @@ from planner.estimator.architecture import (
     causal_attended_tokens,
     kv_elements_per_token_per_layer,
 )
-from planner.estimator.comm import ring_allreduce_seconds
+from planner.estimator.comm import ring_allreduce_seconds, tensor_parallel_allreduce_seconds
 from planner.estimator.devices import Array, Degree, DeviceTable
 from planner.estimator.formats import WeightFormat
 from planner.schema.catalog import ModelArch
@@ -105,9 +105,12 @@ def _tp_allreduce_seconds(
     """
     if isinstance(tp, int) and tp <= 1:
         return 0.0
-    bw = dev.scale_up_bytes_s if link_bytes_s is None else link_bytes_s
     msg = tokens * m.hidden_size * 2.0
-    return LAYER_ALLREDUCES * ring_allreduce_seconds(msg, tp, bw, link_latency_s)
+    if link_bytes_s is not None:  # across hosts or a named link: NCCL's ring
+        return LAYER_ALLREDUCES * ring_allreduce_seconds(msg, tp, link_bytes_s, link_latency_s)
+    return LAYER_ALLREDUCES * tensor_parallel_allreduce_seconds(
+        msg, tp, dev.scale_up_bytes_s, link_latency_s, dev.all_to_all
+    )
 
 
 def decode_layer_seconds(

@@ -143,6 +143,12 @@ class Interconnect(Frozen):
         None, gt=0, description="Scale-up bandwidth per device, per direction, 1e9 bytes/s."
     )
     domain_size: int = Field(1, ge=1, description="Devices that share one scale-up domain.")
+    all_to_all: bool = Field(
+        False,
+        description="Every device of the domain reaches every other directly (NVSwitch, or a "
+        "fully connected mesh), so serving engines all-reduce small tensors in two "
+        "synchronization steps whatever the number of devices, instead of a ring's 2 (n - 1).",
+    )
     pcie_gen: int | None = Field(None, ge=3, le=6, description="Host PCIe generation.")
     pcie_lanes: int | None = Field(None, ge=1, le=16, description="Host PCIe lanes.")
 
