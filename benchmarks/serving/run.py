@@ -72,6 +72,9 @@ MODELS = {
     "Llama-3.3-70B-Instruct": "llama-3.1-70b",  # the same architecture as Llama 3.1 70B
     "Llama-3.1-8B-Instruct": "llama-3.1-8b",
     "Llama-3.1-405B": "llama-3.1-405b",
+    "Llama-3.1-405B-Instruct": "llama-3.1-405b",
+    "Llama-3.1-70B-Instruct": "llama-3.1-70b",
+    "Meta-Llama-3-8B-Instruct": "llama-3.1-8b",  # Llama 3 8B: the architecture of Llama 3.1 8B
     "Qwen3-32B": "qwen3-32b",  # config.json in benchmarks/serving/models
 }
 DEVICES = {
@@ -86,6 +89,8 @@ DEVICES = {
     "B200-180GB (DGX B200)": "b200",
     "B200-SXM-180GB": "b200",
     "A100": "a100-80gb-sxm",
+    "A100-80GB-SXM": "a100-80gb-sxm",
+    "H100-80GB-SXM": "h100-sxm",
     "L40S": "l40s",
     "AMD Instinct MI300X": "mi300x",
     "AMD Instinct MI325X": "mi325x",
