@@ -49,9 +49,10 @@ def test_no_progress_without_a_sink() -> None:
     assert buf.getvalue() == ""
 
 
-def _solve(stderr: int, tmp_path: Path) -> subprocess.Popen[bytes]:
+def _solve(stderr: int, tmp_path: Path, seconds: int = 3) -> subprocess.Popen[bytes]:
+    limit = str(seconds)
     return subprocess.Popen(
-        [*CLI, "solve", str(hard_problem(tmp_path)), "--time-limit", "3", "--format", "json"],
+        [*CLI, "solve", str(hard_problem(tmp_path)), "--time-limit", limit, "--format", "json"],
         stdout=subprocess.PIPE,
         stderr=stderr,
         cwd=ROOT,
@@ -78,7 +79,9 @@ def test_progress_on_a_terminal_and_not_in_a_pipe(tmp_path: Path) -> None:
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    proc = _solve(slave, tmp_path)
+    # The limit covers the whole command: on a loaded machine start-up and design enumeration
+    # can take most of a short one, leaving the solver less than the second before the line shows.
+    proc = _solve(slave, tmp_path, seconds=15)
     os.close(slave)
     proc.communicate(timeout=300)
     reader.join(5)

@@ -370,12 +370,17 @@ def tensor_path(dev: str, weights: str) -> str | None:
     if acc.device_class != "datacenter":
         return None
     prec = devices_module._precision(acc, weight_format(weights))
-    if prec == "fp4":
-        return "4-bit"
-    return "8-bit" if prec in devices_module.LOW_PRECISION else "16-bit"
+    path = (
+        "4-bit" if prec == "fp4" else "8-bit" if prec in devices_module.LOW_PRECISION else "16-bit"
+    )
+    return f"{path} {acc.vendor}" if acc.vendor in STACK_VENDORS else path
 
 
 PATHS = ("16-bit", "8-bit", "4-bit")
+# Vendors whose serving stack is fitted on its own rows (catalog serving.yaml
+# `vendor_batched_compute`: the ratio of the vendor's fitted figure to the class's on that path).
+STACK_VENDORS = ("amd",)
+ALL_PATHS = PATHS + tuple(f"{p} {v}" for v in STACK_VENDORS for p in PATHS)
 
 
 def predictions(rows: list[Row]) -> dict[str, list[float]]:
@@ -390,6 +395,8 @@ def predictions(rows: list[Row]) -> dict[str, list[float]]:
 
         return fn
 
+    real_scale = devices_module.vendor_batched_scale
+    devices_module.vendor_batched_scale = lambda vendor: 1.0  # the grid value is the figure
     try:
         for v in GRID.tolist():
             devices_module.batched_compute_for = trial(v)
@@ -399,6 +406,7 @@ def predictions(rows: list[Row]) -> dict[str, list[float]]:
                     out[r.id].append(float(r.predict()))
     finally:
         devices_module.batched_compute_for = real
+        devices_module.vendor_batched_scale = real_scale
         replica_module._TABLES.clear()
     return out
 
@@ -418,9 +426,10 @@ def fit(rows: list[Row], pred: dict[str, list[float]]) -> dict[str, int]:
     fitted = [r for r in rows if r.spec.get("path")]
     pooled = best(fitted)
     out = {}
-    for path in PATHS:
+    for path in ALL_PATHS:  # a vendor's path is fitted only where it has rows
         on = [r for r in fitted if r.spec["path"] == path]
-        out[path] = best(on) if on else pooled
+        if on or path in PATHS:
+            out[path] = best(on) if on else pooled
     return out
 
 
@@ -432,7 +441,8 @@ def score(rows: list[Row], pred: dict[str, list[float]]) -> list[tuple[Row, dict
         idx = fit([r for r in usable if r.source != src], pred)
         for r in usable:
             if r.source == src:
-                i = idx[r.spec["path"]] if r.spec.get("path") else 0
+                path = r.spec.get("path")
+                i = idx.get(path, idx[path.split(" ")[0]]) if path else 0
                 out.append((r, idx, pred[r.id][i] / r.measured - 1))
     return out
 
@@ -465,7 +475,10 @@ def order_check(
         want, measured = ranked(rs, {r.id: r.measured for r in rs})
         cells = [measured]
         for fig in (
-            {r.id: pred[r.id][shipped[r.spec["path"]]] for r in rs},
+            {
+                r.id: pred[r.id][shipped.get(r.spec["path"], shipped[r.spec["path"].split(" ")[0]])]
+                for r in rs
+            },
             {r.id: loso[r.id] for r in rs},
         ):
             got, text = ranked(rs, fig)
@@ -505,18 +518,23 @@ def catalog_factors() -> dict[str, float]:
     """The datacenter factors catalog serving.yaml ships, by tensor path."""
     sv = load_serving()
     low = sv.batched_compute_low_precision["datacenter"]
-    return {
+    base = {
         "16-bit": sv.batched_compute["datacenter"],
         "8-bit": low,
         "4-bit": sv.batched_compute_fp4.get("datacenter", low),
     }
+    out = dict(base)
+    for v in STACK_VENDORS:
+        scale = sv.vendor_batched_compute.get(v, 1.0)
+        out |= {f"{p} {v}": f * scale for p, f in base.items()}
+    return out
 
 
 def _factor_cell(r: Row, idx: dict[str, int]) -> str:
     path = r.spec.get("path")
     if not path:
         return "not fitted (class prior)"
-    return f"{path} {GRID[idx[path]]:.2f}"
+    return f"{path} {GRID[idx.get(path, idx[path.split(' ')[0]])]:.2f}"
 
 
 def report(rows: list[Row]) -> list[str]:
@@ -549,7 +567,11 @@ def report(rows: list[Row]) -> list[str]:
         + ", ".join(f"{p} {GRID[i]:.2f}" for p, i in shipped.items())
         + ". Catalog serving.yaml ships "
         + ", ".join(f"{p} {v:.2f}" for p, v in catalog_factors().items())
-        + ".",
+        + " (a vendor's multiplier applies on all its paths: "
+        + ", ".join(
+            f"{v} {load_serving().vendor_batched_compute.get(v, 1.0):.2f}" for v in STACK_VENDORS
+        )
+        + ").",
         "",
         "Not expressible (each missing piece named):",
         "",

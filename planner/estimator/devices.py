@@ -9,7 +9,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from planner.estimator.efficiency import Efficiency, batched_compute_for, efficiency_for
+from planner.estimator.efficiency import (
+    Efficiency,
+    batched_compute_for,
+    efficiency_for,
+    vendor_batched_scale,
+)
 from planner.estimator.formats import WeightFormat
 from planner.schema.catalog import Accelerator, Precision
 
@@ -153,6 +158,16 @@ def device_table(
         for d in devices
     ]
 
+    def batched(d: Accelerator, e: Efficiency, **path: bool) -> float:
+        """A user's `compute` override as given; else the class's batched serving figure on
+        the format's tensor path, times the vendor's serving-stack multiplier."""
+        given = ov.get(d.id, {}).get("compute") or ov.get(d.device_class, {}).get("compute")
+        if given:
+            return given
+        return batched_compute_for(d.device_class, e.compute, **path) * vendor_batched_scale(
+            d.vendor
+        )
+
     def col(values: Sequence[float | None]) -> Array:
         return np.array([np.nan if v is None else float(v) for v in values], dtype=np.float64)
 
@@ -170,29 +185,12 @@ def device_table(
         all_to_all=col([float(d.interconnect.all_to_all) for d in devices]),
         eff_bandwidth=col([e.bandwidth for e in effs]),
         eff_compute=col([e.compute for e in effs]),
-        eff_batched_compute=col(
-            [
-                ov.get(d.id, {}).get("compute")
-                or ov.get(d.device_class, {}).get("compute")
-                or batched_compute_for(d.device_class, e.compute)
-                for e, d in zip(effs, devices, strict=True)
-            ]
-        ),
+        eff_batched_compute=col([batched(d, e) for e, d in zip(effs, devices, strict=True)]),
         eff_batched_low=col(
-            [
-                ov.get(d.id, {}).get("compute")
-                or ov.get(d.device_class, {}).get("compute")
-                or batched_compute_for(d.device_class, e.compute, low_precision=True)
-                for e, d in zip(effs, devices, strict=True)
-            ]
+            [batched(d, e, low_precision=True) for e, d in zip(effs, devices, strict=True)]
         ),
         eff_batched_fp4=col(
-            [
-                ov.get(d.id, {}).get("compute")
-                or ov.get(d.device_class, {}).get("compute")
-                or batched_compute_for(d.device_class, e.compute, four_bit=True)
-                for e, d in zip(effs, devices, strict=True)
-            ]
+            [batched(d, e, four_bit=True) for e, d in zip(effs, devices, strict=True)]
         ),
         eff_training_mfu=col([e.training_mfu for e in effs]),
         layer_overhead_s=col([e.layer_overhead_us * 1e-6 for e in effs]),

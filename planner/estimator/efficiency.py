@@ -116,6 +116,11 @@ class ServingFile(Frozen):
         description="The same on the 4-bit tensor paths (of their own peak), per class; the "
         "8-bit figure where a class is not listed.",
     )
+    vendor_batched_compute: dict[str, float] = Field(
+        default_factory=dict,
+        description="Multiplier on the batched figures above for devices of a vendor whose "
+        "serving stack reaches a different share of its peak (1 where a vendor is not listed).",
+    )
 
 
 @functools.cache
@@ -123,6 +128,12 @@ def load_serving(path: Path | None = None) -> ServingFile:
     """The serving-engine factors (cached)."""
     p = path or default_catalog_dir() / "serving.yaml"
     return validate(read_yaml(p), ServingFile)
+
+
+def vendor_batched_scale(vendor: str) -> float:
+    """The serving stack's multiplier on a vendor's batched compute figures (catalog
+    serving.yaml `vendor_batched_compute`; 1 where the vendor is not listed)."""
+    return load_serving().vendor_batched_compute.get(vendor, 1.0)
 
 
 def batched_compute_for(
