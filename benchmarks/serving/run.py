@@ -20,8 +20,12 @@ each row type was chosen before any fitting and is not changed to suit a result:
 
 A row is scored only when its model, device, weight format and mean request shape (prompt and
 output tokens) are stated by its source; otherwise it is listed as not expressible with each
-missing piece named. Disaggregated prefill/decode results stay unscored until disaggregated
-pools are a design option.
+missing piece named.
+- disaggregated sizing (a configurator's prefill and decode pools for a stated demand): the
+  accelerators the planner's best prefill pool and best decode pool need for the row's output
+  tokens/s, each under the planner's own pool rules (mean first token and time per token within
+  the row's targets, no planning margin), as for aggregated sizing. A pool measured alone, with
+  no whole-system figure, is listed as not expressible.
 
 The two fitted factors are the batched serving compute efficiencies of datacenter devices on
 16-bit and on 8/4-bit tensor paths (catalog serving.yaml). For each source, they are fitted on
@@ -56,9 +60,19 @@ import planner.estimator.replica as replica_module
 from planner.catalog import add_file_model, load_catalog
 from planner.estimator.designs import Design, allowed_devices, inference_designs
 from planner.estimator.efficiency import load_serving
-from planner.estimator.formats import weight_format
+from planner.estimator.formats import kv_bytes, weight_format
+from planner.estimator.memory import kv_bytes_per_token
 from planner.estimator.replica import IterationTime, StageSpec
-from planner.estimator.serving import LoadedLatency, chunk_mix, max_rate, open_latency
+from planner.estimator.serving import (
+    LoadedLatency,
+    chunk_mix,
+    decode_latency,
+    kv_transfer_s,
+    max_rate,
+    open_latency,
+    prefill_latency,
+    prefill_pool_budget,
+)
 from planner.hf_config import load_hf_config
 from planner.schema.catalog import ModelArch
 from planner.schema.problem import InferenceWorkload, Problem
@@ -270,6 +284,58 @@ def sizing_devices(s: dict[str, Any], demand: float) -> float:
     return demand / per if per > 0 else math.inf
 
 
+def disaggregated_devices(s: dict[str, Any], demand: float) -> float:
+    """The disaggregated sizing metric: accelerators in a prefill pool and a decode pool for
+    `demand` output tokens/s, each pool of the planner's best single-stage design under its own
+    rules (planner.estimator.request_mix: the prefill engine batches whole prompts up to its
+    budget, sends each prompt's KV cache over one InfiniBand NDR port per device, and is held to
+    the mean first-token target; the decode engine is held to the time per token), without the
+    planning margin, as the aggregated sizing metric; not rounded."""
+    cat = load_catalog()
+    m, prompt, output = s["m"], s["prompt"], s["output"]
+    link = cat.link("ib-ndr")
+    acc = cat.accelerator(s["dev"])
+    kv = kv_bytes_per_token(m, kv_bytes(_kv(s["weights"]))) * prompt
+    prefill = math.inf  # accelerators per request/s
+    decode = math.inf
+    for d in _designs({**s, "tp": None}):
+        tp = d.stages[0].tp
+
+        def engine(batch: int, budget: float | None, tp: int = tp) -> IterationTime:
+            return IterationTime(
+                m, s["weights"], _kv(s["weights"]), batch=batch, context=prompt + output,
+                prompt=prompt, output=output, stages=[StageSpec(acc, tp, m.num_layers)],
+                link=link, budget=budget,
+            )  # fmt: skip
+
+        if d.batch == 1:
+            it = engine(1, prefill_pool_budget(prompt))
+            budget = it.budget
+            ports = link.bandwidth_gb_s * 1e9 * tp
+            transfer = kv_transfer_s(kv, ports, link.latency_us * 1e-6)
+            full = min(budget / (prompt * it(0.0, budget)), ports / kv)
+            rate = max_rate(
+                lambda r, it=it, t=transfer: prefill_latency(
+                    it, rate=r, prompt=prompt, transfer_s=t
+                ),
+                ceiling=lambda lat: lat.ttft_mean_s <= s["ttft_limit"],
+                capacity=full,
+            )
+            if rate > 0:
+                prefill = min(prefill, tp / rate)
+        it = engine(d.batch, None)
+        rate = max_rate(
+            lambda r, it=it, b=d.batch: decode_latency(
+                it, slots=b, rate=r, prompt=prompt, output=output
+            ),
+            ceiling=lambda lat: lat.tpot_s <= s["tpot_limit"],
+            capacity=d.batch / (output * it(d.batch, 0.0)),
+        )
+        if rate > 0:
+            decode = min(decode, tp / rate)
+    return demand / output * (prefill + decode)
+
+
 def _missing(r: dict[str, Any], m: ModelArch | None, dev: str | None, weights: str | None) -> str:
     """Each piece the planner needs and the row's source does not give (or the catalog lacks)."""
     out = []
@@ -299,10 +365,9 @@ def _row(r: dict[str, Any]) -> Row:
     weights = WEIGHTS.get(str(r.get("weights")))
     tp = int(r["tensor_parallel"]) if r.get("tensor_parallel") else None
     base = Row(r["id"], kind, src, math.nan, "", None)
-    if kind == "disaggregated":
-        base.why_not = "disaggregated pools (not yet a design option)"
-        return base
     missing = _missing(r, m, dev, weights)
+    if kind == "disaggregated" and not missing and not meas.get("tokens_per_s_per_gpu"):
+        missing = "no whole-system figure: one pool measured alone"
     base.spec = {
         "m": m, "dev": dev, "tp": tp, "pp": r.get("pipeline_parallel"), "weights": weights,
         "devices": r.get("devices"),
@@ -329,6 +394,13 @@ def _row(r: dict[str, Any]) -> Row:
             r["id"], kind, src, meas["tokens_per_s"] / r["devices"],
             "output tokens/s per accelerator within p99 limits",
             lambda: server_per_accelerator(s), spec=s,
+        )  # fmt: skip
+    if kind == "disaggregated" and "tokens_per_s_per_gpu" in meas and s["ttft_limit"]:
+        demand = meas["tokens_per_s_per_gpu"] * r["devices"]
+        return Row(
+            r["id"], kind, src, float(r["devices"]),
+            f"GPUs in prefill and decode pools for {demand:,.0f} output tokens/s within its targets",
+            lambda: disaggregated_devices(s, demand), spec=s,
         )  # fmt: skip
     if tp is None:
         base.why_not = "tensor parallelism not stated"

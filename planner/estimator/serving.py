@@ -265,7 +265,7 @@ def open_latency(
     # own chunks and every decode.
     hold = output * t_full + own + rho_p / pre_rate
     offered = rate * hold
-    if offered >= slots:
+    if offered >= slots or slots / hold <= rate:  # (the second: the same test after rounding)
         inf = {p: math.inf for p in PERCENTILES}
         return LoadedLatency(rate, n, t, inf, inf, math.inf, math.inf)
     t_one = (1.0 - f) * iteration_s(1.0, 0.0) + f * iteration_s(1.0, c)
