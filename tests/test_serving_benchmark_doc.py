@@ -50,3 +50,20 @@ def test_mlperf_rows_carry_the_dataset_shape() -> None:
     assert {(r.spec["prompt"], r.spec["output"]) for r in mlperf} == {(213, 294)}
     server = [r for r in mlperf if r.kind == "server"]
     assert all(r.spec["ttft_limit"] and r.spec["tpot_limit"] for r in server)
+
+
+def test_mlperf_offline_order_of_accelerators_is_kept() -> None:
+    """Per MLPerf Inference round, the planner's offline output tokens/s per accelerator (the
+    catalog's shipped factors, as plans use them) ranks the accelerators as the round's logs do
+    (benchmarks/serving/published.yaml: Llama-2-70B Offline rows)."""
+    run = _load()
+    rounds: dict[str, list[tuple[str, float, float]]] = {}
+    for r in run.load_rows():
+        if r.predict and r.kind == "offline" and r.id.startswith("mlperf"):
+            rnd = r.id.split("-llama2")[0]
+            rounds.setdefault(rnd, []).append((r.spec["dev"], r.measured, float(r.predict())))
+    assert len(rounds) >= 3
+    for rnd, rows in rounds.items():
+        measured = [d for d, *_ in sorted(rows, key=lambda x: -x[1])]
+        planner = [d for d, *_ in sorted(rows, key=lambda x: -x[2])]
+        assert planner == measured, (rnd, rows)
