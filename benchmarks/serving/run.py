@@ -49,6 +49,7 @@ import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -284,6 +285,16 @@ def sizing_devices(s: dict[str, Any], demand: float) -> float:
     return demand / per if per > 0 else math.inf
 
 
+def _prefill_at(it: IterationTime, prompt: int, transfer: float, rate: float) -> LoadedLatency:
+    return prefill_latency(it, rate=rate, prompt=prompt, transfer_s=transfer)
+
+
+def _decode_at(
+    it: IterationTime, batch: int, prompt: int, output: int, rate: float
+) -> LoadedLatency:
+    return decode_latency(it, slots=batch, rate=rate, prompt=prompt, output=output)
+
+
 def disaggregated_devices(s: dict[str, Any], demand: float) -> float:
     """The disaggregated sizing metric: accelerators in a prefill pool and a decode pool for
     `demand` output tokens/s, each pool of the planner's best single-stage design under its own
@@ -315,9 +326,7 @@ def disaggregated_devices(s: dict[str, Any], demand: float) -> float:
             transfer = kv_transfer_s(kv, ports, link.latency_us * 1e-6)
             full = min(budget / (prompt * it(0.0, budget)), ports / kv)
             rate = max_rate(
-                lambda r, it=it, t=transfer: prefill_latency(
-                    it, rate=r, prompt=prompt, transfer_s=t
-                ),
+                partial(_prefill_at, it, prompt, transfer),
                 ceiling=lambda lat: lat.ttft_mean_s <= s["ttft_limit"],
                 capacity=full,
             )
@@ -325,9 +334,7 @@ def disaggregated_devices(s: dict[str, Any], demand: float) -> float:
                 prefill = min(prefill, tp / rate)
         it = engine(d.batch, None)
         rate = max_rate(
-            lambda r, it=it, b=d.batch: decode_latency(
-                it, slots=b, rate=r, prompt=prompt, output=output
-            ),
+            partial(_decode_at, it, d.batch, prompt, output),
             ceiling=lambda lat: lat.tpot_s <= s["tpot_limit"],
             capacity=d.batch / (output * it(d.batch, 0.0)),
         )
