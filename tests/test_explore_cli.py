@@ -206,7 +206,7 @@ def test_explain_file_without_design() -> None:
 
 
 def test_explain_feasible_prices_binding_limits() -> None:
-    code, text = run("explain", CHAT, "--set", "constraints.budget_usd=250000", "--format", "json")
+    code, text = run("explain", CHAT, "--set", "constraints.budget_usd=400000", "--format", "json")
     assert code == 0
     ex = json.loads(text)
     assert ex["feasible"] is True

@@ -302,10 +302,11 @@ def test_rent_the_peak_break_even_month_includes_the_host() -> None:
     purchase = mi.total_usd + host.total_usd
     running = mi.maintenance_usd + mi.energy_usd + host.energy_usd
     assert b.break_even_month == pytest.approx(purchase / ((b.rent_usd - running) / 36))
-    # The device price alone put it at month 13.1; with the hosts it is near month 20, close to
-    # what the plan's break-even utilization (same basis) says at full utilization: 36 x 55 %.
+    # The device price alone breaks even months earlier (13.1 against 19.9 when the example bought
+    # MI300X; 14.1 against 18.4 with H200): the hosts are part of what a purchase costs. The month
+    # agrees with the plan's break-even utilization (same basis) at full utilization.
     device_only = mi.total_usd / ((b.rent_usd - mi.maintenance_usd - mi.energy_usd) / 36)
-    assert device_only < 14 < 19 < b.break_even_month < 21
+    assert device_only < b.break_even_month - 2
     assert mi.utilization == pytest.approx(1.0) and mi.break_even_utilization is not None
     assert b.break_even_month == pytest.approx(36 * mi.break_even_utilization, rel=0.02)
 
