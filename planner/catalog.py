@@ -24,6 +24,8 @@ from planner.schema import data_cache
 from planner.schema.catalog import (
     Accelerator,
     AcceleratorFile,
+    Instance,
+    InstanceFile,
     Link,
     LinkFile,
     ModelArch,
@@ -49,6 +51,7 @@ FILES = {
     "models": "models.yaml",
     "regions": "regions.yaml",
     "support": "support.yaml",
+    "instances": "instances.yaml",
 }
 
 
@@ -66,6 +69,7 @@ class Catalog:
     architectures: Mapping[str, Architecture] = field(default_factory=dict)
     engines: Mapping[str, Engine] = field(default_factory=dict)
     support: tuple[SupportRow, ...] = ()  # the software support matrix (support.yaml)
+    instances: Mapping[str, Instance] = field(default_factory=dict)  # cloud instances, by id
 
     def accelerator(self, name: str) -> Accelerator:
         return _lookup(self.accelerators, name, "device")
@@ -84,6 +88,10 @@ class Catalog:
 
     def engine(self, name: str) -> Engine:
         return _lookup(self.engines, name, "engine")
+
+    def instances_of(self, device: str) -> list[Instance]:
+        """The cloud instances that rent `device`, by id."""
+        return [i for _, i in sorted(self.instances.items()) if i.device == device]
 
     def architecture_of(self, device: Accelerator) -> Architecture:
         """The device's architecture record: vendor family, generation, end of life."""
@@ -221,6 +229,7 @@ def _overlay(base: Catalog, root: Path) -> Catalog:
         "links": LinkFile,
         "models": ModelFile,
         "regions": RegionFile,
+        "instances": InstanceFile,
     }
     tables: dict[str, dict[str, Any]] = {
         "accelerators": dict(base.accelerators),
@@ -230,6 +239,7 @@ def _overlay(base: Catalog, root: Path) -> Catalog:
         "regions": dict(base.regions),
         "architectures": dict(base.architectures),
         "engines": dict(base.engines),
+        "instances": dict(base.instances),
     }
     refs = dict(base.references)
     rows = list(base.support)
@@ -272,7 +282,7 @@ def _load_dir(directory: Path | None = None) -> Catalog:
                 )
             refs[key] = ref
 
-    acc_path, node_path, link_path, model_path, region_path, support_path = (
+    acc_path, node_path, link_path, model_path, region_path, support_path, inst_path = (
         root / FILES[k] for k in FILES
     )
     acc = _validated(acc_path, AcceleratorFile)
@@ -287,6 +297,12 @@ def _load_dir(directory: Path | None = None) -> Catalog:
     merge_refs(reg.references, region_path)
     sup = _validated(support_path, SupportFile)
     merge_refs(sup.references, support_path)
+    # Cloud instances are optional: a catalog folder without them rents devices one at a time.
+    instances: dict[str, Instance] = {}
+    if inst_path.is_file():
+        ins = _validated(inst_path, InstanceFile)
+        merge_refs(ins.references, inst_path)
+        instances = _by_id(ins.instances, inst_path)
 
     cat = Catalog(
         accelerators=_by_id(acc.accelerators, acc_path),
@@ -298,6 +314,7 @@ def _load_dir(directory: Path | None = None) -> Catalog:
         architectures=_by_id(sup.architectures, support_path),
         engines=_by_id(sup.engines, support_path),
         support=tuple(sup.support),
+        instances=instances,
     )
     _cross_check(cat, root)
     return cat
@@ -339,6 +356,7 @@ def _cross_check(cat: Catalog, root: Path) -> None:
         ("regions", cat.regions),
         ("support", cat.architectures),
         ("support", cat.engines),
+        ("instances", cat.instances),
     ):
         for key, item in table.items():
             for section, ref in item.sources.items():
@@ -360,6 +378,12 @@ def _cross_check(cat: Catalog, root: Path) -> None:
             raise CatalogError(
                 f"{root / FILES['accelerators']}: {a.id}.interconnect.scale_up: unknown link "
                 f"`{a.interconnect.scale_up}`{did_you_mean(a.interconnect.scale_up, cat.links)}"
+            )
+    for i in cat.instances.values():
+        if i.device not in cat.accelerators:
+            raise CatalogError(
+                f"{root / FILES['instances']}: {i.id}.device: unknown device `{i.device}`"
+                f"{did_you_mean(i.device, cat.accelerators)}"
             )
     for n in cat.nodes.values():
         named = [n.intra_node_link, *(nic.link for nic in n.nics)]

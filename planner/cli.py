@@ -212,6 +212,7 @@ class Kind(StrEnum):
     hosts = "hosts"  # the same as nodes: the servers devices go in
     links = "links"
     regions = "regions"
+    instances = "instances"
     formats = "formats"
     kv_formats = "kv-formats"
     engines = "engines"

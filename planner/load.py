@@ -201,6 +201,15 @@ def _check_more_names(problem: Problem, cat: Catalog, where: Callable[[Loc], str
                 f"{where(('market', 'prices', name))}unknown device `{name}`: its prices would be "
                 f"ignored{did_you_mean(name, cat.accelerators)}"
             )
+    offers = {"per-device", *cat.instances, *(i.provider for i in cat.instances.values())}
+    for j, name in enumerate(problem.market.rent_offers or []):
+        if name not in offers:
+            raise InputError(
+                f"{where(('market', 'rent_offers', j))}unknown rental offer `{name}`"
+                f"{did_you_mean(name, offers)} (offers: per-device, the providers "
+                f"{', '.join(sorted({i.provider for i in cat.instances.values()}))} or an "
+                "instance id; see `planner catalog list instances`)"
+            )
     for i, w in enumerate(problem.workloads):
         for j, m in enumerate(getattr(w, "capacity", [])):
             if m.device not in cat.accelerators:
@@ -244,7 +253,9 @@ def why_no_device(problem: Problem, cat: Catalog) -> str:
         ),
         (
             f"horizon.procurement ({', '.join(problem.horizon.modes)}: no price for it)",
-            lambda d: available_modes(problem, d) or d.id in owned,
+            lambda d: (
+                available_modes(problem, d, instances=cat.instances_of(d.id)) or d.id in owned
+            ),
         ),
         ("the catalog's hosts (no node takes them)", cat.nodes_for),
     ]

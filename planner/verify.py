@@ -19,6 +19,7 @@ from planner.catalog import Catalog
 from planner.estimator.economics import (
     RENT_MODES,
     Period,
+    Prices,
     demand_periods,
     device_prices,
     embodied_kg_per_hour,
@@ -33,7 +34,7 @@ from planner.estimator.economics import (
 )
 from planner.estimator.network import network_gear, ports_per_host
 from planner.plan.slack import BINDING_SLACK
-from planner.plan.types import Costs, Plan, WorkloadPlan
+from planner.plan.types import Costs, DeviceLine, Plan, WorkloadPlan
 from planner.schema.problem import MAX_DEVICES, InferenceWorkload, Problem, TrainingWorkload
 from planner.verify_workloads import (
     CLOUD,
@@ -88,6 +89,8 @@ def verify(plan: Plan, problem: Problem, cat: Catalog) -> None:
             if wp.model != w.model:
                 fail(problem, f"`{at}.model`: `{wp.model}`, the workload's is `{w.model}`")
             fig = check_stages(problem, cat, w, wp, f, at)
+            if wp.site != PREM:
+                _check_rented_tp(problem, cat, wp, at)
             if isinstance(w, TrainingWorkload):
                 check_training(problem, cat, w, wp, f, at)
             else:
@@ -126,6 +129,45 @@ def _check_slack(plan: Plan, problem: Problem, f: Fleet) -> None:
         )
 
 
+def _check_rented_tp(problem: Problem, cat: Catalog, wp: WorkloadPlan, at: str) -> None:
+    """A rented stage's tensor-parallel group lies inside one instance when its device is
+    rented in whole instances (tensor parallelism does not span a network)."""
+    for j, st in enumerate(wp.stages):
+        acc = cat.accelerator(st.device)
+        prices = device_prices(problem, acc, cat.instances_of(acc.id))
+        if prices.instance is not None and st.tp > prices.rent_unit:
+            fail(
+                problem,
+                f"`{at}.stages.{j}.tp`: {st.tp} rented {st.device}, more than one "
+                f"{prices.instance} holds ({prices.rent_unit})",
+            )
+
+
+def _check_instances(
+    problem: Problem, line: DeviceLine, prices: Prices, od: list[int], sp: list[int], at: str
+) -> None:
+    """Rented devices come from the offer the market allows at the lowest rate per device, in
+    whole instances: the line names that instance, and every period's reserved, on-demand and
+    spot count is a multiple of its devices."""
+    rented = line.reserved or any(od) or any(sp)
+    want = (prices.instance, prices.rent_unit) if rented else (None, 1)
+    if (line.instance, line.devices_per_instance) != want:
+        fail(
+            problem,
+            f"`{at}.instance`: {line.instance} x {line.devices_per_instance} devices, the "
+            f"offer is {want[0] or 'per device'} x {want[1]}",
+        )
+    unit = prices.rent_unit
+    for mode, counts in (("reserved", [line.reserved]), ("on_demand", od), ("spot", sp)):
+        for q, k in enumerate(counts):
+            if k % unit:
+                fail(
+                    problem,
+                    f"`periods.{q}.devices.{line.type}.{mode}`: {k} devices, not whole "
+                    f"{prices.instance} instances of {unit}",
+                )
+
+
 def _held_by_mode(plan: Plan, q: int, dev: str, mode: str) -> int:
     if q >= len(plan.periods):
         return 0
@@ -162,7 +204,7 @@ def _check_fleet(
         at = f"devices.{i}"
         dev = line.type
         acc = cat.accelerator(dev)
-        prices = device_prices(problem, acc)
+        prices = device_prices(problem, acc, cat.instances_of(acc.id))
         node = cat.host_for(acc)
         assert node is not None
         prem = [f.use.get((dev, q, PREM), 0) for q in range(n)]
@@ -212,6 +254,7 @@ def _check_fleet(
         for mode, count in (("reserved", line.reserved), ("on_demand", max(od)), ("spot", max(sp))):
             if count and (mode not in h.modes or prices.rate(mode) is None):
                 fail(problem, f"`{at}.{mode}`: {count}, but {mode} is not allowed or has no price")
+        _check_instances(problem, line, prices, od, sp, at)
         peaks = (
             f" (the peaks of `periods.N.devices.{dev}`: "
             + ", ".join(
@@ -435,7 +478,10 @@ def _check_costs(
     capex = 0.0
     bought = {x.type: x.bought for x in plan.devices}
     for x in plan.devices:
-        capex += (device_prices(problem, cat.accelerator(x.type)).purchase_usd or 0.0) * x.bought
+        capex += (
+            device_prices(problem, cat.accelerator(x.type), cat.instances_of(x.type)).purchase_usd
+            or 0.0
+        ) * x.bought
     host_energy = 0.0
     for node_line in plan.nodes:
         nd = cat.node(node_line.type)
@@ -456,7 +502,10 @@ def _check_costs(
     rents = {
         m: sum(
             x.device_hours.get(m, 0.0)
-            * (device_prices(problem, cat.accelerator(x.type)).rate(m) or 0.0)
+            * (
+                device_prices(problem, cat.accelerator(x.type), cat.instances_of(x.type)).rate(m)
+                or 0.0
+            )
             for x in plan.devices
         )
         for m in RENT_MODES

@@ -286,10 +286,13 @@ def check_training(
     cost = 0.0
     for dev, k in devices.items():
         acc = cat.accelerator(dev)
-        rate = rent_rate(device_prices(problem, acc))
+        prices = device_prices(problem, acc, cat.instances_of(acc.id))
+        rate = rent_rate(prices)
         if rate is None:
             fail(problem, f"`{at}.stages`: rents {dev}, which has no rent price")
-        cost += k * (rate or 0.0) * hours
+        # Rented as whole instances: k devices of an instance of u pay for ceil(k / u) x u.
+        paid = -(-k // prices.rent_unit) * prices.rent_unit
+        cost += paid * (rate or 0.0) * hours
         if problem.carbon is not None:
             f.training_embodied_kg += k * hours * embodied_kg_per_hour(problem, acc)
     same(problem, f"{at}.job_usd", wp.job_usd, cost, " (the job's rent for its hours)")
@@ -378,7 +381,7 @@ def replica_cost(
     devices = devices_of(wp)
     if wp.site == CLOUD:
         return hours * sum(
-            n * (rent_rate(device_prices(problem, cat.accelerator(x))) or 0.0)
+            n * (rent_rate(device_prices(problem, cat.accelerator(x), cat.instances_of(x))) or 0.0)
             for x, n in devices.items()
         )
     own = ownership_factor(problem)
@@ -389,7 +392,10 @@ def replica_cost(
         assert node is not None
         capital += (
             n
-            * ((device_prices(problem, acc).purchase_usd or 0.0) + node.price_usd / node.slots)
+            * (
+                (device_prices(problem, acc, cat.instances_of(acc.id)).purchase_usd or 0.0)
+                + node.price_usd / node.slots
+            )
             * own
         )
     share = hours / horizon_hours(problem)

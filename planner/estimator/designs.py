@@ -105,7 +105,7 @@ def allowed_devices(problem: Problem, cat: Catalog) -> list[Accelerator]:
             continue
         if not architecture_allowed(cat, d, c):
             continue
-        if not available_modes(problem, d) and d.id not in owned:
+        if not available_modes(problem, d, instances=cat.instances_of(d.id)) and d.id not in owned:
             continue
         if not cat.nodes_for(d):
             continue

@@ -20,12 +20,13 @@ Conventions (stated once, used everywhere):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from planner.catalog import Catalog
 from planner.estimator.cost import HOURS_PER_YEAR
 from planner.estimator.demand_levels import Quantization, quantize
-from planner.schema.catalog import Accelerator, Node
+from planner.schema.catalog import Accelerator, Instance, Node
 from planner.schema.problem import Mode, Problem, TrainingWorkload, Workload
 
 RENT_MODES: tuple[Mode, ...] = ("on_demand", "reserved", "spot")
@@ -50,6 +51,9 @@ class Prices:
     reserved_usd_per_hour: float | None
     reserved_term_years: float
     spot_usd_per_hour: float | None
+    # Rates above are per device; a cloud instance rents `rent_unit` devices at a time, whole.
+    rent_unit: int = 1
+    instance: str | None = None  # the instance id rented (catalog/instances.yaml); None: per device
 
     def rate(self, mode: Mode) -> float | None:
         return {
@@ -162,9 +166,12 @@ def grid_intensity(problem: Problem, cat: Catalog | None = None) -> float | None
     return cat.region(c.region).grid_gco2e_per_kwh
 
 
-def device_prices(problem: Problem, d: Accelerator) -> Prices:
+def device_prices(problem: Problem, d: Accelerator, instances: Sequence[Instance] = ()) -> Prices:
     """Catalog prices, replaced by the problem's `market.prices`; reserved and spot rates the
-    catalog lacks are the on-demand rate less the market's discount."""
+    catalog lacks are the on-demand rate less the market's discount. Rent comes from one offer:
+    the device's per-device rent or one of `instances` (the catalog's instances of this device),
+    those `market.rent_offers` allows, the one with the lowest on-demand rate per device (then
+    fewer devices per instance, then the id)."""
     m = problem.market
     o = m.prices.get(d.id)
     p = d.price
@@ -172,6 +179,34 @@ def device_prices(problem: Problem, d: Accelerator) -> Prices:
     # datacenter parts, unless the problem says otherwise); the problem's own price always does.
     catalog_purchase = p.purchase_usd if m.may_buy(p.condition, d.device_class) else None
     purchase = (o.purchase_usd if o else None) or catalog_purchase
+    per_device = _per_device_rent(problem, d) if _allowed(m.rent_offers, "per-device") else None
+    offers: list[tuple[float, int, str, Prices]] = []
+    if per_device is not None and per_device.on_demand_usd_per_hour is not None:
+        offers.append((per_device.on_demand_usd_per_hour, 1, "", per_device))
+    for i in instances:
+        if i.device == d.id and (
+            _allowed(m.rent_offers, i.id) or _allowed(m.rent_offers, i.provider)
+        ):
+            q = _instance_rent(problem, i)
+            offers.append(
+                (q.on_demand_usd_per_hour or q.spot_usd_per_hour or 0.0, i.devices, i.id, q)
+            )
+    if offers:
+        rent = min(offers, key=lambda x: x[:3])[3]
+    else:  # no on-demand rate anywhere: spot or reserved per device, or nothing
+        rent = per_device or Prices(None, None, None, m.reserved_term_years, None)
+    return replace(rent, purchase_usd=purchase)
+
+
+def _allowed(offers: list[str] | None, name: str) -> bool:
+    return offers is None or name in offers
+
+
+def _per_device_rent(problem: Problem, d: Accelerator) -> Prices | None:
+    """The device's per-device rent (the problem's prices first), None without any rate."""
+    m = problem.market
+    o = m.prices.get(d.id)
+    p = d.price
     od = (o.rent_usd_per_hour if o else None) or p.rent_usd_per_hour
     reserved = (o.reserved_usd_per_hour if o else None) or p.reserved_usd_per_hour
     term = p.reserved_term_years if reserved == p.reserved_usd_per_hour and reserved else None
@@ -180,13 +215,39 @@ def device_prices(problem: Problem, d: Accelerator) -> Prices:
     spot = (o.spot_usd_per_hour if o else None) or p.spot_usd_per_hour
     if spot is None and od is not None:
         spot = od * (1 - m.spot_discount)
-    return Prices(purchase, od, reserved, term or m.reserved_term_years, spot)
+    if od is None and reserved is None and spot is None:
+        return None
+    return Prices(None, od, reserved, term or m.reserved_term_years, spot)
+
+
+def _instance_rent(problem: Problem, i: Instance) -> Prices:
+    """An instance's rates per device (instance rate / devices), reserved and spot filled from
+    the on-demand rate less the market's discounts where the catalog has none."""
+    m = problem.market
+    n = i.devices
+    od = i.on_demand_usd_per_hour / n if i.on_demand_usd_per_hour else None
+    reserved = i.reserved_usd_per_hour / n if i.reserved_usd_per_hour else None
+    term = i.reserved_term_years if reserved is not None else None
+    if reserved is None and od is not None:
+        reserved = od * (1 - m.reserved_discount)
+    spot = i.spot_usd_per_hour / n if i.spot_usd_per_hour else None
+    if spot is None and od is not None:
+        spot = od * (1 - m.spot_discount)
+    return Prices(None, od, reserved, term or m.reserved_term_years, spot, n, i.id)
+
+
+def rented_devices(devices: int, prices: Prices) -> int:
+    """Devices paid for to rent `devices`: whole instances of `prices.rent_unit`."""
+    return -(-devices // prices.rent_unit) * prices.rent_unit
 
 
 def available_modes(
-    problem: Problem, d: Accelerator, prices: Prices | None = None
+    problem: Problem,
+    d: Accelerator,
+    prices: Prices | None = None,
+    instances: Sequence[Instance] = (),
 ) -> tuple[Mode, ...]:
-    prices = prices or device_prices(problem, d)
+    prices = prices or device_prices(problem, d, instances)
     return tuple(
         mode
         for mode in problem.horizon.modes
@@ -275,7 +336,7 @@ def device_economics(
         host = cat.host_for(d)
         if host is None:
             continue
-        prices = device_prices(problem, d)
+        prices = device_prices(problem, d, cat.instances_of(d.id))
         out[d.id] = DeviceEconomics(
             d, host, owned.get(d.id, 0), prices, available_modes(problem, d, prices)
         )

@@ -22,6 +22,7 @@ from planner.estimator.economics import (
     energy_usd_per_watt_hour,
     in_fleet,
     job_rate,
+    rented_devices,
 )
 from planner.estimator.request_mix import mix_designs
 from planner.estimator.training_designs import training_designs
@@ -137,7 +138,10 @@ def training_job_cost(
     hours = w.token_budget / d.tokens_per_s / 3600
     if in_fleet(w, problem):
         return d.power_w * hours * energy_usd_per_watt_hour(problem)
-    return sum(n * (job_rate(econ[dev]) or 0.0) * hours for dev, n in d.devices.items())
+    return sum(
+        rented_devices(n, econ[dev].prices) * (job_rate(econ[dev]) or 0.0) * hours
+        for dev, n in d.devices.items()
+    )
 
 
 # Limits that only bound the fleet: changing them leaves the enumerated designs as they are.

@@ -75,12 +75,15 @@ class ModelBase:
         """Where a replica of `d` may run: on premises when each of its device types can be
         bought or is owned, in the cloud when it can be rented. A rented replica has one device
         type: the catalog's rents name no provider, so two types in one replica could come
-        from two clouds, with the internet between its stages."""
+        from two clouds, with the internet between its stages. A device rented in whole
+        instances holds each tensor-parallel group inside one instance."""
         es = [self.t.econ[x] for x in d.devices]
         out: list[Site] = []
         if all(e.on_premises for e in es):
             out.append(PREM)
-        if len(es) == 1 and es[0].cloud:
+        # Rented in whole instances, a tensor-parallel group must fit one instance.
+        unit = es[0].prices.rent_unit if es[0].prices.instance else None
+        if len(es) == 1 and es[0].cloud and (unit is None or max(s.tp for s in d.stages) <= unit):
             out.append(CLOUD)
         return out
 
@@ -144,13 +147,13 @@ class ModelBase:
             )
             most = min(most, cap)
             if "reserved" in e.modes:
-                self.reserved[dev] = self.m.new_int_var(0, most, f"reserved[{dev}]")
+                self.reserved[dev] = self._rented_var(dev, most, f"reserved[{dev}]")
             for p_i in range(len(self.periods)):
                 if "on_demand" in e.modes:
-                    self.od[(dev, p_i)] = self.m.new_int_var(0, most, f"od[{dev},{p_i}]")
+                    self.od[(dev, p_i)] = self._rented_var(dev, most, f"od[{dev},{p_i}]")
                 if "spot" in e.modes:
                     spot_ub = math.ceil(most / avail)
-                    self.spot[(dev, p_i)] = self.m.new_int_var(0, spot_ub, f"spot[{dev},{p_i}]")
+                    self.spot[(dev, p_i)] = self._rented_var(dev, spot_ub, f"spot[{dev},{p_i}]")
                     if avail >= 1:
                         self.spot_up[(dev, p_i)] = self.spot[(dev, p_i)]
                     else:
@@ -162,6 +165,17 @@ class ModelBase:
                             * self.spot[(dev, p_i)]
                         )
                         self.spot_up[(dev, p_i)] = up
+
+    def _rented_var(self, dev: str, most: int, name: str) -> cp_model.IntVar:
+        """Devices of `dev` rented in one mode: at most `most` (rounded up to whole instances),
+        a multiple of the devices per instance where the offer rents whole instances."""
+        unit = self.t.econ[dev].prices.rent_unit
+        instances = -(-most // unit)
+        var = self.m.new_int_var(0, instances * unit, name)
+        if unit > 1:
+            n = self.m.new_int_var(0, instances, f"instances {name}")
+            self.m.add(var == unit * n)
+        return var
 
     def _network_variables(self) -> None:
         """Ports and switches bought to join the hosts (planner.estimator.network): with two or

@@ -30,6 +30,7 @@ from planner.estimator.economics import (
     idle_device_hours,
     job_rate,
     ownership_factor,
+    rented_devices,
     reserved_hours,
     working_hours,
 )
@@ -207,9 +208,15 @@ def _add_training(
             job_usd=cost,
         )
     )
+    whole = [
+        f"{rented_devices(n, e.prices) // e.prices.rent_unit} x {e.prices.instance}"
+        for x, n in d.devices.items()
+        if site == JOB and (e := tables.econ[x]).prices.instance
+    ]
     plan.notes.append(
-        f"training `{w.name}`: {hours:,.1f} h on {sum(d.devices.values())} devices; "
-        f"{'energy' if site == PREM else 'rent'} for the job ${cost:,.0f}"
+        f"training `{w.name}`: {hours:,.1f} h on {sum(d.devices.values())} devices"
+        + (f" (rented whole: {', '.join(whole)})" if whole else "")
+        + f"; {'energy' if site == PREM else 'rent'} for the job ${cost:,.0f}"
     )
     if site == PREM:
         tally.training_w += d.power_w
@@ -504,10 +511,14 @@ def _bill(
         bought = fleet - owned
         reserved = sol.reserved.get(dev, 0) if any(cloud) else 0
         spot = [sol.spot.get((dev, q), 0) if cloud[q] else 0 for q in range(len(periods))]
+        unit = e.prices.rent_unit  # devices per instance, rented whole
         on_demand = [
-            min(
-                sol.on_demand.get((dev, q), 0),
-                max(0, cloud[q] - reserved - math.floor(avail * spot[q] + 1e-9)),
+            rented_devices(
+                min(
+                    sol.on_demand.get((dev, q), 0),
+                    max(0, cloud[q] - reserved - math.floor(avail * spot[q] + 1e-9)),
+                ),
+                e.prices,
             )
             for q in range(len(periods))
         ]
@@ -565,6 +576,8 @@ def _bill(
                 maintenance_usd=(purchase * bought + e.node.price_usd * host_bought) * (own - 1),
                 utilization=hours["on-premises"] / (fleet * H) if fleet else None,
                 break_even_utilization=break_even_utilization(problem, e, watts_at_work),
+                instance=e.prices.instance if rent else None,
+                devices_per_instance=unit if rent else 1,
             )
         )
         if fleet:

@@ -59,6 +59,7 @@ def catalog_sha256(cat: Catalog) -> str:
         "links": cat.links,
         "models": {k: m for k, m in cat.models.items() if k not in files},
         "regions": cat.regions,
+        "instances": cat.instances,
     }
     data = {
         name: {key: item.model_dump(mode="json") for key, item in sorted(table.items())}

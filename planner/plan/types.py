@@ -36,6 +36,11 @@ class DeviceLine:
     maintenance_usd: float = 0.0
     utilization: float | None = None  # owned + bought: hours at work / hours held
     break_even_utilization: float | None = None  # buy beats on-demand rent above this
+    # The cloud instance the rented devices come in (catalog/instances.yaml), rented whole:
+    # reserved, on-demand and spot counts are multiples of devices_per_instance. None: rented
+    # one device at a time, or not rented.
+    instance: str | None = None
+    devices_per_instance: int = 1
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Rows for `planner catalog list regions|formats|kv-formats|engines|architectures|support`: the
+"""Rows for `planner catalog list regions|instances|formats|kv-formats|engines|architectures|support`: the
 names a problem file may use beyond devices, models, nodes and links, each with its unit and
 source, and the software support matrix."""
 
@@ -9,7 +9,21 @@ from typing import Any
 from planner.catalog import Catalog
 from planner.estimator.formats import KV_BYTES, WEIGHT_FORMATS
 
-KINDS = ("regions", "formats", "kv-formats", "engines", "architectures", "support")
+_INSTANCE_FIELDS = (
+    "id",
+    "provider",
+    "name",
+    "device",
+    "devices",
+    "vcpus",
+    "memory_gib",
+    "region",
+    "on_demand_usd_per_hour",
+    "reserved_usd_per_hour",
+    "spot_usd_per_hour",
+    "date",
+)
+KINDS = ("regions", "instances", "formats", "kv-formats", "engines", "architectures", "support")
 
 
 def list_rows(cat: Catalog, kind: str) -> list[dict[str, Any]]:
@@ -25,6 +39,15 @@ def list_rows(cat: Catalog, kind: str) -> list[dict[str, Any]]:
                 "source": ", ".join(sorted(set(r.sources.values()))),
             }
             for r in cat.regions.values()
+        ]
+    if kind == "instances":
+        # The instance's own fields, prices per instance-hour, then its sources.
+        return [
+            {
+                **{key: getattr(i, key) for key in _INSTANCE_FIELDS},
+                "source": ", ".join(sorted(set(i.sources.values()))),
+            }
+            for i in cat.instances.values()
         ]
     if kind == "formats":
         return [

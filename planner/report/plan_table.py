@@ -46,6 +46,15 @@ def _on_premises(d: DeviceLine) -> bool:
     return d.owned + d.bought > 0
 
 
+def _item(d: DeviceLine) -> str:
+    """The device, and the cloud instances its rented devices come in (rented whole)."""
+    if d.instance is None:
+        return d.type
+    n = d.devices_per_instance
+    peak = (d.reserved + d.on_demand + d.spot) // n
+    return f"{d.type} as {peak} x {d.instance} ({n} each)"
+
+
 def _bill(plan: Plan) -> Table:
     had = [(f, h) for f, h in _HAD if any(getattr(d, f) for d in plan.devices)]
     buys = bool(plan.nodes) or any(d.bought for d in plan.devices)
@@ -68,7 +77,7 @@ def _bill(plan: Plan) -> Table:
     for col in cols:
         bom.add_column(col, justify="left" if col == "item" else "right")
     for d in plan.devices:
-        row = [d.type, str(d.count), *(str(getattr(d, f)) for f, _ in had)]
+        row = [_item(d), str(d.count), *(str(getattr(d, f)) for f, _ in had)]
         if buys:
             row += [_money(d.unit_price_usd), _money(d.total_usd)] if d.bought else ["", ""]
         if rents:

@@ -168,7 +168,10 @@ class Price(Frozen):
         "for devices a provider keeps.",
     )
     rent_usd_per_hour: float | None = Field(
-        None, gt=0, description="Typical on-demand cloud rent for one device, USD per hour."
+        None,
+        gt=0,
+        description="Typical on-demand rent for one device from a cloud that rents them one at "
+        "a time, USD per hour. Instances rented whole (8 GPUs at a time) are in instances.yaml.",
     )
     rent_date: str | None = Field(None, description="When that rent was seen (YYYY-MM).")
     reserved_usd_per_hour: float | None = Field(
@@ -227,6 +230,56 @@ class Accelerator(Sourced):
                 "memory.achievable_bandwidth_gb_s needs its own source: add "
                 "`achievable_bandwidth: <reference id>` to `sources`"
             )
+        return self
+
+
+# ---------------------------------------------------------------------------------------------
+# Cloud instances (rented whole)
+# ---------------------------------------------------------------------------------------------
+
+
+class Instance(Sourced):
+    """A cloud instance as a provider rents it: a fixed number of one accelerator type, with its
+    host CPU and memory, paid per instance-hour. A plan rents it whole: 4 devices of an 8-device
+    instance pay for 8."""
+
+    id: str = Field(
+        pattern=r"^[a-z0-9][a-z0-9.\-]*$",
+        description="Catalog name: provider and instance, e.g. aws-p5.48xlarge.",
+    )
+    provider: str = Field(
+        pattern=r"^[a-z0-9][a-z0-9.\-]*$", description="Cloud provider, e.g. aws, azure, gcp."
+    )
+    name: str = Field(description="The provider's instance name, e.g. p5.48xlarge.")
+    device: str = Field(description="Accelerator id of its devices.")
+    devices: int = Field(ge=1, le=64, description="Accelerators per instance (GPUs or chips).")
+    vcpus: int | None = Field(None, ge=1, description="Host vCPUs per instance.")
+    memory_gib: float | None = Field(None, gt=0, description="Host memory per instance, GiB.")
+    region: str = Field(description="Region the prices are for, e.g. us-east-1.")
+    on_demand_usd_per_hour: float | None = Field(
+        None, gt=0, description="On-demand rent of one whole instance, USD per instance-hour."
+    )
+    reserved_usd_per_hour: float | None = Field(
+        None,
+        gt=0,
+        description="Effective rent of one instance under a committed term, USD per "
+        "instance-hour (paid for every hour of the term).",
+    )
+    reserved_term_years: float | None = Field(
+        None, gt=0, le=5, description="Length of that commitment, years."
+    )
+    spot_usd_per_hour: float | None = Field(
+        None, gt=0, description="Spot rent of one instance, USD per instance-hour."
+    )
+    date: str = Field(description="When the prices were seen (YYYY-MM).")
+    notes: str | None = None
+
+    @model_validator(mode="after")
+    def _priced(self) -> Instance:
+        if self.on_demand_usd_per_hour is None and self.spot_usd_per_hour is None:
+            raise ValueError("an instance needs on_demand_usd_per_hour or spot_usd_per_hour")
+        if (self.reserved_usd_per_hour is None) != (self.reserved_term_years is None):
+            raise ValueError("reserved_usd_per_hour and reserved_term_years go together")
         return self
 
 
@@ -473,6 +526,11 @@ class AcceleratorFile(Frozen):
 class NodeFile(Frozen):
     references: dict[str, Reference]
     nodes: list[Node]
+
+
+class InstanceFile(Frozen):
+    references: dict[str, Reference]
+    instances: list[Instance]
 
 
 class LinkFile(Frozen):

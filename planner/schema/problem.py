@@ -714,6 +714,16 @@ class Market(ProblemModel):
         "condition can still be rented or owned; `prices` here always counts.",
     )
 
+    rent_offers: list[CatalogId] | None = Field(
+        None,
+        min_length=1,
+        description="Which rental offers a plan may rent from: cloud providers (`aws`, `azure`) "
+        "or instance ids of catalog/instances.yaml (`aws-p5.48xlarge`), rented whole, and "
+        "`per-device` for the catalog's per-device rents (clouds that rent one device at a time). "
+        "Unset: all of them. Each device type is rented through the allowed offer with the "
+        "lowest on-demand rate per device; `prices` here replaces the per-device rent.",
+    )
+
     def may_buy(self, condition: str, device_class: str) -> bool:
         """Whether a catalog purchase price in `condition` counts for a device of that class."""
         if self.conditions is not None:
@@ -842,7 +852,6 @@ class Problem(ProblemModel):
     demand: Demand | None = None
     carbon: Carbon | None = None
     objective: Objective = Objective()
-
     @model_validator(mode="after")
     def _names_unique(self) -> Problem:
         seen: set[str] = set()
