@@ -105,6 +105,7 @@ def verify(plan: Plan, problem: Problem, cat: Catalog) -> None:
                     rate = min(cap, w.min_tokens_per_s * p.scale) if w.min_tokens_per_s else cap
                     f.tokens[q] += rate * p.hours * 3600
     _check_fleet(plan, problem, cat, f, periods)
+    _check_phases(plan, problem, f)
     _check_hosts(plan, problem, cat, f, periods)
     _check_costs(plan, problem, cat, f, periods)
     _check_energy_and_carbon(plan, problem, cat, f, periods)
@@ -127,6 +128,36 @@ def _check_slack(plan: Plan, problem: Problem, f: Fleet) -> None:
             f"`binding_constraints`: stated {plan.binding_constraints}, the limits "
             f"with under {BINDING_SLACK:.0%} room left are {want}",
         )
+
+
+def _earlier(problem: Problem, n: int) -> range:
+    """Indices of the phases before the last in the fleet's use, past the n demand periods."""
+    return range(n, n + max(0, len(problem.phases or []) - 1))
+
+
+def _check_phases(plan: Plan, problem: Problem, f: Fleet) -> None:
+    """Each phase of the problem, in order, with its hours (an earlier phase its jobs' longest
+    deadline, the last the rest of the horizon) and its devices on premises at work."""
+    phases = problem.phases or []
+    if len(plan.phases) != len(phases):
+        fail(problem, f"`phases`: {len(plan.phases)} stated, the problem has {len(phases)}")
+    H = horizon_hours(problem)
+    earlier = list(_earlier(problem, f.n))
+    before = sum(problem.phase_hours(k) for k in range(len(earlier)))
+    for k, (got, ph) in enumerate(zip(plan.phases, phases, strict=False)):
+        at = f"phases.{k}"
+        if got.name != ph.name or got.workloads != ph.workloads:
+            fail(problem, f"`{at}`: `{got.name}` {got.workloads}, the problem's is `{ph.name}`")
+        last = k == len(phases) - 1
+        same(problem, f"{at}.hours", got.hours, H - before if last else problem.phase_hours(k))
+        qs = range(f.n) if last else [earlier[k]]
+        want = {
+            dev: most
+            for dev in sorted({d for d, _, site in f.use if site == PREM})
+            if (most := max(f.use.get((dev, q, PREM), 0) for q in qs))
+        }
+        if got.devices != want:
+            fail(problem, f"`{at}.devices`: {got.devices}, at work in the phase {want}")
 
 
 def _check_rented_tp(problem: Problem, cat: Catalog, wp: WorkloadPlan, at: str) -> None:
@@ -154,8 +185,8 @@ def _check_instances(
     if (line.instance, line.devices_per_instance) != want:
         fail(
             problem,
-            f"`{at}.instance`: {line.instance} x {line.devices_per_instance} devices, the "
-            f"offer is {want[0] or 'per device'} x {want[1]}",
+            f"`{at}.instance` {line.instance}, `{at}.devices_per_instance` "
+            f"{line.devices_per_instance}: the offer is {want[0] or 'per device'} x {want[1]}",
         )
     unit = prices.rent_unit
     for mode, counts in (("reserved", [line.reserved]), ("on_demand", od), ("spot", sp)):
@@ -209,7 +240,9 @@ def _check_fleet(
         assert node is not None
         prem = [f.use.get((dev, q, PREM), 0) for q in range(n)]
         cloud = [f.use.get((dev, q, CLOUD), 0) for q in range(n)]
-        fleet = max(prem)
+        # No device is booked twice: the fleet holds every period's and every earlier phase's
+        # devices at work, each in its own time.
+        fleet = max(prem + [f.use.get((dev, q, PREM), 0) for q in _earlier(problem, n)])
         if line.owned + line.bought != fleet:
             fail(
                 problem,
@@ -268,7 +301,10 @@ def _check_fleet(
         same(problem, f"{at}.count", line.count, fleet + line.reserved + max(od) + max(sp), peaks)
         same(problem, f"{at}.on_demand", line.on_demand, max(od), peaks)
         same(problem, f"{at}.spot", line.spot, max(sp), peaks)
-        hours = {PREM: sum(u * p.hours for u, p in zip(prem, periods, strict=True))}
+        hours = {
+            PREM: sum(u * p.hours for u, p in zip(prem, periods, strict=True))
+            + f.phase_hours.get(dev, 0.0)
+        }
         rent: dict[str, float] = {}
         if line.reserved:
             hours["reserved"] = line.reserved * reserved_hours(problem, prices)

@@ -19,6 +19,7 @@ from planner.estimator.economics import (
     Period,
     Prices,
     device_prices,
+    earlier_phase,
     embodied_kg_per_hour,
     energy_usd_per_watt_hour,
     horizon_hours,
@@ -82,6 +83,7 @@ class Fleet:
     training_usd: float = 0.0
     training_kwh: float = 0.0
     training_embodied_kg: float = 0.0
+    phase_hours: dict[str, float] = field(default_factory=dict)  # earlier phases' device-hours
     idle_wh: float = 0.0  # owned and bought devices held but not at work
     capacity: dict[tuple[str, int], float] = field(default_factory=dict)  # fixed-rate tokens/s
     # Plan paths of the replicas whose figures fed each period's tokens and power.
@@ -273,9 +275,12 @@ def check_training(
     if in_fleet(w, problem):
         if wp.site != PREM:
             fail(problem, f"`{at}.site`: `{wp.site}`, but the job runs on the owned fleet")
+        phase = earlier_phase(problem, w.name)  # before serving: held in its phase alone
         for dev, k in devices.items():
-            for q in range(f.n):
+            for q in range(f.n) if phase is None else [f.n + phase]:
                 f.add(dev, q, PREM, k)
+            if phase is not None:  # at work for the job's own hours
+                f.phase_hours[dev] = f.phase_hours.get(dev, 0.0) + k * hours
         f.training_w += job.power_w
         cost = job.power_w * hours * energy_usd_per_watt_hour(problem)
         same(problem, f"{at}.job_usd", wp.job_usd, cost, " (the job's energy on the fleet)")
@@ -290,8 +295,7 @@ def check_training(
         rate = rent_rate(prices)
         if rate is None:
             fail(problem, f"`{at}.stages`: rents {dev}, which has no rent price")
-        # Rented as whole instances: k devices of an instance of u pay for ceil(k / u) x u.
-        paid = -(-k // prices.rent_unit) * prices.rent_unit
+        paid = -(-k // prices.rent_unit) * prices.rent_unit  # whole instances of rent_unit
         cost += paid * (rate or 0.0) * hours
         if problem.carbon is not None:
             f.training_embodied_kg += k * hours * embodied_kg_per_hour(problem, acc)

@@ -77,6 +77,13 @@ GOLDEN: dict[str, tuple[float, float]] = {
     # energy + the run's energy, idle draw, and the two hosts' ports on ib-ndr (one each, $4,000
     # with a switch port's share in catalog links.yaml, which gives ib-ndr no switch model).
     "train-13b-2m.yaml": (307_251.0, 0.01),
+    # 8 x l40s bought ($8,000 each, catalog) in one pcie-server-8 ($25,000): $89,000 capex,
+    # 3 % upkeep a year for 3 years $8,010, and energy ~$9,620 (README, "Buy, rent instances").
+    "chat-product.yaml": (106_630.0, 0.01),
+    # Train, then serve, on one fleet: 4 x mi300x ($17,500) in one oam-mi300x-8 ($55,000) =
+    # $125,000, upkeep 3 % x 3 years = $11,250, energy ~$17,218 and the job's $76; the same
+    # workloads at once need 7 mi300x, $211,207 (README, "Train a 13B model, then serve it").
+    "train-then-serve-13b.yaml": (153_544.0, 0.01),
 }
 
 

@@ -94,7 +94,34 @@ def horizon_hours(problem: Problem) -> float:
     return problem.horizon.lifetime_years * HOURS_PER_YEAR
 
 
+def earlier_phase(problem: Problem, name: str) -> int | None:
+    """The phase a workload runs in when that phase comes before the last (a training job
+    done before serving starts, problem `phases`), else None (it runs with the last phase, or
+    every workload runs at once)."""
+    phases = problem.phases or []
+    for i, ph in enumerate(phases[:-1]):
+        if name in ph.workloads:
+            return i
+    return None
+
+
+def earlier_phases_hours(problem: Problem) -> float:
+    """Hours of the horizon the phases before the last take (0 without phases)."""
+    n = len(problem.phases or [])
+    return sum(problem.phase_hours(i) for i in range(n - 1))
+
+
 def demand_periods(problem: Problem) -> list[Period]:
+    """The demand periods over the hours the last phase has (problem `phases`: the horizon less
+    the phases before it; without phases, the whole horizon), see `_demand_periods`."""
+    periods = _demand_periods(problem)
+    if not problem.phases:
+        return periods
+    left = 1.0 - earlier_phases_hours(problem) / horizon_hours(problem)
+    return [replace(p, hours=p.hours * left) for p in periods]
+
+
+def _demand_periods(problem: Problem) -> list[Period]:
     """The periods of the horizon with demand (scale > 0), equal levels of an hourly profile
     merged (the order of hours changes no cost), and an hourly profile of many values merged
     into at most `demand.levels` levels, each hour rounded up (estimator/demand_levels.py).

@@ -121,7 +121,7 @@ class Constraints(Quantities):
         for dev, fleet in self.fleet.items():
             e = self.t.econ[dev]
             if not self.single:
-                for p_i in range(len(self.periods)):
+                for p_i in self.holding:  # the demand periods and the earlier phases
                     self.m.add(fleet >= self.use_expr(dev, p_i, PREM))
                 self.m.add(fleet <= self.fleet_ub[dev])
             self.m.add(self.bought[dev] >= fleet - e.owned)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from planner.estimator.designs import Design
 from planner.estimator.economics import (
     cloud_host_watts,
+    earlier_phase,
     embodied_kg_per_hour,
     embodied_share,
     energy_usd_per_watt_hour,
@@ -126,6 +127,18 @@ class Quantities(ModelBase):
                 at_work = self.use_expr(dev, q, PREM)
                 coef = to_int(idle_w * period.hours * per_wh, f"{dev}.at work", up=False)
                 terms.append(-coef * at_work)
+        # A job of an earlier phase is at work for its own hours (its energy is its job cost).
+        for (wn, j, _, site), var in self.R.items():
+            if site != PREM or earlier_phase(self.p, wn) is None:
+                continue
+            d = self.t.designs[wn][j]
+            w = self._workload(wn)
+            assert isinstance(w, TrainingWorkload)
+            hours = w.token_budget / d.tokens_per_s / 3600
+            for dev, n in d.devices.items():
+                idle_w = self.t.econ[dev].device.power.idle_w
+                coef = to_int(idle_w * n * hours * per_wh, f"{dev}.job at work", up=False)
+                terms.append(-coef * var)
         return terms
 
     def carbon_expr(self) -> cp_model.LinearExpr:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from planner.estimator.designs import Design
-from planner.estimator.economics import in_fleet
+from planner.estimator.economics import earlier_phase, in_fleet
 from planner.estimator.network import ports_per_host
 from planner.model.ortools_cp import cp_model
 from planner.model.result import ReplicaKey, ShareKey
@@ -65,8 +65,15 @@ class ModelBase:
 
     @property
     def single(self) -> bool:
-        """One demand period: the model of a fixed demand (peaks are plain expressions)."""
-        return len(self.periods) == 1
+        """One demand period and no phases: the model of a fixed demand (peaks are plain
+        expressions)."""
+        return len(self.periods) == 1 and not self.p.phases
+
+    @property
+    def holding(self) -> range:
+        """Indices the fleet is held over: the demand periods, then the phases before the last
+        (planner.estimator.economics.earlier_phase)."""
+        return range(len(self.periods) + max(0, len(self.p.phases or []) - 1))
 
     def _workload(self, name: str) -> InferenceWorkload | TrainingWorkload:
         return self._by_name[name]
@@ -105,15 +112,7 @@ class ModelBase:
                             self.Y[ShareKey(w.name, j, k, p_i, site)] = self.m.new_int_var(
                                 0, SHARE_STEPS * self.R_ub[key], f"Y[{w.name},{j},{k},{p_i},{site}]"
                             )
-        for rk, var in self.R.items():
-            wname, j, p_i, where = rk
-            if where == JOB:
-                continue
-            periods = range(len(self.periods)) if p_i < 0 else [p_i]
-            ub = self.R_ub[rk]
-            for dev, n in self.t.designs[wname][j].devices.items():
-                for q in periods:
-                    self.use.setdefault((dev, q, where), []).append((n, var, ub))
+        self._use_terms()
         cap = self.p.constraints.max_devices or 100_000
         for dev in sorted({dev for dev, _, site in self.use if site == PREM}):
             e = self.t.econ[dev]
@@ -165,6 +164,23 @@ class ModelBase:
                             * self.spot[(dev, p_i)]
                         )
                         self.spot_up[(dev, p_i)] = up
+
+    def _use_terms(self) -> None:
+        """Devices each replica holds, per (device, period, site); a training job on the
+        fleet holds them in every period, or, in a phase before the last, in that phase alone:
+        an index past the demand periods, so the fleet covers it apart from the serving."""
+        for rk, var in self.R.items():
+            wname, j, p_i, where = rk
+            if where == JOB:
+                continue
+            periods = range(len(self.periods)) if p_i < 0 else [p_i]
+            phase = earlier_phase(self.p, wname)
+            if p_i < 0 and phase is not None:
+                periods = [len(self.periods) + phase]
+            ub = self.R_ub[rk]
+            for dev, n in self.t.designs[wname][j].devices.items():
+                for q in periods:
+                    self.use.setdefault((dev, q, where), []).append((n, var, ub))
 
     def _rented_var(self, dev: str, most: int, name: str) -> cp_model.IntVar:
         """Devices of `dev` rented in one mode: at most `most` (rounded up to whole instances),

@@ -19,6 +19,8 @@ from planner.estimator.economics import (
     break_even_utilization,
     cloud_host_watts,
     demand_quantization,
+    earlier_phase,
+    earlier_phases_hours,
     embodied_kg_per_hour,
     embodied_share,
     energy_usd_per_watt_hour,
@@ -57,6 +59,7 @@ from planner.plan.types import (
     NetworkLine,
     NodeLine,
     PeriodLine,
+    PhaseLine,
     Plan,
     StageLine,
     WorkloadPlan,
@@ -80,6 +83,8 @@ class _Tally:
     capacity: dict[tuple[str, int], float] = field(default_factory=dict)  # fixed-rate tokens/s
     training_w: float = 0.0  # training jobs on the owned fleet (at every period's peak)
     training_usd: float = 0.0
+    # Jobs of the phases before the last: device -> device-hours at work (their own hours).
+    phase_hours: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.power = [0.0] * self.n
@@ -105,6 +110,9 @@ def make_plan(problem: Problem, cat: Catalog, tables: Tables, sol: Solution) -> 
         w = by_name[wn]
         d = tables.designs[wn][j]
         span = range(len(periods)) if p_i < 0 else [p_i]
+        phase = earlier_phase(problem, wn)
+        if p_i < 0 and phase is not None:
+            span = [len(periods) + phase]  # held in its phase alone (planner.model.variables)
         if site != JOB:
             for dev, n in d.devices.items():
                 for q in span:
@@ -119,6 +127,7 @@ def make_plan(problem: Problem, cat: Catalog, tables: Tables, sol: Solution) -> 
         )
     held: list[dict[str, dict[str, int]]] = [{} for _ in periods]
     _bill(plan, problem, cat, tables, sol, tally, held)
+    plan.phases = _phases(problem, tally.use, len(periods))
     _costs(plan, problem, cat, tables, tally)
     _energy_and_periods(plan, problem, cat, tables, tally, held)
     if (merged := demand_quantization(problem)) is not None:
@@ -220,6 +229,9 @@ def _add_training(
     )
     if site == PREM:
         tally.training_w += d.power_w
+        if earlier_phase(problem, w.name) is not None:
+            for x, n in d.devices.items():
+                tally.phase_hours[x] = tally.phase_hours.get(x, 0.0) + n * hours
 
 
 def _add_serving(
@@ -506,7 +518,9 @@ def _bill(
         e = tables.econ[dev]
         prem = [use.get((dev, q, PREM), 0) for q in range(len(periods))]
         cloud = [use.get((dev, q, CLOUD), 0) for q in range(len(periods))]
-        fleet = max(prem)
+        earlier = range(len(periods), len(periods) + max(0, len(problem.phases or []) - 1))
+        in_phases = [use.get((dev, q, PREM), 0) for q in earlier]
+        fleet = max(prem + in_phases)  # the periods and the earlier phases share the fleet
         owned = min(fleet, e.owned)
         bought = fleet - owned
         reserved = sol.reserved.get(dev, 0) if any(cloud) else 0
@@ -532,7 +546,8 @@ def _bill(
             if any(by_mode.values()):
                 held[q][dev] = {m: k for m, k in by_mode.items() if k}
         hours = {
-            "on-premises": sum(u * p.hours for u, p in zip(prem, periods, strict=True)),
+            "on-premises": sum(u * p.hours for u, p in zip(prem, periods, strict=True))
+            + tally.phase_hours.get(dev, 0.0),
         }
         rates: dict[str, float] = {}
         rent: dict[str, float] = {}
@@ -605,6 +620,29 @@ def _bill(
         or any(x.reserved or x.on_demand or x.spot for x in plan.devices)
     ):
         plan.links.append(problem.constraints.network)
+
+
+def _phases(problem: Problem, use: dict[tuple[str, int, str], int], n: int) -> list[PhaseLine]:
+    """The problem's phases in order: each one's hours and the devices on premises at work in it
+    (the earlier phases at index n + k of `use`, the last over the demand periods)."""
+    if not problem.phases:
+        return []
+    out = []
+    last = len(problem.phases) - 1
+    for k, ph in enumerate(problem.phases):
+        qs = range(n) if k == last else [n + k]
+        devices = {
+            dev: most
+            for dev in sorted({d for d, _, site in use if site == PREM})
+            if (most := max(use.get((dev, q, PREM), 0) for q in qs))
+        }
+        hours = (
+            horizon_hours(problem) - earlier_phases_hours(problem)
+            if k == last
+            else problem.phase_hours(k)
+        )
+        out.append(PhaseLine(ph.name, list(ph.workloads), hours, devices))
+    return out
 
 
 def _network(problem: Problem, cat: Catalog, plan: Plan, tally: _Tally) -> NetworkLine | None:

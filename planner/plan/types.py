@@ -97,6 +97,16 @@ class PeriodLine:
 
 
 @dataclass(frozen=True)
+class PhaseLine:
+    """A phase of problem `phases`: workloads that run on the fleet one phase after another."""
+
+    name: str
+    workloads: list[str]
+    hours: float  # of the horizon: an earlier phase its jobs' longest deadline, the last the rest
+    devices: dict[str, int]  # device -> on-premises devices at work (the last: its busiest period)
+
+
+@dataclass(frozen=True)
 class Costs:
     """Cost over the horizon, by kind (USD). `total_usd` is their sum and the plan's tco_usd."""
 
@@ -231,6 +241,7 @@ class Plan:
     workloads: list[WorkloadPlan] = field(default_factory=list)
     costs: Costs = field(default_factory=Costs)
     periods: list[PeriodLine] = field(default_factory=list)
+    phases: list[PhaseLine] = field(default_factory=list)  # problem `phases`, in order
     energy_kwh_per_year: float = 0.0  # every device in use, at the wall
     # Output tokens served (the demand, not spare capacity) over the energy at the wall (hosts
     # and PUE included), over the whole horizon: the fleet's tokens per joule.

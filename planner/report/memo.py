@@ -41,7 +41,8 @@ def plan_markdown(plan: Plan, problem: Problem) -> str:
         "|---|---:|---:|---:|---:|",
     ]
     lines += [
-        f"| {d.type} | {d.count} | {d.bought} | {_usd(d.unit_price_usd)} | {_usd(d.total_usd)} |"
+        f"| {d.type}{f' in {d.instance} ({d.devices_per_instance} each)' if d.instance else ''} "
+        f"| {d.count} | {d.bought} | {_usd(d.unit_price_usd)} | {_usd(d.total_usd)} |"
         for d in plan.devices
     ]
     lines += [
@@ -83,7 +84,7 @@ def plan_markdown(plan: Plan, problem: Problem) -> str:
         f"| {_opt(w.ms_per_token, '.1f')} | {_opt(w.ttft_s, '.2f')} |"
         for w in plan.workloads
     ]
-    lines += _recipes(plan)
+    lines += _phases(plan) + _recipes(plan)
     h = problem.horizon
     lines += [
         "",
@@ -102,6 +103,17 @@ def plan_markdown(plan: Plan, problem: Problem) -> str:
         *_backing(plan),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _phases(plan: Plan) -> list[str]:
+    """The problem's phases on one fleet, each with its hours and devices (none: nothing)."""
+    if not plan.phases:
+        return []
+    return ["", "One fleet, one phase after another:", ""] + [
+        f"- {ph.name} ({', '.join(ph.workloads)}): {ph.hours:,.0f} h on "
+        + (", ".join(f"{n} x {d}" for d, n in ph.devices.items()) or "no devices on premises")
+        for ph in plan.phases
+    ]
 
 
 def _backing(plan: Plan) -> list[str]:

@@ -176,6 +176,17 @@ def _periods(plan: Plan) -> Table:
     return t
 
 
+def _phases(plan: Plan) -> Table:
+    t = Table(title="phases (one fleet, one after another)", title_justify="left")
+    for col in ("phase", "workloads", "hours", "devices at work on premises"):
+        t.add_column(col, justify="right" if col == "hours" else "left")
+    for ph in plan.phases:
+        devices = ", ".join(f"{n} x {d}" for d, n in ph.devices.items()) or "-"
+        t.add_row(escape(ph.name), escape(", ".join(ph.workloads)), f"{ph.hours:,.0f}", devices)
+    t.caption = "the fleet holds the largest phase; each phase's costs are in the lines above"
+    return t
+
+
 def _energy_line(plan: Plan) -> Text:
     line = Text()
     line.append("energy ", style="bold")
@@ -303,6 +314,8 @@ def plan_renderable(plan: Plan) -> Group:
     money.add_row("rack units", str(plan.rack_units))
     parts.append(money)
     parts.append(_costs(plan))
+    if plan.phases:
+        parts.append(_phases(plan))
     if len(plan.periods) > 1:
         parts.append(_periods(plan))
     parts.append(_energy_line(plan))

@@ -836,6 +836,16 @@ class Objective(ProblemModel):
     )
 
 
+class Phase(ProblemModel):
+    """A stretch of the horizon in which some workloads run on the fleet, before or after the
+    workloads of the other phases."""
+
+    name: Name = Field(description="Name of the phase, e.g. train or serve.")
+    workloads: list[Name] = Field(
+        min_length=1, description="Names of the workloads that run in this phase."
+    )
+
+
 class Problem(ProblemModel):
     name: Name = Field(description="Name of the problem, shown on the plan.")
     description: Annotated[str, Field(max_length=MAX_DESCRIPTION)] = Field(
@@ -852,6 +862,86 @@ class Problem(ProblemModel):
     demand: Demand | None = None
     carbon: Carbon | None = None
     objective: Objective = Objective()
+    phases: list[Phase] | None = Field(
+        None,
+        min_length=2,
+        max_length=MAX_WORKLOADS,
+        description="Workloads that run one after another on the same devices, in order: "
+        "`[{name: train, workloads: [pretrain]}, {name: serve, workloads: [chat]}]`. Every "
+        "workload is in one phase; phases before the last hold training jobs with a "
+        "`deadline_hours`, and each lasts its longest deadline; the last phase runs the rest of "
+        "the horizon (its demand periods share those hours). Owned devices serve every phase, "
+        "so the fleet is sized for the largest phase, not their sum. Unset: every workload "
+        "runs at once.",
+    )
+
+    @model_validator(mode="after")
+    def _phases(self) -> Problem:
+        if self.phases is None:
+            return self
+        kinds = {w.name: w for w in self.workloads}
+        seen: dict[str, int] = {}
+        for i, ph in enumerate(self.phases):
+            if any(q.name == ph.name for q in self.phases[:i]):
+                raise KeyValueError(f"two phases are named `{ph.name}`", ("phases", i, "name"))
+            for j, name in enumerate(ph.workloads):
+                at = ("phases", i, "workloads", j)
+                if name not in kinds:
+                    raise KeyValueError(
+                        f"unknown workload `{name}` (workloads: {', '.join(kinds)})", at
+                    )
+                if name in seen:
+                    raise KeyValueError(
+                        f"workload `{name}` is in phase `{self.phases[seen[name]].name}` "
+                        "already; a workload runs in one phase",
+                        at,
+                    )
+                seen[name] = i
+                w = kinds[name]
+                if i < len(self.phases) - 1:
+                    if not isinstance(w, TrainingWorkload):
+                        raise KeyValueError(
+                            f"`{name}` is an inference workload: it serves to the end of the "
+                            "horizon, so it belongs in the last phase",
+                            at,
+                        )
+                    if w.deadline_hours is None:
+                        raise KeyValueError(
+                            f"training `{name}` has no deadline_hours: a phase before the last "
+                            "lasts its jobs' deadline, so give the job one",
+                            at,
+                        )
+        missing = [n for n in kinds if n not in seen]
+        if missing:
+            raise KeyValueError(
+                f"workload `{missing[0]}` is in no phase; list every workload in one phase",
+                ("phases",),
+            )
+        if "buy" not in self.horizon.modes:
+            raise KeyValueError(
+                "phases share the devices on premises, but horizon.procurement does not buy: "
+                "a rented training job rents for its own hours; add `buy` or drop `phases`",
+                ("phases",),
+            )
+        earlier = sum(self.phase_hours(i) for i in range(len(self.phases) - 1))
+        if earlier >= self.horizon.lifetime_years * HOURS_PER_YEAR:
+            raise KeyValueError(
+                f"the phases before the last take {earlier:,.0f} h, the whole horizon of "
+                f"{self.horizon.lifetime_years:g} years: nothing is left for the last phase",
+                ("phases",),
+            )
+        return self
+
+    def phase_hours(self, i: int) -> float:
+        """Hours phase `i` (before the last) lasts: its training jobs' longest deadline."""
+        assert self.phases is not None
+        names = set(self.phases[i].workloads)
+        return max(
+            (w.deadline_hours or 0.0)
+            for w in self.workloads
+            if w.name in names and isinstance(w, TrainingWorkload)
+        )
+
     @model_validator(mode="after")
     def _names_unique(self) -> Problem:
         seen: set[str] = set()
