@@ -140,6 +140,12 @@ def _variant(base: Accelerator, k: int, rng: random.Random) -> Accelerator:
         update={
             "size": round(base.memory.size * mem, 3),
             "bandwidth_gb_s": round(base.memory.bandwidth_gb_s * bw, 1),
+            # A measured streaming bandwidth scales with the spec (it stays below it).
+            "achievable_bandwidth_gb_s": (
+                round(base.memory.achievable_bandwidth_gb_s * bw, 1)
+                if base.memory.achievable_bandwidth_gb_s
+                else None
+            ),
         }
     )
     return base.model_copy(

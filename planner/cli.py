@@ -323,7 +323,8 @@ def catalog_show(
 @prices_app.command("import")
 def prices_import(
     out_dir: Annotated[
-        Path, typer.Option("--out", help="The overlay folder (accelerators.yaml is written there).")
+        Path,
+        typer.Option("--out", help="The overlay folder (accelerators.yaml and instances.yaml)."),
     ],
     skypilot: Annotated[
         list[Path] | None,
@@ -339,8 +340,9 @@ def prices_import(
         str, typer.Option("--gcp-host", help="GCP host instance added to GPU rows.")
     ] = "n1-standard-8",
 ) -> None:
-    """Per-device on-demand and spot rent from SkyPilot and gpuhunt price lists, written as a
-    user catalog overlay (use it with --catalog or PLANNER_CATALOG)."""
+    """On-demand and spot rent from SkyPilot and gpuhunt price lists, written as a user catalog
+    overlay (use it with --catalog or PLANNER_CATALOG): per device where devices are rented one
+    at a time, whole instances where an instance holds several."""
     import datetime
 
     from planner.catalog import load_catalog
@@ -381,7 +383,7 @@ def prices_import(
             for (_, _), o in sorted(cheapest(imported.offers).items())
         ]
         out.print(table_of(rows, f"prices per device-hour ({len(imported.offers)} offers)"))
-        out.print(f"written: {written}")
+        out.print("written: " + ", ".join(str(p) for p in written))
         out.print(f"skipped: {imported.empty_prices} empty prices")
         if imported.no_host:
             out.print(f"skipped: {imported.no_host} GCP GPU rows without a {gcp_host} row")

@@ -17,10 +17,11 @@ Names go to catalog ids through one explicit table (`NAME_MAP`), by accelerator 
 where one name covers two memory sizes, the memory the list gives. Rows whose name is not in the
 table are counted and reported, never guessed; rows with an empty price are skipped and counted.
 
-The overlay holds, for each device with a price, its shipped catalog entry with the on-demand and
-spot rent replaced by the lowest per-device price found (the planner rents where it is cheapest),
-dated and citing the imported files. Laid over the catalog with `--catalog`, it replaces those
-entries.
+The overlay holds, for each device some list rents one at a time, its shipped catalog entry with
+the on-demand and spot rent replaced by the lowest such price found, and, for each instance of
+several devices, an instances.yaml entry at its whole-instance price (the planner rents those
+whole), dated and citing the imported files. Laid over the catalog with `--catalog`, it adds or
+replaces those entries.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from __future__ import annotations
 import ast
 import csv
 import io
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,6 +77,9 @@ class Offer:
     region: str
     spot: bool
     usd_per_device_hour: float
+    devices: int = 1  # accelerators in the instance (rented whole)
+    vcpus: int | None = None
+    memory_gib: float | None = None
 
 
 @dataclass
@@ -176,7 +181,20 @@ def read_skypilot(path: Path, out: Imported, gcp_host: str = GCP_HOST) -> None:
                 price += host
                 instance = f"{gcp_host} + {count:g} x {name}"
             out.offers.append(
-                Offer(device, "skypilot", cloud, instance, region, spot, price / count)
+                Offer(
+                    device,
+                    "skypilot",
+                    cloud,
+                    instance,
+                    region,
+                    spot,
+                    price / count,
+                    round(count),
+                    _whole(r.get("vCPUs")),
+                    _number(r.get("MemoryGiB"), path, i, "MemoryGiB")
+                    if r["InstanceType"]
+                    else None,
+                )
             )
 
 
@@ -207,8 +225,19 @@ def read_gpuhunt(path: Path, out: Imported) -> None:
                 r.get("location", ""),
                 spot,
                 price / count,
+                round(count),
+                _whole(r.get("cpu")),
+                _number(r.get("memory"), path, i, "memory"),
             )
         )
+
+
+def _whole(text: str | None) -> int | None:
+    """A vCPU count as a list gives it, None where it is empty or not a whole number."""
+    try:
+        return int(float(text)) if text and float(text) >= 1 else None
+    except ValueError:
+        return None
 
 
 def cheapest(offers: list[Offer]) -> dict[tuple[str, bool], Offer]:
@@ -220,10 +249,19 @@ def cheapest(offers: list[Offer]) -> dict[tuple[str, bool], Offer]:
 
 
 def overlay_document(cat: Catalog, imported: Imported, date: str) -> dict[str, Any]:
-    """The overlay's accelerators.yaml: each priced device's catalog entry with its on-demand
-    and spot rent replaced by the lowest price found, dated and citing the imported files."""
+    """The overlay's files, by name. accelerators.yaml: each device rented one at a time
+    somewhere, its catalog entry with the on-demand and spot rent replaced by the lowest such
+    price. instances.yaml: each instance of several devices (rented whole), at the region of its
+    lowest on-demand price (else its lowest spot price). Dated and citing the imported files."""
     ref = f"price-import-{date}"
-    best = cheapest(imported.offers)
+    references = {
+        ref: {
+            "title": "Cloud prices imported by `planner prices import`",
+            "date": date,
+            "note": "Lowest prices found in: " + ", ".join(imported.files),
+        }
+    }
+    best = cheapest([o for o in imported.offers if o.devices == 1])
     entries = []
     for dev in sorted({d for d, _ in best}):
         entry = cat.accelerator(dev).model_dump(mode="json", exclude_none=True)
@@ -238,32 +276,69 @@ def overlay_document(cat: Catalog, imported: Imported, date: str) -> dict[str, A
         entry["price"] = price
         entry["sources"] = sources
         entries.append(entry)
-    return {
-        "references": {
-            ref: {
-                "title": "Cloud prices imported by `planner prices import`",
-                "date": date,
-                "note": "Lowest price per device found in: " + ", ".join(imported.files),
-            }
-        },
-        "accelerators": entries,
-    }
+    out: dict[str, Any] = {"accelerators.yaml": {"references": references, "accelerators": entries}}
+    instances = _instances(imported, date, ref)
+    if instances:
+        out["instances.yaml"] = {"references": references, "instances": instances}
+    return out
 
 
-def write_overlay(folder: Path, document: dict[str, Any]) -> Path:
-    """Write `document` as `folder`/accelerators.yaml, keeping the folder's other entries of
-    that file (entries of the same id are replaced)."""
+def _instances(imported: Imported, date: str, ref: str) -> list[dict[str, Any]]:
+    """Instance entries (schema `Instance`) for the offers of several devices."""
+    groups: dict[tuple[str, str, str], list[Offer]] = {}
+    for o in imported.offers:
+        if o.devices > 1:
+            groups.setdefault((o.cloud, o.instance, o.device), []).append(o)
+    out = []
+    for (cloud, instance, device), offers in sorted(groups.items()):
+        ranked = sorted(offers, key=lambda o: (o.spot, o.usd_per_device_hour, o.region))
+        region = ranked[0].region
+        here = [o for o in ranked if o.region == region]
+        entry: dict[str, Any] = {
+            "id": _slug(f"{cloud}-{instance}"),
+            "provider": _slug(cloud),
+            "name": instance,
+            "device": device,
+            "devices": ranked[0].devices,
+        }
+        if ranked[0].vcpus:
+            entry["vcpus"] = ranked[0].vcpus
+        if ranked[0].memory_gib:
+            entry["memory_gib"] = ranked[0].memory_gib
+        entry["region"] = region or "unknown"
+        for spot, key in ((False, "on_demand_usd_per_hour"), (True, "spot_usd_per_hour")):
+            match = [o for o in here if o.spot == spot]
+            if match:
+                entry[key] = round(match[0].usd_per_device_hour * match[0].devices, 6)
+        entry["date"] = date
+        entry["sources"] = {"spec": ref}
+        out.append(entry)
+    return out
+
+
+def _slug(text: str) -> str:
+    """A catalog id from a provider's name: lower case, runs of other characters as `-`."""
+    return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-.") or "instance"
+
+
+def write_overlay(folder: Path, documents: dict[str, dict[str, Any]]) -> list[Path]:
+    """Write each document as `folder`/its file name, keeping the entries of a file already
+    there (entries of the same id are replaced)."""
     from planner.schema.files import write_atomic
 
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "accelerators.yaml"
-    if path.exists():
-        old = yaml.safe_load(read_text(path)) or {}
-        ids = {e["id"] for e in document["accelerators"]}
-        kept = [e for e in old.get("accelerators", []) if e.get("id") not in ids]
-        document = {
-            "references": {**old.get("references", {}), **document["references"]},
-            "accelerators": kept + document["accelerators"],
-        }
-    write_atomic(path, yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
-    return path
+    written = []
+    for name, document in documents.items():
+        path = folder / name
+        kind = next(k for k in document if k != "references")
+        if path.exists():
+            old = yaml.safe_load(read_text(path)) or {}
+            ids = {e["id"] for e in document[kind]}
+            kept = [e for e in old.get(kind, []) if e.get("id") not in ids]
+            document = {
+                "references": {**old.get("references", {}), **document["references"]},
+                kind: kept + document[kind],
+            }
+        write_atomic(path, yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
+        written.append(path)
+    return written

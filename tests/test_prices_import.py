@@ -103,6 +103,31 @@ def test_import_writes_an_overlay_the_planner_reads(tmp_path: Path) -> None:
     assert load_catalog().accelerator("h100-sxm").price.rent_usd_per_hour == pytest.approx(2.99)
 
 
+def test_instances_of_several_devices_import_whole(tmp_path: Path) -> None:
+    lists = ["--skypilot", str(FIXTURES / "skypilot"), "--gpuhunt", str(FIXTURES / "gpuhunt.csv")]
+    r = runner.invoke(
+        app,
+        ["prices", "import", *lists, "--out", str(tmp_path), "--date", "2026-11"],
+        terminal_width=200,
+    )
+    assert r.exit_code == 0, r.output
+    doc = read_yaml(tmp_path / "instances.yaml").data
+    by_id = {e["id"]: e for e in doc["instances"]}
+    # The fixture's p5.48xlarge: 8 x H100 at $98.32 on demand, $39.60 spot, per instance.
+    p5 = by_id["aws-p5.48xlarge"]
+    assert (p5["device"], p5["devices"], p5["vcpus"]) == ("h100-sxm", 8, 192)
+    assert p5["on_demand_usd_per_hour"] == pytest.approx(98.32)
+    assert p5["spot_usd_per_hour"] == pytest.approx(39.60)
+    # GCP's 4 x T4 row: the GPUs ($1.40) with their n1-standard-8 host ($0.38) in us-central1.
+    assert by_id["gcp-n1-standard-8-4-x-t4"]["on_demand_usd_per_hour"] == pytest.approx(1.78)
+    # Lambda rents its A100 80GB 8 at a time only: no per-device rent is written for it.
+    acc = {e["id"] for e in read_yaml(tmp_path / "accelerators.yaml").data["accelerators"]}
+    assert "a100-80gb-sxm" not in acc and "h100-sxm" in acc
+    use_overlays([tmp_path])
+    lam = load_catalog().instances["lambda-gpu-8x-a100-80gb-sxm4"]
+    assert lam.on_demand_usd_per_hour == pytest.approx(14.32) and lam.devices == 8
+
+
 def test_a_list_without_its_columns_is_a_located_error(tmp_path: Path) -> None:
     bad = tmp_path / "vms.csv"
     bad.write_text("Name,Cost\nx,1\n", encoding="utf-8")
