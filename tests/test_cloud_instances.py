@@ -104,3 +104,22 @@ def test_instances_are_sourced_and_name_their_device() -> None:
     for i in cat.instances.values():
         assert i.device in cat.accelerators
         assert all(ref in cat.references for ref in i.sources.values())
+
+
+def test_a_rented_training_job_pays_whole_instances() -> None:
+    path = Path(__file__).parent.parent / "problems" / "qlora-8b-deadline.yaml"
+    sets = ["constraints.allowed_devices=[trainium1]"]
+    # One chip at a time (trn1.2xlarge, $1.34 a chip-hour in the catalog): the job pays its chips.
+    plan = solve_problem(load_problem(path, sets), time_limit=60)
+    (job,) = plan.workloads
+    ((_, chips),) = job.devices().items()
+    assert chips < 16
+    assert job.job_usd == pytest.approx(chips * 1.34 * (job.finish_hours or 0), rel=1e-6)
+    # Only as trn1.32xlarge (16 chips, $21.50 an instance-hour): the job pays the whole instance.
+    whole = solve_problem(
+        load_problem(path, [*sets, "market.rent_offers=[aws-trn1.32xlarge]"]), time_limit=60
+    )
+    (job,) = whole.workloads
+    hours = job.finish_hours or 0
+    assert job.job_usd == pytest.approx(-(-sum(job.devices().values()) // 16) * 21.50 * hours)
+    assert any("rented whole: 1 x aws-trn1.32xlarge" in n for n in whole.notes)
