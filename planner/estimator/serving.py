@@ -98,6 +98,20 @@ def chunk_mix(
     return c, min(1.0, per_iteration / c) if c > 0 else 0.0
 
 
+def _mean_iteration(
+    iteration_s: Callable[[float, float], float],
+    batch: float,
+    prompt: float,
+    output: float,
+    per_iteration: float,
+    decoding: float,
+) -> float:
+    """The mean iteration with `decoding` sequences decoding and `per_iteration` prompt tokens
+    arriving per iteration (chunk_mix's share of iterations carrying a chunk)."""
+    c, f = chunk_mix(batch, prompt, output, per_iteration, decoding=decoding)
+    return (1.0 - f) * iteration_s(decoding, 0.0) + f * iteration_s(decoding, c)
+
+
 def closed_ttft(mean_s: float, chunk_s: float, batch: float, prompt: float, output: float) -> float:
     """Time to first token without a queue: half a mean iteration, then the prompt's chunks
     (iterations that carry a chunk)."""
@@ -128,24 +142,57 @@ SLOT_WAIT_SCALE = 0.5
 PREFILL_WAIT_RATE = 2.0
 
 
-def slot_wait_probability(slots: int, rate: float, hold_one: float, hold_full: float) -> float:
+def slot_wait_probability(
+    slots: int,
+    rate: float,
+    hold_one: float,
+    hold_full: float,
+    hold_queued: float | None = None,
+    peakedness: float = 1.0,
+) -> float:
     """Probability that an arrival finds every slot taken: the birth-death chain of requests in
     the engine with arrivals at `rate` and, with k of the slots busy, departures at
     k / hold(k), the stay growing linearly from `hold_one` (one sequence decoding) to
-    `hold_full` (all of them): Erlang C with service that slows as the batch fills."""
+    `hold_full` (all of them): Erlang C with service that slows as the batch fills. While
+    requests queue, departures are at slots / `hold_queued` (hold_full unless given).
+
+    `peakedness` Z (variance / mean of the requests held, 1 for Poisson) > 1: Hayward's
+    approximation (Fredericks 1980, "Congestion in blocking systems: a simple approximation
+    technique"): the chain of units of Z requests, slots / Z of them at rate / Z, interpolated
+    between the whole numbers of units on either side."""
     if rate <= 0:
         return 0.0
-    k = np.arange(1, slots + 1, dtype=np.float64)
-    hold = hold_one + (hold_full - hold_one) * (k - 1) / max(slots - 1, 1)
-    log_pi = np.concatenate([[0.0], np.cumsum(np.log(rate * hold / k))])
-    top = float(log_pi[-1])
-    r = rate * hold_full / slots  # the geometric ratio once every slot is taken
-    if r >= 1.0:
+    hq = hold_full if hold_queued is None else hold_queued
+    if rate * hq >= slots:  # the queue never drains
         return 1.0
+    units = slots / max(peakedness, 1.0)
+    lo = max(1, math.floor(units))
+    if units <= lo or lo >= slots:
+        return _slot_chain(lo, slots, rate, hold_one, hold_full, hq)
+    a = units - lo
+    return (1.0 - a) * _slot_chain(lo, slots, rate, hold_one, hold_full, hq) + a * _slot_chain(
+        lo + 1, slots, rate, hold_one, hold_full, hq
+    )
+
+
+def _slot_chain(
+    units: int, slots: int, rate: float, hold_one: float, hold_full: float, hold_queued: float
+) -> float:
+    """slot_wait_probability's chain over `units` units of slots / units requests each."""
+    z = slots / units
+    j = np.arange(1, units + 1, dtype=np.float64)
+    hold = hold_one + (hold_full - hold_one) * (j * z - 1) / max(slots - 1, 1)
+    log_pi = np.concatenate([[0.0], np.cumsum(np.log(rate / z * hold / j))])
+    top = float(log_pi[-1])
+    r = rate * hold_queued / slots  # the geometric ratio once every slot is taken
     peak = max(top, float(log_pi.max()))
     below = float(np.exp(log_pi[:-1] - peak).sum())
-    queued = math.exp(top - peak) / (1.0 - r)
-    return queued / (below + queued)
+    # The top unit covers the last z counts of requests held; only its last (every slot
+    # taken) makes an arrival wait. Queued requests do not prefill, so the queue moves one
+    # request at a time: geometric in requests from there.
+    full = math.exp(top - peak) / z
+    queued = full / (1.0 - r)
+    return queued / (below + full * (z - 1.0) + queued)
 
 
 def _exp_tail_quantile(mass: float, rate: float, q: float) -> float:
@@ -253,10 +300,10 @@ def open_latency(
     own = prompt / room * t_c + (chunks - prompt / room) * t_d  # its chunks: the last is part
     # A slot is held for the whole stay. Requests wait for one only while all are taken, and
     # then all of them decode: the stay is counted at the full batch's iteration.
-    c_full, f_full = chunk_mix(batch, prompt, output, rate * prompt * t, decoding=slots)
-    t_full = (1.0 - f_full) * iteration_s(float(slots), 0.0) + f_full * iteration_s(
-        float(slots), c_full
-    )
+    t_full = _mean_iteration(iteration_s, batch, prompt, output, rate * prompt * t, slots)
+    # While requests wait for a slot, each departure admits one: prompts then arrive at the
+    # departures' rate (slots / (O x iteration)), not at the arrivals'.
+    t_queued = _mean_iteration(iteration_s, batch, prompt, output, slots * prompt / output, slots)
     if rho_p >= 1.0:
         inf = {p: math.inf for p in PERCENTILES}
         return LoadedLatency(rate, n, t, inf, inf, math.inf, math.inf)
@@ -264,20 +311,30 @@ def open_latency(
     # A sequence holds its slot from admission: through the wait behind other prompts, its
     # own chunks and every decode.
     hold = output * t_full + own + rho_p / pre_rate
-    offered = rate * hold
-    if offered >= slots or slots / hold <= rate:  # (the second: the same test after rounding)
+    hold_queued = output * t_queued + own + rho_p / pre_rate
+    # (The second test: the first after rounding, a slot rate rounded to zero is saturated.)
+    if rate * hold_queued >= slots or slots / hold_queued <= rate:
         inf = {p: math.inf for p in PERCENTILES}
         return LoadedLatency(rate, n, t, inf, inf, math.inf, math.inf)
     t_one = (1.0 - f) * iteration_s(1.0, 0.0) + f * iteration_s(1.0, c)
-    p_wait = slot_wait_probability(slots, rate, output * t_one + own, hold)
+    # Each arrival's chunks lengthen the stays of every sequence held (`extra`), and the longer
+    # stays hold more of the later arrivals: a burst of d more arrivals holds d / (1 - rate x
+    # extra) more sequences, so the number held varies (1 / (1 - rate x extra))^2 times as
+    # much as a Poisson count (its peakedness).
+    # (Capped: past 0.9 the prefill alone nearly fills the engine and rho_p governs.)
+    extra = prompt / c * max(t_c - t_d, 0.0) if prompt > 0 else 0.0
+    peaked = 1.0 / (1.0 - min(rate * extra, 0.9)) ** 2
+    p_wait = slot_wait_probability(
+        slots, rate, output * t_one + own, hold, hold_queued, peakedness=peaked
+    )
     # Exponential stays corrected to nearly constant ones (Allen-Cunneen: waits scale with
     # (ca^2 + cs^2) / 2, here SLOT_WAIT_SCALE, for Poisson arrivals and fixed-length requests).
-    slot_rate = (slots / hold - rate) / SLOT_WAIT_SCALE
+    # The queue drains at the rate of departures while it lasts (hold_queued).
+    slot_rate = (slots / hold_queued - rate) / SLOT_WAIT_SCALE
     # Arrivals land in a running iteration: the rest of it is uniform on (0, t).
     base = 0.5 * t + own
     waits = [p_wait / slot_rate, rho_p / pre_rate]
     # Decode: (O - 1) iterations at t_d plus the extra of each prompt that arrives meanwhile.
-    extra = prompt / c * max(t_c - t_d, 0.0) if prompt > 0 else 0.0
     slope = iteration_s(min(float(slots), n + 2.0), 0.0) - t_d  # one more sequence decoding
     arrivals = rate * (output - 1.0) * t
     decode_mean = (output - 1.0) * t_d + arrivals * extra
@@ -372,12 +429,16 @@ def prefill_latency(
     # work again as the batch held before it when it arrived (arrivals before and after it are
     # alike), counted as rho / 2 of its wait, and at most the prompts the budget leaves room for.
     mates = max(0.0, math.floor(budget / prompt) - 1.0) * service
-    pre_rate = PREFILL_WAIT_RATE * (1.0 - rho) / service
-    wait_mean = rho / pre_rate
+    # While prompts wait, every iteration takes a full budget of them: the queue drains at
+    # the full batch's cost per token, which its fixed costs make lower.
+    queued = min(service, prompt / budget * iteration_s(0.0, budget))
+    rho_q = rate * queued
+    pre_rate = PREFILL_WAIT_RATE * (1.0 - rho_q) / queued
+    wait_mean = rho_q / pre_rate
     wait_mean += min(0.5 * rho * wait_mean, mates)
     ttft: dict[int, float] = {}
     for pct, q in PERCENTILES.items():
-        wait = _exp_tail_quantile(rho, pre_rate, q)
+        wait = _exp_tail_quantile(rho_q, pre_rate, q)
         ttft[pct] = own + transfer_s + wait + min(0.5 * rho * wait, mates)
     mean = own + transfer_s + wait_mean
     return LoadedLatency(rate, rho, t_c, ttft, dict(ttft), mean, mean)
