@@ -21,12 +21,17 @@ max_num_batched_tokens to it).
 
 Latency under load (open arrivals, Poisson; request mixes):
 - TPOT: the iteration time at the load's mean token mix (fixed point of the two equations above).
-- TTFT: the rest of the running iteration (uniform on 0..T: arrivals land mid-iteration) + the
-  wait for a sequence slot (a birth-death chain over b slots whose service time is the request's
-  whole stay, its prefill wait included; exponential tail) + the wait behind other prompts'
-  prefill (M/D/1 on prompt tokens at the budget's spare room beside the n sequences decoding;
-  Pollaczek-Khinchine mean with Kingman's exponential tail, Kingman 1962) + the iterations
-  its own chunks take.
+- TTFT: the rest of the running iteration (uniform on 0..T: arrivals land mid-iteration) + a
+  wait + the iterations its own chunks take. The wait is either for a sequence slot or behind
+  other prompts, seldom both (while requests queue for slots, each is admitted at a departure
+  and finds the prefill queue empty), so it is the mixture of the two:
+  - the slot wait: a birth-death chain over b slots whose service time is the request's whole
+    stay, its prefill wait included; the prompts of a burst lengthen every held stay, which
+    makes the count held peaked (Hayward's approximation); while requests queue, they are
+    admitted at the saturated departure rate; exponential tail (Allen-Cunneen) after the
+    Cosmetatos delay of few slots at moderate load;
+  - the prefill wait: M/D/1 on prompt tokens at the budget's spare room beside the n sequences
+    decoding; Pollaczek-Khinchine mean with Kingman's exponential tail (Kingman 1962).
 - End to end: TTFT + (O - 1) x TPOT.
 - A percentile of a sum: the means add and the excesses of the parts' percentiles over their
   means add in quadrature (_combine; exact for independent normal parts).
@@ -142,6 +147,19 @@ SLOT_WAIT_SCALE = 0.5
 PREFILL_WAIT_RATE = 2.0
 
 
+def md_c_wait_scale(servers: int, rho: float) -> float:
+    """The M/D/c mean wait over the M/M/c one at load `rho` per server: Cosmetatos (1975,
+    "Approximate explicit formulae for the average queueing time in the processes (M/D/r) and
+    (D/M/r)", INFOR 13) corrects Allen-Cunneen's 1/2, which holds in heavy traffic, for few
+    servers at moderate load: 1/2 x (1 + (1 - rho)(c - 1)(sqrt(4 + 5c) - 2) / (16 rho c))."""
+    if rho <= 0 or servers <= 1:
+        return SLOT_WAIT_SCALE
+    c = float(servers)
+    return SLOT_WAIT_SCALE * (
+        1.0 + (1.0 - rho) * (c - 1.0) * (math.sqrt(4.0 + 5.0 * c) - 2.0) / (16.0 * rho * c)
+    )
+
+
 def slot_wait_probability(
     slots: int,
     rate: float,
@@ -200,6 +218,29 @@ def _exp_tail_quantile(mass: float, rate: float, q: float) -> float:
     if mass <= 1.0 - q or rate <= 0:
         return 0.0 if rate > 0 else math.inf
     return math.log(mass / (1.0 - q)) / rate
+
+
+def _mixture_tail_quantile(parts: list[tuple[float, float, float, float]], q: float) -> float:
+    """The q-quantile of a wait that is, with probability share_i, a wait with P(W > t) =
+    mass_i x exp(-rate_i max(t - shift_i, 0)), for parts (share_i, mass_i, rate_i, shift_i);
+    by bisection (the tail falls with t)."""
+    live = [(w * min(m, 1.0), r, d) for w, m, r, d in parts if w * m > 0 and r < math.inf]
+    if any(r <= 0 for _, r, _ in live):
+        return math.inf
+
+    def tail(t: float) -> float:
+        return sum(m * math.exp(-r * max(t - d, 0.0)) for m, r, d in live)
+
+    if tail(0.0) <= 1.0 - q:
+        return 0.0
+    hi = max(d + _exp_tail_quantile(len(live) * m, r, q) for m, r, d in live)
+    lo = 0.0
+    for _ in range(50):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if tail(mid) > 1.0 - q else (lo, mid)
+        if hi - lo <= 1e-4 * hi:
+            break
+    return hi
 
 
 @dataclass(frozen=True)
@@ -331,9 +372,18 @@ def open_latency(
     # (ca^2 + cs^2) / 2, here SLOT_WAIT_SCALE, for Poisson arrivals and fixed-length requests).
     # The queue drains at the rate of departures while it lasts (hold_queued).
     slot_rate = (slots / hold_queued - rate) / SLOT_WAIT_SCALE
+    # Cosmetatos' excess over that mean, from the rest of the first slot to free, as a delay
+    # before the exponential tail.
+    slot_shift = (md_c_wait_scale(slots, rate * hold_queued / slots) - SLOT_WAIT_SCALE) / (
+        slots / hold_queued - rate
+    )
     # Arrivals land in a running iteration: the rest of it is uniform on (0, t).
     base = 0.5 * t + own
-    waits = [p_wait / slot_rate, rho_p / pre_rate]
+    # A request waits for a slot or behind other prompts, seldom both: while requests queue for
+    # slots, each is admitted at a departure, so their prompts reach the prefill queue spaced
+    # out and find it empty. The wait is the mixture of the two.
+    wait = [(1.0 - p_wait, rho_p, pre_rate, 0.0), (p_wait, 1.0, slot_rate, slot_shift)]
+    wait_mean = p_wait * (slot_shift + 1.0 / slot_rate) + (1.0 - p_wait) * rho_p / pre_rate
     # Decode: (O - 1) iterations at t_d plus the extra of each prompt that arrives meanwhile.
     slope = iteration_s(min(float(slots), n + 2.0), 0.0) - t_d  # one more sequence decoding
     arrivals = rate * (output - 1.0) * t
@@ -341,13 +391,13 @@ def open_latency(
     ttft: dict[int, float] = {}
     e2e: dict[int, float] = {}
     for pct, q in PERCENTILES.items():
-        wq = [_exp_tail_quantile(p_wait, slot_rate, q), _exp_tail_quantile(rho_p, pre_rate, q)]
-        ttft[pct] = own + _combine([0.5 * t, *waits], [q * t, *wq])
+        wq = _mixture_tail_quantile(wait, q)
+        ttft[pct] = own + _combine([0.5 * t, wait_mean], [q * t, wq])
         # Others decoding alongside: Poisson(n) at arrival, most of them there throughout.
         crowd = (_poisson_quantile(n, q) - n) * slope * (output - 1.0)
         decode_q = (output - 1.0) * t_d + _poisson_quantile(arrivals, q) * extra + crowd
-        e2e[pct] = own + _combine([0.5 * t, *waits, decode_mean], [q * t, *wq, decode_q])
-    ttft_mean = base + sum(waits)
+        e2e[pct] = own + _combine([0.5 * t, wait_mean, decode_mean], [q * t, wq, decode_q])
+    ttft_mean = base + wait_mean
     return LoadedLatency(rate, n, t, ttft, e2e, ttft_mean, ttft_mean + decode_mean)
 
 
