@@ -395,7 +395,10 @@ def open_latency(
         ttft[pct] = own + _combine([0.5 * t, wait_mean], [q * t, wq])
         # Others decoding alongside: Poisson(n) at arrival, most of them there throughout.
         crowd = (_poisson_quantile(n, q) - n) * slope * (output - 1.0)
-        decode_q = (output - 1.0) * t_d + _poisson_quantile(arrivals, q) * extra + crowd
+        burst = (_poisson_quantile(arrivals, q) - arrivals) * extra
+        # A longer decode lets more prompts in, each lengthening it by `extra`: an excess d
+        # grows to d / (1 - rate x extra) (as the count held does above).
+        decode_q = decode_mean + (burst + crowd) / (1.0 - min(rate * extra, 0.9))
         e2e[pct] = own + _combine([0.5 * t, wait_mean, decode_mean], [q * t, wq, decode_q])
     ttft_mean = base + wait_mean
     return LoadedLatency(rate, n, t, ttft, e2e, ttft_mean, ttft_mean + decode_mean)
