@@ -386,7 +386,7 @@ def _cross_check(cat: Catalog, root: Path) -> None:
                 f"{did_you_mean(i.device, cat.accelerators)}"
             )
     for n in cat.nodes.values():
-        named = [n.intra_node_link, *(nic.link for nic in n.nics)]
+        named = [n.intra_node_link, *n.scale_up_bridges, *(nic.link for nic in n.nics)]
         for link in named:
             if link not in cat.links:
                 raise CatalogError(

@@ -31,7 +31,8 @@ from planner.estimator.request_mix import class_workload, fits, replica_rate
 from planner.estimator.serving import prefill_pool_budget, prefill_prompt, token_budget
 from planner.estimator.training_designs import TrainingJob, training_job, training_setup
 from planner.plan.slack import BINDING_SLACK, REPLICA_DEVICES
-from planner.plan.types import WorkloadPlan
+from planner.plan.types import Plan, WorkloadPlan
+from planner.schema.catalog import Node
 from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload, Workload
 
 REL_TOL = 1e-6
@@ -89,6 +90,7 @@ class Fleet:
     # Plan paths of the replicas whose figures fed each period's tokens and power.
     feeds: list[list[str]] = field(default_factory=list)
     room: dict[str, float] = field(default_factory=dict)  # limit -> recomputed slack
+    hosts: dict[str, Node] = field(default_factory=dict)  # device -> its hosts on premises
 
     def __post_init__(self) -> None:
         self.power = [0.0] * self.n
@@ -378,10 +380,16 @@ def _check_serving(
 
 
 def replica_cost(
-    problem: Problem, cat: Catalog, wp: WorkloadPlan, watts: float, hours: float
+    problem: Problem,
+    cat: Catalog,
+    wp: WorkloadPlan,
+    watts: float,
+    hours: float,
+    hosts: dict[str, Node],
 ) -> float:
-    """What the replicas cost over `hours`: on premises their devices' and hosts' purchase with
-    upkeep (the hours' share of the horizon) and energy; in the cloud, their rent for the job."""
+    """What the replicas cost over `hours`: on premises their devices' and their slots' share
+    of their hosts' purchase (`hosts`: the plan's host per device) with upkeep (the hours'
+    share of the horizon) and energy; in the cloud, their rent for the job."""
     devices = devices_of(wp)
     if wp.site == CLOUD:
         return hours * sum(
@@ -392,7 +400,7 @@ def replica_cost(
     capital = 0.0
     for x, n in devices.items():
         acc = cat.accelerator(x)
-        node = cat.host_for(acc)
+        node = hosts.get(x) or cat.host_for(acc)
         assert node is not None
         capital += (
             n
@@ -447,7 +455,7 @@ def check_replicas(
     if wp.site == CLOUD:
         f.cloud_power[p_i] += watts + host_w
     f.feeds[p_i].append(at)
-    cost = replica_cost(problem, cat, wp, watts, hours)
+    cost = replica_cost(problem, cat, wp, watts, hours, f.hosts)
     made = fig.tokens_per_s * wp.replicas * hours * 3600
     same(
         problem,
@@ -597,3 +605,9 @@ def check_demand(
         fastest = min(x.ms_per_token or math.inf for _, x in here)
         if thr > need_seq * 1000.0 / fastest * (1 + REL_TOL):
             fail(problem, f"{paths}: claim {thr:.1f} tokens/s from {need_seq} sequences")
+
+
+def chosen_hosts(plan: Plan, cat: Catalog) -> dict[str, Node]:
+    """The node type the plan's node lines put each device type in (a choice the plan states;
+    the checks of the host lines say whether it may)."""
+    return {x.hosts: cat.nodes[x.type] for x in plan.nodes if x.type in cat.nodes}

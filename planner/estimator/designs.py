@@ -35,6 +35,7 @@ from planner.estimator.cost import power_w
 from planner.estimator.devices import device_table
 from planner.estimator.economics import available_modes
 from planner.estimator.formats import kv_bytes, weight_format
+from planner.estimator.hosts import host_options, tp_limit
 from planner.estimator.memory import (
     FRAMEWORK_OVERHEAD_BYTES,
     block_weight_bytes,
@@ -114,15 +115,11 @@ def allowed_devices(problem: Problem, cat: Catalog) -> list[Accelerator]:
 
 
 def tp_degrees(d: Accelerator, cat: Catalog, problem: Problem, m: ModelArch) -> list[int]:
-    """Tensor-parallel group sizes allowed for `d`: powers of two inside a scale-up domain (or a
-    node over PCIe where allowed) that divide the attention heads."""
+    """Tensor-parallel group sizes allowed for `d`: powers of two that one of its hosts holds
+    (inside a scale-up domain, or a host's slots over PCIe where allowed) and that divide the
+    attention heads. The model then puts `d` in a host that holds every group it uses."""
     c = problem.constraints
-    host = cat.host_for(d)
-    slots = host.slots if host else 1
-    limit = d.interconnect.domain_size if d.interconnect.scale_up else 1
-    if c.tensor_parallel_over_pcie:
-        limit = max(limit, slots)
-    limit = min(limit, slots, c.max_tensor_parallel)
+    limit = max((tp_limit(d, n, c) for n in host_options(cat, d, problem)), default=1)
     return [k for k in (1, 2, 4, 8, 16, 32, 64) if k <= limit and m.num_attention_heads % k == 0]
 
 

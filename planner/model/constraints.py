@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from planner.estimator.hosts import tp_limit
 from planner.model.ortools_cp import cp_model
 from planner.model.quantities import Quantities
 from planner.model.result import ShareKey
@@ -116,18 +117,51 @@ class Constraints(Quantities):
             self.m.add(sum(self.R[k] for k in keys) >= 1)
 
     def _inventory_and_hosts(self) -> None:
-        """Owned and bought devices cover the busiest period on premises; every one of them sits
-        in a host slot; bought devices fill bought hosts."""
+        """Owned and bought devices cover the busiest period on premises, owned ones first;
+        every one of them sits in a slot of hosts of one type; bought devices fill bought hosts,
+        whole where the host is sold whole (planner.estimator.hosts)."""
         for dev, fleet in self.fleet.items():
             e = self.t.econ[dev]
             if not self.single:
                 for p_i in self.holding:  # the demand periods and the earlier phases
                     self.m.add(fleet >= self.use_expr(dev, p_i, PREM))
                 self.m.add(fleet <= self.fleet_ub[dev])
-            self.m.add(self.bought[dev] >= fleet - e.owned)
-            self.m.add(self.hosts[dev] * e.slots >= fleet)
-            self.m.add(self.hosts_bought[dev] * e.slots >= self.bought[dev])
-            self.m.add(self.hosts_bought[dev] <= self.hosts[dev])
+            bought = self.bought[dev]
+            self.m.add(bought >= fleet - e.owned)
+            # Devices held are the owned ones in use (all of them once any is bought) and every
+            # device bought, spares of a whole unit included.
+            used_owned: cp_model.IntVar | int = 0
+            if e.owned:
+                used_owned = self.m.new_int_var(0, e.owned, f"owned used[{dev}]")
+                self.m.add_min_equality(used_owned, [fleet, e.owned])
+            self.m.add(fleet >= bought + used_owned)
+            keys = [(dev, n.id) for n in e.hosts]
+            self.m.add(sum(self.pick[k] for k in keys) <= 1)
+            self.m.add(sum(self.nodes[k[1]].slots * self.hosts[k] for k in keys) >= fleet)
+            self.m.add(sum(self.nodes[k[1]].slots * self.hosts_bought[k] for k in keys) >= bought)
+            for k in keys:
+                node = self.nodes[k[1]]
+                self.m.add(self.hosts[k] <= self.hosts_ub[k] * self.pick[k])
+                self.m.add(self.hosts_bought[k] <= self.hosts[k])
+                if node.sold_whole:  # its devices are bought a whole host at a time
+                    self.m.add(bought >= node.slots * self.hosts_bought[k]).only_enforce_if(
+                        self.pick[k]
+                    )
+        self._host_holds_groups()
+
+    def _host_holds_groups(self) -> None:
+        """A replica on premises runs only where its device types' chosen hosts hold its
+        tensor-parallel groups (planner.estimator.hosts.tp_limit)."""
+        c = self.p.constraints
+        for key, r in self.R.items():
+            if key.site != PREM:
+                continue
+            for st in self.t.designs[key.workload][key.design].stages:
+                e = self.t.econ[st.device]
+                ok = [n for n in e.hosts if tp_limit(e.device, n, c) >= st.tp]
+                if len(ok) < len(e.hosts):
+                    picks = [self.pick[(st.device, n.id)] for n in ok]
+                    self.m.add(r <= self.R_ub[key] * sum(picks))
 
     def _cloud_supply(self) -> None:
         """Cloud replicas run on reserved, on-demand and (the share expected up of) spot devices;

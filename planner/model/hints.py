@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from planner.estimator.economics import energy_usd_per_watt
+from planner.estimator.hosts import devices_bought, hosts_for
 from planner.model.result import ReplicaKey, ShareKey
 from planner.model.scale import SHARE_STEPS
 from planner.model.tables import alone_meets, class_load, replicas_needed
@@ -117,7 +118,16 @@ class Hints(ModelBase):
         for dev, var in self.bought.items():
             e = self.t.econ[dev]
             u = used.get(dev, 0)
-            b = min(max(0, u - e.owned), self.bought_ub[dev])
+            # In the device's default host when it may sit there, else its first option.
+            node = e.node if e.node in e.hosts else e.hosts[0]
+            b = min(devices_bought(node, u - e.owned), self.bought_ub[dev])
             self.m.add_hint(var, b)
-            self.m.add_hint(self.hosts[dev], min(-(-u // e.slots), self.hosts_ub[dev]))
-            self.m.add_hint(self.hosts_bought[dev], min(-(-b // e.slots), self.hosts_ub[dev]))
+            if dev in self.spare:
+                self.m.add_hint(self.spare[dev], max(0, min(b + e.owned, u + b) - u))
+            for host in e.hosts:
+                hk = (dev, host.id)
+                mine = host.id == node.id
+                self.m.add_hint(self.pick[hk], int(mine and u > 0))
+                held = hosts_for(host, max(u, b + min(u, e.owned))) if mine else 0
+                self.m.add_hint(self.hosts[hk], min(held, self.hosts_ub[hk]))
+                self.m.add_hint(self.hosts_bought[hk], min(hosts_for(host, b) if mine else 0, held))

@@ -1,0 +1,54 @@
+"""Hosts as a choice: which hosts a device may sit in, the tensor-parallel groups one host
+carries, and what a fleet of devices buys in it (whole baseboards and kits, or cards one by one).
+
+A plan puts every on-premises device of one type in hosts of one type (the optimizer picks it);
+the verifier and the plan builder recount the hosts from these rules."""
+
+from __future__ import annotations
+
+from planner.catalog import Catalog
+from planner.schema.catalog import Accelerator, Node
+from planner.schema.problem import Constraints, Problem
+
+
+def host_options(cat: Catalog, d: Accelerator, problem: Problem) -> list[Node]:
+    """Every node that can host `d`, cheapest per slot first; only its default host when the
+    problem owns some `d` (an inventory names devices, and they come in the hosts they sit in)."""
+    if any(o.device == d.id for o in problem.constraints.inventory):
+        host = cat.host_for(d)
+        return [host] if host else []
+    return cat.nodes_for(d)
+
+
+def carries_scale_up(d: Accelerator, node: Node) -> bool:
+    """Whether `node` joins its `d` cards over their own scale-up link: its intra-node link is
+    that link (HGX, OAM, an NVLink-bridged workstation), or it ships the bridge for it."""
+    link = d.interconnect.scale_up
+    return link is not None and (node.intra_node_link == link or link in node.scale_up_bridges)
+
+
+def tp_limit(d: Accelerator, node: Node, c: Constraints) -> int:
+    """The largest tensor-parallel group of `d` one `node` holds: the scale-up domain where the
+    host carries the scale-up link, every slot over PCIe where the problem allows it, else 1;
+    never more than the host's slots or `max_tensor_parallel`."""
+    limit = d.interconnect.domain_size if carries_scale_up(d, node) else 1
+    if c.tensor_parallel_over_pcie:
+        limit = max(limit, node.slots)
+    return min(limit, node.slots, c.max_tensor_parallel)
+
+
+def purchase_unit(node: Node) -> int:
+    """Devices bought at a time in `node`: its slots when it is sold whole, else one."""
+    return node.slots if node.sold_whole else 1
+
+
+def devices_bought(node: Node, needed: int) -> int:
+    """Devices bought to have `needed` new ones in `node`: whole units where it is sold whole
+    (4 MI300X buy an 8-OAM platform's 8), else exactly `needed`."""
+    unit = purchase_unit(node)
+    return -(-max(0, needed) // unit) * unit
+
+
+def hosts_for(node: Node, devices: int) -> int:
+    """The fewest `node` hosts that hold `devices`."""
+    return -(-devices // node.slots)
