@@ -35,7 +35,7 @@ from planner.estimator.cost import power_w
 from planner.estimator.devices import device_table
 from planner.estimator.economics import available_modes
 from planner.estimator.formats import kv_bytes, weight_format
-from planner.estimator.hosts import host_options, tp_limit
+from planner.estimator.hosts import holding_hosts, host_options, tp_limit
 from planner.estimator.memory import (
     FRAMEWORK_OVERHEAD_BYTES,
     block_weight_bytes,
@@ -250,7 +250,10 @@ def inference_designs(
     if not prune:
         out = _materialize(st, cand, np.argsort(cand.order, kind="stable"))
     else:
-        out = _materialize(st, cand, _pruned_order(st, cand, for_mix=for_mix))
+        needs = [holding_hosts(cat, problem, o.device, o.tp) for o in st.opts]
+        need_rank = {k: i for i, k in enumerate(sorted(set(needs)))}
+        need = np.array([need_rank[k] for k in needs], dtype=np.int64)
+        out = _materialize(st, cand, _pruned_order(st, cand, need, for_mix=for_mix))
     return backed(out, cat, c.min_confidence)
 
 
@@ -700,10 +703,13 @@ def _materialize(st: _Setting, cand: _Candidates, idx: npt.NDArray[np.int64]) ->
 
 
 def _pruned_order(
-    st: _Setting, cand: _Candidates, *, for_mix: bool = False
+    st: _Setting, cand: _Candidates, need: npt.NDArray[np.int64], *, for_mix: bool = False
 ) -> npt.NDArray[np.int64]:
-    """Indices of the candidates _prune keeps, in the order it returns them. `for_mix`: a
-    sooner first token counts where more sequences would (ranks: the soonest ranks highest)."""
+    """Indices of the candidates _prune keeps, in the order it returns them. `need`: per
+    option, a rank of the hosts that hold its group; only designs whose options need the same
+    hosts compete (a faster design in a bigger host does not replace one that fits a desktop).
+    `for_mix`: a sooner first token counts where more sequences would (ranks: the soonest
+    ranks highest)."""
     ids = [o.device.id for o in st.opts]
     rank_of = {d: i for i, d in enumerate(sorted(set(ids)))}
     rank = np.array([rank_of[d] for d in ids], dtype=np.int64)
@@ -720,6 +726,8 @@ def _pruned_order(
         ttft_rank = np.unique(cand.ttft, return_inverse=True)[1].astype(np.int64)
         conc = int(ttft_rank.max(initial=0)) - ttft_rank
     group = first * (len(rank_of) + 1) + second
+    k = int(need.max(initial=0)) + 2
+    group = (group * k + need[cand.o1]) * k + np.where(two, need[np.maximum(cand.o2, 0)] + 1, 0)
     keep = np.flatnonzero(~dominated(group, [c1, c2], cand.power, cand.tps, conc, cand.order))
     keys = [cand.order, -conc, -cand.tps, cand.power, c2, c1]
     keys += [-cand.tps, cand.S, st.levels[cand.bi], second, first]

@@ -6,6 +6,8 @@ the verifier and the plan builder recount the hosts from these rules."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from planner.catalog import Catalog
 from planner.schema.catalog import Accelerator, Node
 from planner.schema.problem import Constraints, Problem
@@ -52,3 +54,24 @@ def devices_bought(node: Node, needed: int) -> int:
 def hosts_for(node: Node, devices: int) -> int:
     """The fewest `node` hosts that hold `devices`."""
     return -(-devices // node.slots)
+
+
+def holding_hosts(cat: Catalog, problem: Problem, d: Accelerator, tp: int) -> tuple[str, ...]:
+    """The host options of `d` that hold its tensor-parallel groups of `tp`: designs that need
+    the same hosts compete in pruning; one that needs fewer may be the only one that fits."""
+    c = problem.constraints
+    return tuple(n.id for n in host_options(cat, d, problem) if tp_limit(d, n, c) >= tp)
+
+
+def design_hosts(
+    cat: Catalog, problem: Problem, stages: Iterable[tuple[str, int]]
+) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Per device type of a design's (device, tensor-parallel degree) stages, the hosts that
+    hold its largest group."""
+    most: dict[str, int] = {}
+    for dev, tp in stages:
+        most[dev] = max(most.get(dev, 1), tp)
+    return tuple(
+        (dev, holding_hosts(cat, problem, cat.accelerator(dev), tp))
+        for dev, tp in sorted(most.items())
+    )

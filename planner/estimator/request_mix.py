@@ -39,6 +39,7 @@ from planner.errors import InputError
 from planner.estimator.designs import Design, Role, inference_designs
 from planner.estimator.efficiency import load_serving
 from planner.estimator.formats import kv_bytes
+from planner.estimator.hosts import design_hosts
 from planner.estimator.memory import kv_bytes_per_token
 from planner.estimator.replica import IterationTime, StageSpec
 from planner.estimator.serving import (
@@ -328,11 +329,15 @@ def mix_designs(
                 sized.append(c_i)
     if prune and designs:
         chosen: list[int] = []
-        for role in ("both", "prefill", "decode"):  # a pool is only ever beaten by its own kind
-            at = [i for i, d in enumerate(designs) if d.role == role]
-            if at:
-                kept = undominated([designs[i] for i in at], [serves[i] for i in at])
-                chosen += [at[i] for i in kept.tolist()]
+        # A pool is only ever beaten by its own kind, and a design only by one that fits the
+        # same hosts (planner.estimator.hosts.design_hosts).
+        kinds: dict[tuple[object, ...], list[int]] = {}
+        for i, d in enumerate(designs):
+            need = design_hosts(cat, problem, ((s.device, s.tp) for s in d.stages))
+            kinds.setdefault((d.role, need), []).append(i)
+        for at in kinds.values():
+            kept = undominated([designs[i] for i in at], [serves[i] for i in at])
+            chosen += [at[i] for i in kept.tolist()]
         chosen.sort()
         designs = [designs[i] for i in chosen]
         serves = [serves[i] for i in chosen]

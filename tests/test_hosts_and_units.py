@@ -1,0 +1,181 @@
+"""Hosts are a decision and baseboards are bought as sold (issue "Plans that can be bought and
+run"): HGX, OAM and Gaudi boards in their whole units, an NVLink-bridged RTX 3090 pair and an
+8 x RTX 4090 PCIe server both plannable, rack units for every host on premises."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from planner.catalog import load_catalog
+from planner.estimator.hosts import devices_bought, purchase_unit
+from planner.plan.types import Plan
+from planner.schema.catalog import CLOUD_HOST_KINDS
+from planner.schema.problem import Problem
+from planner.solve import solve_problem
+from planner.verify import COLLECT, verify
+
+
+def problem(devices: list[str], workload: dict[str, Any], **constraints: Any) -> Problem:
+    return Problem.model_validate(
+        {
+            "name": "units",
+            "workloads": [
+                {
+                    "name": "serve",
+                    "context_tokens": 4096,
+                    "prompt_tokens": 1024,
+                    "concurrency": 8,
+                    **workload,
+                }
+            ],
+            "constraints": {"allowed_devices": devices, **constraints},
+            "horizon": {"procurement": "buy"},
+            "market": {"conditions": ["new", "refurbished", "used"]},
+        }
+    )
+
+
+def small(model: str = "llama-3.1-8b") -> dict[str, Any]:
+    return {"model": model, "weights": "fp16", "min_tokens_per_s": 100}
+
+
+def line(plan: Plan, device: str) -> tuple[int, int, str, int]:
+    """(devices at work, bought, host type, hosts) of one device type on premises."""
+    dev = next(x for x in plan.devices if x.type == device)
+    node = next(x for x in plan.nodes if x.hosts == device)
+    at_work = max(p.devices.get(device, {}).get("on-premises", 0) for p in plan.periods)
+    return at_work, dev.bought, node.type, node.count
+
+
+def test_the_units_each_host_sells_in() -> None:
+    cat = load_catalog()
+    units = {n.id: purchase_unit(n) for n in cat.nodes.values()}
+    assert units["oam-mi300x-8"] == 8 and units["gaudi2-8"] == units["gaudi3-8"] == 8
+    assert units["hgx-h100-8"] == units["hgx-h200-8"] == units["hgx-b200-8"] == 8
+    assert units["hgx-h100-4"] == units["hgx-h200-4"] == 4
+    # PCIe cards go in one by one.
+    assert units["pcie-server-8"] == units["workstation-4"] == units["desktop-1"] == 1
+    # 4 MI300X buy a whole 8-OAM platform's 8; 3 Gaudi 2 a kit of 8; 9 H100 two HGX-8 boards.
+    assert devices_bought(cat.node("oam-mi300x-8"), 4) == 8
+    assert devices_bought(cat.node("gaudi2-8"), 3) == 8
+    assert devices_bought(cat.node("hgx-h100-8"), 9) == 16
+    assert devices_bought(cat.node("pcie-server-8"), 3) == 3
+
+
+def test_oam_platform_bought_whole() -> None:
+    # An 8B model fits one MI300X, but the platform is sold with its 8 OAM slots filled: the
+    # plan buys 8 and holds the 7 spares (idle power counted), never 1 or 2 in a platform.
+    plan = solve_problem(problem(["mi300x"], small()), time_limit=20)
+    assert plan.status == "OPTIMAL"
+    at_work, bought, host, hosts = line(plan, "mi300x")
+    assert (host, hosts, bought) == ("oam-mi300x-8", 1, 8)
+    assert at_work < bought
+    dev = next(x for x in plan.devices if x.type == "mi300x")
+    # $17,500 per MI300X (catalog) x 8, not x the devices at work.
+    assert dev.total_usd == 8 * 17_500
+
+
+def test_gaudi_in_kits_of_eight() -> None:
+    for device in ("gaudi2", "gaudi3"):
+        plan = solve_problem(problem([device], small()), time_limit=20)
+        assert plan.status == "OPTIMAL", device
+        _, bought, host, hosts = line(plan, device)
+        assert bought == 8 * hosts and bought >= 8, (device, bought, host)
+
+
+def test_hgx_in_fours_and_eights() -> None:
+    # One H100 at work: the 4-GPU HGX board is the smallest unit (4 H100 at $30k with a $35k
+    # server beat 8 with a $60k one).
+    plan = solve_problem(problem(["h100-sxm"], small()), time_limit=20)
+    assert plan.status == "OPTIMAL"
+    _, bought, host, hosts = line(plan, "h100-sxm")
+    assert (host, hosts, bought) == ("hgx-h100-4", 1, 4)
+    # A 70B model at fp16 tensor-parallel over 8 needs the 8-GPU board (the 4-GPU one holds
+    # groups of 4 at most).
+    big = problem(
+        ["h100-sxm"],
+        {"model": "llama-3.1-70b", "weights": "fp16", "min_tokens_per_s": 100},
+        max_stages=1,
+        memory_headroom=0.6,  # 32 GB usable per card: 141 GB of weights need 8 cards
+    )
+    plan = solve_problem(big, time_limit=30)
+    assert plan.status == "OPTIMAL"
+    _, bought, host, hosts = line(plan, "h100-sxm")
+    assert host == "hgx-h100-8" and bought == 8 * hosts
+    assert max(s.tp for w in plan.workloads for s in w.stages) == 8
+
+
+def nvlink_pair() -> Problem:
+    """Llama 3.1 70B at 4 bits (about 40 GB) needs two 24 GB cards; with one stage and no
+    tensor parallelism over PCIe only an NVLink bridge joins them."""
+    return problem(
+        ["rtx-3090"],
+        {"model": "llama-3.1-70b", "weights": "awq-int4", "min_tokens_per_s": 10},
+        max_stages=1,
+        tensor_parallel_over_pcie=False,
+    )
+
+
+def test_rtx_3090_nvlink_pair() -> None:
+    # The bridged workstation is the cheapest host that joins the pair.
+    p = nvlink_pair()
+    plan = solve_problem(p, time_limit=30)
+    assert plan.status == "OPTIMAL"
+    _, bought, host, hosts = line(plan, "rtx-3090")
+    assert host == "workstation-2-nvlink"
+    assert bought == 2 * hosts
+    assert {s.tp for w in plan.workloads for s in w.stages} == {2}
+    assert "nvlink-bridge-ampere" in plan.links
+
+
+def test_eight_rtx_4090_in_one_server() -> None:
+    # 70B at fp16 (about 141 GB) over 8 x 24 GB cards in tensor parallel over PCIe, one stage:
+    # only the 8-slot PCIe server holds a group of 8.
+    p = problem(
+        ["rtx-4090"],
+        {"model": "llama-3.1-70b", "weights": "fp16", "min_tokens_per_s": 10},
+        max_stages=1,
+        tensor_parallel_over_pcie=True,
+        memory_headroom=0.0,
+    )
+    plan = solve_problem(p, time_limit=30)
+    assert plan.status == "OPTIMAL"
+    _, bought, host, hosts = line(plan, "rtx-4090")
+    assert (host, hosts, bought) == ("pcie-server-8", 1, 8)
+
+
+def test_rack_units_for_every_host() -> None:
+    cat = load_catalog()
+    for n in cat.nodes.values():
+        assert n.rack_units >= 1 or n.kind in CLOUD_HOST_KINDS, n.id
+    serve = {**small(), "min_tokens_per_s": 1000, "concurrency": 64}
+    free = solve_problem(problem(["rtx-4090"], serve), time_limit=30)
+    assert free.status == "OPTIMAL"
+    # Four cards in a 5U workstation (desktops were 0 U, so 18 of them fit under "8 U").
+    assert [(n.type, n.count, n.rack_units) for n in free.nodes] == [("workstation-4", 1, 5)]
+    assert free.rack_units == 5
+    # Under 4 U the same cards go in a 2U PCIe server, at a higher cost.
+    tight = solve_problem(problem(["rtx-4090"], serve, max_rack_units=4), time_limit=30)
+    assert tight.status == "OPTIMAL"
+    assert [(n.type, n.rack_units) for n in tight.nodes] == [("pcie-server-4", 2)]
+    assert tight.rack_units <= 4 and tight.tco_usd > free.tco_usd
+    # Under 1 U nothing on premises fits.
+    none = solve_problem(problem(["rtx-4090"], serve, max_rack_units=1), time_limit=30)
+    assert none.status == "INFEASIBLE"
+
+
+def test_a_host_that_cannot_hold_the_pair_is_refused() -> None:
+    # The NVLink pair's plan with its host swapped for the bridgeless workstation: the verifier
+    # names the node line and the group it cannot hold.
+    p = nvlink_pair()
+    plan = solve_problem(p, time_limit=30)
+    nodes = [dataclasses.replace(n, type="workstation-2") for n in plan.nodes]
+    found: list[str] = []
+    token = COLLECT.set(found)
+    try:
+        verify(dataclasses.replace(plan, nodes=nodes), p, load_catalog())
+    finally:
+        COLLECT.reset(token)
+    want = "`nodes.0.type`: workstation-2 holds tensor-parallel groups of at most 1 rtx-3090"
+    assert any(want in f for f in found), found
