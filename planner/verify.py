@@ -100,7 +100,7 @@ def verify(plan: Plan, problem: Problem, cat: Catalog) -> None:
                 assert fig is not None
                 check_replicas(problem, cat, w, wp, fig, f, periods, at)
         if isinstance(w, InferenceWorkload):
-            check_demand(problem, w, parts, periods, f)
+            check_demand(problem, cat, w, parts, periods, f)
             for q, p in enumerate(periods):
                 if (w.name, q) in f.capacity:
                     # Tokens served: the demand when one is stated, else the capacity.

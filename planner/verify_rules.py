@@ -515,6 +515,8 @@ RULES: dict[str, Rule] = {
 # Workload limits whose check lives in planner.verify beside the recomputation it needs: the
 # registry names where.
 CHECKED_IN_VERIFY = {
+    "constraints.risk_margin": "planner.verify_workloads.check_demand (the tokens/s floor met "
+    "with uncalibrated designs' tokens less the margin)",
     "workloads.max_e2e_s": "planner.verify._check_serving (end-to-end latency at the percentile)",
     "workloads.max_utilization": "planner.verify._check_replicas (replicas' time needed at the "
     "rate estimator.request_mix.replica_rate allows under max_utilization)",

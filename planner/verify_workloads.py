@@ -10,11 +10,13 @@ reader (and the perturbation tests) can see which figure does not hold.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from planner.catalog import Catalog
 from planner.errors import InternalError
+from planner.estimator.confidence import design_confidence, kept_share
 from planner.estimator.economics import (
     Period,
     Prices,
@@ -110,10 +112,16 @@ class Fleet:
 
 
 def replica_figures(
-    problem: Problem, cat: Catalog, w: Workload, wp: WorkloadPlan, at: str = "workloads"
+    problem: Problem,
+    cat: Catalog,
+    w: Workload,
+    wp: WorkloadPlan,
+    at: str = "workloads",
+    hosts: Mapping[str, Node] = {},
 ) -> ReplicaFigures | None:
     """The verifier's own figures for a replica: from its stages' devices, tensor-parallel
-    degrees and layer counts, the workload and the catalog (None for training)."""
+    degrees and layer counts, the workload and the catalog (None for training); consumer cards
+    derated where the plan's `hosts` put them in a multi-card chassis."""
     if not isinstance(w, InferenceWorkload):
         return None
     shape = w
@@ -130,7 +138,7 @@ def replica_figures(
         context=shape.context_tokens,
         prompt=prefill_prompt(shape.prompt_tokens, shape.prefix_cache_hit),
         output=shape.output_tokens,
-        stages=wp.stage_specs(cat),
+        stages=wp.stage_specs(cat, problem, hosts),
         link=cat.link(problem.constraints.network),
     )
 
@@ -193,7 +201,7 @@ def check_stages(
         if s.layers[0] != expect or s.layers[1] < s.layers[0]:
             fail(problem, f"`{at}.stages.{j}.layers`: {list(s.layers)} does not start at {expect}")
         expect = s.layers[1] + 1
-    fig = replica_figures(problem, cat, w, wp, at)
+    fig = replica_figures(problem, cat, w, wp, at, f.hosts)
     boundary = [0.0] * len(wp.stages)
     if fig is not None:
         memory = [f.memory for f in fig.stages]
@@ -495,7 +503,7 @@ def _check_mix(
         fail(problem, f"`{at}.sized_for`: `{wp.sized_for}` is no request class of `{w.name}`")
         return
     time_used = 0.0
-    specs = wp.stage_specs(cat)
+    specs = wp.stage_specs(cat, problem, f.hosts)
     link = cat.link(problem.constraints.network)
     for name, served in wp.requests_per_s.items():
         cls = classes.get(name)
@@ -555,13 +563,15 @@ def _measured(w: InferenceWorkload, wp: WorkloadPlan, name: str) -> float | None
 
 def check_demand(
     problem: Problem,
+    cat: Catalog,
     w: InferenceWorkload,
     parts: list[tuple[str, WorkloadPlan]],
     periods: list[Period],
     f: Fleet,
 ) -> None:
-    """Each period's demand is served: every request class in full (mixes), the tokens/s floor,
-    and exactly the sequences that exist (concurrency)."""
+    """Each period's demand is served: every request class in full (mixes), the tokens/s floor
+    (less the risk margin on designs the calibration does not back), and exactly the sequences
+    that exist (concurrency)."""
     for p in periods:
         here = [(at, x) for at, x in parts if problem.demand is None or x.period == p.name]
         if not here:
@@ -582,16 +592,18 @@ def check_demand(
                             f"`{c.name}` in `{p.name}`, below the demand {need:.6g}",
                         )
             continue
-        thr = sum(x.tokens_per_s for _, x in here)
+        thr = sum(x.tokens_per_s * _kept(problem, cat, x) for _, x in here)
         need_tps = w.min_tokens_per_s * p.scale
         if need_tps > 0:
             key = f"throughput:{w.name}"
             f.room[key] = min(f.room.get(key, math.inf), (thr - need_tps) / need_tps)
         paths = ", ".join(f"`{at}.tokens_per_s`" for at, _ in here)
         if thr < w.min_tokens_per_s * p.scale * (1 - REL_TOL):
+            margin = problem.constraints.risk_margin
+            kept = f" (less the risk margin {margin:.0%} on uncalibrated designs)" if margin else ""
             fail(
                 problem,
-                f"{paths}: serve {thr:.1f} tokens/s in `{p.name}`, the floor "
+                f"{paths}: serve {thr:.1f} tokens/s{kept} in `{p.name}`, the floor "
                 f"min_tokens_per_s is {w.min_tokens_per_s * p.scale}",
             )
         if w.concurrency is None:
@@ -611,3 +623,13 @@ def chosen_hosts(plan: Plan, cat: Catalog) -> dict[str, Node]:
     """The node type the plan's node lines put each device type in (a choice the plan states;
     the checks of the host lines say whether it may)."""
     return {x.hosts: cat.nodes[x.type] for x in plan.nodes if x.type in cat.nodes}
+
+
+def _kept(problem: Problem, cat: Catalog, wp: WorkloadPlan) -> float:
+    """The share of a replica group's tokens/s the floor counts: its confidence recomputed from
+    the calibration rows (not the plan's label), less the risk margin where they do not back it."""
+    if not problem.constraints.risk_margin:
+        return 1.0
+    devices = [cat.accelerator(x) for x in sorted(devices_of(wp))]
+    label = design_confidence(cat, devices, wp.engine or "", wp.batch).label
+    return kept_share(problem.constraints.risk_margin, label)

@@ -45,6 +45,7 @@ from planner.estimator.economics import (
     ownership_factor,
     working_hours,
 )
+from planner.estimator.hosts import sustained
 from planner.estimator.network import network_gear, ports_per_host
 from planner.estimator.replica import StageSpec, inference_replica
 from planner.estimator.serving import prefill_prompt
@@ -53,6 +54,7 @@ from planner.schema.problem import InferenceWorkload, Problem
 from planner.solve import solve_problem
 
 DEVICES = ("rtx-4090", "l40s", "a100-80gb-sxm")  # 1-slot desktop, PCIe server, NVLink server
+CONSUMER = "rtx-4090"  # derated by horizon.consumer_derating in a multi-card chassis
 MODEL = "slice-4l"  # four of llama-3.1-70b's layers
 DEGREES = (1, 2)
 # Constraints the generator tightens, each of which must bind in some case.
@@ -95,6 +97,7 @@ class Point:
     layers: tuple[int, ...]
     slowest_s: float  # the slowest stage's step
     batch: int
+    dense: bool = False  # its consumer card derated, for a multi-card chassis
 
 
 def _pipelines() -> list[tuple[tuple[str, int], ...]]:
@@ -132,13 +135,17 @@ def all_points() -> tuple[Point, ...]:
     w = base_workload()
     link = cat.link("eth-100g")
     out = []
+    derated = {d: sustained(cat.accelerator(d), base_problem({}, {}, 1000.0)) for d in DEVICES}
     for stages in _pipelines():
         count = [0] * len(DEVICES)
         for d, k in stages:
             count[DEVICES.index(d)] += k
-        for split in _splits(stages):
+        # A consumer card at full speed alone in a desktop, or derated in a multi-card chassis.
+        chassis = (False, True) if any(d == CONSUMER for d, _ in stages) else (False,)
+        for split, dense in ((x, y) for x in _splits(stages) for y in chassis):
             specs = [
-                StageSpec(cat.accelerator(d), k, n) for (d, k), n in zip(stages, split, strict=True)
+                StageSpec(derated[d] if dense and d == CONSUMER else cat.accelerator(d), k, n)
+                for (d, k), n in zip(stages, split, strict=True)
             ]
             for b in BATCH_LEVELS:
                 fig = inference_replica(
@@ -167,6 +174,7 @@ def all_points() -> tuple[Point, ...]:
                         split,
                         max(f.seconds for f in fig.stages),
                         b,
+                        dense,
                     )
                 )
     return tuple(out)
@@ -225,17 +233,20 @@ def hosts(d: str) -> list[Node]:
     return cat.nodes_for(cat.accelerator(d))
 
 
-def holds(host: Node, d: str, k: int, problem: Problem) -> bool:
+def holds(host: Node, d: str, k: int, problem: Problem, dense: bool | None = None) -> bool:
     """Whether one `host` holds a tensor-parallel group of k `d` (docs/plan-format.md): within
     its slots, and over the device's scale-up link where the host carries it (its own
-    intra-node link or a bridge it ships), else over PCIe where the problem allows it."""
+    intra-node link or a bridge it ships), else over PCIe where the problem allows it; a
+    consumer card's design derated (`dense`) only in a multi-card host, at full speed only in
+    a one-card host."""
     link = catalog().accelerator(d).interconnect
     bridged = link.scale_up in (host.intra_node_link, *host.scale_up_bridges)
-    return k <= host.slots and (
+    fits = k <= host.slots and (
         k == 1
         or (bridged and k <= link.domain_size)
         or problem.constraints.tensor_parallel_over_pcie
     )
+    return fits and (dense is None or d != CONSUMER or (host.slots > 1) == dense)
 
 
 def _fits(p: Point, problem: Problem) -> bool:
@@ -263,7 +274,7 @@ def designs(problem: Problem) -> list[Point]:
         )
         if not ok:
             continue
-        key = (p.stages, p.batch)
+        key = (p.stages, p.batch, p.dense)
         old = chosen.get(key)
         if old is None or p.slowest_s < old.slowest_s * (1 - 1e-12):
             chosen[key] = p
@@ -313,9 +324,15 @@ def cheapest(problem: Problem) -> Optimum | None:
     # Per device vector and largest tensor-parallel group per device, the designs not worse in
     # both tokens/s (beyond the floor counts for nothing) and power: the only ones a cheapest
     # mix can need.
-    by_vec: dict[tuple[tuple[int, ...], tuple[int, ...]], list[tuple[float, float]]] = {}
+    by_vec: dict[tuple[tuple[int, ...], tuple[Need, ...]], list[tuple[float, float]]] = {}
     for p in designs(problem):
-        need = tuple(max([k for d, k in p.stages if d == x], default=0) for x in DEVICES)
+        need = tuple(
+            Need(
+                max([k for d, k in p.stages if d == x], default=0),
+                frozenset({p.dense}) if x == CONSUMER and p.devices[i] else frozenset(),
+            )
+            for i, x in enumerate(DEVICES)
+        )
         by_vec.setdefault((p.devices, need), []).append((min(p.tokens_per_s, floor), p.power_w))
     items = []
     for (v, need), pts in by_vec.items():
@@ -324,19 +341,21 @@ def cheapest(problem: Problem) -> Optimum | None:
             least = devices_usd * own + pw * hours * usd_wh
             least += sum(n * x for n, x in zip(v, idle_w, strict=True)) * idle_h * usd_wh
             items.append((least / tok, v, need, tok, pw))
-    items.sort()
+    items.sort(key=lambda x: (x[0], x[1], [(n.tp, sorted(n.chassis)) for n in x[2]], x[3], x[4]))
     if not items:
         return None
     per_token = items[0][0]  # no replica adds cost at a lower rate per token/s
 
-    def fleet(s: list[int], need: list[int], watts: float) -> list[tuple[float, float, int, int]]:
+    def fleet(s: list[int], need: list[Need], watts: float) -> list[tuple[float, float, int, int]]:
         """Total cost, wall power, rack units and devices held of devices `s` at work with replicas drawing `watts`
         while at work, for every choice of one host type per device type that holds its
         largest group (`need`): devices (whole baseboards where the host is sold whole) and
         hosts bought with upkeep; the replicas' energy at work, the devices' idle draw the
         rest of the horizon (spares all of it), the hosts' overhead all of it."""
         options = [
-            [h for h in hosts(d) if holds(h, d, k, problem)] if n else [None]
+            [h for h in hosts(d) if all(holds(h, d, k.tp, problem, x) for x in k.chassis or {None})]
+            if n
+            else [None]
             for d, n, k in zip(DEVICES, s, need, strict=True)
         ]
         out = []
@@ -367,7 +386,7 @@ def cheapest(problem: Problem) -> Optimum | None:
 
     best: list[Optimum | None] = [None]
 
-    def search(start: int, s: list[int], need: list[int], tok: float, watts: float) -> None:
+    def search(start: int, s: list[int], need: list[Need], tok: float, watts: float) -> None:
         ok = [
             (total, wall, ru, held)
             for total, wall, ru, held in fleet(s, need, watts)
@@ -393,13 +412,25 @@ def cheapest(problem: Problem) -> Optimum | None:
             search(
                 i,
                 [a + b for a, b in zip(s, v, strict=True)],
-                [max(a, b) for a, b in zip(need, more, strict=True)],
+                [
+                    Need(max(a.tp, b.tp), a.chassis | b.chassis)
+                    for a, b in zip(need, more, strict=True)
+                ],
                 tok + t,
                 watts + pw,
             )
 
-    search(0, [0] * len(DEVICES), [0] * len(DEVICES), 0.0, 0.0)
+    search(0, [0] * len(DEVICES), [Need(0, frozenset())] * len(DEVICES), 0.0, 0.0)
     return best[0]
+
+
+@dataclass(frozen=True)
+class Need:
+    """What a mix asks of one device type's hosts: its largest tensor-parallel group, and the
+    chassis its designs assumed (derated, full speed; both: no host fits)."""
+
+    tp: int
+    chassis: frozenset[bool]
 
 
 def _pareto(pts: list[tuple[float, float]]) -> list[tuple[float, float]]:

@@ -7,8 +7,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import pytest
+from pydantic import ValidationError
+
 from planner.catalog import load_catalog
-from planner.estimator.hosts import devices_bought, purchase_unit
+from planner.estimator.hosts import derates, devices_bought, purchase_unit, sustained
 from planner.plan.types import Plan
 from planner.schema.catalog import CLOUD_HOST_KINDS
 from planner.schema.problem import Problem
@@ -129,17 +132,20 @@ def test_rtx_3090_nvlink_pair() -> None:
     assert "nvlink-bridge-ampere" in plan.links
 
 
-def test_eight_rtx_4090_in_one_server() -> None:
-    # 70B at fp16 (about 141 GB) over 8 x 24 GB cards in tensor parallel over PCIe, one stage:
-    # only the 8-slot PCIe server holds a group of 8.
-    p = problem(
+def eight_4090() -> Problem:
+    """70B at fp16 (about 141 GB) over 8 x 24 GB cards in tensor parallel over PCIe, one
+    stage: only the 8-slot PCIe server holds a group of 8."""
+    return problem(
         ["rtx-4090"],
         {"model": "llama-3.1-70b", "weights": "fp16", "min_tokens_per_s": 10},
         max_stages=1,
         tensor_parallel_over_pcie=True,
         memory_headroom=0.0,
     )
-    plan = solve_problem(p, time_limit=30)
+
+
+def test_eight_rtx_4090_in_one_server() -> None:
+    plan = solve_problem(eight_4090(), time_limit=30)
     assert plan.status == "OPTIMAL"
     _, bought, host, hosts = line(plan, "rtx-4090")
     assert (host, hosts, bought) == ("pcie-server-8", 1, 8)
@@ -179,3 +185,62 @@ def test_a_host_that_cannot_hold_the_pair_is_refused() -> None:
         COLLECT.reset(token)
     want = "`nodes.0.type`: workstation-2 holds tensor-parallel groups of at most 1 rtx-3090"
     assert any(want in f for f in found), found
+
+
+def with_derating(p: Problem, share: float) -> Problem:
+    return p.model_copy(
+        update={"horizon": p.horizon.model_copy(update={"consumer_derating": share})}
+    )
+
+
+def test_sustained_derating_of_consumer_cards() -> None:
+    cat = load_catalog()
+    p = problem(["rtx-4090"], small())
+    # On by default at 0.2: the middle of the 15-25 % reference text 001 gives for consumer cards
+    # in dense chassis. The RTX 4090's 1,008 GB/s and 165.2 dense FP16 TFLOPS (catalog) lose 20 %.
+    assert p.horizon.consumer_derating == 0.2
+    slow = sustained(cat.accelerator("rtx-4090"), p)
+    assert abs(slow.memory.bandwidth_gb_s - 1008 * 0.8) < 1e-9
+    assert abs((slow.dense_tflops.fp16 or 0) - 165.2 * 0.8) < 1e-9
+    # Datacenter and workstation cards are built for racks: not derated.
+    assert not derates(cat.accelerator("l40s"), p) and not derates(cat.accelerator("rtx-a6000"), p)
+    # One card in a desktop runs at full speed: the same plan with or without derating.
+    one = solve_problem(p, time_limit=30)
+    off = solve_problem(with_derating(p, 0.0), time_limit=30)
+    assert [n.type for n in one.nodes] == ["desktop-1"]
+    assert one.workloads[0].tokens_per_s == off.workloads[0].tokens_per_s
+    # Eight cards in one PCIe server are derated: fewer tokens/s than the same server at full
+    # speed (solve_problem verifies each plan: the verifier derates from the host it names).
+    big = eight_4090()
+    dense = solve_problem(big, time_limit=30)
+    fast = solve_problem(with_derating(big, 0.0), time_limit=30)
+    assert [n.type for n in dense.nodes] == [n.type for n in fast.nodes] == ["pcie-server-8"]
+    ratio = dense.workloads[0].tokens_per_s / fast.workloads[0].tokens_per_s
+    assert 0.8 - 1e-6 <= ratio < 1.0  # at most the 20 % lost, fixed step work included
+
+
+def test_derating_is_validated_at_the_door() -> None:
+    with pytest.raises(ValidationError, match="consumer_derating"):
+        Problem.model_validate(
+            {
+                "name": "x",
+                "workloads": [small() | {"name": "s"}],
+                "horizon": {"consumer_derating": 1.5},
+            }
+        )
+
+
+def test_risk_margin_on_uncalibrated_designs() -> None:
+    # No calibration row backs Gaudi 2 (confidence `prior`): under a 50 % risk margin its
+    # replicas must make 1,000 / (1 - 0.5) = 2,000 tokens/s of estimate for a 1,000 floor.
+    serve = {**small(), "min_tokens_per_s": 1000, "concurrency": "unbounded"}
+    plain = solve_problem(problem(["gaudi2"], serve), time_limit=30)
+    held = solve_problem(problem(["gaudi2"], serve, risk_margin=0.5), time_limit=30)
+    assert plain.status == held.status == "OPTIMAL"
+    assert all(w.confidence and w.confidence.label == "prior" for w in held.workloads)
+    assert sum(w.tokens_per_s for w in held.workloads) >= 2000 * (1 - 1e-6)
+    assert sum(w.tokens_per_s for w in plain.workloads) >= 1000 * (1 - 1e-6)
+    assert held.tco_usd >= plain.tco_usd
+    # The room under the floor counts the tokens less the margin.
+    got = sum(w.tokens_per_s for w in held.workloads) * 0.5
+    assert abs(held.slack["throughput:serve"] - (got - 1000) / 1000) < 1e-9

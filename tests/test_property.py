@@ -113,13 +113,18 @@ def brute_force_cost(problem: Problem, tables: Tables) -> float | None:
         replicas = {(w.name, j, 0, PREM): c for j, c in enumerate(counts) if c}
         seqs = {(w.name, j, 0, PREM): n for j, n in enumerate(x) if n}
         # Every host type per device type that holds its largest tensor-parallel group.
-        groups: dict[str, int] = {}
+        groups: dict[str, tuple[int, set[bool]]] = {}
         for c, d in zip(counts, designs, strict=True):
             for stage in d.stages if c else ():
-                groups[stage.device] = max(groups.get(stage.device, 1), stage.tp)
+                tp, chassis = groups.get(stage.device, (1, set()))
+                groups[stage.device] = (max(tp, stage.tp), chassis | {stage.dense})
         options = [
-            [(dev, n.id) for n in tables.econ[dev].hosts if holds(cat, problem, dev, n, tp)]
-            for dev, tp in sorted(groups.items())
+            [
+                (dev, n.id)
+                for n in tables.econ[dev].hosts
+                if all(holds(cat, problem, dev, n, tp, dense) for dense in chassis)
+            ]
+            for dev, (tp, chassis) in sorted(groups.items())
         ]
         for choice in itertools.product(*options):
             sol = Solution(
@@ -133,13 +138,17 @@ def brute_force_cost(problem: Problem, tables: Tables) -> float | None:
     return best
 
 
-def holds(cat: Catalog, problem: Problem, dev: str, node: Node, tp: int) -> bool:
+def holds(cat: Catalog, problem: Problem, dev: str, node: Node, tp: int, dense: bool) -> bool:
     """Whether one `node` holds `tp` `dev` in tensor parallel: within its slots, over the
-    device's scale-up link where the node carries it, else over PCIe where allowed."""
-    i = cat.accelerator(dev).interconnect
+    device's scale-up link where the node carries it, else over PCIe where allowed; a consumer
+    card's design derated (`dense`) only in a multi-card node, at full speed only alone."""
+    acc = cat.accelerator(dev)
+    i = acc.interconnect
     bridged = i.scale_up in (node.intra_node_link, *node.scale_up_bridges)
     pcie = problem.constraints.tensor_parallel_over_pcie
-    return tp <= node.slots and (tp == 1 or (bridged and tp <= i.domain_size) or pcie)
+    fits = tp <= node.slots and (tp == 1 or (bridged and tp <= i.domain_size) or pcie)
+    consumer = acc.device_class == "consumer" and problem.horizon.consumer_derating > 0
+    return fits and (not consumer or (node.slots > 1) == dense)
 
 
 def host_choices(problem: Problem, tables: Tables) -> int:

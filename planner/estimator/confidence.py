@@ -93,3 +93,11 @@ def design_confidence(
     low = (1 - math.exp(-q90)) * 100 if q90 > 0 else 0.0
     high = (math.exp(-q10) - 1) * 100 if q10 < 0 else 0.0
     return Confidence(CONFIDENCE[worst], len(res), max(0.0, low), max(0.0, high))
+
+
+def kept_share(problem_margin: float, label: str) -> float:
+    """The share of a design's estimated tokens/s a throughput floor counts: all of it where
+    the calibration backs the design (`measured`, `interpolated`), else 1 - the problem's
+    `constraints.risk_margin`."""
+    backed = CONFIDENCE.index(label) <= CONFIDENCE.index("interpolated")
+    return 1.0 if backed else 1.0 - problem_margin

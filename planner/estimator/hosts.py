@@ -56,22 +56,60 @@ def hosts_for(node: Node, devices: int) -> int:
     return -(-devices // node.slots)
 
 
-def holding_hosts(cat: Catalog, problem: Problem, d: Accelerator, tp: int) -> tuple[str, ...]:
-    """The host options of `d` that hold its tensor-parallel groups of `tp`: designs that need
-    the same hosts compete in pruning; one that needs fewer may be the only one that fits."""
-    c = problem.constraints
-    return tuple(n.id for n in host_options(cat, d, problem) if tp_limit(d, n, c) >= tp)
+def derates(d: Accelerator, problem: Problem) -> bool:
+    """Whether `d` runs slower sustained in a multi-card chassis: consumer cards, built for one
+    card in an open desktop case, throttle when packed (`horizon.consumer_derating`)."""
+    return d.device_class == "consumer" and problem.horizon.consumer_derating > 0
+
+
+def sustained(d: Accelerator, problem: Problem) -> Accelerator:
+    """`d` as it runs sustained in a multi-card chassis: its tensor throughput and memory
+    bandwidth less `horizon.consumer_derating` (throttled clocks slow both; its power at load is
+    kept, the throttle holds it at its limit)."""
+    keep = 1.0 - problem.horizon.consumer_derating
+    flops = {k: v * keep for k, v in d.dense_tflops.model_dump().items() if v is not None}
+    mem = d.memory
+    memory = mem.model_copy(
+        update={
+            "bandwidth_gb_s": mem.bandwidth_gb_s * keep,
+            "achievable_bandwidth_gb_s": (
+                mem.achievable_bandwidth_gb_s * keep if mem.achievable_bandwidth_gb_s else None
+            ),
+        }
+    )
+    compute = d.dense_tflops.model_copy(update=flops)
+    return d.model_copy(update={"dense_tflops": compute, "memory": memory})
+
+
+def holds_group(d: Accelerator, node: Node, problem: Problem, tp: int, dense: bool) -> bool:
+    """Whether one `node` holds a tensor-parallel group of `tp` `d` running at the speed a
+    design assumed: derated (`dense`) in a multi-card chassis, at full speed in a one-card
+    host, where `d` derates; any host otherwise."""
+    if tp_limit(d, node, problem.constraints) < tp:
+        return False
+    return not derates(d, problem) or (node.slots > 1) == dense
+
+
+def holding_hosts(
+    cat: Catalog, problem: Problem, d: Accelerator, tp: int, dense: bool = False
+) -> tuple[str, ...]:
+    """The host options of `d` that hold its tensor-parallel groups of `tp` at the speed the
+    design assumed (`dense`: derated): designs that need the same hosts compete in pruning;
+    one that needs fewer may be the only one that fits."""
+    return tuple(
+        n.id for n in host_options(cat, d, problem) if holds_group(d, n, problem, tp, dense)
+    )
 
 
 def design_hosts(
-    cat: Catalog, problem: Problem, stages: Iterable[tuple[str, int]]
+    cat: Catalog, problem: Problem, stages: Iterable[tuple[str, int, bool]]
 ) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """Per device type of a design's (device, tensor-parallel degree) stages, the hosts that
-    hold its largest group."""
-    most: dict[str, int] = {}
-    for dev, tp in stages:
-        most[dev] = max(most.get(dev, 1), tp)
+    """Per device type of a design's (device, tensor-parallel degree, derated) stages, the
+    hosts that hold its largest group."""
+    most: dict[tuple[str, bool], int] = {}
+    for dev, tp, dense in stages:
+        most[(dev, dense)] = max(most.get((dev, dense), 1), tp)
     return tuple(
-        (dev, holding_hosts(cat, problem, cat.accelerator(dev), tp))
-        for dev, tp in sorted(most.items())
+        (dev, holding_hosts(cat, problem, cat.accelerator(dev), tp, dense))
+        for (dev, dense), tp in sorted(most.items())
     )

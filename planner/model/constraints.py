@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from planner.estimator.hosts import tp_limit
+from planner.estimator.hosts import holds_group, tp_limit
 from planner.model.ortools_cp import cp_model
 from planner.model.quantities import Quantities
 from planner.model.result import ShareKey
@@ -58,13 +58,19 @@ class Constraints(Quantities):
                         w.min_tokens_per_s * period.scale * THROUGHPUT_SCALE,
                         f"{w.name}.min_tokens_per_s",
                     )
-                    self.m.add(self.made_tokens(w, keys) >= need).only_enforce_if(thr)
+                    self.m.add(self.made_tokens(w, keys, kept=True) >= need).only_enforce_if(thr)
                     if w.concurrency is not None:
                         # Implied (x <= slots): the slots' capacity covers the need. Redundant,
                         # it tightens the relaxation.
+                        kept = self.t.kept.get(w.name)
                         self.m.add(
                             sum(
-                                to_int(designs[k[1]].tokens_per_s * THROUGHPUT_SCALE, "tps")
+                                to_int(
+                                    designs[k[1]].tokens_per_s
+                                    * (kept[k[1]] if kept else 1.0)
+                                    * THROUGHPUT_SCALE,
+                                    "tps",
+                                )
                                 * self.R[k]
                                 for k in keys
                             )
@@ -151,14 +157,25 @@ class Constraints(Quantities):
 
     def _host_holds_groups(self) -> None:
         """A replica on premises runs only where its device types' chosen hosts hold its
-        tensor-parallel groups (planner.estimator.hosts.tp_limit)."""
+        tensor-parallel groups (planner.estimator.hosts.tp_limit), and a serving replica only
+        where they run at the speed it assumed (consumer cards derated in a multi-card chassis,
+        at full speed alone: planner.estimator.hosts.holds_group)."""
         c = self.p.constraints
         for key, r in self.R.items():
             if key.site != PREM:
                 continue
+            serving = isinstance(self._workload(key.workload), InferenceWorkload)
             for st in self.t.designs[key.workload][key.design].stages:
                 e = self.t.econ[st.device]
-                ok = [n for n in e.hosts if tp_limit(e.device, n, c) >= st.tp]
+                ok = [
+                    n
+                    for n in e.hosts
+                    if (
+                        holds_group(e.device, n, self.p, st.tp, st.dense)
+                        if serving
+                        else tp_limit(e.device, n, c) >= st.tp
+                    )
+                ]
                 if len(ok) < len(e.hosts):
                     picks = [self.pick[(st.device, n.id)] for n in ok]
                     self.m.add(r <= self.R_ub[key] * sum(picks))

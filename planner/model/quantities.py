@@ -232,23 +232,23 @@ class Quantities(ModelBase):
         )
 
     def made_tokens(
-        self, w: InferenceWorkload, keys: list[ReplicaKey], factor: float = 1.0
+        self, w: InferenceWorkload, keys: list[ReplicaKey], factor: float = 1.0, kept: bool = False
     ) -> cp_model.LinearExpr:
         """Output milli-tokens/s the replica groups `keys` of a fixed-rate workload make: each
         sequence held makes one token per time per token (Little's law), so with a concurrency
-        only the sequences that exist count; `concurrency: unbounded` counts every slot."""
+        only the sequences that exist count; `concurrency: unbounded` counts every slot.
+        `kept`: each design's tokens less the risk margin where the calibration does not back
+        it (Tables.kept), as the throughput floor counts them."""
         designs = self.t.designs[w.name]
+        share = self.t.kept.get(w.name) if kept else None
+
+        def coef(j: int, per_s: float) -> int:
+            f = factor * (share[j] if share else 1.0)
+            return to_int(per_s * f * THROUGHPUT_SCALE, "tps", up=False)
+
         if w.concurrency is None:
-            return sum(  # type: ignore[return-value]
-                to_int(designs[k[1]].tokens_per_s * factor * THROUGHPUT_SCALE, "tps", up=False)
-                * self.R[k]
-                for k in keys
-            )
-        return sum(  # type: ignore[return-value]
-            to_int(1000.0 / designs[k[1]].ms_per_token * factor * THROUGHPUT_SCALE, "tps", up=False)
-            * self.X[k]
-            for k in keys
-        )
+            return sum(coef(k[1], designs[k[1]].tokens_per_s) * self.R[k] for k in keys)  # type: ignore[return-value]
+        return sum(coef(k[1], 1000.0 / designs[k[1]].ms_per_token) * self.X[k] for k in keys)  # type: ignore[return-value]
 
     def throughput_expr(self) -> cp_model.LinearExpr:
         """Milli-tokens/s in the busiest period: what fixed-rate workloads' sequences make, and

@@ -96,9 +96,12 @@ class ModelBase:
         out: list[Site] = []
         if all(e.on_premises for e in es):
             out.append(PREM)
-        # Rented in whole instances, a tensor-parallel group must fit one instance.
+        # Rented in whole instances, a tensor-parallel group must fit one instance; a design
+        # derated for a multi-card chassis on premises is not rented (a rented card is counted
+        # at its full speed).
         unit = es[0].prices.rent_unit if es[0].prices.instance else None
-        if len(es) == 1 and es[0].cloud and (unit is None or max(s.tp for s in d.stages) <= unit):
+        fits = unit is None or max(s.tp for s in d.stages) <= unit
+        if len(es) == 1 and es[0].cloud and fits and not any(s.dense for s in d.stages):
             out.append(CLOUD)
         return out
 

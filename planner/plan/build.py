@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 
 from planner.catalog import Catalog
-from planner.estimator.designs import Design
+from planner.estimator.designs import Design, stage_specs
 from planner.estimator.economics import (
     RENT_MODES,
     DeviceEconomics,
@@ -36,9 +36,9 @@ from planner.estimator.economics import (
     reserved_hours,
     working_hours,
 )
-from planner.estimator.hosts import devices_bought, hosts_for
+from planner.estimator.hosts import derates, devices_bought, hosts_for
 from planner.estimator.network import network_gear, ports_per_host
-from planner.estimator.replica import StageSpec, inference_replica, training_stage_memory
+from planner.estimator.replica import inference_replica, training_stage_memory
 from planner.estimator.request_mix import class_workload
 from planner.estimator.serving import prefill_pool_budget, prefill_prompt, token_budget
 from planner.estimator.training_designs import training_job, training_setup
@@ -167,7 +167,7 @@ def stage_lines(
         context=w.context_tokens,
         prompt=prefill_prompt(w.prompt_tokens, w.prefix_cache_hit),
         output=w.output_tokens,
-        stages=[StageSpec(cat.accelerator(s.device), s.tp, s.layers) for s in d.stages],
+        stages=stage_specs(cat, problem, d),
         link=cat.link(problem.constraints.network),
     )
     for st, f in zip(d.stages, fig.stages, strict=True):
@@ -625,6 +625,21 @@ def _bill(
                 )
             )
             plan.rack_units += node.rack_units * hosts
+            if (
+                node.slots > 1
+                and derates(e.device, problem)
+                and any(
+                    s.device == dev
+                    for w in plan.workloads
+                    if w.kind == "inference" and w.site == PREM
+                    for s in w.stages
+                )
+            ):
+                share = problem.horizon.consumer_derating
+                plan.notes.append(
+                    f"{dev} runs {share:.0%} slower sustained in {node.id} (consumer cards "
+                    "throttle in a multi-card chassis: horizon.consumer_derating)"
+                )
             for q in range(len(periods)):
                 power[q] += node.power_overhead_w * hosts
             if node.intra_node_link not in plan.links:

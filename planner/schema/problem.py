@@ -459,6 +459,12 @@ class OwnedDevices(ProblemModel):
     ] = Field(description="How many are owned.")
 
 
+# A share of an estimate held back (a risk margin, a derating): above 90 % nothing is left.
+Discount = Annotated[
+    Share, Limit(ge=0, le=0.9, why="more than 90 % held back leaves no estimate to plan on")
+]
+
+
 class Constraints(ProblemModel):
     budget_usd: Dollars | None = Field(
         None,
@@ -552,6 +558,14 @@ class Constraints(ProblemModel):
         "whose devices have calibration rows under their engine around their batch (or at it), "
         "`measured` only at it; `prior` (the default) allows every design and labels it.",
     )
+    risk_margin: Discount = Field(
+        0.0,
+        description="Share of the estimated tokens/s held back on designs the calibration does "
+        "not back (confidence `extrapolated` or `prior`): their replicas meet a workload's "
+        "min_tokens_per_s with (1 - risk_margin) of their estimate, so the plan carries spare "
+        "capacity where its figures are least certain. 0 (the default): none. Fixed-rate "
+        "workloads; a request mix's rates are not discounted.",
+    )
     exclude_end_of_life: StrictBool = Field(
         False,
         description="Leave out devices whose architecture the vendor's current software no "
@@ -618,6 +632,14 @@ class Horizon(ProblemModel):
             low_why="the facility cannot use less than the IT load",
         ),
     ] = Field(1.3, description="Power usage effectiveness (facility power / IT power).")
+    consumer_derating: Discount = Field(
+        0.2,
+        description="Throughput consumer cards (RTX 4090, RTX 3090...) lose sustained in a "
+        "multi-card chassis, a share: built for one card in an open desktop case, packed ones "
+        "throttle. 0.2 is the middle of the 15-25 % the reference text on GPU selection gives "
+        "for dense deployments (reference text 001, 'Ignoring Thermal Constraints in Dense "
+        "Deployments'); 0 turns it off. One card in a desktop runs at full speed.",
+    )
     procurement: Literal["buy", "rent"] | list[Mode] = Field(
         "buy",
         description="How devices may be had: `buy`, `rent` (on demand), or a list the optimizer "
