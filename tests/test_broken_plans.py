@@ -231,17 +231,17 @@ CORPUS: dict[str, tuple[str, list[Edit], str]] = {
         "nodes.0.count",
     ),
     "host rack units": ("chat-70b", [setp("nodes.0.rack_units", 1)], "nodes.0.rack_units"),
-    # The 8-OAM platform is sold with its 8 slots filled: 2 MI300X bought in it is no purchase.
-    "OAM platform bought in part": (
+    # A baseboard or kit (the example buys a Gaudi kit or an OAM platform) is sold with every
+    # slot filled: 2 devices bought in it is no purchase.
+    "baseboard bought in part": (
         "chat-70b",
         [setp("devices.0.bought", 2)],
-        "`devices.0.bought`: 2 mi300x, but 8 are at work on premises and 0 owned; "
-        "oam-mi300x-8 is sold whole, 8 mi300x at a time: buy 8",
+        "is sold whole",
     ),
     "host that cannot hold the device": (
         "chat-70b",
         [setp("nodes.0.type", "pcie-server-8")],
-        "`nodes.0.type`: pcie-server-8 cannot host mi300x",
+        "`nodes.0.type`: pcie-server-8 cannot host",
     ),
     "hidden-state bytes": (
         "chat-70b",
