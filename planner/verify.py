@@ -36,6 +36,7 @@ from planner.estimator.hosts import devices_bought, host_options, hosts_for, pur
 from planner.estimator.network import network_gear, ports_per_host
 from planner.plan.slack import BINDING_SLACK
 from planner.plan.types import Costs, DeviceLine, Plan, WorkloadPlan
+from planner.schema.catalog import Node
 from planner.schema.problem import MAX_DEVICES, InferenceWorkload, Problem, TrainingWorkload
 from planner.verify_workloads import (
     CLOUD,
@@ -47,7 +48,6 @@ from planner.verify_workloads import (
     check_replicas,
     check_stages,
     check_training,
-    chosen_hosts,
     fail,
     replica_figures,
     same,
@@ -404,11 +404,7 @@ def _check_hosts(
         at_work = max((f.use.get((x.type, q, PREM), 0) for q in range(n)), default=0)
         if at_work:
             want_hosts[x.type] = x.owned + x.bought  # the devices held (checked by _check_fleet)
-    groups: dict[str, int] = {}  # device -> its largest tensor-parallel group on premises
-    for wp in plan.workloads:
-        if wp.site == PREM:
-            for st in wp.stages:
-                groups[st.device] = max(groups.get(st.device, 1), st.tp)
+    groups = _largest_groups(plan)
     if sorted(x.hosts for x in plan.nodes) != sorted(want_hosts):
         fail(
             problem,
@@ -420,17 +416,7 @@ def _check_hosts(
     for i, node_line in enumerate(plan.nodes):
         at = f"nodes.{i}"
         nd = cat.node(node_line.type)
-        acc = cat.accelerator(node_line.hosts)
-        options = [x.id for x in host_options(cat, acc, problem)]
-        if nd.id not in options:
-            fail(problem, f"`{at}.type`: {nd.id} cannot host {acc.id} (its hosts: {options})")
-        tp = groups.get(acc.id, 1)
-        if tp > tp_limit(acc, nd, c):
-            fail(
-                problem,
-                f"`{at}.type`: {nd.id} holds tensor-parallel groups of at most "
-                f"{tp_limit(acc, nd, c)} {acc.id}, the stages on premises run {tp}",
-            )
+        _check_host_type(problem, cat, at, nd, node_line.hosts, groups.get(node_line.hosts, 1))
         fleet = want_hosts.get(node_line.hosts, 0)
         same(
             problem,
@@ -480,6 +466,33 @@ def _check_hosts(
     want = list(dict.fromkeys(links)) + ([c.network] if joined else [])
     if sorted(plan.links) != sorted(want):
         fail(problem, f"`links`: {plan.links}, the hosts and network make {want}")
+
+
+def _largest_groups(plan: Plan) -> dict[str, int]:
+    """Device -> its largest tensor-parallel group on premises."""
+    groups: dict[str, int] = {}
+    for wp in plan.workloads:
+        if wp.site == PREM:
+            for st in wp.stages:
+                groups[st.device] = max(groups.get(st.device, 1), st.tp)
+    return groups
+
+
+def _check_host_type(
+    problem: Problem, cat: Catalog, at: str, nd: Node, device: str, tp: int
+) -> None:
+    """The node line's host type may hold `device` and its largest group of `tp`."""
+    acc = cat.accelerator(device)
+    options = [x.id for x in host_options(cat, acc, problem)]
+    if nd.id not in options:
+        fail(problem, f"`{at}.type`: {nd.id} cannot host {acc.id} (its hosts: {options})")
+    limit = tp_limit(acc, nd, problem.constraints)
+    if tp > limit:
+        fail(
+            problem,
+            f"`{at}.type`: {nd.id} holds tensor-parallel groups of at most {limit} {acc.id}, "
+            f"the stages on premises run {tp}",
+        )
 
 
 def _same_dict(problem: Problem, at: str, got: dict[str, float], want: dict[str, float]) -> None:
@@ -652,3 +665,9 @@ def _check_energy_and_carbon(
     f.limit("carbon", total, cap)
     if cap is not None and total > cap * (1 + REL_TOL):
         fail(problem, f"`carbon.total_kgco2e`: {total:.0f} kg > max_carbon_kgco2e {cap} kg")
+
+
+def chosen_hosts(plan: Plan, cat: Catalog) -> dict[str, Node]:
+    """The node type the plan's node lines put each device type in (a choice the plan states;
+    the checks of the host lines say whether it may)."""
+    return {x.hosts: cat.nodes[x.type] for x in plan.nodes if x.type in cat.nodes}

@@ -5,6 +5,9 @@ replicas) with the estimator alone, and compared with the plan's figures.
 Every failure names the plan's field by its path in the plan file (`workloads.0.tokens_per_s`)
 with the stated and the recomputed figure, and the plan's choices the recomputation read, so a
 reader (and the perturbation tests) can see which figure does not hold.
+
+Long because every workload figure (stages, serving, replicas and their cost, demand, request
+mixes, training) is checked here beside the figures it depends on, on the plan's hosts.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from dataclasses import dataclass, field
 
 from planner.catalog import Catalog
 from planner.errors import InternalError
-from planner.estimator.confidence import design_confidence, kept_share
+from planner.estimator.confidence import margin_kept
 from planner.estimator.economics import (
     Period,
     Prices,
@@ -33,7 +36,7 @@ from planner.estimator.request_mix import class_workload, fits, replica_rate
 from planner.estimator.serving import prefill_pool_budget, prefill_prompt, token_budget
 from planner.estimator.training_designs import TrainingJob, training_job, training_setup
 from planner.plan.slack import BINDING_SLACK, REPLICA_DEVICES
-from planner.plan.types import Plan, WorkloadPlan
+from planner.plan.types import WorkloadPlan
 from planner.schema.catalog import Node
 from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload, Workload
 
@@ -592,14 +595,18 @@ def check_demand(
                             f"`{c.name}` in `{p.name}`, below the demand {need:.6g}",
                         )
             continue
-        thr = sum(x.tokens_per_s * _kept(problem, cat, x) for _, x in here)
+        # Tokens/s less the risk margin where the calibration (recomputed) does not back them.
+        margin = problem.constraints.risk_margin
+        thr = sum(
+            x.tokens_per_s * margin_kept(cat, margin, devices_of(x), x.engine or "", x.batch)
+            for _, x in here
+        )
         need_tps = w.min_tokens_per_s * p.scale
         if need_tps > 0:
             key = f"throughput:{w.name}"
             f.room[key] = min(f.room.get(key, math.inf), (thr - need_tps) / need_tps)
         paths = ", ".join(f"`{at}.tokens_per_s`" for at, _ in here)
         if thr < w.min_tokens_per_s * p.scale * (1 - REL_TOL):
-            margin = problem.constraints.risk_margin
             kept = f" (less the risk margin {margin:.0%} on uncalibrated designs)" if margin else ""
             fail(
                 problem,
@@ -617,19 +624,3 @@ def check_demand(
         fastest = min(x.ms_per_token or math.inf for _, x in here)
         if thr > need_seq * 1000.0 / fastest * (1 + REL_TOL):
             fail(problem, f"{paths}: claim {thr:.1f} tokens/s from {need_seq} sequences")
-
-
-def chosen_hosts(plan: Plan, cat: Catalog) -> dict[str, Node]:
-    """The node type the plan's node lines put each device type in (a choice the plan states;
-    the checks of the host lines say whether it may)."""
-    return {x.hosts: cat.nodes[x.type] for x in plan.nodes if x.type in cat.nodes}
-
-
-def _kept(problem: Problem, cat: Catalog, wp: WorkloadPlan) -> float:
-    """The share of a replica group's tokens/s the floor counts: its confidence recomputed from
-    the calibration rows (not the plan's label), less the risk margin where they do not back it."""
-    if not problem.constraints.risk_margin:
-        return 1.0
-    devices = [cat.accelerator(x) for x in sorted(devices_of(wp))]
-    label = design_confidence(cat, devices, wp.engine or "", wp.batch).label
-    return kept_share(problem.constraints.risk_margin, label)

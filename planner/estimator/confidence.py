@@ -101,3 +101,14 @@ def kept_share(problem_margin: float, label: str) -> float:
     `constraints.risk_margin`."""
     backed = CONFIDENCE.index(label) <= CONFIDENCE.index("interpolated")
     return 1.0 if backed else 1.0 - problem_margin
+
+
+def margin_kept(
+    cat: Catalog, margin: float, devices: dict[str, int], engine: str, batch: int
+) -> float:
+    """kept_share for a replica of `devices` running `engine` at `batch`, its label recomputed
+    from the calibration rows (1 without a margin)."""
+    if not margin:
+        return 1.0
+    accs = [cat.accelerator(x) for x in sorted(devices)]
+    return kept_share(margin, design_confidence(cat, accs, engine, batch).label)

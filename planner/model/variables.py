@@ -146,15 +146,7 @@ class ModelBase:
             else:
                 self.fleet[dev] = self.m.new_int_var(0, self.fleet_ub[dev], f"fleet[{dev}]")
             self.bought[dev] = self.m.new_int_var(0, self.bought_ub[dev], f"bought[{dev}]")
-            for node in e.hosts:
-                hk = (dev, node.id)
-                self.nodes[node.id] = node
-                self.hosts_ub[hk] = hosts_for(node, self.fleet_ub[dev]) + 1
-                self.pick[hk] = self.m.new_bool_var(f"pick[{dev},{node.id}]")
-                self.hosts[hk] = self.m.new_int_var(0, self.hosts_ub[hk], f"hosts[{dev},{node.id}]")
-                self.hosts_bought[hk] = self.m.new_int_var(
-                    0, self.hosts_ub[hk], f"hosts_bought[{dev},{node.id}]"
-                )
+            self._host_variables(dev)
         self._network_variables()
         avail = self.p.market.spot_availability
         for dev in sorted({dev for dev, _, site in self.use if site == CLOUD}):
@@ -212,6 +204,18 @@ class ModelBase:
             n = self.m.new_int_var(0, instances, f"instances {name}")
             self.m.add(var == unit * n)
         return var
+
+    def _host_variables(self, dev: str) -> None:
+        """Per host option of `dev`: whether it is the one chosen, hosts held and bought."""
+        for node in self.t.econ[dev].hosts:
+            hk = (dev, node.id)
+            self.nodes[node.id] = node
+            self.hosts_ub[hk] = hosts_for(node, self.fleet_ub[dev]) + 1
+            self.pick[hk] = self.m.new_bool_var(f"pick[{dev},{node.id}]")
+            self.hosts[hk] = self.m.new_int_var(0, self.hosts_ub[hk], f"hosts[{dev},{node.id}]")
+            self.hosts_bought[hk] = self.m.new_int_var(
+                0, self.hosts_ub[hk], f"hosts_bought[{dev},{node.id}]"
+            )
 
     def _network_variables(self) -> None:
         """Ports and switches bought to join the hosts (planner.estimator.network): with two or
