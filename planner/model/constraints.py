@@ -12,6 +12,7 @@ from planner.model.result import ShareKey
 from planner.model.scale import RATE_SCALE, SHARE_STEPS, THROUGHPUT_SCALE, to_int
 from planner.model.tables import class_load
 from planner.model.variables import CLOUD, PREM
+from planner.schema.catalog import Node
 from planner.schema.problem import InferenceWorkload, TrainingWorkload
 
 
@@ -134,26 +135,37 @@ class Constraints(Quantities):
                 self.m.add(fleet <= self.fleet_ub[dev])
             bought = self.bought[dev]
             self.m.add(bought >= fleet - e.owned)
-            # Devices held are the owned ones in use (all of them once any is bought) and every
-            # device bought, spares of a whole unit included.
-            used_owned: cp_model.IntVar | int = 0
-            if e.owned:
-                used_owned = self.m.new_int_var(0, e.owned, f"owned used[{dev}]")
-                self.m.add_min_equality(used_owned, [fleet, e.owned])
-            self.m.add(fleet >= bought + used_owned)
+            if dev in self.spare or not self.single:
+                # Devices held are the owned ones in use (all of them once any is bought) and
+                # every device bought, spares of a whole unit included. (Without spares the
+                # fleet is the devices at work, and the cost keeps bought = fleet - owned.)
+                used_owned: cp_model.IntVar | int = 0
+                if e.owned:
+                    used_owned = self.m.new_int_var(0, e.owned, f"owned used[{dev}]")
+                    self.m.add_min_equality(used_owned, [fleet, e.owned])
+                self.m.add(fleet >= bought + used_owned)
             keys = [(dev, n.id) for n in e.hosts]
             self.m.add(sum(self.pick[k] for k in keys) <= 1)
             self.m.add(sum(self.nodes[k[1]].slots * self.hosts[k] for k in keys) >= fleet)
             self.m.add(sum(self.nodes[k[1]].slots * self.hosts_bought[k] for k in keys) >= bought)
             for k in keys:
                 node = self.nodes[k[1]]
-                self.m.add(self.hosts[k] <= self.hosts_ub[k] * self.pick[k])
+                self.m.add(self.hosts[k] == 0).only_enforce_if(~self.pick[k])
                 self.m.add(self.hosts_bought[k] <= self.hosts[k])
                 if node.sold_whole:  # its devices are bought a whole host at a time
                     self.m.add(bought >= node.slots * self.hosts_bought[k]).only_enforce_if(
                         self.pick[k]
                     )
         self._host_holds_groups()
+
+    def _allowed(self, dev: str, nodes: list[Node]) -> cp_model.IntVar:
+        """A literal true when `dev`'s chosen host is one of `nodes` (one per set, shared)."""
+        key = (dev, tuple(n.id for n in nodes))
+        if key not in self._allowed_lits:
+            lit = self.m.new_bool_var(f"host in {key}")
+            self.m.add(lit == sum(self.pick[(dev, n.id)] for n in nodes))
+            self._allowed_lits[key] = lit
+        return self._allowed_lits[key]
 
     def _host_holds_groups(self) -> None:
         """A replica on premises runs only where its device types' chosen hosts hold its
@@ -177,8 +189,7 @@ class Constraints(Quantities):
                     )
                 ]
                 if len(ok) < len(e.hosts):
-                    picks = [self.pick[(st.device, n.id)] for n in ok]
-                    self.m.add(r <= self.R_ub[key] * sum(picks))
+                    self.m.add(r == 0).only_enforce_if(~self._allowed(st.device, ok))
 
     def _cloud_supply(self) -> None:
         """Cloud replicas run on reserved, on-demand and (the share expected up of) spot devices;

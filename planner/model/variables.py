@@ -56,6 +56,7 @@ class ModelBase:
         self.nodes: dict[str, Node] = {}
         # Devices held beyond those at work: the rest of a whole baseboard or kit.
         self.spare: dict[str, cp_model.IntVar] = {}
+        self._allowed_lits: dict[tuple[str, tuple[str, ...]], cp_model.IntVar] = {}
         self.reserved: dict[str, cp_model.IntVar] = {}
         self.od: dict[tuple[str, int], cp_model.IntVar] = {}
         self.spot: dict[tuple[str, int], cp_model.IntVar] = {}
