@@ -75,6 +75,10 @@ def _until_loaded(pid: int, library: str) -> None:
         time.sleep(0.01)
 
 
+def _sigint_as_from_a_terminal() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def interrupted_run(
     args: list[str], wait_s: float, library: str = "pydantic_core"
 ) -> tuple[int, str, str]:
@@ -86,6 +90,9 @@ def interrupted_run(
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
+        # As from a terminal: a test run started in the background by a shell without job
+        # control inherits SIGINT ignored, and the planner rightly keeps an ignored Ctrl-C so.
+        preexec_fn=_sigint_as_from_a_terminal,
     )
     _until_loaded(proc.pid, library)
     time.sleep(wait_s)

@@ -308,7 +308,8 @@ def test_rent_the_peak_break_even_month_includes_the_host() -> None:
     device_only = mi.total_usd / ((b.rent_usd - mi.maintenance_usd - mi.energy_usd) / 36)
     assert device_only < b.break_even_month - 2
     assert mi.utilization == pytest.approx(1.0) and mi.break_even_utilization is not None
-    assert b.break_even_month == pytest.approx(36 * mi.break_even_utilization, rel=0.02)
+    # Within 3 %: the month is the plan's fleet, the utilization one device's share of it.
+    assert b.break_even_month == pytest.approx(36 * mi.break_even_utilization, rel=0.03)
 
 
 def test_break_even_utilization_counts_idle_draw_and_the_host() -> None:
