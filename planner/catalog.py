@@ -102,8 +102,11 @@ class Catalog:
         fits = [
             n
             for n in self.nodes.values()
-            if device.id in n.accepts_devices
-            or (not n.accepts_devices and device.form_factor in n.accepts_form_factors)
+            if (
+                device.id in n.accepts_devices
+                or (not n.accepts_devices and device.form_factor in n.accepts_form_factors)
+            )
+            and (not n.accepts_device_classes or device.device_class in n.accepts_device_classes)
         ]
         return sorted(fits, key=lambda n: (n.price_usd / n.slots, -n.slots, n.id))
 

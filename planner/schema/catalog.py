@@ -346,6 +346,12 @@ class Node(Sourced):
         default_factory=list,
         description="Accelerator ids it is built for (baseboards), if limited.",
     )
+    accepts_device_classes: list[DeviceClass] = Field(
+        default_factory=list,
+        description="Device classes it can run, if limited: a desktop or workstation case cools "
+        "cards with their own fans (consumer and workstation cards), not the passively cooled "
+        "datacenter PCIe cards built for a server's forced air. Empty: any.",
+    )
     intra_node_link: str = Field(
         description="Link id between its accelerators (pcie5, nvlink4...)."
     )
