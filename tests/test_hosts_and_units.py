@@ -244,3 +244,46 @@ def test_risk_margin_on_uncalibrated_designs() -> None:
     # The room under the floor counts the tokens less the margin.
     got = sum(w.tokens_per_s for w in held.workloads) * 0.5
     assert abs(held.slack["throughput:serve"] - (got - 1000) / 1000) < 1e-9
+
+
+def test_passively_cooled_cards_go_in_servers() -> None:
+    # Datacenter PCIe cards (L40S, L4, T4, H100 PCIe...) ship with a passive heatsink for a
+    # server's forced air (catalog nodes.yaml, source nvidia-l40s-passive): no desktop or
+    # workstation hosts them; fan-cooled consumer and workstation cards go in either.
+    cat = load_catalog()
+    cases = [a for a in cat.accelerators.values() if a.form_factor == "pcie"]
+    assert cases
+    for a in cases:
+        kinds = {n.kind for n in cat.nodes_for(a)}
+        if a.device_class == "datacenter":
+            assert kinds.isdisjoint({"desktop", "workstation"}), a.id
+            assert "pcie-server" in kinds, a.id
+        else:
+            assert {"desktop", "workstation", "pcie-server"} <= kinds, a.id
+    plan = solve_problem(problem(["l40s"], small()), time_limit=30)
+    assert plan.status == "OPTIMAL"
+    assert {cat.node(n.type).kind for n in plan.nodes} == {"pcie-server"}
+
+
+def test_allowed_hosts_limits_the_host_types() -> None:
+    serve = {**small(), "min_tokens_per_s": 1000, "concurrency": 64}
+    free = solve_problem(problem(["rtx-4090"], serve), time_limit=30)
+    assert [n.type for n in free.nodes] == ["workstation-4"]
+    # One card per desktop: the same demand on desktops only, never cheaper.
+    only = solve_problem(problem(["rtx-4090"], serve, allowed_hosts=["desktop-1"]), time_limit=30)
+    assert only.status == "OPTIMAL"
+    assert {n.type for n in only.nodes} == {"desktop-1"}
+    assert only.tco_usd >= free.tco_usd
+    # A device no allowed host takes, bought only: no device left, said plainly.
+    none = solve_problem(problem(["l40s"], small(), allowed_hosts=["desktop-1"]), time_limit=30)
+    assert none.status == "INFEASIBLE"
+    assert any("constraints.allowed_hosts" in n for n in none.notes), none.notes
+
+
+def test_an_unknown_allowed_host_is_named() -> None:
+    from planner.errors import InputError
+    from planner.load import check_names
+
+    p = problem(["rtx-4090"], small(), allowed_hosts=["desktp-1"])
+    with pytest.raises(InputError, match=r"allowed_hosts.*unknown host `desktp-1`.*desktop-1"):
+        check_names(p, load_catalog())

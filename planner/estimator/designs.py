@@ -35,7 +35,14 @@ from planner.estimator.cost import power_w
 from planner.estimator.devices import device_table
 from planner.estimator.economics import available_modes
 from planner.estimator.formats import kv_bytes, weight_format
-from planner.estimator.hosts import derates, holding_hosts, host_options, sustained, tp_limit
+from planner.estimator.hosts import (
+    derates,
+    holding_hosts,
+    host_options,
+    placeable,
+    sustained,
+    tp_limit,
+)
 from planner.estimator.memory import (
     FRAMEWORK_OVERHEAD_BYTES,
     block_weight_bytes,
@@ -119,9 +126,10 @@ def allowed_devices(problem: Problem, cat: Catalog) -> list[Accelerator]:
             continue
         if not architecture_allowed(cat, d, c):
             continue
-        if not available_modes(problem, d, instances=cat.instances_of(d.id)) and d.id not in owned:
+        modes = available_modes(problem, d, instances=cat.instances_of(d.id))
+        if not modes and d.id not in owned:
             continue
-        if not cat.nodes_for(d):
+        if not placeable(cat, d, problem, modes):
             continue
         out.append(d)
     return out

@@ -14,12 +14,22 @@ from planner.schema.problem import Constraints, Problem
 
 
 def host_options(cat: Catalog, d: Accelerator, problem: Problem) -> list[Node]:
-    """Every node that can host `d`, cheapest per slot first; only its default host when the
-    problem owns some `d` (an inventory names devices, and they come in the hosts they sit in)."""
+    """Every node that can host `d` among `constraints.allowed_hosts`, cheapest per slot first;
+    only its default host when the problem owns some `d` (an inventory names devices, and they
+    come in the hosts they sit in)."""
     if any(o.device == d.id for o in problem.constraints.inventory):
         host = cat.host_for(d)
         return [host] if host else []
-    return cat.nodes_for(d)
+    allowed = problem.constraints.allowed_hosts
+    return [n for n in cat.nodes_for(d) if allowed is None or n.id in allowed]
+
+
+def placeable(cat: Catalog, d: Accelerator, problem: Problem, modes: Iterable[str]) -> bool:
+    """Whether `d` has somewhere to run under `modes` (the problem's modes it has a price
+    for): a host among `constraints.allowed_hosts` on premises, or a provider's machine."""
+    if not cat.nodes_for(d):
+        return False
+    return bool(host_options(cat, d, problem)) or any(m != "buy" for m in modes)
 
 
 def carries_scale_up(d: Accelerator, node: Node) -> bool:

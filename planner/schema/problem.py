@@ -510,6 +510,15 @@ class Constraints(ProblemModel):
     vendors: list[CatalogId] | None = Field(
         None, min_length=1, max_length=64, description="Only these vendors."
     )
+    allowed_hosts: list[CatalogId] | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_DEVICE_LIST,
+        description="Only these host types on premises (catalog node ids, `planner catalog list "
+        "nodes`; default every host that takes the device): for example [desktop-1] when the "
+        "devices go one to a desktop. Owned devices stay in the hosts they sit in; rented ones "
+        "in the provider's machines.",
+    )
     require_ecc: StrictBool = Field(False, description="Only devices with ECC memory.")
     memory_headroom: Annotated[
         Share, Limit(ge=0, lt=1, why="a headroom of 1 (100 %) leaves no memory to use")
