@@ -30,7 +30,7 @@ PREM = Site.PREMISES
 
 # Devices with a purchase price and a host, from small to large.
 DEVICES = ["rtx-4090", "rtx-3090", "a100-80gb-sxm", "h100-sxm", "mi300x", "rtx-5090"]
-MAX_MIXES = 20_000  # examples with more replica mixes x host choices than this are skipped
+MAX_MIXES = 4_000  # examples with more replica mixes x host choices than this are skipped
 
 
 @st.composite
@@ -157,7 +157,8 @@ def host_choices(problem: Problem, tables: Tables) -> int:
     return math.prod(len(tables.econ[x].hosts) for x in devices)
 
 
-@settings(max_examples=40, deadline=None, derandomize=True)
+# About one drawn problem in six is small enough to brute-force: 120 draws compare 19.
+@settings(max_examples=120, deadline=None, derandomize=True)
 @given(tiny_problems())
 def test_no_cheaper_plan_exists(problem: Problem) -> None:
     tables = build_tables(problem, load_catalog())
