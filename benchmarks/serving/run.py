@@ -49,7 +49,6 @@ import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -62,16 +61,13 @@ from planner.catalog import add_file_model, load_catalog
 from planner.estimator.designs import Design, allowed_devices, inference_designs
 from planner.estimator.efficiency import load_serving
 from planner.estimator.formats import kv_bytes, weight_format
-from planner.estimator.memory import kv_bytes_per_token
 from planner.estimator.replica import IterationTime, StageSpec
+from planner.estimator.request_mix import decode_engine_rate, prefill_engine_rate
 from planner.estimator.serving import (
     LoadedLatency,
     chunk_mix,
-    decode_latency,
-    kv_transfer_s,
     max_rate,
     open_latency,
-    prefill_latency,
     prefill_pool_budget,
 )
 from planner.hf_config import load_hf_config
@@ -285,16 +281,6 @@ def sizing_devices(s: dict[str, Any], demand: float) -> float:
     return demand / per if per > 0 else math.inf
 
 
-def _prefill_at(it: IterationTime, prompt: int, transfer: float, rate: float) -> LoadedLatency:
-    return prefill_latency(it, rate=rate, prompt=prompt, transfer_s=transfer)
-
-
-def _decode_at(
-    it: IterationTime, batch: int, prompt: int, output: int, rate: float
-) -> LoadedLatency:
-    return decode_latency(it, slots=batch, rate=rate, prompt=prompt, output=output)
-
-
 def disaggregated_devices(s: dict[str, Any], demand: float) -> float:
     """The disaggregated sizing metric: accelerators in a prefill pool and a decode pool for
     `demand` output tokens/s, each pool of the planner's best single-stage design under its own
@@ -306,7 +292,6 @@ def disaggregated_devices(s: dict[str, Any], demand: float) -> float:
     m, prompt, output = s["m"], s["prompt"], s["output"]
     link = cat.link("ib-ndr")
     acc = cat.accelerator(s["dev"])
-    kv = kv_bytes_per_token(m, kv_bytes(_kv(s["weights"]))) * prompt
     prefill = math.inf  # accelerators per request/s
     decode = math.inf
     for d in _designs({**s, "tp": None}):
@@ -320,27 +305,27 @@ def disaggregated_devices(s: dict[str, Any], demand: float) -> float:
             )  # fmt: skip
 
         if d.batch == 1:
-            it = engine(1, prefill_pool_budget(prompt))
-            budget = it.budget
-            ports = link.bandwidth_gb_s * 1e9 * tp
-            transfer = kv_transfer_s(kv, ports, link.latency_us * 1e-6)
-            full = min(budget / (prompt * it(0.0, budget)), ports / kv)
-            rate = max_rate(
-                partial(_prefill_at, it, prompt, transfer),
-                ceiling=lambda lat: lat.ttft_mean_s <= s["ttft_limit"],
-                capacity=full,
-            )
+            rate = prefill_engine_rate(
+                engine(1, prefill_pool_budget(prompt)), tp, 1, link, prompt,
+                kv_bytes(_kv(s["weights"])),
+                ceiling=lambda lat: lat.ttft_mean_s <= s["ttft_limit"], utilization=1.0,
+            )  # fmt: skip
             if rate > 0:
                 prefill = min(prefill, tp / rate)
-        it = engine(d.batch, None)
-        rate = max_rate(
-            partial(_decode_at, it, d.batch, prompt, output),
-            ceiling=lambda lat: lat.tpot_s <= s["tpot_limit"],
-            capacity=d.batch / (output * it(d.batch, 0.0)),
-        )
+        rate = decode_engine_rate(
+            engine(d.batch, None), d.batch, prompt, output,
+            ceiling=lambda lat: lat.tpot_s <= s["tpot_limit"], utilization=1.0,
+        )  # fmt: skip
         if rate > 0:
             decode = min(decode, tp / rate)
     return demand / output * (prefill + decode)
+
+
+# Sizing rows: the devices a configurator chose for a demand, aggregated or in two pools.
+SIZING: dict[str, tuple[str, Callable[[dict[str, Any], float], float]]] = {
+    "sizing": ("", sizing_devices),
+    "disaggregated": (" in prefill and decode pools", disaggregated_devices),
+}
 
 
 def _missing(r: dict[str, Any], m: ModelArch | None, dev: str | None, weights: str | None) -> str:
@@ -402,12 +387,13 @@ def _row(r: dict[str, Any]) -> Row:
             "output tokens/s per accelerator within p99 limits",
             lambda: server_per_accelerator(s), spec=s,
         )  # fmt: skip
-    if kind == "disaggregated" and "tokens_per_s_per_gpu" in meas and s["ttft_limit"]:
+    if kind in SIZING and "tokens_per_s_per_gpu" in meas and s["ttft_limit"]:
         demand = meas["tokens_per_s_per_gpu"] * r["devices"]
+        what, metric = SIZING[kind]
         return Row(
             r["id"], kind, src, float(r["devices"]),
-            f"GPUs in prefill and decode pools for {demand:,.0f} output tokens/s within its targets",
-            lambda: disaggregated_devices(s, demand), spec=s,
+            f"GPUs{what} for {demand:,.0f} output tokens/s within its targets",
+            lambda: metric(s, demand), spec=s,
         )  # fmt: skip
     if tp is None:
         base.why_not = "tensor parallelism not stated"
@@ -430,13 +416,6 @@ def _row(r: dict[str, Any]) -> Row:
         return Row(
             r["id"], kind, src, meas["tpot_s"], "TPOT s",
             lambda: _iteration(m, dev, tp, weights, 1, prompt, output)(1, 0), spec=s,
-        )  # fmt: skip
-    if kind == "sizing" and "tokens_per_s_per_gpu" in meas and s["ttft_limit"]:
-        demand = meas["tokens_per_s_per_gpu"] * r["devices"]
-        return Row(
-            r["id"], kind, src, float(r["devices"]),
-            f"GPUs for {demand:,.0f} output tokens/s within its targets",
-            lambda: sizing_devices(s, demand), spec=s,
         )  # fmt: skip
     base.why_not = "no metric for this row type and measurement"
     return base
@@ -512,6 +491,12 @@ def fit(rows: list[Row], pred: dict[str, list[float]]) -> dict[str, int]:
     return out
 
 
+def factor_for(fitted: dict[str, int], path: str) -> int:
+    """The fitted grid index for a tensor path: the vendor's own where it was fitted, else its
+    class's path ("16-bit amd" falls back to "16-bit")."""
+    return fitted.get(path, fitted[path.split(" ")[0]])
+
+
 def score(rows: list[Row], pred: dict[str, list[float]]) -> list[tuple[Row, dict[str, int], float]]:
     """(row, factors fitted without its source, deviation) for every expressible row."""
     out = []
@@ -521,7 +506,7 @@ def score(rows: list[Row], pred: dict[str, list[float]]) -> list[tuple[Row, dict
         for r in usable:
             if r.source == src:
                 path = r.spec.get("path")
-                i = idx.get(path, idx[path.split(" ")[0]]) if path else 0
+                i = factor_for(idx, path) if path else 0
                 out.append((r, idx, pred[r.id][i] / r.measured - 1))
     return out
 
@@ -554,10 +539,7 @@ def order_check(
         want, measured = ranked(rs, {r.id: r.measured for r in rs})
         cells = [measured]
         for fig in (
-            {
-                r.id: pred[r.id][shipped.get(r.spec["path"], shipped[r.spec["path"].split(" ")[0]])]
-                for r in rs
-            },
+            {r.id: pred[r.id][factor_for(shipped, r.spec["path"])] for r in rs},
             {r.id: loso[r.id] for r in rs},
         ):
             got, text = ranked(rs, fig)

@@ -30,6 +30,7 @@ needed; m = 1 is ordinary dominance, m > 1 catches deep pipelines that m lone st
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -205,18 +206,45 @@ def _prefill_rate(
 ) -> float:
     """Requests/s of one prefill engine (replica_rate): at most max_utilization of its prompt
     tokens/s and of its ports' bandwidth for the KV it sends, and the first-token budget met."""
-    budget = prefill_pool_budget(P)
-    ports = link.bandwidth_gb_s * 1e9 * sum(st.tp for st in stages)
-    kv = kv_bytes_per_token(it.model, kv_bytes(w.kv)) * P
-    transfer = kv_transfer_s(kv, ports, link.latency_us * 1e-6)
-    full = min(budget / (P * it(0.0, budget)), ports / kv / len(stages))
     first = _first_token_budget(w)
     k = 1.0 + load_serving().latency_margin
     pct = w.latency_percentile
+    return prefill_engine_rate(
+        it,
+        sum(st.tp for st in stages),
+        len(stages),
+        link,
+        P,
+        kv_bytes(w.kv),
+        ceiling=lambda lat: first is None or lat.ttft_s[pct] * k <= first,
+        utilization=w.max_utilization,
+    )
+
+
+def prefill_engine_rate(
+    it: IterationTime,
+    devices: int,
+    stages: int,
+    link: Link,
+    P: float,
+    kv_bytes_per_value: float,
+    *,
+    ceiling: Callable[[LoadedLatency], bool],
+    utilization: float,
+) -> float:
+    """Requests/s of one prefill engine of `devices` over `stages` stages: it batches whole
+    prompts of `P` tokens up to the prefill pool's token budget and sends each prompt's KV
+    cache over one `link` port per device; at most `utilization` of its prompt tokens/s and of
+    its ports' bandwidth, and `ceiling` met at that rate."""
+    budget = prefill_pool_budget(P)
+    ports = link.bandwidth_gb_s * 1e9 * devices
+    kv = kv_bytes_per_token(it.model, kv_bytes_per_value) * P
+    transfer = kv_transfer_s(kv, ports, link.latency_us * 1e-6)
+    full = min(budget / (P * it(0.0, budget)), ports / kv / stages)
     return max_rate(
         lambda r: prefill_latency(it, rate=r, prompt=P, transfer_s=transfer),
-        ceiling=lambda lat: first is None or lat.ttft_s[pct] * k <= first,
-        capacity=w.max_utilization * full,
+        ceiling=ceiling,
+        capacity=utilization * full,
     )
 
 
@@ -226,7 +254,6 @@ def _decode_rate(
     """Requests/s of one decode engine (replica_rate): at most max_utilization of its full
     batch's, the time per token and what the end-to-end ceiling leaves after the prefill
     pool's first-token budget met."""
-    full = batch / (out * it(batch, 0.0))
     first = _first_token_budget(w)
     rest = None if w.max_e2e_s is None else w.max_e2e_s - (first or 0.0)
     k = 1.0 + load_serving().latency_margin
@@ -237,10 +264,24 @@ def _decode_rate(
             w.max_ms_per_token is None or lat.tpot_s * 1e3 * k <= w.max_ms_per_token
         )
 
+    return decode_engine_rate(it, batch, P, out, ceiling=meets, utilization=w.max_utilization)
+
+
+def decode_engine_rate(
+    it: IterationTime,
+    batch: int,
+    P: float,
+    out: float,
+    *,
+    ceiling: Callable[[LoadedLatency], bool],
+    utilization: float,
+) -> float:
+    """Requests/s of one decode engine of `batch` slots taking prompts of `P` tokens from a
+    prefill pool and writing `out`: at most `utilization` of its full batch's, `ceiling` met."""
     return max_rate(
         lambda r: decode_latency(it, slots=batch, rate=r, prompt=P, output=out),
-        ceiling=meets,
-        capacity=w.max_utilization * full,
+        ceiling=ceiling,
+        capacity=utilization * (batch / (out * it(batch, 0.0))),
     )
 
 
