@@ -140,12 +140,6 @@ def check_names(problem: Problem, cat: Catalog, doc: Located | None = None) -> N
                 raise InputError(
                     f"{where(loc)}unknown device `{n}`{did_you_mean(n, cat.accelerators)}"
                 )
-    for j, n in enumerate(c.allowed_hosts or []):
-        if n not in cat.nodes:
-            raise InputError(
-                f"{where(('constraints', 'allowed_hosts', j))}unknown host `{n}`"
-                f"{did_you_mean(n, cat.nodes)} (see `planner catalog list nodes`)"
-            )
     for key, names, table in (
         ("engines", c.engines or [], cat.engines),
         ("min_architecture", c.min_architecture, cat.architectures),
@@ -200,8 +194,14 @@ def _check_context(w: InferenceWorkload, m: ModelArch, where: Callable[[Loc], st
 
 
 def _check_more_names(problem: Problem, cat: Catalog, where: Callable[[Loc], str]) -> None:
-    """Device ids in prices and measured capacities, the carbon region, and owned devices
-    listed twice."""
+    """Host ids in allowed_hosts, device ids in prices and measured capacities, the carbon
+    region, and owned devices listed twice."""
+    for j, n in enumerate(problem.constraints.allowed_hosts or []):
+        if n not in cat.nodes:
+            raise InputError(
+                f"{where(('constraints', 'allowed_hosts', j))}unknown host `{n}`"
+                f"{did_you_mean(n, cat.nodes)} (see `planner catalog list nodes`)"
+            )
     for name in problem.market.prices:
         if name not in cat.accelerators:
             raise InputError(

@@ -87,6 +87,18 @@ def _allowed(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
     ]
 
 
+def _allowed_hosts(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    c = problem.constraints
+    owned = {o.device for o in c.inventory}
+    if c.allowed_hosts is None:
+        return []
+    return [
+        f"constraints.allowed_hosts: {n.hosts} sits in {n.type}, not among {c.allowed_hosts}"
+        for n in plan.nodes
+        if n.type not in c.allowed_hosts and n.hosts not in owned
+    ]
+
+
 def _excluded(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
     ex = problem.constraints.excluded_devices
     devs = sorted(_stage_devices(plan) | set(_held(plan)))
@@ -484,6 +496,7 @@ RULES: dict[str, Rule] = {
     "constraints.max_devices": _max_devices,
     "constraints.allowed_devices": _allowed,
     "constraints.excluded_devices": _excluded,
+    "constraints.allowed_hosts": _allowed_hosts,
     "constraints.vendors": _vendors,
     "constraints.require_ecc": _ecc,
     "constraints.memory_headroom": _headroom,
