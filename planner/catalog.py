@@ -102,8 +102,11 @@ class Catalog:
         fits = [
             n
             for n in self.nodes.values()
-            if device.id in n.accepts_devices
-            or (not n.accepts_devices and device.form_factor in n.accepts_form_factors)
+            if (
+                device.id in n.accepts_devices
+                or (not n.accepts_devices and device.form_factor in n.accepts_form_factors)
+            )
+            and (not n.accepts_device_classes or device.device_class in n.accepts_device_classes)
         ]
         return sorted(fits, key=lambda n: (n.price_usd / n.slots, -n.slots, n.id))
 
@@ -386,7 +389,7 @@ def _cross_check(cat: Catalog, root: Path) -> None:
                 f"{did_you_mean(i.device, cat.accelerators)}"
             )
     for n in cat.nodes.values():
-        named = [n.intra_node_link, *(nic.link for nic in n.nics)]
+        named = [n.intra_node_link, *n.scale_up_bridges, *(nic.link for nic in n.nics)]
         for link in named:
             if link not in cat.links:
                 raise CatalogError(

@@ -14,6 +14,7 @@ from planner.errors import InputError, did_you_mean
 from planner.estimator.economics import available_modes
 from planner.estimator.efficiency import Efficiency, load_efficiency
 from planner.estimator.formats import kv_bytes, weight_format
+from planner.estimator.hosts import placeable
 from planner.estimator.support import architecture_allowed
 from planner.hf_config import load_hf_config
 from planner.schema.catalog import Accelerator, ModelArch
@@ -193,8 +194,14 @@ def _check_context(w: InferenceWorkload, m: ModelArch, where: Callable[[Loc], st
 
 
 def _check_more_names(problem: Problem, cat: Catalog, where: Callable[[Loc], str]) -> None:
-    """Device ids in prices and measured capacities, the carbon region, and owned devices
-    listed twice."""
+    """Host ids in allowed_hosts, device ids in prices and measured capacities, the carbon
+    region, and owned devices listed twice."""
+    for j, n in enumerate(problem.constraints.allowed_hosts or []):
+        if n not in cat.nodes:
+            raise InputError(
+                f"{where(('constraints', 'allowed_hosts', j))}unknown host `{n}`"
+                f"{did_you_mean(n, cat.nodes)} (see `planner catalog list nodes`)"
+            )
     for name in problem.market.prices:
         if name not in cat.accelerators:
             raise InputError(
@@ -258,6 +265,12 @@ def why_no_device(problem: Problem, cat: Catalog) -> str:
             ),
         ),
         ("the catalog's hosts (no node takes them)", cat.nodes_for),
+        (
+            "constraints.allowed_hosts (no allowed host takes them, and they cannot be rented)",
+            lambda d: placeable(
+                cat, d, problem, available_modes(problem, d, instances=cat.instances_of(d.id))
+            ),
+        ),
     ]
     left = list(cat.accelerators.values())
     for name, keeps in filters:

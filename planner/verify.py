@@ -32,9 +32,11 @@ from planner.estimator.economics import (
     ownership_factor,
     reserved_hours,
 )
+from planner.estimator.hosts import devices_bought, host_options, hosts_for, purchase_unit, tp_limit
 from planner.estimator.network import network_gear, ports_per_host
 from planner.plan.slack import BINDING_SLACK
 from planner.plan.types import Costs, DeviceLine, Plan, WorkloadPlan
+from planner.schema.catalog import Node
 from planner.schema.problem import MAX_DEVICES, InferenceWorkload, Problem, TrainingWorkload
 from planner.verify_workloads import (
     CLOUD,
@@ -66,6 +68,7 @@ def verify(plan: Plan, problem: Problem, cat: Catalog) -> None:
         same(problem, f"periods.{q}.scale", got.scale, want.scale)
         same(problem, f"periods.{q}.gco2e_per_kwh", got.gco2e_per_kwh, want.gco2e_per_kwh)
     f = Fleet(len(periods))
+    f.hosts = chosen_hosts(plan, cat)
     by_workload: dict[str, list[tuple[str, WorkloadPlan]]] = {}
     names = {w.name for w in problem.workloads}
     for i, wp in enumerate(plan.workloads):
@@ -97,7 +100,7 @@ def verify(plan: Plan, problem: Problem, cat: Catalog) -> None:
                 assert fig is not None
                 check_replicas(problem, cat, w, wp, fig, f, periods, at)
         if isinstance(w, InferenceWorkload):
-            check_demand(problem, w, parts, periods, f)
+            check_demand(problem, cat, w, parts, periods, f)
             for q, p in enumerate(periods):
                 if (w.name, q) in f.capacity:
                     # Tokens served: the demand when one is stated, else the capacity.
@@ -236,20 +239,29 @@ def _check_fleet(
         dev = line.type
         acc = cat.accelerator(dev)
         prices = device_prices(problem, acc, cat.instances_of(acc.id))
-        node = cat.host_for(acc)
+        node = f.hosts.get(dev) or cat.host_for(acc)
         assert node is not None
         prem = [f.use.get((dev, q, PREM), 0) for q in range(n)]
         cloud = [f.use.get((dev, q, CLOUD), 0) for q in range(n)]
         # No device is booked twice: the fleet holds every period's and every earlier phase's
-        # devices at work, each in its own time.
-        fleet = max(prem + [f.use.get((dev, q, PREM), 0) for q in _earlier(problem, n)])
-        if line.owned + line.bought != fleet:
+        # devices at work, each in its own time; owned ones first, then the fewest bought in
+        # the host's purchase unit (a whole baseboard or kit where it is sold whole: spares).
+        at_work = max(prem + [f.use.get((dev, q, PREM), 0) for q in _earlier(problem, n)])
+        want_bought = devices_bought(node, at_work - line.owned)
+        if line.bought != want_bought:
+            unit = purchase_unit(node)
+            why = (
+                f"{node.id} is sold whole, {unit} {dev} at a time"
+                if unit > 1
+                else f"{dev} is bought one at a time in {node.id}"
+            )
             fail(
                 problem,
-                f"`{at}.owned` {line.owned} + `{at}.bought` {line.bought} != the "
-                f"{fleet} {dev} at work on premises",
+                f"`{at}.bought`: {line.bought} {dev}, but {at_work} are at work on premises "
+                f"and {line.owned} owned; {why}: buy {want_bought}",
             )
-        if line.owned > owned_inv.get(dev, 0) or line.owned < min(fleet, owned_inv.get(dev, 0)):
+        fleet = line.owned + want_bought
+        if line.owned > owned_inv.get(dev, 0) or line.owned != min(at_work, owned_inv.get(dev, 0)):
             fail(
                 problem,
                 f"`{at}.owned`: {line.owned}, the inventory holds "
@@ -329,7 +341,7 @@ def _check_fleet(
             purchase * line.bought,
             f" (`{at}.bought` {line.bought})",
         )
-        host_bought = -(-line.bought // node.slots)
+        host_bought = hosts_for(node, line.bought)
         maint = (purchase * line.bought + node.price_usd * host_bought) * (own - 1)
         same(problem, f"{at}.maintenance_usd", line.maintenance_usd, maint)
         idle_wh = acc.power.idle_w * idle_device_hours(problem, fleet, hours[PREM])
@@ -382,15 +394,17 @@ def _check_fleet(
 def _check_hosts(
     plan: Plan, problem: Problem, cat: Catalog, f: Fleet, periods: list[Period]
 ) -> None:
-    """One node line per device type on premises: the fewest hosts that hold the fleet, their
-    price, rack units and idle power; the network joining them."""
+    """One node line per device type on premises, in a host that may hold it and every
+    tensor-parallel group it runs: the fewest hosts that hold the devices held, their price,
+    rack units and idle power; the network joining them."""
     c = problem.constraints
     n = len(periods)
     want_hosts: dict[str, int] = {}
     for x in plan.devices:
-        fleet = max((f.use.get((x.type, q, PREM), 0) for q in range(n)), default=0)
-        if fleet:
-            want_hosts[x.type] = fleet
+        at_work = max((f.use.get((x.type, q, PREM), 0) for q in range(n)), default=0)
+        if at_work:
+            want_hosts[x.type] = x.owned + x.bought  # the devices held (checked by _check_fleet)
+    groups = _largest_groups(plan)
     if sorted(x.hosts for x in plan.nodes) != sorted(want_hosts):
         fail(
             problem,
@@ -402,23 +416,17 @@ def _check_hosts(
     for i, node_line in enumerate(plan.nodes):
         at = f"nodes.{i}"
         nd = cat.node(node_line.type)
-        host = cat.host_for(cat.accelerator(node_line.hosts))
-        if host is None or host.id != nd.id:
-            fail(
-                problem,
-                f"`{at}.type`: {nd.id}, {node_line.hosts} is hosted by "
-                f"{host.id if host else 'no node'}",
-            )
+        _check_host_type(problem, cat, at, nd, node_line.hosts, groups.get(node_line.hosts, 1))
         fleet = want_hosts.get(node_line.hosts, 0)
         same(
             problem,
             f"{at}.count",
             node_line.count,
-            -(-fleet // nd.slots),
+            hosts_for(nd, fleet),
             f" (the fewest {nd.id} hosts for {fleet} {node_line.hosts})",
         )
         same(problem, f"{at}.unit_price_usd", node_line.unit_price_usd, nd.price_usd)
-        hosts_bought = -(-bought.get(node_line.hosts, 0) // nd.slots)
+        hosts_bought = hosts_for(nd, bought.get(node_line.hosts, 0))
         same(
             problem,
             f"{at}.total_usd",
@@ -458,6 +466,33 @@ def _check_hosts(
     want = list(dict.fromkeys(links)) + ([c.network] if joined else [])
     if sorted(plan.links) != sorted(want):
         fail(problem, f"`links`: {plan.links}, the hosts and network make {want}")
+
+
+def _largest_groups(plan: Plan) -> dict[str, int]:
+    """Device -> its largest tensor-parallel group on premises."""
+    groups: dict[str, int] = {}
+    for wp in plan.workloads:
+        if wp.site == PREM:
+            for st in wp.stages:
+                groups[st.device] = max(groups.get(st.device, 1), st.tp)
+    return groups
+
+
+def _check_host_type(
+    problem: Problem, cat: Catalog, at: str, nd: Node, device: str, tp: int
+) -> None:
+    """The node line's host type may hold `device` and its largest group of `tp`."""
+    acc = cat.accelerator(device)
+    options = [x.id for x in host_options(cat, acc, problem)]
+    if nd.id not in options:
+        fail(problem, f"`{at}.type`: {nd.id} cannot host {acc.id} (its hosts: {options})")
+    limit = tp_limit(acc, nd, problem.constraints)
+    if tp > limit:
+        fail(
+            problem,
+            f"`{at}.type`: {nd.id} holds tensor-parallel groups of at most {limit} {acc.id}, "
+            f"the stages on premises run {tp}",
+        )
 
 
 def _same_dict(problem: Problem, at: str, got: dict[str, float], want: dict[str, float]) -> None:
@@ -630,3 +665,9 @@ def _check_energy_and_carbon(
     f.limit("carbon", total, cap)
     if cap is not None and total > cap * (1 + REL_TOL):
         fail(problem, f"`carbon.total_kgco2e`: {total:.0f} kg > max_carbon_kgco2e {cap} kg")
+
+
+def chosen_hosts(plan: Plan, cat: Catalog) -> dict[str, Node]:
+    """The node type the plan's node lines put each device type in (a choice the plan states;
+    the checks of the host lines say whether it may)."""
+    return {x.hosts: cat.nodes[x.type] for x in plan.nodes if x.type in cat.nodes}

@@ -14,8 +14,10 @@ from collections.abc import Callable, Iterator
 from planner.catalog import Catalog
 from planner.errors import PlannerError
 from planner.estimator.confidence import CONFIDENCE, design_confidence
+from planner.estimator.hosts import carries_scale_up, tp_limit
 from planner.plan.types import Plan, WorkloadPlan
 from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload, Workload
+from planner.schema.status import Site
 
 REL_TOL = 1e-6  # as planner.verify: ceilings hold within a relative 1e-6
 Rule = Callable[[Plan, Problem, Catalog], list[str]]
@@ -85,6 +87,18 @@ def _allowed(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
     ]
 
 
+def _allowed_hosts(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    c = problem.constraints
+    owned = {o.device for o in c.inventory}
+    if c.allowed_hosts is None:
+        return []
+    return [
+        f"constraints.allowed_hosts: {n.hosts} sits in {n.type}, not among {c.allowed_hosts}"
+        for n in plan.nodes
+        if n.type not in c.allowed_hosts and n.hosts not in owned
+    ]
+
+
 def _excluded(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
     ex = problem.constraints.excluded_devices
     devs = sorted(_stage_devices(plan) | set(_held(plan)))
@@ -141,16 +155,25 @@ def _tp_cap(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
 
 def _tp_domain(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
     """A tensor-parallel group lives in one host: within its slots, and within the device's
-    scale-up domain unless PCIe is allowed; its degree divides the attention heads."""
+    scale-up domain where the host carries that link, unless PCIe is allowed; its degree divides the attention heads."""
     pcie = problem.constraints.tensor_parallel_over_pcie
+    hosts = {x.hosts: cat.nodes[x.type] for x in plan.nodes if x.type in cat.nodes}
     out = []
     for w, wp in _parts(plan, problem):
         heads = cat.model(w.model).num_attention_heads
         for i, s in enumerate(wp.stages):
             d = cat.accelerator(s.device)
-            host = cat.host_for(d)
+            # On premises, the host the plan puts the device in; rented, the provider's
+            # machine: the host option holding the largest group.
+            rented = max(
+                cat.nodes_for(d),
+                key=lambda n: tp_limit(d, n, problem.constraints),
+                default=None,
+            )
+            host = hosts.get(d.id) if wp.site == Site.PREMISES else rented
             slots = host.slots if host else 1
-            domain = d.interconnect.domain_size if d.interconnect.scale_up else 1
+            bridged = host is not None and carries_scale_up(d, host)
+            domain = d.interconnect.domain_size if bridged else 1
             where = f"`{wp.name}` stage {i} on {s.device} at tp {s.tp}"
             if s.tp > slots:
                 out.append(
@@ -473,6 +496,7 @@ RULES: dict[str, Rule] = {
     "constraints.max_devices": _max_devices,
     "constraints.allowed_devices": _allowed,
     "constraints.excluded_devices": _excluded,
+    "constraints.allowed_hosts": _allowed_hosts,
     "constraints.vendors": _vendors,
     "constraints.require_ecc": _ecc,
     "constraints.memory_headroom": _headroom,
@@ -504,6 +528,8 @@ RULES: dict[str, Rule] = {
 # Workload limits whose check lives in planner.verify beside the recomputation it needs: the
 # registry names where.
 CHECKED_IN_VERIFY = {
+    "constraints.risk_margin": "planner.verify_workloads.check_demand (the tokens/s floor met "
+    "with uncalibrated designs' tokens less the margin)",
     "workloads.max_e2e_s": "planner.verify._check_serving (end-to-end latency at the percentile)",
     "workloads.max_utilization": "planner.verify._check_replicas (replicas' time needed at the "
     "rate estimator.request_mix.replica_rate allows under max_utilization)",

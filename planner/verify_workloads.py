@@ -5,16 +5,21 @@ replicas) with the estimator alone, and compared with the plan's figures.
 Every failure names the plan's field by its path in the plan file (`workloads.0.tokens_per_s`)
 with the stated and the recomputed figure, and the plan's choices the recomputation read, so a
 reader (and the perturbation tests) can see which figure does not hold.
+
+Long because every workload figure (stages, serving, replicas and their cost, demand, request
+mixes, training) is checked here beside the figures it depends on, on the plan's hosts.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from planner.catalog import Catalog
 from planner.errors import InternalError
+from planner.estimator.confidence import margin_kept
 from planner.estimator.economics import (
     Period,
     Prices,
@@ -32,6 +37,7 @@ from planner.estimator.serving import prefill_pool_budget, prefill_prompt, token
 from planner.estimator.training_designs import TrainingJob, training_job, training_setup
 from planner.plan.slack import BINDING_SLACK, REPLICA_DEVICES
 from planner.plan.types import WorkloadPlan
+from planner.schema.catalog import Node
 from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload, Workload
 
 REL_TOL = 1e-6
@@ -89,6 +95,7 @@ class Fleet:
     # Plan paths of the replicas whose figures fed each period's tokens and power.
     feeds: list[list[str]] = field(default_factory=list)
     room: dict[str, float] = field(default_factory=dict)  # limit -> recomputed slack
+    hosts: dict[str, Node] = field(default_factory=dict)  # device -> its hosts on premises
 
     def __post_init__(self) -> None:
         self.power = [0.0] * self.n
@@ -108,10 +115,16 @@ class Fleet:
 
 
 def replica_figures(
-    problem: Problem, cat: Catalog, w: Workload, wp: WorkloadPlan, at: str = "workloads"
+    problem: Problem,
+    cat: Catalog,
+    w: Workload,
+    wp: WorkloadPlan,
+    at: str = "workloads",
+    hosts: Mapping[str, Node] = {},
 ) -> ReplicaFigures | None:
     """The verifier's own figures for a replica: from its stages' devices, tensor-parallel
-    degrees and layer counts, the workload and the catalog (None for training)."""
+    degrees and layer counts, the workload and the catalog (None for training); consumer cards
+    derated where the plan's `hosts` put them in a multi-card chassis."""
     if not isinstance(w, InferenceWorkload):
         return None
     shape = w
@@ -128,7 +141,7 @@ def replica_figures(
         context=shape.context_tokens,
         prompt=prefill_prompt(shape.prompt_tokens, shape.prefix_cache_hit),
         output=shape.output_tokens,
-        stages=wp.stage_specs(cat),
+        stages=wp.stage_specs(cat, problem, hosts),
         link=cat.link(problem.constraints.network),
     )
 
@@ -191,7 +204,7 @@ def check_stages(
         if s.layers[0] != expect or s.layers[1] < s.layers[0]:
             fail(problem, f"`{at}.stages.{j}.layers`: {list(s.layers)} does not start at {expect}")
         expect = s.layers[1] + 1
-    fig = replica_figures(problem, cat, w, wp, at)
+    fig = replica_figures(problem, cat, w, wp, at, f.hosts)
     boundary = [0.0] * len(wp.stages)
     if fig is not None:
         memory = [f.memory for f in fig.stages]
@@ -378,10 +391,16 @@ def _check_serving(
 
 
 def replica_cost(
-    problem: Problem, cat: Catalog, wp: WorkloadPlan, watts: float, hours: float
+    problem: Problem,
+    cat: Catalog,
+    wp: WorkloadPlan,
+    watts: float,
+    hours: float,
+    hosts: dict[str, Node],
 ) -> float:
-    """What the replicas cost over `hours`: on premises their devices' and hosts' purchase with
-    upkeep (the hours' share of the horizon) and energy; in the cloud, their rent for the job."""
+    """What the replicas cost over `hours`: on premises their devices' and their slots' share
+    of their hosts' purchase (`hosts`: the plan's host per device) with upkeep (the hours'
+    share of the horizon) and energy; in the cloud, their rent for the job."""
     devices = devices_of(wp)
     if wp.site == CLOUD:
         return hours * sum(
@@ -392,7 +411,7 @@ def replica_cost(
     capital = 0.0
     for x, n in devices.items():
         acc = cat.accelerator(x)
-        node = cat.host_for(acc)
+        node = hosts.get(x) or cat.host_for(acc)
         assert node is not None
         capital += (
             n
@@ -447,7 +466,7 @@ def check_replicas(
     if wp.site == CLOUD:
         f.cloud_power[p_i] += watts + host_w
     f.feeds[p_i].append(at)
-    cost = replica_cost(problem, cat, wp, watts, hours)
+    cost = replica_cost(problem, cat, wp, watts, hours, f.hosts)
     made = fig.tokens_per_s * wp.replicas * hours * 3600
     same(
         problem,
@@ -487,7 +506,7 @@ def _check_mix(
         fail(problem, f"`{at}.sized_for`: `{wp.sized_for}` is no request class of `{w.name}`")
         return
     time_used = 0.0
-    specs = wp.stage_specs(cat)
+    specs = wp.stage_specs(cat, problem, f.hosts)
     link = cat.link(problem.constraints.network)
     for name, served in wp.requests_per_s.items():
         cls = classes.get(name)
@@ -547,13 +566,15 @@ def _measured(w: InferenceWorkload, wp: WorkloadPlan, name: str) -> float | None
 
 def check_demand(
     problem: Problem,
+    cat: Catalog,
     w: InferenceWorkload,
     parts: list[tuple[str, WorkloadPlan]],
     periods: list[Period],
     f: Fleet,
 ) -> None:
-    """Each period's demand is served: every request class in full (mixes), the tokens/s floor,
-    and exactly the sequences that exist (concurrency)."""
+    """Each period's demand is served: every request class in full (mixes), the tokens/s floor
+    (less the risk margin on designs the calibration does not back), and exactly the sequences
+    that exist (concurrency)."""
     for p in periods:
         here = [(at, x) for at, x in parts if problem.demand is None or x.period == p.name]
         if not here:
@@ -574,16 +595,22 @@ def check_demand(
                             f"`{c.name}` in `{p.name}`, below the demand {need:.6g}",
                         )
             continue
-        thr = sum(x.tokens_per_s for _, x in here)
+        # Tokens/s less the risk margin where the calibration (recomputed) does not back them.
+        margin = problem.constraints.risk_margin
+        thr = sum(
+            x.tokens_per_s * margin_kept(cat, margin, devices_of(x), x.engine or "", x.batch)
+            for _, x in here
+        )
         need_tps = w.min_tokens_per_s * p.scale
         if need_tps > 0:
             key = f"throughput:{w.name}"
             f.room[key] = min(f.room.get(key, math.inf), (thr - need_tps) / need_tps)
         paths = ", ".join(f"`{at}.tokens_per_s`" for at, _ in here)
         if thr < w.min_tokens_per_s * p.scale * (1 - REL_TOL):
+            kept = f" (less the risk margin {margin:.0%} on uncalibrated designs)" if margin else ""
             fail(
                 problem,
-                f"{paths}: serve {thr:.1f} tokens/s in `{p.name}`, the floor "
+                f"{paths}: serve {thr:.1f} tokens/s{kept} in `{p.name}`, the floor "
                 f"min_tokens_per_s is {w.min_tokens_per_s * p.scale}",
             )
         if w.concurrency is None:

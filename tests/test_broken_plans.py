@@ -66,9 +66,14 @@ CORPUS: dict[str, tuple[str, list[Edit], str]] = {
         "max_ms_per_token",
     ),
     "tp over PCIe": (
-        "tokens-per-joule-10kw",
+        "chat-product",  # 8 L40S, tensor parallel 4 over PCIe in one 8-slot server
         [problem_set("constraints.tensor_parallel_over_pcie", False)],
         "tensor_parallel_over_pcie",
+    ),
+    "host outside allowed_hosts": (
+        "chat-product",  # its 8 L40S sit in an 8-slot PCIe server
+        [problem_set("constraints.allowed_hosts", ["pcie-server-4"])],
+        "allowed_hosts",
     ),
     "tp > max_tensor_parallel": (
         "chat-70b",
@@ -231,6 +236,18 @@ CORPUS: dict[str, tuple[str, list[Edit], str]] = {
         "nodes.0.count",
     ),
     "host rack units": ("chat-70b", [setp("nodes.0.rack_units", 1)], "nodes.0.rack_units"),
+    # A baseboard or kit (the example buys a Gaudi kit or an OAM platform) is sold with every
+    # slot filled: 2 devices bought in it is no purchase.
+    "baseboard bought in part": (
+        "chat-70b",
+        [setp("devices.0.bought", 2)],
+        "is sold whole",
+    ),
+    "host that cannot hold the device": (
+        "chat-70b",
+        [setp("nodes.0.type", "pcie-server-8")],
+        "`nodes.0.type`: pcie-server-8 cannot host",
+    ),
     "hidden-state bytes": (
         "chat-70b",
         [setp("workloads.0.stages.0.boundary_bytes_per_step", 1.0)],

@@ -1,21 +1,25 @@
 """Brute force against the solver over the unpruned design space.
 
-Small problems (three device types: a one-slot desktop card, a PCIe server card and an NVLink
-server card; tensor-parallel degrees 1 and 2; pipelines of one or two stages, of one or two
+Small problems (three device types: a desktop card, a PCIe server card and an NVLink server
+card sold in whole 8-GPU baseboards, each in any host type the catalog offers it; tensor-parallel degrees 1 and 2; pipelines of one or two stages, of one or two
 device types; four of llama-3.1-70b's layers so that every layer split can be tried) are solved
 twice: by the planner (design enumeration with its pruning, CP-SAT, proof) and here by brute
 force, which knows nothing of the enumerator:
 
 - every replica design of the documented design space (docs/plan-format.md): each stage a
-  device and a degree (powers of two within max_tensor_parallel, the host's slots, the
-  scale-up domain unless tensor_parallel_over_pcie); one device type at one degree with layers
+  device and a degree (powers of two within max_tensor_parallel and some host's slots, the
+  scale-up domain of a host that carries the device's scale-up link unless
+  tensor_parallel_over_pcie); one device type at one degree with layers
   ceil(L / S) per stage, or two types in either order at every layer split, keeping the split
   whose slowest stage is fastest among those that fit in memory; every batch level; figures
   from the estimator's scalar replica arithmetic; kept when memory and the latency ceilings hold;
 - every mix of replicas of those designs that meets the demand, by a depth-first search cut
-  only by bounds no cheaper completion can cross; each priced from the catalog and the problem
-  (devices, hosts and the network gear joining them bought with upkeep; replicas' energy at
-  work, devices' idle draw, hosts' and switches' power all horizon) and checked against the budget, power, device and rack-unit caps.
+  only by bounds no cheaper completion can cross; each device type in every host type that
+  holds its largest group, priced from the catalog and the problem (devices, whole baseboards
+  where the host is sold whole, hosts and the network gear joining them bought with upkeep;
+  replicas' energy at work, devices' idle draw, spares', hosts' and switches' power all
+  horizon) and checked against the budget, power, device and rack-unit caps; the cheapest
+  host choice that keeps them is the mix's cost.
 
 The cheapest brute-force plan must cost what the solver proves optimal, and a case without one
 must be infeasible to the solver too. The cases were drawn at random (and from a sweep of prices
@@ -26,6 +30,7 @@ again that every constraint binds in some case.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, replace
 from functools import cache
@@ -40,13 +45,16 @@ from planner.estimator.economics import (
     ownership_factor,
     working_hours,
 )
+from planner.estimator.hosts import sustained
 from planner.estimator.network import network_gear, ports_per_host
 from planner.estimator.replica import StageSpec, inference_replica
 from planner.estimator.serving import prefill_prompt
+from planner.schema.catalog import Node
 from planner.schema.problem import InferenceWorkload, Problem
 from planner.solve import solve_problem
 
 DEVICES = ("rtx-4090", "l40s", "a100-80gb-sxm")  # 1-slot desktop, PCIe server, NVLink server
+CONSUMER = "rtx-4090"  # derated by horizon.consumer_derating in a multi-card chassis
 MODEL = "slice-4l"  # four of llama-3.1-70b's layers
 DEGREES = (1, 2)
 # Constraints the generator tightens, each of which must bind in some case.
@@ -89,6 +97,7 @@ class Point:
     layers: tuple[int, ...]
     slowest_s: float  # the slowest stage's step
     batch: int
+    dense: bool = False  # its consumer card derated, for a multi-card chassis
 
 
 def _pipelines() -> list[tuple[tuple[str, int], ...]]:
@@ -99,7 +108,7 @@ def _pipelines() -> list[tuple[tuple[str, int], ...]]:
         (d, k)
         for d in DEVICES
         for k in DEGREES
-        if k <= (host.slots if (host := cat.host_for(cat.accelerator(d))) else 1)
+        if k <= max(host.slots for host in cat.nodes_for(cat.accelerator(d)))
     ]
     out: list[tuple[tuple[str, int], ...]] = [(o,) for o in opts]
     out += [(o, o) for o in opts]
@@ -126,13 +135,17 @@ def all_points() -> tuple[Point, ...]:
     w = base_workload()
     link = cat.link("eth-100g")
     out = []
+    derated = {d: sustained(cat.accelerator(d), base_problem({}, {}, 1000.0)) for d in DEVICES}
     for stages in _pipelines():
         count = [0] * len(DEVICES)
         for d, k in stages:
             count[DEVICES.index(d)] += k
-        for split in _splits(stages):
+        # A consumer card at full speed alone in a desktop, or derated in a multi-card chassis.
+        chassis = (False, True) if any(d == CONSUMER for d, _ in stages) else (False,)
+        for split, dense in ((x, y) for x in _splits(stages) for y in chassis):
             specs = [
-                StageSpec(cat.accelerator(d), k, n) for (d, k), n in zip(stages, split, strict=True)
+                StageSpec(derated[d] if dense and d == CONSUMER else cat.accelerator(d), k, n)
+                for (d, k), n in zip(stages, split, strict=True)
             ]
             for b in BATCH_LEVELS:
                 fig = inference_replica(
@@ -161,6 +174,7 @@ def all_points() -> tuple[Point, ...]:
                         split,
                         max(f.seconds for f in fig.stages),
                         b,
+                        dense,
                     )
                 )
     return tuple(out)
@@ -213,6 +227,28 @@ def base_problem(
     )
 
 
+def hosts(d: str) -> list[Node]:
+    """Every node type the catalog lets `d` sit in."""
+    cat = catalog()
+    return cat.nodes_for(cat.accelerator(d))
+
+
+def holds(host: Node, d: str, k: int, problem: Problem, dense: bool | None = None) -> bool:
+    """Whether one `host` holds a tensor-parallel group of k `d` (docs/plan-format.md): within
+    its slots, and over the device's scale-up link where the host carries it (its own
+    intra-node link or a bridge it ships), else over PCIe where the problem allows it; a
+    consumer card's design derated (`dense`) only in a multi-card host, at full speed only in
+    a one-card host."""
+    link = catalog().accelerator(d).interconnect
+    bridged = link.scale_up in (host.intra_node_link, *host.scale_up_bridges)
+    fits = k <= host.slots and (
+        k == 1
+        or (bridged and k <= link.domain_size)
+        or problem.constraints.tensor_parallel_over_pcie
+    )
+    return fits and (dense is None or d != CONSUMER or (host.slots > 1) == dense)
+
+
 def _fits(p: Point, problem: Problem) -> bool:
     cat = catalog()
     h = problem.constraints.memory_headroom
@@ -223,7 +259,6 @@ def designs(problem: Problem) -> list[Point]:
     """The problem's designs: pipelines its constraints allow, each at its layer split (a
     two-type pipeline's fastest slowest stage among the splits that fit in memory, the first
     of equals) and batch level, kept when its memory and the latency ceilings hold."""
-    cat = catalog()
     c = problem.constraints
     w = problem.workloads[0]
     assert isinstance(w, InferenceWorkload)
@@ -233,14 +268,13 @@ def designs(problem: Problem) -> list[Point]:
             continue
         if not c.heterogeneous_pipelines and len({d for d, _ in p.stages}) > 1:
             continue
-        ok = True
-        for d, k in p.stages:
-            acc = cat.accelerator(d)
-            domain = acc.interconnect.domain_size if acc.interconnect.scale_up else 1
-            ok &= k <= c.max_tensor_parallel and (k <= domain or c.tensor_parallel_over_pcie)
+        ok = all(
+            k <= c.max_tensor_parallel and any(holds(h, d, k, problem) for h in hosts(d))
+            for d, k in p.stages
+        )
         if not ok:
             continue
-        key = (p.stages, p.batch)
+        key = (p.stages, p.batch, p.dense)
         old = chosen.get(key)
         if old is None or p.slowest_s < old.slowest_s * (1 - 1e-12):
             chosen[key] = p
@@ -266,9 +300,11 @@ class Optimum:
 
 def cheapest(problem: Problem) -> Optimum | None:
     """The brute-force optimum: the least total cost over every replica mix that meets the
-    demand and every constraint, or None when none does. A depth-first search over multisets
+    demand and every constraint, each device type in the cheapest host type that holds its
+    groups and keeps the limits, or None when none does. A depth-first search over multisets
     of designs, cut only where no completion can be cheaper or where a limit that only grows
-    with more replicas (devices, rack units, power, cost) is already exceeded."""
+    with more replicas (devices, rack units, power, cost) is already exceeded in every host
+    choice."""
     cat = catalog()
     c = problem.constraints
     w = problem.workloads[0]
@@ -279,74 +315,122 @@ def cheapest(problem: Problem) -> Optimum | None:
     hours = working_hours(problem)
     idle_h = horizon_hours(problem) - hours  # every device and host is held the whole horizon
     accs = [cat.accelerator(d) for d in DEVICES]
-    hosts_of = [cat.host_for(a) for a in accs]
     price = [device_prices(problem, a).purchase_usd or 0.0 for a in accs]
     idle_w = [a.power.idle_w for a in accs]
+    # A device sold in whole baseboards may add replicas on spares already bought: its price is
+    # no lower bound on what one more replica costs.
+    whole = [all(h.sold_whole for h in hosts(d)) for d in DEVICES]
     link = cat.link(c.network)
-    # Per device vector, the designs not worse in both tokens/s (beyond the floor counts for
-    # nothing) and power: the only ones a cheapest mix can need.
-    by_vec: dict[tuple[int, ...], list[tuple[float, float]]] = {}
+    # Per device vector and largest tensor-parallel group per device, the designs not worse in
+    # both tokens/s (beyond the floor counts for nothing) and power: the only ones a cheapest
+    # mix can need.
+    by_vec: dict[tuple[tuple[int, ...], tuple[Need, ...]], list[tuple[float, float]]] = {}
     for p in designs(problem):
-        by_vec.setdefault(p.devices, []).append((min(p.tokens_per_s, floor), p.power_w))
+        need = tuple(
+            Need(
+                max([k for d, k in p.stages if d == x], default=0),
+                frozenset({p.dense}) if x == CONSUMER and p.devices[i] else frozenset(),
+            )
+            for i, x in enumerate(DEVICES)
+        )
+        by_vec.setdefault((p.devices, need), []).append((min(p.tokens_per_s, floor), p.power_w))
     items = []
-    for v, pts in by_vec.items():
+    for (v, need), pts in by_vec.items():
         for tok, pw in _pareto(pts):
-            least = sum(n * x for n, x in zip(v, price, strict=True)) * own + pw * hours * usd_wh
+            devices_usd = sum(n * x for n, x, o in zip(v, price, whole, strict=True) if not o)
+            least = devices_usd * own + pw * hours * usd_wh
             least += sum(n * x for n, x in zip(v, idle_w, strict=True)) * idle_h * usd_wh
-            items.append((least / tok, v, tok, pw))
-    items.sort()
+            items.append((least / tok, v, need, tok, pw))
+    items.sort(key=lambda x: (x[0], x[1], [(n.tp, sorted(n.chassis)) for n in x[2]], x[3], x[4]))
     if not items:
         return None
     per_token = items[0][0]  # no replica adds cost at a lower rate per token/s
 
-    def fleet(s: list[int], watts: float) -> tuple[float, float, int]:
-        """Total cost, wall power and rack units of devices `s` with replicas drawing `watts`
-        while at work: devices and hosts bought with upkeep; the replicas' energy at work,
-        the devices' idle draw the rest of the horizon, the hosts' overhead all of it."""
-        capex, host_w, idle, ru, hosts, ports = 0.0, 0.0, 0.0, 0, 0, 0
-        for n, x, host, iw in zip(s, price, hosts_of, idle_w, strict=True):
-            assert host is not None
-            k = -(-n // host.slots)
-            capex += x * n + host.price_usd * k
-            host_w += host.power_overhead_w * k
-            idle += iw * n
-            ru += host.rack_units * k
-            hosts += k
-            ports += ports_per_host(host, link.id) * k
-        gear = network_gear(link, hosts, ports)  # ports and switches joining the hosts
-        if gear is not None:
-            capex += gear.capex_usd
-            host_w += gear.power_w  # switches draw at all hours, as hosts do
-            ru += gear.rack_units
-        wh = watts * hours + idle * idle_h + host_w * (hours + idle_h)
-        total = capex * own + wh * usd_wh
-        return total, (watts + host_w) * problem.horizon.pue, ru
+    def fleet(s: list[int], need: list[Need], watts: float) -> list[tuple[float, float, int, int]]:
+        """Total cost, wall power, rack units and devices held of devices `s` at work with replicas drawing `watts`
+        while at work, for every choice of one host type per device type that holds its
+        largest group (`need`): devices (whole baseboards where the host is sold whole) and
+        hosts bought with upkeep; the replicas' energy at work, the devices' idle draw the
+        rest of the horizon (spares all of it), the hosts' overhead all of it."""
+        options = [
+            [h for h in hosts(d) if all(holds(h, d, k.tp, problem, x) for x in k.chassis or {None})]
+            if n
+            else [None]
+            for d, n, k in zip(DEVICES, s, need, strict=True)
+        ]
+        out = []
+        for choice in itertools.product(*options):
+            capex, host_w, idle, spare, ru, n_hosts, ports, held = 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0
+            for n, x, host, iw in zip(s, price, choice, idle_w, strict=True):
+                if host is None:
+                    continue
+                bought = -(-n // host.slots) * host.slots if host.sold_whole else n
+                k = -(-bought // host.slots)
+                capex += x * bought + host.price_usd * k
+                host_w += host.power_overhead_w * k
+                idle += iw * n
+                spare += iw * (bought - n)
+                held += bought
+                ru += host.rack_units * k
+                n_hosts += k
+                ports += ports_per_host(host, link.id) * k
+            gear = network_gear(link, n_hosts, ports)  # ports and switches joining the hosts
+            if gear is not None:
+                capex += gear.capex_usd
+                host_w += gear.power_w  # switches draw at all hours, as hosts do
+                ru += gear.rack_units
+            wh = watts * hours + idle * idle_h + (host_w + spare) * (hours + idle_h)
+            total = capex * own + wh * usd_wh
+            out.append((total, (watts + host_w) * problem.horizon.pue, ru, held))
+        return out
 
     best: list[Optimum | None] = [None]
 
-    def search(start: int, s: list[int], tok: float, watts: float) -> None:
-        total, wall, ru = fleet(s, watts)
-        over = (
-            (c.max_devices is not None and sum(s) > c.max_devices)
-            or (c.max_rack_units is not None and ru > c.max_rack_units)
-            or (c.power_w is not None and wall > c.power_w)
-            or (c.budget_usd is not None and total > c.budget_usd)
-        )
-        if over:
+    def search(start: int, s: list[int], need: list[Need], tok: float, watts: float) -> None:
+        ok = [
+            (total, wall, ru, held)
+            for total, wall, ru, held in fleet(s, need, watts)
+            if not (
+                (c.max_devices is not None and held > c.max_devices)
+                or (c.max_rack_units is not None and ru > c.max_rack_units)
+                or (c.power_w is not None and wall > c.power_w)
+                or (c.budget_usd is not None and total > c.budget_usd)
+            )
+        ]
+        if not ok:
             return  # more replicas only add devices, rack units, power and cost
+        total, wall, ru, held = min(ok)
         least = best[0].usd if best[0] is not None else math.inf
         if tok >= floor * (1 - 1e-9):
             if total < least:
-                best[0] = Optimum(total, sum(s), wall, ru)
+                best[0] = Optimum(total, held, wall, ru)
             return
         if total + (floor - tok) * per_token >= least:
             return
         for i in range(start, len(items)):
-            _, v, t, pw = items[i]
-            search(i, [a + b for a, b in zip(s, v, strict=True)], tok + t, watts + pw)
+            _, v, more, t, pw = items[i]
+            search(
+                i,
+                [a + b for a, b in zip(s, v, strict=True)],
+                [
+                    Need(max(a.tp, b.tp), a.chassis | b.chassis)
+                    for a, b in zip(need, more, strict=True)
+                ],
+                tok + t,
+                watts + pw,
+            )
 
-    search(0, [0] * len(DEVICES), 0.0, 0.0)
+    search(0, [0] * len(DEVICES), [Need(0, frozenset())] * len(DEVICES), 0.0, 0.0)
     return best[0]
+
+
+@dataclass(frozen=True)
+class Need:
+    """What a mix asks of one device type's hosts: its largest tensor-parallel group, and the
+    chassis its designs assumed (derated, full speed; both: no host fits)."""
+
+    tp: int
+    chassis: frozenset[bool]
 
 
 def _pareto(pts: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -400,6 +484,15 @@ CASES: list[Case] = [
         P1,
     ),
     ({"max_rack_units": 10}, {}, 6_000.0, P3),
+    # Drawn again once hosts became a choice and desktops took rack units (the two above no
+    # longer bound for power and PCIe tensor parallelism).
+    (
+        {"tensor_parallel_over_pcie": False, "max_stages": 1},
+        {"max_ms_per_token": 12.0},
+        2_000.0,
+        P7,
+    ),
+    ({"power_w": 1_065.51}, {"max_ms_per_token": 12.0}, 2_000.0, P7),
 ]
 
 

@@ -108,7 +108,7 @@ def test_sweep_csv_and_plot(tmp_path: Path) -> None:
     assert all(r["status"] == "OPTIMAL" for r in rows[1:])
     # Loosening a cap never makes the cheapest plan dearer.
     costs = [float(r["tco_usd"]) for r in rows[1:]]
-    assert costs == sorted(costs, reverse=True)
+    assert all(b <= a * (1 + 1e-9) for a, b in itertools.pairwise(costs)), costs
     img = imread(png)
     assert img.shape[0] > 200 and img.shape[1] > 200
     red = (img[..., 0] > 0.9) & (img[..., 1] < 0.1) & (img[..., 2] < 0.1)
@@ -199,10 +199,22 @@ def test_explain_infeasible_gives_least_relaxations() -> None:
 
 
 def test_explain_file_without_design() -> None:
-    code, text = run("explain", "problems/infeasible.yaml")
+    # One card per desktop: at most 8 stages of one 24-32 GB card cannot hold 405B in fp16.
+    code, text = run(
+        "explain", "problems/infeasible.yaml", "--set", "constraints.allowed_hosts=[desktop-1]"
+    )
     assert code == 0
     assert "infeasible" in text
     assert "812 GB" in text  # 405B parameters at fp16
+
+
+def test_explain_file_names_the_budget() -> None:
+    # In 8-slot PCIe servers (tensor parallel over PCIe) a plan exists; the budget rules it out.
+    code, text = run("explain", "problems/infeasible.yaml")
+    assert code == 0
+    assert "infeasible because of `budget`" in text
+    least = float(text.split("the least any plan needs is $")[1].split(" ")[0].replace(",", ""))
+    assert least > 5000
 
 
 def test_explain_feasible_prices_binding_limits() -> None:

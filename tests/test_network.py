@@ -15,8 +15,9 @@ from planner.schema.problem import Problem
 from planner.solve import solve_problem
 from planner.verify import verify
 
-# Llama 3.1 70B in 4-bit needs four 16 GB cards; one card per desktop and no tensor parallelism
-# over Ethernet make it a four-stage pipeline over four desktops joined by 100 GbE.
+# Llama 3.1 70B in 4-bit needs four 16 GB cards; one card per desktop (allowed_hosts) and no
+# tensor parallelism over Ethernet make it a four-stage pipeline over four desktops joined by
+# 100 GbE.
 DOC: dict[str, Any] = {
     "name": "four-desktops",
     "workloads": [
@@ -37,6 +38,7 @@ DOC: dict[str, Any] = {
         "network": "eth-100g",
         "max_tensor_parallel": 1,
         "max_stages": 8,
+        "allowed_hosts": ["desktop-1"],
     },
     "horizon": {"lifetime_years": 3, "utilization": 0.3, "maintenance_per_year": 0},
     "objective": {"goal": "min_cost"},
@@ -63,7 +65,7 @@ def test_four_hosts_on_100gbe_carry_ports_and_a_switch() -> None:
     )
     assert plan.capex_usd == pytest.approx(devices_and_hosts + 6_095)
     assert net.energy_usd == pytest.approx(123 * 26_280 * 1.3 * 0.12 / 1000)
-    assert plan.rack_units == 1  # desktops take no rack units; the switch one
+    assert plan.rack_units == 4 * 4 + 1  # a desktop on a rack shelf takes 4 U; the switch 1
     # Power at load: devices, hosts and the switch.
     hosts_w = 4 * load_catalog().node("desktop-1").power_overhead_w
     assert plan.power_w == pytest.approx(sum(w.power_w for w in plan.workloads) + hosts_w + 123)
@@ -88,6 +90,7 @@ def test_the_verifier_recounts_the_gear() -> None:
 
 def test_one_host_buys_no_network_gear() -> None:
     doc = {**DOC, "constraints": {**DOC["constraints"], "allowed_devices": ["h100-sxm"]}}
+    del doc["constraints"]["allowed_hosts"]
     doc["workloads"] = [{**DOC["workloads"][0], "weights": "fp8", "kv": "fp8"}]
     doc["constraints"]["max_tensor_parallel"] = 8
     plan = solve_problem(Problem.model_validate(doc), time_limit=30)

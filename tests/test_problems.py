@@ -62,28 +62,30 @@ def test_problem_solves(path: Path) -> None:
 
 # name -> (expected objective, relative tolerance); what the plan is, for a reader of a failure.
 GOLDEN: dict[str, tuple[float, float]] = {
-    # Two replicas of a two-stage pipeline of one engine (vLLM on Gaudi): gaudi2 x tp-2 (layers
-    # 0-17) then gaudi3 x tp-4 (18-79), batch 64 per micro-batch, holding the 256 sequences;
-    # ~5,300 tokens/s at ~48 ms per token with 1,500-token prompts per 256 output tokens charged to
-    # every iteration. (It was 8 x mi300x at $214,408 until AMD's serving stacks got their own
-    # fitted batched-compute figure, 0.45 of the class's: benchmarks/serving/run.py.)
-    "chat-70b.yaml": (278_367.0, 0.01),
+    # Four replicas of a two-stage pipeline of one engine (vLLM on Gaudi): gaudi2 x tp-1 (layers
+    # 0-17) then gaudi3 x tp-2 (18-79), batch 32 per micro-batch, ~5,100 tokens/s at ~50 ms per
+    # token; Gaudi is sold in kits of 8, so one kit of each: 8 gaudi2 (4 at work, 4 spare) and
+    # 8 gaudi3. (It was $278,367 with 4 gaudi2 and 4 gaudi3 bought by the card, which no one
+    # sells.)
+    "chat-70b.yaml": (315_052.0, 0.01),
     # 8 x b200 rented for a year: one tp-8 replica of batch 64 holding the 64 sequences, ~1,260
     # tokens/s at ~51 ms/token under the 60 ms ceiling with 2,000-token prompts per 256 output
     # tokens (16 x mi300x at $278,918 before AMD's own figure).
     "serve-405b.yaml": (419_078.0, 0.01),
-    # 12 x gaudi3 in two gaudi3-8 hosts, one job of three tp-4 pipeline stages (depths are not
-    # limited to powers of two): 200B tokens in ~699 h (deadline 720 h); $277,500 capex + host
-    # energy + the run's energy, idle draw, and the two hosts' ports on ib-ndr (one each, $4,000
-    # with a switch port's share in catalog links.yaml, which gives ib-ndr no switch model).
-    "train-13b-2m.yaml": (307_251.0, 0.01),
+    # 16 x gaudi3 in two gaudi3-8 kits, one job of two tp-8 pipeline stages: 200B tokens in
+    # ~506 h (deadline 720 h); $250,000 of devices and $90,000 of hosts, their ports on ib-ndr,
+    # host energy, idle draw and the run's energy. (It was 12 gaudi3 in two hosts, $307,251,
+    # with 4 slots left empty in kits sold full.)
+    "train-13b-2m.yaml": (369_842.0, 0.01),
     # 8 x l40s bought ($8,000 each, catalog) in one pcie-server-8 ($25,000): $89,000 capex,
     # 3 % upkeep a year for 3 years $8,010, and energy ~$9,620 (README, "Buy, rent instances").
+    # Passively cooled datacenter cards go only in servers, not in workstations.
     "chat-product.yaml": (106_630.0, 0.01),
-    # Train, then serve, on one fleet: 4 x mi300x ($17,500) in one oam-mi300x-8 ($55,000) =
-    # $125,000, upkeep 3 % x 3 years = $11,250, energy ~$17,385 and the job's $76; the same
-    # workloads at once need 7 mi300x, $211,376 (README, "Train a 13B model, then serve it").
-    "train-then-serve-13b.yaml": (153_711.0, 0.01),
+    # Train, then serve, on one fleet: 4 x h200-sxm ($35,000) in one hgx-h200-4 ($35,000) =
+    # $175,000 capex, upkeep and energy; the same workloads at once need 8 mi300x in one
+    # 8-OAM platform, $230,561 (README, "Train a 13B model, then serve it"). (It was 4 mi300x
+    # in an 8-OAM platform, $153,711, half a platform that is sold whole.)
+    "train-then-serve-13b.yaml": (205_088.0, 0.01),
 }
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from planner.catalog import load_catalog
 from planner.estimator.designs import allowed_devices, inference_designs
+from planner.estimator.hosts import sustained
 from planner.estimator.replica import StageSpec, inference_replica
 from planner.load import load_problem
 from planner.schema.problem import InferenceWorkload
@@ -37,7 +38,17 @@ def test_designs_match_scalar_replica_figures(path: Path) -> None:
                 context=w.context_tokens,
                 prompt=w.prompt_tokens,
                 output=w.output_tokens,
-                stages=[StageSpec(cat.accelerator(s.device), s.tp, s.layers) for s in d.stages],
+                # A consumer card in a multi-card chassis runs derated (`dense`).
+                stages=[
+                    StageSpec(
+                        sustained(cat.accelerator(s.device), problem)
+                        if s.dense
+                        else cat.accelerator(s.device),
+                        s.tp,
+                        s.layers,
+                    )
+                    for s in d.stages
+                ],
                 link=link,
             )
             for got, want in (

@@ -93,3 +93,22 @@ def design_confidence(
     low = (1 - math.exp(-q90)) * 100 if q90 > 0 else 0.0
     high = (math.exp(-q10) - 1) * 100 if q10 < 0 else 0.0
     return Confidence(CONFIDENCE[worst], len(res), max(0.0, low), max(0.0, high))
+
+
+def kept_share(problem_margin: float, label: str) -> float:
+    """The share of a design's estimated tokens/s a throughput floor counts: all of it where
+    the calibration backs the design (`measured`, `interpolated`), else 1 - the problem's
+    `constraints.risk_margin`."""
+    backed = CONFIDENCE.index(label) <= CONFIDENCE.index("interpolated")
+    return 1.0 if backed else 1.0 - problem_margin
+
+
+def margin_kept(
+    cat: Catalog, margin: float, devices: dict[str, int], engine: str, batch: int
+) -> float:
+    """kept_share for a replica of `devices` running `engine` at `batch`, its label recomputed
+    from the calibration rows (1 without a margin)."""
+    if not margin:
+        return 1.0
+    accs = [cat.accelerator(x) for x in sorted(devices)]
+    return kept_share(margin, design_confidence(cat, accs, engine, batch).label)

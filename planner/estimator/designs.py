@@ -30,11 +30,19 @@ import numpy.typing as npt
 from planner.catalog import Catalog
 from planner.estimator.architecture import attended_tokens
 from planner.estimator.comm import p2p_seconds, pipeline_activation_bytes
-from planner.estimator.confidence import CONFIDENCE, design_confidence
+from planner.estimator.confidence import CONFIDENCE, design_confidence, kept_share
 from planner.estimator.cost import power_w
 from planner.estimator.devices import device_table
 from planner.estimator.economics import available_modes
 from planner.estimator.formats import kv_bytes, weight_format
+from planner.estimator.hosts import (
+    derates,
+    holding_hosts,
+    host_options,
+    placeable,
+    sustained,
+    tp_limit,
+)
 from planner.estimator.memory import (
     FRAMEWORK_OVERHEAD_BYTES,
     block_weight_bytes,
@@ -45,6 +53,7 @@ from planner.estimator.memory import (
     weight_bytes,
 )
 from planner.estimator.perf import head_seconds, serving_layer_seconds
+from planner.estimator.replica import StageSpec
 from planner.estimator.serving import chunk_mix, prefill_prompt, prefill_room, serial_engine
 from planner.estimator.support import Runtime, architecture_allowed, can_pipeline, runtime_for
 from planner.schema.catalog import Accelerator, ModelArch
@@ -65,6 +74,8 @@ class Stage:
     device: str
     tp: int
     layers: int
+    # Derated: a consumer card sustained in a multi-card chassis (planner.estimator.hosts).
+    dense: bool = False
 
 
 @dataclass(frozen=True)
@@ -91,6 +102,16 @@ class Design:
         return tuple(sorted(self.devices))
 
 
+def stage_specs(cat: Catalog, problem: Problem, d: Design) -> list[StageSpec]:
+    """A design's stages as the estimator takes them: derated devices where a stage assumed a
+    multi-card chassis."""
+    out = []
+    for s in d.stages:
+        acc = cat.accelerator(s.device)
+        out.append(StageSpec(sustained(acc, problem) if s.dense else acc, s.tp, s.layers))
+    return out
+
+
 def allowed_devices(problem: Problem, cat: Catalog) -> list[Accelerator]:
     """Devices the constraints allow, with a node to host them and a price for the procurement."""
     c = problem.constraints
@@ -105,24 +126,29 @@ def allowed_devices(problem: Problem, cat: Catalog) -> list[Accelerator]:
             continue
         if not architecture_allowed(cat, d, c):
             continue
-        if not available_modes(problem, d, instances=cat.instances_of(d.id)) and d.id not in owned:
+        modes = available_modes(problem, d, instances=cat.instances_of(d.id))
+        if not modes and d.id not in owned:
             continue
-        if not cat.nodes_for(d):
+        if not placeable(cat, d, problem, modes):
             continue
         out.append(d)
     return out
 
 
-def tp_degrees(d: Accelerator, cat: Catalog, problem: Problem, m: ModelArch) -> list[int]:
-    """Tensor-parallel group sizes allowed for `d`: powers of two inside a scale-up domain (or a
-    node over PCIe where allowed) that divide the attention heads."""
+def tp_degrees(
+    d: Accelerator, cat: Catalog, problem: Problem, m: ModelArch, dense: bool | None = None
+) -> list[int]:
+    """Tensor-parallel group sizes allowed for `d`: powers of two that one of its hosts holds
+    (inside a scale-up domain, or a host's slots over PCIe where allowed) and that divide the
+    attention heads. The model then puts `d` in a host that holds every group it uses.
+    `dense` (where `d` derates): only hosts of that kind, multi-card (True) or one-card."""
     c = problem.constraints
-    host = cat.host_for(d)
-    slots = host.slots if host else 1
-    limit = d.interconnect.domain_size if d.interconnect.scale_up else 1
-    if c.tensor_parallel_over_pcie:
-        limit = max(limit, slots)
-    limit = min(limit, slots, c.max_tensor_parallel)
+    hosts = host_options(cat, d, problem)
+    if dense is not None and derates(d, problem):
+        hosts = [n for n in hosts if (n.slots > 1) == dense]
+    if not hosts:
+        return []
+    limit = max(tp_limit(d, n, c) for n in hosts)
     return [k for k in (1, 2, 4, 8, 16, 32, 64) if k <= limit and m.num_attention_heads % k == 0]
 
 
@@ -131,6 +157,7 @@ class _Option:
     device: Accelerator
     row: int
     tp: int
+    dense: bool = False  # the derated copy of a consumer card, for a multi-card chassis
 
 
 @dataclass(frozen=True)
@@ -223,7 +250,19 @@ def inference_designs(
     c = problem.constraints
     runs = {d.id: runtime_for(cat, d, w, c) for d in devs}
     devs = [d for d in devs if runs[d.id] is not None]  # the support matrix runs it
-    options = [_Option(d, i, k) for i, d in enumerate(devs) for k in tp_degrees(d, cat, problem, m)]
+    # Consumer cards twice: at full speed alone in a desktop, and derated in a multi-card
+    # chassis (horizon.consumer_derating); the model puts each in hosts of its kind.
+    options = []
+    for i, d in enumerate(devs):
+        chassis: tuple[bool | None, ...] = (False, True) if derates(d, problem) else (None,)
+        for dense in chassis:
+            if dense:
+                devs = [*devs, sustained(d, problem)]
+            row = len(devs) - 1 if dense else i
+            options += [
+                _Option(devs[row], row, k, bool(dense))
+                for k in tp_degrees(d, cat, problem, m, dense)
+            ]
     if not options:
         return []
     st = _setting(w, problem, cat, devs, m, sorted(options, key=lambda o: o.tp))
@@ -239,6 +278,8 @@ def inference_designs(
             dtype=bool,
         )
         ok = fits[kind_of[:, None], kind_of[None, :]]
+        ids = np.array([o.device.id for o in st.opts])
+        ok &= ids[:, None] != ids[None, :]  # a card and its derated copy are one device type
         parts.append(_two_type(st, parts[0], c.max_stages, ok))
     cand = _Candidates.concat(parts)
     ok = np.ones(len(cand.order), dtype=bool)
@@ -253,7 +294,14 @@ def inference_designs(
     if not prune:
         out = _materialize(st, cand, np.argsort(cand.order, kind="stable"))
     else:
-        out = _materialize(st, cand, _pruned_order(st, cand, for_mix=for_mix))
+        needs = [holding_hosts(cat, problem, o.device, o.tp, o.dense) for o in st.opts]
+        need_rank = {k: i for i, k in enumerate(sorted(set(needs)))}
+        need = np.array([need_rank[k] for k in needs], dtype=np.int64)
+        # A design the calibration backs counts all its tokens/s, one it does not only
+        # (1 - risk_margin): under a margin they compete only among their own kind.
+        calibrated = _backed(st, cand, cat, problem) if c.risk_margin > 0 else None
+        order = _pruned_order(st, cand, need, calibrated, for_mix=for_mix)
+        out = _materialize(st, cand, order)
     return backed(out, cat, c.min_confidence)
 
 
@@ -272,6 +320,25 @@ def backed(designs: list[Design], cat: Catalog, floor: str) -> list[Design]:
             seen[key] = CONFIDENCE.index(label) <= most
         if seen[key]:
             out.append(d)
+    return out
+
+
+def _backed(
+    st: _Setting, cand: _Candidates, cat: Catalog, problem: Problem
+) -> npt.NDArray[np.int64]:
+    """Per candidate, 1 where its calibration backs its whole throughput (confidence
+    `measured` or `interpolated`: planner.estimator.confidence.kept_share), else 0."""
+    out = np.zeros(len(cand.order), dtype=np.int64)
+    memo: dict[tuple[tuple[str, ...], str, int], int] = {}
+    for i, (o1, o2, bi) in enumerate(
+        zip(cand.o1.tolist(), cand.o2.tolist(), cand.bi.tolist(), strict=True)
+    ):
+        ids = tuple(sorted({st.opts[o].device.id for o in (o1, o2) if o >= 0}))
+        key = (ids, st.runtimes[o1].engine, int(st.levels[bi]))
+        if key not in memo:
+            label = design_confidence(cat, [cat.accelerator(x) for x in ids], key[1], key[2]).label
+            memo[key] = int(kept_share(problem.constraints.risk_margin, label) == 1.0)
+        out[i] = memo[key]
     return out
 
 
@@ -658,11 +725,12 @@ def _materialize(st: _Setting, cand: _Candidates, idx: npt.NDArray[np.int64]) ->
     name = st.w.name
     ids = [o.device.id for o in st.opts]
     tps_of = [o.tp for o in st.opts]
+    dense_of = [o.dense for o in st.opts]
     levels = st.levels.tolist()
     made: dict[tuple[int, int], Stage] = {}
 
     def make(o: int, layers: int) -> Stage:
-        s = made[(o, layers)] = Stage(ids[o], tps_of[o], layers)
+        s = made[(o, layers)] = Stage(ids[o], tps_of[o], layers, dense_of[o])
         return s
 
     cols = (
@@ -703,10 +771,18 @@ def _materialize(st: _Setting, cand: _Candidates, idx: npt.NDArray[np.int64]) ->
 
 
 def _pruned_order(
-    st: _Setting, cand: _Candidates, *, for_mix: bool = False
+    st: _Setting,
+    cand: _Candidates,
+    need: npt.NDArray[np.int64],
+    backed: npt.NDArray[np.int64] | None = None,
+    *,
+    for_mix: bool = False,
 ) -> npt.NDArray[np.int64]:
-    """Indices of the candidates _prune keeps, in the order it returns them. `for_mix`: a
-    sooner first token counts where more sequences would (ranks: the soonest ranks highest)."""
+    """Indices of the candidates _prune keeps, in the order it returns them. `need`: per
+    option, a rank of the hosts that hold its group; only designs whose options need the same
+    hosts compete (a faster design in a bigger host does not replace one that fits a desktop);
+    `backed`, per candidate, the same for calibration backing under a risk margin. `for_mix`: a sooner first token counts where more sequences would (ranks: the soonest
+    ranks highest)."""
     ids = [o.device.id for o in st.opts]
     rank_of = {d: i for i, d in enumerate(sorted(set(ids)))}
     rank = np.array([rank_of[d] for d in ids], dtype=np.int64)
@@ -723,6 +799,10 @@ def _pruned_order(
         ttft_rank = np.unique(cand.ttft, return_inverse=True)[1].astype(np.int64)
         conc = int(ttft_rank.max(initial=0)) - ttft_rank
     group = first * (len(rank_of) + 1) + second
+    k = int(need.max(initial=0)) + 2
+    group = (group * k + need[cand.o1]) * k + np.where(two, need[np.maximum(cand.o2, 0)] + 1, 0)
+    if backed is not None:  # per candidate: 1 where the calibration backs it (risk margin)
+        group = group * 2 + backed
     keep = np.flatnonzero(~dominated(group, [c1, c2], cand.power, cand.tps, conc, cand.order))
     keys = [cand.order, -conc, -cand.tps, cand.power, c2, c1]
     keys += [-cand.tps, cand.S, st.levels[cand.bi], second, first]

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from planner.catalog import Catalog
 from planner.estimator.cost import HOURS_PER_YEAR
 from planner.estimator.demand_levels import Quantization, quantize
+from planner.estimator.hosts import host_options
 from planner.schema.catalog import Accelerator, Instance, Node
 from planner.schema.problem import Mode, Problem, TrainingWorkload, Workload
 
@@ -67,10 +68,11 @@ class Prices:
 @dataclass(frozen=True)
 class DeviceEconomics:
     device: Accelerator
-    node: Node  # cheapest host per slot
+    node: Node  # the default host: what a rented device's share of a host is counted in
     owned: int
     prices: Prices
     modes: tuple[Mode, ...]  # the problem's modes this device has a price for ("buy" if owned)
+    hosts: tuple[Node, ...] = ()  # hosts it may sit in on premises, cheapest per slot first
 
     @property
     def slots(self) -> int:
@@ -365,7 +367,12 @@ def device_economics(
             continue
         prices = device_prices(problem, d, cat.instances_of(d.id))
         out[d.id] = DeviceEconomics(
-            d, host, owned.get(d.id, 0), prices, available_modes(problem, d, prices)
+            d,
+            host,
+            owned.get(d.id, 0),
+            prices,
+            available_modes(problem, d, prices),
+            tuple(host_options(cat, d, problem)),
         )
     return out
 
@@ -375,13 +382,16 @@ def cloud_host_watts(devices: dict[str, int], econ: dict[str, DeviceEconomics]) 
     return sum(n * econ[x].node.power_overhead_w / econ[x].slots for x, n in devices.items())
 
 
-def break_even_utilization(problem: Problem, e: DeviceEconomics, watts: float) -> float | None:
+def break_even_utilization(
+    problem: Problem, e: DeviceEconomics, watts: float, node: Node | None = None
+) -> float | None:
     """Share of the horizon's hours above which buying a device costs less than renting it on
     demand for the hours it works, both with the device's share of a host (rent includes
     hosting). Bought for the horizon H at utilization u: purchase and host share x ownership
     factor, electricity at `watts` for u H, its idle draw for (1 - u) H, and the host share's
     overhead for all of H; rented: rent x u H. They are equal at
     u = (own + H x price per Wh x (idle + host)) / (H x (rent - price per Wh x (watts - idle))).
+    `node`: the host it sits in, when one is chosen (else its default host).
     None without both prices, or when rent never covers the electricity."""
     rent = e.prices.on_demand_usd_per_hour
     if e.prices.purchase_usd is None or rent is None:
@@ -392,8 +402,9 @@ def break_even_utilization(problem: Problem, e: DeviceEconomics, watts: float) -
     if per_hour <= 0:
         return None
     H = horizon_hours(problem)
-    own = (e.prices.purchase_usd + e.node.price_usd / e.slots) * ownership_factor(problem)
-    held = H * (idle + e.node.power_overhead_w / e.slots) * usd_wh
+    host = node or e.node  # the host it sits in (its default host unless one is chosen)
+    own = (e.prices.purchase_usd + host.price_usd / host.slots) * ownership_factor(problem)
+    held = H * (idle + host.power_overhead_w / host.slots) * usd_wh
     return (own + held) / (H * per_hour)
 
 

@@ -37,9 +37,10 @@ import numpy.typing as npt
 
 from planner.catalog import Catalog
 from planner.errors import InputError
-from planner.estimator.designs import Design, Role, inference_designs
+from planner.estimator.designs import Design, Role, inference_designs, stage_specs
 from planner.estimator.efficiency import load_serving
 from planner.estimator.formats import kv_bytes
+from planner.estimator.hosts import design_hosts
 from planner.estimator.memory import kv_bytes_per_token
 from planner.estimator.replica import IterationTime, StageSpec
 from planner.estimator.serving import (
@@ -359,7 +360,7 @@ def mix_designs(
         link = cat.link(problem.constraints.network)
         roles = ROLES[w.disaggregation]
         for d in keep:
-            specs = [StageSpec(cat.accelerator(s.device), s.tp, s.layers) for s in d.stages]
+            specs = stage_specs(cat, problem, d)
             for role in roles:
                 rates = _class_rates(w, cat, link, d, specs, c_i, role)
                 if c_i not in rates:
@@ -369,11 +370,15 @@ def mix_designs(
                 sized.append(c_i)
     if prune and designs:
         chosen: list[int] = []
-        for role in ("both", "prefill", "decode"):  # a pool is only ever beaten by its own kind
-            at = [i for i, d in enumerate(designs) if d.role == role]
-            if at:
-                kept = undominated([designs[i] for i in at], [serves[i] for i in at])
-                chosen += [at[i] for i in kept.tolist()]
+        # A pool is only ever beaten by its own kind, and a design only by one that fits the
+        # same hosts (planner.estimator.hosts.design_hosts).
+        kinds: dict[tuple[object, ...], list[int]] = {}
+        for i, d in enumerate(designs):
+            need = design_hosts(cat, problem, ((s.device, s.tp, s.dense) for s in d.stages))
+            kinds.setdefault((d.role, need), []).append(i)
+        for at in kinds.values():
+            kept = undominated([designs[i] for i in at], [serves[i] for i in at])
+            chosen += [at[i] for i in kept.tolist()]
         chosen.sort()
         designs = [designs[i] for i in chosen]
         serves = [serves[i] for i in chosen]

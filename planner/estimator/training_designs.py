@@ -20,6 +20,7 @@ from planner.estimator.comm import ring_allreduce_seconds
 from planner.estimator.designs import Design, Stage, dominated, tp_degrees
 from planner.estimator.devices import device_table
 from planner.estimator.formats import weight_format
+from planner.estimator.hosts import holding_hosts
 from planner.estimator.memory import TrainingSetup, training_memory_total
 from planner.estimator.perf import training_tokens_per_second
 from planner.schema.catalog import Accelerator, Link, ModelArch
@@ -179,11 +180,11 @@ def training_designs(
                 found.append((i, k, S, int(D[j]), int(n[j]), float(tps[r, j]), watts))
     found.sort(key=lambda f: f[:3])  # device, then k, then S: the order they are listed in
     if prune and found:
-        dev_i, _, depth, _, count, speed, watts_w = (
-            np.array(col) for col in zip(*found, strict=True)
-        )
-        rank_of = {d: r for r, d in enumerate(sorted(d.id for d in devs))}
-        group = np.array([rank_of[devs[i].id] for i in dev_i.tolist()], dtype=np.int64)
+        _, _, depth, _, count, speed, watts_w = (np.array(col) for col in zip(*found, strict=True))
+        # Grouped by device and the hosts that hold its group: one that needs fewer may fit.
+        kinds = [(devs[f[0]].id, holding_hosts(cat, problem, devs[f[0]], f[1])) for f in found]
+        rank_of = {x: r for r, x in enumerate(sorted(set(kinds)))}
+        group = np.array([rank_of[x] for x in kinds], dtype=np.int64)
         order = np.arange(len(found), dtype=np.int64)
         zero = np.zeros(len(found), dtype=np.int64)  # sequences: none held
         keep = np.flatnonzero(~dominated(group, [count], watts_w, speed, zero, order))

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import math
 
+from planner.estimator.hosts import holds_group, tp_limit
 from planner.model.ortools_cp import cp_model
 from planner.model.quantities import Quantities
 from planner.model.result import ShareKey
 from planner.model.scale import RATE_SCALE, SHARE_STEPS, THROUGHPUT_SCALE, to_int
 from planner.model.tables import class_load
 from planner.model.variables import CLOUD, PREM
+from planner.schema.catalog import Node
 from planner.schema.problem import InferenceWorkload, TrainingWorkload
 
 
@@ -57,13 +59,19 @@ class Constraints(Quantities):
                         w.min_tokens_per_s * period.scale * THROUGHPUT_SCALE,
                         f"{w.name}.min_tokens_per_s",
                     )
-                    self.m.add(self.made_tokens(w, keys) >= need).only_enforce_if(thr)
+                    self.m.add(self.made_tokens(w, keys, kept=True) >= need).only_enforce_if(thr)
                     if w.concurrency is not None:
                         # Implied (x <= slots): the slots' capacity covers the need. Redundant,
                         # it tightens the relaxation.
+                        kept = self.t.kept.get(w.name)
                         self.m.add(
                             sum(
-                                to_int(designs[k[1]].tokens_per_s * THROUGHPUT_SCALE, "tps")
+                                to_int(
+                                    designs[k[1]].tokens_per_s
+                                    * (kept[k[1]] if kept else 1.0)
+                                    * THROUGHPUT_SCALE,
+                                    "tps",
+                                )
                                 * self.R[k]
                                 for k in keys
                             )
@@ -116,18 +124,72 @@ class Constraints(Quantities):
             self.m.add(sum(self.R[k] for k in keys) >= 1)
 
     def _inventory_and_hosts(self) -> None:
-        """Owned and bought devices cover the busiest period on premises; every one of them sits
-        in a host slot; bought devices fill bought hosts."""
+        """Owned and bought devices cover the busiest period on premises, owned ones first;
+        every one of them sits in a slot of hosts of one type; bought devices fill bought hosts,
+        whole where the host is sold whole (planner.estimator.hosts)."""
         for dev, fleet in self.fleet.items():
             e = self.t.econ[dev]
             if not self.single:
                 for p_i in self.holding:  # the demand periods and the earlier phases
                     self.m.add(fleet >= self.use_expr(dev, p_i, PREM))
                 self.m.add(fleet <= self.fleet_ub[dev])
-            self.m.add(self.bought[dev] >= fleet - e.owned)
-            self.m.add(self.hosts[dev] * e.slots >= fleet)
-            self.m.add(self.hosts_bought[dev] * e.slots >= self.bought[dev])
-            self.m.add(self.hosts_bought[dev] <= self.hosts[dev])
+            bought = self.bought[dev]
+            self.m.add(bought >= fleet - e.owned)
+            if dev in self.spare or not self.single:
+                # Devices held are the owned ones in use (all of them once any is bought) and
+                # every device bought, spares of a whole unit included. (Without spares the
+                # fleet is the devices at work, and the cost keeps bought = fleet - owned.)
+                used_owned: cp_model.IntVar | int = 0
+                if e.owned:
+                    used_owned = self.m.new_int_var(0, e.owned, f"owned used[{dev}]")
+                    self.m.add_min_equality(used_owned, [fleet, e.owned])
+                self.m.add(fleet >= bought + used_owned)
+            keys = [(dev, n.id) for n in e.hosts]
+            self.m.add(sum(self.pick[k] for k in keys) <= 1)
+            self.m.add(sum(self.nodes[k[1]].slots * self.hosts[k] for k in keys) >= fleet)
+            self.m.add(sum(self.nodes[k[1]].slots * self.hosts_bought[k] for k in keys) >= bought)
+            for k in keys:
+                node = self.nodes[k[1]]
+                self.m.add(self.hosts[k] == 0).only_enforce_if(~self.pick[k])
+                self.m.add(self.hosts_bought[k] <= self.hosts[k])
+                if node.sold_whole:  # its devices are bought a whole host at a time
+                    self.m.add(bought >= node.slots * self.hosts_bought[k]).only_enforce_if(
+                        self.pick[k]
+                    )
+        self._host_holds_groups()
+
+    def _allowed(self, dev: str, nodes: list[Node]) -> cp_model.IntVar:
+        """A literal true when `dev`'s chosen host is one of `nodes` (one per set, shared)."""
+        key = (dev, tuple(n.id for n in nodes))
+        if key not in self._allowed_lits:
+            lit = self.m.new_bool_var(f"host in {key}")
+            self.m.add(lit == sum(self.pick[(dev, n.id)] for n in nodes))
+            self._allowed_lits[key] = lit
+        return self._allowed_lits[key]
+
+    def _host_holds_groups(self) -> None:
+        """A replica on premises runs only where its device types' chosen hosts hold its
+        tensor-parallel groups (planner.estimator.hosts.tp_limit), and a serving replica only
+        where they run at the speed it assumed (consumer cards derated in a multi-card chassis,
+        at full speed alone: planner.estimator.hosts.holds_group)."""
+        c = self.p.constraints
+        for key, r in self.R.items():
+            if key.site != PREM:
+                continue
+            serving = isinstance(self._workload(key.workload), InferenceWorkload)
+            for st in self.t.designs[key.workload][key.design].stages:
+                e = self.t.econ[st.device]
+                ok = [
+                    n
+                    for n in e.hosts
+                    if (
+                        holds_group(e.device, n, self.p, st.tp, st.dense)
+                        if serving
+                        else tp_limit(e.device, n, c) >= st.tp
+                    )
+                ]
+                if len(ok) < len(e.hosts):
+                    self.m.add(r == 0).only_enforce_if(~self._allowed(st.device, ok))
 
     def _cloud_supply(self) -> None:
         """Cloud replicas run on reserved, on-demand and (the share expected up of) spot devices;

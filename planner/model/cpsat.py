@@ -242,7 +242,7 @@ class PlannerModel(Constraints, Hints):
             s.wall_time,
             values(self.R),
             {d: int(s.value(v)) for d, v in self.bought.items()},
-            {d: int(s.value(v)) for d, v in self.hosts.items()},
+            {d: n for (d, n), z in self.pick.items() if s.value(z) and s.value(self.hosts[(d, n)])},
             values=tuple(int(s.value(e)) for e in evaluate),
             reserved=values(self.reserved),
             on_demand=values(self.od),

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import math
 
+from planner.estimator.designs import Design
 from planner.estimator.economics import energy_usd_per_watt
+from planner.estimator.hosts import devices_bought, holds_group, hosts_for
 from planner.model.result import ReplicaKey, ShareKey
 from planner.model.scale import SHARE_STEPS
 from planner.model.tables import alone_meets, class_load, replicas_needed
 from planner.model.variables import CLOUD, PREM, ModelBase
+from planner.schema.catalog import Node
 from planner.schema.problem import InferenceWorkload, TrainingWorkload
 
 
@@ -46,6 +49,8 @@ class Hints(ModelBase):
                     n = replicas_needed(w, d)
                     price = 0.0
                 if key[3] == PREM:
+                    if not self._hint_host_holds(d):
+                        continue
                     price += sum(slot_usd[x] * k for x, k in d.devices.items())
                 price = n * (price + d.power_w * per_w)
                 if n <= self.R_ub[key] and (best is None or price < best[0]):
@@ -79,6 +84,8 @@ class Hints(ModelBase):
                         d = designs[j]
                         if k not in rates or key not in self.R or d.role != role:
                             continue
+                        if not self._hint_host_holds(d):
+                            continue
                         share = math.ceil(load / rates[k] * SHARE_STEPS - 1e-9)
                         n = -(-share // SHARE_STEPS)
                         price = n * (
@@ -95,6 +102,21 @@ class Hints(ModelBase):
                 for _, key, n, share in min(options, key=lambda o: sum(x[0] for x in o)):
                     chosen[key] = chosen.get(key, 0) + n
                     shares[ShareKey(w.name, key[1], k, 0, PREM)] = share
+
+    def _hint_host(self, dev: str) -> Node:
+        """The host the hint puts `dev` in: its default host when it may sit there."""
+        e = self.t.econ[dev]
+        return e.node if e.node in e.hosts else e.hosts[0]
+
+    def _hint_host_holds(self, d: Design) -> bool:
+        """Whether the hint's hosts hold every stage of `d` at the speed it assumed (else the
+        hint would contradict the host rules, and the search would start from nothing)."""
+        return all(
+            holds_group(
+                self.t.econ[s.device].device, self._hint_host(s.device), self.p, s.tp, s.dense
+            )
+            for s in d.stages
+        )
 
     def _hint(self, warm: dict[ReplicaKey, int] | None) -> None:
         """Start the search from a previous plan or the heuristic one (a hint, not a constraint)."""
@@ -117,7 +139,15 @@ class Hints(ModelBase):
         for dev, var in self.bought.items():
             e = self.t.econ[dev]
             u = used.get(dev, 0)
-            b = min(max(0, u - e.owned), self.bought_ub[dev])
+            node = self._hint_host(dev)
+            b = min(devices_bought(node, u - e.owned), self.bought_ub[dev])
             self.m.add_hint(var, b)
-            self.m.add_hint(self.hosts[dev], min(-(-u // e.slots), self.hosts_ub[dev]))
-            self.m.add_hint(self.hosts_bought[dev], min(-(-b // e.slots), self.hosts_ub[dev]))
+            if dev in self.spare:
+                self.m.add_hint(self.spare[dev], max(0, min(b + e.owned, u + b) - u))
+            for host in e.hosts:
+                hk = (dev, host.id)
+                mine = host.id == node.id
+                self.m.add_hint(self.pick[hk], int(mine and u > 0))
+                held = hosts_for(host, max(u, b + min(u, e.owned))) if mine else 0
+                self.m.add_hint(self.hosts[hk], min(held, self.hosts_ub[hk]))
+                self.m.add_hint(self.hosts_bought[hk], min(hosts_for(host, b) if mine else 0, held))

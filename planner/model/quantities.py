@@ -3,6 +3,8 @@ devices and rack units. Objectives, limits and what-if questions are built from 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from planner.estimator.designs import Design
 from planner.estimator.economics import (
     cloud_host_watts,
@@ -23,6 +25,7 @@ from planner.model.result import ReplicaKey
 from planner.model.scale import RATE_SCALE, THROUGHPUT_SCALE, to_int
 from planner.model.tables import mix_tokens_per_request, plain_tokens_factor
 from planner.model.variables import CLOUD, JOB, PREM, ModelBase
+from planner.schema.catalog import Node
 from planner.schema.problem import InferenceWorkload, TrainingWorkload
 
 QUANTITIES = ("cost", "capex", "power", "devices", "rack_units", "throughput", "carbon")
@@ -55,10 +58,15 @@ class Quantities(ModelBase):
             e = self.t.econ[dev]
             if self.bought_ub[dev] > 0:
                 terms.append(to_int(e.unit_usd, f"{dev}.price") * b)
-                terms.append(
-                    to_int(e.node.price_usd, f"{e.node.id}.price") * self.hosts_bought[dev]
-                )
+        terms += self._host_terms(lambda n: n.price_usd, "price", bought=True)
         return sum(terms)  # type: ignore[return-value]
+
+    def _host_terms(
+        self, per_host: Callable[[Node], float], what: str, *, bought: bool = False
+    ) -> list[cp_model.LinearExpr]:
+        """`per_host(node)` (in whole units) times the hosts of each type held, or bought."""
+        hosts = self.hosts_bought if bought else self.hosts
+        return [to_int(per_host(self.nodes[n]), f"{n}.{what}") * h for (_, n), h in hosts.items()]
 
     def tco_expr(self) -> cp_model.LinearExpr:
         """Over the horizon: purchases with upkeep, electricity on premises (at work and idle),
@@ -87,14 +95,10 @@ class Quantities(ModelBase):
             e = self.t.econ[dev]
             if self.bought_ub[dev] > 0:
                 terms.append(to_int(e.unit_usd * own, f"{dev}.price") * b)
-                terms.append(
-                    to_int(e.node.price_usd * own, f"{e.node.id}.price") * self.hosts_bought[dev]
-                )
-            # Hosts on premises draw their overhead through the whole horizon: at load in the
-            # working hours, and as their idle draw in the others (planner.estimator.economics).
-            terms.append(
-                to_int(e.node.power_overhead_w * whole_h * usd_wh, "host energy") * self.hosts[dev]
-            )
+        terms += self._host_terms(lambda n: n.price_usd * own, "price", bought=True)
+        # Hosts on premises draw their overhead through the whole horizon: at load in the
+        # working hours, and as their idle draw in the others (planner.estimator.economics).
+        terms += self._host_terms(lambda n: n.power_overhead_w * whole_h * usd_wh, "energy")
         for (wn, j, p_i, site), var in self.R.items():
             d = self.t.designs[wn][j]
             if (wn, j) in self.t.training_cost:
@@ -173,9 +177,9 @@ class Quantities(ModelBase):
         host_g = sum(p.hours * (p.gco2e_per_kwh or 0.0) for p in self.periods) / 1000 * pue
         host_g += host_idle_hours(self.p) * g0
         terms += self._switch_watts(host_g)  # switches draw at all hours, as hosts do
-        for dev, h in self.hosts.items():
+        terms += self._host_terms(lambda n: n.power_overhead_w * host_g, "carbon")
+        for dev in self.fleet:
             e = self.t.econ[dev]
-            terms.append(to_int(e.node.power_overhead_w * host_g, "host carbon") * h)
             emb = (e.device.embodied_kgco2e or 0.0) * 1000 * share
             terms.append(to_int(emb, "embodied") * self.fleet[dev])
         for dev, v in self.reserved.items():
@@ -205,10 +209,7 @@ class Quantities(ModelBase):
             d = self.t.designs[wn][j]
             watts = d.power_w + (self._cloud_host_w(d) if site == CLOUD else 0.0)
             terms.append(to_int(watts * s, "power") * v)
-        terms += [
-            to_int(self.t.econ[d].node.power_overhead_w * s, "host power") * h
-            for d, h in self.hosts.items()
-        ]
+        terms += self._host_terms(lambda n: n.power_overhead_w * s, "power")
         terms += self._switch_watts(s)
         return sum(terms)  # type: ignore[return-value]
 
@@ -231,23 +232,23 @@ class Quantities(ModelBase):
         )
 
     def made_tokens(
-        self, w: InferenceWorkload, keys: list[ReplicaKey], factor: float = 1.0
+        self, w: InferenceWorkload, keys: list[ReplicaKey], factor: float = 1.0, kept: bool = False
     ) -> cp_model.LinearExpr:
         """Output milli-tokens/s the replica groups `keys` of a fixed-rate workload make: each
         sequence held makes one token per time per token (Little's law), so with a concurrency
-        only the sequences that exist count; `concurrency: unbounded` counts every slot."""
+        only the sequences that exist count; `concurrency: unbounded` counts every slot.
+        `kept`: each design's tokens less the risk margin where the calibration does not back
+        it (Tables.kept), as the throughput floor counts them."""
         designs = self.t.designs[w.name]
+        share = self.t.kept.get(w.name) if kept else None
+
+        def coef(j: int, per_s: float) -> int:
+            f = factor * (share[j] if share else 1.0)
+            return to_int(per_s * f * THROUGHPUT_SCALE, "tps", up=False)
+
         if w.concurrency is None:
-            return sum(  # type: ignore[return-value]
-                to_int(designs[k[1]].tokens_per_s * factor * THROUGHPUT_SCALE, "tps", up=False)
-                * self.R[k]
-                for k in keys
-            )
-        return sum(  # type: ignore[return-value]
-            to_int(1000.0 / designs[k[1]].ms_per_token * factor * THROUGHPUT_SCALE, "tps", up=False)
-            * self.X[k]
-            for k in keys
-        )
+            return sum(coef(k[1], designs[k[1]].tokens_per_s) * self.R[k] for k in keys)  # type: ignore[return-value]
+        return sum(coef(k[1], 1000.0 / designs[k[1]].ms_per_token) * self.X[k] for k in keys)  # type: ignore[return-value]
 
     def throughput_expr(self) -> cp_model.LinearExpr:
         """Milli-tokens/s in the busiest period: what fixed-rate workloads' sequences make, and
@@ -273,7 +274,7 @@ class Quantities(ModelBase):
     def rack_units_expr(self) -> cp_model.LinearExpr:
         """Rack units of the hosts on premises (rented devices are racked by their provider)."""
         link = self.t.network
-        terms = [self.t.econ[d].node.rack_units * h for d, h in self.hosts.items()]
+        terms = self._host_terms(lambda n: n.rack_units, "rack units")
         if link is not None and link.switch is not None and self.net_switches is not None:
             terms.append(link.switch.rack_units * self.net_switches)
         return sum(terms)  # type: ignore[return-value]

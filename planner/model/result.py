@@ -36,7 +36,7 @@ class Solution:
     seconds: float
     replicas: dict[ReplicaKey, int]
     bought: dict[str, int]
-    hosts: dict[str, int]
+    hosts: dict[str, str]  # device on premises -> the node type chosen to host it
     iterations: int = 1
     values: tuple[int, ...] = ()  # requested expressions evaluated at the solution
     reserved: dict[str, int] = field(default_factory=dict)

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from planner.catalog import Catalog
+from planner.estimator.confidence import design_confidence, kept_share
 from planner.estimator.designs import (
     Design,
     allowed_devices,
@@ -45,6 +46,9 @@ class Tables:
     serves: dict[str, list[dict[int, float]]]
     sized_for: dict[str, list[int]]
     network: Link | None = None  # the link between hosts (constraints.network)
+    # Fixed-rate workloads under a risk margin: per design, the share of its tokens/s the
+    # throughput floor counts (planner.estimator.confidence.kept_share).
+    kept: dict[str, list[float]] = field(default_factory=dict)
 
 
 def replicas_needed(w: InferenceWorkload, d: Design, scale: float = 1.0) -> int:
@@ -117,7 +121,21 @@ def build_tables(
         if isinstance(w, TrainingWorkload):
             for j, d in enumerate(designs[w.name]):
                 training_cost[(w.name, j)] = training_job_cost(problem, econ, w, d)
+    kept: dict[str, list[float]] = {}
+    margin = problem.constraints.risk_margin
+    for w in problem.workloads:
+        if margin > 0 and isinstance(w, InferenceWorkload) and w.request_mix is None:
+            kept[w.name] = [
+                kept_share(
+                    margin,
+                    design_confidence(
+                        cat, [cat.accelerator(x) for x in sorted(d.devices)], d.engine, d.batch
+                    ).label,
+                )
+                for d in designs[w.name]
+            ]
     return Tables(
+        kept=kept,
         problem=problem,
         designs=designs,
         econ=econ,
@@ -150,7 +168,8 @@ FLEET_LIMITS = {"budget_usd", "capex_usd", "power_w", "max_rack_units", "invento
 
 def design_key(problem: Problem) -> str:
     """Everything design enumeration reads: workloads, the per-replica constraints, which
-    devices are owned (they are allowed without a price) and whether prices are bought or rented."""
+    devices are owned (they are allowed without a price, in their default host), whether
+    prices are bought or rented, and the consumer cards' derating."""
     c = problem.constraints
     return json.dumps(
         [
@@ -158,6 +177,7 @@ def design_key(problem: Problem) -> str:
             c.model_dump(mode="json", exclude=FLEET_LIMITS),
             sorted({o.device for o in c.inventory}),
             problem.horizon.procurement,
+            problem.horizon.consumer_derating,  # derated copies of consumer cards
             problem.market.model_dump(mode="json"),
         ],
         sort_keys=True,

@@ -7,11 +7,13 @@ import math
 
 from planner.estimator.designs import Design
 from planner.estimator.economics import earlier_phase, in_fleet
+from planner.estimator.hosts import hosts_for, purchase_unit
 from planner.estimator.network import ports_per_host
 from planner.model.ortools_cp import cp_model
 from planner.model.result import ReplicaKey, ShareKey
 from planner.model.scale import RATE_SCALE, SHARE_STEPS, to_int
 from planner.model.tables import Tables, class_load, replicas_needed
+from planner.schema.catalog import Node
 from planner.schema.problem import InferenceWorkload, TrainingWorkload
 from planner.schema.status import Site
 
@@ -46,8 +48,15 @@ class ModelBase:
         self.fleet: dict[str, cp_model.LinearExpr] = {}  # owned + bought devices held
         self.fleet_ub: dict[str, int] = {}
         self.bought: dict[str, cp_model.IntVar] = {}
-        self.hosts: dict[str, cp_model.IntVar] = {}
-        self.hosts_bought: dict[str, cp_model.IntVar] = {}
+        # Hosts per (device, node): every on-premises device of one type sits in hosts of the
+        # one node type `pick` chooses (planner.estimator.hosts).
+        self.hosts: dict[tuple[str, str], cp_model.IntVar] = {}
+        self.hosts_bought: dict[tuple[str, str], cp_model.IntVar] = {}
+        self.pick: dict[tuple[str, str], cp_model.IntVar] = {}
+        self.nodes: dict[str, Node] = {}
+        # Devices held beyond those at work: the rest of a whole baseboard or kit.
+        self.spare: dict[str, cp_model.IntVar] = {}
+        self._allowed_lits: dict[tuple[str, tuple[str, ...]], cp_model.IntVar] = {}
         self.reserved: dict[str, cp_model.IntVar] = {}
         self.od: dict[tuple[str, int], cp_model.IntVar] = {}
         self.spot: dict[tuple[str, int], cp_model.IntVar] = {}
@@ -55,7 +64,7 @@ class ModelBase:
         self.named: dict[str, cp_model.IntVar] = {}  # constraint name -> enforcement literal
         self.bought_ub: dict[str, int] = {}
         self.interrupted = False
-        self.hosts_ub: dict[str, int] = {}
+        self.hosts_ub: dict[tuple[str, str], int] = {}
         # Network gear between hosts (planner.estimator.network): ports and switches bought.
         self.net_ports: cp_model.IntVar | None = None
         self.net_switches: cp_model.IntVar | None = None
@@ -88,9 +97,12 @@ class ModelBase:
         out: list[Site] = []
         if all(e.on_premises for e in es):
             out.append(PREM)
-        # Rented in whole instances, a tensor-parallel group must fit one instance.
+        # Rented in whole instances, a tensor-parallel group must fit one instance; a design
+        # derated for a multi-card chassis on premises is not rented (a rented card is counted
+        # at its full speed).
         unit = es[0].prices.rent_unit if es[0].prices.instance else None
-        if len(es) == 1 and es[0].cloud and (unit is None or max(s.tp for s in d.stages) <= unit):
+        fits = unit is None or max(s.tp for s in d.stages) <= unit
+        if len(es) == 1 and es[0].cloud and fits and not any(s.dense for s in d.stages):
             out.append(CLOUD)
         return out
 
@@ -123,18 +135,19 @@ class ModelBase:
             )
             total_ub = max(0, min(cap + e.owned, most))
             can_buy = "buy" in e.modes
-            self.fleet_ub[dev] = total_ub if can_buy else min(total_ub, e.owned)
-            self.bought_ub[dev] = max(0, total_ub - e.owned) if can_buy else 0
-            self.hosts_ub[dev] = math.ceil(total_ub / e.slots) + 1
+            # A whole baseboard or kit may hold up to unit - 1 devices beyond those at work.
+            unit = max((purchase_unit(n) for n in e.hosts), default=1) if can_buy else 1
+            self.fleet_ub[dev] = total_ub + unit - 1 if can_buy else min(total_ub, e.owned)
+            self.bought_ub[dev] = max(0, self.fleet_ub[dev] - e.owned) if can_buy else 0
             if self.single:
                 self.fleet[dev] = self.use_expr(dev, 0, PREM)
+                if unit > 1:
+                    self.spare[dev] = self.m.new_int_var(0, unit - 1, f"spare[{dev}]")
+                    self.fleet[dev] = self.fleet[dev] + self.spare[dev]
             else:
                 self.fleet[dev] = self.m.new_int_var(0, self.fleet_ub[dev], f"fleet[{dev}]")
             self.bought[dev] = self.m.new_int_var(0, self.bought_ub[dev], f"bought[{dev}]")
-            self.hosts[dev] = self.m.new_int_var(0, self.hosts_ub[dev], f"hosts[{dev}]")
-            self.hosts_bought[dev] = self.m.new_int_var(
-                0, self.hosts_ub[dev], f"hosts_bought[{dev}]"
-            )
+            self._host_variables(dev)
         self._network_variables()
         avail = self.p.market.spot_availability
         for dev in sorted({dev for dev, _, site in self.use if site == CLOUD}):
@@ -193,6 +206,18 @@ class ModelBase:
             self.m.add(var == unit * n)
         return var
 
+    def _host_variables(self, dev: str) -> None:
+        """Per host option of `dev`: whether it is the one chosen, hosts held and bought."""
+        for node in self.t.econ[dev].hosts:
+            hk = (dev, node.id)
+            self.nodes[node.id] = node
+            self.hosts_ub[hk] = hosts_for(node, self.fleet_ub[dev]) + 1
+            self.pick[hk] = self.m.new_bool_var(f"pick[{dev},{node.id}]")
+            self.hosts[hk] = self.m.new_int_var(0, self.hosts_ub[hk], f"hosts[{dev},{node.id}]")
+            self.hosts_bought[hk] = self.m.new_int_var(
+                0, self.hosts_ub[hk], f"hosts_bought[{dev},{node.id}]"
+            )
+
     def _network_variables(self) -> None:
         """Ports and switches bought to join the hosts (planner.estimator.network): with two or
         more hosts, each bought host's ports; switches enough for those ports, one while they
@@ -201,11 +226,11 @@ class ModelBase:
         link = self.t.network
         if link is None or not self.hosts:
             return
-        pph = {d: ports_per_host(self.t.econ[d].node, link.id) for d in self.hosts}
-        most = sum(pph[d] * self.hosts_ub[d] for d in self.hosts)
+        pph = {k: ports_per_host(self.nodes[k[1]], link.id) for k in self.hosts}
+        most = sum(pph[k] * self.hosts_ub[k] for k in self.hosts)
         # `single`: the fleet is one host (or none), and buys no ports.
         ports = self.m.new_int_var(0, most, "network[ports]")
-        bought = sum(pph[d] * self.hosts_bought[d] for d in self.hosts)
+        bought = sum(pph[k] * self.hosts_bought[k] for k in self.hosts)
         if self._one_host_may_do():
             single = self.m.new_bool_var("network[one host]")
             self.m.add(sum(self.hosts.values()) <= 1).only_enforce_if(single)
@@ -243,7 +268,7 @@ class ModelBase:
         which keeps the ports linear in the hosts bought."""
         if any(site != PREM for (_, _, _, site) in self.R):
             return True
-        most_slots = max(self.t.econ[d].slots for d in self.hosts)
+        most_slots = max(self.nodes[n].slots for _, n in self.hosts)
         peak = max(p.scale for p in self.periods)
         for w in self.p.workloads:
             sizes = []

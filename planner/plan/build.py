@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 
 from planner.catalog import Catalog
-from planner.estimator.designs import Design
+from planner.estimator.designs import Design, stage_specs
 from planner.estimator.economics import (
     RENT_MODES,
     DeviceEconomics,
@@ -36,8 +36,9 @@ from planner.estimator.economics import (
     reserved_hours,
     working_hours,
 )
+from planner.estimator.hosts import derates, devices_bought, hosts_for
 from planner.estimator.network import network_gear, ports_per_host
-from planner.estimator.replica import StageSpec, inference_replica, training_stage_memory
+from planner.estimator.replica import inference_replica, training_stage_memory
 from planner.estimator.request_mix import class_workload
 from planner.estimator.serving import prefill_pool_budget, prefill_prompt, token_budget
 from planner.estimator.training_designs import training_job, training_setup
@@ -64,6 +65,7 @@ from planner.plan.types import (
     StageLine,
     WorkloadPlan,
 )
+from planner.schema.catalog import Node
 from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload, Workload
 from planner.schema.status import Site, Status
 
@@ -165,7 +167,7 @@ def stage_lines(
         context=w.context_tokens,
         prompt=prefill_prompt(w.prompt_tokens, w.prefix_cache_hit),
         output=w.output_tokens,
-        stages=[StageSpec(cat.accelerator(s.device), s.tp, s.layers) for s in d.stages],
+        stages=stage_specs(cat, problem, d),
         link=cat.link(problem.constraints.network),
     )
     for st, f in zip(d.stages, fig.stages, strict=True):
@@ -281,7 +283,8 @@ def _add_serving(
             tally.prem_energy_wh[dev] = tally.prem_energy_wh.get(dev, 0.0) + wh
     tps = made
     prompt = prefill_prompt(shape.prompt_tokens, shape.prefix_cache_hit)
-    cost = _replica_cost(d, replica_w, r, site, period.hours, tables.econ, problem)
+    hosts = {x: host_of(tables, sol, x) for x in d.devices}
+    cost = _replica_cost(d, replica_w, r, site, period.hours, tables.econ, hosts, problem)
     budget = {"prefill": prefill_pool_budget(prompt), "decode": float(d.batch)}.get(
         d.role, token_budget(d.batch, prompt, shape.output_tokens)
     )
@@ -470,6 +473,14 @@ def _split_by_device(d: Design, cat: Catalog, amount: float) -> dict[str, float]
     return {x: amount * v / total for x, v in weights.items()}
 
 
+def host_of(tables: Tables, sol: Solution, dev: str) -> Node:
+    """The node type the solution puts `dev` in on premises (its default host when it has none
+    there: rented devices' share of a host is counted in it)."""
+    e = tables.econ[dev]
+    chosen = sol.hosts.get(dev)
+    return next((n for n in e.hosts if n.id == chosen), e.node)
+
+
 def _replica_cost(
     d: Design,
     replica_w: float,
@@ -477,17 +488,19 @@ def _replica_cost(
     site: str,
     hours: float,
     econ: dict[str, DeviceEconomics],
+    hosts: dict[str, Node],
     problem: Problem,
 ) -> float:
-    """What `r` replicas of `d` cost over `hours`: on premises, their devices' purchase with
-    upkeep (a share for the hours) and their energy; in the cloud, on-demand rent."""
+    """What `r` replicas of `d` cost over `hours`: on premises, their devices' purchase and
+    their slots' share of their hosts with upkeep (a share for the hours) and their energy; in
+    the cloud, on-demand rent."""
     if site == CLOUD:
         rate = sum(n * (job_rate(econ[x]) or 0.0) for x, n in d.devices.items())
         return r * rate * hours
     share = hours / horizon_hours(problem)
     own = ownership_factor(problem)
     capital = sum(
-        n * (econ[x].unit_usd + econ[x].node.price_usd / econ[x].slots) * own
+        n * (econ[x].unit_usd + hosts[x].price_usd / hosts[x].slots) * own
         for x, n in d.devices.items()
     )
     return r * (capital * share + replica_w * hours * energy_usd_per_watt_hour(problem))
@@ -520,9 +533,13 @@ def _bill(
         cloud = [use.get((dev, q, CLOUD), 0) for q in range(len(periods))]
         earlier = range(len(periods), len(periods) + max(0, len(problem.phases or []) - 1))
         in_phases = [use.get((dev, q, PREM), 0) for q in earlier]
-        fleet = max(prem + in_phases)  # the periods and the earlier phases share the fleet
-        owned = min(fleet, e.owned)
-        bought = fleet - owned
+        at_work = max(prem + in_phases)  # the periods and the earlier phases share the fleet
+        node = host_of(tables, sol, dev)
+        owned = min(at_work, e.owned)
+        # Owned devices first, then new ones: whole units where the host is sold whole, so the
+        # fleet held may count spares beyond the devices at work.
+        bought = devices_bought(node, at_work - owned)
+        fleet = owned + bought
         reserved = sol.reserved.get(dev, 0) if any(cloud) else 0
         spot = [sol.spot.get((dev, q), 0) if cloud[q] else 0 for q in range(len(periods))]
         unit = e.prices.rent_unit  # devices per instance, rented whole
@@ -562,8 +579,8 @@ def _bill(
             if any(counts):
                 hours[mode] = sum(c * p.hours for c, p in zip(counts, periods, strict=True))
                 rent[mode] = hours[mode] * rates[mode]
-        hosts = -(-fleet // e.slots)
-        host_bought = -(-bought // e.slots)
+        hosts = hosts_for(node, fleet)
+        host_bought = hosts_for(node, bought)
         purchase = e.unit_usd
         idle_h = idle_device_hours(problem, fleet, hours["on-premises"])
         tally.idle_wh[dev] = cat.accelerator(dev).power.idle_w * idle_h
@@ -588,9 +605,9 @@ def _bill(
                 rent_usd=rent,
                 rent_usd_per_hour=rates,
                 energy_usd=dev_energy,
-                maintenance_usd=(purchase * bought + e.node.price_usd * host_bought) * (own - 1),
+                maintenance_usd=(purchase * bought + node.price_usd * host_bought) * (own - 1),
                 utilization=hours["on-premises"] / (fleet * H) if fleet else None,
-                break_even_utilization=break_even_utilization(problem, e, watts_at_work),
+                break_even_utilization=break_even_utilization(problem, e, watts_at_work, node),
                 instance=e.prices.instance if rent else None,
                 devices_per_instance=unit if rent else 1,
             )
@@ -598,20 +615,35 @@ def _bill(
         if fleet:
             plan.nodes.append(
                 NodeLine(
-                    e.node.id,
+                    node.id,
                     dev,
                     hosts,
-                    e.node.price_usd,
-                    e.node.price_usd * host_bought,
-                    e.node.rack_units * hosts,
-                    e.node.power_overhead_w * hosts * H * usd_wh,
+                    node.price_usd,
+                    node.price_usd * host_bought,
+                    node.rack_units * hosts,
+                    node.power_overhead_w * hosts * H * usd_wh,
                 )
             )
-            plan.rack_units += e.node.rack_units * hosts
+            plan.rack_units += node.rack_units * hosts
+            if (
+                node.slots > 1
+                and derates(e.device, problem)
+                and any(
+                    s.device == dev
+                    for w in plan.workloads
+                    if w.kind == "inference" and w.site == PREM
+                    for s in w.stages
+                )
+            ):
+                share = problem.horizon.consumer_derating
+                plan.notes.append(
+                    f"{dev} runs {share:.0%} slower sustained in {node.id} (consumer cards "
+                    "throttle in a multi-card chassis: horizon.consumer_derating)"
+                )
             for q in range(len(periods)):
-                power[q] += e.node.power_overhead_w * hosts
-            if e.node.intra_node_link not in plan.links:
-                plan.links.append(e.node.intra_node_link)
+                power[q] += node.power_overhead_w * hosts
+            if node.intra_node_link not in plan.links:
+                plan.links.append(node.intra_node_link)
     plan.network = _network(problem, cat, plan, tally)
     if (
         len(plan.devices) > 1

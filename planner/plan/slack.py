@@ -9,7 +9,8 @@ replica sizes the model bounds without the problem saying so) get an entry only 
 from __future__ import annotations
 
 from planner.catalog import Catalog
-from planner.plan.types import Plan
+from planner.estimator.confidence import kept_share
+from planner.plan.types import Plan, WorkloadPlan
 from planner.schema.problem import MAX_DEVICES, InferenceWorkload, Problem, TrainingWorkload
 
 BINDING_SLACK = 0.05  # a constraint with under 5 % room left is reported as binding
@@ -60,7 +61,11 @@ def constraint_slack(plan: Plan, problem: Problem, cat: Catalog) -> dict[str, fl
             if w.min_tokens_per_s:
                 for p in plan.periods:
                     need = w.min_tokens_per_s * p.scale
-                    got = sum(x.tokens_per_s for x in parts if x.period in (None, p.name))
+                    got = sum(
+                        x.tokens_per_s * _kept(problem, w, x)
+                        for x in parts
+                        if x.period in (None, p.name)
+                    )
                     if need > 0:
                         out[f"throughput:{w.name}"] = min(
                             out.get(f"throughput:{w.name}", float("inf")), (got - need) / need
@@ -90,3 +95,11 @@ def constraint_slack(plan: Plan, problem: Problem, cat: Catalog) -> dict[str, fl
 def binding(slack: dict[str, float]) -> list[str]:
     """The limits with under BINDING_SLACK room left, in the order `constraint_slack` lists them."""
     return [k for k, v in slack.items() if v <= BINDING_SLACK]
+
+
+def _kept(problem: Problem, w: InferenceWorkload, x: WorkloadPlan) -> float:
+    """The share of a replica group's tokens/s its workload's floor counts (the risk margin on
+    designs the calibration does not back; planner.estimator.confidence.kept_share)."""
+    if w.request_mix is not None or x.confidence is None:
+        return 1.0
+    return kept_share(problem.constraints.risk_margin, x.confidence.label)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from planner.catalog import Catalog
 from planner.estimator.confidence import Confidence
+from planner.estimator.hosts import derates, sustained
 from planner.estimator.replica import StageSpec
+from planner.schema.catalog import Node
+from planner.schema.problem import Problem
 from planner.schema.status import Site, Status
 
 
@@ -209,12 +213,28 @@ class WorkloadPlan:
             out[s.device] = out.get(s.device, 0) + s.tp * self.replicas
         return out
 
-    def stage_specs(self, cat: Catalog) -> list[StageSpec]:
-        """The replica's stages as the estimator takes them (device entries from `cat`)."""
-        return [
-            StageSpec(cat.accelerator(s.device), s.tp, s.layers[1] - s.layers[0] + 1)
-            for s in self.stages
-        ]
+    def stage_specs(
+        self, cat: Catalog, problem: Problem | None = None, hosts: Mapping[str, Node] = {}
+    ) -> list[StageSpec]:
+        """The replica's stages as the estimator takes them (device entries from `cat`); with
+        the `problem` and the plan's `hosts` per device, a serving replica on premises runs its
+        consumer cards derated where they share a multi-card chassis
+        (planner.estimator.hosts.sustained)."""
+        out = []
+        for s in self.stages:
+            acc = cat.accelerator(s.device)
+            host = hosts.get(s.device)
+            if (
+                problem is not None
+                and self.kind == "inference"
+                and self.site == Site.PREMISES
+                and host is not None
+                and host.slots > 1
+                and derates(acc, problem)
+            ):
+                acc = sustained(acc, problem)
+            out.append(StageSpec(acc, s.tp, s.layers[1] - s.layers[0] + 1))
+        return out
 
 
 @dataclass

@@ -329,6 +329,16 @@ class Node(Sourced):
         "trn-host",
     ]
     slots: int = Field(ge=1, description="Accelerators it holds.")
+    sold_whole: bool = Field(
+        False,
+        description="Sold with every slot filled, as a baseboard, kit or system is (HGX, OAM, "
+        "Gaudi kits): devices in it are bought `slots` at a time. False: cards go in one by one.",
+    )
+    scale_up_bridges: list[str] = Field(
+        default_factory=list,
+        description="Scale-up links it carries as bridges between cards (NVLink bridges in a "
+        "PCIe server), beside its `intra_node_link`: cards with that scale-up link join it here.",
+    )
     accepts_form_factors: list[FormFactor] = Field(
         default_factory=list, description="Form factors that fit its slots (PCIe cards, OAM...)."
     )
@@ -336,15 +346,38 @@ class Node(Sourced):
         default_factory=list,
         description="Accelerator ids it is built for (baseboards), if limited.",
     )
+    accepts_device_classes: list[DeviceClass] = Field(
+        default_factory=list,
+        description="Device classes it can run, if limited: a desktop or workstation case cools "
+        "cards with their own fans (consumer and workstation cards), not the passively cooled "
+        "datacenter PCIe cards built for a server's forced air. Empty: any.",
+    )
     intra_node_link: str = Field(
         description="Link id between its accelerators (pcie5, nvlink4...)."
     )
     price_usd: float = Field(ge=0, description="Price of the node without accelerators, USD.")
     price_date: str
     power_overhead_w: float = Field(ge=0, description="CPUs, fans, NICs, storage at load, watts.")
-    rack_units: int = Field(ge=0, description="Rack units; 0 for a desktop machine.")
+    rack_units: int = Field(
+        ge=0,
+        description="Rack units it takes on premises; a tower or a small machine counts the "
+        "rack-shelf units it stands in. 0 only for cloud hosts (rented, racked by the provider).",
+    )
     nics: list[NicSpec] = Field(default_factory=list)
     notes: str | None = None
+
+    @model_validator(mode="after")
+    def _racked(self) -> Node:
+        if self.rack_units == 0 and self.kind not in CLOUD_HOST_KINDS:
+            raise ValueError(
+                f"rack_units: 0 for a {self.kind}; only cloud hosts "
+                f"({', '.join(CLOUD_HOST_KINDS)}) take no rack space: give the rack units it "
+                "takes (a tower: the rack-shelf units it stands in)"
+            )
+        return self
+
+
+CLOUD_HOST_KINDS = ("tpu-host", "trn-host")
 
 
 LinkKind = Literal[

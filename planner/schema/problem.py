@@ -459,6 +459,12 @@ class OwnedDevices(ProblemModel):
     ] = Field(description="How many are owned.")
 
 
+# A share of an estimate held back (a risk margin, a derating): above 90 % nothing is left.
+Discount = Annotated[
+    Share, Limit(ge=0, le=0.9, why="more than 90 % held back leaves no estimate to plan on")
+]
+
+
 class Constraints(ProblemModel):
     budget_usd: Dollars | None = Field(
         None,
@@ -503,6 +509,15 @@ class Constraints(ProblemModel):
     )
     vendors: list[CatalogId] | None = Field(
         None, min_length=1, max_length=64, description="Only these vendors."
+    )
+    allowed_hosts: list[CatalogId] | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_DEVICE_LIST,
+        description="Only these host types on premises (catalog node ids, `planner catalog list "
+        "nodes`; default every host that takes the device): for example [desktop-1] when the "
+        "devices go one to a desktop. Owned devices stay in the hosts they sit in; rented ones "
+        "in the provider's machines.",
     )
     require_ecc: StrictBool = Field(False, description="Only devices with ECC memory.")
     memory_headroom: Annotated[
@@ -551,6 +566,14 @@ class Constraints(ProblemModel):
         description="Weakest backing a design may have: `interpolated` allows only designs "
         "whose devices have calibration rows under their engine around their batch (or at it), "
         "`measured` only at it; `prior` (the default) allows every design and labels it.",
+    )
+    risk_margin: Discount = Field(
+        0.0,
+        description="Share of the estimated tokens/s held back on designs the calibration does "
+        "not back (confidence `extrapolated` or `prior`): their replicas meet a workload's "
+        "min_tokens_per_s with (1 - risk_margin) of their estimate, so the plan carries spare "
+        "capacity where its figures are least certain. 0 (the default): none. Fixed-rate "
+        "workloads; a request mix's rates are not discounted.",
     )
     exclude_end_of_life: StrictBool = Field(
         False,
@@ -618,6 +641,14 @@ class Horizon(ProblemModel):
             low_why="the facility cannot use less than the IT load",
         ),
     ] = Field(1.3, description="Power usage effectiveness (facility power / IT power).")
+    consumer_derating: Discount = Field(
+        0.2,
+        description="Throughput consumer cards (RTX 4090, RTX 3090...) lose sustained in a "
+        "multi-card chassis, a share: built for one card in an open desktop case, packed ones "
+        "throttle. 0.2 is the middle of the 15-25 % the reference text on GPU selection gives "
+        "for dense deployments (reference text 001, 'Ignoring Thermal Constraints in Dense "
+        "Deployments'); 0 turns it off. One card in a desktop runs at full speed.",
+    )
     procurement: Literal["buy", "rent"] | list[Mode] = Field(
         "buy",
         description="How devices may be had: `buy`, `rent` (on demand), or a list the optimizer "

@@ -1,0 +1,125 @@
+"""Hosts as a choice: which hosts a device may sit in, the tensor-parallel groups one host
+carries, and what a fleet of devices buys in it (whole baseboards and kits, or cards one by one).
+
+A plan puts every on-premises device of one type in hosts of one type (the optimizer picks it);
+the verifier and the plan builder recount the hosts from these rules."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from planner.catalog import Catalog
+from planner.schema.catalog import Accelerator, Node
+from planner.schema.problem import Constraints, Problem
+
+
+def host_options(cat: Catalog, d: Accelerator, problem: Problem) -> list[Node]:
+    """Every node that can host `d` among `constraints.allowed_hosts`, cheapest per slot first;
+    only its default host when the problem owns some `d` (an inventory names devices, and they
+    come in the hosts they sit in)."""
+    if any(o.device == d.id for o in problem.constraints.inventory):
+        host = cat.host_for(d)
+        return [host] if host else []
+    allowed = problem.constraints.allowed_hosts
+    return [n for n in cat.nodes_for(d) if allowed is None or n.id in allowed]
+
+
+def placeable(cat: Catalog, d: Accelerator, problem: Problem, modes: Iterable[str]) -> bool:
+    """Whether `d` has somewhere to run under `modes` (the problem's modes it has a price
+    for): a host among `constraints.allowed_hosts` on premises, or a provider's machine."""
+    if not cat.nodes_for(d):
+        return False
+    return bool(host_options(cat, d, problem)) or any(m != "buy" for m in modes)
+
+
+def carries_scale_up(d: Accelerator, node: Node) -> bool:
+    """Whether `node` joins its `d` cards over their own scale-up link: its intra-node link is
+    that link (HGX, OAM, an NVLink-bridged workstation), or it ships the bridge for it."""
+    link = d.interconnect.scale_up
+    return link is not None and (node.intra_node_link == link or link in node.scale_up_bridges)
+
+
+def tp_limit(d: Accelerator, node: Node, c: Constraints) -> int:
+    """The largest tensor-parallel group of `d` one `node` holds: the scale-up domain where the
+    host carries the scale-up link, every slot over PCIe where the problem allows it, else 1;
+    never more than the host's slots or `max_tensor_parallel`."""
+    limit = d.interconnect.domain_size if carries_scale_up(d, node) else 1
+    if c.tensor_parallel_over_pcie:
+        limit = max(limit, node.slots)
+    return min(limit, node.slots, c.max_tensor_parallel)
+
+
+def purchase_unit(node: Node) -> int:
+    """Devices bought at a time in `node`: its slots when it is sold whole, else one."""
+    return node.slots if node.sold_whole else 1
+
+
+def devices_bought(node: Node, needed: int) -> int:
+    """Devices bought to have `needed` new ones in `node`: whole units where it is sold whole
+    (4 MI300X buy an 8-OAM platform's 8), else exactly `needed`."""
+    unit = purchase_unit(node)
+    return -(-max(0, needed) // unit) * unit
+
+
+def hosts_for(node: Node, devices: int) -> int:
+    """The fewest `node` hosts that hold `devices`."""
+    return -(-devices // node.slots)
+
+
+def derates(d: Accelerator, problem: Problem) -> bool:
+    """Whether `d` runs slower sustained in a multi-card chassis: consumer cards, built for one
+    card in an open desktop case, throttle when packed (`horizon.consumer_derating`)."""
+    return d.device_class == "consumer" and problem.horizon.consumer_derating > 0
+
+
+def sustained(d: Accelerator, problem: Problem) -> Accelerator:
+    """`d` as it runs sustained in a multi-card chassis: its tensor throughput and memory
+    bandwidth less `horizon.consumer_derating` (throttled clocks slow both; its power at load is
+    kept, the throttle holds it at its limit)."""
+    keep = 1.0 - problem.horizon.consumer_derating
+    flops = {k: v * keep for k, v in d.dense_tflops.model_dump().items() if v is not None}
+    mem = d.memory
+    memory = mem.model_copy(
+        update={
+            "bandwidth_gb_s": mem.bandwidth_gb_s * keep,
+            "achievable_bandwidth_gb_s": (
+                mem.achievable_bandwidth_gb_s * keep if mem.achievable_bandwidth_gb_s else None
+            ),
+        }
+    )
+    compute = d.dense_tflops.model_copy(update=flops)
+    return d.model_copy(update={"dense_tflops": compute, "memory": memory})
+
+
+def holds_group(d: Accelerator, node: Node, problem: Problem, tp: int, dense: bool) -> bool:
+    """Whether one `node` holds a tensor-parallel group of `tp` `d` running at the speed a
+    design assumed: derated (`dense`) in a multi-card chassis, at full speed in a one-card
+    host, where `d` derates; any host otherwise."""
+    if tp_limit(d, node, problem.constraints) < tp:
+        return False
+    return not derates(d, problem) or (node.slots > 1) == dense
+
+
+def holding_hosts(
+    cat: Catalog, problem: Problem, d: Accelerator, tp: int, dense: bool = False
+) -> tuple[str, ...]:
+    """The host options of `d` that hold its tensor-parallel groups of `tp` at the speed the
+    design assumed (`dense`: derated): designs that need the same hosts compete in pruning;
+    one that needs fewer may be the only one that fits."""
+    return tuple(
+        n.id for n in host_options(cat, d, problem) if holds_group(d, n, problem, tp, dense)
+    )
+
+
+def design_hosts(
+    cat: Catalog, problem: Problem, stages: Iterable[tuple[str, int, bool]]
+) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Per device type of a design's (device, tensor-parallel degree, derated) stages, the
+    hosts that hold its largest group."""
+    most: dict[tuple[str, bool], int] = {}
+    for dev, tp, dense in stages:
+        most[(dev, dense)] = max(most.get((dev, dense), 1), tp)
+    return tuple(
+        (dev, holding_hosts(cat, problem, cat.accelerator(dev), tp, dense))
+        for (dev, dense), tp in sorted(most.items())
+    )
