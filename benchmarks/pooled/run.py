@@ -242,7 +242,8 @@ def _stats(pairs: list[tuple[Row, float]]) -> str:
         return "no rows"
     worst = max(pairs, key=lambda rp: abs(rp[1] / rp[0].measured - 1))[0].id
     return (
-        f"{len(errs)} rows, median |deviation| {statistics.median(errs):.1%}, "
+        f"{len(errs)} row{'s' if len(errs) != 1 else ''}, median |deviation| "
+        f"{statistics.median(errs):.1%}, "
         f"worst {errs[-1]:.1%} ({worst})"
     )
 
@@ -253,7 +254,7 @@ def summary(rows: list[Row], pairs: list[tuple[Row, float]]) -> list[str]:
     n_pooled = sum(not r.baseline for r in rows)
     lines = [
         f"{len(rows)} rows ({n_pooled} pooled, {len(rows) - n_pooled} single-machine baselines), "
-        f"{len(pairs)} expressible ({len(pooled)} pooled, {len(base)} baselines).",
+        f"{len(pairs)} expressible ({len(pooled)} pooled, {len(base)} single-machine baselines).",
         f"Pooled: {_stats(pooled)}.",
     ]
     by_engine: dict[str, list[tuple[Row, float]]] = defaultdict(list)
