@@ -1,0 +1,303 @@
+"""The planner's single-stream decode tokens/s beside published runs of models split across machines.
+
+Run: python benchmarks/pooled/run.py [--markdown] [--assume-link LINK]   (a few seconds;
+--markdown wraps the block in markers for a docs page; --assume-link scores, in a separate table,
+the rows whose only missing piece is the link, with the catalog link LINK, e.g. eth-1g or
+thunderbolt5)
+
+What it measures: for every row of benchmarks/pooled/published.yaml that maps to catalog ids
+(model, weight format, one catalog accelerator per machine, catalog link), the planner's decode
+tokens/s of ONE sequence (batch 1) on that pool of machines, beside the measured figure, and the
+deviation (planner / measured - 1). Single-machine baseline rows are scored too but kept out of
+the pooled summary (they separate the device model's error from the split's).
+
+Result (catalog as of this commit): 27 rows (22 pooled, 5 one-machine baselines), 3
+expressible: 2 pooled rows, both distributed-llama tensor parallel on Raspberry Pi 5 8GB over
+Gigabit Ethernet (link inferred), and their one-Pi baseline. Pooled: median |deviation| 109 %,
+worst 133 % (4 x Pi 5: planner 7.02 tok/s, measured 3.01; 2 x Pi 5: 4.16 against 2.25); the
+one-Pi baseline +23.8 % (2.19 against 1.77). The planner scales a tensor-parallel group of Pis
+almost linearly, and its link time per token (10.6 ms on 2 Pis, 25.5 ms on 4) is far below the
+network time the source states (80.1 ms, 62.3 ms). Two pooled rows from one engine and one
+source are far too few to say how the planner does on pooled clusters in general; 24 rows are
+not expressible (catalog lacks the models Qwen3-235B, Kimi K2, GLM-5.1, Ministral 3, Qwen3.6;
+the devices M3 Ultra 256GB, Pi 4B, BC250, NUC, cloud VMs; the links 2.5/5 GbE and Wi-Fi; exo's
+8 x Mac mini rows do not state their link: `--assume-link eth-1g` scores them apart, median
+15.7 %, worst 37.7 %, not part of the result).
+
+How a row is computed (planner estimator functions only; nothing is fitted on these rows and no
+per-engine overhead is added):
+
+- split: pipeline (exo, llama.cpp RPC, prima.cpp): one stage per machine
+  (planner.estimator.replica.StageSpec, tp 1), layers in proportion to each machine's catalog
+  memory size (largest remainder; equal memory = the planner's even split), and the batch-1
+  decode time per token is planner.estimator.replica.IterationTime at one decoding sequence and
+  no prompt tokens: S x the slowest stage, each stage = its layers x per-block time + head and
+  step overhead + the hop of the batch-1 hidden state (hidden x 2 bytes) over the row's link
+  (latency + bytes / bandwidth). This is the planner's own pipeline round; for stages of unequal
+  time it charges the slowest stage S times, where one sequence really waits for the sum.
+- split: tensor (distributed-llama, exo RDMA, vLLM TP): one stage of tp = machines. The
+  planner's replica path (inference_replica / IterationTime) puts a tensor-parallel group on the
+  device's own scale-up link and has no argument for an inter-machine one, so the stage is built
+  from the same pieces it uses with the row's link passed explicitly: layers x
+  planner.estimator.perf.decode_layer_seconds(tp=machines, link_bytes_s, link_latency_s) (the
+  roofline of 1/tp of each block's weights and KV at batch 1, the per-layer overhead, the
+  dequantization work, and two ring all-reduces of the hidden state per block over the link) +
+  head_seconds / tp + the step overhead. Machines of a tensor group must be of one device type.
+- one machine (baselines): the pipeline formula with one stage.
+
+Assumptions where the sources are silent (stated, not fitted): context = prompt + half the
+output tokens where both are stated, else 256 tokens (batch-1 KV reads are small at that length
+for these models); KV cache fp16 (llama.cpp's and MLX's default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from planner.catalog import load_catalog
+from planner.estimator.devices import device_table
+from planner.estimator.formats import kv_bytes, weight_format
+from planner.estimator.perf import decode_layer_seconds, head_seconds
+from planner.estimator.replica import IterationTime, StageSpec
+from planner.schema.catalog import Accelerator, Link, ModelArch
+
+HERE = Path(__file__).resolve().parent
+KV = "fp16"
+DEFAULT_CONTEXT = 256
+MARK_BEGIN = "<!-- benchmarks/pooled/run.py --markdown: begin -->"
+MARK_END = "<!-- benchmarks/pooled/run.py --markdown: end -->"
+
+
+@dataclass
+class Row:
+    id: str
+    engine: str
+    measured: float  # decode tokens/s of one sequence, as published
+    machines: str  # as the table prints it
+    link: str
+    baseline: bool = False
+    why_not: str = ""
+    link_only: bool = False  # the link is the only missing piece
+    network_ms: float | None = None  # network time per token where the source states it
+    spec: dict[str, Any] = field(default_factory=dict)  # the row's catalog mapping
+
+
+def _context(r: dict[str, Any]) -> int:
+    pub = r.get("as_published", {})
+    prompt, output = pub.get("prompt_tokens"), pub.get("output_tokens")
+    if prompt is not None and output is not None:
+        return int(prompt + output / 2)
+    return DEFAULT_CONTEXT
+
+
+def _row(r: dict[str, Any]) -> Row:
+    cat = r.get("catalog") or {}
+    machines = " + ".join(f"{m['count']}x {m['accelerator']}" for m in cat.get("machines", []))
+    if not machines:
+        machines = " + ".join(
+            f"{m.get('count')}x {m.get('device')}" for m in r["as_published"].get("machines", [])
+        )
+    why = r.get("why_not", "")
+    return Row(
+        id=r["id"],
+        engine=r["engine"],
+        measured=float(r["measured"]["decode_tokens_per_s"]),
+        machines=machines,
+        link=cat.get("link") or "-",
+        baseline=bool(r.get("single_machine_baseline")),
+        why_not=why,
+        link_only=bool(why) and bool(cat) and cat.get("link") is None,
+        network_ms=r["measured"].get("network_transfer_ms"),
+        spec=dict(cat, context=_context(r)),
+    )
+
+
+def load_rows() -> list[Row]:
+    data = yaml.safe_load((HERE / "published.yaml").read_text(encoding="utf-8"))
+    return [_row(r) for r in data["rows"]]
+
+
+def layer_split(devices: list[Accelerator], layers: int) -> list[int]:
+    """Layers per machine in proportion to catalog memory size (largest remainder)."""
+    mem = [d.memory.size for d in devices]
+    quota = [layers * x / sum(mem) for x in mem]
+    out = [math.floor(q) for q in quota]
+    for i in sorted(range(len(out)), key=lambda i: out[i] - quota[i])[: layers - sum(out)]:
+        out[i] += 1
+    return out
+
+
+def pipeline_seconds(
+    m: ModelArch, weights: str, devices: list[Accelerator], link: Link | None, context: int
+) -> float:
+    """Seconds per token of one sequence: the planner's pipeline round at one decode."""
+    stages = [
+        StageSpec(device=d, tp=1, layers=n)
+        for d, n in zip(devices, layer_split(devices, m.num_layers), strict=True)
+    ]
+    if link is None:
+        assert len(stages) == 1, "a pipeline of several machines needs a link"
+        link = load_catalog().link("eth-1g")  # unused: one stage has no hop
+    it = IterationTime(
+        m, weights, KV, batch=1, context=context, prompt=1, output=1, stages=stages, link=link
+    )
+    return it(1.0, 0.0)
+
+
+def tensor_seconds(
+    m: ModelArch, weights: str, devices: list[Accelerator], link: Link, context: int
+) -> float:
+    """Seconds per token of one sequence on one tensor-parallel stage spanning the machines,
+    the all-reduces over the row's link."""
+    if len({d.id for d in devices}) != 1:
+        raise ValueError("a tensor-parallel group of mixed devices")
+    tp = len(devices)
+    dev = device_table([devices[0]])
+    fmt = weight_format(weights)
+    layer = decode_layer_seconds(
+        m,
+        fmt,
+        kv_bytes(KV),
+        dev,
+        batch=1.0,
+        context=context,
+        tp=tp,
+        link_bytes_s=link.bandwidth_gb_s * 1e9,
+        link_latency_s=link.latency_us * 1e-6,
+    )
+    fixed = head_seconds(m, fmt, dev, 1.0) / tp + dev.step_overhead_s
+    return float((m.num_layers * layer + fixed).reshape(-1)[0])
+
+
+def _seconds(spec: dict[str, Any], link: Link | None) -> float:
+    cat = load_catalog()
+    m = cat.model(spec["model"])
+    devices = [
+        cat.accelerator(x["accelerator"]) for x in spec["machines"] for _ in range(x["count"])
+    ]
+    if len(devices) > 1 and link is None:
+        raise ValueError("several machines and no link")
+    if spec.get("split") == "tensor" and len(devices) > 1:
+        assert link is not None
+        return tensor_seconds(m, spec["weights"], devices, link, spec["context"])
+    return pipeline_seconds(m, spec["weights"], devices, link, spec["context"])
+
+
+def _link(spec: dict[str, Any], link_id: str | None) -> Link | None:
+    lid = link_id or spec.get("link")
+    return load_catalog().link(lid) if lid else None
+
+
+def predict(spec: dict[str, Any], link_id: str | None = None) -> float:
+    """The planner's decode tokens/s of one sequence for a row's catalog mapping (`link_id`
+    replaces the row's link)."""
+    return 1.0 / _seconds(spec, _link(spec, link_id))
+
+
+def link_ms(spec: dict[str, Any], link_id: str | None = None) -> float:
+    """Milliseconds per token the planner spends on the link: the row's time minus the same
+    pool's over an ideal link (no latency, unbounded bandwidth). 0 for one machine."""
+    link = _link(spec, link_id)
+    if link is None:
+        return 0.0
+    ideal = link.model_copy(update={"bandwidth_gb_s": 1e12, "latency_us": 0.0})
+    return (_seconds(spec, link) - _seconds(spec, ideal)) * 1e3
+
+
+def scored(rows: list[Row], assume_link: str | None = None) -> list[tuple[Row, float]]:
+    """(row, planner tokens/s) for every expressible row, or with `assume_link` for every row
+    whose only missing piece is the link."""
+    if assume_link is None:
+        return [(r, predict(r.spec)) for r in rows if not r.why_not]
+    return [(r, predict(r.spec, assume_link)) for r in rows if r.link_only]
+
+
+def _table(pairs: list[tuple[Row, float]], link: str | None = None) -> list[str]:
+    lines = [
+        "| row | engine | machines | link | measured tok/s | planner tok/s | deviation "
+        "| link ms/token, source / planner |",
+        "|---|---|---|---|---:|---:|---:|---:|",
+    ]
+    for r, p in pairs:
+        stated = r.network_ms
+        lines.append(
+            f"| {r.id} | {r.engine} | {r.machines} | {link or r.link} | {r.measured:.4g} | "
+            f"{p:.4g} | {p / r.measured - 1:+.1%} | "
+            f"{'n/a' if stated is None else f'{stated:.4g}'} / {link_ms(r.spec, link):.3g} |"
+        )
+    return lines
+
+
+def _stats(pairs: list[tuple[Row, float]]) -> str:
+    errs = sorted(abs(p / r.measured - 1) for r, p in pairs)
+    if not errs:
+        return "no rows"
+    worst = max(pairs, key=lambda rp: abs(rp[1] / rp[0].measured - 1))[0].id
+    return (
+        f"{len(errs)} row{'s' if len(errs) != 1 else ''}, median |deviation| "
+        f"{statistics.median(errs):.1%}, "
+        f"worst {errs[-1]:.1%} ({worst})"
+    )
+
+
+def summary(rows: list[Row], pairs: list[tuple[Row, float]]) -> list[str]:
+    pooled = [(r, p) for r, p in pairs if not r.baseline]
+    base = [(r, p) for r, p in pairs if r.baseline]
+    n_pooled = sum(not r.baseline for r in rows)
+    lines = [
+        f"{len(rows)} rows ({n_pooled} pooled, {len(rows) - n_pooled} single-machine baselines), "
+        f"{len(pairs)} expressible ({len(pooled)} pooled, {len(base)} single-machine baselines).",
+        f"Pooled: {_stats(pooled)}.",
+    ]
+    by_engine: dict[str, list[tuple[Row, float]]] = defaultdict(list)
+    for rp in pooled:
+        by_engine[rp[0].engine].append(rp)
+    lines += [f"Pooled, {e}: {_stats(v)}." for e, v in sorted(by_engine.items())]
+    lines.append(f"Baselines: {_stats(base)}.")
+    return lines
+
+
+def report(rows: list[Row], assume_link: str | None = None) -> list[str]:
+    """The Markdown block: table, summary, rows not expressible (and the assumed-link table)."""
+    pairs = scored(rows)
+    lines = [*_table(pairs), "", *summary(rows, pairs), "", "Not expressible:", ""]
+    lines += [f"- {r.id}: {r.why_not}" for r in rows if r.why_not]
+    if assume_link is not None:
+        extra = scored(rows, assume_link)
+        lines += [
+            "",
+            f"Rows whose only gap is the link, scored with an ASSUMED link {assume_link} "
+            "(not a published setup; not in the summary above):",
+            "",
+            *_table(extra, assume_link),
+            "",
+            f"Assumed link {assume_link}: {_stats(extra)}.",
+        ]
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--markdown", action="store_true", help="wrap the block in doc markers")
+    ap.add_argument(
+        "--assume-link",
+        metavar="LINK",
+        help="also score the rows missing only their link with this catalog link, apart",
+    )
+    args = ap.parse_args()
+    lines = report(load_rows(), args.assume_link)
+    if args.markdown:
+        lines = [MARK_BEGIN, "", *lines, "", MARK_END]
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""benchmarks/pooled: the published rows validate and map to catalog ids, the script scores every
+expressible row, and one row's figure is the hand arithmetic below."""
+
+from __future__ import annotations
+
+import math
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+from bench_scripts import ROOT, load_script
+
+from planner.catalog import load_catalog
+from planner.estimator.formats import weight_format
+
+PUBLISHED = ROOT / "benchmarks" / "pooled" / "published.yaml"
+
+
+@pytest.fixture(scope="module")
+def run() -> ModuleType:
+    return load_script("benchmarks/pooled/run.py", "bench_pooled_run")
+
+
+@pytest.fixture(scope="module")
+def raw() -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = yaml.safe_load(PUBLISHED.read_text(encoding="utf-8"))["rows"]
+    return rows
+
+
+def _check_mapping(cat: dict[str, Any], *, needs_link: bool) -> None:
+    catalog = load_catalog()
+    catalog.model(cat["model"])  # raises on an unknown id
+    weight_format(cat["weights"])
+    assert cat["machines"], "no machines"
+    for m in cat["machines"]:
+        catalog.accelerator(m["accelerator"])
+        assert isinstance(m["count"], int) and m["count"] >= 1
+    if needs_link:
+        catalog.link(cat["link"])
+    assert cat["split"] in ("pipeline", "tensor", None)
+
+
+def test_every_row_cites_its_source_and_maps_or_says_why_not(raw: list[dict[str, Any]]) -> None:
+    assert len(raw) == 27
+    assert len({r["id"] for r in raw}) == len(raw)
+    for r in raw:
+        src = r["source"]
+        assert src.get("title"), r["id"]
+        assert src.get("url") or src.get("where"), r["id"]
+        assert "date" in src and "where" in src, r["id"]
+        tps = r["measured"]["decode_tokens_per_s"]
+        assert math.isfinite(tps) and tps > 0, r["id"]
+        if r.get("why_not"):
+            assert len(r["why_not"]) > 20, r["id"]
+            if "catalog" in r:  # only the link is missing: everything else must map
+                assert r["catalog"]["link"] is None, r["id"]
+                _check_mapping(r["catalog"], needs_link=False)
+        else:
+            cat = r["catalog"]
+            n = sum(m["count"] for m in cat["machines"])
+            _check_mapping(cat, needs_link=n > 1)
+            assert cat.get("mapping_note"), r["id"]
+
+
+def test_script_scores_every_expressible_row(run: ModuleType, raw: list[dict[str, Any]]) -> None:
+    rows = run.load_rows()
+    pairs = run.scored(rows)
+    assert {r.id for r, _ in pairs} == {x["id"] for x in raw if not x.get("why_not")}
+    assert pairs, "no expressible row"
+    for r, p in pairs:
+        assert math.isfinite(p) and p > 0, r.id
+    for r, p in run.scored(rows, "eth-1g"):  # the rows missing only their link
+        assert r.link_only and math.isfinite(p) and p > 0, r.id
+    text = "\n".join(run.report(rows, "eth-1g"))
+    assert f"27 rows (22 pooled, 5 single-machine baselines), {len(pairs)} expressible" in text
+    assert "Pooled: " in text and "median |deviation|" in text
+    assert {f"- {r.id}: " for r in rows if r.why_not} <= set(
+        line.split(":", 1)[0] + ": " for line in text.splitlines() if line.startswith("- ")
+    )
+
+
+def test_layer_split_follows_memory(run: ModuleType) -> None:
+    cat = load_catalog()
+    big, small = cat.accelerator("m3-ultra-512gb"), cat.accelerator("m4-pro-64gb")
+    assert run.layer_split([small] * 8, 61) == [8, 8, 8, 8, 8, 7, 7, 7]
+    split = run.layer_split([big, small], 80)
+    assert sum(split) == 80 and split[0] == round(80 * 512 / 576)
+
+
+def test_two_pi5_tensor_parallel_row_is_the_hand_arithmetic(run: ModuleType) -> None:
+    """dllama-rpi5-2x-llama3-8b: Llama 3.1 8B architecture in q4_0 (4.5 bits/weight), tensor
+    parallel over 2 Raspberry Pi 5 8GB on eth-1g, batch 1, context 256 (the script's default).
+
+    Catalog / device-table figures: Pi 5 17.1 GB/s x 0.918 achieved = 15.70e9 B/s, FP32 vector
+    0.154e12 FLOP/s, 4 dequantization ops per weight, 72.5 us per block, 1.532 ms per step;
+    eth-1g 0.125e9 B/s, 50 us one way. llama-3.1-8b: 32 blocks, block weights 3.926e9 B in q4_0
+    (6.98e9 params, 218.1e6 per block), hidden 4096, 8 KV heads x 128, vocab 128,256.
+
+    Per block, per Pi (each holds half of it):
+      weights 3.926e9 / 32 / 2                       = 61.34e6 B
+      KV read 256 tokens x 2 x 8 x 128 x 2 B / 2      =  0.52e6 B
+      memory time 61.86e6 / 15.70e9                   = 3.941 ms   (compute is far below this)
+      per-block overhead                              = 0.0725 ms
+      dequantization 218.1e6 / 2 x 4 / 0.154e12       = 2.832 ms
+      two ring all-reduces of 4096 x 2 B over 2 Pis:
+        2 x (2 x 1/2 x 8192 / 0.125e9 + 2 x 1 x 50e-6) = 0.331 ms
+      block total                                      = 7.177 ms; x 32 = 229.7 ms
+    Head: 128,256 x 4096 x 4.5 / 8 B = 295.5e6 B / 15.70e9 / 2 = 9.41 ms; step 1.53 ms.
+    Token: 229.7 + 9.41 + 1.53 = 240.6 ms -> 4.156 tokens/s (measured: 2.25).
+    """
+    rows = {r.id: r for r in run.load_rows()}
+    r = rows["dllama-rpi5-2x-llama3-8b"]
+    bw = 17.1e9 * 0.918
+    block = (
+        (3.926e9 / 32 / 2 + 256 * 2 * 8 * 128 * 2 / 2) / bw
+        + 72.5e-6
+        + 218.1e6 / 2 * 4 / 0.154e12
+        + 2 * (8192 / 0.125e9 + 2 * 50e-6)
+    )
+    token_s = 32 * block + 128256 * 4096 * 4.5 / 8 / bw / 2 + 1.532e-3
+    assert 1 / token_s == pytest.approx(4.156, rel=0.005)
+    assert run.predict(r.spec) == pytest.approx(1 / token_s, rel=0.02)
+    # The planner's link share of that token (the all-reduces) against the 80.11 ms the
+    # source states for network transfer:
+    assert run.link_ms(r.spec) == pytest.approx(
+        32 * 2 * (8192 / 0.125e9 + 2 * 50e-6) * 1e3, rel=0.02
+    )
