@@ -251,6 +251,13 @@ def _engine(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
             continue
         if w.engine is not None and wp.engine != w.engine:
             out.append(f"workloads.engine: `{w.name}` runs {wp.engine}, not {w.engine}")
+        eng = cat.engines.get(wp.engine)
+        sizes = sorted({s.tp for s in wp.stages})
+        if eng is not None and eng.uniform_tensor_parallel and len(sizes) > 1:
+            out.append(
+                f"workloads.engine: `{w.name}` runs stages of tensor-parallel sizes {sizes} in "
+                f"one replica; {wp.engine} takes one size for every stage"
+            )
         for dev in sorted({s.device for s in wp.stages}):
             backend = wp.backends.get(dev, "")
             if not _supported(cat, wp.engine, backend, dev, w):

@@ -209,6 +209,30 @@ def test_no_cross_vendor_replica_by_default() -> None:
             assert len(vendors) == 1, (devices, d.devices)
 
 
+def test_one_tensor_parallel_size_per_replica_where_the_engine_takes_one() -> None:
+    # vLLM (and the engines built on it) take one --tensor-parallel-size for every pipeline
+    # stage (catalog support.yaml, vllm-distributed-serving): a Gaudi 2 + Gaudi 3 pipeline has
+    # stages of one size, and a plan with stages of two sizes is refused.
+    p = problem("fp16", "fp16", ["gaudi2", "gaudi3"], max_stages=8)
+    w = p.workloads[0]
+    assert isinstance(w, InferenceWorkload)
+    designs = inference_designs(w, p, CAT, allowed_devices(p, CAT), prune=False)
+    two = [d for d in designs if len(d.devices) == 2]
+    assert two, "two-type Gaudi pipelines exist"
+    assert all(len({s.tp for s in d.stages}) == 1 for d in designs)
+    assert all(CAT.engines[e.id].uniform_tensor_parallel for e in CAT.engines.values())
+    cards = problem("fp16", "fp16", ["l4", "a10g"])
+    plan = solve_problem(cards, workers=1, seed=0)
+    bad = copy.deepcopy(plan)
+    stages = bad.workloads[0].stages
+    if len(stages) == 1:  # a second stage of another size, the layers split between them
+        stages = [stages[0], replace(stages[0], tp=stages[0].tp * 2)]
+    else:
+        stages = [stages[0], replace(stages[1], tp=stages[0].tp * 2), *stages[2:]]
+    bad.workloads[0] = replace(bad.workloads[0], stages=stages)
+    assert any("one size for every stage" in f for f in rule_failures(bad, cards, CAT))
+
+
 def test_cross_stack_pipeline_only_under_an_engine_that_runs_it() -> None:
     p = _mixed(devices=["rtx-3090", "m4-max-128gb"], cross_stack_pipelines=True)
     w = p.workloads[0]

@@ -12,10 +12,9 @@ from planner.cli import app
 
 PROBLEMS = sorted((Path(__file__).resolve().parent.parent / "problems").glob("*.yaml"))
 # With 2 workers these reach the same objective with another assignment (rent-the-peak; the
-# requests split otherwise between two replica designs of equal cost in p95-latency-70b; in
-# chat-70b a replica of the Gaudi pipeline or of its mirror, gaudi3 first, of equal cost), or do
+# requests split otherwise between two replica designs of equal cost in p95-latency-70b), or do
 # not prove the optimum within the time limit (request-mix): see README, "Solver workers".
-EXCEPTIONS = {"rent-the-peak", "p95-latency-70b", "request-mix", "chat-70b"}
+EXCEPTIONS = {"rent-the-peak", "p95-latency-70b", "request-mix"}
 runner = CliRunner()
 
 

@@ -280,6 +280,10 @@ def inference_designs(
         ok = fits[kind_of[:, None], kind_of[None, :]]
         ids = np.array([o.device.id for o in st.opts])
         ok &= ids[:, None] != ids[None, :]  # a card and its derated copy are one device type
+        # Engines with one tensor-parallel size for all stages pair only options of one size.
+        uniform = np.array([cat.engines[r.engine].uniform_tensor_parallel for r in st.runtimes])
+        tps = np.array([o.tp for o in st.opts], dtype=np.int64)
+        ok &= ~uniform[:, None] | (tps[:, None] == tps[None, :])
         parts.append(_two_type(st, parts[0], c.max_stages, ok))
     cand = _Candidates.concat(parts)
     ok = np.ones(len(cand.order), dtype=bool)

@@ -84,6 +84,12 @@ class Engine(Sourced):
         description="Runs one pipeline over devices of different vendors or backends "
         "(llama.cpp RPC, exo); other engines keep a replica on one vendor's stack.",
     )
+    uniform_tensor_parallel: bool = Field(
+        True,
+        description="One tensor-parallel size for every pipeline stage of a replica (vLLM's "
+        "--tensor-parallel-size applies to each stage; so do the engines built on it and "
+        "SGLang's and TensorRT-LLM's): a replica's stages then run groups of one size.",
+    )
     notes: str | None = None
 
 
