@@ -804,7 +804,10 @@ def _pruned_order(
         conc = int(ttft_rank.max(initial=0)) - ttft_rank
     group = first * (len(rank_of) + 1) + second
     k = int(need.max(initial=0)) + 2
-    group = (group * k + need[cand.o1]) * k + np.where(two, need[np.maximum(cand.o2, 0)] + 1, 0)
+    na = need[cand.o1]
+    nb = np.where(two, need[np.maximum(cand.o2, 0)] + 1, 0)
+    # In the signature's order, as the device ranks: a pipeline and its mirror compete.
+    group = (group * k + np.where(swap, nb - 1, na)) * k + np.where(swap, na + 1, nb)
     if backed is not None:  # per candidate: 1 where the calibration backs it (risk margin)
         group = group * 2 + backed
     keep = np.flatnonzero(~dominated(group, [c1, c2], cand.power, cand.tps, conc, cand.order))
