@@ -34,6 +34,7 @@ from planner.estimator.economics import (
 from planner.estimator.replica import ReplicaFigures, inference_replica, training_stage_memory
 from planner.estimator.request_mix import class_workload, fits, replica_rate
 from planner.estimator.serving import prefill_pool_budget, prefill_prompt, token_budget
+from planner.estimator.support import hop_overhead_s
 from planner.estimator.training_designs import TrainingJob, training_job, training_setup
 from planner.plan.slack import BINDING_SLACK, REPLICA_DEVICES
 from planner.plan.types import WorkloadPlan
@@ -143,6 +144,7 @@ def replica_figures(
         output=shape.output_tokens,
         stages=wp.stage_specs(cat, problem, hosts),
         link=cat.link(problem.constraints.network),
+        hop_overhead_s=hop_overhead_s(cat, wp.engine),
     )
 
 
@@ -520,7 +522,7 @@ def _check_mix(
                     problem,
                     f"`{at}.requests_per_s.{name}`: served on replicas sized for `{sized.name}`",
                 )
-            rate = replica_rate(w, cat, link, wp.batch, specs, sized, cls, wp.role)
+            rate = replica_rate(w, cat, link, wp.batch, specs, sized, cls, wp.role, wp.engine)
         if rate <= 0:
             fail(
                 problem,

@@ -13,6 +13,7 @@ from planner.catalog import load_catalog
 from planner.estimator.designs import allowed_devices, inference_designs
 from planner.estimator.hosts import sustained
 from planner.estimator.replica import StageSpec, inference_replica
+from planner.estimator.support import hop_overhead_s
 from planner.load import load_problem
 from planner.schema.problem import InferenceWorkload
 
@@ -50,6 +51,7 @@ def test_designs_match_scalar_replica_figures(path: Path) -> None:
                     for s in d.stages
                 ],
                 link=link,
+                hop_overhead_s=hop_overhead_s(cat, d.engine),
             )
             for got, want in (
                 (d.tokens_per_s, fig.tokens_per_s),

@@ -190,6 +190,8 @@ class _Setting:
     floor: npt.NDArray[np.float64]
     price: npt.NDArray[np.float64]  # per option's device: purchase, or 10,000 h of rent
     runtimes: list[Runtime] = field(default_factory=list)  # per option: its engine and backend
+    # Per option: the software time its engine adds to each pipeline hop (Engine.hop_overhead_us).
+    hop_extra: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
 
 
 @dataclass
@@ -266,7 +268,9 @@ def inference_designs(
     if not options:
         return []
     st = _setting(w, problem, cat, devs, m, sorted(options, key=lambda o: o.tp))
-    st = replace(st, runtimes=[_runtime(runs, o.device.id) for o in st.opts])
+    runtimes = [_runtime(runs, o.device.id) for o in st.opts]
+    extra = np.array([cat.engines[r.engine].hop_overhead_us * 1e-6 for r in runtimes])
+    st = replace(st, runtimes=runtimes, hop_extra=extra)
     parts = [_homogeneous(st, c.max_stages)]
     if c.heterogeneous_pipelines and len(devs) > 1:
         # Which stacks may share a replica, per (runtime, vendor) kind, then per option pair.
@@ -485,8 +489,9 @@ def _homogeneous(st: _Setting, max_stages: int) -> _Candidates:
         & ~((S > 1) & ((S - 1) * layers >= L))[None, :, None]
     )
     lay = layers[None, :, None]
-    hop = np.where(S[None, :] > 1, st.hop[:, None], 0.0)  # [bi, S - 1]
-    T = lay * st.tau[:, None, :] + st.fixed[:, None, :] + hop[:, :, None]
+    # [bi, S - 1, o]: the link's hop and the engine's own time per hop
+    hop = np.where(S[None, :, None] > 1, st.hop[:, None, None] + st.hop_extra[None, None, :], 0.0)
+    T = lay * st.tau[:, None, :] + st.fixed[:, None, :] + hop
     # Every stage draws power and prefills for its own layers: S - 1 of `lay`, the last the rest.
     last = (L - (S - 1) * layers)[None, :, None]
     per_byte = st.w_layer / st.tp + st.kv_read[:, None, :]
@@ -494,7 +499,7 @@ def _homogeneous(st: _Setting, max_stages: int) -> _Candidates:
     tail = power_w(st.tdp_w, st.idle_w, _activity(last * per_byte, st.bandwidth, T), st.floor)
     watts = ((S - 1)[None, :, None] * full + tail) / S[None, :, None]  # mean per device
     n_dev = S[None, :, None] * st.tp
-    T_c = lay * st.tau_c[:, None, :] + st.fixed[:, None, :] + hop[:, :, None]
+    T_c = lay * st.tau_c[:, None, :] + st.fixed[:, None, :] + hop
     Sf = S[None, :, None]
     ttft = 0.5 * Sf * T + st.chunks[:, None, None] * Sf * T_c  # serving.closed_ttft
     b = st.levels[:, None, None]
@@ -583,7 +588,7 @@ def _two_type(
     S = s1 + s2
     a1, f1 = st.tau[bi, o1], st.fixed[bi, o1]
     a2, f2 = st.tau[bi, o2], st.fixed[bi, o2]
-    hop = st.hop[bi]
+    hop = st.hop[bi] + np.maximum(st.hop_extra[o1], st.hop_extra[o2])
     n1 = _best_split(lo, hi, a1, f1, a2, f2, hop, L, s1, s2)
     for i in np.flatnonzero(n1 < 0).tolist():  # a rounding tie: settle it by the full scan
         n1[i] = _best_split_exhaustive(
@@ -602,7 +607,7 @@ def _two_type(
         x[keep] for x in (bi, o1, o2, s1, s2, S, order, n1, rest)
     )
     a1, f1, a2, f2 = st.tau[bi, o1], st.fixed[bi, o1], st.tau[bi, o2], st.fixed[bi, o2]
-    hop = st.hop[bi]
+    hop = st.hop[bi] + np.maximum(st.hop_extra[o1], st.hop_extra[o2])
     q, r = rest // s2, rest % s2
     top = q + (r > 0)  # layers of the fullest o2 stage
     T = np.maximum(n1 * a1 + f1, top * a2 + f2) + hop

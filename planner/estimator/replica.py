@@ -7,8 +7,10 @@ as numpy columns over every candidate at once; a test holds the two to each othe
 
 A replica of S stages keeps S micro-batches of b sequences in flight. Stage s of `layers`
 blocks on k devices takes layers x (time per block) + the head and fixed step work + the hop to
-the next stage (when S > 1); the slowest stage sets the step T, a token advances every S x T and
-the replica makes b / T tokens/s. Each device draws power at the share of T its memory is busy
+the next stage (when S > 1: the link's latency and transfer, plus the engine's own time per hop,
+planner.schema.support.Engine.hop_overhead_us); the slowest stage sets the step T, a token
+advances every S x T and the replica makes b / T tokens/s. One sequence alone (nothing else in
+flight) waits for the sum of the stages instead (`single_stream_seconds`). Each device draws power at the share of T its memory is busy
 with its own stage's bytes (planner.estimator.cost.power_w). Time to first token: each stage's
 batch-1 prefill in turn plus S - 1 hops.
 """
@@ -40,11 +42,21 @@ from planner.schema.catalog import Accelerator, Link, ModelArch
 
 @dataclass(frozen=True)
 class StageSpec:
-    """What a stage is: `tp` devices of one type holding `layers` consecutive blocks."""
+    """What a stage is: `tp` devices of one type holding `layers` consecutive blocks. `link`:
+    the link the tensor-parallel group's all-reduces cross when its devices sit in different
+    machines (None: the devices' own scale-up link)."""
 
     device: Accelerator
     tp: int
     layers: int
+    link: Link | None = None
+
+    def link_args(self) -> tuple[float | None, float]:
+        """(bytes/s, latency s) of the group's all-reduces for the per-layer estimator
+        (planner.estimator.perf), or (None, default) on the device's own link."""
+        if self.link is None or self.tp == 1:
+            return None, 5e-6
+        return self.link.bandwidth_gb_s * 1e9, self.link.latency_us * 1e-6
 
 
 @dataclass(frozen=True)
@@ -79,6 +91,7 @@ def _layer_seconds(
     context: int,
     prompt: int,
     output: int,
+    link: tuple[float | None, float] = (None, 5e-6),
 ) -> tuple[float, float]:
     """(mean, with a prefill chunk) seconds per block of one serving iteration at capacity
     (planner.estimator.serving.chunk_mix)."""
@@ -96,6 +109,8 @@ def _layer_seconds(
                 prompt=prompt,
                 tp=tp,
                 serial=serial_engine(fmt),
+                link_bytes_s=link[0],
+                link_latency_s=link[1],
             )
         )
         for p in (0.0, c)
@@ -114,14 +129,17 @@ def inference_replica(
     output: int,
     stages: list[StageSpec],
     link: Link,
+    hop_overhead_s: float = 0.0,
 ) -> ReplicaFigures:
-    """Memory, step time, throughput, latency and power of one inference replica."""
+    """Memory, step time, throughput, latency and power of one inference replica.
+    `hop_overhead_s`: the engine's own time per pipeline hop (Engine.hop_overhead_us)."""
     fmt, kvb = weight_format(weights), kv_bytes(kv)
     S = len(stages)
     L = m.num_layers
     boundary = float(pipeline_activation_bytes(batch, 1, m.hidden_size)) if S > 1 else 0.0
     hop = (
         _scalar(p2p_seconds(boundary, link.bandwidth_gb_s * 1e9, link.latency_us * 1e-6))
+        + hop_overhead_s
         if S > 1
         else 0.0
     )
@@ -133,7 +151,9 @@ def inference_replica(
     busy: list[float] = []
     for i, st in enumerate(stages):
         dev = device_table([st.device])
-        tau, tau_c = _layer_seconds(m, fmt, kvb, dev, st.tp, batch, context, prompt, output)
+        tau, tau_c = _layer_seconds(
+            m, fmt, kvb, dev, st.tp, batch, context, prompt, output, st.link_args()
+        )
         fixed = _scalar(head_seconds(m, fmt, dev, batch)) / st.tp + _scalar(dev.step_overhead_s)
         seconds.append(st.layers * tau + fixed + hop)
         chunk_seconds.append(st.layers * tau_c + fixed + hop)
@@ -213,9 +233,11 @@ class IterationTime:
         stages: list[StageSpec],
         link: Link,
         budget: float | None = None,
+        hop_overhead_s: float = 0.0,
     ) -> None:
         """`budget`: the most prompt tokens an iteration takes (the serving token budget of the
-        batch unless given, e.g. a disaggregated prefill engine's)."""
+        batch unless given, e.g. a disaggregated prefill engine's); `hop_overhead_s`: the
+        engine's own time per pipeline hop (Engine.hop_overhead_us)."""
         fmt, kvb = weight_format(weights), kv_bytes(kv)
         if budget is None:
             budget = token_budget(batch, prompt, output)
@@ -233,10 +255,12 @@ class IterationTime:
         boundary = pipeline_activation_bytes(np.maximum(n, 1.0), 1, m.hidden_size)
         hop = (
             p2p_seconds(boundary, link.bandwidth_gb_s * 1e9, link.latency_us * 1e-6)
+            + hop_overhead_s
             if S > 1
             else 0.0
         )
         worst = np.zeros_like(n)
+        total = np.zeros_like(n)
         for st in stages:
             dev = _one_device(st.device)
             tau = serving_layer_seconds(
@@ -250,10 +274,16 @@ class IterationTime:
                 prompt=prompt,
                 tp=st.tp,
                 serial=serial_engine(fmt),
+                link_bytes_s=st.link_args()[0],
+                link_latency_s=st.link_args()[1],
             ).reshape(n.shape)
             fixed = head_seconds(m, fmt, dev, np.maximum(n, 1.0)) / st.tp + dev.step_overhead_s
             worst = np.maximum(worst, st.layers * tau + fixed + hop)
+            total = total + st.layers * tau + fixed + hop
         self.table = S * worst
+        # One micro-batch alone in the pipeline passes every stage in turn, and its token goes
+        # back to the first (S hops round the loop, as S x T counts them): a single stream.
+        self.alone = total
         self._xs: list[float] = self.n_grid.tolist()
         self._ys: list[float] = self.p_grid.tolist()
         self._z: list[list[float]] = self.table.tolist()
@@ -273,3 +303,15 @@ class IterationTime:
         lo = z[i][j] * (1 - a) + z[i + 1][j] * a
         hi = z[i][j + 1] * (1 - a) + z[i + 1][j + 1] * a
         return lo * (1 - b) + hi * b
+
+
+def single_stream_seconds(it: IterationTime, prefill_tokens: float = 0.0) -> float:
+    """Seconds per output token of one sequence with nothing else in flight: the sum of the
+    stages' times at one decoding sequence (where S x the slowest stage assumes S micro-batches
+    keep every stage busy). Interpolated on the grid's first row like IterationTime."""
+    ys = it._ys
+    row = it.alone[min(int(np.searchsorted(it.n_grid, 1.0)), len(it.n_grid) - 1)].tolist()
+    y = min(max(prefill_tokens, ys[0]), ys[-1])
+    j = min(bisect.bisect_right(ys, y) - 1, len(ys) - 2)
+    b = (y - ys[j]) / (ys[j + 1] - ys[j])
+    return float(row[j] * (1 - b) + row[j + 1] * b)

@@ -54,6 +54,7 @@ from planner.estimator.serving import (
     prefill_pool_budget,
     prefill_prompt,
 )
+from planner.estimator.support import hop_overhead_s
 from planner.schema.catalog import Accelerator, Link
 from planner.schema.problem import InferenceWorkload, Problem, RequestClass
 
@@ -106,6 +107,7 @@ def replica_rate(
     sized_for: RequestClass,
     serve: RequestClass,
     role: Role = "both",
+    engine: str | None = None,
 ) -> float:
     """_replica_rate, remembered: a session solves variants of one problem (explanations, one
     device type at a time, sweeps) whose designs repeat. The key holds every input the figure
@@ -127,13 +129,14 @@ def replica_rate(
         (sized_for.input_tokens, sized_for.output_tokens),
         (serve.input_tokens, serve.output_tokens),
         role,
+        engine,
     )
     hit = _RATES.get(key)
     if hit is not None and hit[0] is cat:
         return hit[1]
     if len(_RATES) > 100_000:
         _RATES.clear()
-    rate = _replica_rate(w, cat, link, batch, stages, sized_for, serve, role)
+    rate = _replica_rate(w, cat, link, batch, stages, sized_for, serve, role, engine)
     _RATES[key] = (cat, rate)
     return rate
 
@@ -147,8 +150,10 @@ def _replica_rate(
     sized_for: RequestClass,
     serve: RequestClass,
     role: Role = "both",
+    engine: str | None = None,
 ) -> float:
-    """Requests/s of class `serve` one replica sustains: its S engines of `batch` slots each
+    """Requests/s of class `serve` one replica sustains (`engine`: the serving engine, for its
+    time per pipeline hop): its S engines of `batch` slots each
     finish batch / (output tokens x iteration) requests/s at full load (Little's law), the
     iteration being the serving model's at the class's token mix and the sized class's context
     (planner.estimator.serving); the plan uses at most `max_utilization` of that, and less when
@@ -177,6 +182,7 @@ def _replica_rate(
         stages=stages,
         link=link,
         budget=prefill_pool_budget(P) if role == "prefill" else None,
+        hop_overhead_s=hop_overhead_s(cat, engine),
     )
     S = len(stages)
     if role == "prefill":
@@ -404,7 +410,9 @@ def _class_rates(
         if known is not None:
             rates[k] = known
         elif fits(other, w.request_mix[c_i]):
-            rate = replica_rate(w, cat, link, d.batch, specs, w.request_mix[c_i], other, role)
+            rate = replica_rate(
+                w, cat, link, d.batch, specs, w.request_mix[c_i], other, role, d.engine
+            )
             if rate > 0:
                 rates[k] = rate
     return rates

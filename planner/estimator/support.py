@@ -116,3 +116,10 @@ def supported_devices(
             f"cache on {shown}; see `planner catalog list support` for what runs where"
         )
     return kept
+
+
+def hop_overhead_s(cat: Catalog, engine: str | None) -> float:
+    """Seconds the serving engine adds to each pipeline hop between machines
+    (planner.schema.support.Engine.hop_overhead_us; 0 without an engine)."""
+    e = cat.engines.get(engine) if engine else None
+    return e.hop_overhead_us * 1e-6 if e is not None else 0.0

@@ -44,14 +44,16 @@ def support_markdown(cat: Catalog) -> str:
         "",
         "## Engines",
         "",
-        "| rank | engine | name | tensor parallel | pipeline parallel | across vendors |",
-        "|---:|---|---|---|---|---|",
+        "| rank | engine | name | tensor parallel | pipeline parallel | across vendors "
+        "| time per hop between machines |",
+        "|---:|---|---|---|---|---|---:|",
     ]
     for e in sorted(cat.engines.values(), key=lambda e: (e.rank, e.id)):
         yes = {True: "yes", False: "no"}
         lines.append(
             f"| {e.rank} | {e.id} | {e.name} | {yes[e.tensor_parallel]} "
-            f"| {yes[e.pipeline_parallel]} | {yes[e.cross_stack_pipeline]} |"
+            f"| {yes[e.pipeline_parallel]} | {yes[e.cross_stack_pipeline]} "
+            f"| {f'{e.hop_overhead_us / 1e3:g} ms' if e.hop_overhead_us else '-'} |"
         )
     lines += [
         "",

@@ -90,6 +90,13 @@ class Engine(Sourced):
         "--tensor-parallel-size applies to each stage; so do the engines built on it and "
         "SGLang's and TensorRT-LLM's): a replica's stages then run groups of one size.",
     )
+    hop_overhead_us: float = Field(
+        0.0,
+        ge=0,
+        description="Software time the engine adds to each pipeline hop between machines, "
+        "beyond the link's own latency and transfer (remote-procedure round trips, "
+        "serialization), microseconds. 0 where no measurement isolates it.",
+    )
     notes: str | None = None
 
 

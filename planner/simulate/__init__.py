@@ -41,6 +41,7 @@ from planner.estimator.serving import (
     prefill_prompt,
     token_budget,
 )
+from planner.estimator.support import hop_overhead_s
 from planner.plan.types import WorkloadPlan
 from planner.schema.problem import InferenceWorkload, Problem
 from planner.simulate.engine import EngineResult, simulate_disaggregated, simulate_engine
@@ -131,6 +132,7 @@ def engine_of(
             if wp.role == "prefill"
             else None
         ),
+        hop_overhead_s=hop_overhead_s(cat, wp.engine),
     )
     kv = float(wp.batch * shape.context_tokens)
     budget = token_budget(
