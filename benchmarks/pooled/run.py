@@ -24,25 +24,21 @@ the devices M3 Ultra 256GB, Pi 4B, BC250, NUC, cloud VMs; the links 2.5/5 GbE an
 8 x Mac mini rows do not state their link: `--assume-link eth-1g` scores them apart, median
 15.7 %, worst 37.7 %, not part of the result).
 
-How a row is computed (planner estimator functions only; nothing is fitted on these rows and no
-per-engine overhead is added):
+How a row is computed (planner estimator functions only; nothing is fitted on these rows):
 
 - split: pipeline (exo, llama.cpp RPC, prima.cpp): one stage per machine
   (planner.estimator.replica.StageSpec, tp 1), layers in proportion to each machine's catalog
-  memory size (largest remainder; equal memory = the planner's even split), and the batch-1
-  decode time per token is planner.estimator.replica.IterationTime at one decoding sequence and
-  no prompt tokens: S x the slowest stage, each stage = its layers x per-block time + head and
-  step overhead + the hop of the batch-1 hidden state (hidden x 2 bytes) over the row's link
-  (latency + bytes / bandwidth). This is the planner's own pipeline round; for stages of unequal
-  time it charges the slowest stage S times, where one sequence really waits for the sum.
-- split: tensor (distributed-llama, exo RDMA, vLLM TP): one stage of tp = machines. The
-  planner's replica path (inference_replica / IterationTime) puts a tensor-parallel group on the
-  device's own scale-up link and has no argument for an inter-machine one, so the stage is built
-  from the same pieces it uses with the row's link passed explicitly: layers x
-  planner.estimator.perf.decode_layer_seconds(tp=machines, link_bytes_s, link_latency_s) (the
-  roofline of 1/tp of each block's weights and KV at batch 1, the per-layer overhead, the
-  dequantization work, and two ring all-reduces of the hidden state per block over the link) +
-  head_seconds / tp + the step overhead. Machines of a tensor group must be of one device type.
+  memory size (largest remainder; equal memory = the planner's even split). One sequence alone
+  passes every stage in turn, so its time per token is the sum of the stages
+  (planner.estimator.replica.single_stream_seconds): each stage = its layers x per-block time +
+  head and step overhead + the hop of the batch-1 hidden state (hidden x 2 bytes) over the row's
+  link (latency + bytes / bandwidth) + the engine's own time per hop
+  (planner.schema.support.Engine.hop_overhead_us, sourced in the catalog; engines the catalog
+  lacks, such as distributed-llama, add none).
+- split: tensor (distributed-llama, exo RDMA, vLLM TP): one stage of tp = machines whose
+  all-reduces cross the row's link (StageSpec.link: two ring all-reduces of the hidden state per
+  block, latency + bytes / bandwidth per step), in the same single-stream sum. Machines of one
+  chip with different memory sizes run at the slowest memory's pace.
 - one machine (baselines): the pipeline formula with one stage.
 
 Assumptions where the sources are silent (stated, not fitted): context = prompt + half the
@@ -63,10 +59,8 @@ from typing import Any
 import yaml
 
 from planner.catalog import load_catalog
-from planner.estimator.devices import device_table
-from planner.estimator.formats import kv_bytes, weight_format
-from planner.estimator.perf import decode_layer_seconds, head_seconds
-from planner.estimator.replica import IterationTime, StageSpec
+from planner.estimator.replica import IterationTime, StageSpec, single_stream_seconds
+from planner.estimator.support import hop_overhead_s
 from planner.schema.catalog import Accelerator, Link, ModelArch
 
 HERE = Path(__file__).resolve().parent
@@ -116,7 +110,7 @@ def _row(r: dict[str, Any]) -> Row:
         why_not=why,
         link_only=bool(why) and bool(cat) and cat.get("link") is None,
         network_ms=r["measured"].get("network_transfer_ms"),
-        spec=dict(cat, context=_context(r)),
+        spec=dict(cat, context=_context(r), engine=r["engine"]),
     )
 
 
@@ -135,10 +129,28 @@ def layer_split(devices: list[Accelerator], layers: int) -> list[int]:
     return out
 
 
+# The catalog engine whose figures a row's engine runs on (its time per pipeline hop,
+# planner.schema.support.Engine.hop_overhead_us); engines the catalog lacks add none.
+ENGINES = {
+    "llama.cpp-rpc": "llama.cpp",
+    "exo": "exo",
+    "vllm": "vllm",
+    "sglang": "sglang",
+    "mlx-distributed": "mlx",
+}
+
+
 def pipeline_seconds(
-    m: ModelArch, weights: str, devices: list[Accelerator], link: Link | None, context: int
+    m: ModelArch,
+    weights: str,
+    devices: list[Accelerator],
+    link: Link | None,
+    context: int,
+    engine: str = "",
 ) -> float:
-    """Seconds per token of one sequence: the planner's pipeline round at one decode."""
+    """Seconds per token of one sequence through one stage per machine: the sum of the stages
+    (planner.estimator.replica.single_stream_seconds), each hop over the row's link plus the
+    engine's own time per hop."""
     stages = [
         StageSpec(device=d, tp=1, layers=n)
         for d, n in zip(devices, layer_split(devices, m.num_layers), strict=True)
@@ -147,34 +159,32 @@ def pipeline_seconds(
         assert len(stages) == 1, "a pipeline of several machines needs a link"
         link = load_catalog().link("eth-1g")  # unused: one stage has no hop
     it = IterationTime(
-        m, weights, KV, batch=1, context=context, prompt=1, output=1, stages=stages, link=link
+        m,
+        weights,
+        KV,
+        batch=1,
+        context=context,
+        prompt=1,
+        output=1,
+        stages=stages,
+        link=link,
+        hop_overhead_s=hop_overhead_s(load_catalog(), ENGINES.get(engine)),
     )
-    return it(1.0, 0.0)
+    return single_stream_seconds(it)
 
 
 def tensor_seconds(
     m: ModelArch, weights: str, devices: list[Accelerator], link: Link, context: int
 ) -> float:
     """Seconds per token of one sequence on one tensor-parallel stage spanning the machines,
-    the all-reduces over the row's link."""
-    if len({d.id for d in devices}) != 1:
-        raise ValueError("a tensor-parallel group of mixed devices")
-    tp = len(devices)
-    dev = device_table([devices[0]])
-    fmt = weight_format(weights)
-    layer = decode_layer_seconds(
-        m,
-        fmt,
-        kv_bytes(KV),
-        dev,
-        batch=1.0,
-        context=context,
-        tp=tp,
-        link_bytes_s=link.bandwidth_gb_s * 1e9,
-        link_latency_s=link.latency_us * 1e-6,
+    its all-reduces over the row's link (planner.estimator.replica.StageSpec.link). Machines of
+    one chip with different memory sizes run at the pace of the slowest memory."""
+    slowest = min(devices, key=lambda d: d.memory.bandwidth_gb_s)
+    stage = StageSpec(device=slowest, tp=len(devices), layers=m.num_layers, link=link)
+    it = IterationTime(
+        m, weights, KV, batch=1, context=context, prompt=1, output=1, stages=[stage], link=link
     )
-    fixed = head_seconds(m, fmt, dev, 1.0) / tp + dev.step_overhead_s
-    return float((m.num_layers * layer + fixed).reshape(-1)[0])
+    return single_stream_seconds(it)
 
 
 def _seconds(spec: dict[str, Any], link: Link | None) -> float:
@@ -188,7 +198,8 @@ def _seconds(spec: dict[str, Any], link: Link | None) -> float:
     if spec.get("split") == "tensor" and len(devices) > 1:
         assert link is not None
         return tensor_seconds(m, spec["weights"], devices, link, spec["context"])
-    return pipeline_seconds(m, spec["weights"], devices, link, spec["context"])
+    engine = spec.get("engine", "")
+    return pipeline_seconds(m, spec["weights"], devices, link, spec["context"], engine)
 
 
 def _link(spec: dict[str, Any], link_id: str | None) -> Link | None:

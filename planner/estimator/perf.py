@@ -258,7 +258,17 @@ def serving_layer_seconds(
     passes add.
     """
     if serial:
-        dec = decode_layer_seconds(m, fmt, kv_dtype_bytes, dev, batch=batch, context=context, tp=tp)  # type: ignore[arg-type]
+        dec = decode_layer_seconds(
+            m,
+            fmt,
+            kv_dtype_bytes,
+            dev,
+            batch=batch,  # type: ignore[arg-type]
+            context=context,
+            tp=tp,
+            link_bytes_s=link_bytes_s,
+            link_latency_s=link_latency_s,
+        )
         pre = np.where(
             np.asarray(prefill_tokens) > 0,
             prefill_layer_seconds(
@@ -268,6 +278,8 @@ def serving_layer_seconds(
                 batch=np.asarray(prefill_tokens) / max(prompt, 1.0),  # type: ignore[arg-type]
                 prompt=prompt,
                 tp=tp,
+                link_bytes_s=link_bytes_s,
+                link_latency_s=link_latency_s,
             ),
             0.0,
         )
