@@ -45,6 +45,10 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
         WeightFormat("q4_0", 4.5, 4.5, _F16, True, "llama.cpp ggml-common.h block_q4_0"),
         # K-quant mixes: whole-file bits per weight for Llama 2 7B, llama.cpp tools/quantize README.
         WeightFormat("q4_k_m", 4.84, 4.84, _F16, True, "llama.cpp quantize README (Llama 2 7B)"),
+        # Q2_K mix ("Q2_K - Medium": block_q2_K is 84 B per 256 weights = 2.625 bits, some
+        # tensors kept in Q3_K/Q4_K): whole-file bits of a published file, llama-bench's
+        # "qwen3moe 235B.A22B Q2_K - Medium, 79.80 GiB, 235.09 B" = 79.80 x 2^33 / 235.09e9.
+        WeightFormat("q2_k", 2.916, 2.916, _F16, True, "llama-bench Qwen3-235B-A22B Q2_K file"),
         WeightFormat("q5_k_m", 5.68, 5.68, _F16, True, "llama.cpp quantize README (Llama 2 7B)"),
         WeightFormat("q6_k", 6.5625, 6.5625, _F16, True, "llama.cpp block_q6_K: 210 B / 256"),
         # block_q8_0: fp16 scale + 32 x int8 = 34 bytes per 32 weights = 8.5 bits.

@@ -27,6 +27,7 @@ WEIGHT_FORMAT_IDS: tuple[str, ...] = (
     "awq-int4",
     "q4_0",
     "q4_k_m",
+    "q2_k",
     "q5_k_m",
     "q6_k",
     "q8_0",
