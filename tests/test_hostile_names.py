@@ -132,8 +132,9 @@ def test_did_you_mean_still_helps(name: str, hint: str) -> None:
 
 
 def test_unknown_link_with_a_magnitude_slip_lists_the_links() -> None:
-    code, out = run("solve", str(CHAT), "--set", "constraints.network=eth-2.5g")
-    assert code == 2 and "unknown link `eth-2.5g`" in out
+    # eth-0.25g: eth-25g with a stray point (eth-2.5g is a catalog link of its own)
+    code, out = run("solve", str(CHAT), "--set", "constraints.network=eth-0.25g")
+    assert code == 2 and "unknown link `eth-0.25g`" in out
     assert "did you mean" not in out and "eth-25g" in out  # listed among the links, not offered
 
 

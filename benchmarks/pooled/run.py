@@ -11,18 +11,23 @@ tokens/s of ONE sequence (batch 1) on that pool of machines, beside the measured
 deviation (planner / measured - 1). Single-machine baseline rows are scored too but kept out of
 the pooled summary (they separate the device model's error from the split's).
 
-Result (catalog as of this commit): 27 rows (22 pooled, 5 one-machine baselines), 3
-expressible: 2 pooled rows, both distributed-llama tensor parallel on Raspberry Pi 5 8GB over
-Gigabit Ethernet (link inferred), and their one-Pi baseline. Pooled: median |deviation| 109 %,
-worst 133 % (4 x Pi 5: planner 7.02 tok/s, measured 3.01; 2 x Pi 5: 4.16 against 2.25); the
-one-Pi baseline +23.8 % (2.19 against 1.77). The planner scales a tensor-parallel group of Pis
-almost linearly, and its link time per token (10.6 ms on 2 Pis, 25.5 ms on 4) is far below the
-network time the source states (80.1 ms, 62.3 ms). Two pooled rows from one engine and one
-source are far too few to say how the planner does on pooled clusters in general; 24 rows are
-not expressible (catalog lacks the models Qwen3-235B, Kimi K2, GLM-5.1, Ministral 3, Qwen3.6;
-the devices M3 Ultra 256GB, Pi 4B, BC250, NUC, cloud VMs; the links 2.5/5 GbE and Wi-Fi; exo's
-8 x Mac mini rows do not state their link: `--assume-link eth-1g` scores them apart, median
-15.7 %, worst 37.7 %, not part of the result).
+Result (catalog as of this commit): 27 rows (22 pooled, 5 one-machine baselines), 6
+expressible: 4 pooled rows and 2 baselines. Pooled: median |deviation| 115.6 %, worst 235.9 %.
+distributed-llama tensor parallel over Gigabit Ethernet: 8 x Pi 4B on Llama 2 70B, planner
+0.694 tok/s against 0.2065 measured (+235.9 %); 4 x Pi 5 7.02 against 3.01 (+133.3 %); 2 x Pi 5
+4.16 against 2.25 (+84.7 %). vLLM tensor parallel over 2 DGX Sparks on RoCE (Qwen3-235B-A22B
+GPTQ-Int4): 33.6 against 17.0 (+97.9 %). Baselines: one Pi 5 +23.8 % (2.19 against 1.77), one
+M3 Ultra 512GB on Qwen3-235B 8-bit +22.5 % (23.9 against 19.5). Every pooled row is
+overestimated, and where the source states the network time per token the planner's share is far
+below it (8 x Pi 4B: 149 ms against 2,720 ms; 2 x Pi 5: 10.6 against 80.1; 4 x Pi 5: 25.5
+against 62.3). Four pooled rows from two engines are still too few to say how the planner does
+on pooled clusters in general. 21 rows are not expressible (each says why below): devices the
+catalog lacks (BC250, NUC, cloud VMs, the prima.cpp phone and laptops), models it lacks (GLM-5.1,
+Ministral 3, Qwen3.6), exo's four-node RDMA rows (a tensor group of two Mac Studio types), one
+llama.cpp RPC row the estimator cannot yet score (an MoE model on a serial engine), and rows
+whose link is not stated (or not which of two): `--assume-link eth-1g` scores the 4 of those that
+map otherwise apart, median 26.7 %, worst 352.8 % (4 x Framework Desktop on Llama 3.1 405B), not
+part of the result.
 
 How a row is computed (planner estimator functions only; nothing is fitted on these rows):
 

@@ -391,6 +391,7 @@ LinkKind = Literal[
     "neuronlink",
     "roce",
     "on-package",
+    "wifi",
 ]
 
 
