@@ -338,7 +338,7 @@ def predict(r: Row, params: Params) -> float:
 def naive_tps(r: Row) -> float:
     """0.7 x peak bandwidth / bytes of weights read per token (active experts only for MoE)."""
     m, fmt = r.model, weight_format(r.meas.weights)
-    block = weight_params_touched_per_layer(m, 1.0) * m.num_layers * fmt.bits_per_weight / 8
+    block = float(weight_params_touched_per_layer(m, 1.0)) * m.num_layers * fmt.bits_per_weight / 8
     head = head_params(m) * fmt.embedding_bits / 8
     return NAIVE_EFF * r.device.memory.bandwidth_gb_s * 1e9 / (block + head)
 

@@ -185,3 +185,28 @@ def test_inference_memory_splits_by_layers_and_tp() -> None:
     assert half.kv_cache == pytest.approx(whole.kv_cache / 2)
     assert tp8.weights == pytest.approx(whole.weights / 8)
     assert tp8.kv_cache == pytest.approx(whole.kv_cache / 8)  # 8 KV heads split 8 ways
+
+
+def test_moe_layers_in_llama_cpp_formats_take_arrays_of_batch_sizes() -> None:
+    """A MoE model in a llama.cpp format (serial prefill) over a grid of batch sizes, as a
+    serving iteration table asks, equals the same figure one batch size at a time (it raised
+    TypeError: experts touched were computed for one batch size only)."""
+    from planner.estimator.devices import device_table
+    from planner.estimator.formats import weight_format
+    from planner.estimator.perf import serving_layer_seconds
+
+    cat = load_catalog()
+    m, dev = cat.model("qwen3-30b-a3b"), device_table([cat.accelerator("rtx-4090")])
+    fmt = weight_format("q4_k_m")
+    batches = np.array([1.0, 2.0, 8.0, 64.0])
+    prompts = np.array([0.0, 0.0, 0.0, 512.0])
+    kw = dict(context=2048, prompt=512, serial=True)
+    grid = serving_layer_seconds(m, fmt, 2.0, dev, batch=batches, prefill_tokens=prompts, **kw)
+    one = [
+        float(serving_layer_seconds(m, fmt, 2.0, dev, batch=b, prefill_tokens=p, **kw)[0])
+        for b, p in zip(batches.tolist(), prompts.tolist(), strict=True)
+    ]
+    assert grid.shape == batches.shape
+    assert np.allclose(grid, one, rtol=1e-12)
+    # More sequences touch more experts: the step costs more, but less than in proportion.
+    assert one[0] < one[1] < one[2] < one[0] * 8

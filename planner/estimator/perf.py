@@ -29,16 +29,18 @@ from planner.schema.catalog import ModelArch
 LAYER_ALLREDUCES = 2  # Megatron-LM: after attention and after the MLP (Shoeybi et al. 2019)
 
 
-def expected_experts_touched(num_experts: int, top_k: int, tokens: float) -> float:
+def expected_experts_touched(num_experts: int, top_k: int, tokens: float | Array) -> Array:
     """Distinct experts hit by `tokens` tokens routed uniformly to top_k of E experts:
-    E x (1 - (1 - k/E)^tokens). One token touches k; a large batch touches all.
-    """
-    return float(num_experts * (1.0 - (1.0 - top_k / num_experts) ** tokens))
+    E x (1 - (1 - k/E)^tokens). One token touches k; a large batch touches all. Element-wise
+    over an array of token counts."""
+    t = np.asarray(tokens, dtype=np.float64)
+    return np.asarray(num_experts * (1.0 - (1.0 - top_k / num_experts) ** t))
 
 
-def weight_params_touched_per_layer(m: ModelArch, tokens: float) -> float:
-    """Average over layers of the weights read by one forward step over `tokens` tokens."""
-    total = 0.0
+def weight_params_touched_per_layer(m: ModelArch, tokens: float | Array) -> Array:
+    """Average over layers of the weights read by one forward step over `tokens` tokens
+    (element-wise over an array of token counts)."""
+    total = np.zeros(np.shape(tokens))
     for g in block_groups(m):
         if g.kind == "moe" and m.moe is not None:
             expert = (g.params - g.active_params) / (m.moe.num_experts - m.moe.experts_per_token)
@@ -47,7 +49,7 @@ def weight_params_touched_per_layer(m: ModelArch, tokens: float) -> float:
             total += g.count * (fixed + hit * expert)
         else:
             total += g.count * g.params
-    return total / m.num_layers
+    return np.asarray(total / m.num_layers)
 
 
 def active_params_per_layer(m: ModelArch) -> float:
@@ -72,7 +74,7 @@ def _decode_roofline(
     batch: float,
     context: float,
     tp: Degree,
-) -> tuple[float, Array, Array]:
+) -> tuple[Array, Array, Array]:
     """(weights touched, memory time, compute time) of one block's decode step on `tp` devices.
 
     Bytes: touched weights (MoE: expected distinct experts) + KV read of `context` tokens per
@@ -290,7 +292,7 @@ def serving_layer_seconds(
     if m.moe is None:
         touched = np.full(tokens.shape, weight_params_touched_per_layer(m, 1.0))
     else:
-        touched = np.vectorize(lambda t: weight_params_touched_per_layer(m, float(t)))(tokens)
+        touched = weight_params_touched_per_layer(m, tokens)
     w_bytes = touched * fmt.bits_per_weight / 8
     attended = attended_tokens(m, context)
     kv_read = b * attended * kv_elements_per_token_per_layer(m) * kv_dtype_bytes
