@@ -11,23 +11,24 @@ tokens/s of ONE sequence (batch 1) on that pool of machines, beside the measured
 deviation (planner / measured - 1). Single-machine baseline rows are scored too but kept out of
 the pooled summary (they separate the device model's error from the split's).
 
-Result (catalog as of this commit): 27 rows (22 pooled, 5 one-machine baselines), 6
-expressible: 4 pooled rows and 2 baselines. Pooled: median |deviation| 115.6 %, worst 235.9 %.
-distributed-llama tensor parallel over Gigabit Ethernet: 8 x Pi 4B on Llama 2 70B, planner
-0.694 tok/s against 0.2065 measured (+235.9 %); 4 x Pi 5 7.02 against 3.01 (+133.3 %); 2 x Pi 5
-4.16 against 2.25 (+84.7 %). vLLM tensor parallel over 2 DGX Sparks on RoCE (Qwen3-235B-A22B
-GPTQ-Int4): 33.6 against 17.0 (+97.9 %). Baselines: one Pi 5 +23.8 % (2.19 against 1.77), one
-M3 Ultra 512GB on Qwen3-235B 8-bit +22.5 % (23.9 against 19.5). Every pooled row is
-overestimated, and where the source states the network time per token the planner's share is far
-below it (8 x Pi 4B: 149 ms against 2,720 ms; 2 x Pi 5: 10.6 against 80.1; 4 x Pi 5: 25.5
-against 62.3). Four pooled rows from two engines are still too few to say how the planner does
-on pooled clusters in general. 21 rows are not expressible (each says why below): devices the
-catalog lacks (BC250, NUC, cloud VMs, the prima.cpp phone and laptops), models it lacks (GLM-5.1,
-Ministral 3, Qwen3.6), exo's four-node RDMA rows (a tensor group of two Mac Studio types), one
-llama.cpp RPC row the estimator cannot yet score (an MoE model on a serial engine), and rows
-whose link is not stated (or not which of two): `--assume-link eth-1g` scores the 4 of those that
-map otherwise apart, median 26.7 %, worst 352.8 % (4 x Framework Desktop on Llama 3.1 405B), not
-part of the result.
+Result (catalog as of this commit): 41 rows (33 pooled, 8 one-machine baselines) from 20
+sources, 16 expressible: 12 pooled rows and 4 baselines. Pooled: median |deviation| 53.3 %,
+worst 235.9 % (8 x Pi 4B under distributed-llama, 0.694 tok/s against 0.2065). By engine: exo
+tensor parallel over Thunderbolt 5 RDMA on 4 Mac Studios, median 20.7 % (+17.1 %, +20.7 %; Kimi
+K2 +85.2 %); llama.cpp RPC pipelines of 2-3 DGX Sparks (two sources), +30 to +55 %;
+distributed-llama on Pis +85 to +236 %; vLLM on 2 DGX Sparks +97.9 %. The error is mostly the
+one machine's: the same sources' one-Spark runs are over-predicted by +46.5 % and +73.1 % (an MoE
+model in Q2_K under llama.cpp), the M3 Ultra by +22.5 % and the Pi 5 by +23.8 %. Given the
+source's own one-machine measurement (the second table), the split model is within 14.8 % at the
+median of 6 rows: llama.cpp RPC +2.7 %, +3.4 %, -10.4 %, -19.3 % (the per-hop time comes from
+another source), distributed-llama +49.1 % and +88.3 % (the planner has no per-message cost for
+distributed-llama's synchronizations: its link share is 10.6 ms per token on 2 Pis where the
+source measures 80.1 ms). 25 rows are not expressible, each saying why: devices the catalog
+lacks (BC250, NUC, cloud VMs, the prima.cpp phone and laptops, RTX 2060 Super and a laptop RTX
+5060), models it lacks (GLM-5, GLM-5.1, GLM-4.7, Ministral 3, Qwen3.6), vLLM runs with
+--enforce-eager (a mode the planner's vLLM figures do not model), and rows whose link is not
+stated (or not which of two): `--assume-link eth-1g` scores the 4 of those that map otherwise
+apart, median 42.9 %, worst 352.8 %, not part of the result.
 
 How a row is computed (planner estimator functions only; nothing is fitted on these rows):
 
@@ -87,6 +88,7 @@ class Row:
     link_only: bool = False  # the link is the only missing piece
     network_ms: float | None = None  # network time per token where the source states it
     spec: dict[str, Any] = field(default_factory=dict)  # the row's catalog mapping
+    source: str = ""  # the source's url, or its title where it has none
 
 
 def _context(r: dict[str, Any]) -> int:
@@ -116,6 +118,7 @@ def _row(r: dict[str, Any]) -> Row:
         link_only=bool(why) and bool(cat) and cat.get("link") is None,
         network_ms=r["measured"].get("network_transfer_ms"),
         spec=dict(cat, context=_context(r), engine=r["engine"]),
+        source=r["source"].get("url") or r["source"].get("title", ""),
     )
 
 
@@ -252,6 +255,31 @@ def _table(pairs: list[tuple[Row, float]], link: str | None = None) -> list[str]
     return lines
 
 
+def _machine_of(r: Row) -> tuple[str, str, str]:
+    """(model, weights, the one device type) of a row whose machines are all of one type."""
+    kinds = {m["accelerator"] for m in r.spec.get("machines", [])}
+    return (
+        r.spec.get("model", ""),
+        r.spec.get("weights", ""),
+        kinds.pop() if len(kinds) == 1 else "",
+    )
+
+
+def given_baseline(rows: list[Row]) -> list[tuple[Row, float, Row]]:
+    """The split model alone: for each expressible pooled row whose source also measured ONE of
+    its machines on the same model and weights, the planner's pooled tokens/s scaled by that
+    measurement over the planner's own one-machine figure (what the planner predicts for the
+    pool when the machine's speed is the measured one). (row, tokens/s, baseline row)."""
+    base = {(r.source, *_machine_of(r)): r for r in rows if r.baseline and not r.why_not}
+    out = []
+    for r in rows:
+        b = base.get((r.source, *_machine_of(r)))
+        if r.baseline or r.why_not or b is None or not _machine_of(r)[2]:
+            continue
+        out.append((r, predict(r.spec) * b.measured / predict(b.spec), b))
+    return out
+
+
 def _stats(pairs: list[tuple[Row, float]]) -> str:
     errs = sorted(abs(p / r.measured - 1) for r, p in pairs)
     if not errs:
@@ -286,6 +314,22 @@ def report(rows: list[Row], assume_link: str | None = None) -> list[str]:
     pairs = scored(rows)
     lines = [*_table(pairs), "", *summary(rows, pairs), "", "Not expressible:", ""]
     lines += [f"- {r.id}: {r.why_not}" for r in rows if r.why_not]
+    split = given_baseline(rows)
+    lines += [
+        "",
+        "The split model alone: pooled rows whose source also measured one of the machines "
+        "alone (same model and weights), the planner's pooled figure scaled by that "
+        "measurement over the planner's one-machine figure:",
+        "",
+        "| row | one-machine row | measured tok/s | planner, given the one machine | deviation |",
+        "|---|---|---:|---:|---:|",
+        *(
+            f"| {r.id} | {b.id} | {r.measured:.4g} | {p:.4g} | {p / r.measured - 1:+.1%} |"
+            for r, p, b in split
+        ),
+        "",
+        f"Given the one machine: {_stats([(r, p) for r, p, _ in split])}.",
+    ]
     if assume_link is not None:
         extra = scored(rows, assume_link)
         lines += [

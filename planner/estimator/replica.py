@@ -277,12 +277,15 @@ class IterationTime:
                 link_bytes_s=st.link_args()[0],
                 link_latency_s=st.link_args()[1],
             ).reshape(n.shape)
-            fixed = head_seconds(m, fmt, dev, np.maximum(n, 1.0)) / st.tp + dev.step_overhead_s
-            worst = np.maximum(worst, st.layers * tau + fixed + hop)
-            total = total + st.layers * tau + fixed + hop
+            head = head_seconds(m, fmt, dev, np.maximum(n, 1.0)) / st.tp
+            worst = np.maximum(worst, st.layers * tau + head + dev.step_overhead_s + hop)
+            total = total + st.layers * tau + dev.step_overhead_s + hop
+        total = total + head  # the output head runs once, on the last stage
         self.table = S * worst
-        # One micro-batch alone in the pipeline passes every stage in turn, and its token goes
-        # back to the first (S hops round the loop, as S x T counts them): a single stream.
+        # One micro-batch alone in the pipeline passes every stage in turn (each its own step
+        # work, the output head once, on the last), and its token goes back to the first (S
+        # hops round the loop, as S x T counts them): a single stream. S x T charges every
+        # stage the head, as a bound on the slowest stage whichever holds it.
         self.alone = total
         self._xs: list[float] = self.n_grid.tolist()
         self._ys: list[float] = self.p_grid.tolist()
