@@ -158,12 +158,24 @@ def check_names(problem: Problem, cat: Catalog, doc: Located | None = None) -> N
                 f"{where(('constraints', 'vendors', j))}unknown vendor `{v}`"
                 f"{did_you_mean(v, vendors)} (vendors: {', '.join(sorted(vendors))})"
             )
-    if c.network not in cat.links:
+    stated = {s.id for s in problem.links}
+    for i, s in enumerate(problem.links):
+        if s.id in cat.links:
+            raise InputError(
+                f"{where(('links', i, 'id'))}`{s.id}` is a catalog link; give the stated link "
+                f"another name, or name the catalog's `{s.id}` in constraints.network and drop "
+                "this entry"
+            )
+    if c.network in stated:
+        pass  # a link the problem states by its figures: always between hosts
+    elif c.network not in cat.links:
+        names = [*stated, *cat.links]
         raise InputError(
             f"{where(('constraints', 'network'))}unknown link `{c.network}`"
-            f"{did_you_mean(c.network, cat.links)} (links: {', '.join(cat.links)})"
+            f"{did_you_mean(c.network, names)} (links: {', '.join(names)}; or state one "
+            "under `links` with its bandwidth_gbit_s and latency_ms)"
         )
-    if cat.links[c.network].scope == "intra-node":
+    elif cat.links[c.network].scope == "intra-node":
         between = sorted(k for k, v in cat.links.items() if v.scope != "intra-node")
         raise InputError(
             f"{where(('constraints', 'network'))}`{c.network}` is a link inside one server "

@@ -33,7 +33,7 @@ from planner.estimator.economics import (
     reserved_hours,
 )
 from planner.estimator.hosts import devices_bought, host_options, hosts_for, purchase_unit, tp_limit
-from planner.estimator.network import network_gear, ports_per_host
+from planner.estimator.network import network_gear, network_link, ports_per_host
 from planner.plan.slack import BINDING_SLACK
 from planner.plan.types import Costs, DeviceLine, Plan, WorkloadPlan
 from planner.schema.catalog import Node
@@ -505,7 +505,7 @@ def _check_network(plan: Plan, problem: Problem, cat: Catalog, f: Fleet) -> int:
     """The ports and switches joining the hosts, recounted from the host lines and the devices
     bought (planner.estimator.network), against the plan's network line; the switches' power
     joins every period's. Returns their rack units."""
-    link = cat.link(problem.constraints.network)
+    link = network_link(problem, cat)
     bought = {x.type: x.bought for x in plan.devices}
     ports = 0
     for x in plan.nodes:

@@ -15,6 +15,7 @@ from planner.catalog import Catalog
 from planner.errors import PlannerError
 from planner.estimator.confidence import CONFIDENCE, design_confidence
 from planner.estimator.hosts import carries_scale_up, tp_limit
+from planner.estimator.network import network_link
 from planner.plan.types import Plan, WorkloadPlan
 from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload, Workload
 from planner.schema.status import Site
@@ -201,7 +202,8 @@ def _stages(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
 def _network(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
     """The network between hosts must be an inter-host link (not NVLink inside a server)."""
     net = problem.constraints.network
-    link = cat.link(net)
+    link = network_link(problem, cat)
+    stated = {s.id for s in problem.links}
     out = []
     if link.scope == "intra-node":
         out.append(
@@ -209,7 +211,7 @@ def _network(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
             "joined by it"
         )
     for name in plan.links:
-        if name not in cat.links:
+        if name not in cat.links and name not in stated:
             out.append(f"links: unknown link `{name}`")
     hosts = sum(n.count for n in plan.nodes)
     if hosts > 1 and net not in plan.links:

@@ -31,6 +31,7 @@ from planner.estimator.economics import (
     in_fleet,
     ownership_factor,
 )
+from planner.estimator.network import network_link
 from planner.estimator.replica import ReplicaFigures, inference_replica, training_stage_memory
 from planner.estimator.request_mix import class_workload, fits, replica_rate
 from planner.estimator.serving import prefill_pool_budget, prefill_prompt, token_budget
@@ -143,7 +144,7 @@ def replica_figures(
         prompt=prefill_prompt(shape.prompt_tokens, shape.prefix_cache_hit),
         output=shape.output_tokens,
         stages=wp.stage_specs(cat, problem, hosts),
-        link=cat.link(problem.constraints.network),
+        link=network_link(problem, cat),
         hop_overhead_s=hop_overhead_s(cat, wp.engine),
     )
 
@@ -509,7 +510,7 @@ def _check_mix(
         return
     time_used = 0.0
     specs = wp.stage_specs(cat, problem, f.hosts)
-    link = cat.link(problem.constraints.network)
+    link = network_link(problem, cat)
     for name, served in wp.requests_per_s.items():
         cls = classes.get(name)
         if cls is None:

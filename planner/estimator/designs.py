@@ -52,6 +52,7 @@ from planner.estimator.memory import (
     kv_shard_divisor,
     weight_bytes,
 )
+from planner.estimator.network import network_link
 from planner.estimator.perf import head_seconds, serving_layer_seconds
 from planner.estimator.replica import StageSpec
 from planner.estimator.serving import chunk_mix, prefill_prompt, prefill_room, serial_engine
@@ -370,7 +371,7 @@ def _setting(
     c = problem.constraints
     table = device_table(devs)
     table.peak_flops(fmt)  # once per device, before the rows repeat per degree
-    net = cat.link(c.network)
+    net = network_link(problem, cat)
     L = m.num_layers
     rows = np.array([o.row for o in opts], dtype=np.int64)
     tp = np.array([o.tp for o in opts], dtype=np.int64)

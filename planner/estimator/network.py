@@ -19,7 +19,35 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from planner.catalog import Catalog
 from planner.schema.catalog import Link, Node, SwitchSpec
+from planner.schema.problem import Problem, StatedLink
+
+
+def stated_link(s: StatedLink) -> Link:
+    """A link the problem states by its figures, as the catalog's links are written (Gb/s to
+    GB/s, ms to us; no switch: the network is the user's, each port at its stated price)."""
+    return Link(
+        id=s.id,
+        name=s.name or f"{s.id} ({s.bandwidth_gbit_s:g} Gb/s, {s.latency_ms:g} ms)",
+        kind=s.kind,
+        scope="inter-node",
+        bandwidth_gb_s=s.bandwidth_gbit_s / 8,
+        latency_us=s.latency_ms * 1e3,
+        price_usd_per_port=s.price_usd_per_port,
+        sources={"spec": "problem-file"},
+        notes="Stated by the problem file.",
+    )
+
+
+def network_link(problem: Problem, cat: Catalog) -> Link:
+    """The link between the problem's hosts (`constraints.network`): one the problem states
+    under `links`, else the catalog's."""
+    net = problem.constraints.network
+    for s in problem.links:
+        if s.id == net:
+            return stated_link(s)
+    return cat.link(net)
 
 
 def ports_per_host(node: Node, link: str) -> int:

@@ -42,6 +42,7 @@ from planner.estimator.efficiency import load_serving
 from planner.estimator.formats import kv_bytes
 from planner.estimator.hosts import design_hosts
 from planner.estimator.memory import kv_bytes_per_token
+from planner.estimator.network import network_link
 from planner.estimator.replica import IterationTime, StageSpec
 from planner.estimator.serving import (
     LoadedLatency,
@@ -123,7 +124,7 @@ def replica_rate(
         w.max_e2e_s,
         w.max_ms_per_token,
         w.max_utilization,
-        link.id,
+        (link.id, link.bandwidth_gb_s, link.latency_us),  # a stated link's figures too
         batch,
         tuple((st.device.id, st.tp, st.layers) for st in stages),
         (sized_for.input_tokens, sized_for.output_tokens),
@@ -363,7 +364,7 @@ def mix_designs(
                 )
             best = max(single, key=lambda d: d.batch)
             keep = [d for d in keep if d is best or d not in single]
-        link = cat.link(problem.constraints.network)
+        link = network_link(problem, cat)
         roles = ROLES[w.disaggregation]
         for d in keep:
             specs = stage_specs(cat, problem, d)

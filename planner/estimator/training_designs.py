@@ -22,6 +22,7 @@ from planner.estimator.devices import device_table
 from planner.estimator.formats import weight_format
 from planner.estimator.hosts import holding_hosts
 from planner.estimator.memory import TrainingSetup, training_memory_total
+from planner.estimator.network import network_link
 from planner.estimator.perf import training_tokens_per_second
 from planner.schema.catalog import Accelerator, Link, ModelArch
 from planner.schema.problem import Problem, TrainingWorkload
@@ -112,7 +113,7 @@ def training_job(
         recompute=w.recompute,
         precision_fmt=weight_format("bf16"),
     )
-    net = cat.link(problem.constraints.network)
+    net = network_link(problem, cat)
     S = len(layers)
     D = np.array([data_parallel], dtype=np.int64)
     tps = job_tokens_per_s(base[:, None], w, _trainable_params(m, w), net, tp, S, D)
@@ -141,7 +142,7 @@ def training_designs(
     """
     m = cat.model(w.model)
     c = problem.constraints
-    net = cat.link(c.network)
+    net = network_link(problem, cat)
     fmt = weight_format("bf16")
     table = device_table(devs)
     max_dev = c.max_devices or MAX_JOB_DEVICES

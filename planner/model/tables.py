@@ -25,6 +25,7 @@ from planner.estimator.economics import (
     job_rate,
     rented_devices,
 )
+from planner.estimator.network import network_link
 from planner.estimator.request_mix import mix_designs
 from planner.estimator.training_designs import training_designs
 from planner.schema.catalog import Link
@@ -144,7 +145,7 @@ def build_tables(
         periods=tuple(demand_periods(problem)),
         serves=serves,
         sized_for=sized,
-        network=cat.link(problem.constraints.network),
+        network=network_link(problem, cat),
     )
 
 
@@ -179,6 +180,7 @@ def design_key(problem: Problem) -> str:
             problem.horizon.procurement,
             problem.horizon.consumer_derating,  # derated copies of consumer cards
             problem.market.model_dump(mode="json"),
+            [s.model_dump(mode="json") for s in problem.links],  # the network's figures
         ],
         sort_keys=True,
     )

@@ -37,7 +37,7 @@ from planner.estimator.economics import (
     working_hours,
 )
 from planner.estimator.hosts import derates, devices_bought, hosts_for
-from planner.estimator.network import network_gear, ports_per_host
+from planner.estimator.network import network_gear, network_link, ports_per_host
 from planner.estimator.replica import inference_replica, training_stage_memory
 from planner.estimator.request_mix import class_workload
 from planner.estimator.serving import prefill_pool_budget, prefill_prompt, token_budget
@@ -169,7 +169,7 @@ def stage_lines(
         prompt=prefill_prompt(w.prompt_tokens, w.prefix_cache_hit),
         output=w.output_tokens,
         stages=stage_specs(cat, problem, d),
-        link=cat.link(problem.constraints.network),
+        link=network_link(problem, cat),
         hop_overhead_s=hop_overhead_s(cat, d.engine),
     )
     for st, f in zip(d.stages, fig.stages, strict=True):
@@ -682,7 +682,7 @@ def _phases(problem: Problem, use: dict[tuple[str, int, str], int], n: int) -> l
 def _network(problem: Problem, cat: Catalog, plan: Plan, tally: _Tally) -> NetworkLine | None:
     """Ports and switches bought to join the hosts on premises (planner.estimator.network);
     their power joins every period's, their rack units the plan's."""
-    link = cat.link(problem.constraints.network)
+    link = network_link(problem, cat)
     bought = {x.type: x.bought for x in plan.devices}
     ports = sum(
         ports_per_host(cat.node(n.type), link.id) * -(-bought[n.hosts] // cat.node(n.type).slots)

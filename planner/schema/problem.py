@@ -867,6 +867,35 @@ class Objective(ProblemModel):
     )
 
 
+class StatedLink(ProblemModel):
+    """A network the problem states by its figures (a home router, an office switch, a
+    measured Wi-Fi), usable wherever a catalog link id is (`constraints.network`)."""
+
+    id: Annotated[
+        str, Field(min_length=1, max_length=MAX_ID, pattern=r"^[a-z0-9][a-z0-9.\-]*$")
+    ] = Field(description="The name `constraints.network` uses; not a catalog link's id.")
+    name: str | None = Field(None, max_length=MAX_NAME, description="Shown on the plan.")
+    kind: Literal["ethernet", "wifi", "thunderbolt", "roce", "infiniband"] = Field(
+        "ethernet", description="What carries it."
+    )
+    bandwidth_gbit_s: Annotated[
+        Number,
+        Limit(
+            gt=0,
+            le=100_000,
+            why="100 Tb/s per port is beyond any link; check the units (Gb/s)",
+            low_why="a link carries something",
+        ),
+    ] = Field(description="Per direction, per machine, gigabits per second (1 GbE: 1).")
+    latency_ms: Annotated[
+        Milliseconds,
+        Limit(ge=0, le=1000, why="a second one way is not a network to split a model over"),
+    ] = Field(description="One-way latency of a small message, milliseconds (`1 ms`, `50 us`).")
+    price_usd_per_port: Annotated[
+        Usd, Limit(ge=0, le=1e6, why="a million dollars is no port's price; check the units")
+    ] = Field(0.0, description="What joining one more machine costs; 0: the network is there.")
+
+
 class Phase(ProblemModel):
     """A stretch of the horizon in which some workloads run on the fleet, before or after the
     workloads of the other phases."""
@@ -893,6 +922,12 @@ class Problem(ProblemModel):
     demand: Demand | None = None
     carbon: Carbon | None = None
     objective: Objective = Objective()
+    links: list[StatedLink] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Networks stated by their figures, named in `constraints.network` like a "
+        "catalog link: `[{id: home-lan, bandwidth_gbit_s: 1, latency_ms: 1}]`.",
+    )
     phases: list[Phase] | None = Field(
         None,
         min_length=2,
@@ -905,6 +940,13 @@ class Problem(ProblemModel):
         "so the fleet is sized for the largest phase, not their sum. Unset: every workload "
         "runs at once.",
     )
+
+    @model_validator(mode="after")
+    def _links(self) -> Problem:
+        for i, lk in enumerate(self.links):
+            if any(q.id == lk.id for q in self.links[:i]):
+                raise KeyValueError(f"two links are named `{lk.id}`", ("links", i, "id"))
+        return self
 
     @model_validator(mode="after")
     def _phases(self) -> Problem:

@@ -27,6 +27,7 @@ import numpy as np
 from planner.catalog import Catalog
 from planner.estimator.formats import kv_bytes
 from planner.estimator.memory import kv_bytes_per_token
+from planner.estimator.network import network_link
 from planner.estimator.replica import IterationTime
 from planner.estimator.request_mix import class_workload
 from planner.estimator.serving import (
@@ -126,7 +127,7 @@ def engine_of(
         prompt=prefill_prompt(shape.prompt_tokens, w.prefix_cache_hit),
         output=shape.output_tokens,
         stages=wp.stage_specs(cat),
-        link=cat.link(problem.constraints.network),
+        link=network_link(problem, cat),
         budget=(
             prefill_pool_budget(prefill_prompt(shape.prompt_tokens, w.prefix_cache_hit))
             if wp.role == "prefill"
@@ -146,7 +147,7 @@ def engine_of(
 def transfer_of(problem: Problem, cat: Catalog, w: InferenceWorkload, wp: WorkloadPlan) -> float:
     """Seconds to send the prompt KV of a prefill group's sized class to a decode pool."""
     shape = _shape(w, wp)
-    link = cat.link(problem.constraints.network)
+    link = network_link(problem, cat)
     m = cat.model(w.model)
     kv = kv_bytes_per_token(m, kv_bytes(w.kv)) * prefill_prompt(
         shape.prompt_tokens, w.prefix_cache_hit
