@@ -9,6 +9,7 @@ import copy
 from typing import Any
 
 import pytest
+from test_network import DOC as FOUR_DESKTOPS
 
 from planner.catalog import load_catalog
 from planner.errors import InputError
@@ -18,23 +19,11 @@ from planner.schema.yaml_io import Located
 from planner.solve import solve_problem
 from planner.verify import verify
 
-# A 70B model in 4-bit over four 16 GB cards, one per desktop: a four-stage pipeline whose
-# hops cross the home network.
+# test_network's four-desktop 70B pipeline in 4-bit, on four owned cards over a home network
+# the problem states: a four-stage pipeline whose hops cross it.
 DOC: dict[str, Any] = {
+    **copy.deepcopy(FOUR_DESKTOPS),
     "name": "home-pool",
-    "workloads": [
-        {
-            "name": "chat",
-            "kind": "inference",
-            "model": "llama-3.1-70b",
-            "weights": "q4_k_m",
-            "kv": "q8_0",
-            "context_tokens": 4096,
-            "prompt_tokens": 512,
-            "concurrency": 8,
-            "max_ms_per_token": 400,
-        }
-    ],
     "links": [{"id": "home-lan", "bandwidth_gbit_s": 1, "latency_ms": "1 ms"}],
     "constraints": {
         "allowed_devices": ["rtx-5060-ti-16gb"],
@@ -45,6 +34,7 @@ DOC: dict[str, Any] = {
     },
     "objective": {"goal": "max_throughput"},
 }
+DOC["workloads"][0]["max_ms_per_token"] = 400
 
 
 def _problem(doc: dict[str, Any], sets: list[str] | None = None) -> Any:
