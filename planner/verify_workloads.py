@@ -328,11 +328,12 @@ def _check_serving(
     why = f" (`{at}.replicas` {wp.replicas} x {fig.tokens_per_s:.6g} tokens/s)"
     if w.request_mix is None and w.concurrency is not None:
         slots = wp.batch * len(wp.stages) * wp.replicas
-        if wp.sequences is None or not 0 <= wp.sequences <= slots:
+        if wp.sequences is None or not wp.replicas <= wp.sequences <= slots:
             fail(
                 problem,
                 f"`{at}.sequences`: {wp.sequences} sequences in {slots} slots (`{at}.batch` "
-                f"{wp.batch} x {len(wp.stages)} stages x `{at}.replicas` {wp.replicas})",
+                f"{wp.batch} x {len(wp.stages)} stages x `{at}.replicas` {wp.replicas}); "
+                "every replica holds at least one (a replica without a sequence serves nothing)",
             )
         # Little's law: each sequence that exists makes one token per time per token.
         made = (wp.sequences or 0) * 1000.0 / fig.ms_per_token

@@ -12,6 +12,7 @@ import pytest
 from planner.catalog import load_catalog
 from planner.estimator.designs import allowed_devices, inference_designs
 from planner.estimator.hosts import sustained
+from planner.estimator.network import network_link
 from planner.estimator.replica import StageSpec, inference_replica
 from planner.estimator.support import hop_overhead_s
 from planner.load import load_problem
@@ -25,7 +26,7 @@ def test_designs_match_scalar_replica_figures(path: Path) -> None:
     cat = load_catalog()
     problem = load_problem(path)
     devs = allowed_devices(problem, cat)
-    link = cat.link(problem.constraints.network)
+    link = network_link(problem, cat)
     for w in problem.workloads:
         if not isinstance(w, InferenceWorkload) or w.request_mix is not None:
             continue

@@ -81,6 +81,8 @@ class Constraints(Quantities):
                     # Every sequence that exists is held somewhere, and only those exist.
                     held = math.ceil(w.concurrency * period.scale - 1e-9)
                     self.m.add(sum(self.X[k] for k in keys) == held).only_enforce_if(conc)
+                    for k in keys:  # a replica without a sequence serves nothing: none is kept
+                        self.m.add(self.X[k] >= self.R[k]).only_enforce_if(conc)
                     self.m.add(  # implied; tightens the relaxation
                         sum(designs[k[1]].concurrency * self.R[k] for k in keys) >= held
                     ).only_enforce_if(conc)

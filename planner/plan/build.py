@@ -312,7 +312,16 @@ def _add_serving(
                 w.request_mix[sized[j]].name if sized and w.request_mix is not None else None
             ),
             sequences=seqs,
-            **serving_fields(cat, problem.constraints, w, shape, d, stages, math.ceil(budget)),
+            **serving_fields(
+                cat,
+                problem.constraints,
+                w,
+                shape,
+                d,
+                stages,
+                math.ceil(budget),
+                sum(math.ceil(n / hosts[x].slots) for x, n in d.devices.items()),
+            ),
             role=d.role,
         )
     )

@@ -40,15 +40,16 @@ def serving_fields(
     d: Design,
     stages: tuple[StageLine, ...],
     budget: int,
+    machines: int = 1,
 ) -> dict[str, Any]:
     """A serving replica's engine, backends, token budget and recipe (WorkloadPlan fields);
     `shape` is the workload with the lengths design `d` is sized for (a mix's class), `budget`
-    the tokens per iteration its figures assume."""
+    the tokens per iteration its figures assume, `machines` the hosts one replica spans."""
     engine, devices, batch = d.engine, d.devices, d.batch
     backends = backends_of(cat, devices, w, c)
     parts = [(s.device, s.tp, s.layers[1] - s.layers[0] + 1) for s in stages]
     recipe = make_recipe(
-        engine, backends, parts, batch, budget, w.weights, w.kv, shape.context_tokens
+        engine, backends, parts, batch, budget, w.weights, w.kv, shape.context_tokens, machines
     )
     backing = design_confidence(cat, [cat.accelerator(x) for x in devices], engine, batch)
     return {
@@ -69,8 +70,10 @@ def make_recipe(
     weights: str,
     kv: str,
     context_tokens: int,
+    machines: int = 1,
 ) -> Recipe:
-    """The recipe of a replica of `stages` (device, tensor-parallel size, layers), in order."""
+    """The recipe of a replica of `stages` (device, tensor-parallel size, layers), in order,
+    over `machines` hosts."""
     tps = tuple(tp for _, tp, _ in stages)
     layers = tuple(n for _, _, n in stages)
     seqs = batch * len(stages)
@@ -83,7 +86,7 @@ def make_recipe(
         token_budget,
         kv,
         weights,
-        _command(engine, backends, stages, seqs, token_budget, kv, context_tokens),
+        _command(engine, backends, stages, seqs, token_budget, kv, context_tokens, machines),
     )
 
 
@@ -95,8 +98,11 @@ def _command(
     budget: int | None,
     kv: str,
     context: int,
+    machines: int = 1,
 ) -> str:
     tp, pp = stages[0][1], len(stages)
+    # Engines that join machines over the network (vLLM and SGLang multi-node docs): say how.
+    joined = f"  # over {machines} machines: a Ray cluster of them first" if machines > 1 else ""
     family = "vllm" if engine in ("vllm", "vllm-tpu", "vllm-neuron") else engine
     kv_name = _KV_NAMES.get(family, {}).get(kv)
     if engine in _VLLM_LIKE:
@@ -105,7 +111,7 @@ def _command(
             f"--max-num-seqs {seqs} --max-model-len {context}"
         )
         out += f" --max-num-batched-tokens {budget}" if budget else ""
-        return out + (f" --kv-cache-dtype {kv_name}" if kv_name else "")
+        return out + (f" --kv-cache-dtype {kv_name}" if kv_name else "") + joined
     if engine == "sglang":
         out = (
             f"python -m sglang.launch_server --model-path MODEL --tp-size {tp} --pp-size {pp} "
@@ -128,8 +134,13 @@ def _command(
         out += f" --batch-size {budget}" if budget else ""
         if kv_name:
             out += f" --cache-type-k {kv_name} --cache-type-v {kv_name}"
-        if len(set(backends.values())) > 1:
-            out += " --rpc HOST:PORT[,...]  # rpc-server on each host of another backend"
+        if machines > 1 or len(set(backends.values())) > 1:
+            others = (
+                f"the other {machines - 1} machine{'s' if machines > 2 else ''}"
+                if machines > 1
+                else "each other host"
+            )
+            out += f" --rpc HOST:PORT[,...]  # rpc-server on {others} (llama.cpp RPC)"
         return out
     if engine == "mlx":
         return "mlx_lm.server --model MODEL" + (
