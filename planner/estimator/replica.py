@@ -237,7 +237,14 @@ class IterationTime:
             else 0.0
         )
         worst = np.zeros_like(n)
+        # Stages of one device and degree share their time per layer: the fullest one of them
+        # is their slowest (time grows with the layers), so each kind is computed once.
+        fullest: dict[tuple[int, int], StageSpec] = {}
         for st in stages:
+            kind = (id(st.device), st.tp)
+            if kind not in fullest or st.layers > fullest[kind].layers:
+                fullest[kind] = st
+        for st in fullest.values():
             dev = _one_device(st.device)
             tau = serving_layer_seconds(
                 m,
