@@ -82,7 +82,7 @@ def test_sweeps_share_one_base_point() -> None:
 
 def test_smallest_tier_solves_optimal_and_verifies(small: list[Any]) -> None:
     for case in small:
-        # The serving cases prove in under 10 s on one worker (benchmarks/bench_suite.py
+        # The serving cases prove in about 3 to 10 s on one worker (benchmarks/bench_suite.py
         # measures them); the limit leaves room for a loaded machine.
         plan = solve_problem(case.problem, cat=case.catalog, time_limit=60.0)
         assert plan.status == "OPTIMAL", (case.name, plan.notes)

@@ -166,6 +166,9 @@ def replica_rate(
     return _remember(key, cat, rate)
 
 
+# Rate searches bound-first pruning stopped early, by rate key: where each stands.
+_STOPPED: dict[tuple[object, ...], tuple[Catalog, tuple[float, float, int]]] = {}
+
 # The last few iteration tables _engine built, with the stage specs they were built for.
 _ITERATIONS: dict[tuple[object, ...], tuple[list[StageSpec], IterationTime]] = {}
 
@@ -499,22 +502,38 @@ def _class_rates(
                 todo[k] = (key, args)
             elif hit > 0:
                 rates[k] = hit
+    S = len(specs)
+    if beaten is not None and todo:
+        # Searches stopped before (an earlier solve of a variant of this problem) left their
+        # brackets: their upper ends may settle it without an iteration table.
+        stopped = {k: _STOPPED.get(key) for k, (key, _) in todo.items()}
+        ends = {k: v[1][1] * S for k, v in stopped.items() if v is not None and v[0] is cat}
+        if len(ends) == len(todo) and beaten({**rates, **ends}):
+            return None
     engines = {k: _engine(*args) for k, (_, args) in todo.items()}  # type: ignore[arg-type]
     searches = {k: e.search() for k, e in engines.items()}
+    for k, (key, _) in todo.items():
+        was = _STOPPED.pop(key, None)
+        if was is not None and was[0] is cat:
+            searches[k].resume(was[1])
     if beaten is not None:
         # Narrow each class's bound (a search's upper end) one latency evaluation at a time,
         # until the bounds are beaten or every search is over.
         bound = dict(rates)
         while True:
-            bound.update({k: s.bound * engines[k].engines for k, s in searches.items()})
+            bound.update({k: s.bound * S for k, s in searches.items()})
             if beaten(bound):
+                if len(_STOPPED) > 100_000:
+                    _STOPPED.clear()
+                for k, s in searches.items():
+                    _STOPPED[todo[k][0]] = (cat, s.state)
                 return None
             going = [s for s in searches.values() if not s.done]
             if not going:
                 break
             going[0].step()
     for k, s in searches.items():
-        rate = _remember(todo[k][0], cat, s.finish() * engines[k].engines)
+        rate = _remember(todo[k][0], cat, s.finish() * S)
         if rate > 0:
             rates[k] = rate
     return dict(sorted(rates.items()))

@@ -438,6 +438,16 @@ class RateSearch:
         """The rate found once done, else an upper bound on it."""
         return self.lo if self.done else self.hi
 
+    @property
+    def state(self) -> tuple[float, float, int]:
+        """Where the search stands, to resume it later (`resume`) on the same inputs."""
+        return self.lo, self.hi, self._steps
+
+    def resume(self, state: tuple[float, float, int]) -> None:
+        """Continue from `state` (before any step): a search stopped early on the same
+        latency, ceiling and capacity goes on as if it had never stopped."""
+        self.lo, self.hi, self._steps = state
+
     def finish(self) -> float:
         """The rate: the search run to its end."""
         while not self.step():
