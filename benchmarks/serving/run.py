@@ -62,7 +62,7 @@ from planner.estimator.designs import Design, allowed_devices, inference_designs
 from planner.estimator.efficiency import load_serving
 from planner.estimator.formats import kv_bytes, weight_format
 from planner.estimator.replica import IterationTime, StageSpec
-from planner.estimator.request_mix import decode_engine_rate, prefill_engine_rate
+from planner.estimator.request_mix import decode_engine_search, prefill_engine_search
 from planner.estimator.serving import (
     LoadedLatency,
     chunk_mix,
@@ -305,17 +305,17 @@ def disaggregated_devices(s: dict[str, Any], demand: float) -> float:
             )  # fmt: skip
 
         if d.batch == 1:
-            rate = prefill_engine_rate(
+            rate = prefill_engine_search(
                 engine(1, prefill_pool_budget(prompt)), tp, 1, link, prompt,
                 kv_bytes(_kv(s["weights"])),
                 ceiling=lambda lat: lat.ttft_mean_s <= s["ttft_limit"], utilization=1.0,
-            )  # fmt: skip
+            ).finish()  # fmt: skip
             if rate > 0:
                 prefill = min(prefill, tp / rate)
-        rate = decode_engine_rate(
+        rate = decode_engine_search(
             engine(d.batch, None), d.batch, prompt, output,
             ceiling=lambda lat: lat.tpot_s <= s["tpot_limit"], utilization=1.0,
-        )  # fmt: skip
+        ).finish()  # fmt: skip
         if rate > 0:
             decode = min(decode, tp / rate)
     return demand / output * (prefill + decode)

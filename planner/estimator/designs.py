@@ -107,9 +107,12 @@ def stage_specs(cat: Catalog, problem: Problem, d: Design) -> list[StageSpec]:
     """A design's stages as the estimator takes them: derated devices where a stage assumed a
     multi-card chassis."""
     out = []
+    derated: dict[str, Accelerator] = {}  # one derated copy per device (stages share it)
     for s in d.stages:
         acc = cat.accelerator(s.device)
-        out.append(StageSpec(sustained(acc, problem) if s.dense else acc, s.tp, s.layers))
+        if s.dense:
+            acc = derated.get(s.device) or derated.setdefault(s.device, sustained(acc, problem))
+        out.append(StageSpec(acc, s.tp, s.layers))
     return out
 
 
@@ -304,12 +307,15 @@ def inference_designs(
         out = _materialize(st, cand, np.argsort(cand.order, kind="stable"))
     else:
         needs = [holding_hosts(cat, problem, o.device, o.tp, o.dense) for o in st.opts]
-        need_rank = {k: i for i, k in enumerate(sorted(set(needs)))}
+        host_sets = sorted(set(needs))
+        need_rank = {k: i for i, k in enumerate(host_sets)}
         need = np.array([need_rank[k] for k in needs], dtype=np.int64)
+        # holds[a, b]: every host of need rank b is also one of rank a.
+        holds = np.array([[set(a) >= set(b) for b in host_sets] for a in host_sets], dtype=bool)
         # A design the calibration backs counts all its tokens/s, one it does not only
         # (1 - risk_margin): under a margin they compete only among their own kind.
         calibrated = _backed(st, cand, cat, problem) if c.risk_margin > 0 else None
-        order = _pruned_order(st, cand, need, calibrated, for_mix=for_mix)
+        order = _pruned_order(st, cand, need, calibrated, for_mix=for_mix, holds=holds)
         out = _materialize(st, cand, order)
     return backed(out, cat, c.min_confidence)
 
@@ -787,12 +793,15 @@ def _pruned_order(
     backed: npt.NDArray[np.int64] | None = None,
     *,
     for_mix: bool = False,
+    holds: npt.NDArray[np.bool_] | None = None,
 ) -> npt.NDArray[np.int64]:
     """Indices of the candidates _prune keeps, in the order it returns them. `need`: per
-    option, a rank of the hosts that hold its group; only designs whose options need the same
-    hosts compete (a faster design in a bigger host does not replace one that fits a desktop);
-    `backed`, per candidate, the same for calibration backing under a risk margin. `for_mix`: a sooner first token counts where more sequences would (ranks: the soonest
-    ranks highest)."""
+    option, a rank of the hosts that hold its group; a design competes with designs whose
+    options need the same hosts, and (`holds[a, b]`: the hosts of need rank a include those of
+    rank b) beats one whose every device type needs no more hosts than its own do (see
+    _host_dominated); a faster design in a bigger host never replaces one that fits a desktop.
+    `backed`, per candidate, the same for calibration backing under a risk margin. `for_mix`: a
+    sooner first token counts where more sequences would (ranks: the soonest ranks highest)."""
     ids = [o.device.id for o in st.opts]
     rank_of = {d: i for i, d in enumerate(sorted(set(ids)))}
     rank = np.array([rank_of[d] for d in ids], dtype=np.int64)
@@ -808,18 +817,69 @@ def _pruned_order(
     if for_mix:
         ttft_rank = np.unique(cand.ttft, return_inverse=True)[1].astype(np.int64)
         conc = int(ttft_rank.max(initial=0)) - ttft_rank
-    group = first * (len(rank_of) + 1) + second
+    kind = first * (len(rank_of) + 1) + second
+    if backed is not None:  # per candidate: 1 where the calibration backs it (risk margin)
+        kind = kind * 2 + backed
     k = int(need.max(initial=0)) + 2
     na = need[cand.o1]
     nb = np.where(two, need[np.maximum(cand.o2, 0)] + 1, 0)
-    # In the signature's order, as the device ranks: a pipeline and its mirror compete.
-    group = (group * k + np.where(swap, nb - 1, na)) * k + np.where(swap, na + 1, nb)
-    if backed is not None:  # per candidate: 1 where the calibration backs it (risk margin)
-        group = group * 2 + backed
+    # In the signature's order, as the device ranks: a pipeline and its mirror compete. The
+    # second device's rank is shifted by one, 0 standing for none.
+    need1, need2 = np.where(swap, nb - 1, na), np.where(swap, na + 1, nb)
+    group = (kind * k + need1) * k + need2
     keep = np.flatnonzero(~dominated(group, [c1, c2], cand.power, cand.tps, conc, cand.order))
+    if holds is not None and len(keep):
+        held = np.zeros((k, k), dtype=bool)  # holds on the shifted ranks of the second device
+        held[0, 0] = True
+        held[1:, 1:] = holds
+        figures = np.stack([c1, c2, cand.power, -cand.tps, -conc]).astype(float)
+        gone = _host_dominated(kind[keep], need1[keep], need2[keep], holds, held, figures[:, keep])
+        keep = keep[~gone]
     keys = [cand.order, -conc, -cand.tps, cand.power, c2, c1]
     keys += [-cand.tps, cand.S, st.levels[cand.bi], second, first]
     return keep[np.lexsort([k[keep] for k in keys])]
+
+
+def _host_dominated(
+    kind: npt.NDArray[np.int64],
+    need1: npt.NDArray[np.int64],
+    need2: npt.NDArray[np.int64],
+    holds1: npt.NDArray[np.bool_],
+    holds2: npt.NDArray[np.bool_],
+    figures: npt.NDArray[np.float64],
+) -> npt.NDArray[np.bool_]:
+    """Rows (designs no design of their own hosts beats) that a row of the same `kind` (device
+    types, and calibration backing under a risk margin) but other hosts beats: its `figures`
+    (device counts, power, -tokens/s, -sequences) are no larger in every column, and each of
+    its device types' hosts (`need1`, `need2`) include the beaten row's (`holds1[a, b]`:
+    hosts of rank a include those of rank b).
+
+    Sound: in a plan that runs the beaten design B on premises, each of B's device types sits
+    in a host that holds B's groups at the speed B assumed, and such a host holds the winner
+    A's too, so swapping every replica of B for one of A is allowed; it needs no more of any
+    device or power and serves at least B's tokens/s and sequences (or a first token as
+    soon), so the plan stays feasible and no objective gets worse. A rented replica needs no
+    host. As the host sets differ, one strictly includes the other (both ways would make them
+    equal), so no two rows beat each other, the relation is a strict order (with the dominance
+    within one host set it compounds to one: no more everywhere, hosts included, and strictly
+    better somewhere or earlier), and a beaten row is beaten by a row nothing beats: removing
+    every beaten row at once keeps one optimal plan."""
+    n = len(kind)
+    idx = np.argsort(kind, kind="stable")
+    g = kind[idx]
+    i, j = _later_pairs(np.arange(n), g)
+    i, j = idx[i], idx[j]
+    other = (need1[i] != need1[j]) | (need2[i] != need2[j])
+    i, j = i[other], j[other]
+    gone = np.zeros(n, dtype=bool)
+    for a, b in ((i, j), (j, i)):  # a beats b
+        ok = holds1[need1[a], need1[b]] & holds2[need2[a], need2[b]]
+        a, b = a[ok], b[ok]
+        for col in range(len(figures)):
+            ok = figures[col, a] <= figures[col, b]
+            a, b = a[ok], b[ok]
+        gone[b] = True
+    return gone
 
 
 def dominated(

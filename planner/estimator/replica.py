@@ -21,6 +21,7 @@ import bisect
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from planner.estimator.architecture import attended_tokens
 from planner.estimator.comm import p2p_seconds, pipeline_activation_bytes
@@ -260,8 +261,15 @@ class IterationTime:
             else 0.0
         )
         worst = np.zeros_like(n)
-        total = np.zeros_like(n)
+        # Stages of one device and degree share their time per layer: the fullest one of them
+        # is their slowest (time grows with the layers), so each kind is computed once.
+        fullest: dict[tuple[int, int], StageSpec] = {}
         for st in stages:
+            kind = (id(st.device), st.tp)
+            if kind not in fullest or st.layers > fullest[kind].layers:
+                fullest[kind] = st
+        per_layer: dict[tuple[int, int], tuple[npt.NDArray[np.float64], float]] = {}
+        for kind, st in fullest.items():
             dev = _one_device(st.device)
             tau = serving_layer_seconds(
                 m,
@@ -279,14 +287,20 @@ class IterationTime:
             ).reshape(n.shape)
             head = head_seconds(m, fmt, dev, np.maximum(n, 1.0)) / st.tp
             worst = np.maximum(worst, st.layers * tau + head + dev.step_overhead_s + hop)
-            total = total + st.layers * tau + dev.step_overhead_s + hop
-        total = total + head  # the output head runs once, on the last stage
+            per_layer[kind] = (tau, float(dev.step_overhead_s))
         self.table = S * worst
         # One micro-batch alone in the pipeline passes every stage in turn (each its own step
         # work, the output head once, on the last), and its token goes back to the first (S
         # hops round the loop, as S x T counts them): a single stream. S x T charges every
         # stage the head, as a bound on the slowest stage whichever holds it.
-        self.alone = total
+        total = np.zeros_like(n)
+        for st in stages:
+            tau, step = per_layer[(id(st.device), st.tp)]
+            total = total + st.layers * tau + step + hop
+        last = stages[-1]
+        self.alone = (
+            total + head_seconds(m, fmt, _one_device(last.device), np.maximum(n, 1.0)) / last.tp
+        )
         self._xs: list[float] = self.n_grid.tolist()
         self._ys: list[float] = self.p_grid.tolist()
         self._z: list[list[float]] = self.table.tolist()

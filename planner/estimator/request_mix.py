@@ -25,6 +25,9 @@ power): design B goes when m >= 1 replicas of another design A use no more of ea
 and no more power than one replica of B yet serve at least B's requests/s of every class
 (m x rate_A >= rate_B). Any plan with B then has a plan no worse without it, so B is never
 needed; m = 1 is ordinary dominance, m > 1 catches deep pipelines that m lone stages outrun.
+Most designs fall to it, so their rates are searched bound first (_Witnesses): a design's
+bisection stops as soon as the upper end of its rate's bracket is beaten by a design whose
+rates are known, and the design is left out, as the pruning would have left it out.
 """
 
 from __future__ import annotations
@@ -46,10 +49,10 @@ from planner.estimator.network import network_link
 from planner.estimator.replica import IterationTime, StageSpec
 from planner.estimator.serving import (
     LoadedLatency,
+    RateSearch,
     chunk_mix,
     decode_latency,
     kv_transfer_s,
-    max_rate,
     open_latency,
     prefill_latency,
     prefill_pool_budget,
@@ -99,7 +102,7 @@ def fits(small: RequestClass, big: RequestClass) -> bool:
 _RATES: dict[tuple[object, ...], tuple[Catalog, float]] = {}
 
 
-def replica_rate(
+def _rate_key(
     w: InferenceWorkload,
     cat: Catalog,
     link: Link,
@@ -107,13 +110,11 @@ def replica_rate(
     stages: list[StageSpec],
     sized_for: RequestClass,
     serve: RequestClass,
-    role: Role = "both",
+    role: Role,
     engine: str | None = None,
-) -> float:
-    """_replica_rate, remembered: a session solves variants of one problem (explanations, one
-    device type at a time, sweeps) whose designs repeat. The key holds every input the figure
-    reads; the catalog is kept alive beside its figure so that its identity stays unique."""
-    key = (
+) -> tuple[object, ...]:
+    """Every input replica_rate's figure reads (the catalog by identity)."""
+    return (
         id(cat),
         w.model,
         w.weights,
@@ -126,23 +127,31 @@ def replica_rate(
         w.max_utilization,
         (link.id, link.bandwidth_gb_s, link.latency_us),  # a stated link's figures too
         batch,
-        tuple((st.device.id, st.tp, st.layers) for st in stages),
+        # A consumer card derated for a multi-card chassis keeps its id: its bandwidth tells.
+        tuple(
+            (st.device.id, st.device.memory.bandwidth_gb_s, st.tp, st.layers, st.link_args())
+            for st in stages
+        ),
         (sized_for.input_tokens, sized_for.output_tokens),
         (serve.input_tokens, serve.output_tokens),
         role,
         engine,
     )
+
+
+def _remembered(key: tuple[object, ...], cat: Catalog) -> float | None:
     hit = _RATES.get(key)
-    if hit is not None and hit[0] is cat:
-        return hit[1]
+    return hit[1] if hit is not None and hit[0] is cat else None
+
+
+def _remember(key: tuple[object, ...], cat: Catalog, rate: float) -> float:
     if len(_RATES) > 100_000:
         _RATES.clear()
-    rate = _replica_rate(w, cat, link, batch, stages, sized_for, serve, role, engine)
     _RATES[key] = (cat, rate)
     return rate
 
 
-def _replica_rate(
+def replica_rate(
     w: InferenceWorkload,
     cat: Catalog,
     link: Link,
@@ -153,6 +162,49 @@ def _replica_rate(
     role: Role = "both",
     engine: str | None = None,
 ) -> float:
+    """Requests/s of class `serve` one replica sustains (_engine), remembered: a session
+    solves variants of one problem (explanations, one device type at a time, sweeps) whose
+    designs repeat. The key holds every input the figure reads; the catalog is kept alive
+    beside its figure so that its identity stays unique."""
+    key = _rate_key(w, cat, link, batch, stages, sized_for, serve, role, engine)
+    hit = _remembered(key, cat)
+    if hit is not None:
+        return hit
+    rate = _engine(w, cat, link, batch, stages, sized_for, serve, role, engine).rate()
+    return _remember(key, cat, rate)
+
+
+# Rate searches bound-first pruning stopped early, by rate key: where each stands.
+_STOPPED: dict[tuple[object, ...], tuple[Catalog, tuple[float, float, int]]] = {}
+
+# The last few iteration tables _engine built, with the stage specs they were built for.
+_ITERATIONS: dict[tuple[object, ...], tuple[list[StageSpec], IterationTime]] = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Engine:
+    """A replica's `engines` serving one class: `search()` starts the search for one engine's
+    requests/s (serving.RateSearch), whose bound starts at that engine's full load at
+    `max_utilization`, a figure the rate never exceeds."""
+
+    engines: int
+    search: Callable[[], RateSearch]
+
+    def rate(self) -> float:
+        return self.search().finish() * self.engines
+
+
+def _engine(
+    w: InferenceWorkload,
+    cat: Catalog,
+    link: Link,
+    batch: int,
+    stages: list[StageSpec],
+    sized_for: RequestClass,
+    serve: RequestClass,
+    role: Role = "both",
+    engine: str | None = None,
+) -> _Engine:
     """Requests/s of class `serve` one replica sustains (`engine`: the serving engine, for its
     time per pipeline hop): its S engines of `batch` slots each
     finish batch / (output tokens x iteration) requests/s at full load (Little's law), the
@@ -172,24 +224,38 @@ def _replica_rate(
     pct = w.latency_percentile
     k = 1.0 + load_serving().latency_margin  # the queueing model's measured deviation
     context = sized_for.input_tokens + sized_for.output_tokens
-    it = IterationTime(
-        m,
-        w.weights,
-        w.kv,
-        batch=batch,
-        context=context,
-        prompt=P,
-        output=out,
-        stages=stages,
-        link=link,
-        budget=prefill_pool_budget(P) if role == "prefill" else None,
-        hop_overhead_s=hop_overhead_s(cat, engine),
-    )
+    budget = prefill_pool_budget(P) if role == "prefill" else None
+    # A design's whole-request and decode roles iterate alike: one table serves both.
+    hop = hop_overhead_s(cat, engine)
+    net = (link.id, link.bandwidth_gb_s, link.latency_us, hop)  # a stated link's figures too
+    key: tuple[object, ...] = (id(m), w.weights, w.kv, batch, context, P, out, net, budget)
+    key += tuple((id(st.device), st.tp, st.layers, st.link_args()) for st in stages)
+    hit = _ITERATIONS.get(key)
+    if hit is None or any(a is not b for a, b in zip(hit[0], stages, strict=False)):
+        it = IterationTime(
+            m,
+            w.weights,
+            w.kv,
+            batch=batch,
+            context=context,
+            prompt=P,
+            output=out,
+            stages=stages,
+            link=link,
+            budget=budget,
+            hop_overhead_s=hop,
+        )
+        if len(_ITERATIONS) >= 8:
+            del _ITERATIONS[next(iter(_ITERATIONS))]
+        # The stages are kept with their table, so the ids in the key stay theirs.
+        _ITERATIONS[key] = (list(stages), it)
+    else:
+        it = hit[1]
     S = len(stages)
     if role == "prefill":
-        return _prefill_rate(w, it, stages, link, P) * S
+        return _Engine(S, lambda: _prefill_search(w, it, stages, link, P))
     if role == "decode":
-        return _decode_rate(w, it, batch, P, out) * S
+        return _Engine(S, lambda: _decode_search(w, it, batch, P, out))
     c, f = chunk_mix(batch, P, out, batch * P / out)
     full = batch / (out * ((1.0 - f) * it(batch, 0.0) + f * it(batch, c)))  # one engine
 
@@ -200,23 +266,25 @@ def _replica_rate(
             and (w.max_ms_per_token is None or lat.tpot_s * 1e3 * k <= w.max_ms_per_token)
         )
 
-    rate = max_rate(
-        lambda r: open_latency(it, slots=batch, rate=r, prompt=P, output=out),
-        ceiling=meets,
-        capacity=w.max_utilization * full,
+    return _Engine(
+        S,
+        lambda: RateSearch(
+            lambda r: open_latency(it, slots=batch, rate=r, prompt=P, output=out),
+            ceiling=meets,
+            capacity=w.max_utilization * full,
+        ),
     )
-    return rate * S
 
 
-def _prefill_rate(
+def _prefill_search(
     w: InferenceWorkload, it: IterationTime, stages: list[StageSpec], link: Link, P: float
-) -> float:
+) -> RateSearch:
     """Requests/s of one prefill engine (replica_rate): at most max_utilization of its prompt
     tokens/s and of its ports' bandwidth for the KV it sends, and the first-token budget met."""
     first = _first_token_budget(w)
     k = 1.0 + load_serving().latency_margin
     pct = w.latency_percentile
-    return prefill_engine_rate(
+    return prefill_engine_search(
         it,
         sum(st.tp for st in stages),
         len(stages),
@@ -228,7 +296,7 @@ def _prefill_rate(
     )
 
 
-def prefill_engine_rate(
+def prefill_engine_search(
     it: IterationTime,
     devices: int,
     stages: int,
@@ -238,26 +306,27 @@ def prefill_engine_rate(
     *,
     ceiling: Callable[[LoadedLatency], bool],
     utilization: float,
-) -> float:
-    """Requests/s of one prefill engine of `devices` over `stages` stages: it batches whole
-    prompts of `P` tokens up to the prefill pool's token budget and sends each prompt's KV
-    cache over one `link` port per device; at most `utilization` of its prompt tokens/s and of
-    its ports' bandwidth, and `ceiling` met at that rate."""
+) -> RateSearch:
+    """The search (serving.RateSearch) for the requests/s of one prefill engine of `devices`
+    over `stages` stages: it batches whole prompts of `P` tokens up to the prefill pool's token
+    budget and sends each prompt's KV cache over one `link` port per device; at most
+    `utilization` of its prompt tokens/s and of its ports' bandwidth, and `ceiling` met at that
+    rate."""
     budget = prefill_pool_budget(P)
     ports = link.bandwidth_gb_s * 1e9 * devices
     kv = kv_bytes_per_token(it.model, kv_bytes_per_value) * P
     transfer = kv_transfer_s(kv, ports, link.latency_us * 1e-6)
     full = min(budget / (P * it(0.0, budget)), ports / kv / stages)
-    return max_rate(
+    return RateSearch(
         lambda r: prefill_latency(it, rate=r, prompt=P, transfer_s=transfer),
         ceiling=ceiling,
         capacity=utilization * full,
     )
 
 
-def _decode_rate(
+def _decode_search(
     w: InferenceWorkload, it: IterationTime, batch: int, P: float, out: float
-) -> float:
+) -> RateSearch:
     """Requests/s of one decode engine (replica_rate): at most max_utilization of its full
     batch's, the time per token and what the end-to-end ceiling leaves after the prefill
     pool's first-token budget met."""
@@ -271,10 +340,10 @@ def _decode_rate(
             w.max_ms_per_token is None or lat.tpot_s * 1e3 * k <= w.max_ms_per_token
         )
 
-    return decode_engine_rate(it, batch, P, out, ceiling=meets, utilization=w.max_utilization)
+    return decode_engine_search(it, batch, P, out, ceiling=meets, utilization=w.max_utilization)
 
 
-def decode_engine_rate(
+def decode_engine_search(
     it: IterationTime,
     batch: int,
     P: float,
@@ -282,10 +351,11 @@ def decode_engine_rate(
     *,
     ceiling: Callable[[LoadedLatency], bool],
     utilization: float,
-) -> float:
-    """Requests/s of one decode engine of `batch` slots taking prompts of `P` tokens from a
-    prefill pool and writing `out`: at most `utilization` of its full batch's, `ceiling` met."""
-    return max_rate(
+) -> RateSearch:
+    """The search (serving.RateSearch) for the requests/s of one decode engine of `batch` slots
+    taking prompts of `P` tokens from a prefill pool and writing `out`: at most `utilization` of
+    its full batch's, `ceiling` met."""
+    return RateSearch(
         lambda r: decode_latency(it, slots=batch, rate=r, prompt=P, output=out),
         ceiling=ceiling,
         capacity=utilization * (batch / (out * it(batch, 0.0))),
@@ -330,6 +400,16 @@ def mix_designs(
     designs: list[Design] = []
     serves: list[dict[int, float]] = []
     sized: list[int] = []
+    need: dict[tuple[tuple[str, int, bool], ...], tuple[tuple[str, tuple[str, ...]], ...]] = {}
+
+    def hosts_of(d: Design) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """The hosts each device type of `d` needs (planner.estimator.hosts.design_hosts)."""
+        stages = tuple((s.device, s.tp, s.dense) for s in d.stages)
+        if stages not in need:
+            need[stages] = design_hosts(cat, problem, stages)
+        return need[stages]
+
+    witnesses = _Witnesses(sorted(d.id for d in devs), len(classes))
     for c_i, cls in enumerate(classes):
         sub = class_workload(w, c_i)
         found = inference_designs(sub, problem, cat, devs, prune=prune, for_mix=True)
@@ -365,24 +445,37 @@ def mix_designs(
             best = max(single, key=lambda d: d.batch)
             keep = [d for d in keep if d is best or d not in single]
         link = network_link(problem, cat)
-        roles = ROLES[w.disaggregation]
-        for d in keep:
-            specs = stage_specs(cat, problem, d)
-            for role in roles:
-                rates = _class_rates(w, cat, link, d, specs, c_i, role)
-                if c_i not in rates:
-                    continue  # no load of its own class meets the ceilings
-                designs.append(d if role == "both" else dataclasses.replace(d, role=role))
-                serves.append(rates)
-                sized.append(c_i)
+        jobs = [(d, role) for d in keep for role in ROLES[w.disaggregation]]
+        found_rates: list[dict[int, float] | None] = [None] * len(jobs)
+        specs: dict[int, list[StageSpec]] = {}  # by id of a design in `jobs` (alive meanwhile)
+        # Pruning computes the rates of designs that use less first (undominated's order):
+        # they are the ones that can beat the others' bounds (_Witnesses).
+        ahead = sorted(
+            range(len(jobs)),
+            key=lambda i: (jobs[i][0].power_w, sum(jobs[i][0].devices.values()), i),
+        )
+        for i in ahead if prune else range(len(jobs)):
+            d, role = jobs[i]
+            spec = specs.get(id(d)) or specs.setdefault(id(d), stage_specs(cat, problem, d))
+            kind = (role, hosts_of(d))
+            beaten = witnesses.beaten(kind, d, (c_i, i)) if prune else None
+            rates = _class_rates(w, cat, link, d, spec, c_i, role, beaten)
+            found_rates[i] = rates
+            if rates is not None and c_i in rates and prune:
+                witnesses.add(kind, d, rates, (c_i, i))
+        for (d, role), rates in zip(jobs, found_rates, strict=True):
+            if rates is None or c_i not in rates:
+                continue  # beaten by its bound, or no load of its own class meets the ceilings
+            designs.append(d if role == "both" else dataclasses.replace(d, role=role))
+            serves.append(rates)
+            sized.append(c_i)
     if prune and designs:
         chosen: list[int] = []
         # A pool is only ever beaten by its own kind, and a design only by one that fits the
         # same hosts (planner.estimator.hosts.design_hosts).
         kinds: dict[tuple[object, ...], list[int]] = {}
         for i, d in enumerate(designs):
-            need = design_hosts(cat, problem, ((s.device, s.tp, s.dense) for s in d.stages))
-            kinds.setdefault((d.role, need), []).append(i)
+            kinds.setdefault((d.role, hosts_of(d)), []).append(i)
         for at in kinds.values():
             kept = undominated([designs[i] for i in at], [serves[i] for i in at])
             chosen += [at[i] for i in kept.tolist()]
@@ -401,22 +494,128 @@ def _class_rates(
     specs: list[StageSpec],
     c_i: int,
     role: Role,
-) -> dict[int, float]:
+    beaten: Callable[[dict[int, float]], bool] | None = None,
+) -> dict[int, float] | None:
     """Requests/s a replica of `d` (sized for class `c_i`) in `role` serves of each class it
-    fits; a measurement stands for the engine on that hardware (whole requests only)."""
+    fits; a measurement stands for the engine on that hardware (whole requests only). With
+    `beaten`: None, without searching the rates, when bounds on them (each class's full-load
+    capacity, _Engine) are beaten."""
     assert w.request_mix is not None
     rates: dict[int, float] = {}
+    todo: dict[int, tuple[tuple[object, ...], tuple[object, ...]]] = {}
     for k, other in enumerate(w.request_mix):
         known = measured_rate(w, d, k) if role == "both" else None
         if known is not None:
             rates[k] = known
         elif fits(other, w.request_mix[c_i]):
-            rate = replica_rate(
-                w, cat, link, d.batch, specs, w.request_mix[c_i], other, role, d.engine
+            args = (w, cat, link, d.batch, specs, w.request_mix[c_i], other, role, d.engine)
+            key = _rate_key(*args)
+            hit = _remembered(key, cat)
+            if hit is None:
+                todo[k] = (key, args)
+            elif hit > 0:
+                rates[k] = hit
+    S = len(specs)
+    if beaten is not None and todo:
+        # Searches stopped before (an earlier solve of a variant of this problem) left their
+        # brackets: their upper ends may settle it without an iteration table.
+        stopped = {k: _STOPPED.get(key) for k, (key, _) in todo.items()}
+        ends = {k: v[1][1] * S for k, v in stopped.items() if v is not None and v[0] is cat}
+        if len(ends) == len(todo) and beaten({**rates, **ends}):
+            return None
+    engines = {k: _engine(*args) for k, (_, args) in todo.items()}  # type: ignore[arg-type]
+    searches = {k: e.search() for k, e in engines.items()}
+    for k, (key, _) in todo.items():
+        was = _STOPPED.pop(key, None)
+        if was is not None and was[0] is cat:
+            searches[k].resume(was[1])
+    if beaten is not None:
+        # Narrow each class's bound (a search's upper end) one latency evaluation at a time,
+        # until the bounds are beaten or every search is over.
+        bound = dict(rates)
+        while True:
+            bound.update({k: s.bound * S for k, s in searches.items()})
+            if beaten(bound):
+                if len(_STOPPED) > 100_000:
+                    _STOPPED.clear()
+                for k, s in searches.items():
+                    _STOPPED[todo[k][0]] = (cat, s.state)
+                return None
+            going = [s for s in searches.values() if not s.done]
+            if not going:
+                break
+            going[0].step()
+    for k, s in searches.items():
+        rate = _remember(todo[k][0], cat, s.finish() * S)
+        if rate > 0:
+            rates[k] = rate
+    return dict(sorted(rates.items()))
+
+
+class _Witnesses:
+    """Designs whose rates are known, per pruning kind, to rule out others before their rates
+    are searched (bound-first pruning for mix_designs).
+
+    Design B is beaten when m >= 1 replicas of a known design A of its kind (the same role and
+    hosts) use no more of each device type and no more power than one replica of B, and serve
+    at least B's bounds (a full-load capacity no rate exceeds) of every class: then m x
+    rate_A >= bound_B >= rate_B, which is the test undominated drops B by (module docstring).
+    A comes before B in undominated's order (less power, else fewer devices, else a larger rate
+    sum, else an earlier position; a tie in everything counts only where A's position is
+    earlier), so undominated would drop B against A or against whatever drops A (m1 copies of
+    m2 copies): leaving B out beforehand changes nothing it returns."""
+
+    def __init__(self, types: list[str], classes: int) -> None:
+        self.types = types
+        self.classes = classes
+        self.rows: dict[object, list[tuple[list[float], list[float], tuple[int, int]]]] = {}
+        self.packed: dict[object, tuple[npt.NDArray[np.float64], ...]] = {}
+
+    def _use(self, d: Design) -> list[float]:
+        return [float(d.devices.get(x, 0)) for x in self.types] + [d.power_w]
+
+    def add(self, kind: object, d: Design, rates: dict[int, float], pos: tuple[int, int]) -> None:
+        row = [0.0] * self.classes
+        for k, r in rates.items():
+            row[k] = r
+        self.rows.setdefault(kind, []).append((self._use(d), row, pos))
+        self.packed.pop(kind, None)
+
+    def beaten(
+        self, kind: object, d: Design, pos: tuple[int, int]
+    ) -> Callable[[dict[int, float]], bool]:
+        """The test for `d` at `pos` (class, place): whether its bounds are beaten."""
+
+        def test(bound: dict[int, float]) -> bool:
+            rows = self.rows.get(kind)
+            if not rows:
+                return False
+            if kind not in self.packed:
+                self.packed[kind] = (
+                    np.array([r[0] for r in rows]),
+                    np.array([r[1] for r in rows]),
+                    np.array([r[2] for r in rows], dtype=np.float64),
+                )
+            use, rate, where = self.packed[kind]
+            mine = np.array(self._use(d))
+            need = np.zeros(self.classes)
+            for k, r in bound.items():
+                need[k] = r
+            held = use > 0
+            inv = np.where(held, 1.0 / np.where(held, use, 1.0), 0.0)
+            # As undominated counts them: replicas of each known design that fit in one of d.
+            copies = np.floor(np.where(held, mine * inv, np.inf).min(axis=1) * (1 + 1e-12))
+            beats = (copies >= 1) & np.all(copies[:, None] * rate >= need, axis=1)
+            tie = (
+                (copies == 1)
+                & (use[:, -1] == mine[-1])
+                & (use[:, :-1].sum(axis=1) == mine[:-1].sum())
+                & np.all(rate == need, axis=1)
             )
-            if rate > 0:
-                rates[k] = rate
-    return rates
+            earlier = (where[:, 0] < pos[0]) | ((where[:, 0] == pos[0]) & (where[:, 1] < pos[1]))
+            return bool(np.any(beats & (~tie | earlier)))
+
+        return test
 
 
 def undominated(designs: list[Design], serves: list[dict[int, float]]) -> npt.NDArray[np.int64]:

@@ -413,18 +413,68 @@ def max_rate(
     """The highest rate (at most `capacity`) at which `ceiling` holds for `latency(rate)` (an
     engine's loaded latency), by bisection (latency rises with the rate); 0 when even a trickle
     misses it."""
-    lo, hi = 0.0, capacity
-    if ceiling(latency(hi)):
-        return hi
-    if not ceiling(latency(hi * 1e-3)):
-        return 0.0
-    lo = hi * 1e-3
-    for _ in range(40):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if ceiling(latency(mid)) else (lo, mid)
-        if hi - lo <= 2e-3 * hi:  # the plan rounds rates finer than this only at random
-            break
-    return lo
+    return RateSearch(latency, ceiling=ceiling, capacity=capacity).finish()
+
+
+class RateSearch:
+    """max_rate one latency evaluation at a time: `bound` never falls below the rate the search
+    ends with, and is that rate once `step` has returned True (callers that only need to know
+    the rate is below some figure can stop early)."""
+
+    def __init__(
+        self,
+        latency: Callable[[float], LoadedLatency],
+        *,
+        ceiling: Callable[[LoadedLatency], bool],
+        capacity: float,
+    ) -> None:
+        self.latency, self.ceiling = latency, ceiling
+        self.lo, self.hi = 0.0, capacity
+        self.done = False
+        self._steps = -2  # the full load, then a trickle, then up to 40 halvings
+
+    @property
+    def bound(self) -> float:
+        """The rate found once done, else an upper bound on it."""
+        return self.lo if self.done else self.hi
+
+    @property
+    def state(self) -> tuple[float, float, int]:
+        """Where the search stands, to resume it later (`resume`) on the same inputs."""
+        return self.lo, self.hi, self._steps
+
+    def resume(self, state: tuple[float, float, int]) -> None:
+        """Continue from `state` (before any step): a search stopped early on the same
+        latency, ceiling and capacity goes on as if it had never stopped."""
+        self.lo, self.hi, self._steps = state
+
+    def finish(self) -> float:
+        """The rate: the search run to its end."""
+        while not self.step():
+            pass
+        return self.lo
+
+    def step(self) -> bool:
+        """One latency evaluation; True when the search is over."""
+        if self.done:
+            return True
+        lo, hi = self.lo, self.hi
+        if self._steps == -2:
+            if self.ceiling(self.latency(hi)):
+                self.lo, self.done = hi, True
+        elif self._steps == -1:
+            if not self.ceiling(self.latency(hi * 1e-3)):
+                self.hi, self.done = 0.0, True  # lo is 0
+            else:
+                self.lo = hi * 1e-3
+        else:
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if self.ceiling(self.latency(mid)) else (lo, mid)
+            self.lo, self.hi = lo, hi
+            # The plan rounds rates finer than this only at random.
+            self.done = hi - lo <= 2e-3 * hi or self._steps == 39
+        self._steps += 1
+        return self.done
 
 
 # --- Disaggregated serving -------------------------------------------------------------------

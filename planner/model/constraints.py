@@ -175,10 +175,12 @@ class Constraints(Quantities):
         where they run at the speed it assumed (consumer cards derated in a multi-card chassis,
         at full speed alone: planner.estimator.hosts.holds_group)."""
         c = self.p.constraints
+        fits: dict[int, dict[str, tuple[str, ...]]] = {}  # R index -> device -> hosts it may use
         for key, r in self.R.items():
             if key.site != PREM:
                 continue
             serving = isinstance(self._workload(key.workload), InferenceWorkload)
+            mine = fits.setdefault(r.Index(), {})
             for st in self.t.designs[key.workload][key.design].stages:
                 e = self.t.econ[st.device]
                 ok = [
@@ -190,8 +192,31 @@ class Constraints(Quantities):
                         else tp_limit(e.device, n, c) >= st.tp
                     )
                 ]
+                was = mine.get(st.device)
+                mine[st.device] = tuple(n.id for n in ok if was is None or n.id in was)
                 if len(ok) < len(e.hosts):
                     self.m.add(r == 0).only_enforce_if(~self._allowed(st.device, ok))
+        self._hosts_cover_their_designs(fits)
+
+    def _hosts_cover_their_designs(self, fits: dict[int, dict[str, tuple[str, ...]]]) -> None:
+        """A cut that ties each host type to the designs that need it (the relaxation otherwise
+        serves with designs that need a desktop while paying for the cheapest slots of a
+        server): per device type, period and set O of its hosts that some design is limited
+        to, the devices at work in designs limited to hosts within O fit in the slots of
+        hosts of O.
+
+        Valid for every plan: when such a design runs, the one host type chosen for the device
+        is in O, so all of the device's hosts are hosts of O and their slots hold the whole
+        fleet, which holds every device at work; when none runs, the left side is 0."""
+        for (dev, _, site), terms in self.use.items():
+            if site != PREM:
+                continue
+            every = tuple(n.id for n in self.t.econ[dev].hosts)
+            limits = {fits[v.Index()][dev] for _, v, _ in terms}
+            for o in sorted(limits - {every}):
+                inside = [(n, v) for n, v, _ in terms if set(fits[v.Index()][dev]) <= set(o)]
+                slots = [self.nodes[h].slots * self.hosts[(dev, h)] for h in o]
+                self.m.add(sum(n * v for n, v in inside) <= sum(slots))
 
     def _cloud_supply(self) -> None:
         """Cloud replicas run on reserved, on-demand and (the share expected up of) spot devices;
