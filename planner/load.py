@@ -158,6 +158,34 @@ def check_names(problem: Problem, cat: Catalog, doc: Located | None = None) -> N
                 f"{where(('constraints', 'vendors', j))}unknown vendor `{v}`"
                 f"{did_you_mean(v, vendors)} (vendors: {', '.join(sorted(vendors))})"
             )
+    _check_network(problem, cat, where)
+    _check_more_names(problem, cat, where)
+
+
+def _check_context(w: InferenceWorkload, m: ModelArch, where: Callable[[Loc], str], i: int) -> None:
+    """A sequence no longer than the model's maximum context (its config's
+    max_position_embeddings): past it the model was never trained and its KV cache is not a
+    plan anyone can run."""
+    loc: Loc
+    if w.request_mix is None:
+        longest, loc = w.context_tokens, ("workloads", i, "context_tokens")
+        what = f"context_tokens of {w.context_tokens:,}"
+    else:
+        j, rc = max(enumerate(w.request_mix), key=lambda e: e[1].input_tokens + e[1].output_tokens)
+        longest, loc = rc.input_tokens + rc.output_tokens, ("workloads", i, "request_mix", j)
+        what = f"request class `{rc.name}` of {longest:,} tokens (input + output)"
+    if longest > m.max_context:
+        raise InputError(
+            f"{where(loc)}workload `{w.name}`: a {what} is longer than {m.id}'s maximum context "
+            f"of {m.max_context:,} tokens: lower it to at most {m.max_context:,} or pick a model "
+            "with a longer context"
+        )
+
+
+def _check_network(problem: Problem, cat: Catalog, where: Callable[[Loc], str]) -> None:
+    """constraints.network names a link between hosts: one the problem states under `links`
+    (whose ids must not be catalog links'), else a catalog link of inter-node scope."""
+    c = problem.constraints
     stated = {s.id for s in problem.links}
     for i, s in enumerate(problem.links):
         if s.id in cat.links:
@@ -181,27 +209,6 @@ def check_names(problem: Problem, cat: Catalog, doc: Located | None = None) -> N
             f"{where(('constraints', 'network'))}`{c.network}` is a link inside one server "
             f"(scope intra-node); the network between hosts must be an inter-node link: "
             f"{', '.join(between)}"
-        )
-    _check_more_names(problem, cat, where)
-
-
-def _check_context(w: InferenceWorkload, m: ModelArch, where: Callable[[Loc], str], i: int) -> None:
-    """A sequence no longer than the model's maximum context (its config's
-    max_position_embeddings): past it the model was never trained and its KV cache is not a
-    plan anyone can run."""
-    loc: Loc
-    if w.request_mix is None:
-        longest, loc = w.context_tokens, ("workloads", i, "context_tokens")
-        what = f"context_tokens of {w.context_tokens:,}"
-    else:
-        j, rc = max(enumerate(w.request_mix), key=lambda e: e[1].input_tokens + e[1].output_tokens)
-        longest, loc = rc.input_tokens + rc.output_tokens, ("workloads", i, "request_mix", j)
-        what = f"request class `{rc.name}` of {longest:,} tokens (input + output)"
-    if longest > m.max_context:
-        raise InputError(
-            f"{where(loc)}workload `{w.name}`: a {what} is longer than {m.id}'s maximum context "
-            f"of {m.max_context:,} tokens: lower it to at most {m.max_context:,} or pick a model "
-            "with a longer context"
         )
 
 

@@ -246,8 +246,9 @@ def inference_designs(
     """Every replica design of `w` that meets its latency ceilings; with `prune`, only those no
     other design with the same device types beats in every respect (see _prune). `for_mix`:
     the designs serve a request mix, whose requests/s rise with tokens/s and fall with the time
-    to first token while sequences in flight follow from the rate (planner.estimator.request_mix), so
-    pruning compares the first-token time where it would compare sequences.
+    to first token while sequences in flight follow from the rate
+    (planner.estimator.request_mix), so pruning compares the first-token time where it would
+    compare sequences.
 
     Computed as numpy columns over all candidates at once; Design objects are made only for
     the designs returned.
@@ -272,9 +273,7 @@ def inference_designs(
     if not options:
         return []
     st = _setting(w, problem, cat, devs, m, sorted(options, key=lambda o: o.tp))
-    runtimes = [_runtime(runs, o.device.id) for o in st.opts]
-    extra = np.array([cat.engines[r.engine].hop_overhead_us * 1e-6 for r in runtimes])
-    st = replace(st, runtimes=runtimes, hop_extra=extra)
+    st = _with_runtimes(st, cat, [_runtime(runs, o.device.id) for o in st.opts])
     parts = [_homogeneous(st, c.max_stages)]
     if c.heterogeneous_pipelines and len(devs) > 1:
         # Which stacks may share a replica, per (runtime, vendor) kind, then per option pair.
@@ -293,16 +292,7 @@ def inference_designs(
         tps = np.array([o.tp for o in st.opts], dtype=np.int64)
         ok &= ~uniform[:, None] | (tps[:, None] == tps[None, :])
         parts.append(_two_type(st, parts[0], c.max_stages, ok))
-    cand = _Candidates.concat(parts)
-    ok = np.ones(len(cand.order), dtype=bool)
-    if w.max_ms_per_token is not None:
-        ok &= ~(cand.ms > w.max_ms_per_token)
-    if w.max_ttft_s is not None:
-        ok &= ~(cand.ttft > w.max_ttft_s)
-    if w.max_e2e_s is not None and w.request_mix is None:
-        # Closed load: first token, then the rest of the answer at the time per token.
-        ok &= ~(cand.ttft + (w.output_tokens - 1) * cand.ms / 1e3 > w.max_e2e_s)
-    cand = cand.take(ok)
+    cand = _within_ceilings(w, _Candidates.concat(parts))
     if not prune:
         out = _materialize(st, cand, np.argsort(cand.order, kind="stable"))
     else:
@@ -784,6 +774,25 @@ def _materialize(st: _Setting, cand: _Candidates, idx: npt.NDArray[np.int64]) ->
         engine = st.runtimes[o1].engine
         out.append(Design(name, b, stages, 1, tps, b * S, ms, ttft, power, devices, engine))
     return out
+
+
+def _within_ceilings(w: InferenceWorkload, cand: _Candidates) -> _Candidates:
+    """The candidates that meet the workload's latency ceilings (closed load)."""
+    ok = np.ones(len(cand.order), dtype=bool)
+    if w.max_ms_per_token is not None:
+        ok &= ~(cand.ms > w.max_ms_per_token)
+    if w.max_ttft_s is not None:
+        ok &= ~(cand.ttft > w.max_ttft_s)
+    if w.max_e2e_s is not None and w.request_mix is None:
+        # Closed load: first token, then the rest of the answer at the time per token.
+        ok &= ~(cand.ttft + (w.output_tokens - 1) * cand.ms / 1e3 > w.max_e2e_s)
+    return cand.take(ok)
+
+
+def _with_runtimes(st: _Setting, cat: Catalog, runtimes: list[Runtime]) -> _Setting:
+    """The setting with each option's engine and backend, and the engine's time per hop."""
+    extra = np.array([cat.engines[r.engine].hop_overhead_us * 1e-6 for r in runtimes])
+    return replace(st, runtimes=runtimes, hop_extra=extra)
 
 
 def _pruned_order(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -268,7 +269,9 @@ class IterationTime:
             kind = (id(st.device), st.tp)
             if kind not in fullest or st.layers > fullest[kind].layers:
                 fullest[kind] = st
-        per_layer: dict[tuple[int, int], tuple[npt.NDArray[np.float64], float]] = {}
+        per_layer: dict[
+            tuple[int, int], tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]
+        ] = {}
         for kind, st in fullest.items():
             dev = _one_device(st.device)
             tau = serving_layer_seconds(
@@ -287,20 +290,9 @@ class IterationTime:
             ).reshape(n.shape)
             head = head_seconds(m, fmt, dev, np.maximum(n, 1.0)) / st.tp
             worst = np.maximum(worst, st.layers * tau + head + dev.step_overhead_s + hop)
-            per_layer[kind] = (tau, float(dev.step_overhead_s))
+            per_layer[kind] = (tau, np.asarray(dev.step_overhead_s, dtype=np.float64))
         self.table = S * worst
-        # One micro-batch alone in the pipeline passes every stage in turn (each its own step
-        # work, the output head once, on the last), and its token goes back to the first (S
-        # hops round the loop, as S x T counts them): a single stream. S x T charges every
-        # stage the head, as a bound on the slowest stage whichever holds it.
-        total = np.zeros_like(n)
-        for st in stages:
-            tau, step = per_layer[(id(st.device), st.tp)]
-            total = total + st.layers * tau + step + hop
-        last = stages[-1]
-        self.alone = (
-            total + head_seconds(m, fmt, _one_device(last.device), np.maximum(n, 1.0)) / last.tp
-        )
+        self.alone = _alone(m, fmt, stages, per_layer, hop, n)
         self._xs: list[float] = self.n_grid.tolist()
         self._ys: list[float] = self.p_grid.tolist()
         self._z: list[list[float]] = self.table.tolist()
@@ -320,6 +312,28 @@ class IterationTime:
         lo = z[i][j] * (1 - a) + z[i + 1][j] * a
         hi = z[i][j + 1] * (1 - a) + z[i + 1][j + 1] * a
         return lo * (1 - b) + hi * b
+
+
+def _alone(
+    m: ModelArch,
+    fmt: WeightFormat,
+    stages: list[StageSpec],
+    per_layer: dict[tuple[int, int], tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]],
+    hop: npt.NDArray[np.float64] | float,
+    n: npt.NDArray[np.float64],
+) -> npt.NDArray[np.float64]:
+    """One micro-batch alone in the pipeline passes every stage in turn (each its own step
+    work, the output head once, on the last), and its token goes back to the first (S hops
+    round the loop, as S x T counts them): a single stream. S x T charges every stage the
+    head, as a bound on the slowest stage whichever holds it."""
+    total = np.zeros_like(n)
+    for st in stages:
+        tau, step = per_layer[(id(st.device), st.tp)]
+        total = total + st.layers * tau + step + hop
+    last = stages[-1]
+    batch: Any = np.maximum(n, 1.0)  # head_seconds takes a grid of batch sizes too
+    head = head_seconds(m, fmt, _one_device(last.device), batch) / last.tp
+    return np.asarray(total + head, dtype=np.float64)
 
 
 def single_stream_seconds(it: IterationTime, prefill_tokens: float = 0.0) -> float:

@@ -25,18 +25,16 @@ power): design B goes when m >= 1 replicas of another design A use no more of ea
 and no more power than one replica of B yet serve at least B's requests/s of every class
 (m x rate_A >= rate_B). Any plan with B then has a plan no worse without it, so B is never
 needed; m = 1 is ordinary dominance, m > 1 catches deep pipelines that m lone stages outrun.
-Most designs fall to it, so their rates are searched bound first (_Witnesses): a design's
-bisection stops as soon as the upper end of its rate's bracket is beaten by a design whose
-rates are known, and the design is left out, as the pruning would have left it out.
+Most designs fall to it, so their rates are searched bound first
+(planner.estimator.mix_pruning): a design's bisection stops as soon as the upper end of its
+rate's bracket is beaten by a design whose rates are known, and the design is left out, as the
+pruning would have left it out.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-
-import numpy as np
-import numpy.typing as npt
 
 from planner.catalog import Catalog
 from planner.errors import InputError
@@ -45,6 +43,7 @@ from planner.estimator.efficiency import load_serving
 from planner.estimator.formats import kv_bytes
 from planner.estimator.hosts import design_hosts
 from planner.estimator.memory import kv_bytes_per_token
+from planner.estimator.mix_pruning import Witnesses, undominated
 from planner.estimator.network import network_link
 from planner.estimator.replica import IterationTime, StageSpec
 from planner.estimator.serving import (
@@ -409,47 +408,18 @@ def mix_designs(
             need[stages] = design_hosts(cat, problem, stages)
         return need[stages]
 
-    witnesses = _Witnesses(sorted(d.id for d in devs), len(classes))
-    for c_i, cls in enumerate(classes):
-        sub = class_workload(w, c_i)
-        found = inference_designs(sub, problem, cat, devs, prune=prune, for_mix=True)
-        measured = [m for m in w.capacity if m.request_class == cls.name]
-        if measured and prune:
-            # A measured replica may be one pruning dropped (dominated by the estimate); it
-            # must stay a candidate, so its single-stage designs come from the full list.
-            every = inference_designs(sub, problem, cat, devs, prune=False)
-            named = {(m.device, m.tp) for m in measured}
-            seen = set(map(id, found))
-            found = found + [
-                d
-                for d in every
-                if len(d.stages) == 1
-                and (d.stages[0].device, d.stages[0].tp) in named
-                and id(d) not in seen
-            ]
-        keep = list(found)
-        for m_i, m in enumerate(measured):
-            single = [
-                d
-                for d in found
-                if len(d.stages) == 1 and (d.stages[0].device, d.stages[0].tp) == (m.device, m.tp)
-            ]
-            if not single:
-                raise InputError(
-                    f"{where}workload `{w.name}`: the measured capacity of {m.device} x{m.tp} for "
-                    f"class `{cls.name}` (capacity entry {m_i + 1} of that class) has no matching "
-                    f"replica: by the estimator the model does not fit one stage of {m.tp} "
-                    f"{m.device} at {cls.input_tokens + cls.output_tokens:,} tokens, or the "
-                    "device is not allowed; check the entry or the constraints"
-                )
-            best = max(single, key=lambda d: d.batch)
-            keep = [d for d in keep if d is best or d not in single]
+    witnesses = Witnesses(sorted(d.id for d in devs), len(classes))
+    for c_i in range(len(classes)):
+        found = inference_designs(
+            class_workload(w, c_i), problem, cat, devs, prune=prune, for_mix=True
+        )
+        keep = _with_measured(w, c_i, found, problem, cat, devs, prune=prune, where=where)
         link = network_link(problem, cat)
         jobs = [(d, role) for d in keep for role in ROLES[w.disaggregation]]
         found_rates: list[dict[int, float] | None] = [None] * len(jobs)
         specs: dict[int, list[StageSpec]] = {}  # by id of a design in `jobs` (alive meanwhile)
         # Pruning computes the rates of designs that use less first (undominated's order):
-        # they are the ones that can beat the others' bounds (_Witnesses).
+        # they are the ones that can beat the others' bounds (Witnesses).
         ahead = sorted(
             range(len(jobs)),
             key=lambda i: (jobs[i][0].power_w, sum(jobs[i][0].devices.values()), i),
@@ -552,103 +522,52 @@ def _class_rates(
     return dict(sorted(rates.items()))
 
 
-class _Witnesses:
-    """Designs whose rates are known, per pruning kind, to rule out others before their rates
-    are searched (bound-first pruning for mix_designs).
-
-    Design B is beaten when m >= 1 replicas of a known design A of its kind (the same role and
-    hosts) use no more of each device type and no more power than one replica of B, and serve
-    at least B's bounds (a full-load capacity no rate exceeds) of every class: then m x
-    rate_A >= bound_B >= rate_B, which is the test undominated drops B by (module docstring).
-    A comes before B in undominated's order (less power, else fewer devices, else a larger rate
-    sum, else an earlier position; a tie in everything counts only where A's position is
-    earlier), so undominated would drop B against A or against whatever drops A (m1 copies of
-    m2 copies): leaving B out beforehand changes nothing it returns."""
-
-    def __init__(self, types: list[str], classes: int) -> None:
-        self.types = types
-        self.classes = classes
-        self.rows: dict[object, list[tuple[list[float], list[float], tuple[int, int]]]] = {}
-        self.packed: dict[object, tuple[npt.NDArray[np.float64], ...]] = {}
-
-    def _use(self, d: Design) -> list[float]:
-        return [float(d.devices.get(x, 0)) for x in self.types] + [d.power_w]
-
-    def add(self, kind: object, d: Design, rates: dict[int, float], pos: tuple[int, int]) -> None:
-        row = [0.0] * self.classes
-        for k, r in rates.items():
-            row[k] = r
-        self.rows.setdefault(kind, []).append((self._use(d), row, pos))
-        self.packed.pop(kind, None)
-
-    def beaten(
-        self, kind: object, d: Design, pos: tuple[int, int]
-    ) -> Callable[[dict[int, float]], bool]:
-        """The test for `d` at `pos` (class, place): whether its bounds are beaten."""
-
-        def test(bound: dict[int, float]) -> bool:
-            rows = self.rows.get(kind)
-            if not rows:
-                return False
-            if kind not in self.packed:
-                self.packed[kind] = (
-                    np.array([r[0] for r in rows]),
-                    np.array([r[1] for r in rows]),
-                    np.array([r[2] for r in rows], dtype=np.float64),
-                )
-            use, rate, where = self.packed[kind]
-            mine = np.array(self._use(d))
-            need = np.zeros(self.classes)
-            for k, r in bound.items():
-                need[k] = r
-            held = use > 0
-            inv = np.where(held, 1.0 / np.where(held, use, 1.0), 0.0)
-            # As undominated counts them: replicas of each known design that fit in one of d.
-            copies = np.floor(np.where(held, mine * inv, np.inf).min(axis=1) * (1 + 1e-12))
-            beats = (copies >= 1) & np.all(copies[:, None] * rate >= need, axis=1)
-            tie = (
-                (copies == 1)
-                & (use[:, -1] == mine[-1])
-                & (use[:, :-1].sum(axis=1) == mine[:-1].sum())
-                & np.all(rate == need, axis=1)
+def _with_measured(
+    w: InferenceWorkload,
+    c_i: int,
+    found: list[Design],
+    problem: Problem,
+    cat: Catalog,
+    devs: list[Accelerator],
+    *,
+    prune: bool,
+    where: str,
+) -> list[Design]:
+    """Class c_i's designs with a replica for each of its measured capacities: the single-stage
+    design of that device and degree with the largest batch (taken back where pruning dropped
+    it), the other single-stage designs of it left out."""
+    assert w.request_mix is not None
+    cls = w.request_mix[c_i]
+    sub = class_workload(w, c_i)
+    measured = [m for m in w.capacity if m.request_class == cls.name]
+    if measured and prune:
+        # A measured replica may be one pruning dropped (dominated by the estimate); it
+        # must stay a candidate, so its single-stage designs come from the full list.
+        every = inference_designs(sub, problem, cat, devs, prune=False)
+        named = {(m.device, m.tp) for m in measured}
+        seen = set(map(id, found))
+        found = found + [
+            d
+            for d in every
+            if len(d.stages) == 1
+            and (d.stages[0].device, d.stages[0].tp) in named
+            and id(d) not in seen
+        ]
+    keep = list(found)
+    for m_i, m in enumerate(measured):
+        single = [
+            d
+            for d in found
+            if len(d.stages) == 1 and (d.stages[0].device, d.stages[0].tp) == (m.device, m.tp)
+        ]
+        if not single:
+            raise InputError(
+                f"{where}workload `{w.name}`: the measured capacity of {m.device} x{m.tp} for "
+                f"class `{cls.name}` (capacity entry {m_i + 1} of that class) has no matching "
+                f"replica: by the estimator the model does not fit one stage of {m.tp} "
+                f"{m.device} at {cls.input_tokens + cls.output_tokens:,} tokens, or the "
+                "device is not allowed; check the entry or the constraints"
             )
-            earlier = (where[:, 0] < pos[0]) | ((where[:, 0] == pos[0]) & (where[:, 1] < pos[1]))
-            return bool(np.any(beats & (~tie | earlier)))
-
-        return test
-
-
-def undominated(designs: list[Design], serves: list[dict[int, float]]) -> npt.NDArray[np.int64]:
-    """Indices, in order, of the designs no multiple of another design beats (module docstring);
-    of identical ones the first stays.
-
-    Rows go by rising power, then devices, then falling rates: whatever beats a row comes before
-    it. Each row is tried against the rows kept so far only, since a row beaten by a dropped one
-    is beaten by whatever dropped it (m1 copies of m2 copies).
-    """
-    types = sorted({x for d in designs for x in d.devices})
-    n = len(designs)
-    use = np.array(
-        [[d.devices.get(x, 0) for x in types] + [d.power_w] for d in designs], dtype=np.float64
-    )
-    classes = 1 + max((k for s in serves for k in s), default=0)
-    rate = np.zeros((n, classes))
-    for j, s in enumerate(serves):
-        for k, r in s.items():
-            rate[j, k] = r
-    order = np.lexsort([np.arange(n), -rate.sum(axis=1), use[:, :-1].sum(axis=1), use[:, -1]])
-    held = use > 0
-    inv = np.where(held, 1.0 / np.where(held, use, 1.0), 0.0)
-    kept = np.zeros(n, dtype=np.int64)
-    count = 0
-    for j in order.tolist():
-        if count:
-            at = kept[:count]
-            # Replicas of each kept design that fit in one of j: the tightest of its columns.
-            ratio = np.where(held[at], use[j] * inv[at], np.inf).min(axis=1)
-            copies = np.floor(ratio * (1 + 1e-12))
-            if np.any((copies >= 1) & np.all(copies[:, None] * rate[at] >= rate[j], axis=1)):
-                continue
-        kept[count] = j
-        count += 1
-    return np.sort(kept[:count])
+        best = max(single, key=lambda d: d.batch)
+        keep = [d for d in keep if d is best or d not in single]
+    return keep

@@ -258,21 +258,7 @@ def _add_serving(
     watts = replica_w * r
     host_share = cloud_host_watts(d.devices, tables.econ) * r if site == CLOUD else 0.0
     tally.draw(p_i, watts + host_share, rented=site == CLOUD)
-    served: dict[str, float] = {}
-    if w.request_mix is not None:
-        serves = tables.serves[wn][j]
-        for k in serves:
-            y = sol.shares.get((wn, j, k, p_i, site), 0)  # type: ignore[call-overload]
-            if y:
-                served[w.request_mix[k].name] = y / SHARE_STEPS * serves[k]
-        tok = sum(
-            class_load(w, k, period.scale) * c.output_tokens for k, c in enumerate(w.request_mix)
-        )
-        # Tokens of the mix are counted where they are served, in proportion to requests (a
-        # prefill pool's requests are decoded, and counted, by a decode pool).
-        total_rate = w.requests_per_s * period.scale if w.requests_per_s else 0.0
-        if d.role != "prefill":
-            tally.tokens[p_i] += tok * sum(served.values()) / total_rate * period.hours * 3600
+    served = _mix_served(w, tables, sol, key, tally) if w.request_mix is not None else {}
     seqs: int | None = None
     made = d.tokens_per_s * r
     if w.request_mix is None and w.concurrency is not None:
@@ -286,6 +272,7 @@ def _add_serving(
     tps = made
     prompt = prefill_prompt(shape.prompt_tokens, shape.prefix_cache_hit)
     hosts = {x: host_of(tables, sol, x) for x in d.devices}
+    spans = sum(math.ceil(n / hosts[x].slots) for x, n in d.devices.items())  # machines
     cost = _replica_cost(d, replica_w, r, site, period.hours, tables.econ, hosts, problem)
     budget = {"prefill": prefill_pool_budget(prompt), "decode": float(d.batch)}.get(
         d.role, token_budget(d.batch, prompt, shape.output_tokens)
@@ -313,14 +300,7 @@ def _add_serving(
             ),
             sequences=seqs,
             **serving_fields(
-                cat,
-                problem.constraints,
-                w,
-                shape,
-                d,
-                stages,
-                math.ceil(budget),
-                sum(math.ceil(n / hosts[x].slots) for x, n in d.devices.items()),
+                cat, problem.constraints, w, shape, d, stages, math.ceil(budget), spans
             ),
             role=d.role,
         )
@@ -475,6 +455,32 @@ def served_tokens_per_s(problem: Problem, workload: str, capacity: float, scale:
     w = next(x for x in problem.workloads if x.name == workload)
     assert isinstance(w, InferenceWorkload)
     return min(capacity, w.min_tokens_per_s * scale) if w.min_tokens_per_s else capacity
+
+
+def _mix_served(
+    w: InferenceWorkload,
+    tables: Tables,
+    sol: Solution,
+    key: tuple[str, int, int, str],
+    tally: _Tally,
+) -> dict[str, float]:
+    """Requests/s a request-mix replica group serves per class; its output tokens go to the
+    period's tally where they are decoded, in proportion to requests (a prefill pool's
+    requests are decoded, and counted, by a decode pool)."""
+    assert w.request_mix is not None
+    wn, j, p_i, site = key
+    period = tables.periods[p_i]
+    served: dict[str, float] = {}
+    serves = tables.serves[wn][j]
+    for k in serves:
+        y = sol.shares.get((wn, j, k, p_i, site), 0)  # type: ignore[call-overload]
+        if y:
+            served[w.request_mix[k].name] = y / SHARE_STEPS * serves[k]
+    tok = sum(class_load(w, k, period.scale) * c.output_tokens for k, c in enumerate(w.request_mix))
+    total_rate = w.requests_per_s * period.scale if w.requests_per_s else 0.0
+    if tables.designs[wn][j].role != "prefill":
+        tally.tokens[p_i] += tok * sum(served.values()) / total_rate * period.hours * 3600
+    return served
 
 
 def _split_by_device(d: Design, cat: Catalog, amount: float) -> dict[str, float]:

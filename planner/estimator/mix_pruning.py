@@ -1,0 +1,114 @@
+"""Pruning of request-mix designs (planner.estimator.request_mix.mix_designs): `undominated`
+drops a design that m replicas of another beat, and `Witnesses`, designs whose rates are
+known, rule out others before their rates are searched (bound first)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import numpy.typing as npt
+
+from planner.estimator.designs import Design
+
+
+class Witnesses:
+    """Designs whose rates are known, per pruning kind, to rule out others before their rates
+    are searched (bound-first pruning for mix_designs).
+
+    Design B is beaten when m >= 1 replicas of a known design A of its kind (the same role and
+    hosts) use no more of each device type and no more power than one replica of B, and serve
+    at least B's bounds (a full-load capacity no rate exceeds) of every class: then m x
+    rate_A >= bound_B >= rate_B, which is the test undominated drops B by (planner.estimator.request_mix).
+    A comes before B in undominated's order (less power, else fewer devices, else a larger rate
+    sum, else an earlier position; a tie in everything counts only where A's position is
+    earlier), so undominated would drop B against A or against whatever drops A (m1 copies of
+    m2 copies): leaving B out beforehand changes nothing it returns."""
+
+    def __init__(self, types: list[str], classes: int) -> None:
+        self.types = types
+        self.classes = classes
+        self.rows: dict[object, list[tuple[list[float], list[float], tuple[int, int]]]] = {}
+        self.packed: dict[object, tuple[npt.NDArray[np.float64], ...]] = {}
+
+    def _use(self, d: Design) -> list[float]:
+        return [float(d.devices.get(x, 0)) for x in self.types] + [d.power_w]
+
+    def add(self, kind: object, d: Design, rates: dict[int, float], pos: tuple[int, int]) -> None:
+        row = [0.0] * self.classes
+        for k, r in rates.items():
+            row[k] = r
+        self.rows.setdefault(kind, []).append((self._use(d), row, pos))
+        self.packed.pop(kind, None)
+
+    def beaten(
+        self, kind: object, d: Design, pos: tuple[int, int]
+    ) -> Callable[[dict[int, float]], bool]:
+        """The test for `d` at `pos` (class, place): whether its bounds are beaten."""
+
+        def test(bound: dict[int, float]) -> bool:
+            rows = self.rows.get(kind)
+            if not rows:
+                return False
+            if kind not in self.packed:
+                self.packed[kind] = (
+                    np.array([r[0] for r in rows]),
+                    np.array([r[1] for r in rows]),
+                    np.array([r[2] for r in rows], dtype=np.float64),
+                )
+            use, rate, where = self.packed[kind]
+            mine = np.array(self._use(d))
+            need = np.zeros(self.classes)
+            for k, r in bound.items():
+                need[k] = r
+            held = use > 0
+            inv = np.where(held, 1.0 / np.where(held, use, 1.0), 0.0)
+            # As undominated counts them: replicas of each known design that fit in one of d.
+            copies = np.floor(np.where(held, mine * inv, np.inf).min(axis=1) * (1 + 1e-12))
+            beats = (copies >= 1) & np.all(copies[:, None] * rate >= need, axis=1)
+            tie = (
+                (copies == 1)
+                & (use[:, -1] == mine[-1])
+                & (use[:, :-1].sum(axis=1) == mine[:-1].sum())
+                & np.all(rate == need, axis=1)
+            )
+            earlier = (where[:, 0] < pos[0]) | ((where[:, 0] == pos[0]) & (where[:, 1] < pos[1]))
+            return bool(np.any(beats & (~tie | earlier)))
+
+        return test
+
+
+def undominated(designs: list[Design], serves: list[dict[int, float]]) -> npt.NDArray[np.int64]:
+    """Indices, in order, of the designs no multiple of another design beats (module docstring);
+    of identical ones the first stays.
+
+    Rows go by rising power, then devices, then falling rates: whatever beats a row comes before
+    it. Each row is tried against the rows kept so far only, since a row beaten by a dropped one
+    is beaten by whatever dropped it (m1 copies of m2 copies).
+    """
+    types = sorted({x for d in designs for x in d.devices})
+    n = len(designs)
+    use = np.array(
+        [[d.devices.get(x, 0) for x in types] + [d.power_w] for d in designs], dtype=np.float64
+    )
+    classes = 1 + max((k for s in serves for k in s), default=0)
+    rate = np.zeros((n, classes))
+    for j, s in enumerate(serves):
+        for k, r in s.items():
+            rate[j, k] = r
+    order = np.lexsort([np.arange(n), -rate.sum(axis=1), use[:, :-1].sum(axis=1), use[:, -1]])
+    held = use > 0
+    inv = np.where(held, 1.0 / np.where(held, use, 1.0), 0.0)
+    kept = np.zeros(n, dtype=np.int64)
+    count = 0
+    for j in order.tolist():
+        if count:
+            at = kept[:count]
+            # Replicas of each kept design that fit in one of j: the tightest of its columns.
+            ratio = np.where(held[at], use[j] * inv[at], np.inf).min(axis=1)
+            copies = np.floor(ratio * (1 + 1e-12))
+            if np.any((copies >= 1) & np.all(copies[:, None] * rate[at] >= rate[j], axis=1)):
+                continue
+        kept[count] = j
+        count += 1
+    return np.sort(kept[:count])
