@@ -274,6 +274,7 @@ class IterationTime:
         ] = {}
         for kind, st in fullest.items():
             dev = _one_device(st.device)
+            link_bytes_s, link_latency_s = st.link_args()
             tau = serving_layer_seconds(
                 m,
                 fmt,
@@ -285,8 +286,8 @@ class IterationTime:
                 prompt=prompt,
                 tp=st.tp,
                 serial=serial_engine(fmt),
-                link_bytes_s=st.link_args()[0],
-                link_latency_s=st.link_args()[1],
+                link_bytes_s=link_bytes_s,
+                link_latency_s=link_latency_s,
             ).reshape(n.shape)
             head = head_seconds(m, fmt, dev, np.maximum(n, 1.0)) / st.tp
             worst = np.maximum(worst, st.layers * tau + head + dev.step_overhead_s + hop)

@@ -165,12 +165,12 @@ def replica_rate(
     solves variants of one problem (explanations, one device type at a time, sweeps) whose
     designs repeat. The key holds every input the figure reads; the catalog is kept alive
     beside its figure so that its identity stays unique."""
-    key = _rate_key(w, cat, link, batch, stages, sized_for, serve, role, engine)
+    args = (w, cat, link, batch, stages, sized_for, serve, role, engine)
+    key = _rate_key(*args)
     hit = _remembered(key, cat)
     if hit is not None:
         return hit
-    rate = _engine(w, cat, link, batch, stages, sized_for, serve, role, engine).rate()
-    return _remember(key, cat, rate)
+    return _remember(key, cat, _engine(*args).rate())
 
 
 # Rate searches bound-first pruning stopped early, by rate key: where each stands.
