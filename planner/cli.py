@@ -19,6 +19,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from planner import ctrl_c_in
 from planner.errors import InputError, PlannerError
 from planner.model import interrupt
 from planner.schema.files import out_target, read_json, write_atomic
@@ -243,14 +244,16 @@ def user_errors() -> Iterator[None]:
     except PlannerError as e:
         err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, markup=True)
         raise typer.Exit(e.exit_code) from None
-    except KeyboardInterrupt:
+    except typer.Exit:
+        if not interrupt.requested():
+            raise
+    except (KeyboardInterrupt, Exception) as e:
+        if not ctrl_c_in(e):
+            raise
         # Between solves, in Python code: nothing more will be shown.
         err.print("interrupted (Ctrl-C)", highlight=False, markup=False)
         interrupt.mark_reported()
         raise typer.Exit(130) from None
-    except typer.Exit:
-        if not interrupt.requested():
-            raise
     if interrupt.requested():
         # Inside a solve: the search stopped and its incumbent (or the sweep's rows) was shown.
         err.print(INTERRUPTED, highlight=False, markup=False)
@@ -1350,7 +1353,9 @@ def main(started: float | None = None) -> None:
         if e.code == 130 and not interrupt.reported():
             sys.stderr.write("interrupted (Ctrl-C)\n")
         raise
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Exception) as e:
+        if not ctrl_c_in(e):
+            raise
         sys.stderr.write("interrupted (Ctrl-C)\n")
         sys.exit(130)
     finally:

@@ -103,7 +103,7 @@ def interrupted_run(
 
 @posix_only
 @pytest.mark.slow
-@pytest.mark.parametrize("wait_s", [0.0, 0.5, 4.0])
+@pytest.mark.parametrize("wait_s", [0.0, 0.25, 0.5, 0.75, 4.0])
 def test_ctrl_c_at_start_up_or_in_a_solve(tmp_path: Path, wait_s: float) -> None:
     out_file = tmp_path / "plan.json"
     code, out, err = interrupted_run(
@@ -128,6 +128,19 @@ def test_ctrl_c_stops_a_sweep_and_prints_the_rows_done(tmp_path: Path) -> None:
     rows = yaml.safe_load(out)  # the JSON rows printed before the exit
     assert 0 < len(rows) < 400
     assert {r["status"] for r in rows} <= {"OPTIMAL", "INFEASIBLE"}  # no stopped point shown
+
+
+def test_an_error_that_ctrl_c_caused_counts_as_ctrl_c() -> None:
+    # A SIGINT while OR-Tools' solver core initialises surfaces as this ImportError.
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as ctrl_c:
+            raise ImportError("initialization failed") from ctrl_c
+    except ImportError as e:
+        assert planner.ctrl_c_in(e)
+    assert not planner.ctrl_c_in(ImportError("no module named x"))
+    assert not planner.ctrl_c_in(ValueError("bad input"))
 
 
 def test_the_sigint_handler_is_python_s_after_a_solve() -> None:
