@@ -836,17 +836,28 @@ def _pruned_order(
     # second device's rank is shifted by one, 0 standing for none.
     need1, need2 = np.where(swap, nb - 1, na), np.where(swap, na + 1, nb)
     group = (kind * k + need1) * k + need2
-    keep = np.flatnonzero(~dominated(group, [c1, c2], cand.power, cand.tps, conc, cand.order))
+    # Where the sequences that exist are few (a stated concurrency), each makes a token per
+    # time per token (Little's law): a design with more slots and tokens/s but a slower token
+    # may serve them worse, so the time per token counts too (its rank: less is better).
+    slower = [] if for_mix or st.w.concurrency is None else [_rank(cand.ms)]
+    keep = np.flatnonzero(
+        ~dominated(group, [c1, c2, *slower], cand.power, cand.tps, conc, cand.order)
+    )
     if holds is not None and len(keep):
         held = np.zeros((k, k), dtype=bool)  # holds on the shifted ranks of the second device
         held[0, 0] = True
         held[1:, 1:] = holds
-        figures = np.stack([c1, c2, cand.power, -cand.tps, -conc]).astype(float)
+        figures = np.stack([c1, c2, *slower, cand.power, -cand.tps, -conc]).astype(float)
         gone = _host_dominated(kind[keep], need1[keep], need2[keep], holds, held, figures[:, keep])
         keep = keep[~gone]
     keys = [cand.order, -conc, -cand.tps, cand.power, c2, c1]
     keys += [-cand.tps, cand.S, st.levels[cand.bi], second, first]
     return keep[np.lexsort([k[keep] for k in keys])]
+
+
+def _rank(x: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+    """Each value's rank among the distinct values (0 the least): the order, as integers."""
+    return np.unique(x, return_inverse=True)[1].astype(np.int64).reshape(-1)
 
 
 def _host_dominated(
@@ -859,7 +870,8 @@ def _host_dominated(
 ) -> npt.NDArray[np.bool_]:
     """Rows (designs no design of their own hosts beats) that a row of the same `kind` (device
     types, and calibration backing under a risk margin) but other hosts beats: its `figures`
-    (device counts, power, -tokens/s, -sequences) are no larger in every column, and each of
+    (device counts, the time per token's rank where it counts, power, -tokens/s, -sequences)
+    are no larger in every column, and each of
     its device types' hosts (`need1`, `need2`) include the beaten row's (`holds1[a, b]`:
     hosts of rank a include those of rank b).
 
