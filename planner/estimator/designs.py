@@ -33,7 +33,7 @@ from planner.estimator.comm import p2p_seconds, pipeline_activation_bytes
 from planner.estimator.confidence import CONFIDENCE, design_confidence, kept_share
 from planner.estimator.cost import power_w
 from planner.estimator.devices import device_table
-from planner.estimator.economics import available_modes
+from planner.estimator.economics import available_modes, demand_periods
 from planner.estimator.formats import kv_bytes, weight_format
 from planner.estimator.hosts import (
     derates,
@@ -305,7 +305,10 @@ def inference_designs(
         # A design the calibration backs counts all its tokens/s, one it does not only
         # (1 - risk_margin): under a margin they compete only among their own kind.
         calibrated = _backed(st, cand, cat, problem) if c.risk_margin > 0 else None
-        order = _pruned_order(st, cand, need, calibrated, for_mix=for_mix, holds=holds)
+        # The sequences that exist at the busiest period, where the workload states them.
+        peak = max(p.scale for p in demand_periods(problem))
+        most = None if w.concurrency is None else math.ceil(w.concurrency * peak - 1e-9)
+        order = _pruned_order(st, cand, need, calibrated, for_mix=for_mix, holds=holds, most=most)
         out = _materialize(st, cand, order)
     return backed(out, cat, c.min_confidence)
 
@@ -803,6 +806,7 @@ def _pruned_order(
     *,
     for_mix: bool = False,
     holds: npt.NDArray[np.bool_] | None = None,
+    most: int | None = None,
 ) -> npt.NDArray[np.int64]:
     """Indices of the candidates _prune keeps, in the order it returns them. `need`: per
     option, a rank of the hosts that hold its group; a design competes with designs whose
@@ -823,6 +827,17 @@ def _pruned_order(
     c1 = np.where(swap, cand.cnt2, cand.cnt1)
     c2 = np.where(swap, cand.cnt1, cand.cnt2)
     conc = st.levels[cand.bi] * cand.S
+    tps = cand.tps
+    # Where the sequences that exist are few (a stated concurrency, C at the busiest period),
+    # each makes a token per time per token (Little's law): a replica serves at most
+    # min(slots, C) of them, at min(slots, C) / time per token, so those are the figures it
+    # competes on, with the time per token itself (its rank: less is better). A design with
+    # more slots and tokens/s but a slower token no longer replaces a faster one.
+    slower: list[npt.NDArray[np.int64]] = []
+    if not for_mix and most is not None:
+        conc = np.minimum(conc, most)
+        tps = conc * 1000.0 / cand.ms
+        slower = [_rank(cand.ms)]
     if for_mix:
         ttft_rank = np.unique(cand.ttft, return_inverse=True)[1].astype(np.int64)
         conc = int(ttft_rank.max(initial=0)) - ttft_rank
@@ -836,18 +851,12 @@ def _pruned_order(
     # second device's rank is shifted by one, 0 standing for none.
     need1, need2 = np.where(swap, nb - 1, na), np.where(swap, na + 1, nb)
     group = (kind * k + need1) * k + need2
-    # Where the sequences that exist are few (a stated concurrency), each makes a token per
-    # time per token (Little's law): a design with more slots and tokens/s but a slower token
-    # may serve them worse, so the time per token counts too (its rank: less is better).
-    slower = [] if for_mix or st.w.concurrency is None else [_rank(cand.ms)]
-    keep = np.flatnonzero(
-        ~dominated(group, [c1, c2, *slower], cand.power, cand.tps, conc, cand.order)
-    )
+    keep = np.flatnonzero(~dominated(group, [c1, c2, *slower], cand.power, tps, conc, cand.order))
     if holds is not None and len(keep):
         held = np.zeros((k, k), dtype=bool)  # holds on the shifted ranks of the second device
         held[0, 0] = True
         held[1:, 1:] = holds
-        figures = np.stack([c1, c2, *slower, cand.power, -cand.tps, -conc]).astype(float)
+        figures = np.stack([c1, c2, *slower, cand.power, -tps, -conc]).astype(float)
         gone = _host_dominated(kind[keep], need1[keep], need2[keep], holds, held, figures[:, keep])
         keep = keep[~gone]
     keys = [cand.order, -conc, -cand.tps, cand.power, c2, c1]
