@@ -11,14 +11,20 @@ def main() -> None:
 
     started = time.monotonic()
     whole_process = sys._getframe(1).f_globals.get("__name__") == "__main__"
-    noted = _note_ctrl_c()
+    noted = False
     try:
+        from planner.errors import note_ctrl_c
+
+        noted = note_ctrl_c()
         from planner.cli import main as run
 
         run(started)
     except (KeyboardInterrupt, Exception) as e:
-        if not ctrl_c_in(e):
-            raise
+        if not isinstance(e, KeyboardInterrupt):
+            from planner.errors import ctrl_c_in
+
+            if not ctrl_c_in(e):
+                raise
         sys.stderr.write("interrupted (Ctrl-C)\n")
         code: str | int | None = 130
     except SystemExit as e:
@@ -30,51 +36,11 @@ def main() -> None:
     finally:
         if noted:
             signal.signal(signal.SIGINT, signal.default_int_handler)
+            sys.unraisablehook = sys.__unraisablehook__
     if whole_process and (code is None or isinstance(code, int)):
         _exit(code or 0)
     if code is not None:
         sys.exit(code)
-
-
-_ctrl_c_seen: list[bool] = []
-
-
-def _on_ctrl_c(signum: int, frame: object) -> None:
-    """Python's own SIGINT handler, which also remembers that Ctrl-C came."""
-    _ctrl_c_seen.append(True)
-    raise KeyboardInterrupt
-
-
-def _note_ctrl_c() -> bool:
-    """Put `_on_ctrl_c` in place of Python's default handler (never over an ignored Ctrl-C or a
-    caller's own handler); whether it was put."""
-    import signal
-
-    try:
-        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-            return False
-        signal.signal(signal.SIGINT, _on_ctrl_c)
-    except ValueError:  # not the main thread
-        return False
-    return True
-
-
-def ctrl_c_in(error: BaseException) -> bool:
-    """Whether `error` is Ctrl-C or was raised by it. A SIGINT that lands while compiled code
-    runs Python surfaces as another error: `ImportError: initialization failed` caused by the
-    KeyboardInterrupt while OR-Tools' solver core loads, or a pydantic `SchemaError` that only
-    quotes it while a model class is built. So a Ctrl-C noted by the command's handler counts
-    too."""
-    if _ctrl_c_seen:
-        return True
-    seen: set[int] = set()
-    at: BaseException | None = error
-    while at is not None and id(at) not in seen:
-        if isinstance(at, KeyboardInterrupt):
-            return True
-        seen.add(id(at))
-        at = at.__cause__ or at.__context__
-    return False
 
 
 def _exit(code: int) -> None:

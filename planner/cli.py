@@ -19,8 +19,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from planner import ctrl_c_in
-from planner.errors import InputError, PlannerError
+from planner.errors import InputError, PlannerError, ctrl_c_in
 from planner.model import interrupt
 from planner.schema.files import out_target, read_json, write_atomic
 from planner.schema.problem import Horizon, InferenceWorkload, TrainingWorkload, default_recompute

@@ -176,6 +176,9 @@ class Constraints(Quantities):
         at full speed alone: planner.estimator.hosts.holds_group)."""
         c = self.p.constraints
         fits: dict[int, dict[str, tuple[str, ...]]] = {}  # R index -> device -> hosts it may use
+        # The hosts that hold a group depend on the device, its size, its derating and the
+        # workload kind only: worked out once each (thousands of replica variables share them).
+        holding: dict[tuple[str, int, bool, bool], list[Node]] = {}
         for key, r in self.R.items():
             if key.site != PREM:
                 continue
@@ -183,15 +186,18 @@ class Constraints(Quantities):
             mine = fits.setdefault(r.Index(), {})
             for st in self.t.designs[key.workload][key.design].stages:
                 e = self.t.econ[st.device]
-                ok = [
-                    n
-                    for n in e.hosts
-                    if (
-                        holds_group(e.device, n, self.p, st.tp, st.dense)
-                        if serving
-                        else tp_limit(e.device, n, c) >= st.tp
-                    )
-                ]
+                group = (st.device, st.tp, st.dense, serving)
+                ok = holding.get(group)
+                if ok is None:
+                    ok = holding[group] = [
+                        n
+                        for n in e.hosts
+                        if (
+                            holds_group(e.device, n, self.p, st.tp, st.dense)
+                            if serving
+                            else tp_limit(e.device, n, c) >= st.tp
+                        )
+                    ]
                 was = mine.get(st.device)
                 mine[st.device] = tuple(n.id for n in ok if was is None or n.id in was)
                 if len(ok) < len(e.hosts):
