@@ -15,7 +15,8 @@ pools it equals an exhaustive search that knows nothing of CP-SAT or the pruning
   time per token of its replica's design. For a multiset, replicas taking the same devices may
   run any of the designs of those devices: each replica's best design for the sequences it holds
   is the fastest token among the designs holding that many, and every split of the sequences
-  among the replicas is tried (a knapsack over the replicas, exact).
+  among the replicas is tried (a knapsack over the replicas, exact). With `concurrency:
+  unbounded` every slot counts as filled, so each replica makes its design's tokens/s.
 
 Only proved optima (OPTIMAL) are compared; the solver rounds each design's tokens/s down to
 milli-tokens, so values agree within a milli-token per sequence.
@@ -128,7 +129,7 @@ def test_one_machine_more_or_less_moves_the_optimum_one_way() -> None:
 # ----------------------------------------------------------------------------------------------
 
 # (machines per kind, model, weights, sequences at once, link Gb/s, latency ms)
-SMALL_POOLS: list[tuple[dict[str, int], str, str, int, float, float]] = [
+SMALL_POOLS: list[tuple[dict[str, int], str, str, int | None, float, float]] = [
     ({"a100-40gb-pcie": 1, "l4": 3, "t4": 4}, "llama-2-70b", "awq-int4", 32, 1.0, 1.0),
     ({"a100-40gb-pcie": 1, "l4": 2, "t4": 4}, "llama-2-70b", "int8", 8, 1.0, 1.0),
     ({"l4": 3, "t4": 5}, "llama-2-13b", "fp16", 16, 1.0, 1.0),
@@ -136,12 +137,16 @@ SMALL_POOLS: list[tuple[dict[str, int], str, str, int, float, float]] = [
     ({"l4": 3, "t4": 3}, "llama-3.1-8b", "fp16", 4, 1.0, 1.0),
     ({"rtx-4090": 2, "l40s": 1, "t4": 3}, "llama-3.1-70b", "awq-int4", 12, 10.0, 0.2),
 ]
+# The same kind of pools with `concurrency: unbounded` (every slot of every replica counts).
+UNBOUNDED_POOLS = [0, 2, 5]
 
 
-def small_pool(i: int) -> Problem:
+def small_pool(i: int, unbounded: bool = False) -> Problem:
     counts, model, weights, sequences, gbit, ms = SMALL_POOLS[i]
+    if unbounded:
+        sequences = None
     doc: dict[str, Any] = {
-        "name": f"small-pool-{i}",
+        "name": f"small-pool-{i}{'-unbounded' if unbounded else ''}",
         "workloads": [
             {
                 "name": "chat",
@@ -234,6 +239,45 @@ def exhaustive_best(problem: Problem) -> float:
     for row in multisets(0, tuple(inv[k] for k in sorted(inv)), empty):
         best = max(best, float(row[C]))
     return best
+
+
+def exhaustive_unbounded(problem: Problem) -> float:
+    """With `concurrency: unbounded` every slot is filled: each replica makes its design's
+    tokens/s, so a multiset is worth the sum of the fastest design of each replica's devices."""
+    w = problem.workloads[0]
+    assert isinstance(w, InferenceWorkload) and w.concurrency is None
+    inv = {o.device: o.count for o in problem.constraints.inventory}
+    kinds = sorted(inv)
+    cat = catalog()
+    fastest: dict[tuple[int, ...], float] = {}
+    for d in inference_designs(w, problem, cat, allowed_devices(problem, cat), prune=False):
+        v = tuple(d.devices.get(k, 0) for k in kinds)
+        if all(n <= inv[k] for n, k in zip(v, kinds, strict=True)):
+            fastest[v] = max(fastest.get(v, 0.0), d.tokens_per_s)
+    vectors = sorted(fastest)
+
+    def best(start: int, left: tuple[int, ...]) -> float:
+        """The most tokens/s of any multiset from vectors[start:] within `left` (0: none)."""
+        top = 0.0
+        for j in range(start, len(vectors)):
+            v = vectors[j]
+            if all(a <= b for a, b in zip(v, left, strict=True)):
+                rest = tuple(b - a for a, b in zip(v, left, strict=True))
+                top = max(top, fastest[v] + best(j, rest))
+        return top
+
+    return best(0, tuple(inv[k] for k in kinds))
+
+
+@pytest.mark.parametrize("i", UNBOUNDED_POOLS)
+def test_unbounded_small_pool_optimum_is_the_exhaustive_optimum(i: int) -> None:
+    problem = small_pool(i, unbounded=True)
+    best = exhaustive_unbounded(problem)
+    plan = _solve(problem)
+    assert plan.objective is not None
+    assert _close(plan.objective, best, 8), (
+        f"{problem.name}: solver {plan.objective:.4f} tokens/s, exhaustive {best:.4f}"
+    )
 
 
 @pytest.mark.parametrize("i", range(len(SMALL_POOLS)))
