@@ -63,3 +63,15 @@ def test_pruned_and_unpruned_designs_reach_one_optimum(goal: str, concurrency: i
     plain = solve_problem(problem, time_limit=60, tuned=False)
     assert tuned.status == plain.status == "OPTIMAL"
     assert tuned.objective == pytest.approx(plain.objective, rel=1e-6)
+
+
+def test_the_busiest_period_is_part_of_the_design_cache_key() -> None:
+    # Pruning counts sequences up to the most that exist (concurrency x the busiest period's
+    # scale), so a session must not reuse designs pruned for another peak (a sweep over demand).
+    from planner.model.tables import design_key
+
+    low, high = copy.deepcopy(ONE_SPARK), copy.deepcopy(ONE_SPARK)
+    low["demand"] = {"hourly": [1.0] * 24}
+    high["demand"] = {"hourly": [1.0] * 23 + [3.0]}
+    keys = {design_key(Problem.model_validate(d)) for d in (low, high)}
+    assert len(keys) == 2

@@ -170,11 +170,13 @@ FLEET_LIMITS = {"budget_usd", "capex_usd", "power_w", "max_rack_units", "invento
 def design_key(problem: Problem) -> str:
     """Everything design enumeration reads: workloads, the per-replica constraints, which
     devices are owned (they are allowed without a price, in their default host), whether
-    prices are bought or rented, and the consumer cards' derating."""
+    prices are bought or rented, the consumer cards' derating, and the busiest demand period's
+    scale (pruning under a stated concurrency counts sequences up to the most that exist)."""
     c = problem.constraints
     return json.dumps(
         [
             [w.model_dump(mode="json") for w in problem.workloads],
+            max((p.scale for p in demand_periods(problem)), default=1.0),
             c.model_dump(mode="json", exclude=FLEET_LIMITS),
             sorted({o.device for o in c.inventory}),
             problem.horizon.procurement,
