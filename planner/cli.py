@@ -16,13 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from planner.errors import InputError, PlannerError, ctrl_c_in
 from planner.model import interrupt
 from planner.schema.files import out_target, read_json, write_atomic
-from planner.schema.problem import Horizon, InferenceWorkload, TrainingWorkload, default_recompute
 
 if TYPE_CHECKING:  # each command imports what it uses, so `--help` loads no numpy or solver
     from planner.estimator.estimate import Estimate
@@ -86,13 +83,39 @@ def table_width(is_tty: bool, columns: int) -> int:
     return max(40, columns) if is_tty else PIPE_WIDTH
 
 
+class LazyConsole:
+    """A rich Console made at its first use, so `--help` and usage errors import no rich."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console: Any = None
+
+    def get(self) -> Any:
+        """The Console itself."""
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.get(), name)
+
+
+def escape(text: str) -> str:
+    """`text` with rich markup escaped."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
 # emoji=False: a message quoting the user's `:smile:` must print it as written.
-out = Console(
+out = LazyConsole(
     soft_wrap=False,
     emoji=False,
     width=table_width(sys.stdout.isatty(), shutil.get_terminal_size((PIPE_WIDTH, 24)).columns),
 )
-err = Console(stderr=True, soft_wrap=True, emoji=False)
+err = LazyConsole(stderr=True, soft_wrap=True, emoji=False)
 
 
 class Format(StrEnum):
@@ -415,10 +438,28 @@ def resolve_model(name: str) -> ModelArch:
     return load_catalog().model(name)
 
 
-# `estimate` answers with the same defaults a problem file gets when it leaves a field out.
-_HZ = {k: f.default for k, f in Horizon.model_fields.items()}
-_INF = {k: f.default for k, f in InferenceWorkload.model_fields.items()}
-_TRN = {k: f.default for k, f in TrainingWorkload.model_fields.items()}
+# `estimate` answers with the same defaults a problem file gets when it leaves a field out (those
+# of the schema's Horizon, InferenceWorkload and TrainingWorkload, which a test holds these to),
+# written out so that `--help` needs no pydantic model.
+_HZ: dict[str, Any] = {
+    "lifetime_years": 3.0,
+    "utilization": 0.6,
+    "electricity_usd_per_kwh": 0.12,
+    "pue": 1.3,
+}
+_INF: dict[str, Any] = {
+    "weights": "fp16",
+    "kv": "fp16",
+    "context_tokens": 4096,
+    "prompt_tokens": 1024,
+}
+_TRN: dict[str, Any] = {
+    "seq_len": 4096,
+    "micro_batch": 1,
+    "optimizer": "adamw",
+    "zero_stage": 1,
+    "lora_rank": 16,
+}
 
 
 @app.command()
@@ -515,6 +556,7 @@ def estimate(
         from planner.estimator.support import supported_devices
         from planner.report.estimate import estimate_dict, estimate_tables, estimates_table
         from planner.schema.measurements import load_measurements
+        from planner.schema.problem import default_recompute
 
         cat = load_catalog()
         arch = resolve_model(model)
@@ -892,7 +934,7 @@ def _progress(label: str) -> Any:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=err,
+        console=err.get(),
         transient=True,
     )
 

@@ -110,3 +110,43 @@ def test_cached_data_that_fails_validation_gets_a_located_message(
     data_cache.store(text, "catalog", {"links": [{"id": "x", "bogus_key": 1}]})
     with pytest.raises(InputError, match=r"links.yaml:3:5: .*bogus_key"):
         catalog_mod._validated(bad, LinkFile)
+
+
+def test_shipped_data_files_are_cached_and_bad_ones_located(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from planner.estimator.efficiency import ServingFile, load_serving
+    from planner.schema.yaml_io import read_validated
+
+    monkeypatch.setenv(data_cache.ENV_VAR, str(tmp_path / "c"))
+    shipped = catalog_mod.default_catalog_dir() / "serving.yaml"
+    assert read_validated(shipped, ServingFile) == load_serving()
+    assert list((tmp_path / "c").iterdir())  # parsed once, then read from the cache
+    assert read_validated(shipped, ServingFile) == load_serving()
+    bad = tmp_path / "serving.yaml"
+    bad.write_text(shipped.read_text().replace("latency_margin:", "latency_margin: -1\n#"))
+    with pytest.raises(InputError, match=r"serving.yaml:\d+:\d+: latency_margin"):
+        read_validated(bad, ServingFile)
+
+
+def test_estimate_defaults_are_the_problem_files_defaults() -> None:
+    from planner import cli
+    from planner.schema.problem import Horizon, InferenceWorkload, TrainingWorkload
+
+    for written, model in (
+        (cli._HZ, Horizon),
+        (cli._INF, InferenceWorkload),
+        (cli._TRN, TrainingWorkload),
+    ):
+        assert written == {k: model.model_fields[k].default for k in written}, model.__name__
+
+
+def test_help_loads_no_pydantic_model_or_rich() -> None:
+    code = (
+        "import sys\nfrom planner.cli import app\n"
+        "try:\n    app(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('pydantic', 'planner.schema.p', 'rich'))))"
+    )
+    r = _run(code)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "[]"
