@@ -3,8 +3,6 @@
 Long because every command declares its options here (typer reads them from the signatures);
 each command body only parses, calls one function and hands the result to planner/report."""
 
-from __future__ import annotations
-
 import json
 import shutil
 import sys
@@ -421,7 +419,7 @@ def prices_import(
 # ------------------------------------------------------------------------------------------------
 
 
-def resolve_model(name: str) -> ModelArch:
+def resolve_model(name: str) -> "ModelArch":
     """A catalog id, or a path to a Hugging Face config.json (or a folder holding one)."""
     from planner.catalog import load_catalog
     from planner.hf_config import load_hf_config
