@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
-from planner.errors import InputError, PlannerError, ctrl_c_in
+from planner.errors import InputError, PlannerError, ctrl_c_in, pause_gc, resume_gc
 from planner.model import interrupt
 from planner.schema.files import out_target, read_json, write_atomic
 
@@ -255,9 +255,21 @@ INTERRUPTED = (
 
 
 @contextmanager
+def startup() -> Iterator[None]:
+    """A command's imports, with the garbage collector paused (see errors.pause_gc)."""
+    pause_gc()
+    try:
+        yield
+    finally:
+        resume_gc()
+
+
+@contextmanager
 def user_errors() -> Iterator[None]:
     """Turn planner errors into a one-line message on stderr and the documented exit code, and
-    Ctrl-C into "interrupted" and exit code 130 (after the best plan or the rows done so far)."""
+    Ctrl-C into "interrupted" and exit code 130 (after the best plan or the rows done so far).
+    The command's work begins here: the collector paused for its start-up resumes."""
+    resume_gc()
     interrupt.clear()
     try:
         yield
@@ -654,16 +666,17 @@ def solve(
 ) -> None:
     """Solve a problem file: the optimal bill of materials, layer map and figures."""
     with user_errors():
-        from planner.load import load_problem
-        from planner.report.plan_table import plan_renderable
-        from planner.solve import solve_problem
+        with startup():
+            from planner.catalog import load_catalog
+            from planner.load import load_problem
+            from planner.model import progress
+            from planner.plan.io import dumps_plan, plan_document
+            from planner.report.plan_table import plan_renderable
+            from planner.solve import solve_problem
 
         if out_path is not None:
             out_target(out_path)  # a bad --out fails before the solve, not after
         prob = load_problem(problem, sets or [])
-        from planner.catalog import load_catalog
-        from planner.model import progress
-        from planner.plan.io import dumps_plan, plan_document
 
         # Best objective and gap while a long solve runs: on a terminal only, so the bytes
         # written to pipes and files never change.

@@ -162,3 +162,35 @@ def test_distinct_is_numpys_unique() -> None:
     for n in (0, 1, 2, 50):
         rows = rng.integers(0, 10, n).astype(np.int64)
         assert np.array_equal(_distinct(rows), np.unique(rows))
+
+
+def test_a_command_leaves_its_callers_collector_as_it_was(tmp_path: Path) -> None:
+    import gc
+
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    frozen = gc.get_freeze_count()
+    for enabled in (True, False):
+        (gc.enable if enabled else gc.disable)()
+        try:
+            r = CliRunner().invoke(app, ["solve", "problems/infeasible.yaml", "--format", "json"])
+            assert r.exit_code == 3, r.output
+            assert gc.isenabled() is enabled
+        finally:
+            gc.enable()
+    assert gc.get_freeze_count() == frozen  # only the planner process itself freezes
+
+
+def test_the_planner_process_collects_during_its_work(tmp_path: Path) -> None:
+    code = (
+        "import gc, sys, atexit\n"
+        "atexit.register(lambda: print(gc.isenabled(), gc.get_freeze_count() > 0, "
+        "file=sys.stderr))\n"
+        "sys.argv = ['planner', 'solve', 'problems/infeasible.yaml', '--format', 'json']\n"
+        "import planner\nplanner.main()\n"
+    )
+    r = _run(code, {"PLANNER_CACHE_DIR": str(tmp_path)})
+    assert r.returncode == 3, r.stderr
+    assert r.stderr.strip().splitlines()[-1] == "True True"
