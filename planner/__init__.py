@@ -13,9 +13,11 @@ def main() -> None:
     whole_process = sys._getframe(1).f_globals.get("__name__") == "__main__"
     noted = False
     try:
-        from planner.errors import note_ctrl_c
+        from planner.errors import note_ctrl_c, pause_gc
 
         noted = note_ctrl_c()
+        if whole_process:
+            pause_gc(whole_process=True)  # until the command's work begins (cli.user_errors)
         from planner.cli import main as run
 
         run(started)

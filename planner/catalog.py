@@ -8,7 +8,6 @@ and the models problem files named by their config.json.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 from collections.abc import Mapping
@@ -17,10 +16,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from planner.errors import CatalogError, did_you_mean
-from planner.schema import data_cache
 from planner.schema.catalog import (
     Accelerator,
     AcceleratorFile,
@@ -37,9 +35,8 @@ from planner.schema.catalog import (
     RegionFile,
     Sourced,
 )
-from planner.schema.files import read_text
 from planner.schema.support import Architecture, Engine, SupportFile, SupportRow
-from planner.schema.yaml_io import MAX_FILE_BYTES, parse_text, read_yaml, validate
+from planner.schema.yaml_io import read_validated, read_yaml, validate
 
 T = TypeVar("T", bound=Sourced)
 F = TypeVar("F", bound=BaseModel)
@@ -324,19 +321,8 @@ def _load_dir(directory: Path | None = None) -> Catalog:
 
 
 def _validated(path: Path, schema: type[F]) -> F:
-    """One catalog file parsed (with libyaml) and validated; the parsed data is cached by the
-    file's content, so later runs only validate it (see schema/data_cache.py). Data that fails
-    validation is parsed again for the located message."""
-    text = read_text(path, MAX_FILE_BYTES)
-    cached = data_cache.load(text, "catalog")
-    if cached is not None:
-        with contextlib.suppress(ValidationError):
-            return schema.model_validate(cached)
-    doc = parse_text(text, str(path), libyaml=True)
-    parsed = validate(doc, schema)
-    if isinstance(doc.data, dict):
-        data_cache.store(text, "catalog", doc.data)
-    return parsed
+    """One catalog file parsed (with libyaml), validated, and cached by content."""
+    return read_validated(path, schema)
 
 
 def _by_id(items: list[T], src: Path) -> dict[str, T]:

@@ -3,8 +3,6 @@
 Long because every command declares its options here (typer reads them from the signatures);
 each command body only parses, calls one function and hands the result to planner/report."""
 
-from __future__ import annotations
-
 import json
 import shutil
 import sys
@@ -16,13 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
-from planner.errors import InputError, PlannerError, ctrl_c_in
+from planner.errors import InputError, PlannerError, ctrl_c_in, pause_gc, resume_gc
 from planner.model import interrupt
 from planner.schema.files import out_target, read_json, write_atomic
-from planner.schema.problem import Horizon, InferenceWorkload, TrainingWorkload, default_recompute
 
 if TYPE_CHECKING:  # each command imports what it uses, so `--help` loads no numpy or solver
     from planner.estimator.estimate import Estimate
@@ -86,13 +81,39 @@ def table_width(is_tty: bool, columns: int) -> int:
     return max(40, columns) if is_tty else PIPE_WIDTH
 
 
+class LazyConsole:
+    """A rich Console made at its first use, so `--help` and usage errors import no rich."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console: Any = None
+
+    def get(self) -> Any:
+        """The Console itself."""
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.get(), name)
+
+
+def escape(text: str) -> str:
+    """`text` with rich markup escaped."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
 # emoji=False: a message quoting the user's `:smile:` must print it as written.
-out = Console(
+out = LazyConsole(
     soft_wrap=False,
     emoji=False,
     width=table_width(sys.stdout.isatty(), shutil.get_terminal_size((PIPE_WIDTH, 24)).columns),
 )
-err = Console(stderr=True, soft_wrap=True, emoji=False)
+err = LazyConsole(stderr=True, soft_wrap=True, emoji=False)
 
 
 class Format(StrEnum):
@@ -234,9 +255,21 @@ INTERRUPTED = (
 
 
 @contextmanager
+def startup() -> Iterator[None]:
+    """A command's imports, with the garbage collector paused (see errors.pause_gc)."""
+    pause_gc()
+    try:
+        yield
+    finally:
+        resume_gc()
+
+
+@contextmanager
 def user_errors() -> Iterator[None]:
     """Turn planner errors into a one-line message on stderr and the documented exit code, and
-    Ctrl-C into "interrupted" and exit code 130 (after the best plan or the rows done so far)."""
+    Ctrl-C into "interrupted" and exit code 130 (after the best plan or the rows done so far).
+    The command's work begins here: the collector paused for its start-up resumes."""
+    resume_gc()
     interrupt.clear()
     try:
         yield
@@ -398,7 +431,7 @@ def prices_import(
 # ------------------------------------------------------------------------------------------------
 
 
-def resolve_model(name: str) -> ModelArch:
+def resolve_model(name: str) -> "ModelArch":
     """A catalog id, or a path to a Hugging Face config.json (or a folder holding one)."""
     from planner.catalog import load_catalog
     from planner.hf_config import load_hf_config
@@ -415,10 +448,28 @@ def resolve_model(name: str) -> ModelArch:
     return load_catalog().model(name)
 
 
-# `estimate` answers with the same defaults a problem file gets when it leaves a field out.
-_HZ = {k: f.default for k, f in Horizon.model_fields.items()}
-_INF = {k: f.default for k, f in InferenceWorkload.model_fields.items()}
-_TRN = {k: f.default for k, f in TrainingWorkload.model_fields.items()}
+# `estimate` answers with the same defaults a problem file gets when it leaves a field out (those
+# of the schema's Horizon, InferenceWorkload and TrainingWorkload, which a test holds these to),
+# written out so that `--help` needs no pydantic model.
+_HZ: dict[str, Any] = {
+    "lifetime_years": 3.0,
+    "utilization": 0.6,
+    "electricity_usd_per_kwh": 0.12,
+    "pue": 1.3,
+}
+_INF: dict[str, Any] = {
+    "weights": "fp16",
+    "kv": "fp16",
+    "context_tokens": 4096,
+    "prompt_tokens": 1024,
+}
+_TRN: dict[str, Any] = {
+    "seq_len": 4096,
+    "micro_batch": 1,
+    "optimizer": "adamw",
+    "zero_stage": 1,
+    "lora_rank": 16,
+}
 
 
 @app.command()
@@ -515,6 +566,7 @@ def estimate(
         from planner.estimator.support import supported_devices
         from planner.report.estimate import estimate_dict, estimate_tables, estimates_table
         from planner.schema.measurements import load_measurements
+        from planner.schema.problem import default_recompute
 
         cat = load_catalog()
         arch = resolve_model(model)
@@ -614,16 +666,17 @@ def solve(
 ) -> None:
     """Solve a problem file: the optimal bill of materials, layer map and figures."""
     with user_errors():
-        from planner.load import load_problem
-        from planner.report.plan_table import plan_renderable
-        from planner.solve import solve_problem
+        with startup():
+            from planner.catalog import load_catalog
+            from planner.load import load_problem
+            from planner.model import progress
+            from planner.plan.io import dumps_plan, plan_document
+            from planner.report.plan_table import plan_renderable
+            from planner.solve import solve_problem
 
         if out_path is not None:
             out_target(out_path)  # a bad --out fails before the solve, not after
         prob = load_problem(problem, sets or [])
-        from planner.catalog import load_catalog
-        from planner.model import progress
-        from planner.plan.io import dumps_plan, plan_document
 
         # Best objective and gap while a long solve runs: on a terminal only, so the bytes
         # written to pipes and files never change.
@@ -892,7 +945,7 @@ def _progress(label: str) -> Any:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=err,
+        console=err.get(),
         transient=True,
     )
 

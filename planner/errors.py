@@ -6,6 +6,7 @@ Normal outcomes (an infeasible problem, a time limit) are results with a status,
 from __future__ import annotations
 
 import difflib
+import gc
 import re
 import signal
 import sys
@@ -136,3 +137,30 @@ def ctrl_c_in(error: BaseException) -> bool:
         seen.add(id(at))
         at = at.__cause__ or at.__context__
     return False
+
+
+_gc_paused: list[bool] = []
+_gc_freeze: list[bool] = []  # set for the `planner` process itself (not for in-process callers)
+
+
+def pause_gc(whole_process: bool = False) -> None:
+    """Pause the garbage collector while a command starts: its imports make hundreds of
+    thousands of objects (modules, classes, functions) that live as long as the process, and
+    collections that scan them cost about a tenth of a small solve. In the `planner` process
+    itself (`whole_process`) resume_gc then freezes them (gc.freeze), so no later collection
+    scans them either; a caller's process keeps its collector as it was. A collector already
+    off stays as it is."""
+    if whole_process:
+        _gc_freeze[:] = [True]
+    if gc.isenabled():
+        gc.disable()
+        _gc_paused.append(True)
+
+
+def resume_gc() -> None:
+    """Turn the collector back on if pause_gc turned it off."""
+    if _gc_paused:
+        _gc_paused.clear()
+        if _gc_freeze:
+            gc.freeze()
+        gc.enable()

@@ -22,7 +22,7 @@ from pathlib import Path
 from planner.catalog import Catalog
 from planner.schema.catalog import Accelerator
 from planner.schema.measurements import Residual, ResidualFile
-from planner.schema.yaml_io import read_yaml, validate
+from planner.schema.yaml_io import read_validated
 
 CONFIDENCE = ("measured", "interpolated", "extrapolated", "prior")
 
@@ -48,7 +48,7 @@ def residuals() -> tuple[Residual, ...]:
     """The calibration rows with a stated batch (a saturated server's row names no batch the
     estimator could be held to)."""
     path = Path(str(resources.files("planner.catalog_data"))) / "calibration.yaml"
-    return tuple(r for r in validate(read_yaml(path), ResidualFile).rows if r.batch is not None)
+    return tuple(r for r in read_validated(path, ResidualFile).rows if r.batch is not None)
 
 
 def _label(rows: list[Residual], engine: str, batch: int) -> str:

@@ -14,7 +14,7 @@ from pydantic import Field, ValidationError
 from planner.catalog import default_catalog_dir
 from planner.errors import InputError, did_you_mean
 from planner.schema.catalog import DeviceClass, Frozen
-from planner.schema.yaml_io import read_yaml, validate
+from planner.schema.yaml_io import read_validated
 
 
 class Efficiency(Frozen):
@@ -56,7 +56,7 @@ class EfficiencyFile(Frozen):
 def load_efficiency(path: Path | None = None) -> EfficiencyFile:
     """The efficiency defaults (cached)."""
     p = path or default_catalog_dir() / "efficiency.yaml"
-    return validate(read_yaml(p), EfficiencyFile)
+    return read_validated(p, EfficiencyFile)
 
 
 def efficiency_for(
@@ -127,7 +127,7 @@ class ServingFile(Frozen):
 def load_serving(path: Path | None = None) -> ServingFile:
     """The serving-engine factors (cached)."""
     p = path or default_catalog_dir() / "serving.yaml"
-    return validate(read_yaml(p), ServingFile)
+    return read_validated(p, ServingFile)
 
 
 def vendor_batched_scale(vendor: str) -> float:

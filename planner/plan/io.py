@@ -9,6 +9,7 @@ version is refused with the command that makes a new one.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -35,7 +36,13 @@ HEADER_KEYS = (
     "catalog_sha256",
     "design_space",
 )
-_PLAN = TypeAdapter(Plan)
+
+
+@functools.cache
+def _plan_adapter() -> TypeAdapter[Plan]:
+    """The validator of a plan file's fields, built when a plan is read (a solve that only
+    writes one needs none)."""
+    return TypeAdapter(Plan)
 
 
 def canonical_json(data: Any) -> str:
@@ -191,7 +198,7 @@ def plan_from_data(data: dict[str, Any], source: str) -> PlanFile:
     fields = {k: v for k, v in data.items() if k not in HEADER_KEYS and k not in ("gap", "summary")}
     fields.setdefault("solve_seconds", 0.0)
     try:
-        plan = _PLAN.validate_python(fields)
+        plan = _plan_adapter().validate_python(fields)
     except ValidationError as e:
         first = e.errors()[0]
         raise InputError(

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from yaml.constructor import ConstructorError
 
 from planner.errors import InputError, did_you_mean
+from planner.schema import data_cache
 from planner.schema.files import read_text
 
 MAX_FILE_BYTES = 4 * 2**20
@@ -266,6 +267,25 @@ def parse_text(text: str, source: str, libyaml: bool = False) -> Located:
 def read_yaml(path: Path) -> Located:
     """Read and parse a YAML file (a regular file, bounded, UTF-8); errors name the file."""
     return parse_text(read_text(path, MAX_FILE_BYTES), str(path))
+
+
+def read_validated(path: Path, model: type[M]) -> M:
+    """A data file the planner ships or is given as a catalog (not a problem file), parsed with
+    libyaml and validated against `model`. The parsed data is cached by the file's content, so
+    later runs only validate it (see schema/data_cache.py); data that fails validation is parsed
+    again for the located message."""
+    text = read_text(path, MAX_FILE_BYTES)
+    cached = data_cache.load(text, "catalog")
+    if cached is not None:
+        try:
+            return model.model_validate(cached)
+        except ValidationError:
+            pass
+    doc = parse_text(text, str(path), libyaml=True)
+    parsed = validate(doc, model)
+    if isinstance(doc.data, dict):
+        data_cache.store(text, "catalog", doc.data)
+    return parsed
 
 
 def dotted(loc: Loc) -> str:
