@@ -13,7 +13,7 @@ def main() -> None:
     whole_process = sys._getframe(1).f_globals.get("__name__") == "__main__"
     noted = False
     try:
-        from planner.errors import note_ctrl_c, pause_gc
+        from planner.process import note_ctrl_c, pause_gc
 
         noted = note_ctrl_c()
         if whole_process:
@@ -23,7 +23,7 @@ def main() -> None:
         run(started)
     except (KeyboardInterrupt, Exception) as e:
         if not isinstance(e, KeyboardInterrupt):
-            from planner.errors import ctrl_c_in
+            from planner.process import ctrl_c_in
 
             if not ctrl_c_in(e):
                 raise

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
-from planner.errors import InputError, PlannerError, ctrl_c_in, pause_gc, resume_gc
+from planner.errors import InputError, PlannerError
 from planner.model import interrupt
+from planner.process import ctrl_c_in, pause_gc, resume_gc
 from planner.schema.files import out_target, read_json, write_atomic
 
 if TYPE_CHECKING:  # each command imports what it uses, so `--help` loads no numpy or solver
@@ -256,7 +257,7 @@ INTERRUPTED = (
 
 @contextmanager
 def startup() -> Iterator[None]:
-    """A command's imports, with the garbage collector paused (see errors.pause_gc)."""
+    """A command's imports, with the garbage collector paused (see process.pause_gc)."""
     pause_gc()
     try:
         yield

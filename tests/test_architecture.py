@@ -13,6 +13,7 @@ PLANNER = Path(__file__).resolve().parent.parent / "planner"
 # earlier stages (errors is the shared root).
 STAGES = [
     "errors",
+    "process",  # the command's own process: Ctrl-C bookkeeping, the collector at start-up
     "schema",
     "catalog",
     "estimator",

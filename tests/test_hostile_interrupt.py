@@ -20,9 +20,9 @@ import pytest
 import yaml
 
 import planner
-from planner import errors
-from planner.errors import ctrl_c_in
+from planner import process
 from planner.model import interrupt
+from planner.process import ctrl_c_in
 from planner.schema.problem import Problem
 from planner.solve import solve_problem
 
@@ -153,13 +153,13 @@ def test_a_ctrl_c_python_could_not_raise_still_ends_the_command(
     class Lost:
         exc_value = KeyboardInterrupt()
 
-    errors._quiet_ctrl_c(Lost())
+    process._quiet_ctrl_c(Lost())
     assert capsys.readouterr().err == ""
-    errors._ctrl_c_seen.append(True)
+    process._ctrl_c_seen.append(True)
     try:
         assert interrupt.requested()
     finally:
-        errors._ctrl_c_seen.clear()
+        process._ctrl_c_seen.clear()
     assert not interrupt.requested()
 
 

@@ -19,7 +19,7 @@ import threading
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from planner.errors import ctrl_c_noted
+from planner.process import ctrl_c_noted
 
 if TYPE_CHECKING:  # the command line imports this module before it needs OR-Tools
     from planner.model.ortools_cp import cp_model
@@ -30,7 +30,7 @@ _reported = threading.Event()  # the command line has said "interrupted"
 
 def requested() -> bool:
     """Whether Ctrl-C stopped a solve of this process, or came while the command ran (where
-    Python lost the error it raised: see planner.errors.ctrl_c_noted)."""
+    Python lost the error it raised: see planner.process.ctrl_c_noted)."""
     return _requested.is_set() or ctrl_c_noted()
 
 

@@ -1,0 +1,91 @@
+"""The `planner` command's own process: Ctrl-C that surfaces as another error (or is lost), and
+the garbage collector paused while a command starts."""
+
+from __future__ import annotations
+
+import gc
+import signal
+import sys
+from typing import Any
+
+# Ctrl-C that surfaces as another error (see ctrl_c_in).
+_ctrl_c_seen: list[bool] = []
+
+
+def _on_ctrl_c(signum: int, frame: object) -> None:
+    """Python's own SIGINT handler, which also remembers that Ctrl-C came."""
+    _ctrl_c_seen.append(True)
+    raise KeyboardInterrupt
+
+
+def note_ctrl_c() -> bool:
+    """For the `planner` command: put `_on_ctrl_c` in place of Python's default handler (never
+    over an ignored Ctrl-C or a caller's own handler); whether it was put."""
+    _ctrl_c_seen.clear()
+    try:
+        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            return False
+        signal.signal(signal.SIGINT, _on_ctrl_c)
+    except ValueError:  # not the main thread
+        return False
+    sys.unraisablehook = _quiet_ctrl_c
+    return True
+
+
+def _quiet_ctrl_c(unraisable: Any) -> None:
+    """Python reports an error it cannot raise ("Exception ignored in ...", as when Ctrl-C lands
+    in a module lock's clean-up while a library loads) and goes on: Ctrl-C noted there is
+    kept (`ctrl_c_noted`) and not printed as a traceback; anything else is reported as ever."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt):
+        return
+    sys.__unraisablehook__(unraisable)
+
+
+def ctrl_c_noted() -> bool:
+    """Whether Ctrl-C came since the command began (even where an error it raised was lost)."""
+    return bool(_ctrl_c_seen)
+
+
+def ctrl_c_in(error: BaseException) -> bool:
+    """Whether `error` is Ctrl-C or was raised by it. A SIGINT that lands while compiled code
+    runs Python surfaces as another error: `ImportError: initialization failed` caused by the
+    KeyboardInterrupt while OR-Tools' solver core loads, or a pydantic `SchemaError` that only
+    quotes it while a model class is built. So a Ctrl-C noted by the command's handler counts
+    too."""
+    if _ctrl_c_seen:
+        return True
+    seen: set[int] = set()
+    at: BaseException | None = error
+    while at is not None and id(at) not in seen:
+        if isinstance(at, KeyboardInterrupt):
+            return True
+        seen.add(id(at))
+        at = at.__cause__ or at.__context__
+    return False
+
+
+_gc_paused: list[bool] = []
+_gc_freeze: list[bool] = []  # set for the `planner` process itself (not for in-process callers)
+
+
+def pause_gc(whole_process: bool = False) -> None:
+    """Pause the garbage collector while a command starts: its imports make hundreds of
+    thousands of objects (modules, classes, functions) that live as long as the process, and
+    collections that scan them cost about a tenth of a small solve. In the `planner` process
+    itself (`whole_process`) resume_gc then freezes them (gc.freeze), so no later collection
+    scans them either; a caller's process keeps its collector as it was. A collector already
+    off stays as it is."""
+    if whole_process:
+        _gc_freeze[:] = [True]
+    if gc.isenabled():
+        gc.disable()
+        _gc_paused.append(True)
+
+
+def resume_gc() -> None:
+    """Turn the collector back on if pause_gc turned it off."""
+    if _gc_paused:
+        _gc_paused.clear()
+        if _gc_freeze:
+            gc.freeze()
+        gc.enable()
