@@ -280,32 +280,30 @@ def test_unbounded_small_pool_optimum_is_the_exhaustive_optimum(i: int) -> None:
     )
 
 
-@pytest.mark.parametrize("i", range(len(SMALL_POOLS)))
-def test_small_pool_optimum_is_the_exhaustive_optimum(i: int) -> None:
-    problem = small_pool(i)
+def _assert_solver_meets_exhaustive(problem: Problem, name: str) -> None:
+    """The proved optimum of `problem` (one workload with a concurrency) is the exhaustive one."""
     w = problem.workloads[0]
     assert isinstance(w, InferenceWorkload) and w.concurrency is not None
-    assert sum(o.count for o in problem.constraints.inventory) <= 8
     best = exhaustive_best(problem)
     plan = _solve(problem)
     assert plan.objective is not None
     assert _close(plan.objective, best, w.concurrency), (
-        f"{problem.name}: solver {plan.objective:.4f} tokens/s, exhaustive {best:.4f}"
+        f"{name}: solver {plan.objective:.4f} tokens/s, exhaustive {best:.4f}"
     )
+
+
+@pytest.mark.parametrize("i", range(len(SMALL_POOLS)))
+def test_small_pool_optimum_is_the_exhaustive_optimum(i: int) -> None:
+    problem = small_pool(i)
+    assert sum(o.count for o in problem.constraints.inventory) <= 8
+    _assert_solver_meets_exhaustive(problem, problem.name)
 
 
 def test_benchmark_small_pools_match_the_exhaustive_optimum() -> None:
     """The benchmark's 8-machine pools, on both links."""
     for inst in pools.instances((8,)):
         problem = Problem.model_validate(pools.problem_doc(inst))
-        w = problem.workloads[0]
-        assert isinstance(w, InferenceWorkload) and w.concurrency is not None
-        best = exhaustive_best(problem)
-        plan = _solve(problem)
-        assert plan.objective is not None
-        assert _close(plan.objective, best, w.concurrency), (
-            f"{inst.name}: solver {plan.objective:.4f} tokens/s, exhaustive {best:.4f}"
-        )
+        _assert_solver_meets_exhaustive(problem, inst.name)
 
 
 def test_the_exhaustive_search_sees_multi_stage_replicas() -> None:

@@ -30,16 +30,22 @@ def _run(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     )
 
 
-def test_help_loads_no_numpy_solver_or_pandas() -> None:
+def _loaded_by_help(which: str) -> str:
+    """The last line `--help` run in a fresh interpreter prints: sorted([m for m in which]),
+    `which` a generator over the names in sys.modules."""
     code = (
         "import sys\nfrom planner.cli import app\n"
         "try:\n    app(['--help'])\nexcept SystemExit:\n    pass\n"
-        "print(sorted(m for m in ('numpy', 'pandas', 'ortools', 'matplotlib') "
-        "if m in sys.modules))"
+        f"print(sorted({which}))"
     )
     r = _run(code)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip().splitlines()[-1] == "[]"
+    return r.stdout.strip().splitlines()[-1]
+
+
+def test_help_loads_no_numpy_solver_or_pandas() -> None:
+    modules = "('numpy', 'pandas', 'ortools', 'matplotlib')"
+    assert _loaded_by_help(f"m for m in {modules} if m in sys.modules") == "[]"
 
 
 def test_solve_loads_no_pandas_and_exits_with_its_code(tmp_path: Path) -> None:
@@ -143,14 +149,8 @@ def test_estimate_defaults_are_the_problem_files_defaults() -> None:
 
 
 def test_help_loads_no_pydantic_model_or_rich() -> None:
-    code = (
-        "import sys\nfrom planner.cli import app\n"
-        "try:\n    app(['--help'])\nexcept SystemExit:\n    pass\n"
-        "print(sorted(m for m in sys.modules if m.startswith(('pydantic', 'planner.schema.p', 'rich'))))"
-    )
-    r = _run(code)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.strip().splitlines()[-1] == "[]"
+    prefixes = "('pydantic', 'planner.schema.p', 'rich')"
+    assert _loaded_by_help(f"m for m in sys.modules if m.startswith({prefixes})") == "[]"
 
 
 def test_distinct_is_numpys_unique() -> None:

@@ -33,7 +33,7 @@ from planner.estimator.comm import p2p_seconds, pipeline_activation_bytes
 from planner.estimator.confidence import CONFIDENCE, design_confidence, kept_share
 from planner.estimator.cost import power_w
 from planner.estimator.devices import device_table
-from planner.estimator.economics import available_modes, demand_periods
+from planner.estimator.economics import available_modes, peak_scale
 from planner.estimator.formats import kv_bytes, weight_format
 from planner.estimator.hosts import (
     derates,
@@ -306,7 +306,7 @@ def inference_designs(
         # (1 - risk_margin): under a margin they compete only among their own kind.
         calibrated = _backed(st, cand, cat, problem) if c.risk_margin > 0 else None
         # The sequences that exist at the busiest period, where the workload states them.
-        peak = max(p.scale for p in demand_periods(problem))
+        peak = peak_scale(problem)
         most = None if w.concurrency is None else math.ceil(w.concurrency * peak - 1e-9)
         order = _pruned_order(st, cand, need, calibrated, for_mix=for_mix, holds=holds, most=most)
         out = _materialize(st, cand, order)

@@ -123,6 +123,11 @@ def demand_periods(problem: Problem) -> list[Period]:
     return [replace(p, hours=p.hours * left) for p in periods]
 
 
+def peak_scale(problem: Problem) -> float:
+    """The busiest demand period's scale (1 with a flat demand)."""
+    return max((p.scale for p in demand_periods(problem)), default=1.0)
+
+
 def _demand_periods(problem: Problem) -> list[Period]:
     """The periods of the horizon with demand (scale > 0), equal levels of an hourly profile
     merged (the order of hours changes no cost), and an hourly profile of many values merged

@@ -23,6 +23,7 @@ from planner.estimator.economics import (
     energy_usd_per_watt_hour,
     in_fleet,
     job_rate,
+    peak_scale,
     rented_devices,
 )
 from planner.estimator.network import network_link
@@ -176,7 +177,7 @@ def design_key(problem: Problem) -> str:
     return json.dumps(
         [
             [w.model_dump(mode="json") for w in problem.workloads],
-            max((p.scale for p in demand_periods(problem)), default=1.0),
+            peak_scale(problem),  # what pruning reads (inference_designs)
             c.model_dump(mode="json", exclude=FLEET_LIMITS),
             sorted({o.device for o in c.inventory}),
             problem.horizon.procurement,
