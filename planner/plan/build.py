@@ -523,6 +523,26 @@ def _replica_cost(
     return r * (capital * share + replica_w * hours * energy_usd_per_watt_hour(problem))
 
 
+def _spot_room(
+    problem: Problem, tables: Tables, sol: Solution, use: dict[tuple[str, int, str], int]
+) -> list[int]:
+    """Per period, how many more cloud devices spot may carry than the solution has it carry
+    (what is not reserved or rented on demand): at most `spot_max_share` of the devices at
+    work (planner.model.constraints._cloud_supply)."""
+    n = len(tables.periods)
+    carried = [0] * n
+    at_work = [0] * n
+    for (dev, q, site), k in use.items():
+        if q >= n:
+            continue
+        at_work[q] += k
+        if site == CLOUD:
+            rest = k - sol.reserved.get(dev, 0) - sol.on_demand.get((dev, q), 0)
+            carried[q] += max(0, rest)
+    share = problem.market.spot_max_share
+    return [max(0, math.floor(share * at_work[q] + 1e-9) - carried[q]) for q in range(n)]
+
+
 def _bill(
     plan: Plan,
     problem: Problem,
@@ -544,6 +564,7 @@ def _bill(
     own = ownership_factor(problem)
     usd_wh = energy_usd_per_watt_hour(problem)
     avail = problem.market.spot_availability
+    spot_room = _spot_room(problem, tables, sol, use)
     for dev in sorted({k[0] for k in use}):
         e = tables.econ[dev]
         prem = [use.get((dev, q, PREM), 0) for q in range(len(periods))]
@@ -560,16 +581,16 @@ def _bill(
         reserved = sol.reserved.get(dev, 0) if any(cloud) else 0
         spot = [sol.spot.get((dev, q), 0) if cloud[q] else 0 for q in range(len(periods))]
         unit = e.prices.rent_unit  # devices per instance, rented whole
-        on_demand = [
-            rented_devices(
-                min(
-                    sol.on_demand.get((dev, q), 0),
-                    max(0, cloud[q] - reserved - math.floor(avail * spot[q] + 1e-9)),
-                ),
-                e.prices,
-            )
-            for q in range(len(periods))
-        ]
+        on_demand = []
+        for q in range(len(periods)):
+            # On-demand devices the spot ones expected up make unneeded are not rented, as far
+            # as the period's spot share allows (the model may have kept them to stay within it).
+            od = sol.on_demand.get((dev, q), 0)
+            least = max(0, cloud[q] - reserved - math.floor(avail * spot[q] + 1e-9))
+            cut = max(0, min(od - least, spot_room[q]))
+            od = rented_devices(od - cut, e.prices)
+            spot_room[q] -= max(0, min(cut, sol.on_demand.get((dev, q), 0) - od))
+            on_demand.append(od)
         for q in range(len(periods)):
             by_mode = {
                 "on-premises": prem[q],
