@@ -12,7 +12,9 @@ from planner.catalog import Catalog, load_catalog
 from planner.estimator.designs import Design
 from planner.model.cpsat import PlannerModel
 from planner.model.diagnose import blocking_constraints, why_no_design
+from planner.model.objectives import objective_for
 from planner.model.result import ReplicaKey, Solution
+from planner.model.shortlist import model_keys, shortlist
 from planner.model.tables import Tables, build_tables, design_key
 from planner.plan.build import make_plan
 from planner.plan.types import Plan
@@ -21,6 +23,30 @@ from planner.schema.status import Status
 from planner.verify import verify
 
 MIN_SEARCH_S = 0.05  # the least a search is given, even past the deadline: a hinted plan
+# Seconds building the model takes per replica variable (planner.model.shortlist.model_keys),
+# measured on the 64-workload x 45-type benchmark (benchmarks/bench_many.py); a problem whose
+# model would take a quarter of the time left to build is first solved over a shortlist.
+BUILD_S_PER_KEY = 1.3e-4
+MIN_WHOLE_SEARCH_S = 1.0  # the least search worth building the whole model for, after a shortlist
+QUICK = (
+    "the search found no plan within the time limit: this is the quick plan it starts from "
+    "(per workload the design that meets its demand at the lowest price), completed and "
+    "checked; how far it is from optimal is not known"
+)
+
+
+@dataclasses.dataclass
+class Got:
+    """What a search gave: a solution over `tables` (None: no plan, for `status`), the notes
+    the plan carries (or why there is no plan), and the replicas to warm-start the next solve
+    from, keyed by every design (None when the search saw only some)."""
+
+    sol: Solution | None
+    tables: Tables
+    status: Status
+    notes: list[str]
+    interrupted: bool = False
+    warm: dict[ReplicaKey, int] | None = None
 
 
 class Solver:
@@ -85,8 +111,7 @@ class Solver:
         plan, checking it and printing it (a quarter of the limit, at most a second)."""
         if self.ends_by is None:
             return self.time_limit
-        reserve = min(0.25 * self.time_limit, 1.0)
-        return max(MIN_SEARCH_S, ends - time.monotonic() - reserve)
+        return max(MIN_SEARCH_S, ends - time.monotonic() - self._reserve())
 
     def solve(self, problem: Problem) -> Plan:
         t0 = time.perf_counter()
@@ -96,44 +121,22 @@ class Solver:
         if empty:
             notes = [why_no_design(w, problem, self.cat) for w in empty]
             return _no_plan(problem, Status.INFEASIBLE, t0, notes)
-        model = PlannerModel(tables, warm=self._last if self.tuned else None)
-        first = None  # under a deadline, the starting plan completed before the search
-        if self.ends_by is not None and self.tuned and model.hinted:
-            first = self._complete_hint(model, ends, share=0.5)
-        sol = model.solve(
-            time_limit=self._search_time(ends), workers=self.workers, seed=self.seed, gap=self.gap
-        )
-        if sol.status == Status.INFEASIBLE:
-            notes = (
-                blocking_constraints(tables, time_limit=self._search_time(ends), seed=self.seed)
-                if self.why
-                else []
-            )
-            return _no_plan(problem, Status.INFEASIBLE, t0, notes)
-        quick = False
-        if not sol.status.has_plan and first is not None and first.status.has_plan:
-            sol, quick = first, True  # also when Ctrl-C stopped the search: a plan in hand
-        elif not sol.status.has_plan and first is None and self.tuned and not model.interrupted:
-            sol, quick = self._complete_hint(model, ends), True
-        if not sol.status.has_plan:
-            return _no_plan(
-                problem, sol.status, t0, [f"no plan found within {self.time_limit:g} s"]
-            )
-        self._last = sol.replicas
-        plan = make_plan(problem, self.cat, tables, sol)
-        if sol.status == Status.FEASIBLE and self.gap > 0 and not model.interrupted:
+        got = self._shortlisted(tables, ends) if self._too_large(tables, ends) else None
+        if got is None:
+            got = self._whole(tables, ends)
+        sol = got.sol
+        if sol is None:
+            return _no_plan(problem, got.status, t0, got.notes)
+        self._last = got.warm
+        plan = make_plan(problem, self.cat, got.tables, sol)
+        if sol.status == Status.FEASIBLE and self.gap > 0 and not got.interrupted and not got.notes:
             plan.notes.append(
                 f"stopped within the requested {self.gap:.2%} gap: no plan is cheaper than the "
                 "bound, so this one is at most that far from optimal"
                 if problem.objective.goal == "min_cost"
                 else f"stopped within the requested {self.gap:.2%} gap of the bound"
             )
-        if quick:
-            plan.notes.append(
-                "the search found no plan within the time limit: this is the quick plan it starts "
-                "from (per workload the design that meets its demand at the lowest price), "
-                "completed and checked; how far it is from optimal is not known"
-            )
+        plan.notes.extend(got.notes)
         plan.solve_seconds = time.perf_counter() - t0
         verify(plan, problem, self.cat)
         plan.notes.extend(f"catalog overlay: {d}" for d in self.cat.overlays)
@@ -144,6 +147,107 @@ class Solver:
         ):
             plan.notes.append(self.single_type_note(problem, plan, tables, self.ends_by))
         return plan
+
+    def _whole(self, tables: Tables, ends: float, warm: dict[ReplicaKey, int] | None = None) -> Got:
+        """The search over every design: its best plan (or the starting plan completed, when
+        the search found none in time), or why there is none."""
+        model = PlannerModel(tables, warm=(warm or self._last) if self.tuned else None)
+        return self._search(model, tables, ends)
+
+    def _search(
+        self, model: PlannerModel, tables: Tables, ends: float, *, explain: bool = True
+    ) -> Got:
+        """Search `model` until `ends` (under a deadline, its starting plan completed first, so
+        a plan is in hand whatever the search finds). `explain=False`: an infeasible model
+        is not explained (a shortlist's infeasibility says nothing of the whole problem)."""
+        first = None  # under a deadline, the starting plan completed before the search
+        if self.ends_by is not None and self.tuned and model.hinted:
+            first = self._complete_hint(model, ends, share=0.5)
+        sol = model.solve(
+            time_limit=self._search_time(ends), workers=self.workers, seed=self.seed, gap=self.gap
+        )
+        if sol.status == Status.INFEASIBLE:
+            notes = (
+                blocking_constraints(tables, time_limit=self._search_time(ends), seed=self.seed)
+                if self.why and explain
+                else []
+            )
+            return Got(None, tables, Status.INFEASIBLE, notes)
+        notes = []
+        if not sol.status.has_plan and first is not None and first.status.has_plan:
+            sol = first  # also when Ctrl-C stopped the search: a plan in hand
+            notes.append(QUICK)
+        elif not sol.status.has_plan and first is None and self.tuned and not model.interrupted:
+            sol = self._complete_hint(model, ends)
+            notes.append(QUICK)
+        if not sol.status.has_plan:
+            return Got(None, tables, sol.status, [f"no plan found within {self.time_limit:g} s"])
+        return Got(sol, tables, sol.status, notes, model.interrupted, sol.replicas)
+
+    def _too_large(self, tables: Tables, ends: float) -> bool:
+        """Whether the model over every design would take much of the time left just to build
+        (under a deadline only: without one there is time for it)."""
+        if self.ends_by is None or not self.tuned:
+            return False
+        return BUILD_S_PER_KEY * model_keys(tables) > 0.25 * (ends - time.monotonic())
+
+    def _shortlisted(self, tables: Tables, ends: float) -> Got | None:
+        """A plan over each workload's shortlisted designs (planner.model.shortlist), then, when
+        the time left holds building the whole model (as fast as the shortlist's was built, per
+        replica variable) and some search, the whole search from that plan. None when the
+        shortlist is the whole design space."""
+        short, picked = shortlist(tables)
+        keys, whole_keys = model_keys(short), model_keys(tables)
+        if keys >= whole_keys:
+            return None
+        began = time.monotonic()
+        model = PlannerModel(short)
+        per_key = (time.monotonic() - began) / max(keys, 1)
+        build_whole = 1.25 * per_key * whole_keys
+        left = ends - time.monotonic() - self._reserve()
+        then_whole = build_whole + max(MIN_WHOLE_SEARCH_S, 0.2 * left) < 0.6 * left
+        share = 0.4 if then_whole else 1.0
+        got = self._search(model, short, ends - (1 - share) * left, explain=False)
+        sol = got.sol
+        warm = None
+        if sol is not None:
+            warm = {
+                ReplicaKey(k.workload, picked[k.workload][k.design], k.period, k.site): v
+                for k, v in sol.replicas.items()
+            }
+        left = ends - time.monotonic() - self._reserve()
+        if not got.interrupted and build_whole + MIN_WHOLE_SEARCH_S < left:
+            whole = self._whole(tables, ends, warm)
+            if whole.sol is not None and (sol is None or _better(whole.sol, sol, tables.problem)):
+                return whole
+            if whole.status == Status.INFEASIBLE:
+                return whole
+        n_short = sum(len(v) for v in short.designs.values())
+        n_all = sum(len(v) for v in tables.designs.values())
+        if sol is None:
+            return Got(
+                None,
+                short,
+                Status.NO_PLAN,
+                [
+                    f"no plan found within {self.time_limit:g} s among the {n_short:,} shortlisted "
+                    f"designs of {n_all:,} (the whole model could not be built and searched in time)"
+                ],
+            )
+        notes = [
+            *got.notes,
+            f"searched a shortlist of {n_short:,} of the {n_all:,} designs (per workload the "
+            "cheapest and most efficient, and the best on each set of device types): the whole "
+            "model could not be built and searched within the time limit; "
+            + ("optimal among the shortlist, " if sol.status == Status.OPTIMAL else "")
+            + "not proved optimal over every design",
+        ]
+        sol = dataclasses.replace(sol, status=Status.FEASIBLE, bound=None)
+        return Got(sol, short, Status.FEASIBLE, notes, got.interrupted, warm)
+
+    def _reserve(self) -> float:
+        """Seconds kept for reading, checking and printing the plan (see _search_time)."""
+        return min(0.25 * self.time_limit, 1.0)
 
     def _complete_hint(self, model: PlannerModel, ends: float, share: float = 1.0) -> Solution:
         """The search's starting plan (the hint) with the rest of the model completed around
@@ -311,6 +415,18 @@ def solve_problem(
         deadline=deadline,
     )
     return solver.solve(problem)
+
+
+def _better(a: Solution, b: Solution, problem: Problem) -> bool:
+    """Whether solution `a` is at least as good as `b` by the problem's objective (proved
+    optimal counts as better)."""
+    if a.status == Status.OPTIMAL or b.objective is None:
+        return True
+    if a.objective is None:
+        return False
+    if objective_for(problem.objective.goal).minimize:
+        return a.objective <= b.objective
+    return a.objective >= b.objective
 
 
 def _no_plan(problem: Problem, status: Status, t0: float, notes: list[str]) -> Plan:

@@ -6,58 +6,117 @@ from __future__ import annotations
 import math
 
 from planner.estimator.designs import Design
-from planner.estimator.economics import energy_usd_per_watt
+from planner.estimator.economics import (
+    cloud_host_watts,
+    energy_usd_per_watt,
+    energy_usd_per_watt_hour,
+)
 from planner.estimator.hosts import devices_bought, holds_group, hosts_for
 from planner.model.result import ReplicaKey, ShareKey
 from planner.model.scale import SHARE_STEPS
 from planner.model.tables import alone_meets, class_load, replicas_needed
-from planner.model.variables import CLOUD, PREM, ModelBase
+from planner.model.variables import CLOUD, JOB, PREM, ModelBase
 from planner.schema.catalog import Node
 from planner.schema.problem import InferenceWorkload, TrainingWorkload
 
 
 class Hints(ModelBase):
     def heuristic(self) -> tuple[dict[ReplicaKey, int], dict[ShareKey, int]]:
-        """A quick plan: per workload, the design whose replicas meet the demand at the lowest
-        price (devices with their share of a host, plus energy, or the job's cost), ignoring
-        shared limits; for fixed demand served on premises only (else no hint). Also the
-        request-class shares of replica time that plan gives each mix design."""
+        """A quick plan: per workload, the design and site whose replicas meet the demand of
+        every period at the lowest price (on premises: devices with their share of a host,
+        held for the busiest period, plus energy; rented: the cheapest rate for each period's
+        hours; a training job: its cost), within the power cap and device limit as the
+        workloads before it left them (a workload that fits nowhere takes the least power).
+        Request mixes are planned only for a fixed demand served on premises (else no hint).
+        Also the request-class shares of replica time that plan gives each mix design."""
         shares: dict[ShareKey, int] = {}
-        if not self.single or any(k[3] == CLOUD for k in self.R):
+        plain = self.single and not any(k[3] == CLOUD for k in self.R)
+        mixes = [w for w in self.p.workloads if isinstance(w, InferenceWorkload) and w.request_mix]
+        if mixes and not plain:
             return {}, shares
         per_w = energy_usd_per_watt(self.p)
         slot_usd = {
             dev: e.unit_usd + e.node.price_usd / e.slots + e.node.power_overhead_w / e.slots * per_w
             for dev, e in self.t.econ.items()
         }
+        c = self.p.constraints
+        watts_left = math.inf if c.power_w is None else 0.9 * c.power_w / self.p.horizon.pue
+        devices_left = math.inf if c.max_devices is None else c.max_devices
         chosen: dict[ReplicaKey, int] = {}
         for w in self.p.workloads:
             if isinstance(w, InferenceWorkload) and w.request_mix is not None:
                 self._mix_heuristic(w, slot_usd, per_w, chosen, shares)
                 continue
-            best: tuple[float, ReplicaKey, int] | None = None
-            for key in self.R:
-                if key[0] != w.name:
-                    continue
-                d = self.t.designs[w.name][key[1]]
+            options = self._options(w, slot_usd)
+            if not options:
+                return {}, shares
+            fits = [o for o in options if o[1] <= watts_left and o[2] <= devices_left]
+            _, watts, devices, picks = (
+                min(fits, key=lambda o: o[0]) if fits else min(options, key=lambda o: o[1])
+            )
+            watts_left -= watts
+            devices_left -= devices
+            chosen.update(picks)
+        return chosen, shares
+
+    def _options(
+        self, w: InferenceWorkload | TrainingWorkload, slot_usd: dict[str, float]
+    ) -> list[tuple[float, float, int, dict[ReplicaKey, int]]]:
+        """Each way one design at one site meets the workload's demand in every period: its
+        price, watts and devices at the busiest period, and replicas per key."""
+        usd_wh = energy_usd_per_watt_hour(self.p)
+        out = []
+        for j, d in enumerate(self.t.designs[w.name]):
+            for site in (PREM, CLOUD, JOB):
                 if isinstance(w, TrainingWorkload):
-                    n = 1
-                    price = self.t.training_cost.get((w.name, key[1]), 0.0)
-                else:
-                    if not alone_meets(w, d):
+                    key = next((k for k in self._keys(w.name, -1) if k[1] == j), None)
+                    if key is None or key[3] != site:
                         continue
-                    n = replicas_needed(w, d)
-                    price = 0.0
-                if key[3] == PREM:
+                    counts = {key: 1}
+                    price = self.t.training_cost.get((w.name, j), 0.0)
+                else:
+                    keys = [k for k in self._keys_of_design(w.name, j) if k[3] == site]
+                    if len(keys) != len(self.periods):
+                        continue
+                    counts = {k: replicas_needed(w, d, self.periods[k[2]].scale) for k in keys}
+                    if any(
+                        n > self.R_ub[k] or not alone_meets(w, d, self.periods[k[2]].scale)
+                        for k, n in counts.items()
+                    ):
+                        continue
+                    if site == CLOUD:
+                        price = sum(
+                            n * self._rent_per_hour(d) * self.periods[k[2]].hours
+                            for k, n in counts.items()
+                        )
+                    else:
+                        price = sum(
+                            n * d.power_w * self.periods[k[2]].hours * usd_wh
+                            for k, n in counts.items()
+                        )
+                most = max(counts.values())
+                if site == PREM:
                     if not self._hint_host_holds(d):
                         continue
-                    price += sum(slot_usd[x] * k for x, k in d.devices.items())
-                price = n * (price + d.power_w * per_w)
-                if n <= self.R_ub[key] and (best is None or price < best[0]):
-                    best = (price, key, n)
-            if best is not None:
-                chosen[best[1]] = best[2]
-        return chosen, shares
+                    price += most * sum(slot_usd[x] * k for x, k in d.devices.items())
+                host_w = cloud_host_watts(d.devices, self.t.econ)
+                watts = most * (d.power_w + host_w)
+                out.append((price, watts, most * sum(d.devices.values()), counts))
+        return out
+
+    def _rent_per_hour(self, d: Design) -> float:
+        """A rented replica's devices per hour at the cheapest rate they have (reserved
+        counted as if paid only while at work: a rough price, for choosing the hint)."""
+        total = 0.0
+        for x, n in d.devices.items():
+            p = self.t.econ[x].prices
+            rates = [
+                r
+                for mode in ("on_demand", "reserved")
+                if mode in self.t.econ[x].modes and (r := p.rate(mode)) is not None
+            ]
+            total += n * min(rates, default=math.inf)
+        return total
 
     def _mix_heuristic(
         self,

@@ -71,6 +71,9 @@ class ModelBase:
         self._peaks: dict[str, cp_model.LinearExpr] = {}
         self._by_name = {w.name: w for w in self.p.workloads}
         self._keys_of: dict[tuple[str, int], list[ReplicaKey]] = {}  # (workload, period) -> keys
+        self._design_keys: dict[
+            tuple[str, int], list[ReplicaKey]
+        ] = {}  # (workload, design) -> keys
 
     @property
     def single(self) -> bool:
@@ -285,6 +288,7 @@ class ModelBase:
         self.R[key] = self.m.new_int_var(0, ub, "R[{},{},{},{}]".format(*key))
         self.R_ub[key] = ub
         self._keys_of.setdefault((key[0], key[2]), []).append(key)
+        self._design_keys.setdefault((key[0], key[1]), []).append(key)
         w = self._by_name[key[0]]
         if isinstance(w, InferenceWorkload) and w.request_mix is None and w.concurrency:
             held = self.t.designs[key[0]][key[1]].concurrency
@@ -319,6 +323,10 @@ class ModelBase:
 
     def _keys(self, w: str, p_i: int) -> list[ReplicaKey]:
         return self._keys_of.get((w, p_i), [])
+
+    def _keys_of_design(self, w: str, j: int) -> list[ReplicaKey]:
+        """Keys of design `j` of workload `w`: every period and site it may run in."""
+        return self._design_keys.get((w, j), [])
 
     def devices_at(self, p_i: int) -> cp_model.LinearExpr:
         """Devices at work in period `p_i`, both sites."""
