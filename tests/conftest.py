@@ -24,3 +24,21 @@ def dask_cluster() -> Iterator[str]:
         yield cluster.scheduler_address
     finally:
         cluster.close()
+
+
+@pytest.fixture
+def search_finds_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every full search ends without a plan (as when it runs out of time); only completing
+    the starting plan (the hint, its variables fixed) still solves."""
+    from planner.model import cpsat
+    from planner.model.result import Solution
+    from planner.schema.status import Status
+
+    real = cpsat.PlannerModel.solve
+
+    def only_the_hint(self: cpsat.PlannerModel, **kwargs: object) -> Solution:
+        if not self.hint_only:
+            return Solution(Status.NO_PLAN, None, None, 0.0, {}, {}, {})
+        return real(self, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cpsat.PlannerModel, "solve", only_the_hint)

@@ -102,16 +102,8 @@ def _chat() -> Any:
 
 
 def test_a_search_that_finds_nothing_falls_back_to_the_completed_hint(
-    monkeypatch: pytest.MonkeyPatch,
+    search_finds_nothing: None,
 ) -> None:
-    real = cpsat.PlannerModel.solve
-
-    def only_the_hint(self: Any, **kwargs: Any) -> Solution:
-        if not self.hint_only:
-            return Solution(Status.NO_PLAN, None, None, 0.0, {}, {}, {})
-        return real(self, **kwargs)
-
-    monkeypatch.setattr(cpsat.PlannerModel, "solve", only_the_hint)
     plan = solve_problem(_chat(), time_limit=5)  # verified inside, as every plan is
     assert plan.status == Status.FEASIBLE and plan.bound is None
     assert any("quick plan" in n for n in plan.notes)
