@@ -27,6 +27,7 @@ MIN_SEARCH_S = 0.05  # the least a search is given, even past the deadline: a hi
 # measured on the 64-workload x 45-type benchmark (benchmarks/bench_many.py); a problem whose
 # model would take a quarter of the time left to build is first solved over a shortlist.
 BUILD_S_PER_KEY = 1.3e-4
+MIN_USEFUL_SEARCH_S = 0.3  # less is not worth a search once a plan is in hand
 MIN_WHOLE_SEARCH_S = 1.0  # the least search worth building the whole model for, after a shortlist
 QUICK = (
     "the search found no plan within the time limit: this is the quick plan it starts from "
@@ -163,9 +164,16 @@ class Solver:
         first = None  # under a deadline, the starting plan completed before the search
         if self.ends_by is not None and self.tuned and model.hinted:
             first = self._complete_hint(model, ends, share=0.5)
-        sol = model.solve(
-            time_limit=self._search_time(ends), workers=self.workers, seed=self.seed, gap=self.gap
-        )
+        late = ends - time.monotonic() - self._reserve() < MIN_USEFUL_SEARCH_S
+        if first is not None and first.status.has_plan and late:
+            sol = first  # no time left worth a search (CP-SAT's own start-up takes about that)
+        else:
+            sol = model.solve(
+                time_limit=self._search_time(ends),
+                workers=self.workers,
+                seed=self.seed,
+                gap=self.gap,
+            )
         if sol.status == Status.INFEASIBLE:
             notes = (
                 blocking_constraints(tables, time_limit=self._search_time(ends), seed=self.seed)
@@ -174,7 +182,9 @@ class Solver:
             )
             return Got(None, tables, Status.INFEASIBLE, notes)
         notes = []
-        if not sol.status.has_plan and first is not None and first.status.has_plan:
+        if sol is first or (
+            not sol.status.has_plan and first is not None and first.status.has_plan
+        ):
             sol = first  # also when Ctrl-C stopped the search: a plan in hand
             notes.append(QUICK)
         elif not sol.status.has_plan and first is None and self.tuned and not model.interrupted:

@@ -55,6 +55,10 @@ class DeviceTable:
     _peak: dict[WeightFormat, Array] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    # batched_compute per weight format, filled on first use (as _peak).
+    _batched: dict[WeightFormat, Array] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -73,9 +77,10 @@ class DeviceTable:
             devices=tuple(self.devices[i] for i in ix),
             **arrays,
         )
-        for fmt, peak in self._peak.items():  # rows of what is already known
-            out._peak[fmt] = peak[ix]
-            out._peak[fmt].flags.writeable = False
+        for known, mine in ((out._peak, self._peak), (out._batched, self._batched)):
+            for fmt, column in mine.items():  # rows of what is already known
+                known[fmt] = column[ix]
+                known[fmt].flags.writeable = False
         return out
 
     def peak_flops(self, fmt: WeightFormat) -> Array:
@@ -89,15 +94,21 @@ class DeviceTable:
 
     def batched_compute(self, fmt: WeightFormat) -> Array:
         """Batched serving compute efficiency for `fmt`: the factor of the tensor path the
-        device runs the format on (4-bit, 8-bit, else 16-bit)."""
+        device runs the format on (4-bit, 8-bit, else 16-bit); read-only."""
+        known = self._batched.get(fmt)
+        if known is not None:
+            return known
         prec = [_precision(d, fmt) for d in self.devices]
         four = np.array([p == "fp4" for p in prec])
         low = np.array([p in LOW_PRECISION for p in prec])
-        return np.where(
+        out = np.where(
             four,
             self.eff_batched_fp4,
             np.where(low, self.eff_batched_low, self.eff_batched_compute),
         )
+        out.flags.writeable = False
+        self._batched[fmt] = out
+        return out
 
 
 LOW_PRECISION = ("fp8", "int8", "fp4")
