@@ -95,6 +95,21 @@ class PlannerModel(Constraints, Hints):
         for name, lit in self.named.items():
             self.m.add(lit == (0 if name in relax else 1))
 
+    def pose(self) -> Objective:
+        """Every constraint family switched on and the problem's objective set, as `solve`
+        poses them, without solving (for the linear relaxation, planner.model.relaxation).
+        Ratio goals have no single linear objective: they raise ValueError."""
+        goal = objective_for(self.p.objective.goal)
+        if goal.ratio:
+            raise ValueError(f"{goal.goal} is a ratio: it has no linear relaxation bound")
+        self._switch(frozenset())
+        expr = goal.expression(self)
+        if goal.minimize:
+            self.m.minimize(expr)
+        else:
+            self.m.maximize(expr)
+        return goal
+
     def solve(
         self,
         *,
