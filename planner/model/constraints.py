@@ -4,16 +4,29 @@ can be reported by name (each named family is enforced by an assumption literal)
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 from planner.estimator.hosts import holds_group, tp_limit
-from planner.model.ortools_cp import cp_model
+from planner.model.ortools_cp import cp_model, cp_model_helper
 from planner.model.quantities import Quantities
-from planner.model.result import ShareKey
+from planner.model.result import ReplicaKey, ShareKey
 from planner.model.scale import RATE_SCALE, SHARE_STEPS, THROUGHPUT_SCALE, to_int
 from planner.model.tables import class_load
-from planner.model.variables import CLOUD, PREM
-from planner.schema.catalog import Node
+from planner.model.variables import CLOUD, PREM, total, weighted
 from planner.schema.problem import InferenceWorkload, TrainingWorkload
+
+Lit = cp_model_helper.Literal
+
+
+@dataclass
+class _Groups:
+    """What a tensor-parallel group's host rules come to, worked out once per group (device,
+    size, derating, serving or not): thousands of designs share a few dozen groups."""
+
+    hosts: dict[tuple[str, int, bool, bool], tuple[str, ...]] = field(default_factory=dict)
+    # The literal "the device's chosen host is not one that holds the group", where some
+    # host does not hold it.
+    outside: dict[tuple[str, int, bool, bool], Lit] = field(default_factory=dict)
 
 
 class Constraints(Quantities):
@@ -43,7 +56,7 @@ class Constraints(Quantities):
             designs = self.t.designs[w.name]
             if isinstance(w, TrainingWorkload):
                 keys = self._keys(w.name, -1)
-                self.m.add(sum(self.R[k] for k in keys) == 1).only_enforce_if(
+                self.m.add(total([self.R[k] for k in keys]) == 1).only_enforce_if(
                     self._lit(f"train:{w.name}")
                 )
                 continue
@@ -64,29 +77,31 @@ class Constraints(Quantities):
                         # Implied (x <= slots): the slots' capacity covers the need. Redundant,
                         # it tightens the relaxation.
                         kept = self.t.kept.get(w.name)
-                        self.m.add(
-                            sum(
-                                to_int(
-                                    designs[k[1]].tokens_per_s
-                                    * (kept[k[1]] if kept else 1.0)
-                                    * THROUGHPUT_SCALE,
-                                    "tps",
-                                )
-                                * self.R[k]
-                                for k in keys
+                        tps = [
+                            to_int(
+                                designs[k[1]].tokens_per_s
+                                * (kept[k[1]] if kept else 1.0)
+                                * THROUGHPUT_SCALE,
+                                "tps",
                             )
-                            >= need
+                            for k in keys
+                        ]
+                        self.m.add(
+                            weighted([self.R[k] for k in keys], tps) >= need
                         ).only_enforce_if(thr)
                 if conc is not None and w.concurrency is not None:
                     # Every sequence that exists is held somewhere, and only those exist.
                     held = math.ceil(w.concurrency * period.scale - 1e-9)
-                    self.m.add(sum(self.X[k] for k in keys) == held).only_enforce_if(conc)
+                    self.m.add(total([self.X[k] for k in keys]) == held).only_enforce_if(conc)
                     for k in keys:  # a replica without a sequence serves nothing: none is kept
                         self.m.add(self.X[k] >= self.R[k]).only_enforce_if(conc)
                     self.m.add(  # implied; tightens the relaxation
-                        sum(designs[k[1]].concurrency * self.R[k] for k in keys) >= held
+                        weighted(
+                            [self.R[k] for k in keys], [designs[k[1]].concurrency for k in keys]
+                        )
+                        >= held
                     ).only_enforce_if(conc)
-                self.m.add(sum(self.R[k] for k in keys) >= 1)
+                self.m.add(total([self.R[k] for k in keys]) >= 1)
 
     def _mix_demand(self, w: InferenceWorkload) -> None:
         """Each class's requests/s are met by shares of replica time: a replica's shares add up
@@ -96,11 +111,9 @@ class Constraints(Quantities):
         designs = self.t.designs[w.name]
         split = any(d.role != "both" for d in designs)
         lit = self._lit(f"requests:{w.name}")
-        for (wn, j, p_i, site), r in self.R.items():
-            if wn != w.name:
-                continue
+        for wn, j, p_i, site in self._workload_keys(w.name):
             ys = [self.Y[ShareKey(wn, j, k, p_i, site)] for k in serves[j]]
-            self.m.add(sum(ys) <= SHARE_STEPS * r)
+            self.m.add(sum(ys) <= SHARE_STEPS * self.R[ReplicaKey(wn, j, p_i, site)])
         for p_i, period in enumerate(self.periods):
             keys = self._keys(w.name, p_i)
             for k, cls in enumerate(w.request_mix):
@@ -114,16 +127,22 @@ class Constraints(Quantities):
                 # Every request is prefilled and decoded: by whole-request replicas, or by a
                 # prefill pool and a decode pool (disaggregated), each sized for the rest.
                 for side in ("prefill", "decode") if split else ("both",):
+                    mine = [
+                        (wn, j, site)
+                        for (wn, j, _, site) in keys
+                        if k in serves[j] and designs[j].role in ("both", side)
+                    ]
                     self.m.add(
-                        sum(
-                            to_int(serves[j][k] * RATE_SCALE, "requests/s", up=False)
-                            * self.Y[ShareKey(wn, j, k, p_i, site)]
-                            for (wn, j, _, site) in keys
-                            if k in serves[j] and designs[j].role in ("both", side)
+                        weighted(
+                            [self.Y[ShareKey(wn, j, k, p_i, site)] for wn, j, site in mine],
+                            [
+                                to_int(serves[j][k] * RATE_SCALE, "requests/s", up=False)
+                                for _, j, _ in mine
+                            ],
                         )
                         >= need
                     ).only_enforce_if(lit)
-            self.m.add(sum(self.R[k] for k in keys) >= 1)
+            self.m.add(total([self.R[k] for k in keys]) >= 1)
 
     def _inventory_and_hosts(self) -> None:
         """Owned and bought devices cover the busiest period on premises, owned ones first;
@@ -160,12 +179,13 @@ class Constraints(Quantities):
                     )
         self._host_holds_groups()
 
-    def _allowed(self, dev: str, nodes: list[Node]) -> cp_model.IntVar:
-        """A literal true when `dev`'s chosen host is one of `nodes` (one per set, shared)."""
-        key = (dev, tuple(n.id for n in nodes))
+    def _allowed(self, dev: str, ids: tuple[str, ...]) -> cp_model.IntVar:
+        """A literal true when `dev`'s chosen host is one of the hosts `ids` (one per set,
+        shared)."""
+        key = (dev, ids)
         if key not in self._allowed_lits:
             lit = self.m.new_bool_var(f"host in {key}")
-            self.m.add(lit == sum(self.pick[(dev, n.id)] for n in nodes))
+            self.m.add(lit == sum(self.pick[(dev, h)] for h in ids))
             self._allowed_lits[key] = lit
         return self._allowed_lits[key]
 
@@ -174,35 +194,67 @@ class Constraints(Quantities):
         tensor-parallel groups (planner.estimator.hosts.tp_limit), and a serving replica only
         where they run at the speed it assumed (consumer cards derated in a multi-card chassis,
         at full speed alone: planner.estimator.hosts.holds_group)."""
-        c = self.p.constraints
         fits: dict[int, dict[str, tuple[str, ...]]] = {}  # R index -> device -> hosts it may use
-        # The hosts that hold a group depend on the device, its size, its derating and the
-        # workload kind only: worked out once each (thousands of replica variables share them).
-        holding: dict[tuple[str, int, bool, bool], list[Node]] = {}
+        # What a design's stages allow depends on the design alone, not on the period: worked
+        # out once per design, at its first replica variable.
+        per_design: dict[tuple[str, int], tuple[dict[str, tuple[str, ...]], list[Lit]]] = {}
+        groups = _Groups()
         for key, r in self.R.items():
             if key.site != PREM:
                 continue
-            serving = isinstance(self._workload(key.workload), InferenceWorkload)
-            mine = fits.setdefault(r.Index(), {})
-            for st in self.t.designs[key.workload][key.design].stages:
-                e = self.t.econ[st.device]
-                group = (st.device, st.tp, st.dense, serving)
-                ok = holding.get(group)
-                if ok is None:
-                    ok = holding[group] = [
-                        n
-                        for n in e.hosts
-                        if (
-                            holds_group(e.device, n, self.p, st.tp, st.dense)
-                            if serving
-                            else tp_limit(e.device, n, c) >= st.tp
-                        )
-                    ]
-                was = mine.get(st.device)
-                mine[st.device] = tuple(n.id for n in ok if was is None or n.id in was)
-                if len(ok) < len(e.hosts):
-                    self.m.add(r == 0).only_enforce_if(~self._allowed(st.device, ok))
+            facts = per_design.get((key.workload, key.design))
+            if facts is None:  # constrains r too, in the order the literals are made
+                facts = per_design[(key.workload, key.design)] = self._design_hosts(
+                    key.workload, key.design, groups, r
+                )
+                fits[r.Index()] = facts[0]
+                continue
+            mine, off = facts
+            fits[r.Index()] = mine  # shared by the design's variables; only read from here on
+            for lit in off:
+                self.m.add(r == 0).only_enforce_if(lit)
         self._hosts_cover_their_designs(fits)
+
+    def _design_hosts(
+        self, workload: str, j: int, groups: _Groups, r: cp_model.IntVar
+    ) -> tuple[dict[str, tuple[str, ...]], list[Lit]]:
+        """Per device type of design `j` of `workload`, the hosts that hold all its stages of
+        that type; and per stage that not every host of its device holds, the literal "the
+        chosen host is not one that does", which holds its replica variable `r` at 0 (and
+        every other of the design on premises, which the caller constrains)."""
+        serving = isinstance(self._workload(workload), InferenceWorkload)
+        mine: dict[str, tuple[str, ...]] = {}
+        off: list[Lit] = []
+        for st in self.t.designs[workload][j].stages:
+            group = (st.device, st.tp, st.dense, serving)
+            ids = groups.hosts.get(group)
+            if ids is None:
+                ids = groups.hosts[group] = self._group_hosts(*group)
+            was = mine.get(st.device)
+            mine[st.device] = ids if was is None else tuple(h for h in ids if h in was)
+            if len(ids) < len(self.t.econ[st.device].hosts):
+                held = self.m.add(r == 0)  # before the literal's own constraint, as ever
+                lit = groups.outside.get(group)
+                if lit is None:
+                    lit = groups.outside[group] = ~self._allowed(st.device, ids)
+                off.append(lit)
+                held.only_enforce_if(lit)
+        return mine, off
+
+    def _group_hosts(self, dev: str, tp: int, dense: bool, serving: bool) -> tuple[str, ...]:
+        """The hosts of `dev` that hold a tensor-parallel group of `tp` (`dense`: derated) of a
+        serving replica, or of a training job."""
+        e = self.t.econ[dev]
+        c = self.p.constraints
+        return tuple(
+            n.id
+            for n in e.hosts
+            if (
+                holds_group(e.device, n, self.p, tp, dense)
+                if serving
+                else tp_limit(e.device, n, c) >= tp
+            )
+        )
 
     def _hosts_cover_their_designs(self, fits: dict[int, dict[str, tuple[str, ...]]]) -> None:
         """A cut that ties each host type to the designs that need it (the relaxation otherwise
@@ -218,11 +270,14 @@ class Constraints(Quantities):
             if site != PREM:
                 continue
             every = tuple(n.id for n in self.t.econ[dev].hosts)
-            limits = {fits[v.Index()][dev] for _, v, _ in terms}
-            for o in sorted(limits - {every}):
-                inside = [(n, v) for n, v, _ in terms if set(fits[v.Index()][dev]) <= set(o)]
+            limits = [fits[v.Index()][dev] for _, v, _ in terms]
+            for o in sorted(set(limits) - {every}):
+                within = {lim: set(lim) <= set(o) for lim in set(limits)}
+                inside = [
+                    (n, v) for (n, v, _), lim in zip(terms, limits, strict=True) if within[lim]
+                ]
                 slots = [self.nodes[h].slots * self.hosts[(dev, h)] for h in o]
-                self.m.add(sum(n * v for n, v in inside) <= sum(slots))
+                self.m.add(weighted([v for _, v in inside], [n for n, _ in inside]) <= sum(slots))
 
     def _cloud_supply(self) -> None:
         """Cloud replicas run on reserved, on-demand and (the share expected up of) spot devices;

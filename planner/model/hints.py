@@ -170,12 +170,17 @@ class Hints(ModelBase):
     def _hint_host_holds(self, d: Design) -> bool:
         """Whether the hint's hosts hold every stage of `d` at the speed it assumed (else the
         hint would contradict the host rules, and the search would start from nothing)."""
-        return all(
-            holds_group(
-                self.t.econ[s.device].device, self._hint_host(s.device), self.p, s.tp, s.dense
-            )
-            for s in d.stages
-        )
+        return all(self._hint_host_holds_group(s.device, s.tp, s.dense) for s in d.stages)
+
+    def _hint_host_holds_group(self, dev: str, tp: int, dense: bool) -> bool:
+        """Whether the hint's host of `dev` holds a tensor-parallel group of `tp` (`dense`:
+        derated); the same few groups recur across thousands of designs, so each is worked
+        out once."""
+        group = (dev, tp, dense)
+        if group not in self._hint_holds:
+            node = self._hint_host(dev)
+            self._hint_holds[group] = holds_group(self.t.econ[dev].device, node, self.p, tp, dense)
+        return self._hint_holds[group]
 
     def _hint(self, warm: dict[ReplicaKey, int] | None) -> None:
         """Start the search from a previous plan or the heuristic one (a hint, not a constraint)."""
@@ -184,10 +189,13 @@ class Hints(ModelBase):
             return
         chosen = {k: min(v, self.R_ub[k]) for k, v in chosen.items() if k in self.R}
         self.hinted = True
-        for k, var in self.R.items():
-            self.m.add_hint(var, chosen.get(k, 0))
-        for yk, yv in self.Y.items():
-            self.m.add_hint(yv, y_hint.get(yk, 0))
+        # Appended to the model's hint in two calls rather than one per variable (as add_hint
+        # would: a second on the largest problems); R and Y hold plain variables, never negated.
+        hint = self.m.proto.solution_hint
+        hint.vars.extend([var.index for var in self.R.values()])
+        hint.values.extend([int(chosen.get(k, 0)) for k in self.R])
+        hint.vars.extend([yv.index for yv in self.Y.values()])
+        hint.values.extend([int(y_hint.get(yk, 0)) for yk in self.Y])
         if not self.single:
             return
         used: dict[str, int] = {}

@@ -24,7 +24,7 @@ from planner.model.ortools_cp import cp_model, cp_model_helper
 from planner.model.result import ReplicaKey
 from planner.model.scale import RATE_SCALE, THROUGHPUT_SCALE, to_int
 from planner.model.tables import mix_tokens_per_request, plain_tokens_factor
-from planner.model.variables import CLOUD, JOB, PREM, ModelBase
+from planner.model.variables import CLOUD, JOB, PREM, ModelBase, total, weighted
 from planner.schema.catalog import Node
 from planner.schema.problem import InferenceWorkload, TrainingWorkload
 
@@ -59,7 +59,7 @@ class Quantities(ModelBase):
             if self.bought_ub[dev] > 0:
                 terms.append(to_int(e.unit_usd, f"{dev}.price") * b)
         terms += self._host_terms(lambda n: n.price_usd, "price", bought=True)
-        return sum(terms)  # type: ignore[return-value]
+        return total(terms)
 
     def _host_terms(
         self, per_host: Callable[[Node], float], what: str, *, bought: bool = False
@@ -70,7 +70,15 @@ class Quantities(ModelBase):
 
     def tco_expr(self) -> cp_model.LinearExpr:
         """Over the horizon: purchases with upkeep, electricity on premises (at work and idle),
-        rent, and the training jobs' energy or rent."""
+        rent, and the training jobs' energy or rent. Built once per model: a budget, the
+        objective, the first plan of a ratio and the quick plan completed under a deadline each
+        read it, and on a large problem it has a term per replica variable."""
+        if self._tco is None:
+            self._tco = self._tco_expr()
+        return self._tco
+
+    def _tco_expr(self) -> cp_model.LinearExpr:
+        """The expression tco_expr keeps, term by term."""
         own = ownership_factor(self.p)
         usd_wh = energy_usd_per_watt_hour(self.p)
         whole_h = horizon_hours(self.p)
@@ -99,13 +107,17 @@ class Quantities(ModelBase):
         # Hosts on premises draw their overhead through the whole horizon: at load in the
         # working hours, and as their idle draw in the others (planner.estimator.economics).
         terms += self._host_terms(lambda n: n.power_overhead_w * whole_h * usd_wh, "energy")
+        vs: list[cp_model.IntVar] = []
+        cs: list[int] = []
         for (wn, j, p_i, site), var in self.R.items():
-            d = self.t.designs[wn][j]
             if (wn, j) in self.t.training_cost:
-                terms.append(to_int(self.t.training_cost[(wn, j)], "training cost") * var)
+                vs.append(var)
+                cs.append(to_int(self.t.training_cost[(wn, j)], "training cost"))
             elif site == PREM:
                 hours = self.periods[p_i].hours
-                terms.append(to_int(d.power_w * hours * usd_wh, "energy") * var)
+                vs.append(var)
+                cs.append(to_int(self.t.designs[wn][j].power_w * hours * usd_wh, "energy"))
+        terms.append(weighted(vs, cs))
         for dev, v in self.reserved.items():
             e = self.t.econ[dev]
             rate = e.prices.reserved_usd_per_hour or 0.0
@@ -116,7 +128,7 @@ class Quantities(ModelBase):
         for (dev, p_i), v in self.spot.items():
             rate = self.t.econ[dev].prices.spot_usd_per_hour or 0.0
             terms.append(to_int(rate * self.periods[p_i].hours, f"{dev}.spot") * v)
-        return sum(terms)  # type: ignore[return-value]
+        return total(terms)
 
     def _idle_terms(self, per_wh: float) -> list[cp_model.LinearExpr]:
         """`per_wh` times the watt-hours on-premises devices draw while held but not at work:
@@ -132,8 +144,9 @@ class Quantities(ModelBase):
                 coef = to_int(idle_w * period.hours * per_wh, f"{dev}.at work", up=False)
                 terms.append(-coef * at_work)
         # A job of an earlier phase is at work for its own hours (its energy is its job cost).
+        earlier = {w.name for w in self.p.workloads if earlier_phase(self.p, w.name) is not None}
         for (wn, j, _, site), var in self.R.items():
-            if site != PREM or earlier_phase(self.p, wn) is None:
+            if site != PREM or wn not in earlier:
                 continue
             d = self.t.designs[wn][j]
             w = self._workload(wn)
@@ -150,10 +163,12 @@ class Quantities(ModelBase):
         period's grid intensity, plus embodied carbon for the hours devices are held."""
         pue = self.p.horizon.pue
         share = embodied_share(self.p)
-        terms: list[cp_model.LinearExpr] = []
+        vs: list[cp_model.IntVar] = []
+        cs: list[int] = []
         for (wn, j, p_i, site), var in self.R.items():
             d = self.t.designs[wn][j]
             w = self._workload(wn)
+            vs.append(var)
             if isinstance(w, TrainingWorkload):
                 hours = w.token_budget / d.tokens_per_s / 3600
                 g = grid_intensity(self.p) or 0.0
@@ -163,14 +178,15 @@ class Quantities(ModelBase):
                         n * embodied_kg_per_hour(self.p, self.t.econ[x].device) * hours * 1000
                         for x, n in d.devices.items()
                     )
-                terms.append(to_int(grams, "training carbon") * var)
+                cs.append(to_int(grams, "training carbon"))
                 continue
             period = self.periods[p_i]
             g = period.gco2e_per_kwh or 0.0
             grams = d.power_w * period.hours / 1000 * pue * g
             if site == CLOUD:
                 grams += self._cloud_host_w(d) * period.hours / 1000 * pue * g
-            terms.append(to_int(grams, "carbon") * var)
+            cs.append(to_int(grams, "carbon"))
+        terms: list[cp_model.LinearExpr] = [weighted(vs, cs)]
         # Idle draw at the problem's grid intensity (most idle hours lie outside the demand periods).
         g0 = (grid_intensity(self.p) or 0.0) / 1000 * pue
         terms += self._idle_terms(g0)
@@ -189,7 +205,7 @@ class Quantities(ModelBase):
         for (dev, p_i), v in [*self.od.items(), *self.spot.items()]:
             per_h = embodied_kg_per_hour(self.p, self.t.econ[dev].device) * 1000
             terms.append(to_int(per_h * self.periods[p_i].hours, "embodied") * v)
-        return sum(terms)  # type: ignore[return-value]
+        return total(terms)
 
     def _cloud_host_w(self, d: Design) -> float:
         """A rented replica's share of its hosts' power, drawn while it works."""
@@ -202,16 +218,19 @@ class Quantities(ModelBase):
         premises, and rented devices' share of their hosts (`premises`: what is on premises
         only, without rented devices)."""
         s = 1000 if milli else 1
-        terms = []
+        vs: list[cp_model.IntVar] = []
+        cs: list[int] = []
         for (wn, j, q, site), v in self.R.items():
             if q not in (p_i, -1) or (premises and site != PREM):
                 continue
             d = self.t.designs[wn][j]
             watts = d.power_w + (self._cloud_host_w(d) if site == CLOUD else 0.0)
-            terms.append(to_int(watts * s, "power") * v)
+            vs.append(v)
+            cs.append(to_int(watts * s, "power"))
+        terms = [weighted(vs, cs)]
         terms += self._host_terms(lambda n: n.power_overhead_w * s, "power")
         terms += self._switch_watts(s)
-        return sum(terms)  # type: ignore[return-value]
+        return total(terms)
 
     def _peak(self, name: str, per_period: list[cp_model.LinearExpr]) -> cp_model.LinearExpr:
         """The largest of per-period expressions (a variable held above each one)."""
@@ -247,8 +266,13 @@ class Quantities(ModelBase):
             return to_int(per_s * f * THROUGHPUT_SCALE, "tps", up=False)
 
         if w.concurrency is None:
-            return sum(coef(k[1], designs[k[1]].tokens_per_s) * self.R[k] for k in keys)  # type: ignore[return-value]
-        return sum(coef(k[1], 1000.0 / designs[k[1]].ms_per_token) * self.X[k] for k in keys)  # type: ignore[return-value]
+            return weighted(
+                [self.R[k] for k in keys], [coef(k[1], designs[k[1]].tokens_per_s) for k in keys]
+            )
+        return weighted(
+            [self.X[k] for k in keys],
+            [coef(k[1], 1000.0 / designs[k[1]].ms_per_token) for k in keys],
+        )
 
     def throughput_expr(self) -> cp_model.LinearExpr:
         """Milli-tokens/s in the busiest period: what fixed-rate workloads' sequences make, and
@@ -266,7 +290,7 @@ class Quantities(ModelBase):
                 per = mix_tokens_per_request(w, self.p.objective.tokens)
                 coef = to_int(per * THROUGHPUT_SCALE / RATE_SCALE, "tokens", up=False)
                 terms.append(coef * self.served[w.name])
-        return sum(terms)  # type: ignore[return-value]
+        return total(terms)
 
     def devices_expr(self) -> cp_model.LinearExpr:
         return self._peak("devices", [self.devices_held(p) for p in range(len(self.periods))])
@@ -277,7 +301,7 @@ class Quantities(ModelBase):
         terms = self._host_terms(lambda n: n.rack_units, "rack units")
         if link is not None and link.switch is not None and self.net_switches is not None:
             terms.append(link.switch.rack_units * self.net_switches)
-        return sum(terms)  # type: ignore[return-value]
+        return total(terms)
 
     def quantity(self, name: str) -> cp_model.LinearExpr:
         """A named linear quantity of the plan: cost (USD over the horizon), capex (USD),

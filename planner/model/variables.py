@@ -4,12 +4,13 @@ period, site), request-class shares, devices held, bought, reserved and rented, 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from planner.estimator.designs import Design
 from planner.estimator.economics import earlier_phase, in_fleet
 from planner.estimator.hosts import hosts_for, purchase_unit
 from planner.estimator.network import ports_per_host
-from planner.model.ortools_cp import cp_model
+from planner.model.ortools_cp import cp_model, cp_model_helper
 from planner.model.result import ReplicaKey, ShareKey
 from planner.model.scale import RATE_SCALE, SHARE_STEPS, to_int
 from planner.model.tables import Tables, class_load, replicas_needed
@@ -18,6 +19,27 @@ from planner.schema.problem import InferenceWorkload, TrainingWorkload
 from planner.schema.status import Site
 
 PREM, CLOUD, JOB = Site.PREMISES, Site.CLOUD, Site.JOB
+
+
+def weighted(vs: Sequence[cp_model.LinearExprT], coeffs: Sequence[int]) -> cp_model.LinearExpr:
+    """sum(c * v) built in one call (Python's sum() of products is several times slower on
+    thousands of terms); 0 when there are no terms, as sum() gives, so that a comparison of
+    two empty sides stays a plain bool.
+
+    The weighted sum is wrapped in a SumArray, the type sum() gives: a bare LinearExpr on the
+    left of `<=` or `>=` yields to the right side's reflected comparison (every variable and
+    expression type is a subclass of LinearExpr), which writes the same constraint with its
+    signs flipped, a different model for the solver to read."""
+    if not vs:
+        return 0  # type: ignore[return-value]
+    return cp_model_helper.SumArray([cp_model.LinearExpr.weighted_sum(vs, coeffs)], 0, 0.0)
+
+
+def total(terms: Sequence[cp_model.LinearExprT]) -> cp_model.LinearExpr:
+    """sum(terms) built in one call; a plain int when every term is one, as sum() gives."""
+    if all(isinstance(x, int) for x in terms):
+        return sum(terms)  # type: ignore[arg-type, return-value]
+    return cp_model.LinearExpr.sum(terms)
 
 
 class ModelBase:
@@ -69,11 +91,14 @@ class ModelBase:
         self.net_ports: cp_model.IntVar | None = None
         self.net_switches: cp_model.IntVar | None = None
         self._peaks: dict[str, cp_model.LinearExpr] = {}
+        self._tco: cp_model.LinearExpr | None = None  # the cost over the horizon, once built
         self._by_name = {w.name: w for w in self.p.workloads}
         self._keys_of: dict[tuple[str, int], list[ReplicaKey]] = {}  # (workload, period) -> keys
         self._design_keys: dict[
             tuple[str, int], list[ReplicaKey]
         ] = {}  # (workload, design) -> keys
+        self._keys_w: dict[str, list[ReplicaKey]] = {}  # workload -> its keys, in the order of R
+        self._hint_holds: dict[tuple[str, int, bool], bool] = {}  # (device, tp, dense) -> holds
 
     @property
     def single(self) -> bool:
@@ -112,20 +137,23 @@ class ModelBase:
     def _variables(self) -> None:
         """Replicas per design, period and site; devices held, bought, reserved and rented."""
         for w in self.p.workloads:
+            serves = self.t.serves.get(w.name)
             for j, d in enumerate(self.t.designs[w.name]):
+                sites = self._sites(d)  # the same in every period: worked out once per design
                 if isinstance(w, TrainingWorkload):
                     site: Site = PREM if in_fleet(w, self.p) else JOB
-                    if (PREM if site == PREM else CLOUD) not in self._sites(d):
+                    if (PREM if site == PREM else CLOUD) not in sites:
                         continue
                     self._replica_var(ReplicaKey(w.name, j, -1, site), 1)
                     continue
                 for p_i, period in enumerate(self.periods):
-                    for site in self._sites(d):
+                    ub = self._replica_ub(w, j, d, period.scale)
+                    for site in sites:
                         key = ReplicaKey(w.name, j, p_i, site)
-                        self._replica_var(key, self._replica_ub(w, j, d, period.scale))
-                        for k in self.t.serves[w.name][j] if w.name in self.t.serves else ():
+                        self._replica_var(key, ub)
+                        for k in serves[j] if serves is not None else ():
                             self.Y[ShareKey(w.name, j, k, p_i, site)] = self.m.new_int_var(
-                                0, SHARE_STEPS * self.R_ub[key], f"Y[{w.name},{j},{k},{p_i},{site}]"
+                                0, SHARE_STEPS * ub, f"Y[{w.name},{j},{k},{p_i},{site}]"
                             )
         self._use_terms()
         cap = self.p.constraints.max_devices or 100_000
@@ -185,12 +213,13 @@ class ModelBase:
         """Devices each replica holds, per (device, period, site); a training job on the
         fleet holds them in every period, or, in a phase before the last, in that phase alone:
         an index past the demand periods, so the fleet covers it apart from the serving."""
+        phases = {w.name: earlier_phase(self.p, w.name) for w in self.p.workloads}
         for rk, var in self.R.items():
             wname, j, p_i, where = rk
             if where == JOB:
                 continue
             periods = range(len(self.periods)) if p_i < 0 else [p_i]
-            phase = earlier_phase(self.p, wname)
+            phase = phases[wname]
             if p_i < 0 and phase is not None:
                 periods = [len(self.periods) + phase]
             ub = self.R_ub[rk]
@@ -285,16 +314,17 @@ class ModelBase:
         return True
 
     def _replica_var(self, key: ReplicaKey, ub: int) -> None:
-        self.R[key] = self.m.new_int_var(0, ub, "R[{},{},{},{}]".format(*key))
+        r = self.R[key] = self.m.new_int_var(0, ub, "R[{},{},{},{}]".format(*key))
         self.R_ub[key] = ub
         self._keys_of.setdefault((key[0], key[2]), []).append(key)
         self._design_keys.setdefault((key[0], key[1]), []).append(key)
+        self._keys_w.setdefault(key[0], []).append(key)
         w = self._by_name[key[0]]
         if isinstance(w, InferenceWorkload) and w.request_mix is None and w.concurrency:
             held = self.t.designs[key[0]][key[1]].concurrency
             most = min(held * ub, math.ceil(w.concurrency * self.periods[key[2]].scale - 1e-9))
-            self.X[key] = self.m.new_int_var(0, most, "X[{},{},{},{}]".format(*key))
-            self.m.add(self.X[key] <= held * self.R[key])
+            x = self.X[key] = self.m.new_int_var(0, most, "X[{},{},{},{}]".format(*key))
+            self.m.add(x <= held * r)
 
     def _replica_ub(self, w: InferenceWorkload, j: int, d: Design, scale: float) -> int:
         serves = self.t.serves.get(w.name)
@@ -319,7 +349,8 @@ class ModelBase:
 
     def use_expr(self, dev: str, p_i: int, site: str) -> cp_model.LinearExpr:
         """Devices of type `dev` at work at `site` in period `p_i`."""
-        return sum(n * v for n, v, _ in self.use.get((dev, p_i, site), []))  # type: ignore[return-value]
+        terms = self.use.get((dev, p_i, site), [])
+        return weighted([v for _, v, _ in terms], [n for n, _, _ in terms])
 
     def _keys(self, w: str, p_i: int) -> list[ReplicaKey]:
         return self._keys_of.get((w, p_i), [])
@@ -328,15 +359,17 @@ class ModelBase:
         """Keys of design `j` of workload `w`: every period and site it may run in."""
         return self._design_keys.get((w, j), [])
 
+    def _workload_keys(self, w: str) -> list[ReplicaKey]:
+        """Replica keys of workload `w`, in the order of R (designs, then periods and sites)."""
+        return self._keys_w.get(w, [])
+
     def devices_at(self, p_i: int) -> cp_model.LinearExpr:
         """Devices at work in period `p_i`, both sites."""
-        return sum(  # type: ignore[return-value]
-            self.use_expr(dev, q, site) for (dev, q, site) in self.use if q == p_i
-        )
+        return total([self.use_expr(dev, q, site) for (dev, q, site) in self.use if q == p_i])
 
     def devices_held(self, p_i: int) -> cp_model.LinearExpr:
         """Devices held in period `p_i`: the on-premises fleet plus cloud devices at work."""
         cloud = [
             self.use_expr(dev, q, site) for (dev, q, site) in self.use if q == p_i and site == CLOUD
         ]
-        return sum(self.fleet.values()) + sum(cloud)  # type: ignore[return-value]
+        return total(list(self.fleet.values())) + total(cloud)
