@@ -174,7 +174,7 @@ def replica_rate(
 
 
 # Rate searches bound-first pruning stopped early, by rate key: where each stands.
-_STOPPED: dict[tuple[object, ...], tuple[Catalog, tuple[float, float, int]]] = {}
+_STOPPED: dict[tuple[object, ...], tuple[Catalog, tuple[float, float, int, bool]]] = {}
 
 # The last few iteration tables _engine built, with the stage specs they were built for.
 _ITERATIONS: dict[tuple[object, ...], tuple[list[StageSpec], IterationTime]] = {}
@@ -486,6 +486,8 @@ def _class_rates(
             elif hit > 0:
                 rates[k] = hit
     S = len(specs)
+    if beaten is not None and not todo and beaten(rates):
+        return None  # every rate known (an earlier search): beaten as the search would find
     if beaten is not None and todo:
         # Searches stopped before (an earlier solve of a variant of this problem) left their
         # brackets: their upper ends may settle it without an iteration table.

@@ -439,14 +439,15 @@ class RateSearch:
         return self.lo if self.done else self.hi
 
     @property
-    def state(self) -> tuple[float, float, int]:
+    def state(self) -> tuple[float, float, int, bool]:
         """Where the search stands, to resume it later (`resume`) on the same inputs."""
-        return self.lo, self.hi, self._steps
+        return self.lo, self.hi, self._steps, self.done
 
-    def resume(self, state: tuple[float, float, int]) -> None:
+    def resume(self, state: tuple[float, float, int, bool]) -> None:
         """Continue from `state` (before any step): a search stopped early on the same
-        latency, ceiling and capacity goes on as if it had never stopped."""
-        self.lo, self.hi, self._steps = state
+        latency, ceiling and capacity goes on as if it had never stopped, and one that had
+        ended stays ended (bisecting on would give another rate than a fresh search)."""
+        self.lo, self.hi, self._steps, self.done = state
 
     def finish(self) -> float:
         """The rate: the search run to its end."""
