@@ -83,3 +83,13 @@ def test_rented_and_multi_period_problems_have_a_starting_plan(
     plan = solve_problem(problem, time_limit=20)  # the completed hint, verified inside
     assert plan.status == Status.FEASIBLE
     assert any("quick plan" in n for n in plan.notes)
+
+
+def test_for_throughput_the_shortlist_keeps_replicas_of_every_size() -> None:
+    # An owned fleet is filled with replicas of several sizes when throughput is the goal.
+    t = build_tables(_problem("leftovers-pool"), load_catalog())
+    short, _ = shortlist(t, keep=1)
+    for w in t.problem.workloads:
+        sizes = {(d.role, tuple(sorted(d.devices.items()))) for d in t.designs[w.name]}
+        kept = {(d.role, tuple(sorted(d.devices.items()))) for d in short.designs[w.name]}
+        assert kept == sizes

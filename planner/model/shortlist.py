@@ -5,12 +5,14 @@ that plan when time is left (planner.solve).
 
 Per workload the shortlist keeps, by a rough price of meeting the workload's busiest demand
 with the design alone (devices held over the horizon at the cheapest mode the problem allows,
-owned devices free, plus the energy at load), and by tokens/s per device and per watt:
+owned devices free, plus the energy at load), and by tokens/s per device, per watt and per
+dollar of that price:
 
-- the `keep` best designs on each of those three rankings, and
+- the `keep` best designs on each of those rankings, and
 - on each set of device types, the best design on each ranking, so that every device type
   stays in the search and shared limits (power, inventory, devices of a type) can be met with
-  another type.
+  another type; for goals other than cost, on each set of device types and counts, so that
+  replicas of every size can fill a fleet.
 
 Request-mix designs are ranked per request class (price per request/s of the class); training
 jobs by their cost with their devices. The rankings only choose what is searched first: every
@@ -82,7 +84,7 @@ def shortlist(t: Tables, keep: int = KEEP) -> tuple[Tables, dict[str, list[int]]
             ]
         else:
             scores = _plain_scores(w, ds, usd, peak)
-        picked[w.name] = _pick(ds, scores, keep)
+        picked[w.name] = _pick(ds, scores, keep, by_size=p.objective.goal != "min_cost")
     return _restricted(t, picked), picked
 
 
@@ -90,27 +92,48 @@ def _plain_scores(
     w: InferenceWorkload, ds: list[Design], usd: list[float], peak: float
 ) -> list[list[float]]:
     """Scores of a fixed-rate workload's designs (lower first): the price of meeting its
-    busiest demand alone (designs that cannot meet it alone last), tokens/s per device and
-    per watt."""
+    busiest demand alone (designs that cannot meet it alone last), tokens/s made per device,
+    per watt and per dollar, and with a stated concurrency the time per token (the tokens each
+    sequence that exists makes)."""
     price = [
         (0.0 if alone_meets(w, d, peak) else 1e18) + usd[j] * replicas_needed(w, d, peak)
         for j, d in enumerate(ds)
     ]
-    per_device = [-d.tokens_per_s / sum(d.devices.values()) for d in ds]
-    per_watt = [-d.tokens_per_s / max(d.power_w, 1e-9) for d in ds]
-    return [price, per_device, per_watt]
+    made = [_tokens_made(w, d, peak) for d in ds]
+    per_device = [-t / sum(d.devices.values()) for t, d in zip(made, ds, strict=True)]
+    per_watt = [-t / max(d.power_w, 1e-9) for t, d in zip(made, ds, strict=True)]
+    per_usd = [-t / max(u, 1e-9) for t, u in zip(made, usd, strict=True)]
+    scores = [price, per_device, per_watt, per_usd]
+    if w.concurrency is not None:
+        scores.append([d.ms_per_token for d in ds])  # tokens per sequence held: 1,000 / ms
+    return scores
 
 
-def _pick(ds: list[Design], scores: list[list[float]], keep: int) -> list[int]:
+def _tokens_made(w: InferenceWorkload, d: Design, peak: float) -> float:
+    """Tokens/s one replica of `d` makes for the workload: with a stated concurrency, only the
+    sequences that exist make tokens, one per time per token each (Little's law), so a replica
+    holding more than the busiest period's sequences makes no more than those."""
+    if w.concurrency is None:
+        return d.tokens_per_s
+    held = min(d.concurrency, w.concurrency * peak)
+    return min(d.tokens_per_s, held * 1000.0 / d.ms_per_token)
+
+
+def _pick(
+    ds: list[Design], scores: list[list[float]], keep: int, *, by_size: bool = False
+) -> list[int]:
     """The `keep` best on every score, and the best on every score among each set of device
-    types (and role), in the designs' own order."""
+    types (and role), in the designs' own order. `by_size`: among each set of device types
+    and counts, so that designs of every size stay (a fleet of given devices is filled by
+    replicas of several sizes when throughput, not cost, is the goal)."""
     out: set[int] = set()
     everyone = range(len(ds))
     for score in scores:
         out.update(sorted(everyone, key=lambda j: (score[j], j))[:keep])
-    groups: dict[tuple[tuple[str, ...], str], list[int]] = {}
+    groups: dict[tuple[object, ...], list[int]] = {}
     for j, d in enumerate(ds):
-        groups.setdefault((d.signature, d.role), []).append(j)
+        size = tuple(sorted(d.devices.items())) if by_size else ()
+        groups.setdefault((d.signature, d.role, size), []).append(j)
     for score in scores:
         for members in groups.values():
             out.add(min(members, key=lambda j: (score[j], j)))
