@@ -181,15 +181,12 @@ class Solver:
                 else []
             )
             return Got(None, tables, Status.INFEASIBLE, notes)
-        notes = []
-        if sol is first or (
-            not sol.status.has_plan and first is not None and first.status.has_plan
-        ):
-            sol = first  # also when Ctrl-C stopped the search: a plan in hand
-            notes.append(QUICK)
+        quick = sol is first
+        if not sol.status.has_plan and first is not None and first.status.has_plan:
+            sol, quick = first, True  # also when Ctrl-C stopped the search: a plan in hand
         elif not sol.status.has_plan and first is None and self.tuned and not model.interrupted:
-            sol = self._complete_hint(model, ends)
-            notes.append(QUICK)
+            sol, quick = self._complete_hint(model, ends), True
+        notes = [QUICK] if quick else []
         if not sol.status.has_plan:
             return Got(None, tables, sol.status, [f"no plan found within {self.time_limit:g} s"])
         return Got(sol, tables, sol.status, notes, model.interrupted, sol.replicas)

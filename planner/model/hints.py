@@ -15,7 +15,7 @@ from planner.estimator.hosts import devices_bought, holds_group, hosts_for
 from planner.model.result import ReplicaKey, ShareKey
 from planner.model.scale import SHARE_STEPS
 from planner.model.tables import alone_meets, class_load, replicas_needed
-from planner.model.variables import CLOUD, JOB, PREM, ModelBase
+from planner.model.variables import CLOUD, PREM, ModelBase
 from planner.schema.catalog import Node
 from planner.schema.problem import InferenceWorkload, TrainingWorkload
 
@@ -67,33 +67,26 @@ class Hints(ModelBase):
         usd_wh = energy_usd_per_watt_hour(self.p)
         out = []
         for j, d in enumerate(self.t.designs[w.name]):
-            for site in (PREM, CLOUD, JOB):
-                if isinstance(w, TrainingWorkload):
-                    key = next((k for k in self._keys(w.name, -1) if k[1] == j), None)
-                    if key is None or key[3] != site:
-                        continue
-                    counts = {key: 1}
+            by_site: dict[str, list[ReplicaKey]] = {}
+            for k in self._keys_of_design(w.name, j):
+                by_site.setdefault(k.site, []).append(k)
+            for site, keys in by_site.items():
+                if isinstance(w, TrainingWorkload):  # one key: the job, over the horizon
+                    counts = {keys[0]: 1}
                     price = self.t.training_cost.get((w.name, j), 0.0)
-                else:
-                    keys = [k for k in self._keys_of_design(w.name, j) if k[3] == site]
-                    if len(keys) != len(self.periods):
-                        continue
+                else:  # one key per demand period
                     counts = {k: replicas_needed(w, d, self.periods[k[2]].scale) for k in keys}
                     if any(
                         n > self.R_ub[k] or not alone_meets(w, d, self.periods[k[2]].scale)
                         for k, n in counts.items()
                     ):
                         continue
+                    hours = {k: self.periods[k[2]].hours for k in keys}
                     if site == CLOUD:
-                        price = sum(
-                            n * self._rent_per_hour(d) * self.periods[k[2]].hours
-                            for k, n in counts.items()
-                        )
-                    else:
-                        price = sum(
-                            n * d.power_w * self.periods[k[2]].hours * usd_wh
-                            for k, n in counts.items()
-                        )
+                        rent = self._rent_per_hour(d)
+                        price = sum(n * rent * hours[k] for k, n in counts.items())
+                    else:  # energy at load
+                        price = sum(n * d.power_w * hours[k] * usd_wh for k, n in counts.items())
                 most = max(counts.values())
                 if site == PREM:
                     if not self._hint_host_holds(d):

@@ -22,6 +22,7 @@ figure of a plan comes from the designs themselves, and the plan is verified as 
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import math
 
 from planner.estimator.designs import Design
@@ -129,7 +130,7 @@ def _pick(
     out: set[int] = set()
     everyone = range(len(ds))
     for score in scores:
-        out.update(sorted(everyone, key=lambda j: (score[j], j))[:keep])
+        out.update(heapq.nsmallest(keep, everyone, key=lambda j: (score[j], j)))
     groups: dict[tuple[object, ...], list[int]] = {}
     for j, d in enumerate(ds):
         size = tuple(sorted(d.devices.items())) if by_size else ()

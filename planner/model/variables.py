@@ -97,7 +97,6 @@ class ModelBase:
         self._design_keys: dict[
             tuple[str, int], list[ReplicaKey]
         ] = {}  # (workload, design) -> keys
-        self._keys_w: dict[str, list[ReplicaKey]] = {}  # workload -> its keys, in the order of R
         self._hint_holds: dict[tuple[str, int, bool], bool] = {}  # (device, tp, dense) -> holds
 
     @property
@@ -318,7 +317,6 @@ class ModelBase:
         self.R_ub[key] = ub
         self._keys_of.setdefault((key[0], key[2]), []).append(key)
         self._design_keys.setdefault((key[0], key[1]), []).append(key)
-        self._keys_w.setdefault(key[0], []).append(key)
         w = self._by_name[key[0]]
         if isinstance(w, InferenceWorkload) and w.request_mix is None and w.concurrency:
             held = self.t.designs[key[0]][key[1]].concurrency
@@ -361,7 +359,7 @@ class ModelBase:
 
     def _workload_keys(self, w: str) -> list[ReplicaKey]:
         """Replica keys of workload `w`, in the order of R (designs, then periods and sites)."""
-        return self._keys_w.get(w, [])
+        return [k for j in range(len(self.t.designs[w])) for k in self._design_keys.get((w, j), [])]
 
     def devices_at(self, p_i: int) -> cp_model.LinearExpr:
         """Devices at work in period `p_i`, both sites."""
