@@ -275,6 +275,12 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except PlannerError as e:
+        if ctrl_c_in(e):
+            # Ctrl-C inside a validator (a pattern's regex, while a catalog file loads) makes
+            # the value look invalid: the file is not at fault, the user asked to stop.
+            err.print("interrupted (Ctrl-C)", highlight=False, markup=False)
+            interrupt.mark_reported()
+            raise typer.Exit(130) from None
         err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, markup=True)
         raise typer.Exit(e.exit_code) from None
     except typer.Exit:

@@ -163,6 +163,31 @@ def test_a_ctrl_c_python_could_not_raise_still_ends_the_command(
     assert not interrupt.requested()
 
 
+def test_an_input_error_that_ctrl_c_caused_ends_as_ctrl_c(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Ctrl-C inside a pydantic validator (a pattern's regex, while the catalog loads) makes a
+    # valid value look invalid; the command must not blame the file.
+    import typer
+
+    from planner.cli import user_errors
+    from planner.errors import CatalogError
+
+    process._ctrl_c_seen.append(True)
+    try:
+        with pytest.raises(typer.Exit) as e, user_errors():
+            raise CatalogError("support.yaml:176: date: String should match pattern")
+    finally:
+        process._ctrl_c_seen.clear()
+    assert e.value.exit_code == 130
+    err = capsys.readouterr().err
+    assert "interrupted" in err and "support.yaml" not in err
+    with pytest.raises(typer.Exit) as e, user_errors():  # without Ctrl-C: the error as ever
+        raise CatalogError("support.yaml:176: date: String should match pattern")
+    assert e.value.exit_code != 130
+    assert "support.yaml" in capsys.readouterr().err
+
+
 def test_the_sigint_handler_is_python_s_after_a_solve() -> None:
     problem = Problem.model_validate(yaml.safe_load(CHAT.read_text(encoding="utf-8")))
     before = signal.getsignal(signal.SIGINT)
