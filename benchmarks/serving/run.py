@@ -70,6 +70,7 @@ from planner.estimator.serving import (
     open_latency,
     prefill_pool_budget,
 )
+from planner.estimator.support import host_s_per_token, runtimes
 from planner.hf_config import load_hf_config
 from planner.schema.catalog import ModelArch
 from planner.schema.problem import InferenceWorkload, Problem
@@ -139,7 +140,14 @@ def _kv(weights: str) -> str:
 
 
 def _problem(
-    m: ModelArch, dev: str, tp: int, weights: str, prompt: int, output: int, stages: int = 1
+    m: ModelArch,
+    dev: str,
+    tp: int,
+    weights: str,
+    prompt: int,
+    output: int,
+    stages: int = 1,
+    engine: str | None = None,
 ) -> Problem:
     return Problem.model_validate(
         {
@@ -154,6 +162,7 @@ def _problem(
                     "prompt_tokens": prompt,
                     "output_tokens": output,
                     "concurrency": "unbounded",
+                    **({"engine": engine} if engine else {}),
                 }
             ],
             # Performance only: a device whose catalog price is refurbished is still a design.
@@ -176,9 +185,11 @@ def _iteration(
     prompt: int,
     output: int,
     layers: tuple[int, ...] | None = None,
+    engine: str | None = None,
 ) -> IterationTime:
     """One serving iteration of `tp`-way stages holding `layers` blocks each (one stage of every
-    block by default)."""
+    block by default), with the host work per token of `engine` (the row's, when the catalog
+    knows it)."""
     cat = load_catalog()
     acc = cat.accelerator(dev)
     return IterationTime(
@@ -191,6 +202,7 @@ def _iteration(
         output=output,
         stages=[StageSpec(acc, tp, n) for n in (layers or (m.num_layers,))],
         link=cat.link("eth-100g"),
+        host_s_per_token=host_s_per_token(cat, engine),
     )
 
 
@@ -204,7 +216,9 @@ def _designs(s: dict[str, Any]) -> list[Design]:
     fits memory: the row's tensor-parallel degree where stated, else every degree up to 8."""
     cat = load_catalog()  # these rows name catalog models only
     pp = s.get("pp") or 1
-    prob = _problem(s["m"], s["dev"], s["tp"] or 8, s["weights"], s["prompt"], s["output"], pp)
+    prob = _problem(
+        s["m"], s["dev"], s["tp"] or 8, s["weights"], s["prompt"], s["output"], pp, s["engine"]
+    )
     w = prob.workloads[0]
     assert isinstance(w, InferenceWorkload)
     ds = inference_designs(w, prob, cat, allowed_devices(prob, cat), prune=False)
@@ -243,7 +257,9 @@ def _best_point(s: dict[str, Any], ok: Callable[[LoadedLatency], bool]) -> Point
     for d in _designs(s):
         layers = tuple(st.layers for st in d.stages)
         tp = d.stages[0].tp
-        it = _iteration(s["m"], s["dev"], tp, s["weights"], d.batch, prompt, output, layers)
+        it = _iteration(
+            s["m"], s["dev"], tp, s["weights"], d.batch, prompt, output, layers, s["engine"]
+        )
         cap = d.batch / (output * _mean_iteration(it, d.batch, prompt, output))
 
         def latency(r: float, it: IterationTime = it, b: int = d.batch) -> LoadedLatency:
@@ -301,7 +317,7 @@ def disaggregated_devices(s: dict[str, Any], demand: float) -> float:
             return IterationTime(
                 m, s["weights"], _kv(s["weights"]), batch=batch, context=prompt + output,
                 prompt=prompt, output=output, stages=[StageSpec(acc, tp, m.num_layers)],
-                link=link, budget=budget,
+                link=link, budget=budget, host_s_per_token=host_s_per_token(cat, s["engine"]),
             )  # fmt: skip
 
         if d.batch == 1:
@@ -349,6 +365,17 @@ def _missing(r: dict[str, Any], m: ModelArch | None, dev: str | None, weights: s
     return "; ".join(out)
 
 
+def _engine(r: dict[str, Any], dev: str | None, weights: str | None) -> str | None:
+    """The row's engine where the catalog knows it and its support matrix runs the row's
+    weights on the row's device (None otherwise: then each device's default engine)."""
+    cat = load_catalog()
+    name = r.get("engine")
+    if name not in cat.engines or dev is None or weights is None:
+        return None
+    ok = runtimes(cat, cat.accelerator(dev), weights, _kv(weights))
+    return name if any(rt.engine == name for rt in ok) else None
+
+
 def _row(r: dict[str, Any]) -> Row:
     src = r["source"]["title"]
     kind, meas = r["kind"], r["measured"]
@@ -358,11 +385,14 @@ def _row(r: dict[str, Any]) -> Row:
     tp = int(r["tensor_parallel"]) if r.get("tensor_parallel") else None
     base = Row(r["id"], kind, src, math.nan, "", None)
     missing = _missing(r, m, dev, weights)
+    engine = _engine(r, dev, weights)
+    if engine is None and not missing and r.get("engine") in load_catalog().engines:
+        missing = f"the support matrix has no row for {r['engine']} running {weights} on {dev}"
     if kind == "disaggregated" and not missing and not meas.get("tokens_per_s_per_gpu"):
         missing = "no whole-system figure: one pool measured alone"
     base.spec = {
         "m": m, "dev": dev, "tp": tp, "pp": r.get("pipeline_parallel"), "weights": weights,
-        "devices": r.get("devices"),
+        "devices": r.get("devices"), "engine": engine,
         "path": tensor_path(dev, weights) if dev and weights else None,
         "ttft_p99": meas.get("ttft_p99_s"), "tpot_p99": meas.get("tpot_p99_s"),
         "prompt": round(r.get("prompt_tokens") or 0), "output": round(r.get("output_tokens") or 0),
@@ -402,20 +432,23 @@ def _row(r: dict[str, Any]) -> Row:
     if kind == "prefill" and "ttft_s" in meas:
         return Row(
             r["id"], kind, src, meas["ttft_s"], "TTFT s",
-            lambda: _iteration(m, dev, tp, weights, 1, prompt, 1)(0, prompt), spec=s,
+            lambda: _iteration(m, dev, tp, weights, 1, prompt, 1, None, engine)(0, prompt),
+            spec=s,
         )  # fmt: skip
     if kind == "server" and "max_concurrency" in meas and "tokens_per_s" in meas:
         n = int(meas["max_concurrency"])
         return Row(
             r["id"], kind, src, meas["tokens_per_s"], "output tokens/s",
             lambda: n / _mean_iteration(
-                _iteration(m, dev, tp, weights, n, prompt, output), n, prompt, output
+                _iteration(m, dev, tp, weights, n, prompt, output, None, engine),
+                n, prompt, output,
             ), spec=s,
         )  # fmt: skip
     if kind == "decode" and "tpot_s" in meas:
         return Row(
             r["id"], kind, src, meas["tpot_s"], "TPOT s",
-            lambda: _iteration(m, dev, tp, weights, 1, prompt, output)(1, 0), spec=s,
+            lambda: _iteration(m, dev, tp, weights, 1, prompt, output, None, engine)(1, 0),
+            spec=s,
         )  # fmt: skip
     base.why_not = "no metric for this row type and measurement"
     return base

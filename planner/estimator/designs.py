@@ -171,7 +171,8 @@ class _Setting:
     Options (a device type at a tensor-parallel degree) are ordered by degree, then by device:
     the order candidates are generated in, which breaks exact ties the same way every time.
     Per option o and batch level bi: `tau` seconds per layer per serving iteration (decodes and
-    their steady-state prefill), `fixed` seconds per step (head and step overhead),
+    their steady-state prefill), `fixed` seconds per step (head, step overhead and the engine's
+    host work per token),
     `cap[bi, S - 1, o]` the most layers one stage holds in an S-stage pipeline.
     """
 
@@ -793,9 +794,12 @@ def _within_ceilings(w: InferenceWorkload, cand: _Candidates) -> _Candidates:
 
 
 def _with_runtimes(st: _Setting, cat: Catalog, runtimes: list[Runtime]) -> _Setting:
-    """The setting with each option's engine and backend, and the engine's time per hop."""
+    """The setting with each option's engine and backend, the engine's time per hop, and its
+    host work per generated token in each step's fixed work (b sequences, b tokens a step)."""
     extra = np.array([cat.engines[r.engine].hop_overhead_us * 1e-6 for r in runtimes])
-    return replace(st, runtimes=runtimes, hop_extra=extra)
+    host = np.array([cat.engines[r.engine].host_us_per_token * 1e-6 for r in runtimes])
+    fixed = st.fixed + host[None, :] * st.levels[:, None] if host.any() else st.fixed
+    return replace(st, runtimes=runtimes, hop_extra=extra, fixed=fixed)
 
 
 def _pruned_order(

@@ -132,9 +132,12 @@ def inference_replica(
     stages: list[StageSpec],
     link: Link,
     hop_overhead_s: float = 0.0,
+    host_s_per_token: float = 0.0,
 ) -> ReplicaFigures:
     """Memory, step time, throughput, latency and power of one inference replica.
-    `hop_overhead_s`: the engine's own time per pipeline hop (Engine.hop_overhead_us)."""
+    `hop_overhead_s`: the engine's own time per pipeline hop (Engine.hop_overhead_us);
+    `host_s_per_token`: its host work per generated token, serial with each step
+    (Engine.host_us_per_token)."""
     fmt, kvb = weight_format(weights), kv_bytes(kv)
     S = len(stages)
     L = m.num_layers
@@ -156,7 +159,11 @@ def inference_replica(
         tau, tau_c = _layer_seconds(
             m, fmt, kvb, dev, st.tp, batch, context, prompt, output, st.link_args()
         )
-        fixed = _scalar(head_seconds(m, fmt, dev, batch)) / st.tp + _scalar(dev.step_overhead_s)
+        fixed = (
+            _scalar(head_seconds(m, fmt, dev, batch)) / st.tp
+            + _scalar(dev.step_overhead_s)
+            + host_s_per_token * batch
+        )
         seconds.append(st.layers * tau + fixed + hop)
         chunk_seconds.append(st.layers * tau_c + fixed + hop)
         mem = inference_memory(
@@ -236,10 +243,12 @@ class IterationTime:
         link: Link,
         budget: float | None = None,
         hop_overhead_s: float = 0.0,
+        host_s_per_token: float = 0.0,
     ) -> None:
         """`budget`: the most prompt tokens an iteration takes (the serving token budget of the
         batch unless given, e.g. a disaggregated prefill engine's); `hop_overhead_s`: the
-        engine's own time per pipeline hop (Engine.hop_overhead_us)."""
+        engine's own time per pipeline hop (Engine.hop_overhead_us); `host_s_per_token`: its
+        host work per generated token, serial with each step (Engine.host_us_per_token)."""
         fmt, kvb = weight_format(weights), kv_bytes(kv)
         if budget is None:
             budget = token_budget(batch, prompt, output)
@@ -290,10 +299,14 @@ class IterationTime:
                 link_latency_s=link_latency_s,
             ).reshape(n.shape)
             head = head_seconds(m, fmt, dev, np.maximum(n, 1.0)) / st.tp
-            worst = np.maximum(worst, st.layers * tau + head + dev.step_overhead_s + hop)
+            step = st.layers * tau + head + dev.step_overhead_s + hop + host_s_per_token * n
+            worst = np.maximum(worst, step)
             per_layer[kind] = (tau, np.asarray(dev.step_overhead_s, dtype=np.float64))
         self.table = S * worst
-        self.alone = _alone(m, fmt, stages, per_layer, hop, n)
+        # One sequence alone: the host's work for its token once per round.
+        self.alone = _alone(m, fmt, stages, per_layer, hop, n) + host_s_per_token * np.maximum(
+            n, 1.0
+        )
         self._xs: list[float] = self.n_grid.tolist()
         self._ys: list[float] = self.p_grid.tolist()
         self._z: list[list[float]] = self.table.tolist()

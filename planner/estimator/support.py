@@ -123,3 +123,10 @@ def hop_overhead_s(cat: Catalog, engine: str | None) -> float:
     (planner.schema.support.Engine.hop_overhead_us; 0 without an engine)."""
     e = cat.engines.get(engine) if engine else None
     return e.hop_overhead_us * 1e-6 if e is not None else 0.0
+
+
+def host_s_per_token(cat: Catalog, engine: str | None) -> float:
+    """Seconds of host work per generated token the serving engine does serially with the
+    device's step (planner.schema.support.Engine.host_us_per_token; 0 without an engine)."""
+    e = cat.engines.get(engine) if engine else None
+    return e.host_us_per_token * 1e-6 if e is not None else 0.0

@@ -98,6 +98,14 @@ class Engine(Sourced):
         "beyond the link's own latency and transfer (remote-procedure round trips, "
         "serialization), microseconds. 0 where no measurement isolates it.",
     )
+    host_us_per_token: float = Field(
+        0.0,
+        ge=0,
+        description="Host (CPU) time the engine spends per generated token serially with the "
+        "device's step (scheduling the next step, processing outputs, the API server), "
+        "microseconds: a step of b sequences takes b times this on top of the device's own "
+        "time. 0 for engines that overlap this work with the device's step.",
+    )
     notes: str | None = None
 
 
