@@ -303,10 +303,8 @@ class IterationTime:
             worst = np.maximum(worst, step)
             per_layer[kind] = (tau, np.asarray(dev.step_overhead_s, dtype=np.float64))
         self.table = S * worst
-        # One sequence alone: the host's work for its token once per round.
-        self.alone = _alone(m, fmt, stages, per_layer, hop, n) + host_s_per_token * np.maximum(
-            n, 1.0
-        )
+        host_alone = host_s_per_token * np.maximum(n, 1.0)  # once per round for one sequence
+        self.alone = _alone(m, fmt, stages, per_layer, hop, n) + host_alone
         self._xs: list[float] = self.n_grid.tolist()
         self._ys: list[float] = self.p_grid.tolist()
         self._z: list[list[float]] = self.table.tolist()

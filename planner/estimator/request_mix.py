@@ -205,7 +205,7 @@ def _engine(
     engine: str | None = None,
 ) -> _Engine:
     """Requests/s of class `serve` one replica sustains (`engine`: the serving engine, for its
-    time per pipeline hop): its S engines of `batch` slots each
+    time per pipeline hop and its host time per token): its S engines of `batch` slots each
     finish batch / (output tokens x iteration) requests/s at full load (Little's law), the
     iteration being the serving model's at the class's token mix and the sized class's context
     (planner.estimator.serving); the plan uses at most `max_utilization` of that, and less when
@@ -232,19 +232,9 @@ def _engine(
     hit = _ITERATIONS.get(key)
     if hit is None or any(a is not b for a, b in zip(hit[0], stages, strict=False)):
         it = IterationTime(
-            m,
-            w.weights,
-            w.kv,
-            batch=batch,
-            context=context,
-            prompt=P,
-            output=out,
-            stages=stages,
-            link=link,
-            budget=budget,
-            hop_overhead_s=hop,
-            host_s_per_token=host,
-        )
+            m, w.weights, w.kv, batch=batch, context=context, prompt=P, output=out,
+            stages=stages, link=link, budget=budget, hop_overhead_s=hop, host_s_per_token=host,
+        )  # fmt: skip
         if len(_ITERATIONS) >= 8:
             del _ITERATIONS[next(iter(_ITERATIONS))]
         # The stages are kept with their table, so the ids in the key stay theirs.
