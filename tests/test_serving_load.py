@@ -129,13 +129,10 @@ def test_analytic_latency_agrees_with_the_replay() -> None:
     assert any("KV" in r.case for r in rows) and any("disaggregated" in r.case for r in rows)
     e2e = sorted(abs(r.e2e_error) for r in rows)
     ttft = sorted(abs(r.ttft_error) for r in rows)
-    # End to end within 15 % on every case; the first token within 15 % on all but the one case
-    # docs/serving.md names (16 slots at 90 % load, where the model is long: on the safe side),
-    # within 20 % on every case and within 6 % at the median.
+    # p95 first token and end to end within 15 % on every case (20 replays pooled, seeds fixed:
+    # the figures are the same on every run), within 6 % at the median.
     assert e2e[-1] <= 0.15, rows
-    assert sum(abs(r.ttft_error) > 0.15 for r in rows) <= 1, rows
-    assert all(r.ttft_error > 0 for r in rows if abs(r.ttft_error) > 0.15), rows
-    assert ttft[-1] <= 0.20, rows
+    assert ttft[-1] <= 0.15, rows
     assert ttft[len(ttft) // 2] <= 0.06, rows
 
 

@@ -6,8 +6,10 @@ each row type was chosen before any fitting and is not changed to suit a result:
 - prefill (batch 1, no decodes): time to first token = one iteration carrying the whole prompt.
 - offline (saturated throughput at a stated input/output length; MLPerf Offline): output
   tokens/s per accelerator of the planner's best single-stage design that fits memory (every
-  batch the design ladder holds; the row's tensor-parallel degree where the source states it,
-  else the best degree the planner finds).
+  batch the design ladder holds up to the engine's sequence limit: the row's max-num-seqs where
+  the source states it, else the engine's default, ENGINE_MAX_SEQS; the row's tensor-parallel
+  degree where the source states it, else the best degree the planner finds; one replica over
+  all the row's devices where the source ran one instance on them).
 - server with latency limits (MLPerf Server: p99 time to first token and time per output token
   limits; the interactive variant has tighter ones): output tokens/s per accelerator at the
   highest Poisson arrival rate whose modelled p99 first-token time and time per token
@@ -17,6 +19,10 @@ each row type was chosen before any fitting and is not changed to suit a result:
 - decode at concurrency 1: time per output token.
 - sizing (a published configurator's aggregated plan): output tokens/s per GPU of the stated
   replica (tensor parallel, batch) at that request shape.
+
+The engine: each row is predicted at the engine its source ran, where the catalog knows it and
+its support matrix runs the row's format on the row's device (vLLM before 0.6.0 as `vllm-0.5`,
+whose host time per token the catalog carries); other rows at each device's default engine.
 
 A row is scored only when its model, device, weight format and mean request shape (prompt and
 output tokens) are stated by its source; otherwise it is listed as not expressible with each
@@ -108,6 +114,13 @@ DEVICES = {
     "AMD Instinct MI325X": "mi325x",
     "Intel Gaudi 2 (96 GB HBM2E)": "gaudi2",
 }
+# Sequences an engine batches when the run does not set its limit: vLLM's --max-num-seqs, 256
+# in its V0 engine (EngineArgs.__post_init__: "256 if not envs.VLLM_USE_V1 else 1024",
+# https://github.com/vllm-project/vllm/blob/001999d2f360c2c5da23a916510c273b1a73d06c/vllm/engine/
+# arg_utils.py; V1 became the default in 0.8.0). Every vLLM row that states no limit ran before
+# 0.8.0 (Lambda's v0.5.4 harness also passes 256 in its benchmark.sh; Oracle's October 2024 run
+# of benchmark_throughput.py states no flags); rows of later releases state theirs.
+ENGINE_MAX_SEQS = {"vllm": 256, "vllm-0.5": 256}
 WEIGHTS = {"fp8": "fp8", "fp16": "fp16", "fp4": "nvfp4"}  # TensorRT-LLM's FP4 on B200 is NVFP4
 GRID = np.round(np.arange(0.20, 0.901, 0.02), 2)
 MARK_BEGIN = "<!-- benchmarks/serving/run.py --markdown: begin -->"
@@ -213,7 +226,9 @@ def _mean_iteration(it: IterationTime, batch: int, prompt: int, output: int) -> 
 
 def _designs(s: dict[str, Any]) -> list[Design]:
     """Every design of the row's pipeline depth (one stage unless the source states more) that
-    fits memory: the row's tensor-parallel degree where stated, else every degree up to 8."""
+    fits memory: the row's tensor-parallel degree where stated, else every degree up to 8; one
+    replica over all the row's devices where the source says one instance ran on them; no
+    more sequences in flight than the engine's limit (`max_seqs`)."""
     cat = load_catalog()  # these rows name catalog models only
     pp = s.get("pp") or 1
     prob = _problem(
@@ -222,10 +237,14 @@ def _designs(s: dict[str, Any]) -> list[Design]:
     w = prob.workloads[0]
     assert isinstance(w, InferenceWorkload)
     ds = inference_designs(w, prob, cat, allowed_devices(prob, cat), prune=False)
+    each = s["devices"] // s["instances"] if s.get("instances") else None
     return [
         d
         for d in ds
-        if len(d.stages) == pp and (not s["tp"] or all(st.tp == s["tp"] for st in d.stages))
+        if len(d.stages) == pp
+        and (not s["tp"] or all(st.tp == s["tp"] for st in d.stages))
+        and (each is None or _accelerators(d) == each)
+        and (not s.get("max_seqs") or d.batch * len(d.stages) <= s["max_seqs"])
     ]
 
 
@@ -392,7 +411,8 @@ def _row(r: dict[str, Any]) -> Row:
         missing = "no whole-system figure: one pool measured alone"
     base.spec = {
         "m": m, "dev": dev, "tp": tp, "pp": r.get("pipeline_parallel"), "weights": weights,
-        "devices": r.get("devices"), "engine": engine,
+        "devices": r.get("devices"), "engine": engine, "instances": r.get("instances"),
+        "max_seqs": r.get("max_num_seqs") or ENGINE_MAX_SEQS.get(str(engine)),
         "path": tensor_path(dev, weights) if dev and weights else None,
         "ttft_p99": meas.get("ttft_p99_s"), "tpot_p99": meas.get("tpot_p99_s"),
         "prompt": round(r.get("prompt_tokens") or 0), "output": round(r.get("output_tokens") or 0),
