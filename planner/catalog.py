@@ -67,6 +67,11 @@ class Catalog:
     engines: Mapping[str, Engine] = field(default_factory=dict)
     support: tuple[SupportRow, ...] = ()  # the software support matrix (support.yaml)
     instances: Mapping[str, Instance] = field(default_factory=dict)  # cloud instances, by id
+    # nodes_for's answers by the device fields it reads (each catalog object its own: `replace`
+    # makes a new, empty one).
+    _hosts_of: dict[tuple[str, str, str], list[Node]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def accelerator(self, name: str) -> Accelerator:
         return _lookup(self.accelerators, name, "device")
@@ -96,6 +101,13 @@ class Catalog:
 
     def nodes_for(self, device: Accelerator) -> list[Node]:
         """Nodes that can host `device`, cheapest per slot first."""
+        key = (device.id, device.form_factor, device.device_class)
+        hit = self._hosts_of.get(key)
+        if hit is None:
+            hit = self._hosts_of[key] = self._nodes_for(device)
+        return list(hit)
+
+    def _nodes_for(self, device: Accelerator) -> list[Node]:
         fits = [
             n
             for n in self.nodes.values()
