@@ -43,27 +43,36 @@ class Hints(ModelBase):
         watts_left = math.inf if c.power_w is None else 0.9 * c.power_w / self.p.horizon.pue
         devices_left = math.inf if c.max_devices is None else c.max_devices
         chosen: dict[ReplicaKey, int] = {}
+        used: dict[str, int] = {}  # devices on premises the workloads before took
         for w in self.p.workloads:
             if isinstance(w, InferenceWorkload) and w.request_mix is not None:
                 self._mix_heuristic(w, slot_usd, per_w, chosen, shares)
                 continue
-            options = self._options(w, slot_usd)
+            options = self._options(w, slot_usd, used)
             if not options:
                 return {}, shares
             fits = [o for o in options if o[1] <= watts_left and o[2] <= devices_left]
-            _, watts, devices, picks = (
+            _, watts, devices, picks, on_prem = (
                 min(fits, key=lambda o: o[0]) if fits else min(options, key=lambda o: o[1])
             )
             watts_left -= watts
             devices_left -= devices
             chosen.update(picks)
+            for x, n in on_prem.items():
+                used[x] = used.get(x, 0) + n
         return chosen, shares
 
     def _options(
-        self, w: InferenceWorkload | TrainingWorkload, slot_usd: dict[str, float]
-    ) -> list[tuple[float, float, int, dict[ReplicaKey, int]]]:
+        self,
+        w: InferenceWorkload | TrainingWorkload,
+        slot_usd: dict[str, float],
+        used: dict[str, int],
+    ) -> list[tuple[float, float, int, dict[ReplicaKey, int], dict[str, int]]]:
         """Each way one design at one site meets the workload's demand in every period: its
-        price, watts and devices at the busiest period, and replicas per key."""
+        price, watts and devices at the busiest period, replicas per key, and the devices it
+        takes on premises. On premises a device type costs the whole purchase units it adds to
+        what the workloads before it took (`used`): an 8-GPU baseboard bought for 2 GPUs costs
+        8, and the next workload's 6 come free."""
         usd_wh = energy_usd_per_watt_hour(self.p)
         out = []
         for j, d in enumerate(self.t.designs[w.name]):
@@ -88,14 +97,24 @@ class Hints(ModelBase):
                     else:  # energy at load
                         price = sum(n * d.power_w * hours[k] * usd_wh for k, n in counts.items())
                 most = max(counts.values())
+                on_prem = {x: most * k for x, k in d.devices.items()} if site == PREM else {}
                 if site == PREM:
                     if not self._hint_host_holds(d):
                         continue
-                    price += most * sum(slot_usd[x] * k for x, k in d.devices.items())
+                    price += sum(
+                        self._bought_more(x, used.get(x, 0), n) * slot_usd[x]
+                        for x, n in on_prem.items()
+                    )
                 host_w = cloud_host_watts(d.devices, self.t.econ)
                 watts = most * (d.power_w + host_w)
-                out.append((price, watts, most * sum(d.devices.values()), counts))
+                out.append((price, watts, most * sum(d.devices.values()), counts, on_prem))
         return out
+
+    def _bought_more(self, dev: str, used: int, more: int) -> int:
+        """Devices bought (whole purchase units of the hint's host, beyond those owned) to put
+        `more` `dev` on premises beside `used`."""
+        node, owned = self._hint_host(dev), self.t.econ[dev].owned
+        return devices_bought(node, used + more - owned) - devices_bought(node, used - owned)
 
     def _rent_per_hour(self, d: Design) -> float:
         """A rented replica's devices per hour at the cheapest rate they have (reserved
