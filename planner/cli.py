@@ -509,6 +509,14 @@ def estimate(
             "this many devices cannot hold the model. Default: the smallest layout that fits.",
         ),
     ] = None,
+    engine: Annotated[
+        str | None,
+        typer.Option(
+            help="Serving engine (inference): vllm, sglang, tensorrt-llm, llama.cpp, vllm-0.5...; "
+            "`planner catalog list engines`. Default: per device, the first engine the support "
+            "matrix lists for it and the formats.",
+        ),
+    ] = None,
     seq: Annotated[int, typer.Option(min=1, help="Training sequence length.")] = _TRN["seq_len"],
     micro_batch: Annotated[
         int, typer.Option("--micro-batch", min=1, help="Training micro-batch per device.")
@@ -570,7 +578,7 @@ def estimate(
         from planner.estimator.estimate import Task as EstTask
         from planner.estimator.formats import kv_bytes, weight_format
         from planner.estimator.memory import Method, Optimizer, Recompute, TrainingSetup
-        from planner.estimator.support import supported_devices
+        from planner.estimator.support import estimate_engines, supported_devices
         from planner.report.estimate import estimate_dict, estimate_tables, estimates_table
         from planner.schema.measurements import load_measurements
         from planner.schema.problem import default_recompute
@@ -605,9 +613,10 @@ def estimate(
             )
             weight_format(weights), kv_bytes(kv)  # unknown names first, with their choices
             runs = supported_devices(cat, devices, weights, kv)
+            runs, engines = estimate_engines(cat, runs, weights, kv, engine)
             if len(runs) < len(devices):
                 table = device_table(runs, ov)
-            rows = estimate_inference(arch, table, q, econ, mfile)
+            rows = estimate_inference(arch, table, q, econ, mfile, engines)
         else:
             rc = recompute or default_recompute(task.value)
             if rc not in ("none", "selective", "full"):

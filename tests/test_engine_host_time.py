@@ -117,3 +117,37 @@ def test_a_plan_on_the_old_engine_is_verified_at_its_own_speed() -> None:
         verify(plan, prob, cat)
         counts[engine] = sum(n.count for n in plan.devices)
     assert counts["vllm-0.5"] > counts["vllm"]
+
+
+def _estimate(*args: str) -> tuple[int, str]:
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    r = CliRunner().invoke(app, ["estimate", "-m", "llama-3.1-8b", *args])
+    return r.exit_code, r.output
+
+
+def test_estimate_takes_the_engine_and_charges_its_host_time() -> None:
+    import json
+
+    base = ["-d", "h100-sxm", "--weights", "bf16", "--kv", "bf16", "--batch", "256"]
+    code, out = _estimate(*base, "--format", "json")
+    assert code == 0
+    default = json.loads(out)
+    assert default["engine"] == "vllm"  # the device's first engine in the support matrix
+    code, out = _estimate(*base, "--engine", "vllm-0.5", "--format", "json")
+    assert code == 0
+    old = json.loads(out)
+    assert old["engine"] == "vllm-0.5"
+    # 256 sequences x 89 us of host work added to each step.
+    extra_ms = old["ms_per_token"] - default["ms_per_token"]
+    assert extra_ms == pytest.approx(256 * 89e-3, rel=1e-6)
+
+
+def test_estimate_refuses_an_engine_that_does_not_run_there() -> None:
+    code, out = _estimate("-d", "mi300x", "--engine", "vllm-0.5", "--weights", "bf16")
+    assert code == 2
+    assert "vllm-0.5 does not run bf16" in out and "mi300x" in out and "vllm" in out
+    code, out = _estimate("-d", "h100-sxm", "--engine", "no-such-engine")
+    assert code == 2 and "not in the catalog" in out

@@ -79,6 +79,7 @@ class Estimate:
     usd_per_mtok_bought: float | None
     usd_per_mtok_rented: float | None
     measured: bool
+    engine: str = ""  # inference: the serving engine the figures assume (support matrix id)
 
     @property
     def fits(self) -> bool:
@@ -106,8 +107,11 @@ def estimate_inference(
     q: InferenceQuery,
     econ: Economics,
     measured: MeasurementFile | None = None,
+    engines: list[tuple[str, float]] | None = None,
 ) -> list[Estimate]:
-    """Inference figures for `m` on every device of `dev`.
+    """Inference figures for `m` on every device of `dev`; `engines`, per device, the serving
+    engine and its host work per generated token (Engine.host_us_per_token, seconds), added to
+    every decode step for each sequence in it.
 
     Long because it assembles one estimate's every figure in order.
     """
@@ -129,6 +133,8 @@ def estimate_inference(
         need = _devices_needed(per_n, float(dev.usable_memory_bytes[i]))
         stages = counts[need - 1] if need else 0
         n, step, pre, par = _layout(m, q, dev, i, stages, float(step1[i]), float(pre1[i]), hop)
+        engine, host_s = engines[i] if engines else ("", 0.0)
+        step += host_s * q.batch
         tps = q.batch / step if n else 0.0
         ms = step * 1e3 if n else None
         row = find(
@@ -172,6 +178,7 @@ def estimate_inference(
                 watts,
                 econ,
                 row is not None,
+                engine,
             )
         )
     return out
@@ -306,6 +313,7 @@ def _finish(
     watts: float,
     econ: Economics,
     measured: bool,
+    engine: str = "",
 ) -> Estimate:
     k = max(n, 1)
     price = float(dev.purchase_usd[i])
@@ -340,4 +348,5 @@ def _finish(
         usd_per_mtok_bought=bought,
         usd_per_mtok_rented=rented,
         measured=measured,
+        engine=engine,
     )

@@ -130,3 +130,34 @@ def host_s_per_token(cat: Catalog, engine: str | None) -> float:
     device's step (planner.schema.support.Engine.host_us_per_token; 0 without an engine)."""
     e = cat.engines.get(engine) if engine else None
     return e.host_us_per_token * 1e-6 if e is not None else 0.0
+
+
+def estimate_engines(
+    cat: Catalog, devices: list[Accelerator], weights: str, kv: str, engine: str | None
+) -> tuple[list[Accelerator], list[tuple[str, float]]]:
+    """For `planner estimate`: the devices `engine` runs `weights` with a `kv` cache on (every
+    device given when no engine is named) and, per device, the engine its figures assume (the
+    named one, else the device's default: the first supported engine by rank) with its host
+    time per generated token; an error naming what the matrix offers when the named engine runs
+    on none of them."""
+    if engine is not None and engine not in cat.engines:
+        known = ", ".join(sorted(cat.engines))
+        raise InputError(f"--engine `{engine}` is not in the catalog; choose one of {known}")
+    kept: list[Accelerator] = []
+    out: list[tuple[str, float]] = []
+    for d in devices:
+        found = runtimes(cat, d, weights, kv)
+        names = [r.engine for r in found if engine is None or r.engine == engine]
+        if not names:
+            continue
+        kept.append(d)
+        out.append((names[0], host_s_per_token(cat, names[0])))
+    if not kept:
+        shown = ", ".join(d.id for d in devices[:6]) + (", ..." if len(devices) > 6 else "")
+        offered = sorted({r.engine for d in devices for r in runtimes(cat, d, weights, kv)})
+        raise InputError(
+            f"--engine {engine} does not run {weights} weights with a {kv} KV cache on {shown} "
+            f"(the support matrix offers {', '.join(offered) or 'no engine'} there); see "
+            "`planner catalog list support`"
+        )
+    return kept, out

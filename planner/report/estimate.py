@@ -158,6 +158,7 @@ def estimate_dict(e: Estimate) -> dict[str, Any]:
         "usd_per_million_tokens_bought": e.usd_per_mtok_bought,
         "usd_per_million_tokens_rented": e.usd_per_mtok_rented,
         "measured": e.measured,
+        **({"engine": e.engine} if e.engine else {}),
     }
 
 
@@ -188,6 +189,8 @@ def estimate_tables(e: Estimate) -> list[Table]:
     perf.add_column("value", justify="right")
     perf.add_row("devices", f"{max(e.devices_needed, 1)} ({e.parallelism})")
     if e.task == "inference":
+        if e.engine:
+            perf.add_row("serving engine", e.engine)
         perf.add_row(
             "decode throughput",
             f"{_num(e.tokens_per_s)} tokens/s" + (" (measured)" if e.measured else ""),
@@ -216,8 +219,10 @@ def estimate_tables(e: Estimate) -> list[Table]:
 def estimates_table(rows: list[Estimate]) -> Table:
     """One line per device (for --device all)."""
     t = Table(title=f"{rows[0].model}: {rows[0].task} on every device", title_justify="left")
+    engines = any(e.engine for e in rows)
     for col in (
         "device",
+        *(("engine",) if engines else ()),
         "GB needed",
         "fits",
         "devices",
@@ -228,10 +233,11 @@ def estimates_table(rows: list[Estimate]) -> Table:
         "$/M bought",
         "$/M rented",
     ):
-        t.add_column(col, justify="left" if col == "device" else "right")
+        t.add_column(col, justify="left" if col in ("device", "engine") else "right")
     for e in rows:
         t.add_row(
             e.device,
+            *((e.engine,) if engines else ()),
             gb(e.memory.total),
             "yes" if e.fits else "no",
             str(e.devices_needed or "-"),
