@@ -601,6 +601,8 @@ def estimate(
             pue=pue,
         )
         rows: list[Estimate]
+        if engine is not None and task is not Task.inference:
+            raise InputError("--engine names a serving engine: it goes with --task inference")
         if task is Task.inference:
             mfile = load_measurements(measured) if measured else None
             if tp is not None and arch.num_attention_heads % tp:

@@ -15,7 +15,7 @@ import pytest
 from planner.catalog import load_catalog
 from planner.estimator.designs import Design, allowed_devices, inference_designs, stage_specs
 from planner.estimator.network import network_link
-from planner.estimator.replica import inference_replica
+from planner.estimator.replica import ReplicaFigures, inference_replica
 from planner.estimator.serving import prefill_prompt
 from planner.estimator.support import host_s_per_token
 from planner.schema.problem import InferenceWorkload, Problem
@@ -64,6 +64,25 @@ def _saturated(model: str, tp: int, engine: str) -> float:
     return max(d.tokens_per_s for d in _designs(model, tp, engine))
 
 
+def _replica(prob: Problem, d: Design) -> ReplicaFigures:
+    """The plan builder's scalar figures of design `d` of the problem's one workload."""
+    cat = load_catalog()
+    w = prob.workloads[0]
+    assert isinstance(w, InferenceWorkload)
+    return inference_replica(
+        cat.model(w.model),
+        w.weights,
+        w.kv,
+        batch=d.batch,
+        context=w.context_tokens,
+        prompt=prefill_prompt(w.prompt_tokens, w.prefix_cache_hit),
+        output=w.output_tokens,
+        stages=stage_specs(cat, prob, d),
+        link=network_link(prob, cat),
+        host_s_per_token=host_s_per_token(cat, d.engine),
+    )
+
+
 @pytest.mark.parametrize(
     ("model", "tp", "gain"),
     [("llama-3.1-8b", 1, 2.7), ("llama-3.1-70b", 4, 1.8)],  # the blog's v0.6.0 / v0.5.3
@@ -83,26 +102,64 @@ def test_host_time_is_the_catalog_figure_per_token() -> None:
 def test_design_figures_and_the_replica_figures_agree_with_host_time() -> None:
     """Design enumeration (numpy columns) and the plan builder's scalar figures both add the
     host's work: b sequences x 89 us to every step."""
-    cat = load_catalog()
     prob = _problem("llama-3.1-8b", 1, "vllm-0.5")
-    w = prob.workloads[0]
-    assert isinstance(w, InferenceWorkload)
     for d in _designs("llama-3.1-8b", 1, "vllm-0.5")[:6]:
         assert d.engine == "vllm-0.5"
-        fig = inference_replica(
-            cat.model(w.model),
-            w.weights,
-            w.kv,
-            batch=d.batch,
-            context=w.context_tokens,
-            prompt=prefill_prompt(w.prompt_tokens, w.prefix_cache_hit),
-            output=w.output_tokens,
-            stages=stage_specs(cat, prob, d),
-            link=network_link(prob, cat),
-            host_s_per_token=host_s_per_token(cat, d.engine),
-        )
+        fig = _replica(prob, d)
         assert fig.tokens_per_s == pytest.approx(d.tokens_per_s, rel=1e-9)
         assert fig.step_seconds >= d.batch * 89e-6
+
+
+def test_pipelines_of_two_device_types_agree_with_the_replica_figures() -> None:
+    """Multi-stage and two-type pipelines: each stage's step carries b x host time in both the
+    design columns and the scalar figures."""
+    cat = load_catalog()
+    prob = Problem.model_validate(
+        {
+            "name": "pipelines",
+            "workloads": [
+                {
+                    "name": "w",
+                    "model": "llama-3.1-70b",
+                    "weights": "fp16",
+                    "kv": "fp16",
+                    "context_tokens": 2048,
+                    "prompt_tokens": 500,
+                    "output_tokens": 200,
+                    "concurrency": "unbounded",
+                    "engine": "vllm-0.5",
+                }
+            ],
+            "market": {"conditions": ["new", "refurbished", "used"]},  # A100s are sold used
+            "constraints": {
+                "allowed_devices": ["l40s", "a100-80gb-sxm"],
+                "max_stages": 4,
+                "max_tensor_parallel": 2,
+                "heterogeneous_pipelines": True,
+            },
+        }
+    )
+    w = prob.workloads[0]
+    assert isinstance(w, InferenceWorkload)
+    ds = inference_designs(w, prob, cat, allowed_devices(prob, cat), prune=False)
+    two_type = [d for d in ds if len(d.devices) == 2]
+    deep = [d for d in ds if len(d.stages) >= 3]
+    assert two_type and deep
+    for d in two_type[:20] + deep[:20]:
+        fig = _replica(prob, d)
+        assert fig.tokens_per_s == pytest.approx(d.tokens_per_s, rel=1e-9)
+        assert fig.ms_per_token == pytest.approx(d.ms_per_token, rel=1e-9)
+
+
+def test_an_old_release_is_planned_only_where_named() -> None:
+    """vllm-0.5 is the only engine the support matrix lists for GPTQ weights on a V100; it is
+    still never a default: without --engine the answer says so, with it the estimate runs."""
+    code, out = _estimate("-d", "v100-sxm2-32gb", "--weights", "gptq-int4", "--kv", "fp16")
+    assert code == 2 and "no default engine" in out and "vllm-0.5" in out
+    code, out = _estimate(
+        "-d", "v100-sxm2-32gb", "--weights", "gptq-int4", "--kv", "fp16", "--engine", "vllm-0.5"
+    )
+    assert code == 0 and "vllm-0.5" in out
 
 
 def test_a_plan_on_the_old_engine_is_verified_at_its_own_speed() -> None:

@@ -209,6 +209,7 @@ def training_stage_memory(
 
 
 _TABLES: dict[int, tuple[Accelerator, DeviceTable]] = {}
+_Floats = npt.NDArray[np.float64]
 
 
 def _one_device(device: Accelerator) -> DeviceTable:
@@ -271,6 +272,8 @@ class IterationTime:
             else 0.0
         )
         worst = np.zeros_like(n)
+        # The host's work: a token per decoding sequence and per prompt the iteration finishes.
+        host = host_s_per_token * (n + p / max(prompt, 1))
         # Stages of one device and degree share their time per layer: the fullest one of them
         # is their slowest (time grows with the layers), so each kind is computed once.
         fullest: dict[tuple[int, int], StageSpec] = {}
@@ -278,9 +281,7 @@ class IterationTime:
             kind = (id(st.device), st.tp)
             if kind not in fullest or st.layers > fullest[kind].layers:
                 fullest[kind] = st
-        per_layer: dict[
-            tuple[int, int], tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]
-        ] = {}
+        per_layer: dict[tuple[int, int], tuple[_Floats, _Floats]] = {}
         for kind, st in fullest.items():
             dev = _one_device(st.device)
             link_bytes_s, link_latency_s = st.link_args()
@@ -299,7 +300,7 @@ class IterationTime:
                 link_latency_s=link_latency_s,
             ).reshape(n.shape)
             head = head_seconds(m, fmt, dev, np.maximum(n, 1.0)) / st.tp
-            step = st.layers * tau + head + dev.step_overhead_s + hop + host_s_per_token * n
+            step = st.layers * tau + head + dev.step_overhead_s + hop + host
             worst = np.maximum(worst, step)
             per_layer[kind] = (tau, np.asarray(dev.step_overhead_s, dtype=np.float64))
         self.table = S * worst

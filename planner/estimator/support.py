@@ -63,6 +63,8 @@ def runtime_for(
             continue
         if r.experimental or (allowed is not None and r.engine not in allowed):
             continue
+        if cat.engines[r.engine].named_only:
+            continue
         return r
     return None
 
@@ -147,7 +149,11 @@ def estimate_engines(
     out: list[tuple[str, float]] = []
     for d in devices:
         found = runtimes(cat, d, weights, kv)
-        names = [r.engine for r in found if engine is None or r.engine == engine]
+        names = [
+            r.engine
+            for r in found
+            if r.engine == engine or (engine is None and not cat.engines[r.engine].named_only)
+        ]
         if not names:
             continue
         kept.append(d)
@@ -155,9 +161,10 @@ def estimate_engines(
     if not kept:
         shown = ", ".join(d.id for d in devices[:6]) + (", ..." if len(devices) > 6 else "")
         offered = sorted({r.engine for d in devices for r in runtimes(cat, d, weights, kv)})
+        what = f"--engine {engine} does not run" if engine else "no default engine runs"
         raise InputError(
-            f"--engine {engine} does not run {weights} weights with a {kv} KV cache on {shown} "
-            f"(the support matrix offers {', '.join(offered) or 'no engine'} there); see "
+            f"{what} {weights} weights with a {kv} KV cache on {shown} (the support matrix "
+            f"offers {', '.join(offered) or 'no engine'} there; name one with --engine); see "
             "`planner catalog list support`"
         )
     return kept, out

@@ -46,7 +46,7 @@ class Hints(ModelBase):
         used: dict[str, int] = {}  # devices on premises the workloads before took
         for w in self.p.workloads:
             if isinstance(w, InferenceWorkload) and w.request_mix is not None:
-                self._mix_heuristic(w, slot_usd, per_w, chosen, shares)
+                self._mix_heuristic(w, slot_usd, per_w, chosen, shares, used)
                 continue
             options = self._options(w, slot_usd, used)
             if not options:
@@ -137,8 +137,10 @@ class Hints(ModelBase):
         per_w: float,
         chosen: dict[ReplicaKey, int],
         shares: dict[ShareKey, int],
+        used: dict[str, int],
     ) -> None:
-        """Each request class alone on the design that serves its load at the lowest price."""
+        """Each request class alone on the design that serves its load at the lowest price
+        (devices priced by the purchase units they add to `used`, as in `_options`)."""
         assert w.request_mix is not None
         serves = self.t.serves[w.name]
         designs = self.t.designs[w.name]
@@ -159,8 +161,9 @@ class Hints(ModelBase):
                             continue
                         share = math.ceil(load / rates[k] * SHARE_STEPS - 1e-9)
                         n = -(-share // SHARE_STEPS)
-                        price = n * (
-                            sum(slot_usd[x] * c for x, c in d.devices.items()) + d.power_w * per_w
+                        price = n * d.power_w * per_w + sum(
+                            self._bought_more(x, used.get(x, 0), n * c) * slot_usd[x]
+                            for x, c in d.devices.items()
                         )
                         room = chosen.get(key, 0) + n <= self.R_ub[key]
                         if room and (best is None or price < best[0]):
@@ -173,6 +176,8 @@ class Hints(ModelBase):
                 for _, key, n, share in min(options, key=lambda o: sum(x[0] for x in o)):
                     chosen[key] = chosen.get(key, 0) + n
                     shares[ShareKey(w.name, key[1], k, 0, PREM)] = share
+                    for x, c in designs[key.design].devices.items():
+                        used[x] = used.get(x, 0) + n * c
 
     def _hint_host(self, dev: str) -> Node:
         """The host the hint puts `dev` in: its default host when it may sit there."""

@@ -51,7 +51,8 @@ def support_markdown(cat: Catalog) -> str:
     for e in sorted(cat.engines.values(), key=lambda e: (e.rank, e.id)):
         yes = {True: "yes", False: "no"}
         lines.append(
-            f"| {e.rank} | {e.id} | {e.name} | {yes[e.tensor_parallel]} "
+            f"| {e.rank} | {e.id} | {e.name}{' (only where named)' if e.named_only else ''} "
+            f"| {yes[e.tensor_parallel]} "
             f"| {yes[e.pipeline_parallel]} | {yes[e.cross_stack_pipeline]} "
             f"| {f'{e.hop_overhead_us / 1e3:g} ms' if e.hop_overhead_us else '-'} "
             f"| {f'{e.host_us_per_token:g} us' if e.host_us_per_token else '-'} |"

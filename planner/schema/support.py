@@ -98,6 +98,11 @@ class Engine(Sourced):
         "beyond the link's own latency and transfer (remote-procedure round trips, "
         "serialization), microseconds. 0 where no measurement isolates it.",
     )
+    named_only: bool = Field(
+        False,
+        description="Planned only where a workload (or `planner estimate --engine`) names it, "
+        "never as a device's default: an older release kept for fleets pinned to it.",
+    )
     host_us_per_token: float = Field(
         0.0,
         ge=0,
