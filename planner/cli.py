@@ -274,19 +274,15 @@ def user_errors() -> Iterator[None]:
     interrupt.clear()
     try:
         yield
-    except PlannerError as e:
-        if ctrl_c_in(e):
-            # Ctrl-C inside a validator (a pattern's regex, while a catalog file loads) makes
-            # the value look invalid: the file is not at fault, the user asked to stop.
-            err.print("interrupted (Ctrl-C)", highlight=False, markup=False)
-            interrupt.mark_reported()
-            raise typer.Exit(130) from None
-        err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, markup=True)
-        raise typer.Exit(e.exit_code) from None
     except typer.Exit:
         if not interrupt.requested():
             raise
     except (KeyboardInterrupt, Exception) as e:
+        # A planner error that Ctrl-C caused (inside a validator, while a catalog file loads, it
+        # makes a valid value look invalid) is the user's stop, not the file's fault.
+        if isinstance(e, PlannerError) and not ctrl_c_in(e):
+            err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, markup=True)
+            raise typer.Exit(e.exit_code) from None
         if not ctrl_c_in(e):
             raise
         # Between solves, in Python code: nothing more will be shown.

@@ -35,7 +35,7 @@ from planner.estimator.network import network_link
 from planner.estimator.replica import ReplicaFigures, inference_replica, training_stage_memory
 from planner.estimator.request_mix import class_workload, fits, replica_rate
 from planner.estimator.serving import prefill_pool_budget, prefill_prompt, token_budget
-from planner.estimator.support import hop_overhead_s, host_s_per_token
+from planner.estimator.support import engine_times
 from planner.estimator.training_designs import TrainingJob, training_job, training_setup
 from planner.plan.slack import BINDING_SLACK, REPLICA_DEVICES
 from planner.plan.types import WorkloadPlan
@@ -145,8 +145,7 @@ def replica_figures(
         output=shape.output_tokens,
         stages=wp.stage_specs(cat, problem, hosts),
         link=network_link(problem, cat),
-        hop_overhead_s=hop_overhead_s(cat, wp.engine),
-        host_s_per_token=host_s_per_token(cat, wp.engine),
+        **engine_times(cat, wp.engine),
     )
 
 

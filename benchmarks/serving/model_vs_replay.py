@@ -20,6 +20,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -109,18 +110,18 @@ def engine(
 
 def replay(
     rate: float,
-    run: Callable[[list[tuple[float, int, int]]], EngineResult],
+    run: Callable[..., EngineResult],
     prompt: int,
     output: int,
 ) -> tuple[float, float]:
     """Pooled p95 first-token and end-to-end times of REPLAYS replays of Poisson arrivals at
-    `rate` (see the module's docstring)."""
+    `rate` (see the module's docstring); `run`: the simulator with all but `requests` bound."""
     ttft: list[float] = []
     e2e: list[float] = []
     for seed in range(FIRST_SEED, FIRST_SEED + REPLAYS):
         rng = np.random.default_rng(seed)
         times = np.cumsum(rng.exponential(1 / rate, size=REQUESTS))
-        res = run([(float(t), prompt, output) for t in times])
+        res = run(requests=[(float(t), prompt, output) for t in times])
         ttft += res.ttft
         e2e += res.e2e
     return float(np.percentile(ttft, 95)), float(np.percentile(e2e, 95))
@@ -144,23 +145,14 @@ def rows() -> list[Row]:
         for u in LOADS:
             rate = u * cap
 
-            def run(
-                reqs: list[tuple[float, int, int]],
-                it: IterationTime = it,
-                batch: int = batch,
-                kv: int = kv,
-                prompt: int = prompt,
-                output: int = output,
-            ) -> EngineResult:
-                return simulate_engine(
-                    it,
-                    slots=batch,
-                    kv_tokens=kv,
-                    budget=token_budget(batch, prompt, output),
-                    requests=reqs,
-                    warmup=WARMUP,
-                )
-
+            run = partial(
+                simulate_engine,
+                it,
+                slots=batch,
+                kv_tokens=kv,
+                budget=token_budget(batch, prompt, output),
+                warmup=WARMUP,
+            )
             sim_ttft, sim_e2e = replay(rate, run, prompt, output)
             lat = open_latency(
                 it, slots=batch, rate=rate, prompt=prompt, output=output, kv_tokens=kv
@@ -205,27 +197,16 @@ def disaggregated_rows() -> list[Row]:
         for u in LOADS:
             rate = u * cap
 
-            def run(
-                reqs: list[tuple[float, int, int]],
-                it_p: IterationTime = it_p,
-                it_d: IterationTime = it_d,
-                batch: int = batch,
-                prompt: int = prompt,
-                output: int = output,
-                budget: float = budget,
-                transfer: float = transfer,
-            ) -> EngineResult:
-                return simulate_disaggregated(
-                    it_p,
-                    it_d,
-                    slots=batch,
-                    kv_tokens=batch * (prompt + output),
-                    prefill_budget=budget,
-                    transfer_s=transfer,
-                    requests=reqs,
-                    warmup=WARMUP,
-                )
-
+            run = partial(
+                simulate_disaggregated,
+                it_p,
+                it_d,
+                slots=batch,
+                kv_tokens=batch * (prompt + output),
+                prefill_budget=budget,
+                transfer_s=transfer,
+                warmup=WARMUP,
+            )
             sim_ttft, sim_e2e = replay(rate, run, prompt, output)
             pre = prefill_latency(it_p, rate=rate, prompt=prompt, transfer_s=transfer)
             dec = decode_latency(it_d, slots=batch, rate=rate, prompt=prompt, output=output)

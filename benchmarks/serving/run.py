@@ -412,7 +412,7 @@ def _row(r: dict[str, Any]) -> Row:
     base.spec = {
         "m": m, "dev": dev, "tp": tp, "pp": r.get("pipeline_parallel"), "weights": weights,
         "devices": r.get("devices"), "engine": engine, "instances": r.get("instances"),
-        "max_seqs": r.get("max_num_seqs") or ENGINE_MAX_SEQS.get(str(engine)),
+        "max_seqs": r.get("max_num_seqs") or ENGINE_MAX_SEQS.get(engine or ""),
         "path": tensor_path(dev, weights) if dev and weights else None,
         "ttft_p99": meas.get("ttft_p99_s"), "tpot_p99": meas.get("tpot_p99_s"),
         "prompt": round(r.get("prompt_tokens") or 0), "output": round(r.get("output_tokens") or 0),

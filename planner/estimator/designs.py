@@ -56,7 +56,13 @@ from planner.estimator.network import network_link
 from planner.estimator.perf import head_seconds, serving_layer_seconds
 from planner.estimator.replica import StageSpec
 from planner.estimator.serving import chunk_mix, prefill_prompt, prefill_room, serial_engine
-from planner.estimator.support import Runtime, architecture_allowed, can_pipeline, runtime_for
+from planner.estimator.support import (
+    Runtime,
+    architecture_allowed,
+    can_pipeline,
+    engine_times,
+    runtime_for,
+)
 from planner.schema.catalog import Accelerator, ModelArch
 from planner.schema.problem import InferenceWorkload, Problem
 
@@ -796,8 +802,9 @@ def _within_ceilings(w: InferenceWorkload, cand: _Candidates) -> _Candidates:
 def _with_runtimes(st: _Setting, cat: Catalog, runtimes: list[Runtime]) -> _Setting:
     """The setting with each option's engine and backend, the engine's time per hop, and its
     host work per generated token in each step's fixed work (b sequences, b tokens a step)."""
-    extra = np.array([cat.engines[r.engine].hop_overhead_us * 1e-6 for r in runtimes])
-    host = np.array([cat.engines[r.engine].host_us_per_token * 1e-6 for r in runtimes])
+    times = [engine_times(cat, r.engine) for r in runtimes]
+    extra = np.array([t["hop_overhead_s"] for t in times])
+    host = np.array([t["host_s_per_token"] for t in times])
     fixed = st.fixed + host[None, :] * st.levels[:, None] if host.any() else st.fixed
     return replace(st, runtimes=runtimes, hop_extra=extra, fixed=fixed)
 

@@ -57,7 +57,7 @@ from planner.estimator.serving import (
     prefill_pool_budget,
     prefill_prompt,
 )
-from planner.estimator.support import hop_overhead_s, host_s_per_token
+from planner.estimator.support import engine_times
 from planner.schema.catalog import Accelerator, Link
 from planner.schema.problem import InferenceWorkload, Problem, RequestClass
 
@@ -225,15 +225,15 @@ def _engine(
     context = sized_for.input_tokens + sized_for.output_tokens
     budget = prefill_pool_budget(P) if role == "prefill" else None
     # A design's whole-request and decode roles iterate alike: one table serves both.
-    hop, host = hop_overhead_s(cat, engine), host_s_per_token(cat, engine)
-    net = (link.id, link.bandwidth_gb_s, link.latency_us, hop, host)  # a stated link's too
+    times = engine_times(cat, engine)
+    net = (link.id, link.bandwidth_gb_s, link.latency_us, *times.values())  # a stated link's too
     key: tuple[object, ...] = (id(m), w.weights, w.kv, batch, context, P, out, net, budget)
     key += tuple((id(st.device), st.tp, st.layers, st.link_args()) for st in stages)
     hit = _ITERATIONS.get(key)
     if hit is None or any(a is not b for a, b in zip(hit[0], stages, strict=False)):
         it = IterationTime(
             m, w.weights, w.kv, batch=batch, context=context, prompt=P, output=out,
-            stages=stages, link=link, budget=budget, hop_overhead_s=hop, host_s_per_token=host,
+            stages=stages, link=link, budget=budget, **times,
         )  # fmt: skip
         if len(_ITERATIONS) >= 8:
             del _ITERATIONS[next(iter(_ITERATIONS))]

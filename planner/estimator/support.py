@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TypedDict
 
 from planner.catalog import Catalog
 from planner.errors import InputError
@@ -120,18 +121,33 @@ def supported_devices(
     return kept
 
 
-def hop_overhead_s(cat: Catalog, engine: str | None) -> float:
-    """Seconds the serving engine adds to each pipeline hop between machines
-    (planner.schema.support.Engine.hop_overhead_us; 0 without an engine)."""
+class EngineTimes(TypedDict):
+    """The serving engine's own times that a replica's step takes, in seconds, as the keyword
+    arguments of planner.estimator.replica.inference_replica and IterationTime."""
+
+    hop_overhead_s: float  # added to each pipeline hop (Engine.hop_overhead_us)
+    host_s_per_token: float  # host work per generated token, serial with each step
+
+
+def engine_times(cat: Catalog, engine: str | None) -> EngineTimes:
+    """`engine`'s times (planner.schema.support.Engine; 0 without an engine)."""
     e = cat.engines.get(engine) if engine else None
-    return e.hop_overhead_us * 1e-6 if e is not None else 0.0
+    if e is None:
+        return EngineTimes(hop_overhead_s=0.0, host_s_per_token=0.0)
+    return EngineTimes(
+        hop_overhead_s=e.hop_overhead_us * 1e-6, host_s_per_token=e.host_us_per_token * 1e-6
+    )
+
+
+def hop_overhead_s(cat: Catalog, engine: str | None) -> float:
+    """Seconds the serving engine adds to each pipeline hop between machines."""
+    return engine_times(cat, engine)["hop_overhead_s"]
 
 
 def host_s_per_token(cat: Catalog, engine: str | None) -> float:
     """Seconds of host work per generated token the serving engine does serially with the
-    device's step (planner.schema.support.Engine.host_us_per_token; 0 without an engine)."""
-    e = cat.engines.get(engine) if engine else None
-    return e.host_us_per_token * 1e-6 if e is not None else 0.0
+    device's step."""
+    return engine_times(cat, engine)["host_s_per_token"]
 
 
 def estimate_engines(

@@ -97,10 +97,11 @@ class Hints(ModelBase):
                     else:  # energy at load
                         price = sum(n * d.power_w * hours[k] * usd_wh for k, n in counts.items())
                 most = max(counts.values())
-                on_prem = {x: most * k for x, k in d.devices.items()} if site == PREM else {}
+                on_prem: dict[str, int] = {}
                 if site == PREM:
                     if not self._hint_host_holds(d):
                         continue
+                    on_prem = {x: most * k for x, k in d.devices.items()}
                     price += sum(
                         self._bought_more(x, used.get(x, 0), n) * slot_usd[x]
                         for x, n in on_prem.items()

@@ -41,7 +41,7 @@ from planner.estimator.network import network_gear, network_link, ports_per_host
 from planner.estimator.replica import inference_replica, training_stage_memory
 from planner.estimator.request_mix import class_workload
 from planner.estimator.serving import prefill_pool_budget, prefill_prompt, token_budget
-from planner.estimator.support import hop_overhead_s, host_s_per_token
+from planner.estimator.support import engine_times
 from planner.estimator.training_designs import training_job, training_setup
 from planner.model.objectives import Figures, objective_for
 from planner.model.result import Solution
@@ -170,8 +170,7 @@ def stage_lines(
         output=w.output_tokens,
         stages=stage_specs(cat, problem, d),
         link=network_link(problem, cat),
-        hop_overhead_s=hop_overhead_s(cat, d.engine),
-        host_s_per_token=host_s_per_token(cat, d.engine),
+        **engine_times(cat, d.engine),
     )
     for st, f in zip(d.stages, fig.stages, strict=True):
         out.append(

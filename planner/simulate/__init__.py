@@ -42,7 +42,7 @@ from planner.estimator.serving import (
     prefill_prompt,
     token_budget,
 )
-from planner.estimator.support import hop_overhead_s, host_s_per_token
+from planner.estimator.support import engine_times
 from planner.plan.types import WorkloadPlan
 from planner.schema.problem import InferenceWorkload, Problem
 from planner.simulate.engine import EngineResult, simulate_disaggregated, simulate_engine
@@ -133,8 +133,7 @@ def engine_of(
             if wp.role == "prefill"
             else None
         ),
-        hop_overhead_s=hop_overhead_s(cat, wp.engine),
-        host_s_per_token=host_s_per_token(cat, wp.engine),
+        **engine_times(cat, wp.engine),
     )
     kv = float(wp.batch * shape.context_tokens)
     budget = token_budget(
