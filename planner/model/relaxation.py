@@ -1,5 +1,6 @@
 """A bound on the model's optimum from its linear relaxation: the CP-SAT model the planner
 solves, read back from its proto with every variable continuous, solved as a linear program.
+The relaxation's optimum also says where to search first (`support`: the designs it uses).
 
 What is kept (each step only enlarges the set of feasible points, so the LP optimum is at or
 below the integer optimum for a minimized goal, at or above it for a maximized one):
@@ -259,11 +260,8 @@ def dual_bound(lp: LinearProgram, y: Floats) -> float:
     return float(np.sum(rows_part) + np.sum(box) + lp.offset)
 
 
-def solve_lp(lp: LinearProgram, solver: str, time_limit: float) -> tuple[Floats, float | None, str]:
-    """Row duals, the reported optimum (None without a solution) and the status of the LP.
-    GLOP by default: OR-Tools 9.15 passes HiGHS's row activities where its duals belong (on
-    min x + 2y, x + y >= 3, x - y <= 1 it reports duals 3 and 1, not 1.5 and -0.5), so a HiGHS
-    solve yields the right optimum but no usable bound; PDLP did not finish a week in 300 s."""
+def _solved(lp: LinearProgram, solver: str, time_limit: float) -> mbh.ModelSolverHelper:
+    """The LP handed to `solver` and solved within `time_limit` seconds."""
     h = mbh.ModelBuilderHelper()
     n = len(lp.c)
     # The helper's stubs spell the array types in a form numpy's own do not match.
@@ -277,16 +275,53 @@ def solve_lp(lp: LinearProgram, solver: str, time_limit: float) -> tuple[Floats,
     for r, j, a in zip(lp.rows, lp.cols, lp.vals, strict=True):
         h.safe_add_term_to_constraint(r, j, a)
     s = mbh.ModelSolverHelper(solver)
-    s.set_time_limit_in_seconds(time_limit)
+    s.set_time_limit_in_seconds(max(0.01, time_limit))
     if solver == "GLOP":
         # Dual simplex: on a week of hourly demand (89k columns, 113k rows) it took 22 s where
         # GLOP's default primal simplex took 45 s.
         s.set_solver_specific_parameters("use_dual_simplex: true")
     s.solve(h)
+    return s
+
+
+def solve_lp(lp: LinearProgram, solver: str, time_limit: float) -> tuple[Floats, float | None, str]:
+    """Row duals, the reported optimum (None without a solution) and the status of the LP.
+    GLOP by default: OR-Tools 9.15 passes HiGHS's row activities where its duals belong (on
+    min x + 2y, x + y >= 3, x - y <= 1 it reports duals 3 and 1, not 1.5 and -0.5), so a HiGHS
+    solve yields the right optimum but no usable bound; PDLP did not finish a week in 300 s."""
+    s = _solved(lp, solver, time_limit)
     status = s.status().name
     if not s.has_solution():
         return np.zeros(len(lp.lo)), None, status
     return np.asarray(s.dual_values(), dtype=float), s.objective_value(), status
+
+
+def support(tables: Tables, *, time_limit: float) -> dict[str, list[int]] | None:
+    """Per workload, the designs the relaxation's optimum gives replicas (any replica variable
+    above zero) and those of the model's starting plan: where an integer optimum is most likely
+    found (the relaxation-induced neighbourhood of Danna, Rothberg and Le Pape 2005, "Exploring
+    relaxation induced neighborhoods to improve MIP solutions", here over whole designs). None
+    when the goal is a ratio (no linear relaxation) or the LP is not solved to optimality in
+    `time_limit` seconds."""
+    model = PlannerModel(tables)
+    try:
+        model.pose()
+    except ValueError:
+        return None
+    s = _solved(linear_program(model.m.Proto()), "GLOP", time_limit)
+    if s.status().name != "OPTIMAL":
+        return None
+    x = np.asarray(s.variable_values(), dtype=float)
+    used: dict[str, set[int]] = {w: set() for w in tables.designs}
+    for key, var in model.R.items():
+        if x[var.index] > 1e-6:
+            used[key.workload].add(key.design)
+    chosen, _ = model.heuristic()
+    for key in chosen:
+        used[key.workload].add(key.design)
+    if not all(used.values()):
+        return None
+    return {w: sorted(js) for w, js in used.items()}
 
 
 def relax(tables: Tables, *, solver: str = "GLOP", time_limit: float = 120.0) -> Relaxation:

@@ -86,7 +86,7 @@ def shortlist(t: Tables, keep: int = KEEP) -> tuple[Tables, dict[str, list[int]]
         else:
             scores = _plain_scores(w, ds, usd, peak)
         picked[w.name] = _pick(ds, scores, keep, by_size=p.objective.goal != "min_cost")
-    return _restricted(t, picked), picked
+    return restricted(t, picked), picked
 
 
 def _plain_scores(
@@ -141,7 +141,7 @@ def _pick(
     return sorted(out)
 
 
-def _restricted(t: Tables, picked: dict[str, list[int]]) -> Tables:
+def restricted(t: Tables, picked: dict[str, list[int]]) -> Tables:
     """`t` with each workload's designs cut to `picked` (every per-design table with them)."""
     designs = {w: [t.designs[w][j] for j in idx] for w, idx in picked.items()}
     serves = {w: [s[j] for j in picked[w]] for w, s in t.serves.items()}

@@ -1,0 +1,94 @@
+"""Large models over several demand periods are first searched over the designs their linear
+relaxation uses (planner.model.relaxation.support, planner.solve.Solver._guided), then over
+every design from that plan; the better plan comes back with the whole search's bound."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+import pytest
+
+from planner import solve as solve_module
+from planner.catalog import load_catalog
+from planner.load import load_problem
+from planner.model.cpsat import PlannerModel
+from planner.model.relaxation import support
+from planner.model.tables import build_tables
+from planner.schema.problem import Problem
+from planner.schema.status import Status
+from planner.solve import Got, Solver, solve_problem
+
+
+def _peak(modes: list[str] | None = None) -> Problem:
+    p = load_problem(Path("problems") / "rent-the-peak.yaml")
+    if modes is None:
+        return p
+    return p.model_copy(update={"horizon": p.horizon.model_copy(update={"procurement": modes})})
+
+
+def test_the_support_holds_the_relaxations_designs_and_the_starting_plans() -> None:
+    t = build_tables(_peak(["buy", "on_demand", "reserved", "spot"]), load_catalog())
+    picked = support(t, time_limit=30)
+    assert picked is not None
+    (name,) = [w.name for w in t.problem.workloads]
+    assert picked[name] == sorted(set(picked[name]))
+    assert 0 < len(picked[name]) < len(t.designs[name])
+    chosen, _ = PlannerModel(t).heuristic()
+    assert {k.design for k in chosen} <= set(picked[name])
+
+
+def test_a_ratio_goal_has_no_support() -> None:
+    p = load_problem(Path("problems") / "cost-per-token-qwen72b.yaml")
+    assert support(build_tables(p, load_catalog()), time_limit=30) is None
+
+
+def test_the_guided_search_reaches_the_proved_optimum(monkeypatch: pytest.MonkeyPatch) -> None:
+    problem = _peak(["buy", "on_demand", "reserved"])
+    best = solve_problem(problem, time_limit=60)
+    assert best.status == Status.OPTIMAL and best.objective is not None
+    called: list[int] = []
+    real = Solver._guided
+
+    def spy(self: Solver, tables: object, ends: float) -> Got | None:
+        called.append(1)
+        return real(self, tables, ends)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(solve_module, "GUIDED_MIN_KEYS", 0)
+    monkeypatch.setattr(Solver, "_guided", spy)
+    plan = solve_problem(problem, time_limit=60, deadline=time.monotonic() + 60)
+    assert called  # the guided path ran
+    assert plan.status == Status.OPTIMAL and plan.objective is not None  # verified inside
+    assert plan.objective == pytest.approx(best.objective, rel=1e-9)
+
+
+def test_a_better_narrowed_plan_keeps_the_whole_searchs_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # As if the whole search, from the narrowed plan, ended on a dearer plan with a bound: the
+    # narrowed plan is returned, FEASIBLE, with that bound (valid for every design).
+    problem = _peak(["buy", "on_demand", "reserved"])
+    best = solve_problem(problem, time_limit=60)
+    assert best.objective is not None and best.bound is not None
+    real_whole = Solver._whole
+
+    def worse(self: Solver, tables: object, ends: float, warm: object = None) -> Got:
+        got = real_whole(self, tables, ends, warm)  # type: ignore[arg-type]
+        assert got.sol is not None and got.sol.objective is not None
+        sol = dataclasses.replace(
+            got.sol,
+            status=Status.FEASIBLE,
+            objective=got.sol.objective * 1.5,
+            bound=got.sol.objective * 0.5,
+        )
+        return dataclasses.replace(got, sol=sol, status=Status.FEASIBLE)
+
+    monkeypatch.setattr(solve_module, "GUIDED_MIN_KEYS", 0)
+    monkeypatch.setattr(Solver, "_whole", worse)
+    plan = solve_problem(problem, time_limit=60, deadline=time.monotonic() + 60)
+    assert plan.status == Status.FEASIBLE  # verified inside
+    assert plan.objective is not None and plan.bound is not None
+    assert plan.objective >= best.objective * (1 - 1e-9)  # no plan beats the optimum
+    assert plan.objective < 1.5 * best.objective  # not the whole search's dearer plan
+    assert plan.bound < plan.objective
