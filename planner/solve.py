@@ -6,6 +6,7 @@ planner builds a model."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 
 from planner.catalog import Catalog, load_catalog
@@ -30,12 +31,18 @@ MIN_SEARCH_S = 0.05  # the least a search is given, even past the deadline: a hi
 BUILD_S_PER_KEY = 1.3e-4
 MIN_USEFUL_SEARCH_S = 0.3  # less is not worth a search once a plan is in hand
 MIN_WHOLE_SEARCH_S = 1.0  # the least search worth building the whole model for, after a shortlist
-# A model of at least this many replica variables over several demand periods is first searched
-# over the designs its linear relaxation uses (Solver._guided). On a week of hourly demand in 12
-# levels with four procurement modes (benchmarks/bench_week.py, 7,008 replica variables) the
-# whole search found $1.98 M in 60 s and this one $1.91 M; the examples stay under it (1,668).
+# A model of at least this many replica variables is first searched over the designs its linear
+# relaxation uses (Solver._guided). In 60 s: on a week of hourly demand in 12 levels with four
+# procurement modes (benchmarks/bench_week.py, 7,008 replica variables) the whole search found
+# $1.98 M and this one $1.92 M; on the largest generated tier (benchmarks/generate.py, 4,666 to
+# 8,143) $235-272 M against $175-198 M. The examples stay under it (at most 1,668).
 GUIDED_MIN_KEYS = 4000
-LP_SHARE = 0.2  # of the time left, the most the relaxation may take
+# Of the time left, the most the relaxation's LP solve may take. Building it is not bounded
+# apart: it takes a few times as long as building the model, which a problem reaching this step
+# builds within a quarter of the time left (Solver._too_large); about 3.5 s for the largest
+# generated tier's 8,143 replica variables, so at a 10 s limit that problem keeps its starting
+# plan either way.
+LP_SHARE = 0.25
 QUICK = (
     "the search found no plan within the time limit: this is the quick plan it starts from "
     "(per workload the design that meets its demand at the lowest price), completed and "
@@ -139,7 +146,13 @@ class Solver:
             return _no_plan(problem, got.status, t0, got.notes)
         self._last = got.warm
         plan = make_plan(problem, self.cat, got.tables, sol)
-        if sol.status == Status.FEASIBLE and self.gap > 0 and not got.interrupted and not got.notes:
+        if (
+            sol.status == Status.FEASIBLE
+            and self.gap > 0
+            and not got.interrupted
+            and not got.notes
+            and _within(sol, self.gap)
+        ):
             plan.notes.append(
                 f"stopped within the requested {self.gap:.2%} gap: no plan is cheaper than the "
                 "bound, so this one is at most that far from optimal"
@@ -191,8 +204,12 @@ class Solver:
             )
             return Got(None, tables, Status.INFEASIBLE, notes)
         quick = sol is first
-        if not sol.status.has_plan and first is not None and first.status.has_plan:
-            sol, quick = first, True  # also when Ctrl-C stopped the search: a plan in hand
+        if first is not None and first.status.has_plan and _worse(sol, first, tables.problem):
+            # Also when Ctrl-C stopped the search: a plan in hand. The search's bound (if any)
+            # holds for the starting plan too.
+            if sol.status.has_plan and sol.bound is not None:
+                first = dataclasses.replace(first, bound=sol.bound)
+            sol, quick = first, not sol.status.has_plan
         elif not sol.status.has_plan and first is None and self.tuned and not model.interrupted:
             sol, quick = self._complete_hint(model, ends), True
         notes = [QUICK] if quick else []
@@ -262,14 +279,9 @@ class Solver:
         return Got(sol, short, Status.FEASIBLE, notes, got.interrupted, warm)
 
     def _worth_guiding(self, tables: Tables) -> bool:
-        """Whether to search the relaxation's designs first (under a deadline, on a model of
-        several demand periods too large to prove at once)."""
-        return (
-            self.ends_by is not None
-            and self.tuned
-            and len(tables.periods) > 1
-            and model_keys(tables) >= GUIDED_MIN_KEYS
-        )
+        """Whether to search the relaxation's designs first (under a deadline, on a model too
+        large to prove at once)."""
+        return self.ends_by is not None and self.tuned and model_keys(tables) >= GUIDED_MIN_KEYS
 
     def _guided(self, tables: Tables, ends: float) -> Got | None:
         """The plan of a search over the designs the linear relaxation's optimum uses (and the
@@ -277,9 +289,10 @@ class Solver:
         whole search's bound, which holds for every design. None when the relaxation gives
         no such set in its share of the time (then the whole model is searched alone)."""
         left = ends - time.monotonic() - self._reserve()
-        picked = support(tables, time_limit=LP_SHARE * left)
-        if picked is None:
+        found = support(tables, time_limit=LP_SHARE * left)
+        if found is None:
             return None
+        picked = found.designs
         short = restricted(tables, picked)
         if model_keys(short) >= model_keys(tables):
             return None
@@ -302,14 +315,17 @@ class Solver:
         minimize = objective_for(tables.problem.objective.goal).minimize
         gain = narrowed.objective - whole.sol.objective
         if whole.sol.status == Status.OPTIMAL or (gain >= 0 if minimize else gain <= 0):
-            return whole
-        # The narrowed plan is better; the whole search's bound holds for it too.
-        bound = whole.sol.bound
-        proved = bound is not None and bound == narrowed.objective
+            best, kept, replicas = whole.sol, whole.tables, whole.warm
+        else:  # the narrowed plan is better; the whole search's bound holds for it too
+            best, kept, replicas = dataclasses.replace(narrowed, bound=whole.sol.bound), short, warm
+        # The relaxation's bound holds for every plan too; the tighter of the two is kept.
+        bound = _tighter(best.bound, found.raw_bound, minimize)
         sol = dataclasses.replace(
-            narrowed, status=Status.OPTIMAL if proved else Status.FEASIBLE, bound=bound
+            best,
+            status=Status.OPTIMAL if _reaches(best, bound, minimize) else Status.FEASIBLE,
+            bound=bound,
         )
-        return Got(sol, short, sol.status, [], whole.interrupted, warm)
+        return Got(sol, kept, sol.status, [], whole.interrupted, replicas)
 
     def _reserve(self) -> float:
         """Seconds kept for reading, checking and printing the plan (see _search_time)."""
@@ -493,6 +509,47 @@ def _better(a: Solution, b: Solution, problem: Problem) -> bool:
     if objective_for(problem.objective.goal).minimize:
         return a.objective <= b.objective
     return a.objective >= b.objective
+
+
+def _tighter(bound: float | None, other: float, minimize: bool) -> float:
+    """The tighter of two bounds on the optimum (the greater when minimizing): a solver's
+    (None: none) and another proved independently, both at the model's integer scale."""
+    if bound is None:
+        return other
+    return max(bound, other) if minimize else min(bound, other)
+
+
+def _reaches(sol: Solution, bound: float, minimize: bool) -> bool:
+    """Whether `bound` proves the solution optimal: its objective is an integer of the model's
+    scale, so a bound within less than one unit of it (on the right side) leaves no better
+    integer plan."""
+    if sol.status == Status.OPTIMAL:
+        return True
+    if sol.objective is None:
+        return False
+    if minimize:
+        return math.ceil(bound - 1e-6) >= sol.objective
+    return math.floor(bound + 1e-6) <= sol.objective
+
+
+def _within(sol: Solution, gap: float) -> bool:
+    """Whether the solution is proved within the relative `gap` of its bound (the time limit
+    may stop a search before that, and a plan then says nothing of the gap it was asked)."""
+    if sol.objective is None or sol.bound is None:
+        return False
+    return abs(sol.objective - sol.bound) <= gap * max(abs(sol.objective), 1.0) + 1e-9
+
+
+def _worse(a: Solution, b: Solution, problem: Problem) -> bool:
+    """Whether plan `a` is worse than plan `b` by the problem's objective (no plan is worse
+    than any plan)."""
+    if not a.status.has_plan or a.objective is None:
+        return True
+    if b.objective is None:
+        return False
+    if objective_for(problem.objective.goal).minimize:
+        return a.objective > b.objective
+    return a.objective < b.objective
 
 
 def _no_plan(problem: Problem, status: Status, t0: float, notes: list[str]) -> Plan:

@@ -14,7 +14,9 @@ from planner import solve as solve_module
 from planner.catalog import load_catalog
 from planner.load import load_problem
 from planner.model.cpsat import PlannerModel
+from planner.model.objectives import objective_for
 from planner.model.relaxation import support
+from planner.model.result import Solution
 from planner.model.tables import build_tables
 from planner.schema.problem import Problem
 from planner.schema.status import Status
@@ -30,8 +32,9 @@ def _peak(modes: list[str] | None = None) -> Problem:
 
 def test_the_support_holds_the_relaxations_designs_and_the_starting_plans() -> None:
     t = build_tables(_peak(["buy", "on_demand", "reserved", "spot"]), load_catalog())
-    picked = support(t, time_limit=30)
-    assert picked is not None
+    found = support(t, time_limit=30)
+    assert found is not None
+    picked = found.designs
     (name,) = [w.name for w in t.problem.workloads]
     assert picked[name] == sorted(set(picked[name]))
     assert 0 < len(picked[name]) < len(t.designs[name])
@@ -92,3 +95,35 @@ def test_a_better_narrowed_plan_keeps_the_whole_searchs_bound(
     assert plan.objective >= best.objective * (1 - 1e-9)  # no plan beats the optimum
     assert plan.objective < 1.5 * best.objective  # not the whole search's dearer plan
     assert plan.bound < plan.objective
+
+
+def test_the_relaxations_bound_holds_below_the_proved_optimum() -> None:
+    problem = _peak(["buy", "on_demand", "reserved", "spot"])
+    t = build_tables(problem, load_catalog())
+    found = support(t, time_limit=30)
+    assert found is not None
+    best = solve_problem(problem, time_limit=60)
+    assert best.status == Status.OPTIMAL and best.objective is not None
+    lp = objective_for(problem.objective.goal).read(found.raw_bound, 0.0)
+    assert 0.8 * best.objective < lp <= best.objective * (1 + 1e-9)
+
+
+def test_bounds_and_gaps_are_read_on_the_models_integers() -> None:
+    sol = Solution(Status.FEASIBLE, 100.0, 99.2, 0.0, {}, {}, {})
+    assert solve_module._reaches(sol, 99.2, minimize=True)  # no integer between 99.2 and 100
+    assert not solve_module._reaches(sol, 98.9, minimize=True)
+    assert solve_module._reaches(sol, 100.0, minimize=False)
+    assert not solve_module._reaches(sol, 101.0, minimize=False)
+    assert solve_module._tighter(None, 5.0, minimize=True) == 5.0
+    assert solve_module._tighter(4.0, 5.0, minimize=True) == 5.0
+    assert solve_module._tighter(4.0, 5.0, minimize=False) == 4.0
+    # A search stopped by its time limit far from its bound did not reach the gap it was asked.
+    assert solve_module._within(sol, 0.01)
+    far = dataclasses.replace(sol, bound=60.0)
+    assert not solve_module._within(far, 0.01)
+    assert not solve_module._within(dataclasses.replace(sol, bound=None), 0.5)
+    worse = dataclasses.replace(sol, objective=120.0)
+    problem = _peak()
+    assert solve_module._worse(worse, sol, problem) and not solve_module._worse(sol, worse, problem)
+    no_plan = dataclasses.replace(sol, status=Status.NO_PLAN, objective=None)
+    assert solve_module._worse(no_plan, sol, problem)

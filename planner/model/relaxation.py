@@ -296,19 +296,29 @@ def solve_lp(lp: LinearProgram, solver: str, time_limit: float) -> tuple[Floats,
     return np.asarray(s.dual_values(), dtype=float), s.objective_value(), status
 
 
-def support(tables: Tables, *, time_limit: float) -> dict[str, list[int]] | None:
+@dataclass(frozen=True)
+class Support:
+    """Where the relaxation's optimum puts replicas, and what it proves."""
+
+    designs: dict[str, list[int]]  # per workload, design indices in the tables' order
+    raw_bound: float  # the weak-duality bound (see `relax`) at the model's integer scale
+
+
+def support(tables: Tables, *, time_limit: float) -> Support | None:
     """Per workload, the designs the relaxation's optimum gives replicas (any replica variable
     above zero) and those of the model's starting plan: where an integer optimum is most likely
     found (the relaxation-induced neighbourhood of Danna, Rothberg and Le Pape 2005, "Exploring
-    relaxation induced neighborhoods to improve MIP solutions", here over whole designs). None
-    when the goal is a ratio (no linear relaxation) or the LP is not solved to optimality in
-    `time_limit` seconds."""
+    relaxation induced neighborhoods to improve MIP solutions", here over whole designs); and
+    the relaxation's bound. None when the goal is a ratio (no linear relaxation) or the LP is
+    not solved to optimality in `time_limit` seconds."""
     model = PlannerModel(tables)
     try:
         model.pose()
     except ValueError:
         return None
-    s = _solved(linear_program(model.m.Proto()), "GLOP", time_limit)
+    proto = model.m.Proto()
+    lp = linear_program(proto)
+    s = _solved(lp, "GLOP", time_limit)
     if s.status().name != "OPTIMAL":
         return None
     x = np.asarray(s.variable_values(), dtype=float)
@@ -321,7 +331,16 @@ def support(tables: Tables, *, time_limit: float) -> dict[str, list[int]] | None
         used[key.workload].add(key.design)
     if not all(used.values()):
         return None
-    return {w: sorted(js) for w, js in used.items()}
+    y = np.asarray(s.dual_values(), dtype=float)
+    return Support({w: sorted(js) for w, js in used.items()}, _raw_bound(lp, proto, y))
+
+
+def _raw_bound(lp: LinearProgram, proto: Any, y: Floats) -> float:
+    """The weak-duality bound from row multipliers `y`, as CP-SAT reports objectives (its
+    scaling factor is -1 when maximizing). Solvers differ in the sign they give row duals; any
+    multipliers give a valid bound, so the better of the two readings is taken."""
+    sign = proto.objective.scaling_factor or 1.0
+    return float(sign * max(dual_bound(lp, y), dual_bound(lp, -y)))
 
 
 def relax(tables: Tables, *, solver: str = "GLOP", time_limit: float = 120.0) -> Relaxation:
@@ -335,9 +354,7 @@ def relax(tables: Tables, *, solver: str = "GLOP", time_limit: float = 120.0) ->
     y, reported, status = solve_lp(lp, solver, time_limit)
     # CP-SAT minimizes coeffs.x + offset and reports scaling_factor times that (-1: maximize).
     sign = proto.objective.scaling_factor or 1.0
-    # Solvers differ in the sign they give row duals; any multipliers give a valid bound, so
-    # the better of the two readings is taken.
-    raw = sign * max(dual_bound(lp, y), dual_bound(lp, -y))
+    raw = _raw_bound(lp, proto, y)
     return Relaxation(
         bound=goal.read(raw, 0.0),
         raw=raw,
