@@ -280,8 +280,13 @@ class Solver:
 
     def _worth_guiding(self, tables: Tables) -> bool:
         """Whether to search the relaxation's designs first (under a deadline, on a model too
-        large to prove at once)."""
-        return self.ends_by is not None and self.tuned and model_keys(tables) >= GUIDED_MIN_KEYS
+        large to prove at once; a ratio goal has no linear relaxation)."""
+        return (
+            self.ends_by is not None
+            and self.tuned
+            and not objective_for(tables.problem.objective.goal).ratio
+            and model_keys(tables) >= GUIDED_MIN_KEYS
+        )
 
     def _guided(self, tables: Tables, ends: float) -> Got | None:
         """The plan of a search over the designs the linear relaxation's optimum uses (and the
