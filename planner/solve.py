@@ -11,6 +11,7 @@ import time
 
 from planner.catalog import Catalog, load_catalog
 from planner.estimator.designs import Design
+from planner.model import interrupt
 from planner.model.cpsat import PlannerModel
 from planner.model.diagnose import blocking_constraints, why_no_design
 from planner.model.objectives import objective_for
@@ -34,15 +35,16 @@ MIN_WHOLE_SEARCH_S = 1.0  # the least search worth building the whole model for,
 # A model of at least this many replica variables is first searched over the designs its linear
 # relaxation uses (Solver._guided). In 60 s: on a week of hourly demand in 12 levels with four
 # procurement modes (benchmarks/bench_week.py, 7,008 replica variables) the whole search found
-# $1.98 M and this one $1.92 M; on the largest generated tier (benchmarks/generate.py, 4,666 to
-# 8,143) $235-272 M against $175-198 M. The examples stay under it (at most 1,668).
+# $1.98 M and this one $1.91 M; on the largest generated tier (benchmarks/bench_large.py, 4,666
+# to 8,143) $235-272 M against $175-198 M. The examples stay under it (at most 1,668).
 GUIDED_MIN_KEYS = 4000
-# Of the time left, the most the relaxation's LP solve may take. Building it is not bounded
-# apart: it takes a few times as long as building the model, which a problem reaching this step
-# builds within a quarter of the time left (Solver._too_large); about 3.5 s for the largest
-# generated tier's 8,143 replica variables, so at a 10 s limit that problem keeps its starting
-# plan either way.
+# Of the time left, the most the relaxation's LP solve may take.
 LP_SHARE = 0.25
+# Seconds building the relaxation takes per replica variable (the CP-SAT model read back as a
+# linear program, then handed to the LP solver): 3.2-4.2 s for the largest generated tier's
+# 4,666-8,143. It is tried only when that fits in this share of the time left.
+LP_BUILD_S_PER_KEY = 5e-4
+LP_BUILD_SHARE = 0.4
 QUICK = (
     "the search found no plan within the time limit: this is the quick plan it starts from "
     "(per workload the design that meets its demand at the lowest price), completed and "
@@ -137,7 +139,7 @@ class Solver:
             notes = [why_no_design(w, problem, self.cat) for w in empty]
             return _no_plan(problem, Status.INFEASIBLE, t0, notes)
         got = self._shortlisted(tables, ends) if self._too_large(tables, ends) else None
-        if got is None and self._worth_guiding(tables):
+        if got is None and self._worth_guiding(tables) and not self._too_large(tables, ends):
             got = self._guided(tables, ends)
         if got is None:
             got = self._whole(tables, ends)
@@ -290,11 +292,19 @@ class Solver:
 
     def _guided(self, tables: Tables, ends: float) -> Got | None:
         """The plan of a search over the designs the linear relaxation's optimum uses (and the
-        starting plan's), then the whole search from it; the better plan is kept, with the
-        whole search's bound, which holds for every design. None when the relaxation gives
-        no such set in its share of the time (then the whole model is searched alone)."""
+        starting plan's), then, when building the whole model and some search still fit, the
+        whole search from it; the better plan is kept. Its bound is the tighter of the whole
+        search's and the relaxation's, both valid for every design. None when the relaxation
+        cannot be built and solved in its share of the time (then the whole model is searched
+        alone)."""
         left = ends - time.monotonic() - self._reserve()
-        found = support(tables, time_limit=LP_SHARE * left)
+        if LP_BUILD_S_PER_KEY * model_keys(tables) > LP_BUILD_SHARE * left:
+            return None
+        try:
+            found = support(tables, time_limit=LP_SHARE * left)
+        except KeyboardInterrupt:  # the LP solver cannot be stopped: Ctrl-C shows after it
+            interrupt.request()
+            return None
         if found is None:
             return None
         picked = found.designs
@@ -304,33 +314,46 @@ class Solver:
         left = ends - time.monotonic() - self._reserve()
         got = self._search(PlannerModel(short), short, ends - 0.5 * left, explain=False)
         if got.sol is None:
-            return got if got.interrupted else None
+            return None
         warm = {
             ReplicaKey(k.workload, picked[k.workload][k.design], k.period, k.site): v
             for k, v in got.sol.replicas.items()
         }
-        # Optimal among some designs is not optimal: only the whole search proves anything.
-        narrowed = dataclasses.replace(got.sol, status=Status.FEASIBLE, bound=None)
-        got = dataclasses.replace(got, sol=narrowed, status=Status.FEASIBLE, warm=warm)
-        if got.interrupted:
-            return got
+        # Optimal among some designs is not optimal: only bounds over every design count.
+        narrowed = dataclasses.replace(got.sol, status=Status.FEASIBLE, bound=found.raw_bound)
+        got = Got(narrowed, short, Status.FEASIBLE, [], got.interrupted, warm)
+        left = ends - time.monotonic() - self._reserve()
+        if got.interrupted or BUILD_S_PER_KEY * model_keys(tables) + MIN_WHOLE_SEARCH_S > left:
+            return self._settled(got)
         whole = self._whole(tables, ends, warm)
         if whole.sol is None or whole.sol.objective is None or narrowed.objective is None:
-            return whole if whole.sol is not None else got
+            return whole if whole.sol is not None else self._settled(got)
         minimize = objective_for(tables.problem.objective.goal).minimize
+        bound = whole.sol.bound if whole.sol.status != Status.OPTIMAL else whole.sol.objective
+        bound = _tighter(bound, found.raw_bound, minimize)
         gain = narrowed.objective - whole.sol.objective
         if whole.sol.status == Status.OPTIMAL or (gain >= 0 if minimize else gain <= 0):
-            best, kept, replicas = whole.sol, whole.tables, whole.warm
-        else:  # the narrowed plan is better; the whole search's bound holds for it too
-            best, kept, replicas = dataclasses.replace(narrowed, bound=whole.sol.bound), short, warm
-        # The relaxation's bound holds for every plan too; the tighter of the two is kept.
-        bound = _tighter(best.bound, found.raw_bound, minimize)
-        sol = dataclasses.replace(
-            best,
-            status=Status.OPTIMAL if _reaches(best, bound, minimize) else Status.FEASIBLE,
-            bound=bound,
-        )
-        return Got(sol, kept, sol.status, [], whole.interrupted, replicas)
+            # With a bound, a completed starting plan's note ("how far ... not known") is moot.
+            sol = dataclasses.replace(whole.sol, bound=bound)
+            got = dataclasses.replace(whole, sol=sol, notes=[])
+        else:
+            sol = dataclasses.replace(narrowed, bound=bound)
+            got = Got(sol, short, Status.FEASIBLE, [], whole.interrupted, warm)
+        return self._settled(got)
+
+    def _settled(self, got: Got) -> Got:
+        """`got` proved OPTIMAL when its bound leaves no better plan and no tie-break is left
+        to prove (a tie-break runs only after a search proves its goal's optimum)."""
+        sol = got.sol
+        if sol is None or sol.status == Status.OPTIMAL or sol.bound is None:
+            return got
+        problem = got.tables.problem
+        goal = objective_for(problem.objective.goal)
+        tie = problem.objective.tie_break or goal.goal == "min_carbon"
+        if tie or not _reaches(sol, sol.bound, goal.minimize):
+            return got
+        sol = dataclasses.replace(sol, status=Status.OPTIMAL)
+        return dataclasses.replace(got, sol=sol, status=Status.OPTIMAL, notes=[])
 
     def _reserve(self) -> float:
         """Seconds kept for reading, checking and printing the plan (see _search_time)."""
@@ -532,9 +555,10 @@ def _reaches(sol: Solution, bound: float, minimize: bool) -> bool:
         return True
     if sol.objective is None:
         return False
+    slack = max(1e-6, 1e-9 * abs(bound))  # the bound's own floating-point error, at most
     if minimize:
-        return math.ceil(bound - 1e-6) >= sol.objective
-    return math.floor(bound + 1e-6) <= sol.objective
+        return math.ceil(bound - slack) >= sol.objective
+    return math.floor(bound + slack) <= sol.objective
 
 
 def _within(sol: Solution, gap: float) -> bool:

@@ -317,6 +317,8 @@ def support(tables: Tables, *, time_limit: float) -> Support | None:
     except ValueError:
         return None
     proto = model.m.Proto()
+    if not len(proto.objective.vars):
+        return None  # no integer objective (a constant one proves nothing worth the time)
     lp = linear_program(proto)
     s = _solved(lp, "GLOP", time_limit)
     if s.status().name != "OPTIMAL":
