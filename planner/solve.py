@@ -14,7 +14,7 @@ from planner.estimator.designs import Design
 from planner.model import interrupt
 from planner.model.cpsat import PlannerModel
 from planner.model.diagnose import blocking_constraints, why_no_design
-from planner.model.objectives import objective_for
+from planner.model.objectives import objective_for, tie_break_of
 from planner.model.relaxation import support
 from planner.model.result import ReplicaKey, Solution
 from planner.model.shortlist import model_keys, restricted, shortlist
@@ -139,7 +139,7 @@ class Solver:
             notes = [why_no_design(w, problem, self.cat) for w in empty]
             return _no_plan(problem, Status.INFEASIBLE, t0, notes)
         got = self._shortlisted(tables, ends) if self._too_large(tables, ends) else None
-        if got is None and self._worth_guiding(tables) and not self._too_large(tables, ends):
+        if got is None and self._worth_guiding(tables, ends):
             got = self._guided(tables, ends)
         if got is None:
             got = self._whole(tables, ends)
@@ -280,14 +280,16 @@ class Solver:
         sol = dataclasses.replace(sol, status=Status.FEASIBLE, bound=None)
         return Got(sol, short, Status.FEASIBLE, notes, got.interrupted, warm)
 
-    def _worth_guiding(self, tables: Tables) -> bool:
+    def _worth_guiding(self, tables: Tables, ends: float) -> bool:
         """Whether to search the relaxation's designs first (under a deadline, on a model too
-        large to prove at once; a ratio goal has no linear relaxation)."""
+        large to prove at once but not too large to build; a ratio goal has no linear
+        relaxation)."""
         return (
             self.ends_by is not None
             and self.tuned
             and not objective_for(tables.problem.objective.goal).ratio
             and model_keys(tables) >= GUIDED_MIN_KEYS
+            and not self._too_large(tables, ends)
         )
 
     def _guided(self, tables: Tables, ends: float) -> Got | None:
@@ -326,13 +328,12 @@ class Solver:
         if got.interrupted or BUILD_S_PER_KEY * model_keys(tables) + MIN_WHOLE_SEARCH_S > left:
             return self._settled(got)
         whole = self._whole(tables, ends, warm)
-        if whole.sol is None or whole.sol.objective is None or narrowed.objective is None:
+        if whole.sol is None or whole.sol.objective is None:
             return whole if whole.sol is not None else self._settled(got)
         minimize = objective_for(tables.problem.objective.goal).minimize
         bound = whole.sol.bound if whole.sol.status != Status.OPTIMAL else whole.sol.objective
         bound = _tighter(bound, found.raw_bound, minimize)
-        gain = narrowed.objective - whole.sol.objective
-        if whole.sol.status == Status.OPTIMAL or (gain >= 0 if minimize else gain <= 0):
+        if _better(whole.sol, narrowed, tables.problem):
             # With a bound, a completed starting plan's note ("how far ... not known") is moot.
             sol = dataclasses.replace(whole.sol, bound=bound)
             got = dataclasses.replace(whole, sol=sol, notes=[])
@@ -349,7 +350,7 @@ class Solver:
             return got
         problem = got.tables.problem
         goal = objective_for(problem.objective.goal)
-        tie = problem.objective.tie_break or goal.goal == "min_carbon"
+        tie = tie_break_of(goal.goal, problem.objective.tie_break)
         if tie or not _reaches(sol, sol.bound, goal.minimize):
             return got
         sol = dataclasses.replace(sol, status=Status.OPTIMAL)
@@ -572,13 +573,7 @@ def _within(sol: Solution, gap: float) -> bool:
 def _worse(a: Solution, b: Solution, problem: Problem) -> bool:
     """Whether plan `a` is worse than plan `b` by the problem's objective (no plan is worse
     than any plan)."""
-    if not a.status.has_plan or a.objective is None:
-        return True
-    if b.objective is None:
-        return False
-    if objective_for(problem.objective.goal).minimize:
-        return a.objective > b.objective
-    return a.objective < b.objective
+    return not _better(a, b, problem)
 
 
 def _no_plan(problem: Problem, status: Status, t0: float, notes: list[str]) -> Plan:

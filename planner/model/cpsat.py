@@ -29,7 +29,7 @@ from planner.errors import InternalError
 from planner.model import interrupt, progress
 from planner.model.constraints import Constraints
 from planner.model.hints import Hints
-from planner.model.objectives import TIE_BREAKS, Objective, objective_for
+from planner.model.objectives import TIE_BREAKS, Objective, objective_for, tie_break_of
 from planner.model.ortools_cp import cp_model, cp_model_helper
 from planner.model.result import ReplicaKey, Solution, status_of
 from planner.model.scale import ratio_within
@@ -178,9 +178,7 @@ class PlannerModel(Constraints, Hints):
         self, goal: Objective, sol: Solution, left: float, workers: int, seed: int
     ) -> Solution:
         """Among plans at the goal's optimum, the best by the tie-break (min_carbon: cheapest)."""
-        tie = self.p.objective.tie_break
-        if goal.goal == "min_carbon" and tie is None:
-            tie = "min_cost"  # the cheapest of the cleanest plans
+        tie = tie_break_of(goal.goal, self.p.objective.tie_break)
         if not tie or sol.status != Status.OPTIMAL or self.interrupted or sol.objective is None:
             return sol
         goal.fix(self, sol.objective, sol.values)

@@ -203,6 +203,7 @@ class Hints(ModelBase):
     def _hint(self, warm: dict[ReplicaKey, int] | None) -> None:
         """Start the search from a previous plan or the heuristic one (a hint, not a constraint)."""
         chosen, y_hint = (warm, {}) if warm is not None else self.heuristic()
+        self.start = chosen
         if not chosen:
             return
         chosen = {k: min(v, self.R_ub[k]) for k, v in chosen.items() if k in self.R}

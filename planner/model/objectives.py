@@ -200,3 +200,11 @@ TIE_BREAKS: dict[str, Objective] = {o.goal: o for o in (MinCost(), MaxThroughput
 
 def objective_for(goal: str) -> Objective:
     return OBJECTIVES[goal]
+
+
+def tie_break_of(goal: str, stated: str | None) -> str | None:
+    """The tie-break a solve runs among plans at its goal's optimum: the one the problem
+    states, else for min_carbon the cheapest of the cleanest plans (min_cost)."""
+    if stated is None and goal == "min_carbon":
+        return "min_cost"
+    return stated

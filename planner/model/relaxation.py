@@ -328,8 +328,7 @@ def support(tables: Tables, *, time_limit: float) -> Support | None:
     for key, var in model.R.items():
         if x[var.index] > 1e-6:
             used[key.workload].add(key.design)
-    chosen, _ = model.heuristic()
-    for key in chosen:
+    for key in model.start or model.heuristic()[0]:
         used[key.workload].add(key.design)
     if not all(used.values()):
         return None

@@ -98,6 +98,7 @@ class ModelBase:
             tuple[str, int], list[ReplicaKey]
         ] = {}  # (workload, design) -> keys
         self._hint_holds: dict[tuple[str, int, bool], bool] = {}  # (device, tp, dense) -> holds
+        self.start: dict[ReplicaKey, int] = {}  # the search's starting plan (set by Hints._hint)
 
     @property
     def single(self) -> bool:
