@@ -121,6 +121,12 @@ DEVICES = {
 # 0.8.0 (Lambda's v0.5.4 harness also passes 256 in its benchmark.sh; Oracle's October 2024 run
 # of benchmark_throughput.py states no flags); rows of later releases state theirs.
 ENGINE_MAX_SEQS = {"vllm": 256, "vllm-0.5": 256}
+# The KV-cache format of a row whose source states none: the engine's default. vLLM's
+# --kv-cache-dtype defaults to "auto" ("If 'auto', will use model data type",
+# https://docs.vllm.ai/en/v0.6.3.post1/models/engine_args.html): an FP8 checkpoint keeps a 16-bit
+# cache unless the run asks for fp8. Other rows: FP8 where the weights are 8- or 4-bit
+# (TensorRT-LLM's FP8 and FP4 recipes), else FP16 (_kv).
+ENGINE_KV = {"vllm": "fp16", "vllm-0.5": "fp16"}
 WEIGHTS = {"fp8": "fp8", "fp16": "fp16", "fp4": "nvfp4"}  # TensorRT-LLM's FP4 on B200 is NVFP4
 GRID = np.round(np.arange(0.20, 0.901, 0.02), 2)
 MARK_BEGIN = "<!-- benchmarks/serving/run.py --markdown: begin -->"
@@ -152,11 +158,17 @@ def _kv(weights: str) -> str:
     return "fp16" if weights == "fp16" else "fp8"
 
 
+def row_kv(r: dict[str, Any], engine: str | None, weights: str) -> str:
+    """The row's KV-cache format: as its source states it, else its engine's default."""
+    return str(r.get("kv") or ENGINE_KV.get(engine or "") or _kv(weights))
+
+
 def _problem(
     m: ModelArch,
     dev: str,
     tp: int,
     weights: str,
+    kv: str,
     prompt: int,
     output: int,
     stages: int = 1,
@@ -170,7 +182,7 @@ def _problem(
                     "name": "w",
                     "model": m.id,
                     "weights": weights,
-                    "kv": _kv(weights),
+                    "kv": kv,
                     "context_tokens": prompt + output,
                     "prompt_tokens": prompt,
                     "output_tokens": output,
@@ -194,6 +206,7 @@ def _iteration(
     dev: str,
     tp: int,
     weights: str,
+    kv: str,
     batch: int,
     prompt: int,
     output: int,
@@ -208,7 +221,7 @@ def _iteration(
     return IterationTime(
         m,
         weights,
-        _kv(weights),
+        kv,
         batch=batch,
         context=prompt + output,
         prompt=prompt,
@@ -232,7 +245,15 @@ def _designs(s: dict[str, Any]) -> list[Design]:
     cat = load_catalog()  # these rows name catalog models only
     pp = s.get("pp") or 1
     prob = _problem(
-        s["m"], s["dev"], s["tp"] or 8, s["weights"], s["prompt"], s["output"], pp, s["engine"]
+        s["m"],
+        s["dev"],
+        s["tp"] or 8,
+        s["weights"],
+        s["kv"],
+        s["prompt"],
+        s["output"],
+        pp,
+        s["engine"],
     )
     w = prob.workloads[0]
     assert isinstance(w, InferenceWorkload)
@@ -277,7 +298,16 @@ def _best_point(s: dict[str, Any], ok: Callable[[LoadedLatency], bool]) -> Point
         layers = tuple(st.layers for st in d.stages)
         tp = d.stages[0].tp
         it = _iteration(
-            s["m"], s["dev"], tp, s["weights"], d.batch, prompt, output, layers, s["engine"]
+            s["m"],
+            s["dev"],
+            tp,
+            s["weights"],
+            s["kv"],
+            d.batch,
+            prompt,
+            output,
+            layers,
+            s["engine"],
         )
         cap = d.batch / (output * _mean_iteration(it, d.batch, prompt, output))
 
@@ -334,7 +364,7 @@ def disaggregated_devices(s: dict[str, Any], demand: float) -> float:
 
         def engine(batch: int, budget: float | None, tp: int = tp) -> IterationTime:
             return IterationTime(
-                m, s["weights"], _kv(s["weights"]), batch=batch, context=prompt + output,
+                m, s["weights"], s["kv"], batch=batch, context=prompt + output,
                 prompt=prompt, output=output, stages=[StageSpec(acc, tp, m.num_layers)],
                 link=link, budget=budget, host_s_per_token=host_s_per_token(cat, s["engine"]),
             )  # fmt: skip
@@ -342,7 +372,7 @@ def disaggregated_devices(s: dict[str, Any], demand: float) -> float:
         if d.batch == 1:
             rate = prefill_engine_search(
                 engine(1, prefill_pool_budget(prompt)), tp, 1, link, prompt,
-                kv_bytes(_kv(s["weights"])),
+                kv_bytes(s["kv"]),
                 ceiling=lambda lat: lat.ttft_mean_s <= s["ttft_limit"], utilization=1.0,
             ).finish()  # fmt: skip
             if rate > 0:
@@ -391,7 +421,7 @@ def _engine(r: dict[str, Any], dev: str | None, weights: str | None) -> str | No
     name = r.get("engine")
     if name not in cat.engines or dev is None or weights is None:
         return None
-    ok = runtimes(cat, cat.accelerator(dev), weights, _kv(weights))
+    ok = runtimes(cat, cat.accelerator(dev), weights, row_kv(r, name, weights))
     return name if any(rt.engine == name for rt in ok) else None
 
 
@@ -413,6 +443,7 @@ def _row(r: dict[str, Any]) -> Row:
         "m": m, "dev": dev, "tp": tp, "pp": r.get("pipeline_parallel"), "weights": weights,
         "devices": r.get("devices"), "engine": engine, "instances": r.get("instances"),
         "max_seqs": r.get("max_num_seqs") or ENGINE_MAX_SEQS.get(engine or ""),
+        "kv": row_kv(r, engine, weights) if weights else None,
         "path": tensor_path(dev, weights) if dev and weights else None,
         "ttft_p99": meas.get("ttft_p99_s"), "tpot_p99": meas.get("tpot_p99_s"),
         "prompt": round(r.get("prompt_tokens") or 0), "output": round(r.get("output_tokens") or 0),
@@ -452,7 +483,7 @@ def _row(r: dict[str, Any]) -> Row:
     if kind == "prefill" and "ttft_s" in meas:
         return Row(
             r["id"], kind, src, meas["ttft_s"], "TTFT s",
-            lambda: _iteration(m, dev, tp, weights, 1, prompt, 1, None, engine)(0, prompt),
+            lambda: _iteration(m, dev, tp, weights, s["kv"], 1, prompt, 1, None, engine)(0, prompt),
             spec=s,
         )  # fmt: skip
     if kind == "server" and "max_concurrency" in meas and "tokens_per_s" in meas:
@@ -460,14 +491,14 @@ def _row(r: dict[str, Any]) -> Row:
         return Row(
             r["id"], kind, src, meas["tokens_per_s"], "output tokens/s",
             lambda: n / _mean_iteration(
-                _iteration(m, dev, tp, weights, n, prompt, output, None, engine),
+                _iteration(m, dev, tp, weights, s["kv"], n, prompt, output, None, engine),
                 n, prompt, output,
             ), spec=s,
         )  # fmt: skip
     if kind == "decode" and "tpot_s" in meas:
         return Row(
             r["id"], kind, src, meas["tpot_s"], "TPOT s",
-            lambda: _iteration(m, dev, tp, weights, 1, prompt, output, None, engine)(1, 0),
+            lambda: _iteration(m, dev, tp, weights, s["kv"], 1, prompt, output, None, engine)(1, 0),
             spec=s,
         )  # fmt: skip
     base.why_not = "no metric for this row type and measurement"

@@ -192,6 +192,8 @@ class _Setting:
     fixed: npt.NDArray[np.float64]
     chunks: npt.NDArray[np.float64]  # per level: iterations to the first token (closed load)
     tau_c: npt.NDArray[np.float64]  # [bi, o]: seconds per layer of an iteration with a chunk
+    tau_d: npt.NDArray[np.float64]  # [bi, o]: seconds per layer of a decode-only iteration
+    share: npt.NDArray[np.float64]  # per level: share f of iterations that carry a chunk
     cap: npt.NDArray[np.int64]
     w_layer: float  # weight bytes of one block
     kv_read: npt.NDArray[np.float64]  # [bi, o]: KV bytes one layer reads per step on one device
@@ -403,11 +405,14 @@ def _setting(
     serial = serial_engine(fmt)
     P, out = prefill_prompt(w.prompt_tokens, w.prefix_cache_hit), w.output_tokens
     tau_c = np.empty((len(levels), len(opts)))
+    tau_d = np.empty((len(levels), len(opts)))
+    share = np.empty(len(levels))
     for bi, b in enumerate(levels.tolist()):
         # At capacity b / O requests start per iteration (Little's law): b x P / O prompt
         # tokens, in chunks of c in a share f of the iterations (serving.chunk_mix).
         chunk, f = chunk_mix(b, P, out, b * P / out)
-        dec, tau_c[bi] = (
+        share[bi] = f
+        tau_d[bi], tau_c[bi] = (
             serving_layer_seconds(
                 m,
                 fmt,
@@ -422,7 +427,7 @@ def _setting(
             )
             for p in (0.0, chunk)
         )
-        tau[bi] = (1.0 - f) * dec + f * tau_c[bi]
+        tau[bi] = (1.0 - f) * tau_d[bi] + f * tau_c[bi]
         fixed[bi] = head_seconds(m, fmt, sub, b) / tp + sub.step_overhead_s
     chunks = np.array(
         [math.ceil(P / prefill_room(b, P, out)) for b in levels.tolist()], dtype=np.float64
@@ -463,6 +468,8 @@ def _setting(
         fixed=fixed,
         chunks=chunks,
         tau_c=tau_c,
+        tau_d=tau_d,
+        share=share,
         cap=cap,
         w_layer=w_layer,
         kv_read=levels[:, None] * kv_layer_seq / div,
@@ -617,8 +624,12 @@ def _two_type(
     hop = st.hop[bi] + np.maximum(st.hop_extra[o1], st.hop_extra[o2])
     q, r = rest // s2, rest % s2
     top = q + (r > 0)  # layers of the fullest o2 stage
-    T = np.maximum(n1 * a1 + f1, top * a2 + f2) + hop
+    # The layers are split on the stages' mean times; a round takes its slowest stage, which
+    # may be the other kind in iterations with a chunk, so the mean round is the mean of the
+    # two kinds of iteration's slowest stage (replica.pipeline_round), not the slowest mean.
     T_c = np.maximum(n1 * st.tau_c[bi, o1] + f1, top * st.tau_c[bi, o2] + f2) + hop
+    T_d = np.maximum(n1 * st.tau_d[bi, o1] + f1, top * st.tau_d[bi, o2] + f2) + hop
+    T = (1.0 - st.share[bi]) * T_d + st.share[bi] * T_c
     ttft = 0.5 * S * T + st.chunks[bi] * S * T_c  # serving.closed_ttft
     # Every stage draws power for its own layers: s1 of n1, r of q + 1 and s2 - r of q.
     watts = np.zeros(len(o1))

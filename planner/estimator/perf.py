@@ -233,6 +233,33 @@ def training_tokens_per_second(
     )
 
 
+def _kernel_seconds(
+    m: ModelArch,
+    fmt: WeightFormat,
+    kv_dtype_bytes: float,
+    dev: DeviceTable,
+    touched: Array,
+    b: Array,
+    p: Array,
+    context: float,
+    prompt: float,
+) -> Array:
+    """The linear layers' roofline plus attention's, for one block on one device (see
+    serving_layer_seconds): `touched` weights, `b` decodes over `context`, `p` prompt tokens."""
+    bw = dev.bandwidth_bytes_s * dev.eff_bandwidth
+    compute = dev.peak_flops(fmt) * dev.batched_compute(fmt)
+    attended = attended_tokens(m, context)
+    w_bytes = touched * fmt.bits_per_weight / 8
+    kv_read = b * attended * kv_elements_per_token_per_layer(m) * kv_dtype_bytes
+    linear = (b + p) * 2.0 * active_params_per_layer(m)
+    attn = b * attention_flops_per_token_per_layer(m, attended) + p * (
+        attention_flops_per_token_per_layer(m, causal_attended_tokens(m, prompt))
+    )
+    return np.asarray(
+        np.maximum(w_bytes / bw, linear / compute) + np.maximum(kv_read / bw, attn / compute)
+    )
+
+
 def serving_layer_seconds(
     m: ModelArch,
     fmt: WeightFormat,
@@ -253,11 +280,18 @@ def serving_layer_seconds(
 
     Continuous batching with chunked prefill (vLLM, SGLang, TensorRT-LLM; Agrawal et al. 2024,
     "Sarathi-Serve", section 4): decode and prefill tokens share one forward pass, so the weights
-    are read once for both and the iteration is the roofline of the sum: bytes = touched weights
-    + the decodes' KV reads; FLOPs = decode tokens x (2 N + attention over the context) + prompt
-    tokens x (2 N + half the attention over the prompt), at the device's batched compute
-    efficiency. `serial` (llama.cpp-style pools): prompt processing stops decode, so the two
-    passes add.
+    are read once for both. The pass runs two kinds of kernel one after the other, each at its own
+    roofline, and their times add (the operator-by-operator roofline of Yuan et al. 2024, "LLM
+    Inference Unveiled: Survey and Roofline Model Insights", whose LLM-Viewer bounds each operator
+    of a layer by its own arithmetic intensity and sums their times):
+    - the linear layers (projections and MLP, GEMMs over every token of the pass): the larger of
+      the touched weights / bandwidth and (decode + prompt tokens) x 2 N / batched compute;
+    - attention (paged attention over each sequence's own KV cache, Kwon et al. 2023): the larger
+      of the decodes' KV reads / bandwidth and the score and value FLOPs (decode tokens over the
+      context, prompt tokens over half the prompt) / batched compute.
+    One roofline over the sums would let long contexts' KV reads hide behind the matrix products,
+    which no engine does: the KV cache is read by the attention kernel alone.
+    `serial` (llama.cpp-style pools): prompt processing stops decode, so the two passes add.
     """
     if serial:
         dec = decode_layer_seconds(
@@ -293,16 +327,8 @@ def serving_layer_seconds(
         touched = np.full(tokens.shape, weight_params_touched_per_layer(m, 1.0))
     else:
         touched = weight_params_touched_per_layer(m, tokens)
-    w_bytes = touched * fmt.bits_per_weight / 8
-    attended = attended_tokens(m, context)
-    kv_read = b * attended * kv_elements_per_token_per_layer(m) * kv_dtype_bytes
-    per_tok = 2.0 * active_params_per_layer(m)
-    flops = b * (per_tok + attention_flops_per_token_per_layer(m, attended)) + p * (
-        per_tok + attention_flops_per_token_per_layer(m, causal_attended_tokens(m, prompt))
-    )
-    t_mem = (w_bytes + kv_read) / tp / (dev.bandwidth_bytes_s * dev.eff_bandwidth)
-    t_cmp = flops / tp / (dev.peak_flops(fmt) * dev.batched_compute(fmt))
-    t = np.maximum(t_mem, t_cmp) + dev.layer_overhead_s
+    t = _kernel_seconds(m, fmt, kv_dtype_bytes, dev, touched, b, p, context, prompt) / tp
+    t = t + dev.layer_overhead_s
     if fmt.weight_only:
         t = t + touched / tp * dev.dequant_ops_per_weight / dev.fp32_flops
     t = t + _tp_allreduce_seconds(m, dev, tokens, tp, link_bytes_s, link_latency_s)

@@ -94,9 +94,9 @@ def _layer_seconds(
     prompt: int,
     output: int,
     link: tuple[float | None, float] = (None, 5e-6),
-) -> tuple[float, float]:
-    """(mean, with a prefill chunk) seconds per block of one serving iteration at capacity
-    (planner.estimator.serving.chunk_mix)."""
+) -> tuple[float, float, float]:
+    """(decode only, with a prefill chunk) seconds per block of one serving iteration at
+    capacity, and the share of iterations with a chunk (planner.estimator.serving.chunk_mix)."""
     c, f = chunk_mix(batch, prompt, output, batch * prompt / output)
     dec, tau_c = (
         _scalar(
@@ -117,7 +117,16 @@ def _layer_seconds(
         )
         for p in (0.0, c)
     )
-    return (1.0 - f) * dec + f * tau_c, tau_c
+    return dec, tau_c, f
+
+
+def pipeline_round(decode: list[float], chunk: list[float], share: float) -> float:
+    """Mean seconds per step of a pipeline whose stages take `decode` seconds in decode-only
+    iterations and `chunk` seconds in those with a prompt chunk (a share `share` of them): each
+    iteration waits for its slowest stage, which may be another stage in the two kinds (a
+    compute-bound device slows chunks, a bandwidth-bound one decodes), so the mean is the mean
+    of the two maxima, not the largest mean (IterationTime steps the same way)."""
+    return (1.0 - share) * max(decode) + share * max(chunk)
 
 
 def inference_replica(
@@ -134,10 +143,9 @@ def inference_replica(
     hop_overhead_s: float = 0.0,
     host_s_per_token: float = 0.0,
 ) -> ReplicaFigures:
-    """Memory, step time, throughput, latency and power of one inference replica.
-    `hop_overhead_s`: the engine's own time per pipeline hop (Engine.hop_overhead_us);
-    `host_s_per_token`: its host work per generated token, serial with each step
-    (Engine.host_us_per_token)."""
+    """Memory, step time, throughput, latency and power of one inference replica. Engine time:
+    `hop_overhead_s` per pipeline hop (Engine.hop_overhead_us), `host_s_per_token` of host work
+    per generated token, serial with each step (Engine.host_us_per_token)."""
     fmt, kvb = weight_format(weights), kv_bytes(kv)
     S = len(stages)
     L = m.num_layers
@@ -150,13 +158,13 @@ def inference_replica(
     )
     kv_layer_seq = kv_bytes_per_token(m, kvb) / L * attended_tokens(m, context)
     w_layer = block_weight_bytes(m, fmt) / L
-    seconds: list[float] = []
     chunk_seconds: list[float] = []
+    decode_seconds: list[float] = []
     mems: list[dict[str, float]] = []
     busy: list[float] = []
     for i, st in enumerate(stages):
         dev = device_table([st.device])
-        tau, tau_c = _layer_seconds(
+        tau_d, tau_c, share = _layer_seconds(
             m, fmt, kvb, dev, st.tp, batch, context, prompt, output, st.link_args()
         )
         fixed = (
@@ -164,8 +172,8 @@ def inference_replica(
             + _scalar(dev.step_overhead_s)
             + host_s_per_token * batch
         )
-        seconds.append(st.layers * tau + fixed + hop)
         chunk_seconds.append(st.layers * tau_c + fixed + hop)
+        decode_seconds.append(st.layers * tau_d + fixed + hop)
         mem = inference_memory(
             m,
             fmt,
@@ -182,11 +190,13 @@ def inference_replica(
         busy.append(
             st.layers * (w_layer / st.tp + batch * kv_layer_seq / kv_shard_divisor(m, st.tp))
         )
-    T = max(seconds)
+    T = pipeline_round(decode_seconds, chunk_seconds, share)
     figs = []
     total_w = 0.0
-    for st, sec, use, nbytes in zip(stages, seconds, mems, busy, strict=True):
-        dev = device_table([st.device])
+    for st, d, c, use, nbytes in zip(
+        stages, decode_seconds, chunk_seconds, mems, busy, strict=True
+    ):
+        sec, dev = (1.0 - share) * d + share * c, device_table([st.device])
         act = min(1.0, nbytes / _scalar(dev.bandwidth_bytes_s) / T)
         watts = _scalar(power_w(dev.tdp_w, dev.idle_w, np.asarray(act), dev.power_activity_floor))
         total_w += watts * st.tp

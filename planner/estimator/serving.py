@@ -364,6 +364,14 @@ def open_latency(
     # much as a Poisson count (its peakedness).
     # (Capped: past 0.9 the prefill alone nearly fills the engine and rho_p governs.)
     extra = prompt / c * max(t_c - t_d, 0.0) if prompt > 0 else 0.0
+    # One more sequence decoding lengthens every iteration by `slope` (the weights are read once
+    # for all, its KV cache is read on its own), so every stay by (O - 1) x slope, which holds
+    # more of the later arrivals in turn: a feedback of gain g = rate x (O - 1) x slope on the
+    # count held. Linearized (an Ornstein-Uhlenbeck count: arrivals at `rate`, departures n /
+    # stay(n), whose drift back to the mean is (1 - g) / stay), its variance is n / (1 - g)
+    # instead of a Poisson count's n, so its excess over the mean grows by 1 / sqrt(1 - g).
+    slope = iteration_s(min(float(slots), n + 2.0), 0.0) - t_d
+    gain = min(rate * (output - 1.0) * max(slope, 0.0), 0.9)
     peaked = 1.0 / (1.0 - min(rate * extra, 0.9)) ** 2
     p_wait = slot_wait_probability(
         slots, rate, output * t_one + own, hold, hold_queued, peakedness=peaked
@@ -385,7 +393,6 @@ def open_latency(
     wait = [(1.0 - p_wait, rho_p, pre_rate, 0.0), (p_wait, 1.0, slot_rate, slot_shift)]
     wait_mean = p_wait * (slot_shift + 1.0 / slot_rate) + (1.0 - p_wait) * rho_p / pre_rate
     # Decode: (O - 1) iterations at t_d plus the extra of each prompt that arrives meanwhile.
-    slope = iteration_s(min(float(slots), n + 2.0), 0.0) - t_d  # one more sequence decoding
     arrivals = rate * (output - 1.0) * t
     decode_mean = (output - 1.0) * t_d + arrivals * extra
     ttft: dict[int, float] = {}
@@ -393,8 +400,9 @@ def open_latency(
     for pct, q in PERCENTILES.items():
         wq = _mixture_tail_quantile(wait, q)
         ttft[pct] = own + _combine([0.5 * t, wait_mean], [q * t, wq])
-        # Others decoding alongside: Poisson(n) at arrival, most of them there throughout.
-        crowd = (_poisson_quantile(n, q) - n) * slope * (output - 1.0)
+        # Others decoding alongside: Poisson(n) at arrival, most of them there throughout, the
+        # excess widened by the feedback above.
+        crowd = (_poisson_quantile(n, q) - n) * slope * (output - 1.0) / math.sqrt(1.0 - gain)
         burst = (_poisson_quantile(arrivals, q) - arrivals) * extra
         # A longer decode lets more prompts in, each lengthening it by `extra`: an excess d
         # grows to d / (1 - rate x extra) (as the count held does above).
