@@ -123,9 +123,9 @@ def test_carbon_cap_changes_the_plan() -> None:
     free = solved("carbon-cap", "constraints.max_carbon_kgco2e=1e9")
     capped = solved("carbon-cap")
     assert free.carbon is not None and capped.carbon is not None
-    # problems/carbon-cap.yaml; 220,000 kg since the serving factors were fitted on published
-    # results (the cheapest plan emits ~237,000).
-    cap = 220_000
+    # problems/carbon-cap.yaml: 200,000 kg (the cheapest plan emits ~246,000, the least-carbon
+    # one ~144,000).
+    cap = 200_000
     assert free.carbon.total_kgco2e > cap >= capped.carbon.total_kgco2e
     assert {x.type for x in free.devices} != {x.type for x in capped.devices}
     assert capped.tco_usd > free.tco_usd
@@ -242,7 +242,7 @@ def test_single_type_note_states_a_floor_when_a_type_is_not_proved_in_time(
         return plan
 
     monkeypatch.setattr(solve_module.Solver, "solve", unproved)
-    plan = solve_problem(load_problem(PROBLEMS / "request-mix.yaml"), time_limit=30)
+    plan = solve_problem(load_problem(PROBLEMS / "request-mix.yaml"), time_limit=120)
     assert plan.status == "OPTIMAL"
     note = next(n for n in plan.notes if "one device type" in n or "single device type" in n)
     assert note.startswith("on one device type alone a plan costs at least $"), note
