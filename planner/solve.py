@@ -33,10 +33,11 @@ BUILD_S_PER_KEY = 1.3e-4
 MIN_USEFUL_SEARCH_S = 0.3  # less is not worth a search once a plan is in hand
 MIN_WHOLE_SEARCH_S = 1.0  # the least search worth building the whole model for, after a shortlist
 # A model of at least this many replica variables is first searched over the designs its linear
-# relaxation uses (Solver._guided). In 60 s: on a week of hourly demand in 12 levels with four
-# procurement modes (benchmarks/bench_week.py, 7,008 replica variables) the whole search found
-# $1.98 M and this one $1.91 M; on the largest generated tier (benchmarks/bench_large.py, 4,666
-# to 8,143) $235-272 M against $175-198 M. The examples stay under it (at most 1,668).
+# relaxation uses (Solver._guided). In 60 s, measured when it was added (before attention was
+# charged as its own kernel): on a week of hourly demand in 12 levels with four procurement
+# modes (benchmarks/bench_week.py, 7,008 replica variables) the whole search found $1.98 M and
+# this one $1.91 M; on the largest generated tier (benchmarks/bench_large.py, 4,666 to 8,143)
+# $235-272 M against $175-198 M. The examples stay under it (at most 1,668).
 GUIDED_MIN_KEYS = 4000
 # Of the time left, the most the relaxation's LP solve may take.
 LP_SHARE = 0.25

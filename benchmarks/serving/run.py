@@ -33,12 +33,13 @@ missing piece named.
   the row's targets, no planning margin), as for aggregated sizing. A pool measured alone, with
   no whole-system figure, is listed as not expressible.
 
-The two fitted factors are the batched serving compute efficiencies of datacenter devices on
-16-bit and on 8/4-bit tensor paths (catalog serving.yaml). For each source, they are fitted on
-the other sources' rows (the pair minimizing their median |log(planner / measured)|, on a grid
-of 0.20-0.90 in steps of 0.02 each), then that source's rows are scored with them. KV-cache
-format: FP8 where the weights are 8- or 4-bit (TensorRT-LLM's FP8 and FP4 recipes), else FP16
-(an assumption where the sources do not state it).
+The fitted factors are the batched serving compute efficiencies of datacenter devices, one per
+tensor path (16-bit, 8-bit, 4-bit; AMD's stack on its own: catalog serving.yaml). For each
+source they are fitted on the other sources' rows (each path's factor minimizing the summed
+|log(planner / measured)| of its rows, on a grid of 0.20-0.90 in steps of 0.02), then that
+source's rows are scored with them. KV-cache format: as the source states it, else the engine's
+default (vLLM's `auto`: the model's 16-bit data type beside FP8 weights; ENGINE_KV), else FP8
+where the weights are 8- or 4-bit (TensorRT-LLM's FP8 and FP4 recipes) and FP16 otherwise.
 
 The MLPerf Llama-2-70B rows also feed the accelerator-order check (issue: the measured order of
 accelerators per round must be kept): the planner's per-accelerator offline figure at the

@@ -23,7 +23,7 @@ from planner.estimator.architecture import (
 )
 from planner.estimator.comm import ring_allreduce_seconds, tensor_parallel_allreduce_seconds
 from planner.estimator.devices import Array, Degree, DeviceTable
-from planner.estimator.formats import WeightFormat
+from planner.estimator.formats import WeightFormat, weight_format
 from planner.schema.catalog import ModelArch
 
 LAYER_ALLREDUCES = 2  # Megatron-LM: after attention and after the MLP (Shoeybi et al. 2019)
@@ -79,7 +79,7 @@ def _decode_roofline(
 
     Bytes: touched weights (MoE: expected distinct experts) + KV read of `context` tokens per
     sequence. FLOPs: 2 x active params per token + attention over the context (Kaplan et al.
-    2020, table 1). Tensor parallelism divides both.
+    2020, table 1). Tensor parallelism divides both, the KV reads as far as the KV heads split.
     """
     weights = weight_params_touched_per_layer(m, batch)
     w_bytes = weights * fmt.bits_per_weight / 8
@@ -88,7 +88,9 @@ def _decode_roofline(
     flops = batch * (
         2.0 * active_params_per_layer(m) + attention_flops_per_token_per_layer(m, attended)
     )
-    t_mem = (w_bytes + kv_read) / tp / (dev.bandwidth_bytes_s * dev.eff_bandwidth)
+    t_mem = (w_bytes / tp + kv_read / _kv_shards(m, tp)) / (
+        dev.bandwidth_bytes_s * dev.eff_bandwidth
+    )
     t_cmp = flops / tp / (dev.peak_flops(fmt) * dev.eff_compute)
     return weights, t_mem, t_cmp
 
@@ -233,6 +235,14 @@ def training_tokens_per_second(
     )
 
 
+def _kv_shards(m: ModelArch, tp: Degree) -> Array | float:
+    """Ways the KV cache is split over `tp` ranks (memory.kv_shard_divisor, per row): KV heads
+    split up to their number and are copied past it; an MLA latent is copied to every rank."""
+    if m.mla is not None:
+        return 1.0
+    return np.clip(np.asarray(tp, dtype=np.float64), 1.0, float(m.num_key_value_heads))
+
+
 def _kernel_seconds(
     m: ModelArch,
     fmt: WeightFormat,
@@ -241,13 +251,19 @@ def _kernel_seconds(
     touched: Array,
     b: Array,
     p: Array,
-    context: float,
-    prompt: float,
+    tp: Degree,
+    shape: tuple[float, float],
 ) -> Array:
-    """The linear layers' roofline plus attention's, for one block on one device (see
-    serving_layer_seconds): `touched` weights, `b` decodes over `context`, `p` prompt tokens."""
+    """The linear layers' roofline plus attention's, for one block on one of `tp` devices (see
+    serving_layer_seconds): `touched` weights, `b` decodes over `shape[0]` tokens of context,
+    `p` prompt tokens of prompts `shape[1]` long. The weights and the FLOPs split over the
+    ranks, the KV cache only as far as its heads do (_kv_shards); attention runs at the KV
+    cache's precision (a 16-bit cache: 16-bit attention beside FP8 weights)."""
+    context, prompt = shape
     bw = dev.bandwidth_bytes_s * dev.eff_bandwidth
     compute = dev.peak_flops(fmt) * dev.batched_compute(fmt)
+    kv_fmt = weight_format("bf16" if kv_dtype_bytes >= 2 else "fp8")
+    attn_compute = dev.peak_flops(kv_fmt) * dev.batched_compute(kv_fmt)
     attended = attended_tokens(m, context)
     w_bytes = touched * fmt.bits_per_weight / 8
     kv_read = b * attended * kv_elements_per_token_per_layer(m) * kv_dtype_bytes
@@ -256,7 +272,8 @@ def _kernel_seconds(
         attention_flops_per_token_per_layer(m, causal_attended_tokens(m, prompt))
     )
     return np.asarray(
-        np.maximum(w_bytes / bw, linear / compute) + np.maximum(kv_read / bw, attn / compute)
+        np.maximum(w_bytes / bw, linear / compute) / tp
+        + np.maximum(kv_read / _kv_shards(m, tp) / bw, attn / tp / attn_compute)
     )
 
 
@@ -327,7 +344,7 @@ def serving_layer_seconds(
         touched = np.full(tokens.shape, weight_params_touched_per_layer(m, 1.0))
     else:
         touched = weight_params_touched_per_layer(m, tokens)
-    t = _kernel_seconds(m, fmt, kv_dtype_bytes, dev, touched, b, p, context, prompt) / tp
+    t = _kernel_seconds(m, fmt, kv_dtype_bytes, dev, touched, b, p, tp, (context, prompt))
     t = t + dev.layer_overhead_s
     if fmt.weight_only:
         t = t + touched / tp * dev.dequant_ops_per_weight / dev.fp32_flops

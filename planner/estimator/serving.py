@@ -369,7 +369,9 @@ def open_latency(
     # more of the later arrivals in turn: a feedback of gain g = rate x (O - 1) x slope on the
     # count held. Linearized (an Ornstein-Uhlenbeck count: arrivals at `rate`, departures n /
     # stay(n), whose drift back to the mean is (1 - g) / stay), its variance is n / (1 - g)
-    # instead of a Poisson count's n, so its excess over the mean grows by 1 / sqrt(1 - g).
+    # instead of a Poisson count's n, so its excess over the mean grows by 1 / sqrt(1 - g). This
+    # widens the decode phase only: folded into the slot wait's peakedness too, it overstated
+    # the replay's p95 first token (worst case +27 %, benchmarks/serving/model_vs_replay.py).
     slope = iteration_s(min(float(slots), n + 2.0), 0.0) - t_d
     gain = min(rate * (output - 1.0) * max(slope, 0.0), 0.9)
     peaked = 1.0 / (1.0 - min(rate * extra, 0.9)) ** 2
