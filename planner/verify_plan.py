@@ -46,7 +46,13 @@ def _derived(pf: PlanFile) -> list[str]:
         if got is None and value is None:
             continue
         if not isinstance(got, int | float) or value is None or not _close(float(got), value):
-            out.append(f"`{key}`: plan says {got}, recomputed {value}")
+            # The gap is derived from two stored figures: name them, either may be the wrong one.
+            since = (
+                f" from `objective` {plan.objective} and `bound` {plan.bound}"
+                if key == "gap"
+                else ""
+            )
+            out.append(f"`{key}`: plan says {got}, recomputed {value}{since}")
     wall = plan.power_w * pf.problem.horizon.pue
     if not _close(plan.wall_power_w, wall):
         out.append(f"`wall_power_w`: plan says {plan.wall_power_w}, `power_w` x PUE is {wall}")

@@ -82,9 +82,10 @@ def test_sweeps_share_one_base_point() -> None:
 
 def test_smallest_tier_solves_optimal_and_verifies(small: list[Any]) -> None:
     for case in small:
-        # The serving cases prove in about 3 to 10 s on one worker (benchmarks/bench_suite.py
-        # measures them); the limit leaves room for a loaded machine.
-        plan = solve_problem(case.problem, cat=case.catalog, time_limit=60.0)
+        # On one worker small-serve proves in about 10 s and small-serve-owned in 50-85 s
+        # (since attention is charged as its own kernel; 84 s measured on a loaded machine);
+        # the limit leaves room for a slower one.
+        plan = solve_problem(case.problem, cat=case.catalog, time_limit=180.0)
         assert plan.status == "OPTIMAL", (case.name, plan.notes)
         assert plan.objective == plan.bound  # min_cost in integer dollars: no gap when proved
         assert sum(d.count for d in plan.devices) > 0
