@@ -318,6 +318,7 @@ def _check_fleet(
             + f.phase_hours.get(dev, 0.0)
         }
         rent: dict[str, float] = {}
+        made_of: dict[str, str] = {}  # the periods' counts a rented mode's hours come from
         if line.reserved:
             hours["reserved"] = line.reserved * reserved_hours(problem, prices)
             rent["reserved"] = hours["reserved"] * (prices.reserved_usd_per_hour or 0.0)
@@ -328,8 +329,10 @@ def _check_fleet(
             if any(counts):
                 hours[mode] = sum(k * p.hours for k, p in zip(counts, periods, strict=True))
                 rent[mode] = hours[mode] * (rate or 0.0)
-        _same_dict(problem, f"{at}.device_hours", line.device_hours, hours)
-        _same_dict(problem, f"{at}.rent_usd", line.rent_usd, rent)
+                cells = [f"`periods.{q}.devices.{dev}.{mode}`" for q, k in enumerate(counts) if k]
+                made_of[mode] = f" (from {', '.join(cells)}, each times its period's hours)"
+        _same_dict(problem, f"{at}.device_hours", line.device_hours, hours, made_of)
+        _same_dict(problem, f"{at}.rent_usd", line.rent_usd, rent, made_of)
         rates: dict[str, float] = {m: r for m in RENT_MODES if (r := prices.rate(m)) is not None}
         _same_dict(problem, f"{at}.rent_usd_per_hour", line.rent_usd_per_hour, rates)
         purchase = prices.purchase_usd or 0.0
@@ -495,10 +498,17 @@ def _check_host_type(
         )
 
 
-def _same_dict(problem: Problem, at: str, got: dict[str, float], want: dict[str, float]) -> None:
+def _same_dict(
+    problem: Problem,
+    at: str,
+    got: dict[str, float],
+    want: dict[str, float],
+    why: dict[str, str] | None = None,
+) -> None:
+    """Each key of `got` against `want`; `why[key]` says what a recomputed figure is made of."""
     keys = {k for k, v in got.items() if v} | {k for k, v in want.items() if v}
     for k in sorted(keys):
-        same(problem, f"{at}.{k}", got.get(k, 0.0), want.get(k, 0.0))
+        same(problem, f"{at}.{k}", got.get(k, 0.0), want.get(k, 0.0), (why or {}).get(k, ""))
 
 
 def _check_network(plan: Plan, problem: Problem, cat: Catalog, f: Fleet) -> int:
