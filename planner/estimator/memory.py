@@ -96,11 +96,18 @@ def kv_bytes_per_token(m: ModelArch, kv_dtype_bytes: float) -> float:
     return m.num_layers * kv_elements_per_token_per_layer(m) * kv_dtype_bytes
 
 
-def kv_shard_divisor(m: ModelArch, tp: int) -> int:
-    """Tensor parallelism splits KV heads; past kv_heads ways, heads are replicated (vLLM)."""
+def kv_shards(m: ModelArch, tp: Degree) -> Array | float:
+    """Ways tensor parallelism splits the KV cache (per row of `tp`): KV heads split up to their
+    number and are replicated past it (vLLM); the MLA latent is shared by all heads and
+    replicated across TP ranks (vLLM)."""
     if m.mla is not None:
-        return 1  # the MLA latent is shared by all heads and replicated across TP ranks (vLLM)
-    return max(1, min(tp, m.num_key_value_heads))
+        return 1.0
+    return np.clip(np.asarray(tp, dtype=np.float64), 1.0, float(m.num_key_value_heads))
+
+
+def kv_shard_divisor(m: ModelArch, tp: int) -> int:
+    """kv_shards for one tensor-parallel degree."""
+    return int(kv_shards(m, tp))
 
 
 def inference_activation_bytes(m: ModelArch, tokens_per_step: float, tp: int = 1) -> float:

@@ -24,6 +24,7 @@ from planner.estimator.architecture import (
 from planner.estimator.comm import ring_allreduce_seconds, tensor_parallel_allreduce_seconds
 from planner.estimator.devices import Array, Degree, DeviceTable
 from planner.estimator.formats import WeightFormat, weight_format
+from planner.estimator.memory import kv_shards
 from planner.schema.catalog import ModelArch
 
 LAYER_ALLREDUCES = 2  # Megatron-LM: after attention and after the MLP (Shoeybi et al. 2019)
@@ -88,7 +89,7 @@ def _decode_roofline(
     flops = batch * (
         2.0 * active_params_per_layer(m) + attention_flops_per_token_per_layer(m, attended)
     )
-    t_mem = (w_bytes / tp + kv_read / _kv_shards(m, tp)) / (
+    t_mem = (w_bytes / tp + kv_read / kv_shards(m, tp)) / (
         dev.bandwidth_bytes_s * dev.eff_bandwidth
     )
     t_cmp = flops / tp / (dev.peak_flops(fmt) * dev.eff_compute)
@@ -235,14 +236,6 @@ def training_tokens_per_second(
     )
 
 
-def _kv_shards(m: ModelArch, tp: Degree) -> Array | float:
-    """Ways the KV cache is split over `tp` ranks (memory.kv_shard_divisor, per row): KV heads
-    split up to their number and are copied past it; an MLA latent is copied to every rank."""
-    if m.mla is not None:
-        return 1.0
-    return np.clip(np.asarray(tp, dtype=np.float64), 1.0, float(m.num_key_value_heads))
-
-
 def _kernel_seconds(
     m: ModelArch,
     fmt: WeightFormat,
@@ -257,7 +250,7 @@ def _kernel_seconds(
     """The linear layers' roofline plus attention's, for one block on one of `tp` devices (see
     serving_layer_seconds): `touched` weights, `b` decodes over `shape[0]` tokens of context,
     `p` prompt tokens of prompts `shape[1]` long. The weights and the FLOPs split over the
-    ranks, the KV cache only as far as its heads do (_kv_shards); attention runs at the KV
+    ranks, the KV cache only as far as its heads do (memory.kv_shards); attention runs at the KV
     cache's precision (a 16-bit cache: 16-bit attention beside FP8 weights)."""
     context, prompt = shape
     bw = dev.bandwidth_bytes_s * dev.eff_bandwidth
@@ -273,7 +266,7 @@ def _kernel_seconds(
     )
     return np.asarray(
         np.maximum(w_bytes / bw, linear / compute) / tp
-        + np.maximum(kv_read / _kv_shards(m, tp) / bw, attn / tp / attn_compute)
+        + np.maximum(kv_read / kv_shards(m, tp) / bw, attn / tp / attn_compute)
     )
 
 
