@@ -1,21 +1,50 @@
-"""The `planner` command's own process: Ctrl-C that surfaces as another error (or is lost), and
-the garbage collector paused while a command starts."""
+"""The `planner` command's own process: Ctrl-C that surfaces as another error (or is lost), Ctrl-C
+held back while compiled libraries load, and the garbage collector paused while a command
+starts."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import signal
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 # Ctrl-C that surfaces as another error (see ctrl_c_in).
 _ctrl_c_seen: list[bool] = []
+_holding: list[bool] = []  # inside libraries_loading: Ctrl-C is noted, raised on leaving
 
 
 def _on_ctrl_c(signum: int, frame: object) -> None:
-    """Python's own SIGINT handler, which also remembers that Ctrl-C came."""
+    """Python's own SIGINT handler, which also remembers that Ctrl-C came (and, while a
+    compiled library loads, only remembers it: see libraries_loading)."""
     _ctrl_c_seen.append(True)
-    raise KeyboardInterrupt
+    if not _holding:
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def libraries_loading() -> Iterator[None]:
+    """Hold Ctrl-C back while a compiled library loads, and raise it once the load is done.
+
+    A KeyboardInterrupt raised inside a module that compiled code imports is not always
+    passed on: protobuf's C core, importing its own Python modules while OR-Tools loads,
+    prints the traceback and goes on, so the user would see a traceback and then a solve that
+    runs to its time limit. Inside this block the `planner` command's handler only notes the
+    signal; the block raises KeyboardInterrupt on leaving, where Python code catches it like
+    any other. Elsewhere (a caller's own handler, an ignored Ctrl-C) nothing changes."""
+    if signal.getsignal(signal.SIGINT) is not _on_ctrl_c:
+        yield
+        return
+    before = len(_ctrl_c_seen)
+    _holding.append(True)
+    try:
+        yield
+    finally:
+        _holding.pop()
+    if len(_ctrl_c_seen) > before:
+        raise KeyboardInterrupt
 
 
 def note_ctrl_c() -> bool:

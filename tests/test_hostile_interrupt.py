@@ -119,6 +119,37 @@ def test_ctrl_c_at_start_up_or_in_a_solve(tmp_path: Path, wait_s: float) -> None
 
 @posix_only
 @pytest.mark.slow
+@pytest.mark.parametrize("wait_s", [0.0, 0.005, 0.02])
+def test_ctrl_c_while_or_tools_loads(tmp_path: Path, wait_s: float) -> None:
+    # The moment protobuf's C core is mapped, OR-Tools is loading: a KeyboardInterrupt raised
+    # in a module that core imports was printed as a traceback and lost, and the solve then ran
+    # to its time limit.
+    code, out, err = interrupted_run(
+        ["solve", str(hard_problem(tmp_path)), "--time-limit", "120"], wait_s, "_upb"
+    )
+    assert code == 130, (out, err)
+    assert "interrupted" in err and "Traceback" not in err + out
+    assert "solved in" not in out  # no search began after the Ctrl-C
+
+
+def test_ctrl_c_while_a_library_loads_is_raised_once_it_has_loaded() -> None:
+    assert process.note_ctrl_c()
+    loaded = False
+    try:
+        with pytest.raises(KeyboardInterrupt), process.libraries_loading():
+            signal.raise_signal(signal.SIGINT)  # noted, not raised inside the load
+            loaded = True
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        sys.unraisablehook = sys.__unraisablehook__
+        process._ctrl_c_seen.clear()
+    assert loaded
+    with process.libraries_loading():  # under Python's own handler: nothing held back
+        pass
+
+
+@posix_only
+@pytest.mark.slow
 def test_ctrl_c_stops_a_sweep_and_prints_the_rows_done(tmp_path: Path) -> None:
     # In this process: the timing is the shell's; a local pool's Ctrl-C is tested in
     # test_executor.py without timing.

@@ -79,7 +79,7 @@ def solve(
 ) -> Any:
     """`solver.solve(model, callback)`, stopped early by Ctrl-C; the SIGINT handler is the same
     after."""
-    if _requested.is_set():
+    if requested():
         solver.parameters.max_time_in_seconds = 0.0  # Ctrl-C came before: no further search
     if threading.current_thread() is not threading.main_thread():
         return solver.solve(model, callback)  # signals reach the main thread only

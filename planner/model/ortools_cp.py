@@ -9,7 +9,10 @@ afterwards, so any later `import pandas` gets the real one. cp_model keeps a laz
 place of `pd`: the first attribute read from it (only the `*_series` helpers read one) imports
 the real pandas, so those helpers still work as documented.
 
-Every module of planner/model imports CP-SAT from here.
+The import runs with Ctrl-C held back (planner.process.libraries_loading): a KeyboardInterrupt
+raised inside protobuf's start-up is printed by its C core and then lost.
+
+Every module of planner/model imports OR-Tools (CP-SAT and the LP model builder) from here.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import importlib
 import sys
 import types
 from typing import Any
+
+from planner.process import libraries_loading
 
 
 class _LazyPandas(types.ModuleType):
@@ -40,7 +45,9 @@ def _stand_in() -> types.ModuleType | None:
 
 _placeholder = _stand_in()
 try:
-    from ortools.sat.python import cp_model, cp_model_helper
+    with libraries_loading():
+        from ortools.linear_solver.python import model_builder_helper
+        from ortools.sat.python import cp_model, cp_model_helper
 finally:
     if _placeholder is not None:
         if sys.modules.get("pandas") is _placeholder:
@@ -49,4 +56,4 @@ finally:
         if getattr(_loaded, "pd", None) is _placeholder:
             _loaded.pd = _LazyPandas("pandas")  # type: ignore[union-attr]
 
-__all__ = ["cp_model", "cp_model_helper"]
+__all__ = ["cp_model", "cp_model_helper", "model_builder_helper"]

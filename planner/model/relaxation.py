@@ -40,9 +40,9 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from ortools.linear_solver.python import model_builder_helper as mbh
 
 from planner.model.cpsat import PlannerModel
+from planner.model.ortools_cp import model_builder_helper as mbh
 from planner.model.tables import Tables
 
 INT_INF = 2**63 - 1  # CP-SAT's stand-in for an open side of a domain
