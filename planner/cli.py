@@ -3,7 +3,9 @@
 Long because every command declares its options here (typer reads them from the signatures);
 each command body only parses, calls one function and hands the result to planner/report."""
 
+import errno
 import json
+import os
 import shutil
 import sys
 import time
@@ -11,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
 
 import typer
 
@@ -23,6 +25,7 @@ from planner.schema.files import out_target, read_json, write_atomic
 if TYPE_CHECKING:  # each command imports what it uses, so `--help` loads no numpy or solver
     from planner.estimator.estimate import Estimate
     from planner.schema.catalog import ModelArch
+    from planner.whatif.frontier import Frontier
 
 app = typer.Typer(
     help="Which accelerators to buy or rent for LLM workloads, how many, and which layers run where.",
@@ -277,6 +280,10 @@ def user_errors() -> Iterator[None]:
     except typer.Exit:
         if not interrupt.requested():
             raise
+    except OSError as e:
+        if ctrl_c_in(e) or e.errno not in OUTPUT_ERRNOS:
+            raise
+        _output_lost(e)
     except (KeyboardInterrupt, Exception) as e:
         # A planner error that Ctrl-C caused (inside a validator, while a catalog file loads, it
         # makes a valid value look invalid) is the user's stop, not the file's fault.
@@ -294,6 +301,30 @@ def user_errors() -> Iterator[None]:
         err.print(INTERRUPTED, highlight=False, markup=False)
         interrupt.mark_reported()
         raise typer.Exit(130)
+
+
+# A write that fails for want of room or a working device (stdout sent to a full disk, a
+# closed terminal): no traceback, and the exit code of an error (1).
+OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
+def _output_lost(e: OSError) -> NoReturn:
+    """Say that the output could not be written, and end with exit code 1 (typer.Exit). Standard
+    output is pointed at the null device first, so the interpreter's own flush at exit cannot
+    fail again and print a traceback of its own."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no file descriptor behind stdout: nothing to redirect
+        pass
+    err.print(
+        f"error: the output could not be written: {e.strerror or e}; "
+        "free some room or send it elsewhere (`--out FILE`)",
+        highlight=False,
+        markup=False,
+    )
+    raise typer.Exit(1) from None
 
 
 def emit_json(data: Any) -> None:
@@ -649,8 +680,8 @@ def estimate(
         else:
             for t in estimate_tables(rows[0]):
                 out.print(t)
-        if device != "all" and not rows[0].devices_needed:
-            raise typer.Exit(3)
+        if not any(r.devices_needed for r in rows):
+            raise typer.Exit(3)  # nothing the model fits on (every row says so)
 
 
 @app.command()
@@ -1104,17 +1135,21 @@ def frontier(
                     "notes": fr.notes,
                 }
             )
-            return
-        cap = f"{fr.resource}_cap"
-        out.print(
-            _rows_table(fr.points, [cap], f"Pareto frontier: {fr.benefit} against {fr.resource}")
-        )
-        out.print(
-            f"{len(fr.points)} Pareto-optimal points; {fr.dominated} of {points} caps gave "
-            "a dominated or repeated plan"
-        )
-        for n in fr.notes:
-            out.print(f"note: {n}")
+        else:
+            _print_frontier(fr, points)
+        if fr.infeasible:
+            raise typer.Exit(3)
+
+
+def _print_frontier(fr: "Frontier", points: int) -> None:
+    cap = f"{fr.resource}_cap"
+    out.print(_rows_table(fr.points, [cap], f"Pareto frontier: {fr.benefit} against {fr.resource}"))
+    out.print(
+        f"{len(fr.points)} Pareto-optimal points; {fr.dominated} of {points} caps gave "
+        "a dominated or repeated plan"
+    )
+    for n in fr.notes:
+        out.print(f"note: {n}")
 
 
 @app.command()
@@ -1419,6 +1454,13 @@ def main(started: float | None = None) -> None:
         if e.code == 130 and not interrupt.reported():
             sys.stderr.write("interrupted (Ctrl-C)\n")
         raise
+    except OSError as e:  # outside a command's own guard: --help, usage errors, `schema`
+        if ctrl_c_in(e) or e.errno not in OUTPUT_ERRNOS:
+            raise
+        try:
+            _output_lost(e)
+        except typer.Exit as done:
+            sys.exit(done.exit_code)
     except (KeyboardInterrupt, Exception) as e:
         if not ctrl_c_in(e):
             raise

@@ -207,3 +207,39 @@ def test_set_into_a_missing_list_names_the_option() -> None:
 def test_vary_range_end_beyond_a_float() -> None:
     code, out = run("sweep", str(PROBLEMS / "chat-70b.yaml"), "--vary", "name=1e400..2")
     assert code == 2 and "--vary name=1e400..2: `1e400` is beyond any value" in out
+
+
+def test_a_plan_nested_deeper_than_json_can_read(tmp_path: Path) -> None:
+    # Once a RecursionError from the JSON reader (verify and compare).
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    shallow_but_deep = tmp_path / "deep2.json"
+    shallow_but_deep.write_text('{"a": ' * 40 + "1" + "}" * 40, encoding="utf-8")
+    for path in (deep, shallow_but_deep):
+        code, out = run("verify", str(path))
+        assert code == 2 and path.name in out and "nested deeper than 32 levels" in out
+
+
+@pytest.mark.parametrize("example", ["qlora-8b-deadline.yaml", "train-13b-2m.yaml"])
+def test_frontier_of_a_training_only_problem(example: str) -> None:
+    # Once a TypeError inside the solver layer: nothing is served, so there is nothing to trade.
+    code, out = run("frontier", str(PROBLEMS / example), "--points", "2", "--executor", "serial")
+    assert code == 2 and "no inference workload" in out and "planner sweep" in out
+
+
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_frontier_of_an_infeasible_problem_exits_3(fmt: str) -> None:
+    args = ["frontier", str(PROBLEMS / "infeasible.yaml"), "--points", "2", "--format", fmt]
+    code, out = run(*args, "--executor", "serial")
+    assert code == 3 and "no plan meets" in out
+
+
+def test_estimate_on_every_device_exits_3_when_nothing_fits(tmp_path: Path) -> None:
+    # A 16-million-layer config: no device count holds it; once exit code 0 with `-d all`.
+    folder = tmp_path / "huge"
+    folder.mkdir()
+    (folder / "config.json").write_text(
+        json.dumps({**LLAMA_CONFIG, "num_hidden_layers": 16_000_000}), encoding="utf-8"
+    )
+    code, _ = run("estimate", "-m", str(folder / "config.json"), "-d", "all")
+    assert code == 3

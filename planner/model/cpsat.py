@@ -252,6 +252,8 @@ class PlannerModel(Constraints, Hints):
     def _units(self, s: cp_model.CpSolver, expr: cp_model.LinearExpr) -> float:
         """Sum of the variables' values in `expr`: each rounded coefficient is off by less than
         one unit, so this bounds how far the integer value is from the exact one."""
+        if not isinstance(expr, cp_model.LinearExpr):
+            return 0.0  # a constant (no variable in it): nothing is rounded
         flat = cp_model_helper.FlatIntExpr(expr)
         return float(sum(abs(int(s.value(v))) for v in flat.vars))
 

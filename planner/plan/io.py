@@ -24,7 +24,7 @@ from planner.errors import InputError
 from planner.plan.types import Plan
 from planner.schema.files import read_text
 from planner.schema.problem import Problem
-from planner.schema.yaml_io import MAX_FILE_BYTES, Located, validate
+from planner.schema.yaml_io import MAX_DEPTH, MAX_FILE_BYTES, Located, validate
 
 # 1: plans before the format carried a version (no problem or catalog inside).
 # 2: format_version, problem_document, problem_sha256, catalog_sha256, design_space.
@@ -158,12 +158,32 @@ def parse_plan_text(text: str, source: str) -> dict[str, Any]:
         raise InputError(
             f"{source}: not a valid plan: {e} (NaN and infinities are refused)"
         ) from None
+    except RecursionError:  # json's reader recurses once per level
+        data = None
+    if data is None or _depth(data) > MAX_DEPTH:
+        raise InputError(
+            f"{source}: not a plan: objects and lists nested deeper than {MAX_DEPTH} levels "
+            "(a plan written by `planner solve --out PLAN.json` nests far less)"
+        )
     if not isinstance(data, dict) or "status" not in data or "devices" not in data:
         raise InputError(
             f"{source}: not a plan written by `planner solve --format json` "
             "(no `status` and `devices`)"
         )
     return data
+
+
+def _depth(data: Any) -> int:
+    """How deep objects and lists nest in parsed JSON (without recursion)."""
+    deepest, todo = 0, [(data, 1)]
+    while todo:
+        value, level = todo.pop()
+        if isinstance(value, dict | list):
+            deepest = max(deepest, level)
+            if level <= MAX_DEPTH:
+                items = value.values() if isinstance(value, dict) else value
+                todo.extend((v, level + 1) for v in items)
+    return deepest
 
 
 def read_plan(path: Path) -> PlanFile:

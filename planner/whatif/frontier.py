@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from planner.errors import InputError
 from planner.model import interrupt
-from planner.schema.problem import Problem
+from planner.schema.problem import InferenceWorkload, Problem
 from planner.solve import Solver
 from planner.whatif.executor import SERIAL, Executor, Settings, plan_row, solve_all
 
@@ -38,6 +38,7 @@ class Frontier:
     points: list[dict[str, Any]] = field(default_factory=list)  # Pareto-optimal, by resource
     dominated: int = 0  # grid points that another point beats
     notes: list[str] = field(default_factory=list)
+    infeasible: bool = False  # no plan meets the problem's constraints
 
 
 def frontier(
@@ -72,6 +73,7 @@ def frontier(
         fr.notes.append("interrupted (Ctrl-C) before the first cap")
         return fr
     if low is None:
+        fr.infeasible = True
         fr.notes.append("no plan meets the problem's constraints; nothing to trade")
         return fr
     if benefit == "tokens_per_s" and not _has_limit(problem):
@@ -104,8 +106,15 @@ def frontier(
 
 
 def _check_tradeable(problem: Problem, goal: str, tie: str) -> None:
-    """A frontier maximizes the benefit under a cap: refuse, before any solve, a problem whose
-    demand is given (a demand profile or a request mix) and so has no throughput to trade."""
+    """A frontier maximizes the benefit under a cap: refuse, before any solve, a problem that
+    serves nothing (training jobs only) or whose demand is given (a demand profile or a request
+    mix) and so has no throughput to trade."""
+    if not any(isinstance(w, InferenceWorkload) for w in problem.workloads):
+        raise InputError(
+            f"frontier: problem `{problem.name}` has no inference workload, so no plan of it "
+            f"serves tokens and there is no {goal} to trade; use `planner sweep` over a limit "
+            "(for example `--vary constraints.budget_usd=...`) to see how its training plans move"
+        )
     try:
         _variant(problem, benefit_goal=goal, tie=tie, budget_usd=1.0)
     except ValidationError as e:
