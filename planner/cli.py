@@ -637,6 +637,19 @@ def estimate(
                     f"--tp {tp}: tensor parallelism splits the {arch.num_attention_heads} "
                     f"attention heads of {arch.id}; choose a degree that divides them"
                 )
+            # The same checks as a problem file's (planner.load): estimate and solve answer
+            # one question one way.
+            if prompt > context:
+                raise InputError(
+                    f"--prompt {prompt:,} is longer than --context {context:,}: the KV cache "
+                    "holds the prompt and the tokens after it; raise --context or shorten --prompt"
+                )
+            if context > arch.max_context:
+                raise InputError(
+                    f"--context {context:,} is longer than {arch.id}'s maximum context of "
+                    f"{arch.max_context:,} tokens: lower it to at most {arch.max_context:,} or "
+                    "pick a model with a longer context"
+                )
             q = InferenceQuery(
                 weights=weights, kv=kv, context=context, batch=batch, prompt=prompt, tp=tp
             )
@@ -720,7 +733,7 @@ def solve(
             from planner.solve import solve_problem
 
         if out_path is not None:
-            out_target(out_path)  # a bad --out fails before the solve, not after
+            out_target(out_path, keep=problem)  # a bad --out fails before the solve
         prob = load_problem(problem, sets or [])
 
         # Best objective and gap while a long solve runs: on a terminal only, so the bytes
@@ -807,10 +820,22 @@ def simulate(
             if not plan.status.has_plan:
                 raise InputError(f"{first}: no plan to simulate ({plan.status})")
             groups = plan.workloads
+            if not any(g.kind == "inference" for g in groups):
+                raise InputError(
+                    f"{first}: the problem has no inference workload, so its plan has no "
+                    "serving replicas to replay (simulate replays serving engines)"
+                )
         else:
+            from planner.plan.io import read_plan
+            from planner.verify_plan import verified
+
             prob = load_problem(problem, sets or [])
             groups = workloads_from_json(read_json(first), str(first))
             check_groups(groups, prob, cat, str(first))
+            # A replay shows what the plan promises only if the plan is the one the planner
+            # wrote for this problem: an edited count or device would replay a fleet nobody
+            # planned (or one a million times too large). Exit 5 as `planner verify` does.
+            verified(read_plan(first), cat, prob)
         rep = simulate_plan(groups, prob, cat, requests=requests, seed=seed, load=load)
         summary = simulation_summary(rep, prob, cat, groups, load=load)
         if plot_path is not None:
@@ -964,6 +989,9 @@ def _rows_table(rows: list[dict[str, Any]], keys: list[str], title: str) -> Any:
     return t
 
 
+ROW_SUFFIXES = (".csv", ".json")  # files that sweep, frontier and study rows are written to
+
+
 def _write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
     """CSV (by suffix .csv) or JSON rows, written atomically."""
     import csv
@@ -1041,7 +1069,7 @@ def sweep(
         varies = [parse_vary(v) for v in vary]
         run_on = executor_of(executor, jobs, address)
         if out_path is not None:
-            out_target(out_path)  # a bad --out fails before the sweep, not after
+            out_target(out_path, keep=problem, suffixes=ROW_SUFFIXES)  # before the sweep
         doc = read_yaml(problem)
         # Sweep rows report each point's status; why a point is infeasible is `explain`'s job.
         settings = Settings(time_limit=time_limit, workers=workers, seed=seed)
@@ -1109,7 +1137,7 @@ def frontier(
         from planner.whatif.frontier import frontier as run_frontier
 
         if out_path is not None:
-            out_target(out_path)  # a bad --out fails before the frontier, not after
+            out_target(out_path, keep=problem, suffixes=ROW_SUFFIXES)  # before the frontier
         run_on = executor_of(executor, jobs, address)
         prob = load_problem(problem, sets or [])
         solver = Solver(time_limit=time_limit, workers=workers, seed=seed)
@@ -1201,7 +1229,7 @@ def study(
         dists = [parse_dist(d) for d in vary_dist]
         run_on = executor_of(executor, jobs, address)
         if out_path is not None:
-            out_target(out_path)  # a bad --out fails before the study, not after
+            out_target(out_path, keep=problem, suffixes=ROW_SUFFIXES)  # before the study
         prob = load_problem(problem, sets or [])
         settings = Settings(time_limit=time_limit, workers=workers, seed=solver_seed)
         with _counter() as tick:

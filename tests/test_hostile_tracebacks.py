@@ -243,3 +243,69 @@ def test_estimate_on_every_device_exits_3_when_nothing_fits(tmp_path: Path) -> N
     )
     code, _ = run("estimate", "-m", str(folder / "config.json"), "-d", "all")
     assert code == 3
+
+
+def test_options_demand_beyond_a_problem_s_limits() -> None:
+    # Once the solver's model dump (exit 1): a scaled demand is validated as a file would be.
+    code, out = run("options", str(PROBLEMS / "chat-70b.yaml"), "--demand", "1e9")
+    assert code == 2 and "--demand 1e+09" in out and "workloads.0.concurrency" in out
+
+
+def test_simulate_a_training_only_problem() -> None:
+    code, out = run("simulate", str(PROBLEMS / "qlora-8b-deadline.yaml"), "--requests", "100")
+    assert code == 2 and "no inference workload" in out
+
+
+def test_solve_out_onto_its_own_problem_file(tmp_path: Path) -> None:
+    path = chat_problem(tmp_path)
+    before = path.read_text(encoding="utf-8")
+    link = tmp_path / "link.yaml"
+    link.symlink_to(path)
+    for target in (path, link):
+        code, out = run("solve", str(path), "--out", str(target))
+        assert code == 2 and "names the problem file this command reads" in out
+    assert path.read_text(encoding="utf-8") == before
+
+
+def test_rows_out_suffix_is_checked_before_any_solve(tmp_path: Path) -> None:
+    args = ["--vary", "constraints.max_devices=8,16", "--out", str(tmp_path / "rows.txt")]
+    code, out = run("sweep", str(PROBLEMS / "chat-70b.yaml"), *args)
+    assert code == 2 and "writes .csv or .json files" in out
+
+
+def test_config_json_with_no_kv_heads(tmp_path: Path) -> None:
+    path = write_config(tmp_path, json.dumps({**LLAMA_CONFIG, "num_key_value_heads": 0}))
+    code, out = run("estimate", "--model", str(path), "-d", "h100-sxm")
+    assert code == 2 and "num_key_value_heads" in out and "at least one KV head" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--prompt", "100000000"], "--prompt 100,000,000 is longer than --context 4,096"),
+        (["--context", "1"], "--prompt 1,024 is longer than --context 1"),
+        (["--context", "1000000", "--prompt", "100"], "maximum context of 131,072 tokens"),
+    ],
+)
+def test_estimate_checks_context_as_solve_does(args: list[str], message: str) -> None:
+    code, out = run("estimate", "-m", "llama-3.1-8b", "-d", "h100-sxm", *args)
+    assert code == 2 and message in out
+
+
+def test_sweep_names_its_own_points() -> None:
+    chat = str(PROBLEMS / "chat-70b.yaml")
+    twice = ["--vary", "constraints.power_w=5000,16000", "--vary", "constraints.power_w=7e4,8e4"]
+    code, out = run("sweep", chat, *twice)
+    assert code == 2 and "is given twice" in out
+    code, out = run("sweep", chat, "--vary", "workloads.chat.concurrency=1..1000000:3")
+    assert code == 2 and "--vary point workloads.chat.concurrency=500000.5" in out
+    assert "--set" not in out
+
+
+def test_a_numeric_choice_lists_its_choices(tmp_path: Path) -> None:
+    path = chat_problem(
+        tmp_path, "max_ms_per_token: 50", "max_ms_per_token: 50\n    latency_percentile: 97"
+    )
+    code, out = run("solve", str(path))
+    assert code == 2 and "got `97`; expected one of: 50, 90, 95, 99" in out
+    assert "quote it" not in out

@@ -303,3 +303,17 @@ def test_simulate_checks_the_plan_against_the_problem(
     res = runner.invoke(app, ["simulate", str(plan), problem, "--requests", "200"])
     assert res.exit_code == 2, res.output
     assert message in res.output
+
+
+def test_simulate_verifies_the_plan_first(tmp_path: Path) -> None:
+    # A plan whose sequences were edited to a billion once replayed for ever; an edited plan
+    # is refused as `planner verify` refuses it (exit 5), before any replay.
+    plan = tmp_path / "plan.json"
+    problem = str(PROBLEMS / "chat-70b.yaml")
+    assert runner.invoke(app, ["solve", problem, "--out", str(plan)]).exit_code == 0
+    data = json.loads(plan.read_text())
+    data["workloads"][0]["sequences"] = 10**9
+    plan.write_text(json.dumps(data))
+    res = runner.invoke(app, ["simulate", str(plan), problem, "--requests", "100"])
+    assert res.exit_code == 5, res.output
+    assert "fails verification" in res.output

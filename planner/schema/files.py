@@ -121,11 +121,28 @@ def read_json(path: Path, max_bytes: int = MAX_READ_BYTES) -> Any:
         raise InputError(f"{path}: invalid JSON: nested too deeply") from None
 
 
-def out_target(path: Path, option: str = "--out") -> tuple[Path, os.stat_result | None]:
+def out_target(
+    path: Path,
+    option: str = "--out",
+    *,
+    keep: Path | None = None,
+    suffixes: tuple[str, ...] = (),
+) -> tuple[Path, os.stat_result | None]:
     """The real file `--out` will replace (symbolic links followed) and its status (None when
-    new); InputError when it is not a regular file or its folder is missing. Called before a
-    long solve too, so a bad `--out` fails at once."""
+    new); InputError when it is not a regular file, its folder is missing, it is the input file
+    `keep` (the problem the command reads), or its suffix is not one of `suffixes` (when given).
+    Called before a long solve too, so a bad `--out` fails at once."""
+    if suffixes and path.suffix.lower() not in suffixes:
+        raise InputError(
+            f"{path}: {option} writes {' or '.join(suffixes)} files; "
+            f"name the file with one of those suffixes"
+        )
     target = Path(os.path.realpath(path))  # through symbolic links, to the file they name
+    if keep is not None and target == Path(os.path.realpath(keep)):
+        raise InputError(
+            f"{path}: {option} names the problem file this command reads; writing there would "
+            f"replace the problem. Name another file, e.g. {path.with_suffix('').name}-plan.json"
+        )
     try:
         st: os.stat_result | None = os.stat(target)
     except FileNotFoundError:

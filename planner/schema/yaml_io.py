@@ -385,8 +385,10 @@ def _describe(value: Any) -> str:
 
 
 def _quoted(expected: str) -> list[str]:
-    """The choices in pydantic's "'a', 'b' or 'c'"."""
-    return re.findall(r"'([^']*)'", expected)
+    """The choices in pydantic's "'a', 'b' or 'c'" (text) or "50, 90 or 95" (numbers)."""
+    return re.findall(r"'([^']*)'", expected) or [
+        c.strip() for c in re.split(r",| or ", expected) if c.strip()
+    ]
 
 
 def _message(e: Any, doc: Located, model: type[BaseModel]) -> tuple[Loc, str]:
@@ -409,7 +411,8 @@ def _message(e: Any, doc: Located, model: type[BaseModel]) -> tuple[Loc, str]:
     elif kind == "literal_error":
         choices = _quoted(str(ctx.get("expected", "")))
         hint = did_you_mean(value, choices) if isinstance(value, str) else ""
-        got = f"`{_short(value)}`" if isinstance(value, str) else _describe(value)
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        got = f"`{_short(str(value))}`" if isinstance(value, str) or number else _describe(value)
         msg = f"got {got}; expected one of: {', '.join(choices)}{hint}"
     elif kind == "union_tag_invalid":
         tag = str(ctx.get("tag"))

@@ -14,6 +14,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pydantic import ValidationError
+
 from planner.errors import InputError
 from planner.estimator.api import ApiQuote, cheapest_api
 from planner.estimator.economics import demand_periods
@@ -65,7 +67,19 @@ def scaled(problem: Problem, scale: float) -> Problem:
                 update["requests_per_s"] = w.requests_per_s * scale
             w = w.model_copy(update=update)
         workloads.append(w)
-    return problem.model_copy(update={"workloads": workloads})
+    # Validated again, as a file would be: a scaled demand meets the same limits (the largest
+    # concurrency and rates a problem may state) and never reaches the solver unchecked.
+    doc = {**problem.model_dump(), "workloads": [w.model_dump() for w in workloads]}
+    try:
+        return Problem.model_validate(doc)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"] if p not in ("inference", "training"))
+        why = str(first["msg"]).removeprefix("Value error, ")
+        raise InputError(
+            f"--demand {scale:g}: at {scale:g}x its demand the problem is not valid: "
+            f"`{where}`: {why}; give a smaller multiple"
+        ) from None
 
 
 def _with_modes(problem: Problem, modes: list[str]) -> Problem:

@@ -107,13 +107,26 @@ def sweep(
     located error; the solves run where `executor` says (a serial run in `session` if given)."""
     if not 1 <= len(varies) <= 2:
         raise InputError("sweep: give one or two --vary parameters")
+    if len(varies) == 2 and varies[0].path == varies[1].path:
+        raise InputError(
+            f"sweep: --vary {varies[0].path} is given twice; a sweep varies two different "
+            "parameters (put all the values of one in a single --vary: PATH=A,B,C)"
+        )
     points = list(itertools.product(*(v.values for v in varies)))
     if len(points) > MAX_POINTS:
         raise InputError(f"sweep: {len(points)} points; at most {MAX_POINTS} at once")
     problems = []
     for values in points:
         assignments = [f"{v.path}={_yaml(x)}" for v, x in zip(varies, values, strict=True)]
-        problems.append(parse_problem(doc, [*sets, *assignments], base=base))
+        try:
+            problems.append(parse_problem(doc, [*sets, *assignments], base=base))
+        except InputError as e:
+            # The value is a point of the user's --vary (a range's step may not be whole), not
+            # a --set the user typed: say so.
+            msg = str(e)
+            for a in assignments:
+                msg = msg.replace(f"--set {a}", f"--vary point {a}")
+            raise InputError(msg) from None
     out = solve_all(problems, settings, executor, progress, session=session)
     out.rows = [
         {**{v.path: x for v, x in zip(varies, values, strict=True)}, **row}
