@@ -16,6 +16,8 @@ from planner.errors import PlannerError
 from planner.estimator.confidence import CONFIDENCE, design_confidence
 from planner.estimator.hosts import carries_scale_up, tp_limit
 from planner.estimator.network import network_link
+from planner.estimator.request_mix import class_workload
+from planner.plan.recipe import launch_command
 from planner.plan.types import Plan, WorkloadPlan
 from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload, Workload
 from planner.schema.status import Site
@@ -298,7 +300,43 @@ def _recipe(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
             got = getattr(r, key)
             if (tuple(got) if isinstance(got, list) else got) != value:
                 out.append(f"`{at}.{key}`: stated {got}, the design's is {value}")
+        command = _launch_command(plan, problem, cat, w, wp)
+        if r.command != command:
+            out.append(f"`{at}.command`: stated `{r.command}`, the design's is `{command}`")
     return out
+
+
+def _launch_command(
+    plan: Plan, problem: Problem, cat: Catalog, w: InferenceWorkload, wp: WorkloadPlan
+) -> str:
+    """The engine command a replica's own stages, sequences, budget and formats give, over
+    the machines its devices fill (on premises the plan's hosts, rented the provider's)."""
+    k = next((i for i, c in enumerate(w.request_mix or ()) if c.name == wp.sized_for), None)
+    shape = class_workload(w, k) if k is not None else w
+    hosts = {x.hosts: cat.nodes[x.type] for x in plan.nodes if x.type in cat.nodes}
+    per_device: dict[str, int] = {}
+    for s in wp.stages:
+        per_device[s.device] = per_device.get(s.device, 0) + s.tp
+    machines = 0
+    for dev, n in per_device.items():
+        d = cat.accelerator(dev)
+        rented = max(
+            cat.nodes_for(d), key=lambda h: tp_limit(d, h, problem.constraints), default=None
+        )
+        host = hosts.get(dev) if wp.site == Site.PREMISES else rented
+        machines += -(-n // (host.slots if host else 1))
+    parts = [(s.device, s.tp, s.layers[1] - s.layers[0] + 1) for s in wp.stages]
+    seqs = wp.batch * len(wp.stages)
+    return launch_command(
+        wp.engine or "",
+        dict(wp.backends or {}),
+        parts,
+        seqs,
+        wp.token_budget,
+        w.kv,
+        shape.context_tokens,
+        machines,
+    )
 
 
 def _confidence(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:

@@ -264,6 +264,16 @@ CORPUS: dict[str, tuple[str, list[Edit], str]] = {
         "workloads.0.usd_per_million_tokens_at_capacity",
     ),
     "token budget": ("chat-70b", [setp("workloads.0.token_budget", 1)], "workloads.0.token_budget"),
+    "launch command edited": (
+        "chat-70b",
+        [setp("workloads.0.recipe.command", "rm -rf /")],
+        "workloads.0.recipe.command",
+    ),
+    "launch command on too few machines": (
+        "chat-70b",
+        [setp("workloads.0.recipe.command", lambda c: c.split("  #")[0])],
+        "workloads.0.recipe.command",
+    ),
     "devices at work in a period": (
         "rent-the-peak",
         [setp("periods.0.devices", lambda d: {k: {**v, "on-premises": 1} for k, v in d.items()})],

@@ -309,3 +309,14 @@ def test_a_numeric_choice_lists_its_choices(tmp_path: Path) -> None:
     code, out = run("solve", str(path))
     assert code == 2 and "got `97`; expected one of: 50, 90, 95, 99" in out
     assert "quote it" not in out
+
+
+def test_a_plan_with_a_key_the_planner_never_writes(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.json"
+    code, _ = run("solve", str(PROBLEMS / "chat-70b.yaml"), "--out", str(plan))
+    assert code == 0
+    data = json.loads(plan.read_text(encoding="utf-8"))
+    data["extra_field"] = 1
+    plan.write_text(json.dumps(data), encoding="utf-8")
+    code, out = run("verify", str(plan))
+    assert code == 2 and "`extra_field`: not a field of a version" in out

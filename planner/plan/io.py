@@ -9,6 +9,7 @@ version is refused with the command that makes a new one.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -216,6 +217,13 @@ def plan_from_data(data: dict[str, Any], source: str) -> PlanFile:
         if not isinstance(data[key], str):
             raise InputError(f"{source}: `{key}`: a hex string is expected")
     fields = {k: v for k, v in data.items() if k not in HEADER_KEYS and k not in ("gap", "summary")}
+    unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(Plan)})
+    if unknown:  # a plan file holds what the planner wrote, nothing an editor added
+        raise InputError(
+            f"{source}: `{unknown[0]}`: not a field of a version {FORMAT_VERSION} plan"
+            + (f" (nor {', '.join(f'`{k}`' for k in unknown[1:])})" if len(unknown) > 1 else "")
+            + "; remove it, or solve the problem again to write the plan afresh"
+        )
     fields.setdefault("solve_seconds", 0.0)
     try:
         plan = _plan_adapter().validate_python(fields)

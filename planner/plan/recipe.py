@@ -86,11 +86,11 @@ def make_recipe(
         token_budget,
         kv,
         weights,
-        _command(engine, backends, stages, seqs, token_budget, kv, context_tokens, machines),
+        launch_command(engine, backends, stages, seqs, token_budget, kv, context_tokens, machines),
     )
 
 
-def _command(
+def launch_command(
     engine: str,
     backends: dict[str, str],
     stages: list[tuple[str, int, int]],
@@ -100,6 +100,8 @@ def _command(
     context: int,
     machines: int = 1,
 ) -> str:
+    """The command that starts one replica under `engine` (stages as (device, tp, layers)),
+    shared by the plan builder's recipe and the verifier's check of it."""
     tp, pp = stages[0][1], len(stages)
     # Engines that join machines over the network (vLLM and SGLang multi-node docs): say how.
     joined = f"  # over {machines} machines: a Ray cluster of them first" if machines > 1 else ""
