@@ -300,16 +300,13 @@ def _check_fleet(
             if count and (mode not in h.modes or prices.rate(mode) is None):
                 fail(problem, f"`{at}.{mode}`: {count}, but {mode} is not allowed or has no price")
         _check_instances(problem, line, prices, od, sp, at)
-        peaks = (
-            f" (the peaks of `periods.N.devices.{dev}`: "
-            + ", ".join(
-                f"`periods.{q}.devices.{dev}.{mode}`"
-                for mode, counts in (("on_demand", od), ("spot", sp))
-                if any(counts)
-                for q in [counts.index(max(counts))]
-            )
-            + ")"
-        )
+        cells = [
+            f"`periods.{q}.devices.{dev}.{mode}`"
+            for mode, counts in ((PREM, prem), ("on_demand", od), ("spot", sp))
+            if any(counts)
+            for q in [counts.index(max(counts))]
+        ]
+        peaks = f" (from the peaks {', '.join(cells)})" if cells else ""
         same(problem, f"{at}.count", line.count, fleet + line.reserved + max(od) + max(sp), peaks)
         same(problem, f"{at}.on_demand", line.on_demand, max(od), peaks)
         same(problem, f"{at}.spot", line.spot, max(sp), peaks)

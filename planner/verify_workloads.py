@@ -609,7 +609,9 @@ def check_demand(
         if need_tps > 0:
             key = f"throughput:{w.name}"
             f.room[key] = min(f.room.get(key, math.inf), (thr - need_tps) / need_tps)
-        paths = ", ".join(f"`{at}.tokens_per_s`" for at, _ in here)
+        # With no replica here, the finding names the workload (the plan has nothing to point at).
+        none_here = f"`workloads` (`{w.name}`)"
+        paths = ", ".join(f"`{at}.tokens_per_s`" for at, _ in here) or none_here
         if thr < w.min_tokens_per_s * p.scale * (1 - REL_TOL):
             kept = f" (less the risk margin {margin:.0%} on uncalibrated designs)" if margin else ""
             fail(
@@ -622,9 +624,9 @@ def check_demand(
         held = sum(x.sequences or 0 for _, x in here)
         need_seq = math.ceil(w.concurrency * p.scale - 1e-9)
         if held != need_seq:
-            seqs = ", ".join(f"`{at}.sequences`" for at, _ in here)
+            seqs = ", ".join(f"`{at}.sequences`" for at, _ in here) or none_here
             fail(problem, f"{seqs}: hold {held} sequences; {need_seq} exist in `{p.name}`")
         # Output never exceeds the sequences that exist over the time per token.
-        fastest = min(x.ms_per_token or math.inf for _, x in here)
+        fastest = min((x.ms_per_token or math.inf for _, x in here), default=math.inf)
         if thr > need_seq * 1000.0 / fastest * (1 + REL_TOL):
             fail(problem, f"{paths}: claim {thr:.1f} tokens/s from {need_seq} sequences")

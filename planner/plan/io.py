@@ -247,8 +247,10 @@ def _check_counts(plan: Plan, source: str) -> None:
     count (a zero degree would divide by zero in the recomputation)."""
     for i, wp in enumerate(plan.workloads):
         at = f"{source}: `workloads.{i}"
-        if wp.replicas < 0 or wp.batch < 1:
-            raise InputError(f"{at}`: replicas {wp.replicas}, batch {wp.batch}: need >= 0 and >= 1")
+        if wp.replicas < 0:
+            raise InputError(f"{at}.replicas`: {wp.replicas}; a count of replicas is at least 0")
+        if wp.batch < 1:
+            raise InputError(f"{at}.batch`: {wp.batch}; a replica holds at least 1 sequence")
         for j, st in enumerate(wp.stages):
             if st.tp < 1:
                 raise InputError(f"{at}.stages.{j}.tp`: {st.tp}; a tensor-parallel degree is >= 1")
