@@ -132,17 +132,7 @@ def out_target(
     new); InputError when it is not a regular file, its folder is missing, it is the input file
     `keep` (the problem the command reads), or its suffix is not one of `suffixes` (when given).
     Called before a long solve too, so a bad `--out` fails at once."""
-    if suffixes and path.suffix.lower() not in suffixes:
-        raise InputError(
-            f"{path}: {option} writes {' or '.join(suffixes)} files; "
-            f"name the file with one of those suffixes"
-        )
     target = Path(os.path.realpath(path))  # through symbolic links, to the file they name
-    if keep is not None and target == Path(os.path.realpath(keep)):
-        raise InputError(
-            f"{path}: {option} names the problem file this command reads; writing there would "
-            f"replace the problem. Name another file, e.g. {path.with_suffix('').name}-plan.json"
-        )
     try:
         st: os.stat_result | None = os.stat(target)
     except FileNotFoundError:
@@ -155,6 +145,16 @@ def out_target(
         )
     if not target.parent.is_dir():
         raise InputError(f"{path}: cannot write: the folder {target.parent} does not exist")
+    if keep is not None and target == Path(os.path.realpath(keep)):
+        raise InputError(
+            f"{path}: {option} names the problem file this command reads; writing there would "
+            f"replace the problem. Name another file, e.g. {path.with_suffix('').name}-plan.json"
+        )
+    if suffixes and path.suffix.lower() not in suffixes:
+        raise InputError(
+            f"{path}: {option} writes {' or '.join(suffixes)} files; "
+            f"name the file with one of those suffixes"
+        )
     return target, st
 
 

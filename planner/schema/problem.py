@@ -441,6 +441,29 @@ Dollars = Annotated[
     ),
 ]
 
+# A price (not a limit) of a device or its rent: zero would make it free.
+Price = Annotated[
+    Usd,
+    Limit(
+        gt=0,
+        le=MAX_USD,
+        why="more than a trillion dollars is no device's price; check the units",
+        low_why="a device at no price is one you own: list it under `inventory` instead",
+    ),
+]
+
+# A monthly facility price of 0 is meaningful: the space or power capacity costs nothing (as
+# leaving the field out says).
+FacilityPrice = Annotated[
+    Usd,
+    Limit(
+        ge=0,
+        le=MAX_USD,
+        why="more than a trillion dollars a month is no facility's price",
+        low_why="a negative price would pay for the space; leave the field out for no charge",
+    ),
+]
+
 # A capex ceiling of 0 is meaningful: "buy nothing, use what we own" (the inventory).
 CapexDollars = Annotated[
     Usd,
@@ -660,12 +683,12 @@ class Horizon(ProblemModel):
         0.0,
         description="Yearly upkeep of bought devices and hosts, share of their price: `5%`.",
     )
-    rack_usd_per_u_month: Dollars | None = Field(
+    rack_usd_per_u_month: FacilityPrice | None = Field(
         None,
         description="Rack space for what is on premises (hosts and switches), USD per rack unit "
         "per month, as colocation prices it; none: no charge.",
     )
-    facility_usd_per_kw_month: Dollars | None = Field(
+    facility_usd_per_kw_month: FacilityPrice | None = Field(
         None,
         description="Facility power capacity, USD per kW of the on-premises fleet's power at "
         "load (its busiest period) per month, as colocation prices it; none: no charge. "
@@ -695,12 +718,12 @@ class Horizon(ProblemModel):
 class PriceOverride(ProblemModel):
     """Prices of one device that replace the catalog's for this problem."""
 
-    purchase_usd: Dollars | None = Field(None, description="Purchase price of one device, USD.")
-    rent_usd_per_hour: Dollars | None = Field(None, description="On-demand rent, USD/hour.")
-    reserved_usd_per_hour: Dollars | None = Field(
+    purchase_usd: Price | None = Field(None, description="Purchase price of one device, USD.")
+    rent_usd_per_hour: Price | None = Field(None, description="On-demand rent, USD/hour.")
+    reserved_usd_per_hour: Price | None = Field(
         None, description="Reserved rent per device-hour, USD (paid for every hour of the term)."
     )
-    spot_usd_per_hour: Dollars | None = Field(None, description="Spot rent, USD/hour.")
+    spot_usd_per_hour: Price | None = Field(None, description="Spot rent, USD/hour.")
 
 
 class Market(ProblemModel):
