@@ -26,7 +26,15 @@ from planner.schema.yaml_io import Loc, Located, dotted, read_yaml, validate
 def load_problem(path: Path, overrides: Sequence[str] = ()) -> Problem:
     """Read, override (`--set PATH=VALUE`), validate and name-check a problem file. A workload's
     model may be a config.json, or a folder holding one, relative to the problem file."""
-    return parse_problem(read_yaml(path), overrides, base=path.parent)
+    doc = read_yaml(path)
+    if isinstance(doc.data, dict) and {"format_version", "problem_sha256"} <= set(doc.data):
+        # A plan where a problem belongs: say so, rather than list every plan key as unknown.
+        raise InputError(
+            f"{path}: this is a plan (written by `planner solve --out`), not a problem file. "
+            f"To check it: `planner verify {path}`; to replay it: `planner simulate {path} "
+            "PROBLEM.yaml`; to solve, give the problem's YAML file"
+        )
+    return parse_problem(doc, overrides, base=path.parent)
 
 
 def is_model_path(name: str) -> bool:

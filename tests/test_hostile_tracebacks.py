@@ -320,3 +320,14 @@ def test_a_plan_with_a_key_the_planner_never_writes(tmp_path: Path) -> None:
     plan.write_text(json.dumps(data), encoding="utf-8")
     code, out = run("verify", str(plan))
     assert code == 2 and "`extra_field`: not a field of a version" in out
+
+
+def test_a_plan_where_a_problem_belongs_and_back(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.json"
+    assert run("solve", str(PROBLEMS / "chat-70b.yaml"), "--out", str(plan))[0] == 0
+    for args in (["solve", str(plan)], ["simulate", str(plan)]):
+        code, out = run(*args)
+        assert code == 2 and "this is a plan" in out and "planner verify" in out
+        assert "unknown key" not in out
+    code, out = run("verify", str(PROBLEMS / "chat-70b.yaml"))
+    assert code == 2 and "a problem file?" in out

@@ -154,7 +154,13 @@ def parse_plan_text(text: str, source: str) -> dict[str, Any]:
     try:
         data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite)
     except json.JSONDecodeError as e:
-        raise InputError(f"{source}:{e.lineno}:{e.colno}: not a JSON plan: {e.msg}") from None
+        hint = (
+            " (a problem file? this command takes a plan written by "
+            "`planner solve PROBLEM.yaml --out PLAN.json`)"
+            if source.lower().endswith((".yaml", ".yml"))
+            else ""
+        )
+        raise InputError(f"{source}:{e.lineno}:{e.colno}: not a JSON plan: {e.msg}{hint}") from None
     except ValueError as e:
         raise InputError(
             f"{source}: not a valid plan: {e} (NaN and infinities are refused)"
