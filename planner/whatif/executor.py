@@ -78,7 +78,15 @@ class Outcome:
 def plan_row(plan: Plan) -> dict[str, Any]:
     """The figures a sweep, frontier or study reports for one plan."""
     has = plan.has_plan
-    mix = " + ".join(f"{d.count}x {d.type}" for d in plan.devices) if has else ""
+    parts = [f"{d.count}x {d.type}" for d in plan.devices]
+    # Training jobs rented for their own hours hold devices the fleet lines do not list.
+    parts += [
+        f"{k}x {dev} (rented for {w.name})"
+        for w in plan.workloads
+        if w.kind == "training" and w.site != "on-premises"
+        for dev, k in w.devices().items()
+    ]
+    mix = " + ".join(parts) if has else ""
     return {
         "status": plan.status,
         "objective": plan.objective,
