@@ -43,6 +43,7 @@ def simulation_summary(
             {
                 "workload": g.workload,
                 "replica": g.label,
+                "replicas": wp.replicas,
                 "engines": g.engines,
                 "requests": len(res.e2e),
                 "simulated": sim,
@@ -82,7 +83,9 @@ def simulation_renderable(summary: dict[str, Any]) -> Group:
         fleet.add_row(label, *(_s(summary["fleet"][m][p]) for p in ("50", "95", "99")))
     parts.append(fleet)
     for g in summary["groups"]:
-        t = Table(title=f"{g['workload']}: {g['engines']} engine(s) of {g['replica']}")
+        lanes = g["engines"] // max(1, g["replicas"])
+        per = f", each {lanes} pipelined micro-batches" if lanes > 1 else ""
+        t = Table(title=f"{g['workload']}: {g['replicas']} replica(s) of {g['replica']}{per}")
         t.add_column("figure")
         for p in ("50", "95", "99"):
             t.add_column(f"p{p} simulated", justify="right")
