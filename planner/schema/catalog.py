@@ -67,12 +67,16 @@ DeviceClass = Literal["consumer", "workstation", "datacenter", "unified-memory",
 class Memory(Frozen):
     """On-device memory: size in the vendor's stated unit, and its bandwidth."""
 
-    size: float = Field(gt=0, description="Memory size, in `unit`.")
+    # Upper bounds far above any part (the largest holds 512 GB; CPU hosts a few TB): a value
+    # past them is a typo, which would otherwise overflow the design tables.
+    size: float = Field(gt=0, le=100_000, description="Memory size, in `unit` (at most 100 TB).")
     unit: Literal["GB", "GiB"] = Field(
         description="GB = 1e9 bytes, GiB = 2^30 bytes; say which the vendor's figure really is."
     )
     type: str = Field(description="Memory technology, e.g. HBM3, GDDR6X, LPDDR5X.")
-    bandwidth_gb_s: float = Field(gt=0, description="Peak memory bandwidth, 1e9 bytes/s.")
+    bandwidth_gb_s: float = Field(
+        gt=0, le=1_000_000, description="Peak memory bandwidth, 1e9 bytes/s (at most 1 PB/s)."
+    )
     bus_width_bits: int | None = Field(None, gt=0, description="Memory bus width, bits.")
     achievable_bandwidth_gb_s: float | None = Field(
         None,
