@@ -470,6 +470,11 @@ def resolve_model(name: str) -> "ModelArch":
     from planner.catalog import load_catalog
     from planner.hf_config import load_hf_config
 
+    if not name.strip():
+        raise InputError(
+            "--model is empty: give a catalog model id (`planner catalog list models`) or the "
+            "path of a config.json"
+        )
     path = Path(name)
     if name.endswith(".json") or path.is_dir() or "/" in name:
         if path.is_dir():

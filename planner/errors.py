@@ -72,7 +72,10 @@ def nearest(name: str, choices: Iterable[str], n: int = 3) -> list[str]:
 
 
 def did_you_mean(name: str, choices: Iterable[str]) -> str:
-    """A "; did you mean `x`?" suffix, or an empty string when nothing is close."""
+    """A "; did you mean `x`?" suffix, or an empty string when nothing is close (or the name
+    is empty: every id is equally far from nothing)."""
+    if not name.strip():
+        return "; the name is empty"
     close = nearest(name, choices)
     if not close:
         return ""
