@@ -51,11 +51,33 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def _near_names(path: Path) -> str:
+    """Files in the same folder whose names are close to the missing one's, quoted."""
+    from difflib import get_close_matches
+
+    try:
+        names = [p.name for p in path.parent.iterdir() if p.is_file()][:5000]
+    except OSError:
+        return ""
+    close = get_close_matches(path.name, names, n=3, cutoff=0.6)
+    return " or ".join(f"`{path.parent / c}`" for c in close)
+
+
 def read_bytes(path: Path, max_bytes: int = MAX_READ_BYTES) -> bytes:
     """The bytes of a regular file of at most `max_bytes`; InputError naming the path otherwise."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
     try:
         fd = os.open(path, flags)
+    except FileNotFoundError:
+        near = _near_names(path)
+        raise InputError(
+            f"{path}: no such file"
+            + (
+                f"; did you mean {near}?"
+                if near
+                else "; check the path (relative to the folder the command runs in)"
+            )
+        ) from None
     except OSError as e:
         raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
     try:
