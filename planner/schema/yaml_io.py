@@ -8,6 +8,7 @@ validation errors into one-line messages with the location, what was expected an
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -446,7 +447,24 @@ def _message(e: Any, doc: Located, model: type[BaseModel]) -> tuple[Loc, str]:
     elif kind == "too_short":
         least = ctx.get("min_length")
         msg = f"needs at least {least} item{'' if least == 1 else 's'}"
+    elif kind in _BOUNDS:
+        word, key = _BOUNDS[kind]
+        num = value if isinstance(value, int | float) and not isinstance(value, bool) else None
+        limit = ctx.get(key)
+        shown = f"{limit:g}" if isinstance(limit, int | float) else str(limit)
+        msg = f"must be {word} {shown}" + (f", got {num:g}" if num is not None else "")
+        if isinstance(num, float) and math.isnan(num):
+            msg = "got NaN (not a number); write a number"
     return loc, msg
+
+
+# pydantic's bound errors, in the words the planner's own limits use.
+_BOUNDS = {
+    "greater_than": ("more than", "gt"),
+    "greater_than_equal": ("at least", "ge"),
+    "less_than": ("less than", "lt"),
+    "less_than_equal": ("at most", "le"),
+}
 
 
 def format_validation_error(err: ValidationError, doc: Located, model: type[BaseModel]) -> str:
