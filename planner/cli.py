@@ -817,6 +817,10 @@ def simulate(
         from planner.simulate import check_groups, simulate_plan, workloads_from_json
 
         cat = load_catalog()
+        if plot_path is not None:
+            from planner.report.plot import chart_format
+
+            chart_format(plot_path)  # a bad chart name fails before the replay, not after
         if problem is None:
             from planner.solve import solve_problem
 
@@ -1075,6 +1079,10 @@ def sweep(
         run_on = executor_of(executor, jobs, address)
         if out_path is not None:
             out_target(out_path, keep=problem, suffixes=ROW_SUFFIXES)  # before the sweep
+        if plot_path is not None:
+            from planner.report.plot import chart_format
+
+            chart_format(plot_path)  # a bad chart name fails before the sweep, not after
         doc = read_yaml(problem)
         # Sweep rows report each point's status; why a point is infeasible is `explain`'s job.
         settings = Settings(time_limit=time_limit, workers=workers, seed=seed)
@@ -1143,6 +1151,10 @@ def frontier(
 
         if out_path is not None:
             out_target(out_path, keep=problem, suffixes=ROW_SUFFIXES)  # before the frontier
+        if plot_path is not None:
+            from planner.report.plot import chart_format
+
+            chart_format(plot_path)  # a bad chart name fails before the frontier, not after
         run_on = executor_of(executor, jobs, address)
         prob = load_problem(problem, sets or [])
         solver = Solver(time_limit=time_limit, workers=workers, seed=seed)
@@ -1235,6 +1247,10 @@ def study(
         run_on = executor_of(executor, jobs, address)
         if out_path is not None:
             out_target(out_path, keep=problem, suffixes=ROW_SUFFIXES)  # before the study
+        if plot_path is not None:
+            from planner.report.plot import chart_format
+
+            chart_format(plot_path)  # a bad chart name fails before the study, not after
         prob = load_problem(problem, sets or [])
         settings = Settings(time_limit=time_limit, workers=workers, seed=solver_seed)
         with _counter() as tick:
