@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeGuard, cast
 
 import typer
 
@@ -280,11 +280,9 @@ def user_errors() -> Iterator[None]:
     except typer.Exit:
         if not interrupt.requested():
             raise
-    except OSError as e:
-        if ctrl_c_in(e) or e.errno not in OUTPUT_ERRNOS:
-            raise
-        _output_lost(e)
     except (KeyboardInterrupt, Exception) as e:
+        if _lost_output(e):
+            _output_lost(e)
         # A planner error that Ctrl-C caused (inside a validator, while a catalog file loads, it
         # makes a valid value look invalid) is the user's stop, not the file's fault.
         if isinstance(e, PlannerError) and not ctrl_c_in(e):
@@ -308,6 +306,11 @@ def user_errors() -> Iterator[None]:
 OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
 
 
+def _lost_output(e: BaseException) -> TypeGuard[OSError]:
+    """Whether `e` is a write that failed for want of room or a device (and not Ctrl-C's)."""
+    return isinstance(e, OSError) and e.errno in OUTPUT_ERRNOS and not ctrl_c_in(e)
+
+
 def _output_lost(e: OSError) -> NoReturn:
     """Say that the output could not be written, and end with exit code 1 (typer.Exit). Standard
     output is pointed at the null device first, so the interpreter's own flush at exit cannot
@@ -319,8 +322,8 @@ def _output_lost(e: OSError) -> NoReturn:
     except (OSError, ValueError):  # no file descriptor behind stdout: nothing to redirect
         pass
     err.print(
-        f"error: the output could not be written: {e.strerror or e}; "
-        "free some room or send it elsewhere (`--out FILE`)",
+        f"error: the output could not be written: {e.strerror or e}; free some room or send "
+        "the output elsewhere",
         highlight=False,
         markup=False,
     )
@@ -526,12 +529,20 @@ def estimate(
     ] = _INF["weights"],
     kv: Annotated[str, typer.Option(help="KV-cache format: fp16, fp8, q8_0...")] = _INF["kv"],
     context: Annotated[
-        int, typer.Option(min=1, help="Tokens held per sequence in the KV cache.")
-    ] = _INF["context_tokens"],
+        int | None,
+        typer.Option(
+            min=1,
+            help=f"Tokens held per sequence in the KV cache.  [default: {_INF['context_tokens']}]",
+        ),
+    ] = None,
     batch: Annotated[int, typer.Option(min=1, help="Concurrent sequences (inference).")] = 1,
     prompt: Annotated[
-        int, typer.Option(min=1, help="Prompt tokens, for time to first token.")
-    ] = _INF["prompt_tokens"],
+        int | None,
+        typer.Option(
+            min=1,
+            help=f"Prompt tokens, for time to first token.  [default: {_INF['prompt_tokens']}]",
+        ),
+    ] = None,
     tp: Annotated[
         int | None,
         typer.Option(
@@ -644,20 +655,22 @@ def estimate(
                 )
             # The same checks as a problem file's (planner.load): estimate and solve answer
             # one question one way.
-            if prompt > context:
+            ctx = context or int(_INF["context_tokens"])
+            ask = prompt or int(_INF["prompt_tokens"])
+            said = {True: "", False: " (the default)"}
+            if ask > ctx:
                 raise InputError(
-                    f"--prompt {prompt:,} is longer than --context {context:,}: the KV cache "
-                    "holds the prompt and the tokens after it; raise --context or shorten --prompt"
+                    f"--prompt {ask:,}{said[prompt is not None]} is longer than --context "
+                    f"{ctx:,}{said[context is not None]}: the KV cache holds the prompt and the "
+                    "tokens after it; raise --context or shorten --prompt"
                 )
-            if context > arch.max_context:
+            if ctx > arch.max_context:
                 raise InputError(
-                    f"--context {context:,} is longer than {arch.id}'s maximum context of "
-                    f"{arch.max_context:,} tokens: lower it to at most {arch.max_context:,} or "
-                    "pick a model with a longer context"
+                    f"--context {ctx:,}{said[context is not None]} is longer than {arch.id}'s "
+                    f"maximum context of {arch.max_context:,} tokens: give --context of at most "
+                    f"{arch.max_context:,}, or pick a model with a longer context"
                 )
-            q = InferenceQuery(
-                weights=weights, kv=kv, context=context, batch=batch, prompt=prompt, tp=tp
-            )
+            q = InferenceQuery(weights=weights, kv=kv, context=ctx, batch=batch, prompt=ask, tp=tp)
             weight_format(weights), kv_bytes(kv)  # unknown names first, with their choices
             runs = supported_devices(cat, devices, weights, kv)
             runs, engines = estimate_engines(cat, runs, weights, kv, engine)
@@ -839,12 +852,20 @@ def simulate(
             from planner.verify_plan import verified
 
             prob = load_problem(problem, sets or [])
+            if first.suffix.lower() in (".yaml", ".yml"):
+                raise InputError(
+                    f"{first}: a problem file where the plan belongs: `planner simulate "
+                    f"{first}` solves and replays it; `planner simulate PLAN.json {problem}` "
+                    "replays a saved plan"
+                )
             groups = workloads_from_json(read_json(first), str(first))
             check_groups(groups, prob, cat, str(first))
-            # A replay shows what the plan promises only if the plan is the one the planner
-            # wrote for this problem: an edited count or device would replay a fleet nobody
-            # planned (or one a million times too large). Exit 5 as `planner verify` does.
-            verified(read_plan(first), cat, prob)
+            # A replay shows what the plan promises only if the plan is one the planner wrote:
+            # an edited count or device would replay a fleet nobody planned (or one a million
+            # times too large). Checked against the problem it was solved for (the one it
+            # embeds), so the given problem, or --set, may change the traffic it is replayed
+            # under. Exit 5 as `planner verify` does.
+            verified(read_plan(first), cat)
         rep = simulate_plan(groups, prob, cat, requests=requests, seed=seed, load=load)
         summary = simulation_summary(rep, prob, cat, groups, load=load)
         if plot_path is not None:
@@ -1182,8 +1203,8 @@ def frontier(
             )
         else:
             _print_frontier(fr, points)
-        if fr.infeasible:
-            raise typer.Exit(3)
+        if fr.status is not None:  # as solve: 3 proved infeasible, 4 no plan in time
+            raise typer.Exit(3 if fr.status == "INFEASIBLE" else 4)
 
 
 def _print_frontier(fr: "Frontier", points: int) -> None:
@@ -1503,14 +1524,12 @@ def main(started: float | None = None) -> None:
         if e.code == 130 and not interrupt.reported():
             sys.stderr.write("interrupted (Ctrl-C)\n")
         raise
-    except OSError as e:  # outside a command's own guard: --help, usage errors, `schema`
-        if ctrl_c_in(e) or e.errno not in OUTPUT_ERRNOS:
-            raise
-        try:
-            _output_lost(e)
-        except typer.Exit as done:
-            sys.exit(done.exit_code)
     except (KeyboardInterrupt, Exception) as e:
+        if _lost_output(e):  # outside a command's own guard: --help, usage errors, `schema`
+            try:
+                _output_lost(e)
+            except typer.Exit as done:
+                sys.exit(done.exit_code)
         if not ctrl_c_in(e):
             raise
         sys.stderr.write("interrupted (Ctrl-C)\n")

@@ -117,7 +117,8 @@ def _arch(path: Path, cfg: dict[str, Any]) -> ModelArch:
     if cfg.get("num_key_value_heads") in (0, False):
         # Absent or null means one KV head per query head; zero heads is no model at all.
         raise InputError(
-            f"{path}: `num_key_value_heads`: 0; a model has at least one KV head. Remove the key "
+            f"{path}: `num_key_value_heads`: {json.dumps(cfg['num_key_value_heads'])}; a model "
+            "has at least one KV head. Remove the key "
             "(or set null) when every query head has its own, as `num_attention_heads` says"
         )
     model_type = str(cfg.get("model_type", "custom"))

@@ -388,9 +388,16 @@ class Solver:
         """The least value of a model quantity (planner.model.quantities.QUANTITIES: cost in USD,
         power in W before PUE, devices, ...) over plans meeting every constraint family except
         those in `relax`; None when no plan exists (or none was found in time)."""
+        return self.least_status(problem, quantity, relax)[0]
+
+    def least_status(
+        self, problem: Problem, quantity: str, relax: frozenset[str]
+    ) -> tuple[float | None, Status]:
+        """`least` and the status of its solve: INFEASIBLE when no plan exists (no design, or
+        proved), NO_PLAN when none was found within the time limit."""
         tables = self.tables(problem)
         if any(not d for d in tables.designs.values()):
-            return None
+            return None, Status.INFEASIBLE
         sol = PlannerModel(tables).least(
             quantity,
             relax=relax,
@@ -398,7 +405,7 @@ class Solver:
             workers=self.workers,
             seed=self.seed,
         )
-        return None if sol.objective is None else float(sol.objective)
+        return (None if sol.objective is None else float(sol.objective)), sol.status
 
     def conflict(self, problem: Problem) -> list[str] | None:
         """Named constraint families that together admit no plan (a core, not always minimal),

@@ -300,15 +300,13 @@ def _recipe(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
             got = getattr(r, key)
             if (tuple(got) if isinstance(got, list) else got) != value:
                 out.append(f"`{at}.{key}`: stated {got}, the design's is {value}")
-        command = _launch_command(plan, problem, cat, w, wp)
+        command = _launch_command(plan, cat, w, wp) if wp.stages else r.command
         if r.command != command:
             out.append(f"`{at}.command`: stated `{r.command}`, the design's is `{command}`")
     return out
 
 
-def _launch_command(
-    plan: Plan, problem: Problem, cat: Catalog, w: InferenceWorkload, wp: WorkloadPlan
-) -> str:
+def _launch_command(plan: Plan, cat: Catalog, w: InferenceWorkload, wp: WorkloadPlan) -> str:
     """The engine command a replica's own stages, sequences, budget and formats give, over
     the machines its devices fill (on premises the plan's hosts, rented the provider's)."""
     k = next((i for i, c in enumerate(w.request_mix or ()) if c.name == wp.sized_for), None)
@@ -319,11 +317,9 @@ def _launch_command(
         per_device[s.device] = per_device.get(s.device, 0) + s.tp
     machines = 0
     for dev, n in per_device.items():
-        d = cat.accelerator(dev)
-        rented = max(
-            cat.nodes_for(d), key=lambda h: tp_limit(d, h, problem.constraints), default=None
-        )
-        host = hosts.get(dev) if wp.site == Site.PREMISES else rented
+        # The host the plan holds the device in, else the catalog's default host for it (a
+        # rented device's machine is counted as that host, as its share of host power is).
+        host = hosts.get(dev) or cat.host_for(cat.accelerator(dev))
         machines += -(-n // (host.slots if host else 1))
     parts = [(s.device, s.tp, s.layers[1] - s.layers[0] + 1) for s in wp.stages]
     seqs = wp.batch * len(wp.stages)

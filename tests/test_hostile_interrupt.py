@@ -143,8 +143,11 @@ def test_ctrl_c_while_a_library_loads_is_raised_once_it_has_loaded() -> None:
             signal.raise_signal(signal.SIGINT)  # noted, not raised inside the load
             loaded = True
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        with process.libraries_loading():  # under Python's own handler: nothing held back
-            pass
+        reached = False
+        with pytest.raises(KeyboardInterrupt), process.libraries_loading():
+            signal.raise_signal(signal.SIGINT)  # Python's own handler: raised at once
+            reached = True
+        assert not reached
     finally:
         signal.signal(signal.SIGINT, before)
         sys.unraisablehook = sys.__unraisablehook__
@@ -248,4 +251,23 @@ def test_ctrl_c_while_the_command_line_loads(
     with pytest.raises(SystemExit) as e:
         planner.main()
     assert e.value.code == 130
+    assert "interrupted" in capsys.readouterr().err
+
+
+def test_ctrl_c_that_surfaces_as_a_broken_connection_ends_as_ctrl_c(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # A local pool's connection reset after Ctrl-C is an OSError: it is the user's stop, not
+    # output that could not be written.
+    import typer
+
+    from planner.cli import user_errors
+
+    process._ctrl_c_seen.append(True)
+    try:
+        with pytest.raises(typer.Exit) as e, user_errors():
+            raise ConnectionResetError(104, "Connection reset by peer")
+    finally:
+        process._ctrl_c_seen.clear()
+    assert e.value.exit_code == 130
     assert "interrupted" in capsys.readouterr().err

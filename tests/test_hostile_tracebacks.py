@@ -282,8 +282,8 @@ def test_config_json_with_no_kv_heads(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--prompt", "100000000"], "--prompt 100,000,000 is longer than --context 4,096"),
-        (["--context", "1"], "--prompt 1,024 is longer than --context 1"),
+        (["--prompt", "100000000"], "--prompt 100,000,000 is longer than --context 4,096 (the"),
+        (["--context", "1"], "--prompt 1,024 (the default) is longer than --context 1:"),
         (["--context", "1000000", "--prompt", "100"], "maximum context of 131,072 tokens"),
     ],
 )
@@ -331,3 +331,85 @@ def test_a_plan_where_a_problem_belongs_and_back(tmp_path: Path) -> None:
         assert "unknown key" not in out
     code, out = run("verify", str(PROBLEMS / "chat-70b.yaml"))
     assert code == 2 and "a problem file?" in out
+
+
+RENTED_4090 = """
+name: rent-4090
+workloads:
+  - {name: chat, kind: inference, model: llama-3.1-70b, weights: awq-int4, kv: fp16,
+     context_tokens: 4096, prompt_tokens: 1000, concurrency: 16, min_tokens_per_s: 200,
+     max_ms_per_token: 80}
+constraints: {allowed_devices: [rtx-4090]}
+horizon: {procurement: rent, lifetime_years: 0.25, utilization: 1.0}
+objective: {goal: min_cost}
+"""
+
+
+def test_a_rented_consumer_plan_verifies_and_replays(tmp_path: Path) -> None:
+    # The launch command of replicas rented on desktop machines (one card each) spans as many
+    # machines as cards: the verifier counts them on the same default host as the plan.
+    problem = tmp_path / "rent.yaml"
+    problem.write_text(RENTED_4090, encoding="utf-8")
+    plan = tmp_path / "plan.json"
+    assert run("solve", str(problem), "--out", str(plan))[0] == 0
+    assert "over" in json.loads(plan.read_text())["workloads"][0]["recipe"]["command"]
+    assert run("verify", str(plan), str(problem))[0] == 0
+    assert run("simulate", str(plan), str(problem), "--requests", "100")[0] == 0
+
+
+def test_a_plan_with_no_stages_fails_verification(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.json"
+    assert run("solve", str(PROBLEMS / "chat-70b.yaml"), "--out", str(plan))[0] == 0
+    data = json.loads(plan.read_text(encoding="utf-8"))
+    data["workloads"][0]["stages"] = []
+    plan.write_text(json.dumps(data), encoding="utf-8")
+    code, out = run("verify", str(plan))
+    assert code == 5 and "fails verification" in out
+
+
+def test_plan_files_that_are_null_or_carry_a_nested_key(tmp_path: Path) -> None:
+    null = tmp_path / "null.json"
+    null.write_text("null", encoding="utf-8")
+    code, out = run("verify", str(null))
+    assert code == 2 and "no `status` and `devices`" in out
+    plan = tmp_path / "plan.json"
+    assert run("solve", str(PROBLEMS / "chat-70b.yaml"), "--out", str(plan))[0] == 0
+    data = json.loads(plan.read_text(encoding="utf-8"))
+    data["workloads"][0]["foo"] = 1
+    plan.write_text(json.dumps(data), encoding="utf-8")
+    code, out = run("verify", str(plan))
+    assert code == 2 and "`workloads.0.foo`: not a field the planner writes there" in out
+
+
+def test_two_spellings_of_one_vary_path() -> None:
+    chat = str(PROBLEMS / "chat-70b.yaml")
+    args = ["--vary", "workloads.chat.concurrency=64,128", "--vary", "workloads.0.concurrency=256"]
+    code, out = run("sweep", chat, *args)
+    assert code == 2 and "is given twice" in out
+
+
+def test_options_scales_a_request_mix_by_its_rate() -> None:
+    from planner.load import load_problem
+    from planner.schema.problem import InferenceWorkload
+    from planner.whatif.options import scaled
+
+    base = load_problem(PROBLEMS / "request-mix.yaml")
+    double = scaled(base, 2.0)
+    for a, b in zip(base.workloads, double.workloads, strict=True):
+        assert isinstance(a, InferenceWorkload) and isinstance(b, InferenceWorkload)
+        assert b.requests_per_s == pytest.approx(2 * (a.requests_per_s or 0))
+        assert b.request_mix == a.request_mix
+
+
+def test_a_frontier_whose_first_solve_ran_out_of_time() -> None:
+    from planner.load import load_problem
+    from planner.schema.status import Status
+    from planner.solve import Solver
+    from planner.whatif.frontier import frontier
+
+    class OutOfTime(Solver):
+        def least_status(self, *args: object) -> tuple[float | None, Status]:
+            return None, Status.NO_PLAN
+
+    fr = frontier(load_problem(PROBLEMS / "chat-70b.yaml"), "cost", "tokens_per_s", 2, OutOfTime())
+    assert fr.status == Status.NO_PLAN and "within the time limit" in fr.notes[0]

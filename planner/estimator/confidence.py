@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from pydantic import ConfigDict, with_config
+
 from planner.catalog import Catalog
 from planner.schema.catalog import Accelerator
 from planner.schema.measurements import Residual, ResidualFile
@@ -27,6 +29,7 @@ from planner.schema.yaml_io import read_validated
 CONFIDENCE = ("measured", "interpolated", "extrapolated", "prior")
 
 
+@with_config(ConfigDict(extra="forbid"))  # read back from plan files: no other key
 @dataclass(frozen=True)
 class Confidence:
     """A design's backing: its label, the rows behind the band, and the band itself as the

@@ -166,8 +166,10 @@ def parse_plan_text(text: str, source: str) -> dict[str, Any]:
             f"{source}: not a valid plan: {e} (NaN and infinities are refused)"
         ) from None
     except RecursionError:  # json's reader recurses once per level
-        data = None
-    if data is None or _depth(data) > MAX_DEPTH:
+        data, too_deep = None, True
+    else:
+        too_deep = _depth(data) > MAX_DEPTH
+    if too_deep:
         raise InputError(
             f"{source}: not a plan: objects and lists nested deeper than {MAX_DEPTH} levels "
             "(a plan written by `planner solve --out PLAN.json` nests far less)"
@@ -235,8 +237,11 @@ def plan_from_data(data: dict[str, Any], source: str) -> PlanFile:
         plan = _plan_adapter().validate_python(fields)
     except ValidationError as e:
         first = e.errors()[0]
+        msg = first["msg"]
+        if first["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
+            msg = "not a field the planner writes there; remove it, or solve again"
         raise InputError(
-            f"{source}: `{_dotted(first['loc'])}`: {first['msg']}"
+            f"{source}: `{_dotted(first['loc'])}`: {msg}"
             + (f" ({e.error_count() - 1} more)" if e.error_count() > 1 else "")
         ) from None
     _check_counts(plan, source)

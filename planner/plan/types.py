@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from pydantic import ConfigDict, with_config
+
 from planner.catalog import Catalog
 from planner.estimator.confidence import Confidence
 from planner.estimator.hosts import derates, sustained
@@ -14,7 +16,11 @@ from planner.schema.catalog import Node
 from planner.schema.problem import Problem
 from planner.schema.status import Site, Status
 
+# A plan file holds what the planner writes: any other key, at any level, is refused when read.
+_FORBID = ConfigDict(extra="forbid")
 
+
+@with_config(_FORBID)
 @dataclass(frozen=True)
 class DeviceLine:
     """One device type: how many at the busiest time, and how each was had.
@@ -47,6 +53,7 @@ class DeviceLine:
     devices_per_instance: int = 1
 
 
+@with_config(_FORBID)
 @dataclass(frozen=True)
 class NodeLine:
     type: str
@@ -60,6 +67,7 @@ class NodeLine:
     energy_usd: float = 0.0
 
 
+@with_config(_FORBID)
 @dataclass(frozen=True)
 class NetworkLine:
     """Ports and switches bought to join the hosts over `link` (planner.estimator.network)."""
@@ -76,6 +84,7 @@ class NetworkLine:
     energy_usd: float  # the switches' electricity over the horizon (with PUE)
 
 
+@with_config(_FORBID)
 @dataclass(frozen=True)
 class StageLine:
     device: str
@@ -86,6 +95,7 @@ class StageLine:
     boundary_bytes_per_step: float  # hidden states sent to the next stage per step
 
 
+@with_config(_FORBID)
 @dataclass(frozen=True)
 class PeriodLine:
     """A stretch of the typical day or week: what runs, and what it draws."""
@@ -100,6 +110,7 @@ class PeriodLine:
     gco2e_per_kwh: float | None
 
 
+@with_config(_FORBID)
 @dataclass(frozen=True)
 class PhaseLine:
     """A phase of problem `phases`: workloads that run on the fleet one phase after another."""
@@ -110,6 +121,7 @@ class PhaseLine:
     devices: dict[str, int]  # device -> on-premises devices at work (the last: its busiest period)
 
 
+@with_config(_FORBID)
 @dataclass(frozen=True)
 class Costs:
     """Cost over the horizon, by kind (USD). `total_usd` is their sum and the plan's tco_usd."""
@@ -126,6 +138,7 @@ class Costs:
     total_usd: float = 0.0
 
 
+@with_config(_FORBID)
 @dataclass(frozen=True)
 class CarbonLine:
     """Emissions over the horizon (Software Carbon Intensity: (E x I + M) per R, R = a million
@@ -139,6 +152,7 @@ class CarbonLine:
     sci_g_per_million_tokens: float | None
 
 
+@with_config(_FORBID)
 @dataclass(frozen=True)
 class Recipe:
     """How to launch one replica so it runs as the plan's figures assume."""
@@ -154,6 +168,7 @@ class Recipe:
     command: str  # the launch line with those settings (MODEL stands for the checkpoint)
 
 
+@with_config(_FORBID)
 @dataclass(frozen=True)
 class WorkloadPlan:
     name: str
@@ -237,6 +252,7 @@ class WorkloadPlan:
         return out
 
 
+@with_config(_FORBID)
 @dataclass
 class Plan:
     """A plan, or the reasons there is none. Summary metrics are defined once, here, as

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import itertools
 import json
 import os
 import stat
@@ -56,7 +57,7 @@ def _near_names(path: Path) -> str:
     from difflib import get_close_matches
 
     try:
-        names = [p.name for p in path.parent.iterdir() if p.is_file()][:5000]
+        names = [p.name for p in itertools.islice(path.parent.iterdir(), 5000)]
     except OSError:
         return ""
     close = get_close_matches(path.name, names, n=3, cutoff=0.6)

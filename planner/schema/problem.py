@@ -451,6 +451,16 @@ Price = Annotated[
         low_why="a device at no price is one you own: list it under `inventory` instead",
     ),
 ]
+RentRate = Annotated[
+    Usd,
+    Limit(
+        gt=0,
+        le=MAX_USD,
+        why="more than a trillion dollars an hour is no device's rent; check the units",
+        low_why="a rent of zero would make the device free; leave the field out to use the "
+        "catalog's rate, or list devices you own under `inventory`",
+    ),
+]
 
 # A monthly facility price of 0 is meaningful: the space or power capacity costs nothing (as
 # leaving the field out says).
@@ -719,11 +729,11 @@ class PriceOverride(ProblemModel):
     """Prices of one device that replace the catalog's for this problem."""
 
     purchase_usd: Price | None = Field(None, description="Purchase price of one device, USD.")
-    rent_usd_per_hour: Price | None = Field(None, description="On-demand rent, USD/hour.")
-    reserved_usd_per_hour: Price | None = Field(
+    rent_usd_per_hour: RentRate | None = Field(None, description="On-demand rent, USD/hour.")
+    reserved_usd_per_hour: RentRate | None = Field(
         None, description="Reserved rent per device-hour, USD (paid for every hour of the term)."
     )
-    spot_usd_per_hour: Price | None = Field(None, description="Spot rent, USD/hour.")
+    spot_usd_per_hour: RentRate | None = Field(None, description="Spot rent, USD/hour.")
 
 
 class Market(ProblemModel):

@@ -415,6 +415,9 @@ def _message(e: Any, doc: Located, model: type[BaseModel]) -> tuple[Loc, str]:
         number = isinstance(value, int | float) and not isinstance(value, bool)
         got = f"`{_short(str(value))}`" if isinstance(value, str) or number else _describe(value)
         msg = f"got {got}; expected one of: {', '.join(choices)}{hint}"
+        if isinstance(value, str) and value.strip() in choices:  # a quoted number
+            msg = f"got the text `{_short(value)}`; write it as a number, without quotes (one of "
+            msg += f"{', '.join(choices)})"
     elif kind == "union_tag_invalid":
         tag = str(ctx.get("tag"))
         choices = _quoted(str(ctx.get("expected_tags", "")))
@@ -451,11 +454,19 @@ def _message(e: Any, doc: Located, model: type[BaseModel]) -> tuple[Loc, str]:
         word, key = _BOUNDS[kind]
         num = value if isinstance(value, int | float) and not isinstance(value, bool) else None
         limit = ctx.get(key)
-        shown = f"{limit:g}" if isinstance(limit, int | float) else str(limit)
-        msg = f"must be {word} {shown}" + (f", got {num:g}" if num is not None else "")
+        shown = _number(limit) if isinstance(limit, int | float) else str(limit)
+        msg = f"must be {word} {shown}" + (f", got {_number(num)}" if num is not None else "")
         if isinstance(num, float) and math.isnan(num):
             msg = "got NaN (not a number); write a number"
     return loc, msg
+
+
+def _number(x: float) -> str:
+    """A bound or a value as a reader compares them: whole numbers in full with separators,
+    others to 9 significant digits (so a value just past its bound still shows the difference)."""
+    if isinstance(x, float) and math.isfinite(x) and x.is_integer() and abs(x) < 1e15:
+        return f"{int(x):,}"
+    return f"{x:,}" if isinstance(x, int) else f"{x:.9g}"
 
 
 # pydantic's bound errors, in the words the planner's own limits use.

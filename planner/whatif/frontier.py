@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from planner.errors import InputError
 from planner.model import interrupt
 from planner.schema.problem import InferenceWorkload, Problem
+from planner.schema.status import Status
 from planner.solve import Solver
 from planner.whatif.executor import SERIAL, Executor, Settings, plan_row, solve_all
 
@@ -38,7 +39,7 @@ class Frontier:
     points: list[dict[str, Any]] = field(default_factory=list)  # Pareto-optimal, by resource
     dominated: int = 0  # grid points that another point beats
     notes: list[str] = field(default_factory=list)
-    infeasible: bool = False  # no plan meets the problem's constraints
+    status: Status | None = None  # INFEASIBLE or NO_PLAN when no cap could be solved
 
 
 def frontier(
@@ -68,13 +69,18 @@ def frontier(
     fr = Frontier(resource, benefit)
     # The low end: the least of the resource any plan needs; the high end: what the best plan
     # for the benefit uses under the problem's own limits.
-    low = least_resource(problem, resource, solver)
+    low, status = _least(problem, resource, solver)
     if interrupt.requested():
         fr.notes.append("interrupted (Ctrl-C) before the first cap")
         return fr
     if low is None:
-        fr.infeasible = True
-        fr.notes.append("no plan meets the problem's constraints; nothing to trade")
+        fr.status = status
+        fr.notes.append(
+            "no plan meets the problem's constraints; nothing to trade"
+            if status == Status.INFEASIBLE
+            else f"no plan found within the time limit ({solver.time_limit:g} s per solve); "
+            "raise --time-limit"
+        )
         return fr
     if benefit == "tokens_per_s" and not _has_limit(problem):
         high = low * 4
@@ -140,10 +146,14 @@ def _variant(problem: Problem, *, benefit_goal: str, tie: str, **constraints: An
 
 def least_resource(problem: Problem, resource: str, solver: Solver) -> float | None:
     """The least total cost (USD) or wall power (W) of any plan meeting the constraints."""
-    least = solver.least(problem, resource, frozenset())
+    return _least(problem, resource, solver)[0]
+
+
+def _least(problem: Problem, resource: str, solver: Solver) -> tuple[float | None, Status]:
+    least, status = solver.least_status(problem, resource, frozenset())
     if least is None:
-        return None
-    return least * (problem.horizon.pue if resource == "power" else 1.0)
+        return None, status
+    return least * (problem.horizon.pue if resource == "power" else 1.0), status
 
 
 def _pareto(

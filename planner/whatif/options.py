@@ -58,18 +58,27 @@ def scaled(problem: Problem, scale: float) -> Problem:
     workloads = []
     for w in problem.workloads:
         if isinstance(w, InferenceWorkload):
+            # Only the demand the workload states: a request mix's rate (its sequences follow
+            # from it), else its concurrency and token rate.
+            stated = w.model_fields_set
             update: dict[str, object] = {}
-            if w.concurrency is not None:
-                update["concurrency"] = max(1, round(w.concurrency * scale))
-            if w.min_tokens_per_s:
-                update["min_tokens_per_s"] = w.min_tokens_per_s * scale
-            if w.requests_per_s:
-                update["requests_per_s"] = w.requests_per_s * scale
+            if w.request_mix is not None:
+                if w.requests_per_s:
+                    update["requests_per_s"] = w.requests_per_s * scale
+            else:
+                if w.concurrency is not None and "concurrency" in stated:
+                    update["concurrency"] = max(1, round(w.concurrency * scale))
+                if w.min_tokens_per_s:
+                    update["min_tokens_per_s"] = w.min_tokens_per_s * scale
             w = w.model_copy(update=update)
         workloads.append(w)
     # Validated again, as a file would be: a scaled demand meets the same limits (the largest
-    # concurrency and rates a problem may state) and never reaches the solver unchecked.
-    doc = {**problem.model_dump(), "workloads": [w.model_dump() for w in workloads]}
+    # concurrency and rates a problem may state) and never reaches the solver unchecked. Only
+    # what was stated (or scaled) goes in, so values derived at validation are derived again.
+    doc = {
+        **problem.model_dump(exclude_unset=True),
+        "workloads": [w.model_dump(exclude_unset=True) for w in workloads],
+    }
     try:
         return Problem.model_validate(doc)
     except ValidationError as e:
