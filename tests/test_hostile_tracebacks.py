@@ -381,6 +381,15 @@ def test_plan_files_that_are_null_or_carry_a_nested_key(tmp_path: Path) -> None:
     assert code == 2 and "`workloads.0.foo`: not a field the planner writes there" in out
 
 
+@pytest.mark.parametrize("values", ["8,,16", "8,16,", ",8"])
+def test_a_vary_list_with_an_empty_value(values: str) -> None:
+    # Once dropped without a word: `8,,16` swept two points where three were meant.
+    code, out = run(
+        "sweep", str(PROBLEMS / "chat-70b.yaml"), "--vary", f"constraints.max_devices={values}"
+    )
+    assert code == 2 and "an empty value between commas" in out
+
+
 def test_two_spellings_of_one_vary_path() -> None:
     chat = str(PROBLEMS / "chat-70b.yaml")
     args = ["--vary", "workloads.chat.concurrency=64,128", "--vary", "workloads.0.concurrency=256"]

@@ -86,9 +86,15 @@ def parse_vary(spec: str) -> Vary:
         exact = [lo + (hi - lo) * i / (n - 1) for i in range(n)]
         values: tuple[Any, ...] = tuple(int(v) if v.denominator == 1 else float(v) for v in exact)
         return Vary(path, values)
-    items = [x for x in _split_values(raw) if x.strip()]
+    parts = _split_values(raw)
+    items = [x for x in parts if x.strip()]
     if len(items) < 1:
         raise InputError(f"--vary {spec}: no values; write A,B,C or FROM..TO:POINTS")
+    if len(items) < len(parts):  # `1,,2` or a trailing comma: a value left out by mistake?
+        raise InputError(
+            f"--vary {spec}: an empty value between commas; write each value (A,B,C), or quote "
+            'an empty text as ""'
+        )
     return Vary(path, tuple(parse_text(x, f"--vary {path}").data for x in items))
 
 
