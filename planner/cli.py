@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeGuard, cast
+from typing import TYPE_CHECKING, Annotated, Any, TypeGuard, cast
 
 import typer
 
@@ -282,7 +282,8 @@ def user_errors() -> Iterator[None]:
             raise
     except (KeyboardInterrupt, Exception) as e:
         if _lost_output(e):
-            _output_lost(e)
+            _say_output_lost(e)
+            raise typer.Exit(1) from None
         # A planner error that Ctrl-C caused (inside a validator, while a catalog file loads, it
         # makes a valid value look invalid) is the user's stop, not the file's fault.
         if isinstance(e, PlannerError) and not ctrl_c_in(e):
@@ -311,8 +312,8 @@ def _lost_output(e: BaseException) -> TypeGuard[OSError]:
     return isinstance(e, OSError) and e.errno in OUTPUT_ERRNOS and not ctrl_c_in(e)
 
 
-def _output_lost(e: OSError) -> NoReturn:
-    """Say that the output could not be written, and end with exit code 1 (typer.Exit). Standard
+def _say_output_lost(e: OSError) -> None:
+    """Say that the output could not be written (the caller ends with exit code 1). Standard
     output is pointed at the null device first, so the interpreter's own flush at exit cannot
     fail again and print a traceback of its own."""
     try:
@@ -327,7 +328,6 @@ def _output_lost(e: OSError) -> NoReturn:
         highlight=False,
         markup=False,
     )
-    raise typer.Exit(1) from None
 
 
 def emit_json(data: Any) -> None:
@@ -830,10 +830,7 @@ def simulate(
         from planner.simulate import check_groups, simulate_plan, workloads_from_json
 
         cat = load_catalog()
-        if plot_path is not None:
-            from planner.report.plot import chart_format
-
-            chart_format(plot_path)  # a bad chart name fails before the replay, not after
+        _chart_first(plot_path)
         if problem is None:
             from planner.solve import solve_problem
 
@@ -900,12 +897,10 @@ def tco(
     device type the break-even month of buying against renting the same hours on demand."""
     with user_errors():
         from planner.load import load_problem
-        from planner.report.plot import chart_format
         from planner.report.tco import plot_tco, tco_dict, tco_report, tco_tables
         from planner.solve import solve_problem
 
-        if plot_path is not None:
-            chart_format(plot_path)  # a bad file name fails before the solve, not after
+        _chart_first(plot_path)
         prob = load_problem(problem, sets or [])
         plan = solve_problem(prob, time_limit=time_limit, workers=workers, seed=seed)
         if plan.status not in ("OPTIMAL", "FEASIBLE"):
@@ -1019,6 +1014,14 @@ def _rows_table(rows: list[dict[str, Any]], keys: list[str], title: str) -> Any:
     return t
 
 
+def _chart_first(plot_path: Path | None) -> None:
+    """A --plot file name the plotter cannot write fails before the command's work, not after."""
+    if plot_path is not None:
+        from planner.report.plot import chart_format
+
+        chart_format(plot_path)
+
+
 ROW_SUFFIXES = (".csv", ".json")  # files that sweep, frontier and study rows are written to
 
 
@@ -1100,10 +1103,7 @@ def sweep(
         run_on = executor_of(executor, jobs, address)
         if out_path is not None:
             out_target(out_path, keep=problem, suffixes=ROW_SUFFIXES)  # before the sweep
-        if plot_path is not None:
-            from planner.report.plot import chart_format
-
-            chart_format(plot_path)  # a bad chart name fails before the sweep, not after
+        _chart_first(plot_path)
         doc = read_yaml(problem)
         # Sweep rows report each point's status; why a point is infeasible is `explain`'s job.
         settings = Settings(time_limit=time_limit, workers=workers, seed=seed)
@@ -1172,10 +1172,7 @@ def frontier(
 
         if out_path is not None:
             out_target(out_path, keep=problem, suffixes=ROW_SUFFIXES)  # before the frontier
-        if plot_path is not None:
-            from planner.report.plot import chart_format
-
-            chart_format(plot_path)  # a bad chart name fails before the frontier, not after
+        _chart_first(plot_path)
         run_on = executor_of(executor, jobs, address)
         prob = load_problem(problem, sets or [])
         solver = Solver(time_limit=time_limit, workers=workers, seed=seed)
@@ -1268,10 +1265,7 @@ def study(
         run_on = executor_of(executor, jobs, address)
         if out_path is not None:
             out_target(out_path, keep=problem, suffixes=ROW_SUFFIXES)  # before the study
-        if plot_path is not None:
-            from planner.report.plot import chart_format
-
-            chart_format(plot_path)  # a bad chart name fails before the study, not after
+        _chart_first(plot_path)
         prob = load_problem(problem, sets or [])
         settings = Settings(time_limit=time_limit, workers=workers, seed=solver_seed)
         with _counter() as tick:
@@ -1526,10 +1520,8 @@ def main(started: float | None = None) -> None:
         raise
     except (KeyboardInterrupt, Exception) as e:
         if _lost_output(e):  # outside a command's own guard: --help, usage errors, `schema`
-            try:
-                _output_lost(e)
-            except typer.Exit as done:
-                sys.exit(done.exit_code)
+            _say_output_lost(e)
+            sys.exit(1)
         if not ctrl_c_in(e):
             raise
         sys.stderr.write("interrupted (Ctrl-C)\n")

@@ -201,6 +201,21 @@ def test_a_ctrl_c_python_could_not_raise_still_ends_the_command(
     assert not interrupt.requested()
 
 
+def _exit_code_after_ctrl_c(error: Exception) -> int:
+    """The exit code a command ends with when `error` is raised after a Ctrl-C was noted."""
+    import typer
+
+    from planner.cli import user_errors
+
+    process._ctrl_c_seen.append(True)
+    try:
+        with pytest.raises(typer.Exit) as e, user_errors():
+            raise error
+    finally:
+        process._ctrl_c_seen.clear()
+    return int(e.value.exit_code)
+
+
 def test_an_input_error_that_ctrl_c_caused_ends_as_ctrl_c(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -211,13 +226,10 @@ def test_an_input_error_that_ctrl_c_caused_ends_as_ctrl_c(
     from planner.cli import user_errors
     from planner.errors import CatalogError
 
-    process._ctrl_c_seen.append(True)
-    try:
-        with pytest.raises(typer.Exit) as e, user_errors():
-            raise CatalogError("support.yaml:176: date: String should match pattern")
-    finally:
-        process._ctrl_c_seen.clear()
-    assert e.value.exit_code == 130
+    code = _exit_code_after_ctrl_c(
+        CatalogError("support.yaml:176: date: String should match pattern")
+    )
+    assert code == 130
     err = capsys.readouterr().err
     assert "interrupted" in err and "support.yaml" not in err
     with pytest.raises(typer.Exit) as e, user_errors():  # without Ctrl-C: the error as ever
@@ -259,15 +271,5 @@ def test_ctrl_c_that_surfaces_as_a_broken_connection_ends_as_ctrl_c(
 ) -> None:
     # A local pool's connection reset after Ctrl-C is an OSError: it is the user's stop, not
     # output that could not be written.
-    import typer
-
-    from planner.cli import user_errors
-
-    process._ctrl_c_seen.append(True)
-    try:
-        with pytest.raises(typer.Exit) as e, user_errors():
-            raise ConnectionResetError(104, "Connection reset by peer")
-    finally:
-        process._ctrl_c_seen.clear()
-    assert e.value.exit_code == 130
+    assert _exit_code_after_ctrl_c(ConnectionResetError(104, "Connection reset by peer")) == 130
     assert "interrupted" in capsys.readouterr().err

@@ -74,6 +74,12 @@ def _resolve(data: Any, parts: list[str], text: str) -> tuple[str | int, ...]:
     return tuple(loc)
 
 
+def resolved_path(doc: Located, path: str) -> str:
+    """The dotted key path a `--set` PATH writes (a workload named by its position), so two
+    spellings of one place compare equal."""
+    return dotted(_resolve(doc.data, path.split("."), path))
+
+
 def _assign(data: dict[str, Any], loc: tuple[str | int, ...], value: Any) -> None:
     node: Any = data
     for part in loc[:-1]:

@@ -69,7 +69,7 @@ def frontier(
     fr = Frontier(resource, benefit)
     # The low end: the least of the resource any plan needs; the high end: what the best plan
     # for the benefit uses under the problem's own limits.
-    low, status = _least(problem, resource, solver)
+    low, status = least_resource(problem, resource, solver)
     if interrupt.requested():
         fr.notes.append("interrupted (Ctrl-C) before the first cap")
         return fr
@@ -144,12 +144,9 @@ def _variant(problem: Problem, *, benefit_goal: str, tie: str, **constraints: An
     return Problem.model_validate(data)
 
 
-def least_resource(problem: Problem, resource: str, solver: Solver) -> float | None:
-    """The least total cost (USD) or wall power (W) of any plan meeting the constraints."""
-    return _least(problem, resource, solver)[0]
-
-
-def _least(problem: Problem, resource: str, solver: Solver) -> tuple[float | None, Status]:
+def least_resource(problem: Problem, resource: str, solver: Solver) -> tuple[float | None, Status]:
+    """The least total cost (USD) or wall power (W) of any plan meeting the constraints, and
+    the status of its solve (INFEASIBLE or NO_PLAN when there is none)."""
     least, status = solver.least_status(problem, resource, frozenset())
     if least is None:
         return None, status

@@ -14,7 +14,7 @@ from typing import Any
 
 from planner.errors import InputError
 from planner.load import parse_problem
-from planner.schema.overrides import split_assignment
+from planner.schema.overrides import resolved_path, split_assignment
 from planner.schema.yaml_io import Located, parse_text
 from planner.solve import Solver
 from planner.whatif.executor import Executor, Outcome, Progress, Settings, solve_all
@@ -113,7 +113,9 @@ def sweep(
     located error; the solves run where `executor` says (a serial run in `session` if given)."""
     if not 1 <= len(varies) <= 2:
         raise InputError("sweep: give one or two --vary parameters")
-    if len(varies) == 2 and _canonical(varies[0].path, doc) == _canonical(varies[1].path, doc):
+    if len(varies) == 2 and resolved_path(doc, varies[0].path) == resolved_path(
+        doc, varies[1].path
+    ):
         raise InputError(
             f"sweep: --vary {varies[0].path} is given twice; a sweep varies two different "
             "parameters (put all the values of one in a single --vary: PATH=A,B,C)"
@@ -139,18 +141,6 @@ def sweep(
         for values, row in zip(points, out.rows, strict=False)
     ]
     return out
-
-
-def _canonical(path: str, doc: Located) -> str:
-    """A --vary path with a workload named as its index (`workloads.chat.x` is
-    `workloads.0.x` when `chat` is the first workload), so two spellings compare equal."""
-    parts = path.split(".")
-    listed = doc.data.get("workloads") if isinstance(doc.data, dict) else None
-    if len(parts) > 1 and parts[0] == "workloads" and isinstance(listed, list):
-        names = [w.get("name") if isinstance(w, dict) else None for w in listed]
-        if parts[1] in names and not parts[1].isdigit():
-            parts[1] = str(names.index(parts[1]))
-    return ".".join(parts)
 
 
 def _yaml(value: Any) -> str:
