@@ -99,24 +99,6 @@ def test_host_time_is_the_catalog_figure_per_token() -> None:
     assert host_s_per_token(cat, None) == 0.0
 
 
-def test_the_release_with_its_api_server_apart_keeps_only_the_scheduling_share() -> None:
-    """From 0.5.4 vLLM's OpenAI API server runs in a process of its own ("We introduced
-    `multiprocessing` into the frontend in v0.5.4", https://github.com/vllm-project/vllm/issues/7653),
-    so of the v0.5.3 profile (API server 33 %, scheduling 29 %, GPU 38 %) only the scheduling
-    share stays serial with the GPU steps. Hand arithmetic on the profiled case (Llama 3.1 8B, one
-    H100, 250 + 250 tokens, the planner's device time 77.8 us per output token):
-    77.8 x 62 / 38 = 127 us for vllm-0.5, 77.8 x 29 / 38 = 59 us for vllm-0.5.4."""
-    cat = load_catalog()
-    assert host_s_per_token(cat, "vllm-0.5.4") == pytest.approx(59e-6)
-    device = 1 / _saturated("llama-3.1-8b", 1, "vllm")
-    assert device == pytest.approx(77.8e-6, rel=0.01)
-    assert host_s_per_token(cat, "vllm-0.5") == pytest.approx(device * 62 / 38, rel=0.01)
-    assert host_s_per_token(cat, "vllm-0.5.4") == pytest.approx(device * 29 / 38, rel=0.01)
-    # So the planner's v0.6 gain over 0.5.4 on that case is 1 + 29 / 38 = 1.76x.
-    gain = _saturated("llama-3.1-8b", 1, "vllm") / _saturated("llama-3.1-8b", 1, "vllm-0.5.4")
-    assert gain == pytest.approx(1 + 29 / 38, rel=0.01)
-
-
 def test_design_figures_and_the_replica_figures_agree_with_host_time() -> None:
     """Design enumeration (numpy columns) and the plan builder's scalar figures both add the
     host's work: b sequences x 127 us to every step."""

@@ -121,13 +121,13 @@ DEVICES = {
 # arg_utils.py; V1 became the default in 0.8.0). Every vLLM row that states no limit ran before
 # 0.8.0 (Lambda's v0.5.4 harness also passes 256 in its benchmark.sh; Oracle's October 2024 run
 # of benchmark_throughput.py states no flags); rows of later releases state theirs.
-ENGINE_MAX_SEQS = {"vllm": 256, "vllm-0.5": 256, "vllm-0.5.4": 256}
+ENGINE_MAX_SEQS = {"vllm": 256, "vllm-0.5": 256}
 # The KV-cache format of a row whose source states none: the engine's default. vLLM's
 # --kv-cache-dtype defaults to "auto" ("If 'auto', will use model data type",
 # https://docs.vllm.ai/en/v0.6.3.post1/models/engine_args.html): an FP8 checkpoint keeps a 16-bit
 # cache unless the run asks for fp8. Other rows: FP8 where the weights are 8- or 4-bit
 # (TensorRT-LLM's FP8 and FP4 recipes), else FP16 (_kv).
-ENGINE_KV = {"vllm": "fp16", "vllm-0.5": "fp16", "vllm-0.5.4": "fp16"}
+ENGINE_KV = {"vllm": "fp16", "vllm-0.5": "fp16"}
 WEIGHTS = {"fp8": "fp8", "fp16": "fp16", "fp4": "nvfp4"}  # TensorRT-LLM's FP4 on B200 is NVFP4
 GRID = np.round(np.arange(0.20, 0.901, 0.02), 2)
 MARK_BEGIN = "<!-- benchmarks/serving/run.py --markdown: begin -->"
