@@ -43,14 +43,17 @@ def _examples_with_concurrency() -> list[Path]:
 def test_only_the_sequences_that_exist_make_tokens(path: Path) -> None:
     problem = load_problem(path)
     plan = solve_problem(problem, time_limit=30)
-    if not plan.status.has_plan:
+    if path.stem == "infeasible":
+        assert not plan.status.has_plan
         return
+    assert plan.status.has_plan, (path.stem, plan.notes)
     for w in problem.workloads:
         if not isinstance(w, InferenceWorkload) or (w.request_mix is None and not w.concurrency):
             continue
         if w.request_mix is not None or w.concurrency is None:
             continue
         periods = {x.period for x in plan.workloads if x.name == w.name}
+        assert periods, w.name  # the workload is served
         for period in periods:
             groups = [x for x in plan.workloads if x.name == w.name and x.period == period]
             scale = next(p.scale for p in plan.periods if p.name == period) if period else 1.0
@@ -80,9 +83,10 @@ def _examples_with_a_request_mix() -> list[Path]:
 
 @pytest.mark.parametrize("path", _examples_with_a_request_mix(), ids=lambda p: p.stem)
 def test_a_request_mix_holds_the_sequences_its_rate_brings(path: Path) -> None:
-    """For request mixes the sequences follow from the rate (Little's law): a replica decoding
-    requests of class c at rate r_c, each making o_c tokens at the plan's time per token t,
-    holds sum r_c x o_c x t sequences at once, and that fits its slots (batch x stages); the
+    """For request mixes the sequences follow from the rate (Little's law): a replica serving
+    requests of class c at rate r_c, each holding a slot through its prefill (at most the plan's
+    time to first token f) and o_c tokens at the plan's time per token t, holds
+    sum r_c x (f + o_c x t) sequences at once, and that fits its slots (batch x stages); the
     classes' rates add up to the demand."""
     problem = load_problem(path)
     plan = solve_problem(problem, time_limit=30)
@@ -100,7 +104,10 @@ def test_a_request_mix_holds_the_sequences_its_rate_brings(path: Path) -> None:
             for c, r in x.requests_per_s.items():
                 served[c] += r
             per_replica = {c: r / x.replicas for c, r in x.requests_per_s.items()}
-            in_flight = sum(r * outputs[c] for c, r in per_replica.items()) * x.ms_per_token / 1e3
+            # Each request holds its slot through its prefill (at most the plan's time to
+            # first token) and its decode (o_c tokens at the plan's time per token).
+            hold = {c: (x.ttft_s or 0.0) + outputs[c] * x.ms_per_token / 1e3 for c in per_replica}
+            in_flight = sum(r * hold[c] for c, r in per_replica.items())
             assert in_flight <= x.batch * len(x.stages) * (1 + 1e-6), (x.name, in_flight)
         for c in w.request_mix:
             assert served[c.name] >= w.requests_per_s * c.share * (1 - 1e-6), c.name
@@ -190,7 +197,6 @@ def test_example_plans_meet_their_ceilings_in_replay(name: str) -> None:
     cat = load_catalog()
     plan = solve_problem(problem, time_limit=30)
     assert plan.status.has_plan
-    slack = 1.05  # the replay's own sampling noise at 3,000 requests
     for w in problem.workloads:
         if not isinstance(w, InferenceWorkload):
             continue  # a training job beside the serving (train-then-serve): no latency to replay
@@ -198,11 +204,11 @@ def test_example_plans_meet_their_ceilings_in_replay(name: str) -> None:
         rep = simulate_plan(groups, problem, cat, requests=3000, seed=1)
         q = w.latency_percentile
         if w.max_ttft_s is not None:
-            assert rep.percentiles("ttft")[q] <= w.max_ttft_s * slack
+            assert rep.percentiles("ttft")[q] <= w.max_ttft_s
         if w.max_ms_per_token is not None:
-            assert rep.percentiles("tpot")[q] * 1e3 <= w.max_ms_per_token * slack
+            assert rep.percentiles("tpot")[q] * 1e3 <= w.max_ms_per_token
         if w.max_e2e_s is not None:
-            assert rep.percentiles("e2e")[q] <= w.max_e2e_s * slack
+            assert rep.percentiles("e2e")[q] <= w.max_e2e_s
 
 
 def test_simulate_command_reports_percentiles(tmp_path: Path) -> None:
