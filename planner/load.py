@@ -43,13 +43,18 @@ def is_model_path(name: str) -> bool:
 
 
 def parse_problem(
-    doc: Located, overrides: Sequence[str] = (), base: Path | None = None, confine: bool = False
+    doc: Located,
+    overrides: Sequence[str] = (),
+    base: Path | None = None,
+    confine: bool = False,
+    points: Sequence[str] = (),
 ) -> Problem:
     """Validate a parsed problem. `base` is the folder model paths are relative to; without
     one (a problem that did not come from a file of the user's) a model path is refused. With
     `confine` a model path must stay inside `base` (no absolute path, no `..` or link out of it),
-    for problems sent by someone who may not read the machine's other files."""
-    doc, origin = apply_overrides(doc, overrides)
+    for problems sent by someone who may not read the machine's other files. `points`: the
+    `PATH=VALUE` assignments of a sweep point, applied after the `--set` overrides."""
+    doc, origin = apply_overrides(doc, overrides, points)
     try:
         problem = validate(doc, Problem)
         _file_models(problem, doc, base, confine)

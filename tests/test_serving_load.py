@@ -7,6 +7,7 @@ import importlib.util
 import json
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -27,19 +28,18 @@ PROBLEMS = Path(__file__).resolve().parent.parent / "problems"
 runner = CliRunner()
 
 
-def _examples_with_concurrency() -> list[Path]:
-    out = []
-    for path in sorted(PROBLEMS.glob("*.yaml")):
-        p = load_problem(path)
-        if any(
-            isinstance(w, InferenceWorkload) and w.request_mix is None and w.concurrency
-            for w in p.workloads
-        ):
-            out.append(path)
-    return out
+def _examples(serves: Callable[[InferenceWorkload], object]) -> list[Path]:
+    """The example problems with a serving workload for which `serves` holds."""
+    return [
+        path
+        for path in sorted(PROBLEMS.glob("*.yaml"))
+        if any(isinstance(w, InferenceWorkload) and serves(w) for w in load_problem(path).workloads)
+    ]
 
 
-@pytest.mark.parametrize("path", _examples_with_concurrency(), ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "path", _examples(lambda w: w.request_mix is None and w.concurrency), ids=lambda p: p.stem
+)
 def test_only_the_sequences_that_exist_make_tokens(path: Path) -> None:
     problem = load_problem(path)
     plan = solve_problem(problem, time_limit=30)
@@ -70,18 +70,9 @@ def test_only_the_sequences_that_exist_make_tokens(path: Path) -> None:
                 assert x.tokens_per_s == pytest.approx(x.sequences * 1000.0 / x.ms_per_token)
 
 
-def _examples_with_a_request_mix() -> list[Path]:
-    return [
-        path
-        for path in sorted(PROBLEMS.glob("*.yaml"))
-        if any(
-            isinstance(w, InferenceWorkload) and w.request_mix is not None
-            for w in load_problem(path).workloads
-        )
-    ]
-
-
-@pytest.mark.parametrize("path", _examples_with_a_request_mix(), ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "path", _examples(lambda w: w.request_mix is not None), ids=lambda p: p.stem
+)
 def test_a_request_mix_holds_the_sequences_its_rate_brings(path: Path) -> None:
     """For request mixes the sequences follow from the rate (Little's law): a replica serving
     requests of class c at rate r_c, each holding a slot through its prefill (at most the plan's
@@ -182,16 +173,9 @@ def test_analytic_latency_agrees_with_the_replay() -> None:
     assert ttft[len(ttft) // 2] <= 0.06, rows
 
 
-def _serving_examples() -> list[str]:
-    return [
-        p.stem
-        for p in sorted(PROBLEMS.glob("*.yaml"))
-        if p.stem != "infeasible"
-        and any(isinstance(w, InferenceWorkload) for w in load_problem(p).workloads)
-    ]
-
-
-@pytest.mark.parametrize("name", _serving_examples())
+@pytest.mark.parametrize(
+    "name", [p.stem for p in _examples(lambda w: True) if p.stem != "infeasible"]
+)
 def test_example_plans_meet_their_ceilings_in_replay(name: str) -> None:
     problem = load_problem(PROBLEMS / f"{name}.yaml")
     cat = load_catalog()

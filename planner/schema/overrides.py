@@ -30,8 +30,9 @@ def split_assignment(text: str, option: str = "--set") -> tuple[str, str]:
     return path, value
 
 
-def _resolve(data: Any, parts: list[str], text: str) -> tuple[str | int, ...]:
-    """Turn dotted parts into a key path of the document, naming workloads by name or index."""
+def _resolve(data: Any, parts: list[str], label: str) -> tuple[str | int, ...]:
+    """Turn dotted parts into a key path of the document, naming workloads by name or index.
+    `label` names the assignment in errors (`--set PATH=VALUE`)."""
     loc: list[str | int] = []
     node = data
     i = 0
@@ -54,18 +55,18 @@ def _resolve(data: Any, parts: list[str], text: str) -> tuple[str | int, ...]:
                     i += 1
                     continue
                 raise InputError(
-                    f"--set {text}: no workload named `{part}` in {dotted(tuple(loc))}"
+                    f"{label}: no workload named `{part}` in {dotted(tuple(loc))}"
                     f"{did_you_mean(part, [str(n) for n in names])}"
                     f" (use a workload's name or its position, 0 to {len(node) - 1})"
                 )
             continue
         if node is not None and not isinstance(node, dict):
             raise InputError(
-                f"--set {text}: {dotted(tuple(loc))} is a single value, not a section with keys"
+                f"{label}: {dotted(tuple(loc))} is a single value, not a section with keys"
             )
         if node is None and loc and part.isdigit():
             raise InputError(
-                f"--set {text}: {dotted(tuple(loc))} is not in the file, so it has no item "
+                f"{label}: {dotted(tuple(loc))} is not in the file, so it has no item "
                 f"{part}; set the whole list, e.g. {'.'.join(map(str, loc))}=[...]"
             )
         loc.append(part)
@@ -77,7 +78,7 @@ def _resolve(data: Any, parts: list[str], text: str) -> tuple[str | int, ...]:
 def resolved_path(doc: Located, path: str) -> str:
     """The dotted key path a `--set` PATH writes (a workload named by its position), so two
     spellings of one place compare equal."""
-    return dotted(_resolve(doc.data, path.split("."), path))
+    return dotted(_resolve(doc.data, path.split("."), f"--set {path}"))
 
 
 def _assign(data: dict[str, Any], loc: tuple[str | int, ...], value: Any) -> None:
@@ -89,42 +90,48 @@ def _assign(data: dict[str, Any], loc: tuple[str | int, ...], value: Any) -> Non
     node[loc[-1]] = value
 
 
-def apply_overrides(doc: Located, pairs: Sequence[str]) -> tuple[Located, dict[str, str]]:
-    """The document with every `PATH=VALUE` applied, and which `--set` wrote each dotted path."""
-    if len(pairs) > MAX_OVERRIDES:
+def apply_overrides(
+    doc: Located, pairs: Sequence[str], points: Sequence[str] = ()
+) -> tuple[Located, dict[str, str]]:
+    """The document with every `PATH=VALUE` applied (the user's `--set` pairs, then `points`: the
+    values a sweep generates for its `--vary`), and which assignment wrote each dotted path, as
+    errors name it (`--set PATH=VALUE`, `--vary point PATH=VALUE`)."""
+    if len(pairs) + len(points) > MAX_OVERRIDES:
         raise InputError(f"--set: at most {MAX_OVERRIDES} overrides at once")
-    if not pairs:
+    if not pairs and not points:
         return doc, {}
     if not isinstance(doc.data, dict):
         raise InputError(f"{doc.source}: the problem must be a mapping of keys to use --set")
     data = copy.deepcopy(doc.data)
     origin: dict[str, str] = {}
-    for text in pairs:
-        path, raw = split_assignment(text)
+    labelled = [("--set", t) for t in pairs] + [("--vary point", t) for t in points]
+    for option, text in labelled:
+        label = f"{option} {text}"
+        path, raw = split_assignment(text, option)
         parts = path.split(".")
         if any(not p for p in parts):
-            raise InputError(f"--set {text}: empty key in `{path}`")
-        value = parse_text(raw, f"--set {path}").data
-        loc = _resolve(data, parts, text)
+            raise InputError(f"{label}: empty key in `{path}`")
+        value = parse_text(raw, f"{option} {path}").data
+        loc = _resolve(data, parts, label)
         _assign(data, loc, value)
-        origin[dotted(loc)] = text
+        origin[dotted(loc)] = label
     return Located(data, doc.positions, doc.source), origin
 
 
 def blame(err: InputError, origin: dict[str, str]) -> InputError:
-    """Point error lines about overridden paths at the `--set` that wrote them."""
+    """Point error lines about overridden paths at the assignment that wrote them."""
     if not origin:
         return err
     lines = []
     for line in str(err).splitlines():
-        for path, text in origin.items():
+        for path, label in origin.items():
             at = next((line.find(f": {path}{c}") for c in ":.[" if f": {path}{c}" in line), -1)
             if at < 0:  # a message about a key the `--set` created, e.g. an unknown device id
                 named = re.match(r"[^ ]*?: ([^ :]+): ", line)
                 if named and path.startswith((named[1] + ".", named[1] + "[")):
                     at = named.start(1) - 2
             if at >= 0:
-                line = f"--set {text}: {line[at + 2 :]}"
+                line = f"{label}: {line[at + 2 :]}"
                 break
         lines.append(line)
     return InputError("\n".join(lines))

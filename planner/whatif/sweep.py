@@ -126,15 +126,9 @@ def sweep(
     problems = []
     for values in points:
         assignments = [f"{v.path}={_yaml(x)}" for v, x in zip(varies, values, strict=True)]
-        try:
-            problems.append(parse_problem(doc, [*sets, *assignments], base=base))
-        except InputError as e:
-            # The value is a point of the user's --vary (a range's step may not be whole), not
-            # a --set the user typed: say so.
-            msg = str(e)
-            for a in assignments:
-                msg = msg.replace(f"--set {a}", f"--vary point {a}")
-            raise InputError(msg) from None
+        # Errors name a point's value as the --vary point it is (a range's step may not be
+        # whole), not as a --set the user typed.
+        problems.append(parse_problem(doc, sets, base=base, points=assignments))
     out = solve_all(problems, settings, executor, progress, session=session)
     out.rows = [
         {**{v.path: x for v, x in zip(varies, values, strict=True)}, **row}
