@@ -26,6 +26,7 @@ from planner.load import parse_problem
 from planner.plan.io import plan_document
 from planner.plan.types import Plan
 from planner.schema.problem import InferenceWorkload, Problem
+from planner.schema.status import Status
 from planner.schema.yaml_io import Located, parse_text, read_yaml
 from planner.solve import Solver
 
@@ -164,9 +165,12 @@ class RequestSolver(Solver):
         self._budget()
         return super().solve(problem)
 
-    def least(self, problem: Problem, quantity: str, relax: frozenset[str]) -> float | None:
+    def least_status(
+        self, problem: Problem, quantity: str, relax: frozenset[str]
+    ) -> tuple[float | None, Status]:
+        # `least` (explain) and the frontier's first solve both come through here.
         self._budget()
-        return super().least(problem, quantity, relax)
+        return super().least_status(problem, quantity, relax)
 
     def conflict(self, problem: Problem) -> list[str] | None:
         self._budget()
