@@ -67,3 +67,32 @@ def test_mlperf_offline_order_of_accelerators_is_kept() -> None:
         measured = [d for d, *_ in sorted(rows, key=lambda x: -x[1])]
         planner = [d for d, *_ in sorted(rows, key=lambda x: -x[2])]
         assert planner == measured, (rnd, rows)
+
+
+def test_each_scored_row_has_an_operating_point_that_restates_its_metric() -> None:
+    """The operating-point table (requests/s per replica, first token, time per token and
+    accelerators: the per-replica figures set beside the sources) restates each row's scored
+    metric at the shipped factors: requests/s x output tokens over the replica's accelerators is
+    a throughput row's tokens/s per accelerator (a fixed-concurrency row's tokens/s), a prefill
+    row's first token is its TTFT, a decode row's time per token its TPOT, and a sizing row's
+    accelerators its GPU count."""
+    run = _load()
+    kinds = set()
+    for r in run.load_rows():
+        if not r.predict:
+            continue
+        got, metric = run.planner_point(r), r.predict()
+        kinds.add(r.kind)
+        if r.kind == "prefill":
+            assert got.ttft == metric, r.id
+        elif r.kind == "decode":
+            assert got.tpot == metric, r.id
+        elif r.kind in ("sizing", "disaggregated"):
+            assert got.accelerators == metric, r.id
+        elif r.spec["concurrency"]:  # output tokens/s of that many sequences
+            assert abs(got.rate * r.spec["output"] / metric - 1) < 1e-9, r.id
+        else:  # offline and server: output tokens/s per accelerator
+            per = got.rate * r.spec["output"] / got.per_replica
+            assert abs(per / metric - 1) < 1e-9, r.id
+            assert got.tpot > 0 and (r.kind == "offline") == (got.ttft is None), r.id
+    assert kinds >= {"prefill", "decode", "sizing", "disaggregated", "offline", "server"}

@@ -41,6 +41,11 @@ source's rows are scored with them. KV-cache format: as the source states it, el
 default (vLLM's `auto`: the model's 16-bit data type beside FP8 weights; ENGINE_KV), else FP8
 where the weights are 8- or 4-bit (TensorRT-LLM's FP8 and FP4 recipes) and FP16 otherwise.
 
+Beside the scored figure, every scored row is shown at the planner's operating point with the
+shipped factors: the replica it plans (tensor parallel, stages, sequences), its requests/s per
+replica, mean first token, time per output token and accelerators, next to the same figures
+where the source states them.
+
 The MLPerf Llama-2-70B rows also feed the accelerator-order check (issue: the measured order of
 accelerators per round must be kept): the planner's per-accelerator offline figure at the
 shipped factors is ranked within each round beside the measured ranking.
@@ -288,6 +293,8 @@ class Point:
     tp: int = 0
     batch: int = 0
     latency: LoadedLatency | None = None
+    stages: int = 1
+    rate: float = 0.0  # requests/s per replica
 
 
 def _best_point(s: dict[str, Any], ok: Callable[[LoadedLatency], bool]) -> Point:
@@ -319,7 +326,7 @@ def _best_point(s: dict[str, Any], ok: Callable[[LoadedLatency], bool]) -> Point
         per = rate * len(layers) * output / _accelerators(d)
         if per > best.per_accelerator:
             lat = open_latency(it, slots=d.batch, rate=rate, prompt=prompt, output=output)
-            best = Point(per, tp, d.batch, lat)
+            best = Point(per, tp, d.batch, lat, len(layers), rate * len(layers))
     return best
 
 
@@ -451,6 +458,8 @@ def _row(r: dict[str, Any]) -> Row:
         "ttft_limit": r.get("ttft_limit_s"), "tpot_limit": r.get("tpot_limit_s"),
         "per_accelerator": meas["tokens_per_s"] / r["devices"]
         if meas.get("tokens_per_s") and r.get("devices") else None,
+        "measured": meas, "concurrency": meas.get("max_concurrency"),
+        "demand": (meas.get("tokens_per_s_per_gpu") or 0) * (r.get("devices") or 0),
     }  # fmt: skip
     s = base.spec
     if missing:
@@ -660,6 +669,143 @@ def server_points(rows: list[Row]) -> list[str]:
     return lines
 
 
+@dataclass
+class Figures:
+    """A row's operating point, the planner's (shipped factors) or its source's: the replica,
+    requests/s per replica, mean first token (s), time per output token (s) and accelerators.
+    None where the row type or the source has no such figure."""
+
+    replica: str = ""
+    rate: float | None = None
+    ttft: float | None = None
+    tpot: float | None = None
+    accelerators: float | None = None
+    per_replica: int = 0  # accelerators in one replica
+
+
+def _offline_point(s: dict[str, Any]) -> Figures:
+    """The best offline design at full load: every slot busy, so a first token waits for the
+    whole queue (no figure)."""
+    ds = _designs(s)
+    if not ds:
+        return Figures()
+    d = max(ds, key=lambda d: d.tokens_per_s / _accelerators(d))
+    it = _iteration(
+        s["m"], s["dev"], d.stages[0].tp, s["weights"], s["kv"], d.batch, s["prompt"],
+        s["output"], tuple(st.layers for st in d.stages), s["engine"],
+    )  # fmt: skip
+    tpot = _mean_iteration(it, d.batch, s["prompt"], s["output"])
+    return Figures(
+        _replica(d.stages[0].tp, len(d.stages), d.batch),
+        d.tokens_per_s / s["output"],
+        None,
+        tpot,
+        float(s["devices"]),
+        _accelerators(d),
+    )
+
+
+def _replica(tp: int, stages: int, batch: int) -> str:
+    return f"TP{tp}" + (f" x {stages} stages" if stages > 1 else "") + f", {batch} sequences"
+
+
+def _loaded_point(s: dict[str, Any], ok: Callable[[LoadedLatency], bool]) -> Figures:
+    pt = _best_point(s, ok)
+    if pt.latency is None:
+        return Figures()
+    return Figures(
+        _replica(pt.tp, pt.stages, pt.batch),
+        pt.rate,
+        pt.latency.ttft_mean_s,
+        pt.latency.tpot_s,
+        s["demand"] / pt.per_accelerator if s["demand"] else float(s["devices"]),
+        pt.tp * pt.stages,
+    )
+
+
+def planner_point(r: Row) -> Figures:
+    """The planner's operating point for a scored row, at the factors the catalog ships."""
+    s = r.spec
+    prompt, output, tp = s["prompt"], s["output"], s["tp"]
+    if r.kind == "offline":
+        return _offline_point(s)
+    if r.kind == "server" and s["ttft_limit"]:
+        return _loaded_point(s, _server_ok(s))
+    if r.kind == "sizing":
+        return _loaded_point(
+            {**s, "tp": None},
+            lambda lat: lat.ttft_mean_s <= s["ttft_limit"] and lat.tpot_s <= s["tpot_limit"],
+        )
+    if r.kind == "disaggregated":
+        pools = disaggregated_devices(s, s["demand"])
+        return Figures("prefill and decode pools", accelerators=pools)
+    if r.kind == "prefill":  # one prompt alone, as the row's metric
+        it = _iteration(
+            s["m"], s["dev"], tp, s["weights"], s["kv"], 1, prompt, 1, None, s["engine"]
+        )
+        return Figures(_replica(tp, 1, 1), None, it(0, prompt), None, float(s["devices"]), tp)
+    n = int(s["concurrency"] or 1)
+    it = _iteration(
+        s["m"], s["dev"], tp, s["weights"], s["kv"], n, prompt, output, None, s["engine"]
+    )
+    tpot = _mean_iteration(it, n, prompt, output) if n > 1 else it(1, 0)
+    return Figures(_replica(tp, 1, n), n / (output * tpot), None, tpot, float(s["devices"]), tp)
+
+
+def measured_point(r: Row) -> Figures:
+    """The source's figures in the same units: requests/s per replica of the source's layout
+    (its tensor-parallel degree, or its one instance) where it states one."""
+    s, meas = r.spec, r.spec["measured"]
+    each = (
+        s["devices"] / s["instances"]
+        if s.get("instances")
+        else s["tp"] * (s.get("pp") or 1)
+        if s["tp"]
+        else None
+    )
+    rate = None
+    if each and s["devices"] and r.kind in ("offline", "server"):
+        total = meas.get("requests_per_s")
+        tokens = meas.get("tokens_per_s") or (meas.get("tokens_per_s_per_gpu") or 0) * s["devices"]
+        if total is None and tokens and s["output"]:
+            total = tokens / s["output"]
+        rate = total * each / s["devices"] if total else None
+    return Figures(
+        "",
+        rate,
+        meas.get("ttft_s"),
+        meas.get("tpot_s"),
+        float(s["devices"]) if s.get("devices") else None,
+    )
+
+
+def _pair(measured: float | None, planner: float | None, scale: float = 1.0) -> str:
+    def cell(v: float | None) -> str:
+        return "-" if v is None or not math.isfinite(v) else f"{v * scale:,.3g}"
+
+    return f"{cell(measured)} / {cell(planner)}"
+
+
+def operating_points(rows: list[Row]) -> list[str]:
+    """Markdown lines: every scored row's operating point beside its source's figures."""
+    lines = [
+        "| row | planner's replica | requests/s per replica, measured / planner | mean TTFT s, "
+        "measured / planner | TPOT ms, measured / planner | accelerators, measured / planner |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        if not r.predict:
+            continue
+        got = planner_point(r)
+        meas = measured_point(r)
+        lines.append(
+            f"| {r.id} | {got.replica or '-'} | {_pair(meas.rate, got.rate)} | "
+            f"{_pair(meas.ttft, got.ttft)} | {_pair(meas.tpot, got.tpot, 1e3)} | "
+            f"{_pair(meas.accelerators, got.accelerators)} |"
+        )
+    return lines
+
+
 def catalog_factors() -> dict[str, float]:
     """The datacenter factors catalog serving.yaml ships, by tensor path."""
     sv = load_serving()
@@ -723,6 +869,17 @@ def report(rows: list[Row]) -> list[str]:
         "",
     ]
     lines += [f"- {r.id}: {r.why_not}" for r in rows if not r.predict]
+    lines += [
+        "",
+        "Every scored row at the planner's operating point (shipped factors): the replica it "
+        "plans, its requests/s, mean first token, time per output token and accelerators, beside "
+        "the source's figures where it states them (requests/s per replica of the source's "
+        "layout, its tensor-parallel degree or its one instance; output tokens/s / mean output "
+        "tokens where it states no request rate). Offline rows have no first-token figure (every "
+        "request is queued at the start); first-token and time-per-token rows, no rate.",
+        "",
+    ]
+    lines += operating_points(rows)
     lines += ["", "MLPerf Server rows at the planner's operating point (shipped factors):", ""]
     lines += server_points(rows)
     lines += ["", "Accelerator order on the MLPerf Llama-2-70B offline rows:", ""]
