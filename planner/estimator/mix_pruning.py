@@ -46,34 +46,55 @@ class Witnesses:
     ) -> Callable[[dict[int, float]], bool]:
         """The test for `d` at `pos` (class, place): whether its bounds are beaten."""
 
-        def test(bound: dict[int, float]) -> bool:
-            rows = self.rows.get(kind)
-            if not rows:
-                return False
-            if kind not in self.packed:
-                self.packed[kind] = (
-                    np.array([r[0] for r in rows]),
-                    np.array([r[1] for r in rows]),
-                    np.array([r[2] for r in rows], dtype=np.float64),
+        # The witnesses that fit in one replica of d, as of the last witness added: their
+        # rates times the copies that fit, and whether each ties d (rechecked per bound).
+        cache: dict[str, object] = {"n": -1}
+
+        def fitting() -> tuple[npt.NDArray[np.float64], ...]:
+            rows = self.rows[kind]
+            if cache["n"] != len(rows):
+                if kind not in self.packed:
+                    self.packed[kind] = (
+                        np.array([r[0] for r in rows]),
+                        np.array([r[1] for r in rows]),
+                        np.array([r[2] for r in rows], dtype=np.float64),
+                    )
+                use, rate, where = self.packed[kind]
+                mine = np.array(self._use(d))
+                held = use > 0
+                inv = np.where(held, 1.0 / np.where(held, use, 1.0), 0.0)
+                # As undominated counts them: replicas of each known design that fit in one of d.
+                copies = np.floor(np.where(held, mine * inv, np.inf).min(axis=1) * (1 + 1e-12))
+                fit = copies >= 1
+                same = (
+                    (copies == 1)
+                    & (use[:, -1] == mine[-1])
+                    & (use[:, :-1].sum(axis=1) == mine[:-1].sum())
                 )
-            use, rate, where = self.packed[kind]
-            mine = np.array(self._use(d))
+                earlier = (where[:, 0] < pos[0]) | (
+                    (where[:, 0] == pos[0]) & (where[:, 1] < pos[1])
+                )
+                cache["n"] = len(rows)
+                cache["arrays"] = (
+                    copies[fit, None] * rate[fit],
+                    rate[fit],
+                    (same & ~earlier)[fit],
+                )
+            return cache["arrays"]  # type: ignore[return-value]
+
+        def test(bound: dict[int, float]) -> bool:
+            if not self.rows.get(kind):
+                return False
+            served, rate, tie_later = fitting()
+            if not len(served):
+                return False
             need = np.zeros(self.classes)
             for k, r in bound.items():
                 need[k] = r
-            held = use > 0
-            inv = np.where(held, 1.0 / np.where(held, use, 1.0), 0.0)
-            # As undominated counts them: replicas of each known design that fit in one of d.
-            copies = np.floor(np.where(held, mine * inv, np.inf).min(axis=1) * (1 + 1e-12))
-            beats = (copies >= 1) & np.all(copies[:, None] * rate >= need, axis=1)
-            tie = (
-                (copies == 1)
-                & (use[:, -1] == mine[-1])
-                & (use[:, :-1].sum(axis=1) == mine[:-1].sum())
-                & np.all(rate == need, axis=1)
-            )
-            earlier = (where[:, 0] < pos[0]) | ((where[:, 0] == pos[0]) & (where[:, 1] < pos[1]))
-            return bool(np.any(beats & (~tie | earlier)))
+            beats = np.all(served >= need, axis=1)
+            # A tie in everything beats d only from an earlier position.
+            tie = tie_later & np.all(rate == need, axis=1)
+            return bool(np.any(beats & ~tie))
 
         return test
 

@@ -311,12 +311,9 @@ def open_latency(
     batch = slots  # the token budget is set for the engine's batch
     if kv_tokens is not None:
         slots = max(1, min(slots, int(kv_tokens // (prompt + output))))
-    t = iteration_s(1.0, 0.0)
-    n = 0.0
-    c, f, t_c, t_d = prompt, 0.0, t, t
-    step = 1.0
-    last = 0.0
-    for _ in range(200):  # fixed point of Little's law and the iteration time
+
+    def loaded(t: float) -> tuple[float, float, float, float, float, float]:
+        """The iteration that `t` implies: (its time, n, c, f, t_c, t_d)."""
         n = min(float(slots) - 1.0, rate * output * t)
         # The others decoding leave the rest of the budget to prompts (vLLM's scheduler fills
         # max_num_batched_tokens with decodes first, then prefill chunks).
@@ -324,15 +321,33 @@ def open_latency(
         seen = min(float(slots), n + 1.0)
         t_c = iteration_s(seen, c)
         t_d = iteration_s(seen, 0.0)
-        t_new = (1.0 - f) * t_d + f * t_c
-        diff = t_new - t
-        if abs(diff) <= 1e-7 * t_new:
+        return (1.0 - f) * t_d + f * t_c, n, c, f, t_c, t_d
+
+    # The fixed point of Little's law and the iteration time: t = loaded(t). The loaded time
+    # grows with t more slowly than t near the fixed point, so h(t) = loaded(t) - t falls
+    # through zero there: from the unloaded iteration (h >= 0) by secant steps, kept inside
+    # the bracket of the points seen on either side (bisection when a step leaves it).
+    t = iteration_s(1.0, 0.0)
+    n, c, f, t_c, t_d = 0.0, prompt, 0.0, t, t
+    below, above = -math.inf, math.inf  # t with h > 0, t with h < 0
+    prev: tuple[float, float] | None = None
+    for _ in range(200):
+        t_new, n, c, f, t_c, t_d = loaded(t)
+        h = t_new - t
+        if abs(h) <= 1e-7 * t_new:
             t = t_new
             break
-        if diff * last < 0:
-            step *= 0.5  # it overshot: damp
-        last = diff
-        t += step * diff
+        if h > 0:
+            below = max(below, t)
+        else:
+            above = min(above, t)
+        nxt = t_new  # a plain step
+        if prev is not None and h != prev[1]:
+            nxt = t - h * (t - prev[0]) / (h - prev[1])
+        if not below < nxt < above:
+            nxt = 0.5 * (below + above) if math.isfinite(above) and below > 0 else t_new
+        prev = (t, h)
+        t = nxt
     room = prefill_room(batch, prompt, output, decoding=n)
     chunks = math.ceil(prompt / room)
     # This prompt's share of prefill capacity, seconds (none in a decode pool, prompt = 0).
