@@ -190,3 +190,22 @@ def test_the_catalog_hash_leaves_out_models_read_from_config_files() -> None:
         assert catalog_sha256(cat) == before
     finally:
         _file_models.pop(key, None)
+
+
+def test_a_problem_with_measured_capacity_reads_back_from_its_dump() -> None:
+    """A plan carries its problem as a document (and what-ifs pass problems on as documents):
+    a capacity entry's class is written under the key a problem file uses, `class`, so the
+    document reads back (it was written as `request_class`, and verify, simulate and compare
+    refused the plan the solver had just written)."""
+    import yaml
+
+    from planner.schema.problem import Problem
+
+    doc = yaml.safe_load(Path("problems/request-mix.yaml").read_text(encoding="utf-8"))
+    doc["workloads"][0]["capacity"] = [
+        {"device": "h100-sxm", "tp": 1, "class": "chat", "requests_per_s": 55}
+    ]
+    problem = Problem.model_validate(doc)
+    dumped = problem.model_dump(mode="json")
+    assert dumped["workloads"][0]["capacity"][0]["class"] == "chat"
+    assert Problem.model_validate(dumped) == problem

@@ -62,9 +62,10 @@ HOURS_PER_YEAR = YEAR_S // 3600  # 365 days, as in the cost model
 
 class ProblemModel(Frozen):
     """A part of a problem file: immutable, unknown keys are errors, NaN and infinity are not
-    numbers."""
+    numbers. Dumped with the keys a problem file uses (a capacity entry's `class`), so a
+    dumped problem reads back."""
 
-    model_config = ConfigDict(allow_inf_nan=False)
+    model_config = ConfigDict(allow_inf_nan=False, serialize_by_alias=True)
 
 
 class KeyValueError(ValueError):
