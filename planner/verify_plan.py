@@ -15,7 +15,7 @@ from typing import Any
 from planner.catalog import Catalog
 from planner.errors import PlannerError
 from planner.load import check_names
-from planner.plan.io import PlanFile, catalog_sha256, problem_sha256
+from planner.plan.io import PlanFile, catalog_sha256, design_space, problem_sha256
 from planner.plan.types import Plan
 from planner.schema.problem import Problem
 from planner.verify import COLLECT, REL_TOL, verify
@@ -70,6 +70,25 @@ def _derived(pf: PlanFile) -> list[str]:
     return out
 
 
+def _header(pf: PlanFile, prob: Problem) -> list[str]:
+    """The fields that name what the plan answers: the problem's name, its goal and the design
+    space searched (a memo and a comparison print them) as the problem states them."""
+    out = []
+    if pf.plan.problem != prob.name:
+        out.append(f"`problem`: plan says {pf.plan.problem!r}, the problem is {prob.name!r}")
+    if pf.plan.objective_name != prob.objective.goal:
+        out.append(
+            f"`objective_name`: plan says {pf.plan.objective_name!r}, the problem's goal is "
+            f"{prob.objective.goal!r}"
+        )
+    if pf.data.get("design_space") != design_space(prob):
+        out.append(
+            "`design_space`: not the design space this planner searches for the problem "
+            "(solve again to write it)"
+        )
+    return out
+
+
 # Objectives that are one figure of the plan (the figure itself is recomputed by the verifier).
 OBJECTIVE_FIGURES: dict[str, Callable[[Plan], float | None]] = {
     "min_cost": lambda p: p.tco_usd,
@@ -100,6 +119,7 @@ def plan_failures(pf: PlanFile, cat: Catalog, problem: Problem | None = None) ->
             f"catalog is {here} (solve again, or verify with the catalog it used)"
         )
     prob = problem or pf.problem
+    out += _header(pf, prob)
     try:
         check_names(prob, cat)
     except PlannerError as e:

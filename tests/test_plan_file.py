@@ -89,6 +89,11 @@ TAMPER = {
         "problem_sha256",
     ),
     "catalog hash edited": ([_set("catalog_sha256", "0" * 64)], "catalog_sha256"),
+    # The fields a memo and a comparison print: what the plan answers and over which designs.
+    "problem renamed": ([_set("problem", "other")], "`problem`"),
+    "goal renamed": ([_set("objective_name", "lowest price guaranteed")], "objective_name"),
+    "another goal": ([_set("objective_name", "max_tokens_per_joule")], "objective_name"),
+    "design space edited": ([_set("design_space", ["anything"])], "design_space"),
 }
 
 
