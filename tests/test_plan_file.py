@@ -214,3 +214,21 @@ def test_a_problem_with_measured_capacity_reads_back_from_its_dump() -> None:
     dumped = problem.model_dump(mode="json")
     assert dumped["workloads"][0]["capacity"][0]["class"] == "chat"
     assert Problem.model_validate(dumped) == problem
+
+
+def test_an_empty_concurrency_is_refused_and_unbounded_reads_back() -> None:
+    """`concurrency:` left empty is a slip that would size for open-ended demand: it is refused
+    with the fix; `unbounded` says so on purpose, and a dumped problem writes that word."""
+    import yaml
+
+    from planner.schema.problem import Problem
+
+    doc = yaml.safe_load(CHAT.read_text(encoding="utf-8"))
+    doc["workloads"][0]["concurrency"] = None
+    with pytest.raises(ValueError, match="`concurrency` is empty"):
+        Problem.model_validate(doc)
+    doc["workloads"][0]["concurrency"] = "unbounded"
+    problem = Problem.model_validate(doc)
+    dumped = problem.model_dump(mode="json")
+    assert dumped["workloads"][0]["concurrency"] == "unbounded"
+    assert Problem.model_validate(dumped) == problem

@@ -22,6 +22,7 @@ from pydantic import (
     StrictBool,
     Tag,
     WithJsonSchema,
+    field_serializer,
     model_validator,
 )
 
@@ -281,9 +282,21 @@ class InferenceWorkload(ProblemModel):
         "request on one replica.",
     )
 
+    @field_serializer("concurrency")
+    def _write_unbounded(self, value: int | None) -> int | str:
+        """Unbounded concurrency is written as the word a problem file uses for it."""
+        return "unbounded" if value is None else value
+
     @model_validator(mode="before")
     @classmethod
     def _unbounded(cls, data: object) -> object:
+        if isinstance(data, dict) and "concurrency" in data and data["concurrency"] is None:
+            # An empty value is a slip, not a choice: it would size for open-ended demand.
+            raise KeyValueError(
+                "`concurrency` is empty: give the sequences that exist at once (a whole "
+                "number), or `unbounded` to size for open-ended demand",
+                ("concurrency",),
+            )
         if isinstance(data, dict) and data.get("concurrency") == "unbounded":
             data = {**data, "concurrency": None}
         if isinstance(data, dict) and isinstance(data.get("disaggregation"), bool):
