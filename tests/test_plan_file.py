@@ -16,6 +16,7 @@ from planner.cli import app
 from planner.errors import InputError
 from planner.load import load_problem
 from planner.plan.io import FORMAT_VERSION, dumps_plan, parse_plan_text, plan_document, read_plan
+from planner.schema.problem import InferenceWorkload
 from planner.solve import solve_problem
 from planner.verify_plan import plan_failures
 
@@ -232,3 +233,24 @@ def test_an_empty_concurrency_is_refused_and_unbounded_reads_back() -> None:
     dumped = problem.model_dump(mode="json")
     assert dumped["workloads"][0]["concurrency"] == "unbounded"
     assert Problem.model_validate(dumped) == problem
+
+
+def test_a_plan_written_with_null_concurrency_still_reads_and_hashes(
+    chat_doc: dict[str, Any], tmp_path: Path
+) -> None:
+    """Plans written before `concurrency: null` was refused carry unbounded concurrency as null
+    in their embedded problem, and their hash covers that: they still read, as unbounded, and
+    their hash still holds."""
+    import hashlib
+
+    from planner.plan.io import canonical_json
+
+    doc = json.loads(json.dumps(chat_doc))
+    embedded = doc["problem_document"]
+    embedded["workloads"][0]["concurrency"] = None  # as a version 2 plan wrote unbounded
+    doc["problem_sha256"] = hashlib.sha256(canonical_json(embedded).encode()).hexdigest()
+    pf = read_plan(_write(tmp_path, doc))
+    w = pf.problem.workloads[0]
+    assert isinstance(w, InferenceWorkload) and w.concurrency is None  # unbounded
+    found = plan_failures(pf, load_catalog())
+    assert not any("problem_sha256" in f for f in found), found

@@ -51,9 +51,35 @@ def canonical_json(data: Any) -> str:
     return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
+def _as_version_2(doc: dict[str, Any]) -> dict[str, Any]:
+    """A dumped problem as version 2 plans wrote it, which is what their hashes cover:
+    unbounded concurrency as null (a problem file now says `unbounded`, and refuses null)."""
+    for w in doc.get("workloads", []):
+        if isinstance(w, dict) and w.get("concurrency") == "unbounded":
+            w["concurrency"] = None
+    return doc
+
+
+def _from_version_2(doc: Any) -> Any:
+    """A plan's embedded problem as a problem file says it: null concurrency is `unbounded`."""
+    if isinstance(doc, dict) and isinstance(doc.get("workloads"), list):
+        doc = {
+            **doc,
+            "workloads": [
+                {**w, "concurrency": "unbounded"}
+                if isinstance(w, dict) and "concurrency" in w and w["concurrency"] is None
+                else w
+                for w in doc["workloads"]
+            ],
+        }
+    return doc
+
+
 def problem_sha256(problem: Problem) -> str:
-    """SHA-256 of the problem's canonical JSON (defaults filled in, so equal meaning, equal hash)."""
-    return hashlib.sha256(canonical_json(problem.model_dump(mode="json")).encode()).hexdigest()
+    """SHA-256 of the problem's canonical JSON (defaults filled in, so equal meaning, equal
+    hash), in the form version 2 plans hashed (_as_version_2), so their hashes still hold."""
+    doc = _as_version_2(problem.model_dump(mode="json"))
+    return hashlib.sha256(canonical_json(doc).encode()).hexdigest()
 
 
 def catalog_sha256(cat: Catalog) -> str:
@@ -248,7 +274,8 @@ def plan_from_data(data: dict[str, Any], source: str) -> PlanFile:
     if not isinstance(data["problem_document"], dict):
         raise InputError(f"{source}: `problem_document`: an object (the problem) is expected")
     problem = validate(
-        Located(data["problem_document"], {}, f"{source}: problem_document"), Problem
+        Located(_from_version_2(data["problem_document"]), {}, f"{source}: problem_document"),
+        Problem,
     )
     return PlanFile(source, data, plan, problem, data["problem_sha256"], data["catalog_sha256"])
 

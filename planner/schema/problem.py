@@ -12,7 +12,7 @@ documentation); the cross-field checks sit beside the models they check.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -130,6 +130,12 @@ class MeasuredCapacity(ProblemModel):
     ] = Field(description="Requests per second one replica sustains.")
 
 
+def _unbounded_schema(schema: dict[str, Any]) -> None:
+    """In the JSON Schema, concurrency is a count or the word `unbounded` (null is refused)."""
+    kinds = schema.get("anyOf", [])
+    schema["anyOf"] = [k for k in kinds if k.get("type") != "null"] + [{"const": "unbounded"}]
+
+
 class InferenceWorkload(ProblemModel):
     """Serve a model: hold `concurrency` sequences and produce `min_tokens_per_s` output tokens/s,
     or serve `requests_per_s` requests shaped by `request_mix`."""
@@ -185,6 +191,7 @@ class InferenceWorkload(ProblemModel):
         description="Sequences that exist at once: the fleet holds them all, and its output is "
         "what they make (at most concurrency / time per token). `unbounded` sizes for open-ended "
         "demand: every slot of every replica counts as filled.",
+        json_schema_extra=_unbounded_schema,
     )
     max_e2e_s: (
         Annotated[
