@@ -323,10 +323,15 @@ def open_latency(
         t_d = iteration_s(seen, 0.0)
         return (1.0 - f) * t_d + f * t_c, n, c, f, t_c, t_d
 
-    # The fixed point of Little's law and the iteration time: t = loaded(t). The loaded time
-    # grows with t more slowly than t near the fixed point, so h(t) = loaded(t) - t falls
-    # through zero there: from the unloaded iteration (h >= 0) by secant steps, kept inside
-    # the bracket of the points seen on either side (bisection when a step leaves it).
+    # The fixed point of Little's law and the iteration time: t = loaded(t), found from the
+    # unloaded iteration (h = loaded(t) - t >= 0) by secant steps kept inside the bracket of
+    # the points seen on either side (bisection when a step leaves it). There is one fixed
+    # point below saturation: loaded(t) grows with t at rate x output x (the time one more
+    # sequence adds to an iteration), the busy share of the resource it loads (bandwidth for
+    # its KV reads, compute for its token), which is below 1 unless that resource is over
+    # capacity. (A loaded time with several fixed points, which the roofline does not give,
+    # could send the steps past the lowest; damped plain steps from below, as before, would
+    # stop there. On the examples' 8,000 evaluations both agree within 3e-8.)
     t = iteration_s(1.0, 0.0)
     n, c, f, t_c, t_d = 0.0, prompt, 0.0, t, t
     below, above = -math.inf, math.inf  # t with h > 0, t with h < 0
@@ -344,7 +349,7 @@ def open_latency(
         nxt = t_new  # a plain step
         if prev is not None and h != prev[1]:
             nxt = t - h * (t - prev[0]) / (h - prev[1])
-        if not below < nxt < above:
+        if not (below < nxt < above and nxt > 0):
             nxt = 0.5 * (below + above) if math.isfinite(above) and below > 0 else t_new
         prev = (t, h)
         t = nxt
