@@ -842,8 +842,9 @@ HEADER = """\
 #   dequant_ops_per_weight  FP32 vector ops per weight to unpack weight-only quantized formats
 #   usable_memory           share of device memory an engine may fill
 #   power_activity_floor    share of (TDP - idle) drawn even when lightly loaded
-# usable_memory: vLLM's gpu_memory_utilization default is 0.9; macOS lets the GPU wire about 75 % of
-# unified memory (Metal recommendedMaxWorkingSetSize).
+# usable_memory: vLLM's gpu_memory_utilization default is 0.9. A platform that lets the accelerator
+# hold less (macOS: Metal's recommendedMaxWorkingSetSize, about 75 % of an Apple machine's unified
+# memory) says so per device in accelerators.yaml (memory.gpu_share), which caps this share.
 # Rewritten by `python calibration/fit.py --write`; calibration/README.md gives the fit and its error.
 """
 

@@ -136,7 +136,7 @@ def _headroom(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
     out = []
     for wp in plan.workloads:
         for i, s in enumerate(wp.stages):
-            usable = cat.accelerator(s.device).memory.bytes * (1 - h)
+            usable = cat.accelerator(s.device).memory.usable_bytes(h)
             used = s.memory_bytes.get("total", 0.0)
             if _over(used, usable):
                 out.append(

@@ -223,7 +223,7 @@ def check_stages(
             f" (for {s.device} at `{st}.tp` {s.tp}, `{st}.layers` {list(s.layers)}, "
             f"`{at}.batch` {wp.batch}, `{at}.replicas` {wp.replicas})"
         )
-        usable = cat.accelerator(s.device).memory.bytes * (1.0 - c.memory_headroom)
+        usable = cat.accelerator(s.device).memory.usable_bytes(c.memory_headroom)
         f.limit(f"memory:{w.name}", mem["total"], usable)
         if mem["total"] > usable * (1 + REL_TOL):
             fail(

@@ -18,6 +18,7 @@ SECTIONS = {
     "price",
     "architecture",
     "achievable_bandwidth",
+    "gpu_share",
     "purchase",
     "reserved",
     "spot",

@@ -440,7 +440,7 @@ def _setting(
     w_layer = block_weight_bytes(m, fmt) / L
     emb, head = end_weight_bytes(m, fmt)
     kv_layer_seq = kv_bytes_per_token(m, kvb) / L * attended_tokens(m, w.context_tokens)
-    usable = (table.memory_bytes * (1.0 - c.memory_headroom))[rows]
+    usable = table.usable_bytes(c.memory_headroom)[rows]
     div = np.array([kv_shard_divisor(m, o.tp) for o in opts], dtype=np.int64)
     stages = np.arange(1, c.max_stages + 1, dtype=np.int64)
     seqs = levels[:, None] * stages[None, :]  # [bi, S - 1]

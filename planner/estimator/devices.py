@@ -50,6 +50,7 @@ class DeviceTable:
     dequant_ops_per_weight: Array
     power_activity_floor: Array
     usable_memory_bytes: Array
+    gpu_share: Array  # the share of memory the platform lets the accelerator hold (1 for most)
     devices: tuple[Accelerator, ...]
     # peak_flops per weight format, filled on first use (`take` keeps the rows it takes).
     _peak: dict[WeightFormat, Array] = field(
@@ -82,6 +83,11 @@ class DeviceTable:
                 known[fmt] = column[ix]
                 known[fmt].flags.writeable = False
         return out
+
+    def usable_bytes(self, headroom: float) -> Array:
+        """Bytes an engine may fill with `headroom` of each device's memory kept free: at most
+        the share its platform lets it hold (Memory.usable_bytes, one column)."""
+        return self.memory_bytes * np.minimum(1.0 - headroom, self.gpu_share)
 
     def peak_flops(self, fmt: WeightFormat) -> Array:
         """Dense tensor FLOP/s for the best precision the device supports for `fmt` (read-only)."""
@@ -209,7 +215,11 @@ def device_table(
         dequant_ops_per_weight=col([e.dequant_ops_per_weight for e in effs]),
         power_activity_floor=col([e.power_activity_floor for e in effs]),
         usable_memory_bytes=col(
-            [e.usable_memory * d.memory.bytes for e, d in zip(effs, devices, strict=True)]
+            [
+                min(e.usable_memory, d.memory.gpu_share or 1.0) * d.memory.bytes
+                for e, d in zip(effs, devices, strict=True)
+            ]
         ),
+        gpu_share=col([d.memory.gpu_share or 1.0 for d in devices]),
         devices=tuple(devices),
     )

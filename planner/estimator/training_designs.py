@@ -149,7 +149,7 @@ def training_designs(
     base_tps = training_tokens_per_second(
         m, table, seq_len=w.seq_len, method=w.method, recompute=w.recompute, precision_fmt=fmt
     )
-    usable = table.memory_bytes * (1.0 - c.memory_headroom)
+    usable = table.usable_bytes(c.memory_headroom)
     degrees = [tp_degrees(d, cat, problem, m) for d in devs]
     trainable = _trainable_params(m, w)
     D = np.arange(1, max_dev + 1, dtype=np.int64)

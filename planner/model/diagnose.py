@@ -27,8 +27,8 @@ def why_no_design(w: InferenceWorkload | TrainingWorkload, problem: Problem, cat
         if not runs:
             return f"workload `{w.name}`: {_unsupported(w, problem, cat, devs)}"
         devs = runs
-    biggest = max(devs, key=lambda d: d.memory.bytes)
-    usable = biggest.memory.bytes * (1 - c.memory_headroom)
+    biggest = max(devs, key=lambda d: d.memory.usable_bytes(c.memory_headroom))
+    usable = biggest.memory.usable_bytes(c.memory_headroom)
     fmt = weight_format(w.weights if isinstance(w, InferenceWorkload) else "bf16")
     need = weight_bytes(m, fmt)
     tp = max(tp_degrees(biggest, cat, problem, m) or [1])

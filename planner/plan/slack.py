@@ -55,7 +55,7 @@ def constraint_slack(plan: Plan, problem: Problem, cat: Catalog) -> dict[str, fl
         parts = [x for x in plan.workloads if x.name == w.name]
         for x in parts:
             for s in x.stages:
-                usable = cat.accelerator(s.device).memory.bytes * (1 - c.memory_headroom)
+                usable = cat.accelerator(s.device).memory.usable_bytes(c.memory_headroom)
                 room(f"memory:{w.name}", s.memory_bytes.get("total", 0.0), usable)
         if isinstance(w, InferenceWorkload):
             if w.min_tokens_per_s:

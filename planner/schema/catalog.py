@@ -88,9 +88,25 @@ class Memory(Frozen):
         ),
     )
 
+    gpu_share: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description=(
+            "Share of this memory the operating system lets the accelerator hold, where it is "
+            "less than all of it (macOS wires at most Metal's recommendedMaxWorkingSetSize for "
+            "the GPU of an Apple machine); absent: all of it. Needs sources.gpu_share."
+        ),
+    )
+
     @property
     def bytes(self) -> float:
         return self.size * (GB if self.unit == "GB" else GIB)
+
+    def usable_bytes(self, headroom: float) -> float:
+        """Bytes an engine may fill with `headroom` of the memory kept free: at most the share
+        the operating system lets the accelerator hold."""
+        return self.bytes * min(1.0 - headroom, self.gpu_share or 1.0)
 
     @property
     def usable_bandwidth_gb_s(self) -> float:
@@ -233,6 +249,11 @@ class Accelerator(Sourced):
             raise ValueError(
                 "memory.achievable_bandwidth_gb_s needs its own source: add "
                 "`achievable_bandwidth: <reference id>` to `sources`"
+            )
+        if self.memory.gpu_share and "gpu_share" not in self.sources:
+            raise ValueError(
+                "memory.gpu_share needs its own source: add `gpu_share: <reference id>` to "
+                "`sources`"
             )
         return self
 
