@@ -11,6 +11,7 @@ import time
 
 from planner.catalog import Catalog, load_catalog
 from planner.estimator.designs import Design
+from planner.estimator.request_mix import OutOfTime
 from planner.model import interrupt
 from planner.model.cpsat import PlannerModel
 from planner.model.diagnose import blocking_constraints, why_no_design
@@ -110,12 +111,14 @@ class Solver:
         solves then gives the same plans whatever this session solved before it."""
         self._last = None
 
-    def tables(self, problem: Problem) -> Tables:
+    def tables(self, problem: Problem, deadline: float | None = None) -> Tables:
         key = design_key(problem)
         if key == self._key and self._designs is not None:
             self.reused += 1
-            return build_tables(problem, self.cat, tuned=self.tuned, designs=self._designs)
-        tables = build_tables(problem, self.cat, tuned=self.tuned)
+            return build_tables(
+                problem, self.cat, tuned=self.tuned, designs=self._designs, deadline=deadline
+            )
+        tables = build_tables(problem, self.cat, tuned=self.tuned, deadline=deadline)
         self._key, self._designs, self._last = key, tables.designs, None
         return tables
 
@@ -134,7 +137,12 @@ class Solver:
     def solve(self, problem: Problem) -> Plan:
         t0 = time.perf_counter()
         ends = self._ends(time.monotonic())
-        tables = self.tables(problem)
+        try:
+            # Under a whole command's deadline, enumeration stops in time to report.
+            tables = self.tables(problem, ends - self._reserve() if self.ends_by else None)
+        except OutOfTime as e:
+            note = f"no plan found within {self.time_limit:g} s: {e}; raise --time-limit"
+            return _no_plan(problem, Status.NO_PLAN, t0, [note])
         empty = [w for w in problem.workloads if not tables.designs[w.name]]
         if empty:
             notes = [why_no_design(w, problem, self.cat) for w in empty]

@@ -347,3 +347,15 @@ def test_simulate_verifies_the_plan_first(tmp_path: Path) -> None:
     res = runner.invoke(app, ["simulate", str(plan), problem, "--requests", "100"])
     assert res.exit_code == 5, res.output
     assert "fails verification" in res.output
+
+
+def test_a_request_mix_enumeration_stops_at_the_commands_deadline() -> None:
+    """A command's time limit holds while a request mix's designs are enumerated (a 16-class
+    mix took 31 s under --time-limit 5): past the deadline the result is NO_PLAN, saying the
+    enumeration is what took the time and how to give it more."""
+    import time
+
+    problem = load_problem(Path("problems/request-mix.yaml"))
+    plan = solve_problem(problem, time_limit=5, deadline=time.monotonic())
+    assert plan.status == "NO_PLAN"
+    assert any("still being enumerated" in n and "--time-limit" in n for n in plan.notes)

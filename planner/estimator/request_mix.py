@@ -34,6 +34,7 @@ pruning would have left it out.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 
 from planner.catalog import Catalog
@@ -374,6 +375,16 @@ def measured_rate(w: InferenceWorkload, d: Design, k: int) -> float | None:
     return None
 
 
+class OutOfTime(Exception):
+    """Design enumeration of a request mix passed its deadline (mix_designs)."""
+
+    def __init__(self, workload: str, done: int, classes: int) -> None:
+        super().__init__(
+            f"the designs of workload `{workload}` were still being enumerated ({done} of its "
+            f"{classes} request classes done)"
+        )
+
+
 def mix_designs(
     w: InferenceWorkload,
     problem: Problem,
@@ -382,9 +393,11 @@ def mix_designs(
     *,
     prune: bool,
     where: str = "",
+    deadline: float | None = None,
 ) -> tuple[list[Design], list[dict[int, float]], list[int]]:
     """Designs for every class of `w`, the requests/s each serves per class it fits, and the
-    class each was sized for."""
+    class each was sized for. `deadline` (time.monotonic()): OutOfTime once it has passed, so a
+    command's time limit holds while its designs are enumerated."""
     assert w.request_mix is not None
     classes = w.request_mix
     designs: list[Design] = []
@@ -416,6 +429,8 @@ def mix_designs(
             key=lambda i: (jobs[i][0].power_w, sum(jobs[i][0].devices.values()), i),
         )
         for i in ahead if prune else range(len(jobs)):
+            if deadline is not None and time.monotonic() > deadline:
+                raise OutOfTime(w.name, c_i, len(classes))
             d, role = jobs[i]
             spec = specs.get(id(d)) or specs.setdefault(id(d), stage_specs(cat, problem, d))
             kind = (role, hosts_of(d))

@@ -98,10 +98,12 @@ def build_tables(
     *,
     tuned: bool = True,
     designs: dict[str, list[Design]] | None = None,
+    deadline: float | None = None,
 ) -> Tables:
     """Designs and economics for every workload. `tuned=False` keeps dominated designs and
     switches off tightening and hints (the baseline the benchmark compares against).
-    `designs` reuses an earlier enumeration (valid when `design_key` is unchanged)."""
+    `designs` reuses an earlier enumeration (valid when `design_key` is unchanged).
+    `deadline` (time.monotonic()): a request mix's enumeration stops there (OutOfTime)."""
     devs = allowed_devices(problem, cat)
     econ = device_economics(problem, cat, devs)
     serves: dict[str, list[dict[int, float]]] = {}
@@ -110,7 +112,9 @@ def build_tables(
     designs = {} if designs is None else dict(designs)
     for w in problem.workloads:
         if isinstance(w, InferenceWorkload) and w.request_mix is not None:
-            ds, serves[w.name], sized[w.name] = mix_designs(w, problem, cat, devs, prune=tuned)
+            ds, serves[w.name], sized[w.name] = mix_designs(
+                w, problem, cat, devs, prune=tuned, deadline=deadline
+            )
             designs[w.name] = ds
         elif not fresh:
             continue
