@@ -143,8 +143,7 @@ UNBOUNDED_POOLS = [0, 2, 5]
 
 def small_pool(i: int, unbounded: bool = False) -> Problem:
     counts, model, weights, sequences, gbit, ms = SMALL_POOLS[i]
-    if unbounded:
-        sequences = None
+    concurrency: int | str | None = "unbounded" if unbounded else sequences
     doc: dict[str, Any] = {
         "name": f"small-pool-{i}{'-unbounded' if unbounded else ''}",
         "workloads": [
@@ -157,7 +156,7 @@ def small_pool(i: int, unbounded: bool = False) -> Problem:
                 "context_tokens": 2048,
                 "prompt_tokens": 256,
                 "output_tokens": 256,
-                "concurrency": sequences,
+                "concurrency": concurrency,
             }
         ],
         "links": [{"id": "lan", "name": "lan", "bandwidth_gbit_s": gbit, "latency_ms": ms}],
