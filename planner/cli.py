@@ -766,6 +766,10 @@ def solve(
                 gap=gap,
                 deadline=deadline(time_limit),
             )
+        except InputError as e:
+            # Found while designs are enumerated (a measured capacity no replica can have):
+            # name the file it is in.
+            raise InputError(f"{problem}: {e}") from None
         finally:
             progress.show_on(None)
         data = plan_document(plan, prob, load_catalog())

@@ -17,7 +17,7 @@ from planner.estimator.confidence import CONFIDENCE, design_confidence
 from planner.estimator.hosts import carries_scale_up, tp_limit
 from planner.estimator.network import network_link
 from planner.estimator.request_mix import class_workload
-from planner.plan.recipe import launch_command
+from planner.plan.recipe import launch_command, served_context
 from planner.plan.types import Plan, WorkloadPlan
 from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload, Workload
 from planner.schema.status import Site
@@ -330,7 +330,7 @@ def _launch_command(plan: Plan, cat: Catalog, w: InferenceWorkload, wp: Workload
         seqs,
         wp.token_budget,
         w.kv,
-        shape.context_tokens,
+        served_context(w, shape, dict(wp.requests_per_s)),
         machines,
     )
 

@@ -359,3 +359,49 @@ def test_a_request_mix_enumeration_stops_at_the_commands_deadline() -> None:
     plan = solve_problem(problem, time_limit=5, deadline=time.monotonic())
     assert plan.status == "NO_PLAN"
     assert any("still being enumerated" in n and "--time-limit" in n for n in plan.notes)
+
+
+MEASURED_MIX = """
+name: measured-mix
+workloads:
+  - name: assistant
+    model: llama-3.1-8b
+    requests_per_s: 40
+    request_mix:
+      - {name: chat, input_tokens: 300, output_tokens: 200, share: 90%}
+      - {name: documents, input_tokens: 24k, output_tokens: 800, share: 10%}
+    capacity:
+      - {device: h100-sxm, tp: 1, class: chat, requests_per_s: 30}
+      - {device: h100-sxm, tp: 1, class: documents, requests_per_s: DOCS}
+    max_ms_per_token: 60
+constraints:
+  require_ecc: true
+  allowed_devices: [l4, l40s, h100-sxm]
+"""
+
+
+def test_a_replica_admits_every_class_the_plan_sends_it(tmp_path: Path) -> None:
+    """A measured capacity serves any class on the measured hardware, so a replica sized for
+    300 + 200-token chats may be sent 24k-token documents: its engine's length limit must
+    admit them (it said --max-model-len 500 and would have refused every document)."""
+    f = tmp_path / "mix.yaml"
+    f.write_text(MEASURED_MIX.replace("DOCS", "1.5"))
+    res = runner.invoke(app, ["solve", str(f), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    plan = json.loads(res.output)
+    longest = {"chat": 500, "documents": 24 * 1024 + 800}
+    for wp in plan["workloads"]:
+        served = [c for c, r in wp["requests_per_s"].items() if r > 0]
+        limit = int(wp["recipe"]["command"].split("--max-model-len ")[1].split()[0])
+        assert limit >= max(longest[c] for c in served), wp["recipe"]["command"]
+
+
+def test_a_measured_capacity_no_hardware_reaches_is_refused(tmp_path: Path) -> None:
+    """3 documents/s of 25k tokens from one H100 is more than its whole FP16 peak computes
+    (2 x 8B FLOPs per token: about 2.4 requests/s): refused naming the file, the entry and
+    what to check, not planned."""
+    f = tmp_path / "mix.yaml"
+    f.write_text(MEASURED_MIX.replace("DOCS", "3"))
+    res = runner.invoke(app, ["solve", str(f)])
+    assert res.exit_code == 2, res.output
+    assert str(f) in res.output and "documents" in res.output and "peak" in res.output

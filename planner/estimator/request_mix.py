@@ -39,9 +39,11 @@ from collections.abc import Callable
 
 from planner.catalog import Catalog
 from planner.errors import InputError
+from planner.estimator.architecture import active_params
 from planner.estimator.designs import Design, Role, inference_designs, stage_specs
+from planner.estimator.devices import device_table
 from planner.estimator.efficiency import load_serving
-from planner.estimator.formats import kv_bytes
+from planner.estimator.formats import kv_bytes, weight_format
 from planner.estimator.hosts import design_hosts
 from planner.estimator.memory import kv_bytes_per_token
 from planner.estimator.mix_pruning import Witnesses, undominated
@@ -60,7 +62,7 @@ from planner.estimator.serving import (
 )
 from planner.estimator.support import engine_times
 from planner.schema.catalog import Accelerator, Link
-from planner.schema.problem import InferenceWorkload, Problem, RequestClass
+from planner.schema.problem import InferenceWorkload, MeasuredCapacity, Problem, RequestClass
 
 # The replica roles each `disaggregation` setting lets a request mix use.
 ROLES: dict[str, tuple[Role, ...]] = {
@@ -578,4 +580,33 @@ def _with_measured(
             )
         best = max(single, key=lambda d: d.batch)
         keep = [d for d in keep if d is best or d not in single]
+        _check_measured(w, cls, m, m_i, cat, where)
     return keep
+
+
+def _check_measured(
+    w: InferenceWorkload,
+    cls: RequestClass,
+    m: MeasuredCapacity,
+    m_i: int,
+    cat: Catalog,
+    where: str,
+) -> None:
+    """Refuse a measured rate no hardware could reach: more requests/s than the replica's
+    devices compute at their whole dense peak in the weights' format, each request costing
+    2 x active parameters FLOPs per token of its answer and of its prompt not found in the
+    prefix cache (Kaplan et al. 2020, the forward pass; attention left out, so the bound is
+    generous)."""
+    acc = cat.accelerator(m.device)
+    peak = float(device_table([acc]).peak_flops(weight_format(w.weights))[0]) * m.tp
+    computed = cls.input_tokens * (1.0 - w.prefix_cache_hit) + cls.output_tokens
+    most = peak / (2.0 * active_params(cat.model(w.model)) * computed)
+    if m.requests_per_s > most:
+        raise InputError(
+            f"{where}workload `{w.name}`: the measured capacity of {m.device} x{m.tp} for "
+            f"class `{cls.name}` (capacity entry {m_i + 1} of that class) is "
+            f"{m.requests_per_s:,.4g} requests/s, {m.requests_per_s / most:,.3g} times what "
+            f"those devices compute at their full dense peak ({most:,.4g} requests/s of "
+            f"{computed:,.0f} tokens computed each); check the measurement's units "
+            "(requests/s of one replica), its class and the workload's weights"
+        )

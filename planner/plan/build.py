@@ -300,7 +300,7 @@ def _add_serving(
             ),
             sequences=seqs,
             **serving_fields(
-                cat, problem.constraints, w, shape, d, stages, math.ceil(budget), spans
+                cat, problem.constraints, w, shape, d, stages, math.ceil(budget), spans, served
             ),
             role=d.role,
         )

@@ -32,6 +32,17 @@ _KV_NAMES: dict[str, dict[str, str | None]] = {
 _VLLM_LIKE = ("vllm", "vllm-tpu", "vllm-neuron", "vllm-gaudi")
 
 
+def served_context(w: InferenceWorkload, shape: InferenceWorkload, served: dict[str, float]) -> int:
+    """The longest sequence a replica must admit: its sized class's context, or a longer class
+    it is given (a measured capacity serves any class on the measured hardware), so the
+    engine's length limit (vLLM --max-model-len) never refuses requests the plan sends it."""
+    longest = shape.context_tokens
+    for c in w.request_mix or ():
+        if served.get(c.name, 0.0) > 0:
+            longest = max(longest, c.input_tokens + c.output_tokens)
+    return longest
+
+
 def serving_fields(
     cat: Catalog,
     c: Constraints,
@@ -41,16 +52,17 @@ def serving_fields(
     stages: tuple[StageLine, ...],
     budget: int,
     machines: int = 1,
+    served: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """A serving replica's engine, backends, token budget and recipe (WorkloadPlan fields);
     `shape` is the workload with the lengths design `d` is sized for (a mix's class), `budget`
-    the tokens per iteration its figures assume, `machines` the hosts one replica spans."""
+    the tokens per iteration its figures assume, `machines` the hosts one replica spans,
+    `served` its requests/s per class (a mix's)."""
     engine, devices, batch = d.engine, d.devices, d.batch
     backends = backends_of(cat, devices, w, c)
     parts = [(s.device, s.tp, s.layers[1] - s.layers[0] + 1) for s in stages]
-    recipe = make_recipe(
-        engine, backends, parts, batch, budget, w.weights, w.kv, shape.context_tokens, machines
-    )
+    context = served_context(w, shape, served or {})
+    recipe = make_recipe(engine, backends, parts, batch, budget, w.weights, w.kv, context, machines)
     backing = design_confidence(cat, [cat.accelerator(x) for x in devices], engine, batch)
     return {
         "token_budget": budget,
