@@ -223,10 +223,9 @@ def test_simulate_refuses_a_malformed_plan(tmp_path: Path) -> None:
     assert "Traceback" not in res.output
 
 
-def test_readme_request_mix_with_a_capacity_line_solves(tmp_path: Path) -> None:
-    # The single-type comparison kept the other device types' capacity entries: exit 2.
-    f = tmp_path / "mix.yaml"
-    f.write_text(
+def _mix(capacity: str) -> str:
+    """The README's request mix (40 requests/s of chats and documents) with `capacity` lines."""
+    return (
         """
 name: readme-mix
 workloads:
@@ -237,13 +236,20 @@ workloads:
       - {name: chat, input_tokens: 300, output_tokens: 200, share: 90%}
       - {name: documents, input_tokens: 24k, output_tokens: 800, share: 10%}
     capacity:
-      - {device: h100-sxm, tp: 1, class: chat, requests_per_s: 55}
-    max_ms_per_token: 60
+"""
+        + capacity
+        + """    max_ms_per_token: 60
 constraints:
   require_ecc: true
   allowed_devices: [l4, l40s, h100-sxm]
 """
     )
+
+
+def test_readme_request_mix_with_a_capacity_line_solves(tmp_path: Path) -> None:
+    # The single-type comparison kept the other device types' capacity entries: exit 2.
+    f = tmp_path / "mix.yaml"
+    f.write_text(_mix("      - {device: h100-sxm, tp: 1, class: chat, requests_per_s: 55}\n"))
     res = runner.invoke(app, ["solve", str(f)])
     assert res.exit_code == 0, res.output
     assert "best single device type" in res.output or "one device type" in res.output
@@ -361,23 +367,11 @@ def test_a_request_mix_enumeration_stops_at_the_commands_deadline() -> None:
     assert any("still being enumerated" in n and "--time-limit" in n for n in plan.notes)
 
 
-MEASURED_MIX = """
-name: measured-mix
-workloads:
-  - name: assistant
-    model: llama-3.1-8b
-    requests_per_s: 40
-    request_mix:
-      - {name: chat, input_tokens: 300, output_tokens: 200, share: 90%}
-      - {name: documents, input_tokens: 24k, output_tokens: 800, share: 10%}
-    capacity:
-      - {device: h100-sxm, tp: 1, class: chat, requests_per_s: 30}
-      - {device: h100-sxm, tp: 1, class: documents, requests_per_s: DOCS}
-    max_ms_per_token: 60
-constraints:
-  require_ecc: true
-  allowed_devices: [l4, l40s, h100-sxm]
-"""
+def _measured(docs: float) -> str:
+    return _mix(
+        "      - {device: h100-sxm, tp: 1, class: chat, requests_per_s: 30}\n"
+        f"      - {{device: h100-sxm, tp: 1, class: documents, requests_per_s: {docs}}}\n"
+    )
 
 
 def test_a_replica_admits_every_class_the_plan_sends_it(tmp_path: Path) -> None:
@@ -385,7 +379,7 @@ def test_a_replica_admits_every_class_the_plan_sends_it(tmp_path: Path) -> None:
     300 + 200-token chats may be sent 24k-token documents: its engine's length limit must
     admit them (it said --max-model-len 500 and would have refused every document)."""
     f = tmp_path / "mix.yaml"
-    f.write_text(MEASURED_MIX.replace("DOCS", "1.5"))
+    f.write_text(_measured(1.5))
     res = runner.invoke(app, ["solve", str(f), "--format", "json"])
     assert res.exit_code == 0, res.output
     plan = json.loads(res.output)
@@ -401,7 +395,7 @@ def test_a_measured_capacity_no_hardware_reaches_is_refused(tmp_path: Path) -> N
     (2 x 8B FLOPs per token: about 2.4 requests/s): refused naming the file, the entry and
     what to check, not planned."""
     f = tmp_path / "mix.yaml"
-    f.write_text(MEASURED_MIX.replace("DOCS", "3"))
+    f.write_text(_measured(3))
     res = runner.invoke(app, ["solve", str(f)])
     assert res.exit_code == 2, res.output
     assert str(f) in res.output and "documents" in res.output and "peak" in res.output
