@@ -766,9 +766,7 @@ def solve(
                 gap=gap,
                 deadline=deadline(time_limit),
             )
-        except InputError as e:
-            # Found while designs are enumerated (a measured capacity no replica can have):
-            # name the file it is in.
+        except InputError as e:  # found while enumerating (an impossible measured capacity)
             raise InputError(f"{problem}: {e}") from None
         finally:
             progress.show_on(None)
@@ -815,7 +813,10 @@ def simulate(
     load: Annotated[
         float,
         typer.Option(
-            "--load", min=0.01, max=2.0, help="Traffic as a share of the plan's (request mixes)."
+            "--load",
+            min=0.01,
+            max=2.0,
+            help="Traffic as a share of the problem's (requests/s, or sequences held).",
         ),
     ] = 1.0,
     seed: Annotated[int, typer.Option(min=0, max=2**63 - 1, help="Random seed.")] = 0,

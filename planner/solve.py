@@ -113,13 +113,11 @@ class Solver:
 
     def tables(self, problem: Problem, deadline: float | None = None) -> Tables:
         key = design_key(problem)
-        if key == self._key and self._designs is not None:
-            self.reused += 1
-            return build_tables(
-                problem, self.cat, tuned=self.tuned, designs=self._designs, deadline=deadline
-            )
-        tables = build_tables(problem, self.cat, tuned=self.tuned, deadline=deadline)
-        self._key, self._designs, self._last = key, tables.designs, None
+        known = self._designs if key == self._key else None
+        self.reused += known is not None
+        tables = build_tables(problem, self.cat, tuned=self.tuned, designs=known, deadline=deadline)
+        if known is None:
+            self._key, self._designs, self._last = key, tables.designs, None
         return tables
 
     def _ends(self, t0: float) -> float:
@@ -137,12 +135,11 @@ class Solver:
     def solve(self, problem: Problem) -> Plan:
         t0 = time.perf_counter()
         ends = self._ends(time.monotonic())
-        try:
-            # Under a whole command's deadline, enumeration stops in time to report.
+        try:  # under a whole command's deadline, enumeration stops in time to report
             tables = self.tables(problem, ends - self._reserve() if self.ends_by else None)
         except OutOfTime as e:
-            note = f"no plan found within {self.time_limit:g} s: {e}; raise --time-limit"
-            return _no_plan(problem, Status.NO_PLAN, t0, [note])
+            notes = [f"no plan found within {self.time_limit:g} s: {e}; raise --time-limit"]
+            return _no_plan(problem, Status.NO_PLAN, t0, notes)
         empty = [w for w in problem.workloads if not tables.designs[w.name]]
         if empty:
             notes = [why_no_design(w, problem, self.cat) for w in empty]
@@ -595,11 +592,6 @@ def _worse(a: Solution, b: Solution, problem: Problem) -> bool:
 def _no_plan(problem: Problem, status: Status, t0: float, notes: list[str]) -> Plan:
     """A result without a plan (infeasible, or nothing found in time), with its reasons."""
     return Plan(
-        problem.name,
-        status,
-        problem.objective.goal,
-        None,
-        None,
-        time.perf_counter() - t0,
+        problem.name, status, problem.objective.goal, None, None, time.perf_counter() - t0,
         notes=notes,
-    )
+    )  # fmt: skip

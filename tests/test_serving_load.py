@@ -399,3 +399,30 @@ def test_a_measured_capacity_no_hardware_reaches_is_refused(tmp_path: Path) -> N
     res = runner.invoke(app, ["solve", str(f)])
     assert res.exit_code == 2, res.output
     assert str(f) in res.output and "documents" in res.output and "peak" in res.output
+
+
+def test_simulate_replays_the_traffic_the_problem_states(tmp_path: Path) -> None:
+    """A saved plan replayed under a changed problem (--set) or --load replays that traffic:
+    fewer sequences make fewer tokens and the demand they miss is named, more than the replicas
+    hold wait for a slot and that is named (the replay ignored both and printed the plan's)."""
+    plan = tmp_path / "plan.json"
+    chat = str(PROBLEMS / "chat-70b.yaml")
+    assert runner.invoke(app, ["solve", chat, "--out", str(plan)]).exit_code == 0
+
+    def replay(*extra: str) -> dict[str, Any]:
+        res = runner.invoke(
+            app, ["simulate", str(plan), chat, "--requests", "300", "--format", "json", *extra]
+        )
+        assert res.exit_code == 0, res.output
+        out: dict[str, Any] = json.loads(res.output)
+        return out
+
+    base = replay()
+    assert base["notes"] == []
+    few = replay("--set", "workloads.chat.concurrency=2")
+    assert few["output_tokens_per_s"] < 0.1 * base["output_tokens_per_s"]
+    assert any("below" in n for n in few["notes"])
+    half = replay("--load", "0.5")
+    assert half["output_tokens_per_s"] < base["output_tokens_per_s"]
+    many = replay("--set", "workloads.chat.concurrency=100000")
+    assert any("wait for a slot" in n for n in many["notes"])

@@ -14,7 +14,7 @@ from planner.catalog import Catalog
 from planner.plan.types import WorkloadPlan
 from planner.report.plot import _figure, _save, _style, chart_format
 from planner.schema.problem import Problem
-from planner.simulate import SimulationReport, analytic
+from planner.simulate import SimulationReport, analytic, simulation_notes
 
 METRICS = (
     ("ttft", "time to first token, s"),
@@ -59,6 +59,7 @@ def simulation_summary(
         "output_tokens_per_s": rep.tokens_per_s,
         "fleet": {m: {str(p): v for p, v in rep.percentiles(m).items()} for m, _ in METRICS},
         "groups": out_groups,
+        "notes": simulation_notes(rep, problem, cat, groups, load),
     }
 
 
@@ -75,6 +76,7 @@ def simulation_renderable(summary: dict[str, Any]) -> Group:
             f"{summary['load']:g}): {summary['output_tokens_per_s']:,.0f} output tokens/s"
         )
     ]
+    parts += [Text(f"note: {n}", style="bold") for n in summary.get("notes", [])]
     fleet = Table(title="every request of the plan")
     fleet.add_column("figure")
     for p in ("50", "95", "99"):

@@ -89,15 +89,9 @@ class Memory(Frozen):
     )
 
     gpu_share: float | None = Field(
-        None,
-        gt=0,
-        le=1,
-        description=(
-            "Share of this memory the operating system lets the accelerator hold, where it is "
-            "less than all of it (macOS wires at most Metal's recommendedMaxWorkingSetSize for "
-            "the GPU of an Apple machine); absent: all of it. Needs sources.gpu_share."
-        ),
-    )
+        None, gt=0, le=1, description="Share of this memory the OS lets the accelerator hold "
+        "(macOS: Metal's recommendedMaxWorkingSetSize); absent: all. Needs sources.gpu_share.",
+    )  # fmt: skip
 
     @property
     def bytes(self) -> float:
@@ -245,16 +239,12 @@ class Accelerator(Sourced):
 
     @model_validator(mode="after")
     def _achievable_sourced(self) -> Accelerator:
-        if self.memory.achievable_bandwidth_gb_s and "achievable_bandwidth" not in self.sources:
-            raise ValueError(
-                "memory.achievable_bandwidth_gb_s needs its own source: add "
-                "`achievable_bandwidth: <reference id>` to `sources`"
-            )
-        if self.memory.gpu_share and "gpu_share" not in self.sources:
-            raise ValueError(
-                "memory.gpu_share needs its own source: add `gpu_share: <reference id>` to "
-                "`sources`"
-            )
+        for key, field in (("achievable_bandwidth", "_gb_s"), ("gpu_share", "")):
+            if getattr(self.memory, key + field) and key not in self.sources:
+                raise ValueError(
+                    f"memory.{key}{field} needs its own source: add `{key}: <reference id>` to "
+                    "`sources`"
+                )
         return self
 
 

@@ -156,6 +156,68 @@ def transfer_of(problem: Problem, cat: Catalog, w: InferenceWorkload, wp: Worklo
     return kv_transfer_s(kv, ports, link.latency_us * 1e-6)
 
 
+def traffic_scale(problem: Problem, groups: list[WorkloadPlan], name: str) -> float:
+    """The problem's traffic for workload `name` over the plan's: its requests/s over the
+    requests/s the plan's replica groups serve (request mixes), or the sequences that exist
+    over the sequences the groups hold (fixed-rate workloads); 1 where either is unstated. A
+    problem changed after solving (--set) is so replayed under its own traffic."""
+    w = next((x for x in problem.workloads if x.name == name), None)
+    if not isinstance(w, InferenceWorkload):
+        return 1.0
+    mine = [g for g in groups if g.name == name and g.kind == "inference" and g.role != "decode"]
+    if w.request_mix is not None:
+        planned = sum(sum(g.requests_per_s.values()) for g in mine)
+        return w.requests_per_s / planned if w.requests_per_s and planned > 0 else 1.0
+    held = [g.sequences for g in mine]
+    if w.concurrency is None or not held or any(h is None for h in held):
+        return 1.0
+    total = sum(h for h in held if h is not None)
+    return w.concurrency / total if total > 0 else 1.0
+
+
+def _closed_sequences(wp: WorkloadPlan, slots: int, engines: int, load: float) -> int:
+    """Sequences one engine of a fixed-rate group holds under `load` (a share of the plan's
+    sequences, the problem's traffic scale included): at least one; more than its slots wait."""
+    seqs = wp.sequences if wp.sequences is not None else slots * engines
+    return max(1, round(seqs * load / engines))
+
+
+def simulation_notes(
+    rep: SimulationReport, problem: Problem, cat: Catalog, groups: list[WorkloadPlan], load: float
+) -> list[str]:
+    """Where the replayed traffic is not what the plan was made for: fixed-rate workloads with
+    more sequences than the replicas hold, or a demand above the output the replay makes."""
+    notes = []
+    for w in problem.workloads:
+        if not isinstance(w, InferenceWorkload) or w.request_mix is not None:
+            continue
+        mine = [g for g in rep.groups if g.workload == w.name]
+        if not mine:
+            continue
+        made = sum(
+            g.engines * g.result.output_tokens / g.result.seconds
+            for g in mine
+            if g.result.seconds > 0
+        )
+        held = 0
+        for g in mine:
+            wp = groups[g.plan_index]
+            _, slots, _, _ = engine_of(problem, cat, w, wp)
+            held += slots * g.engines
+        if w.concurrency is not None and w.concurrency * load > held:
+            notes.append(
+                f"workload `{w.name}`: {w.concurrency * load:,.0f} sequences exist and the "
+                f"plan's replicas hold {held:,}: the rest wait for a slot (the plan was not "
+                "made for them; solve the changed problem for one that is)"
+            )
+        if w.min_tokens_per_s and made < w.min_tokens_per_s * load * (1 - 1e-6):
+            notes.append(
+                f"workload `{w.name}`: the replay makes {made:,.0f} output tokens/s, below "
+                f"the {w.min_tokens_per_s * load:,.0f} the problem asks"
+            )
+    return notes
+
+
 def simulate_plan(
     workloads: list[WorkloadPlan],
     problem: Problem,
@@ -165,8 +227,9 @@ def simulate_plan(
     seed: int = 0,
     load: float = 1.0,
 ) -> SimulationReport:
-    """Simulate every serving replica group of the plan's first period under `load` x its
-    traffic (request mixes) or with its sequences (fixed-rate workloads)."""
+    """Simulate every serving replica group of the plan's first period under `load` x the
+    problem's traffic (traffic_scale: request mixes' requests/s, fixed-rate workloads'
+    sequences)."""
     rng = np.random.default_rng(seed)
     by_name = {w.name: w for w in problem.workloads}
     period = workloads[0].period if workloads else None
@@ -195,8 +258,9 @@ def simulate_plan(
         n = max(50, round(requests * wt / total))
         it, slots, kv, budget = engine_of(problem, cat, w, wp)
         label = "+".join(f"{s.tp}x{s.device}" for s in wp.stages)
+        scaled = load * traffic_scale(problem, groups, wp.name)
         if w.request_mix is not None:
-            rate = load * sum(wp.requests_per_s.values()) / engines
+            rate = scaled * sum(wp.requests_per_s.values()) / engines
             reqs = _arrivals(w, wp, rate, n, rng)
             if wp.role == "both":
                 res = simulate_engine(it, slots=slots, kv_tokens=kv, budget=budget, requests=reqs)
@@ -216,8 +280,9 @@ def simulate_plan(
             label = label if wp.role == "both" else f"{wp.role} {label}"
             out.append(GroupReport(index, wp.name, label, engines, rate * engines, res, wp.role))
         else:
-            seqs = wp.sequences if wp.sequences is not None else slots * engines
-            per = max(1, round(seqs / engines))
+            # Sequences past the slots only wait for one (simulation_notes says so): the
+            # engine runs full.
+            per = min(slots, _closed_sequences(wp, slots, engines, scaled))
             prompt = prefill_prompt(w.prompt_tokens, w.prefix_cache_hit)
             reqs = [(0.0, prompt, w.output_tokens)] * (n + per)
             res = simulate_engine(
@@ -289,6 +354,8 @@ def analytic(
     assert isinstance(w, InferenceWorkload)
     it, slots, _, _ = engine_of(problem, cat, w, wp)
     engines = wp.replicas * len(wp.stages)
+    if plan_groups is not None:  # the whole plan: the problem's traffic over the plan's
+        load *= traffic_scale(problem, plan_groups, wp.name)
     if w.request_mix is not None and wp.role != "both":
         return _pool_analytic(problem, cat, w, wp, it, load, plan_groups or [])
     if w.request_mix is not None:
@@ -309,8 +376,8 @@ def analytic(
             "e2e": lat.e2e_s,
             "tpot": dict.fromkeys(PERCENTILES, lat.tpot_s),
         }
-    seqs = wp.sequences if wp.sequences is not None else slots * engines
-    per = max(1, round(seqs / engines))
+    # The sequences held (those past the slots wait, which the replay shows and this does not).
+    per = min(slots, _closed_sequences(wp, slots, engines, load))
     P, out = prefill_prompt(w.prompt_tokens, w.prefix_cache_hit), w.output_tokens
     c, f = chunk_mix(per, P, out, per * P / out)
     t_c = it(per, c)
