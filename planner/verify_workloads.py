@@ -23,6 +23,7 @@ from planner.estimator.confidence import margin_kept
 from planner.estimator.economics import (
     Period,
     Prices,
+    billed_hours,
     device_prices,
     earlier_phase,
     embodied_kg_per_hour,
@@ -312,10 +313,10 @@ def check_training(
         if rate is None:
             fail(problem, f"`{at}.stages`: rents {dev}, which has no rent price")
         paid = -(-k // prices.rent_unit) * prices.rent_unit  # whole instances of rent_unit
-        cost += paid * (rate or 0.0) * hours
+        cost += paid * (rate or 0.0) * billed_hours(hours)
         if problem.carbon is not None:
             f.training_embodied_kg += k * hours * embodied_kg_per_hour(problem, acc)
-    same(problem, f"{at}.job_usd", wp.job_usd, cost, " (the job's rent for its hours)")
+    same(problem, f"{at}.job_usd", wp.job_usd, cost, " (the job's rent for its billed hours)")
     f.training_usd += cost
 
 

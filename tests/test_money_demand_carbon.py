@@ -382,3 +382,19 @@ def test_colocation_rack_space_and_power_capacity_are_cost_lines() -> None:
     )
     with pytest.raises(InternalError, match="facility_power_usd"):
         verify(wrong, problem, load_catalog())
+
+
+def test_a_tiny_rented_job_pays_the_clouds_minimum_for_each_device() -> None:
+    """A job of one token finishes in microseconds; a cloud still bills each rented instance
+    for its minimum (60 s, per-second billing), so more devices cost more and the plan does
+    not rent the most it may, and its rent is not zero (it rented 64 devices for $0)."""
+    from planner.estimator.economics import MIN_BILLED_HOURS
+
+    path = Path("problems/qlora-8b-deadline.yaml")
+    plan = solve_problem(load_problem(path, ["workloads.finetune.token_budget=1"]), time_limit=20)
+    assert plan.status == Status.OPTIMAL
+    job = plan.workloads[0]
+    assert job.finish_hours is not None and job.finish_hours < MIN_BILLED_HOURS
+    assert job.job_usd is not None and job.job_usd > 0
+    # Each device now costs its minimum: the plan no longer takes the most it may (64).
+    assert sum(job.devices().values()) < 16

@@ -413,6 +413,18 @@ def break_even_utilization(
     return (own + held) / (H * per_hour)
 
 
+# The least a cloud bills a rented instance for: per-second billing "with a minimum of 60
+# seconds" (AWS EC2 On-Demand pricing, https://aws.amazon.com/ec2/pricing/on-demand/; Google
+# Compute Engine bills per second after a 1-minute minimum). A rented job pays at least this much
+# of every device it rents, so a tiny job is not planned on many devices for free.
+MIN_BILLED_HOURS = 60.0 / 3600.0
+
+
+def billed_hours(hours: float) -> float:
+    """The hours a rented job is billed for: its own, at least the cloud's minimum."""
+    return max(hours, MIN_BILLED_HOURS)
+
+
 def job_rate(e: DeviceEconomics) -> float | None:
     """Rent per hour a training job pays for one device: on demand, else spot, else reserved."""
     p = e.prices

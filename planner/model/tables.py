@@ -18,6 +18,7 @@ from planner.estimator.designs import (
 from planner.estimator.economics import (
     DeviceEconomics,
     Period,
+    billed_hours,
     demand_periods,
     device_economics,
     energy_usd_per_watt_hour,
@@ -158,12 +159,12 @@ def training_job_cost(
     problem: Problem, econ: dict[str, DeviceEconomics], w: TrainingWorkload, d: Design
 ) -> float:
     """A training job's own cost: its energy on the owned fleet (at PUE), or, when devices
-    cannot be bought, on-demand rent for its hours."""
+    cannot be bought, on-demand rent for its hours (at least the cloud's minimum billing)."""
     hours = w.token_budget / d.tokens_per_s / 3600
     if in_fleet(w, problem):
         return d.power_w * hours * energy_usd_per_watt_hour(problem)
     return sum(
-        rented_devices(n, econ[dev].prices) * (job_rate(econ[dev]) or 0.0) * hours
+        rented_devices(n, econ[dev].prices) * (job_rate(econ[dev]) or 0.0) * billed_hours(hours)
         for dev, n in d.devices.items()
     )
 
