@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from planner.schema import units
@@ -268,3 +270,28 @@ def test_schema_command_still_prints_json_schema() -> None:
     power = schema["$defs"]["Constraints"]["properties"]["power_w"]
     assert {"type": "string"} in power["anyOf"]
     assert "10 kW" in power["description"]
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [("lease", "[buy, on_demand, reserved, spot]"), ("spot", "write [spot]"), ("rnt", "`rent`")],
+)
+def test_a_procurement_word_that_is_not_one_names_every_form(value: str, words: str) -> None:
+    """`lease` listed only buy and rent (the list form was a second, separate message)."""
+    doc = yaml.safe_load(Path("problems/chat-70b.yaml").read_text(encoding="utf-8"))
+    doc.setdefault("horizon", {})["procurement"] = value
+    with pytest.raises(ValueError, match="is not a procurement") as e:
+        Problem.model_validate(doc)
+    assert words in str(e.value)
+
+
+def test_an_empty_value_is_named_as_one() -> None:
+    """A key left empty read as "got `None` (NoneType)", a Python type name."""
+    doc = yaml.safe_load(Path("problems/chat-70b.yaml").read_text(encoding="utf-8"))
+    from planner.errors import InputError
+    from planner.schema.yaml_io import Located, validate
+
+    doc["workloads"][0]["min_tokens_per_s"] = None
+    with pytest.raises(InputError, match="an empty value") as e:
+        validate(Located(doc, {}, "p.yaml"), Problem)
+    assert "NoneType" not in str(e.value)

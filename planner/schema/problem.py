@@ -12,7 +12,7 @@ documentation); the cross-field checks sit beside the models they check.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     AfterValidator,
@@ -23,9 +23,11 @@ from pydantic import (
     Tag,
     WithJsonSchema,
     field_serializer,
+    field_validator,
     model_validator,
 )
 
+from planner.errors import did_you_mean
 from planner.schema.catalog import Frozen
 from planner.schema.units import (
     YEAR_S,
@@ -708,6 +710,21 @@ class Horizon(ProblemModel):
         description="How devices may be had: `buy`, `rent` (on demand), or a list the optimizer "
         "may mix: [buy, on_demand, reserved, spot].",
     )
+
+    @field_validator("procurement", mode="before")
+    @classmethod
+    def _one_word(cls, value: object) -> object:
+        """A single word that is neither `buy` nor `rent` gets every accepted form at once."""
+        if isinstance(value, str) and value not in ("buy", "rent"):
+            modes = get_args(Mode)
+            one = f"; to allow only {value}, write [{value}]" if value in modes else ""
+            near = "" if one else did_you_mean(value, ("buy", "rent", *modes))
+            raise ValueError(
+                f"`{value}` is not a procurement: `buy`, `rent` (on demand), or a list of the "
+                f"modes to mix, [buy, on_demand, reserved, spot]{one}{near}"
+            )
+        return value
+
     maintenance_per_year: Annotated[
         Share, Limit(ge=0, le=1, why="upkeep above the purchase price every year")
     ] = Field(

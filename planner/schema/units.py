@@ -219,6 +219,8 @@ def _show(text: str) -> str:
 
 
 def _describe(value: object) -> str:
+    if value is None:
+        return "an empty value (the key with nothing after it, or `null`)"
     if isinstance(value, bool):
         return f"the boolean `{str(value).lower()}`"
     if isinstance(value, dict):

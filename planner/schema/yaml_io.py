@@ -374,6 +374,8 @@ def _describe(value: Any) -> str:
             f"`{str(value).lower()}`, a boolean (YAML reads unquoted yes/no/on/off/true/false as "
             'booleans: quote text, as in "no")'
         )
+    if value is None:
+        return "an empty value (a key with nothing after it, or `null`)"
     if isinstance(value, dict):
         return "a mapping (`key: value` lines)"
     if isinstance(value, list):
