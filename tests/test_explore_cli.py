@@ -256,3 +256,23 @@ def test_compare_rejects_a_non_plan(tmp_path: Path) -> None:
     code, text = run("compare", str(bad), str(bad))
     assert code == 2
     assert "not a plan" in text
+
+
+def test_infeasibility_names_a_raised_memory_headroom() -> None:
+    """Keeping 99 % of memory free is why nothing fits: the note names memory_headroom (it
+    suggested the latency ceiling, context and concurrency only)."""
+    code, text = run("solve", CHAT, "--set", "constraints.memory_headroom=0.99")
+    assert code == 3
+    assert "memory_headroom (99% of memory kept free)" in " ".join(text.split())
+
+
+def test_infeasibility_explains_the_default_of_one_sequence(tmp_path: Path) -> None:
+    """A file without `concurrency` holds one sequence, which cannot make 2,000 tokens/s: the
+    note says it is the default, what one sequence makes and how to state the sequences."""
+    f = tmp_path / "p.yaml"
+    lines = Path(CHAT).read_text(encoding="utf-8").splitlines()
+    f.write_text("\n".join(ln for ln in lines if "concurrency" not in ln) + "\n")
+    code, text = run("solve", str(f))
+    assert code == 3
+    flat = " ".join(text.split())
+    assert "the default: the file states none" in flat and "`concurrency: N`" in flat

@@ -37,13 +37,22 @@ def why_no_design(w: InferenceWorkload | TrainingWorkload, problem: Problem, cat
         f"workload `{w.name}`: {m.name} needs {need / 1e9:,.0f} GB of weights alone "
         f"({fmt.id}); the largest allowed device, {biggest.id}, offers {usable / 1e9:,.0f} GB usable"
     )
+    # A headroom above the default is a cause of its own: name it first.
+    default = type(c).model_fields["memory_headroom"].default
+    kept = (
+        f"lower constraints.memory_headroom ({c.memory_headroom:.0%} of memory kept free), "
+        if c.memory_headroom > default
+        else ""
+    )
     if need > most:
         return text + (
             f", and at most {c.max_stages} stages x {tp}-way tensor "
-            f"parallelism hold {most / 1e9:,.0f} GB: raise constraints.max_stages, allow larger "
-            "devices or use a smaller format"
+            f"parallelism hold {most / 1e9:,.0f} GB: {kept}raise constraints.max_stages, allow "
+            "larger devices or use a smaller format"
         )
-    return text + "; no configuration both fits in memory and meets the limits: " + _limits(w)
+    return (
+        text + "; no configuration both fits in memory and meets the limits: " + kept + _limits(w)
+    )
 
 
 def _unsupported(
@@ -115,4 +124,33 @@ def blocking_constraints(tables: Tables, *, time_limit: float, seed: int) -> lis
         return [
             f"no single constraint explains it: several limits block together ({', '.join(names)})"
         ]
-    return [f"infeasible because of `{n}`: without it a plan exists" for n in freed]
+    return [
+        f"infeasible because of `{n}`: without it a plan exists" + _concurrency_why(n, tables)
+        for n in freed
+    ]
+
+
+def _concurrency_why(name: str, tables: Tables) -> str:
+    """For `concurrency:<workload>`: the sequences held and the most they make (output tokens/s
+    <= sequences / time per token), and the default of one when the file states none."""
+    kind, _, wn = name.partition(":")
+    w = next((x for x in tables.problem.workloads if x.name == wn), None)
+    if kind != "concurrency" or not isinstance(w, InferenceWorkload) or w.concurrency is None:
+        return ""
+    fastest = min((d.ms_per_token for d in tables.designs.get(wn, [])), default=0.0)
+    if fastest <= 0:
+        return ""
+    most = w.concurrency * 1000.0 / fastest
+    stated = "concurrency" in w.model_fields_set
+    said = f"{w.concurrency:,} at once" + ("" if stated else ", the default: the file states none")
+    need = ""
+    if w.min_tokens_per_s and most < w.min_tokens_per_s:
+        need = (
+            f", below the {w.min_tokens_per_s:,.0f} asked: at least "
+            f"{w.min_tokens_per_s * fastest / 1000.0:,.0f} sequences must exist"
+        )
+    return (
+        f" (sequences: {said}; at the fastest design's {fastest:.3g} ms per token they make "
+        f"at most {most:,.0f} output tokens/s{need}; state the sequences that exist, "
+        "`concurrency: N`, or `unbounded` for open-ended demand)"
+    )
