@@ -276,3 +276,13 @@ def test_infeasibility_explains_the_default_of_one_sequence(tmp_path: Path) -> N
     assert code == 3
     flat = " ".join(text.split())
     assert "the default: the file states none" in flat and "`concurrency: N`" in flat
+
+
+def test_a_qlora_job_that_fits_no_device_counts_its_base_weights_in_4_bit() -> None:
+    """QLoRA holds its base model in 4-bit NF4: the note counted it in bf16 (16 GB for 8B)."""
+    code, text = run(
+        "solve", "problems/qlora-8b-deadline.yaml", "--set", "constraints.allowed_devices=[t4]",
+        "--set", "constraints.max_stages=1", "--set", "constraints.max_tensor_parallel=1",
+    )  # fmt: skip
+    assert code == 3
+    assert "(nf4)" in text and "(bf16)" not in text

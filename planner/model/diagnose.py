@@ -29,7 +29,9 @@ def why_no_design(w: InferenceWorkload | TrainingWorkload, problem: Problem, cat
         devs = runs
     biggest = max(devs, key=lambda d: d.memory.usable_bytes(c.memory_headroom))
     usable = biggest.memory.usable_bytes(c.memory_headroom)
-    fmt = weight_format(w.weights if isinstance(w, InferenceWorkload) else "bf16")
+    # Training holds its base weights in bf16, QLoRA's in 4-bit NF4 (planner.estimator.memory).
+    base = "nf4" if isinstance(w, TrainingWorkload) and w.method == "qlora" else "bf16"
+    fmt = weight_format(w.weights if isinstance(w, InferenceWorkload) else base)
     need = weight_bytes(m, fmt)
     tp = max(tp_degrees(biggest, cat, problem, m) or [1])
     most = usable * c.max_stages * tp
