@@ -779,7 +779,7 @@ def solve(
         if fmt is PlanFormat.json:
             sys.stdout.write(dumps_plan(data))
         elif fmt is PlanFormat.table:
-            out.print(plan_renderable(plan))
+            out.print(plan_renderable(plan, timings=not no_timings))
         else:
             from planner.report.memo import plan_csv, plan_markdown, plan_yaml
 
@@ -1058,6 +1058,7 @@ def _progress(label: str) -> Any:
         TimeElapsedColumn(),
         console=err.get(),
         transient=True,
+        disable=not err.get().is_terminal,  # nothing at all, not even a blank line, off a terminal
     )
 
 

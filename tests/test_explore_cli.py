@@ -86,6 +86,15 @@ def test_parse_vary() -> None:
         parse_vary("constraints.power_w=1..2:x")
     with pytest.raises(InputError, match="not a number"):
         parse_vary("constraints.power_w=a..b")
+    # Ranges in the units a problem file accepts (they were refused as not numbers).
+    assert parse_vary("constraints.power_w=5 kW..10 kW:3").values == ("5 kW", "7.5 kW", "10 kW")
+    assert parse_vary("constraints.budget_usd=$300k..$500k:3").values == (
+        "$300k",
+        "$400k",
+        "$500k",
+    )
+    with pytest.raises(InputError, match="one unit"):
+        parse_vary("constraints.power_w=5 kW..10 W:2")
 
 
 def test_sweep_csv_and_plot(tmp_path: Path) -> None:

@@ -281,7 +281,8 @@ def _workload(w: WorkloadPlan, show_site: bool) -> Table:
     return t
 
 
-def plan_renderable(plan: Plan) -> Group:
+def plan_renderable(plan: Plan, *, timings: bool = True) -> Group:
+    """The plan as tables; `timings=False` (--no-timings) leaves the solve time out."""
     parts: list[Table | Text] = []
     head = Text()
     head.append(f"{plan.problem}: ", style="bold")
@@ -290,7 +291,8 @@ def plan_renderable(plan: Plan) -> Group:
         head.append(f"  {plan.objective_name} = {plan.objective:,.4g}")
     if plan.status == "FEASIBLE" and plan.gap is not None:
         head.append(f"  (bound {plan.bound:,.4g}, gap {plan.gap:.2%})")
-    head.append(f"  solved in {plan.solve_seconds:.2f} s")
+    if timings:
+        head.append(f"  solved in {plan.solve_seconds:.2f} s")
     parts.append(head)
     if plan.status not in ("OPTIMAL", "FEASIBLE"):
         for n in plan.notes:

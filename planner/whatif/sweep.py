@@ -6,6 +6,7 @@ started from the previous plan). Rows carry the plan's own summary metrics
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -33,17 +34,23 @@ class Vary:
 MAX_RANGE_END = 1e18  # above every quantity a problem holds (the largest limit is 1e15 tokens)
 
 
-def _number(text: str, spec: str) -> Fraction:
+def _number(text: str, spec: str) -> tuple[Fraction, str]:
+    """A range end: its number and the unit written around it (`5 kW`: 5 and `{} kW`;
+    `$300k`: 300 and `${}k`), which the problem's own units read at every point."""
+    m = re.fullmatch(r"\s*(\$?)([-+]?[0-9_]*\.?[0-9_]+(?:[eE][-+]?[0-9]+)?)(.*?)\s*", text)
     try:
-        value = Fraction(text.strip().replace("_", ""))
+        if m is None:
+            raise ValueError(text)
+        value = Fraction(m.group(2).replace("_", ""))
     except (ValueError, ZeroDivisionError):
         raise InputError(
             f"--vary {spec}: `{text}` is not a number (ranges are FROM..TO:POINTS, "
-            "e.g. constraints.power_w=5000..40000:8)"
+            "e.g. constraints.power_w=5000..40000:8 or 5kW..40kW:8)"
         ) from None
     if abs(value) > MAX_RANGE_END:
         raise InputError(f"--vary {spec}: `{text}` is beyond any value a problem holds")
-    return value
+    unit = m.group(1) + "{}" + m.group(3) if m.group(1) or m.group(3).strip() else ""
+    return value, unit
 
 
 def _split_values(raw: str) -> list[str]:
@@ -74,7 +81,12 @@ def parse_vary(spec: str) -> Vary:
     if ".." in raw:
         span, _, count = raw.partition(":")
         lo_text, _, hi_text = span.partition("..")
-        lo, hi = _number(lo_text, spec), _number(hi_text, spec)
+        (lo, unit), (hi, unit_hi) = _number(lo_text, spec), _number(hi_text, spec)
+        if unit.replace(" ", "") != unit_hi.replace(" ", ""):
+            raise InputError(
+                f"--vary {spec}: the ends are written `{lo_text.strip()}` and "
+                f"`{hi_text.strip()}`; write both in one unit"
+            )
         n = 5
         if count:
             try:
@@ -85,7 +97,7 @@ def parse_vary(spec: str) -> Vary:
             raise InputError(f"--vary {spec}: POINTS must be between 2 and {MAX_POINTS}")
         exact = [lo + (hi - lo) * i / (n - 1) for i in range(n)]
         values: tuple[Any, ...] = tuple(int(v) if v.denominator == 1 else float(v) for v in exact)
-        return Vary(path, values)
+        return Vary(path, tuple(unit.format(f"{v:.12g}") for v in values) if unit else values)
     parts = _split_values(raw)
     items = [x for x in parts if x.strip()]
     if len(items) < 1:
