@@ -52,7 +52,7 @@ def test_set_changes_the_problem() -> None:
         ("constraints.budjet_usd=5", "did you mean `budget_usd`"),
         ("workloads.chatt.concurrency=5", "did you mean `chat`"),
         ("constraints.budget_usd=-5", "--set constraints.budget_usd=-5"),
-        ("horizon.procurement=lease", "buy, rent"),
+        ("horizon.procurement=lease", "`buy`, `rent` (on demand), or a list"),
         ("budget", "expected PATH=VALUE"),
     ],
 )
