@@ -972,12 +972,15 @@ def options(
         from planner.solve import Solver
         from planner.whatif.options import compare_options
 
+        parts = demand.split(",")
+        if any(not x.strip() for x in parts):  # `1,,2` or a trailing comma, as sweep refuses
+            raise InputError(f"--demand {demand}: an empty value between commas; write 0.1,1,10")
         try:
-            scales = [float(x) for x in demand.split(",") if x.strip()]
+            scales = [float(x) for x in parts]
         except ValueError:
             raise InputError(f"--demand {demand}: give multiples like 0.1,1,10") from None
-        if not scales:
-            raise InputError("--demand: give at least one multiple of the demand, like 1")
+        if not all(0 < x < float("inf") for x in scales):
+            raise InputError(f"--demand {demand}: each multiple is a number above 0, like 1")
         prob = load_problem(problem, sets or [])
         solver = Solver(time_limit=time_limit, workers=workers, seed=seed, why=False)
         rows = compare_options(prob, scales, solver)

@@ -87,3 +87,10 @@ def test_options_command() -> None:
     assert '"cheapest"' in r.output and '"api_provider": "deepinfra"' in r.output
     bad = CliRunner().invoke(app, ["options", str(CHAT), "--demand", "a,b"])
     assert bad.exit_code == 2 and "--demand" in bad.output
+
+
+@pytest.mark.parametrize("demand", ["0.1,,1", "1,", "0", "-1", "nan", "1e999"])
+def test_options_refuses_empty_and_non_positive_multiples(demand: str) -> None:
+    """`0.1,,1` was read as 0.1,1 (sweep refuses an empty value); 0 and NaN are no demand."""
+    bad = CliRunner().invoke(app, ["options", str(CHAT), "--demand", demand])
+    assert bad.exit_code == 2 and "--demand" in bad.output, bad.output
