@@ -426,3 +426,31 @@ def test_simulate_replays_the_traffic_the_problem_states(tmp_path: Path) -> None
     assert half["output_tokens_per_s"] < base["output_tokens_per_s"]
     many = replay("--set", "workloads.chat.concurrency=100000")
     assert any("wait for a slot" in n for n in many["notes"])
+
+
+def _replay(plan: Path, problem: str, *extra: str) -> dict[str, Any]:
+    res = runner.invoke(
+        app, ["simulate", str(plan), problem, "--requests", "1000", "--format", "json", *extra]
+    )
+    assert res.exit_code == 0, res.output
+    out: dict[str, Any] = json.loads(res.output)
+    return out
+
+
+def test_simulate_notes_only_what_differs_from_the_plan(tmp_path: Path) -> None:
+    """The replay of an unchanged multi-period plan notes nothing (it replays the first
+    period's fleet at that period's demand, not the peak's); one sequence over a pool of many
+    groups is one sequence (it was one per engine); a request mix replayed past its plan says
+    which demand and ceiling it misses."""
+    peak, mix = tmp_path / "peak.json", tmp_path / "mix.json"
+    rent = str(PROBLEMS / "rent-the-peak.yaml")
+    p95 = str(PROBLEMS / "p95-latency-70b.yaml")
+    assert runner.invoke(app, ["solve", rent, "--out", str(peak)]).exit_code == 0
+    assert _replay(peak, rent)["notes"] == []
+    one = _replay(peak, rent, "--set", "workloads.0.concurrency=1")
+    assert one["output_tokens_per_s"] < 100  # one sequence at tens of ms per token
+    assert runner.invoke(app, ["solve", p95, "--out", str(mix)]).exit_code == 0
+    assert _replay(mix, p95)["notes"] == []
+    over = _replay(mix, p95, "--set", "workloads.0.requests_per_s=40")
+    assert any("below" in n for n in over["notes"])
+    assert any("p95 end-to-end latency" in n and "5 s ceiling" in n for n in over["notes"])

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.catalog import Catalog
+from planner.estimator.economics import demand_periods
 from planner.estimator.formats import kv_bytes
 from planner.estimator.memory import kv_bytes_per_token
 from planner.estimator.network import network_link
@@ -156,66 +157,147 @@ def transfer_of(problem: Problem, cat: Catalog, w: InferenceWorkload, wp: Worklo
     return kv_transfer_s(kv, ports, link.latency_us * 1e-6)
 
 
+def period_scale(problem: Problem, period: str | None) -> float:
+    """The demand scale of the plan period a replay takes its groups from (1 without periods)."""
+    if period is None:
+        return 1.0
+    return next((p.scale for p in demand_periods(problem) if p.name == period), 1.0)
+
+
 def traffic_scale(problem: Problem, groups: list[WorkloadPlan], name: str) -> float:
     """The problem's traffic for workload `name` over the plan's: its requests/s over the
     requests/s the plan's replica groups serve (request mixes), or the sequences that exist
-    over the sequences the groups hold (fixed-rate workloads); 1 where either is unstated. A
-    problem changed after solving (--set) is so replayed under its own traffic."""
+    over the sequences the groups hold (fixed-rate workloads), both at the demand of the
+    groups' period; 1 where either is unstated. A problem changed after solving (--set) is so
+    replayed under its own traffic."""
     w = next((x for x in problem.workloads if x.name == name), None)
     if not isinstance(w, InferenceWorkload):
         return 1.0
     mine = [g for g in groups if g.name == name and g.kind == "inference" and g.role != "decode"]
+    scale = period_scale(problem, mine[0].period) if mine else 1.0
     if w.request_mix is not None:
         planned = sum(sum(g.requests_per_s.values()) for g in mine)
-        return w.requests_per_s / planned if w.requests_per_s and planned > 0 else 1.0
+        return w.requests_per_s * scale / planned if w.requests_per_s and planned > 0 else 1.0
     held = [g.sequences for g in mine]
     if w.concurrency is None or not held or any(h is None for h in held):
         return 1.0
     total = sum(h for h in held if h is not None)
-    return w.concurrency / total if total > 0 else 1.0
+    return w.concurrency * scale / total if total > 0 else 1.0
 
 
-def _closed_sequences(wp: WorkloadPlan, slots: int, engines: int, load: float) -> int:
-    """Sequences one engine of a fixed-rate group holds under `load` (a share of the plan's
-    sequences, the problem's traffic scale included): at least one; more than its slots wait."""
-    seqs = wp.sequences if wp.sequences is not None else slots * engines
-    return max(1, round(seqs * load / engines))
+def _closed_sequences(total: float, engines: int) -> tuple[int, int]:
+    """(sequences per engine, engines that hold any) of a fixed-rate group holding `total`
+    sequences: fewer than its engines leave engines empty; more than an engine's slots wait."""
+    if total < engines:
+        return 1, max(1, round(total))
+    return max(1, round(total / engines)), engines
+
+
+def _held(wp: WorkloadPlan, slots: int) -> float:
+    """Sequences a fixed-rate group holds in the plan (every slot where it does not say)."""
+    return float(wp.sequences if wp.sequences is not None else slots * wp.replicas * len(wp.stages))
+
+
+def _allocate(
+    groups: list[WorkloadPlan], problem: Problem, cat: Catalog, load: float
+) -> dict[int, int]:
+    """Whole sequences per fixed-rate group (by id) under `load` x the problem's traffic: each
+    workload's total, rounded, split over its groups in proportion to what the plan has them
+    hold (largest remainders), so one sequence is one sequence however many groups there are."""
+    out: dict[int, int] = {}
+    for w in problem.workloads:
+        if not isinstance(w, InferenceWorkload) or w.request_mix is not None:
+            continue
+        mine = [g for g in groups if g.name == w.name]
+        if not mine:
+            continue
+        factor = load * traffic_scale(problem, groups, w.name)
+        exact = [_held(g, engine_of(problem, cat, w, g)[1]) * factor for g in mine]
+        whole = [math.floor(x) for x in exact]
+        short = round(sum(exact)) - sum(whole)
+        for i in sorted(range(len(mine)), key=lambda i: whole[i] - exact[i])[: max(0, short)]:
+            whole[i] += 1
+        out |= {id(g): n for g, n in zip(mine, whole, strict=True)}
+    return out
+
+
+# A replay's output below the demand by less than this is its ramp-up (a short replay starts
+# empty), not a shortfall worth a note.
+SHORTFALL = 0.1
 
 
 def simulation_notes(
     rep: SimulationReport, problem: Problem, cat: Catalog, groups: list[WorkloadPlan], load: float
 ) -> list[str]:
     """Where the replayed traffic is not what the plan was made for: fixed-rate workloads with
-    more sequences than the replicas hold, or a demand above the output the replay makes."""
+    more sequences than the replicas hold, an output below the demand, or (request mixes) a
+    latency past its ceiling at the workload's percentile."""
     notes = []
     for w in problem.workloads:
-        if not isinstance(w, InferenceWorkload) or w.request_mix is not None:
-            continue
         mine = [g for g in rep.groups if g.workload == w.name]
-        if not mine:
+        if not isinstance(w, InferenceWorkload) or not mine:
             continue
+        scale = period_scale(problem, groups[mine[0].plan_index].period) * load
         made = sum(
             g.engines * g.result.output_tokens / g.result.seconds
             for g in mine
-            if g.result.seconds > 0
+            if g.result.seconds > 0 and g.role != "prefill"
         )
+        if w.request_mix is not None:
+            notes += _mix_notes(w, mine, made, scale)
+            continue
         held = 0
         for g in mine:
-            wp = groups[g.plan_index]
-            _, slots, _, _ = engine_of(problem, cat, w, wp)
-            held += slots * g.engines
-        if w.concurrency is not None and w.concurrency * load > held:
+            _, slots, _, _ = engine_of(problem, cat, w, groups[g.plan_index])
+            held += slots * groups[g.plan_index].replicas * len(groups[g.plan_index].stages)
+        if w.concurrency is not None and w.concurrency * scale > held:
             notes.append(
-                f"workload `{w.name}`: {w.concurrency * load:,.0f} sequences exist and the "
+                f"workload `{w.name}`: {w.concurrency * scale:,.0f} sequences exist and the "
                 f"plan's replicas hold {held:,}: the rest wait for a slot (the plan was not "
                 "made for them; solve the changed problem for one that is)"
             )
-        if w.min_tokens_per_s and made < w.min_tokens_per_s * load * (1 - 1e-6):
+        want = (w.min_tokens_per_s or 0.0) * scale
+        if want and made < want * (1 - SHORTFALL):
             notes.append(
                 f"workload `{w.name}`: the replay makes {made:,.0f} output tokens/s, below "
-                f"the {w.min_tokens_per_s * load:,.0f} the problem asks"
+                f"the {want:,.0f} the problem asks"
             )
     return notes
+
+
+def _mix_notes(
+    w: InferenceWorkload, mine: list[GroupReport], made: float, scale: float
+) -> list[str]:
+    """A request mix's replay against its demand and its latency ceilings (at its percentile)."""
+    assert w.request_mix is not None
+    out = []
+    want = (w.requests_per_s or 0.0) * scale * sum(c.share * c.output_tokens for c in w.request_mix)
+    if want and made < want * (1 - SHORTFALL):
+        out.append(
+            f"workload `{w.name}`: the replay makes {made:,.0f} output tokens/s, below the "
+            f"{want:,.0f} its requests/s ask"
+        )
+    pct = w.latency_percentile
+    served = [g for g in mine if g.role != "prefill"]
+    for attr, ceiling, what in (
+        ("ttft", w.max_ttft_s, "first token"),
+        ("e2e", w.max_e2e_s, "end-to-end latency"),
+        (
+            "tpot",
+            None if w.max_ms_per_token is None else w.max_ms_per_token / 1e3,
+            "time per token",
+        ),
+    ):
+        xs = [x for g in served for x in getattr(g.result, attr)]
+        if ceiling is None or not xs:
+            continue
+        got = float(np.percentile(xs, pct))
+        if got > ceiling:
+            out.append(
+                f"workload `{w.name}`: p{pct} {what} in the replay is {got:.3g} s, above its "
+                f"{ceiling:g} s ceiling"
+            )
+    return out
 
 
 def simulate_plan(
@@ -247,6 +329,7 @@ def simulate_plan(
         )
     total = sum(weights) or 1.0
     out: list[GroupReport] = []
+    sequences = _allocate(groups, problem, cat, load)
     first: dict[str, list[float]] = {}  # workload -> prefill pools' first tokens (s)
     rank = {"prefill": 0, "both": 1, "decode": 2}
     order = sorted(range(len(groups)), key=lambda i: (rank[groups[i].role], i))
@@ -279,10 +362,11 @@ def simulate_plan(
                 res = _decode_pool(it, slots, kv, reqs, first.get(wp.name, [0.0]), rng)
             label = label if wp.role == "both" else f"{wp.role} {label}"
             out.append(GroupReport(index, wp.name, label, engines, rate * engines, res, wp.role))
-        else:
+        elif sequences[id(wp)] > 0:  # a group left without sequences makes nothing
             # Sequences past the slots only wait for one (simulation_notes says so): the
             # engine runs full.
-            per = min(slots, _closed_sequences(wp, slots, engines, scaled))
+            per, engines = _closed_sequences(sequences[id(wp)], engines)
+            per = min(slots, per)
             prompt = prefill_prompt(w.prompt_tokens, w.prefix_cache_hit)
             reqs = [(0.0, prompt, w.output_tokens)] * (n + per)
             res = simulate_engine(
@@ -377,7 +461,7 @@ def analytic(
             "tpot": dict.fromkeys(PERCENTILES, lat.tpot_s),
         }
     # The sequences held (those past the slots wait, which the replay shows and this does not).
-    per = min(slots, _closed_sequences(wp, slots, engines, load))
+    per = min(slots, _closed_sequences(_held(wp, slots) * load, engines)[0])
     P, out = prefill_prompt(w.prompt_tokens, w.prefix_cache_hit), w.output_tokens
     c, f = chunk_mix(per, P, out, per * P / out)
     t_c = it(per, c)
