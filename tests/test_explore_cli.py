@@ -87,14 +87,15 @@ def test_parse_vary() -> None:
     with pytest.raises(InputError, match="not a number"):
         parse_vary("constraints.power_w=a..b")
     # Ranges in the units a problem file accepts (they were refused as not numbers).
-    assert parse_vary("constraints.power_w=5 kW..10 kW:3").values == ("5 kW", "7.5 kW", "10 kW")
-    assert parse_vary("constraints.budget_usd=$300k..$500k:3").values == (
-        "$300k",
-        "$400k",
-        "$500k",
+    assert parse_vary("constraints.power_w=5 kW..10 kW:3").values == ("5000 W", "7500 W", "10000 W")
+    assert parse_vary("constraints.budget_usd=$100k..$1M:3").values == (
+        "$100000",
+        "$550000",
+        "$1000000",
     )
+    assert parse_vary("constraints.power_w=5k..10k:2").values == (5000, 10000)
     with pytest.raises(InputError, match="one unit"):
-        parse_vary("constraints.power_w=5 kW..10 W:2")
+        parse_vary("constraints.power_w=5 kW..10 mW:2")
 
 
 def test_sweep_csv_and_plot(tmp_path: Path) -> None:

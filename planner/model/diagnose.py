@@ -43,7 +43,8 @@ def why_no_design(w: InferenceWorkload | TrainingWorkload, problem: Problem, cat
     default = type(c).model_fields["memory_headroom"].default
     kept = (
         f"lower constraints.memory_headroom ({c.memory_headroom:.0%} of memory kept free), "
-        if c.memory_headroom > default
+        # (only where it binds: a platform's share, macOS's on a Mac, may bind first)
+        if c.memory_headroom > default and 1 - c.memory_headroom < (biggest.memory.gpu_share or 1)
         else ""
     )
     if need > most:

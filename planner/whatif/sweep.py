@@ -34,14 +34,21 @@ class Vary:
 MAX_RANGE_END = 1e18  # above every quantity a problem holds (the largest limit is 1e15 tokens)
 
 
+# Magnitudes a unit may start with (`k` of kW, `M` of $1M): taken into the number, so the ends
+# of a range may differ in them ($100k..$1M, 5 kW..2 MW).
+_MAGNITUDE = {"k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+
+
 def _number(text: str, spec: str) -> tuple[Fraction, str]:
-    """A range end: its number and the unit written around it (`5 kW`: 5 and `{} kW`;
-    `$300k`: 300 and `${}k`), which the problem's own units read at every point."""
-    m = re.fullmatch(r"\s*(\$?)([-+]?[0-9_]*\.?[0-9_]+(?:[eE][-+]?[0-9]+)?)(.*?)\s*", text)
+    """A range end: its number and the unit written around it (`5 kW`: 5,000 and `{} W`;
+    `$300k`: 300,000 and `${}`), which the problem's own units read at every point."""
+    m = re.fullmatch(
+        r"\s*(\$?)([-+]?[0-9_]*\.?[0-9_]+(?:[eE][-+]?[0-9]+)?)(\s*)([kKMGT]?)(.*?)\s*", text
+    )
     try:
         if m is None:
             raise ValueError(text)
-        value = Fraction(m.group(2).replace("_", ""))
+        value = Fraction(m.group(2).replace("_", "")) * _MAGNITUDE.get(m.group(4), 1)
     except (ValueError, ZeroDivisionError):
         raise InputError(
             f"--vary {spec}: `{text}` is not a number (ranges are FROM..TO:POINTS, "
@@ -49,8 +56,9 @@ def _number(text: str, spec: str) -> tuple[Fraction, str]:
         ) from None
     if abs(value) > MAX_RANGE_END:
         raise InputError(f"--vary {spec}: `{text}` is beyond any value a problem holds")
-    unit = m.group(1) + "{}" + m.group(3) if m.group(1) or m.group(3).strip() else ""
-    return value, unit
+    rest = m.group(5)
+    unit = m.group(1) + "{}" + (m.group(3) or " ") * bool(rest) + rest
+    return value, unit if m.group(1) or rest else ""
 
 
 def _split_values(raw: str) -> list[str]:
@@ -97,7 +105,7 @@ def parse_vary(spec: str) -> Vary:
             raise InputError(f"--vary {spec}: POINTS must be between 2 and {MAX_POINTS}")
         exact = [lo + (hi - lo) * i / (n - 1) for i in range(n)]
         values: tuple[Any, ...] = tuple(int(v) if v.denominator == 1 else float(v) for v in exact)
-        return Vary(path, tuple(unit.format(f"{v:.12g}") for v in values) if unit else values)
+        return Vary(path, tuple(unit.format(v) for v in values) if unit else values)
     parts = _split_values(raw)
     items = [x for x in parts if x.strip()]
     if len(items) < 1:
