@@ -17,7 +17,7 @@ from planner.estimator.confidence import CONFIDENCE, design_confidence
 from planner.estimator.hosts import carries_scale_up, tp_limit
 from planner.estimator.network import network_link
 from planner.estimator.request_mix import class_workload
-from planner.plan.recipe import launch_command, served_context
+from planner.plan.recipe import launch_command, served_context, served_sequences
 from planner.plan.types import Plan, WorkloadPlan
 from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload, Workload
 from planner.schema.status import Site
@@ -291,7 +291,7 @@ def _recipe(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
             "tensor_parallel": tuple(s.tp for s in wp.stages),
             "pipeline_parallel": len(wp.stages),
             "layer_split": tuple(s.layers[1] - s.layers[0] + 1 for s in wp.stages),
-            "max_sequences": wp.batch * len(wp.stages),
+            "max_sequences": _sequences(w, wp),
             "token_budget": wp.token_budget,
             "kv_cache_dtype": w.kv,
             "weights": w.weights,
@@ -304,6 +304,12 @@ def _recipe(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
         if r.command != command:
             out.append(f"`{at}.command`: stated `{r.command}`, the design's is `{command}`")
     return out
+
+
+def _sequences(w: InferenceWorkload, wp: WorkloadPlan) -> int:
+    """The sequences a replica's launch settings admit (planner.plan.recipe.served_sequences)."""
+    pairs = [(s.device, s.tp) for s in wp.stages]
+    return served_sequences(w, pairs, wp.batch, dict(wp.requests_per_s), wp.ms_per_token or 0.0)
 
 
 def _launch_command(plan: Plan, cat: Catalog, w: InferenceWorkload, wp: WorkloadPlan) -> str:
@@ -322,7 +328,7 @@ def _launch_command(plan: Plan, cat: Catalog, w: InferenceWorkload, wp: Workload
         host = hosts.get(dev) or cat.host_for(cat.accelerator(dev))
         machines += -(-n // (host.slots if host else 1))
     parts = [(s.device, s.tp, s.layers[1] - s.layers[0] + 1) for s in wp.stages]
-    seqs = wp.batch * len(wp.stages)
+    seqs = _sequences(w, wp)
     return launch_command(
         wp.engine or "",
         dict(wp.backends or {}),

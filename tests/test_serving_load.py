@@ -390,6 +390,25 @@ def test_a_replica_admits_every_class_the_plan_sends_it(tmp_path: Path) -> None:
         assert limit >= max(longest[c] for c in served), wp["recipe"]["command"]
 
 
+def test_a_measured_replica_admits_the_sequences_its_rate_holds(tmp_path: Path) -> None:
+    """A replica serving chats at a measured rate holds rate x output x time per token of them
+    in flight (Little's law): its engine's sequence limit says so, not the batch of the design
+    that sized it (a documents-sized replica said --max-num-seqs 16 for 36 chats/s)."""
+    f = tmp_path / "mix.yaml"
+    f.write_text(_mix("      - {device: h100-sxm, tp: 1, class: chat, requests_per_s: 120}\n"))
+    res = runner.invoke(app, ["solve", str(f), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    for wp in json.loads(res.output)["workloads"]:
+        held = 60e-3 * sum(
+            r * (200 if c == "chat" else 800) for c, r in wp["requests_per_s"].items()
+        )
+        first = wp["stages"][0]
+        measured = (first["device"], first["tp"], len(wp["stages"])) == ("h100-sxm", 1, 1)
+        if measured and wp["requests_per_s"].get("chat", 0) > 0:
+            assert wp["recipe"]["max_sequences"] >= held - 1, wp["recipe"]
+            assert f"--max-num-seqs {wp['recipe']['max_sequences']}" in wp["recipe"]["command"]
+
+
 def test_a_measured_capacity_no_hardware_reaches_is_refused(tmp_path: Path) -> None:
     """3 documents/s of 25k tokens from one H100 is more than its whole FP16 peak computes
     (2 x 8B FLOPs per token: about 2.4 requests/s): refused naming the file, the entry and

@@ -12,6 +12,7 @@ line spells these in the engine's own flags (vLLM `--max-num-seqs`, `--max-num-b
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from planner.catalog import Catalog
@@ -43,6 +44,27 @@ def served_context(w: InferenceWorkload, shape: InferenceWorkload, served: dict[
     return longest
 
 
+def served_sequences(
+    w: InferenceWorkload, stages: list[tuple[str, int]], batch: int, served: dict[str, float],
+    ms_per_token: float,
+) -> int:  # fmt: skip
+    """The sequences a replica's engine must admit: its design's batch x stages; or, where it
+    serves a class at a measured rate (authoritative: made at the measurement's own settings),
+    the sequences its traffic holds in flight by Little's law, requests/s x output tokens x time
+    per token (the workload's ceiling where it states one, else the design's): a measured
+    replica launched at the sized design's batch would hold too few of them."""
+    seqs = batch * len(stages)
+    if len(stages) != 1 or not w.capacity or w.request_mix is None:
+        return seqs
+    device, tp = stages[0]
+    measured = {m.request_class for m in w.capacity if (m.device, m.tp) == (device, tp)}
+    if not any(served.get(c, 0.0) > 0 for c in measured):
+        return seqs
+    tpot = (w.max_ms_per_token or ms_per_token) / 1000.0
+    need = sum(served.get(c.name, 0.0) * c.output_tokens * tpot for c in w.request_mix)
+    return max(seqs, math.ceil(need - 1e-9))
+
+
 def serving_fields(
     cat: Catalog,
     c: Constraints,
@@ -62,7 +84,9 @@ def serving_fields(
     backends = backends_of(cat, devices, w, c)
     parts = [(s.device, s.tp, s.layers[1] - s.layers[0] + 1) for s in stages]
     context = served_context(w, shape, served or {})
-    recipe = make_recipe(engine, backends, parts, batch, budget, w.weights, w.kv, context, machines)
+    pairs = [(s.device, s.tp) for s in stages]
+    seqs = served_sequences(w, pairs, batch, served or {}, d.ms_per_token)
+    recipe = make_recipe(engine, backends, parts, seqs, budget, w.weights, w.kv, context, machines)
     backing = design_confidence(cat, [cat.accelerator(x) for x in devices], engine, batch)
     return {
         "token_budget": budget,
@@ -77,7 +101,7 @@ def make_recipe(
     engine: str,
     backends: dict[str, str],
     stages: list[tuple[str, int, int]],
-    batch: int,
+    seqs: int,
     token_budget: int | None,
     weights: str,
     kv: str,
@@ -85,10 +109,9 @@ def make_recipe(
     machines: int = 1,
 ) -> Recipe:
     """The recipe of a replica of `stages` (device, tensor-parallel size, layers), in order,
-    over `machines` hosts."""
+    holding `seqs` sequences, over `machines` hosts."""
     tps = tuple(tp for _, tp, _ in stages)
     layers = tuple(n for _, _, n in stages)
-    seqs = batch * len(stages)
     return Recipe(
         engine,
         tps,
