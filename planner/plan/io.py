@@ -124,6 +124,8 @@ def design_space(problem: Problem) -> list[str]:
         f"every data-parallel degree within {c.max_devices or 4096:,} devices",
         f"fleets: at most {c.max_devices or 100_000:,} devices of a type; max_throughput "
         "replicas at most 4,096 devices",
+        "money: every cost term in whole dollars, rounded up, so plans within a dollar a term "
+        "of each other tie (planner.model.scale)",
     ]
 
 
