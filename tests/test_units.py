@@ -295,3 +295,29 @@ def test_an_empty_value_is_named_as_one() -> None:
     with pytest.raises(InputError, match="an empty value") as e:
         validate(Located(doc, {}, "p.yaml"), Problem)
     assert "NoneType" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [("Buy", "did you mean `buy`?"), (["buy", "rnet"], "`rnet` in the list"), (None, "empty")],
+)
+def test_every_wrong_procurement_gets_one_message_with_every_form(value: Any, words: str) -> None:
+    """`Buy` suggested `buy` twice; a list with a bad mode, and an empty value, got two
+    messages, one of them naming only buy and rent."""
+    from planner.errors import InputError
+    from planner.schema.yaml_io import Located, validate
+
+    doc = yaml.safe_load(Path("problems/chat-70b.yaml").read_text(encoding="utf-8"))
+    doc.setdefault("horizon", {})["procurement"] = value
+    with pytest.raises(InputError) as e:
+        validate(Located(doc, {}, "p.yaml"), Problem)
+    text = str(e.value)
+    assert words in text and "[buy, on_demand, reserved, spot]" in text
+    assert text.count("procurement") <= 3 and "`buy` or `buy`" not in text
+
+
+def test_unbounded_is_read_whatever_its_case() -> None:
+    doc = yaml.safe_load(Path("problems/chat-70b.yaml").read_text(encoding="utf-8"))
+    doc["workloads"][0]["concurrency"] = "Unbounded"
+    w = Problem.model_validate(doc).workloads[0]
+    assert getattr(w, "concurrency", 0) is None

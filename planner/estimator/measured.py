@@ -101,7 +101,7 @@ def _check_measured(
         raise InputError(
             f"{where}workload `{w.name}`: the measured capacity of {m.device} x{m.tp} for "
             f"class `{cls.name}` (capacity entry {m_i + 1} of that class) is "
-            f"{m.requests_per_s:,.4g} requests/s, {m.requests_per_s / most:,.3g} times what "
+            f"{m.requests_per_s:,.4g} requests/s, {m.requests_per_s / most:,.3f} times what "
             f"those devices compute at their full dense peak ({most:,.4g} requests/s of "
             f"{computed:,.0f} tokens computed each); check the measurement's units "
             "(requests/s of one replica), its class and the workload's weights"

@@ -306,8 +306,9 @@ class InferenceWorkload(ProblemModel):
                 "number), or `unbounded` to size for open-ended demand",
                 ("concurrency",),
             )
-        if isinstance(data, dict) and data.get("concurrency") == "unbounded":
-            data = {**data, "concurrency": None}
+        said = data.get("concurrency") if isinstance(data, dict) else None
+        if isinstance(said, str) and said.strip().lower() == "unbounded":
+            data = {**data, "concurrency": None}  # type: ignore[dict-item]
         if isinstance(data, dict) and isinstance(data.get("disaggregation"), bool):
             # YAML 1.1 reads unquoted on / off as booleans: take them as meant.
             data = {**data, "disaggregation": "on" if data["disaggregation"] else "off"}
@@ -714,16 +715,27 @@ class Horizon(ProblemModel):
     @field_validator("procurement", mode="before")
     @classmethod
     def _one_word(cls, value: object) -> object:
-        """A single word that is neither `buy` nor `rent` gets every accepted form at once."""
-        if isinstance(value, str) and value not in ("buy", "rent"):
-            modes = get_args(Mode)
-            one = f"; to allow only {value}, write [{value}]" if value in modes else ""
-            near = "" if one else did_you_mean(value, ("buy", "rent", *modes))
-            raise ValueError(
-                f"`{value}` is not a procurement: `buy`, `rent` (on demand), or a list of the "
-                f"modes to mix, [buy, on_demand, reserved, spot]{one}{near}"
-            )
-        return value
+        """Anything but `buy`, `rent` or a list of modes gets every accepted form at once (the
+        union's two branches would each say half of it)."""
+        modes = get_args(Mode)
+        forms = (
+            "`buy`, `rent` (on demand), or a list of the modes to mix, "
+            "[buy, on_demand, reserved, spot]"
+        )
+        if isinstance(value, list):
+            bad = next((x for x in value if not (isinstance(x, str) and x in modes)), None)
+            if bad is None or not value:
+                return value
+            near = did_you_mean(bad, modes) if isinstance(bad, str) else ""
+            raise ValueError(f"`{bad}` in the list is not a procurement mode: {forms}{near}")
+        if isinstance(value, str) and value in ("buy", "rent"):
+            return value
+        if not isinstance(value, str):
+            shown = "an empty value" if value is None else f"`{value}`"
+            raise ValueError(f"{shown} is not a procurement: {forms}")
+        one = f"; to allow only {value}, write [{value}]" if value in modes else ""
+        near = "" if one else did_you_mean(value, ("rent", *modes))
+        raise ValueError(f"`{value}` is not a procurement: {forms}{one}{near}")
 
     maintenance_per_year: Annotated[
         Share, Limit(ge=0, le=1, why="upkeep above the purchase price every year")
