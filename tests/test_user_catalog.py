@@ -150,3 +150,23 @@ def test_catalog_list_every_kind(kind: str, expect: str) -> None:
     result = CliRunner().invoke(app, ["catalog", "list", kind, "--format", "json"])
     assert result.exit_code == 0, result.output
     assert expect in {row["id"] for row in json.loads(result.stdout)}
+
+
+def test_an_overlay_mac_must_say_what_macos_lets_its_gpu_hold(tmp_path: Path) -> None:
+    """Replacing or adding an Apple machine without memory.gpu_share would drop the cap macOS
+    puts on its GPU (plans would fill 90 % where 75 % is usable): refused with its file."""
+    cat = load_catalog()
+    mac = cat.accelerator("m4-16gb").model_dump(mode="json", exclude_none=True)
+    mac["memory"].pop("gpu_share")
+    mac["sources"].pop("gpu_share")
+    overlay = tmp_path / "mac"
+    overlay.mkdir()
+    (overlay / "accelerators.yaml").write_text(
+        json.dumps({"accelerators": [mac]}), encoding="utf-8"
+    )
+    use_overlays([overlay])
+    try:
+        with pytest.raises(InputError, match="accelerators.yaml.*gpu_share"):
+            load_catalog()
+    finally:
+        use_overlays([])

@@ -98,8 +98,7 @@ class Memory(Frozen):
         return self.size * (GB if self.unit == "GB" else GIB)
 
     def usable_bytes(self, headroom: float) -> float:
-        """Bytes an engine may fill with `headroom` of the memory kept free: at most the share
-        the operating system lets the accelerator hold."""
+        """Bytes an engine may fill, `headroom` kept free, at most the OS's share for it."""
         return self.bytes * min(1.0 - headroom, self.gpu_share or 1.0)
 
     @property
@@ -239,6 +238,8 @@ class Accelerator(Sourced):
 
     @model_validator(mode="after")
     def _achievable_sourced(self) -> Accelerator:
+        if self.vendor == "apple" and self.memory.gpu_share is None:  # macOS caps its GPU
+            raise ValueError("an Apple machine needs memory.gpu_share (0.75 shipped), sourced")
         for key, field in (("achievable_bandwidth", "_gb_s"), ("gpu_share", "")):
             if getattr(self.memory, key + field) and key not in self.sources:
                 raise ValueError(
