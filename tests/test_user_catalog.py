@@ -166,7 +166,7 @@ def test_an_overlay_mac_must_say_what_macos_lets_its_gpu_hold(tmp_path: Path) ->
     )
     use_overlays([overlay])
     try:
-        with pytest.raises(InputError, match="accelerators.yaml.*gpu_share"):
+        with pytest.raises(InputError, match=r"accelerators\.yaml.*gpu_share"):
             load_catalog()
     finally:
         use_overlays([])
