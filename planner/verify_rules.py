@@ -309,7 +309,8 @@ def _recipe(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
 def _sequences(w: InferenceWorkload, wp: WorkloadPlan) -> int:
     """The sequences a replica's launch settings admit (planner.plan.recipe.served_sequences)."""
     pairs = [(s.device, s.tp) for s in wp.stages]
-    return served_sequences(w, pairs, wp.batch, dict(wp.requests_per_s), wp.ms_per_token or 0.0)
+    one = {k: v / wp.replicas for k, v in wp.requests_per_s.items()} if wp.replicas else {}
+    return served_sequences(w, pairs, wp.batch, one, wp.ms_per_token or 0.0, wp.role or "both")
 
 
 def _launch_command(plan: Plan, cat: Catalog, w: InferenceWorkload, wp: WorkloadPlan) -> str:

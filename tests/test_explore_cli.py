@@ -87,13 +87,22 @@ def test_parse_vary() -> None:
     with pytest.raises(InputError, match="not a number"):
         parse_vary("constraints.power_w=a..b")
     # Ranges in the units a problem file accepts (they were refused as not numbers).
-    assert parse_vary("constraints.power_w=5 kW..10 kW:3").values == ("5000 W", "7500 W", "10000 W")
+    assert parse_vary("constraints.power_w=5 kW..10 kW:3").values == ("5 kW", "7.5 kW", "10 kW")
     assert parse_vary("constraints.budget_usd=$100k..$1M:3").values == (
         "$100000",
         "$550000",
         "$1000000",
     )
-    assert parse_vary("constraints.power_w=5k..10k:2").values == (5000, 10000)
+    # A bare suffix is the field's to read (k is 1,024 for token counts), never taken in.
+    assert parse_vary("workloads.chat.context_tokens=8k..32k:4").values == (
+        "8k",
+        "16k",
+        "24k",
+        "32k",
+    )
+    assert parse_vary("horizon.utilization=1/4..3/4:3").values == (0.25, 0.5, 0.75)
+    with pytest.raises(InputError, match="one suffix"):
+        parse_vary("workloads.chat.context_tokens=8k..1M:2")
     with pytest.raises(InputError, match="one unit"):
         parse_vary("constraints.power_w=5 kW..10 mW:2")
 

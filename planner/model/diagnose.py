@@ -3,6 +3,8 @@ constraint families whose removal (one at a time) admits a plan."""
 
 from __future__ import annotations
 
+import math
+
 from planner.catalog import Catalog
 from planner.estimator.designs import allowed_devices, tp_degrees
 from planner.estimator.formats import weight_format
@@ -150,7 +152,7 @@ def _concurrency_why(name: str, tables: Tables) -> str:
     if w.min_tokens_per_s and most < w.min_tokens_per_s:
         need = (
             f", below the {w.min_tokens_per_s:,.0f} asked: at least "
-            f"{w.min_tokens_per_s * fastest / 1000.0:,.0f} sequences must exist"
+            f"{math.ceil(w.min_tokens_per_s * fastest / 1000.0 - 1e-9):,} sequences must exist"
         )
     return (
         f" (sequences: {said}; at the fastest design's {fastest:.3g} ms per token they make "

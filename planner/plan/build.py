@@ -259,6 +259,7 @@ def _add_serving(
     host_share = cloud_host_watts(d.devices, tables.econ) * r if site == CLOUD else 0.0
     tally.draw(p_i, watts + host_share, rented=site == CLOUD)
     served = _mix_served(w, tables, sol, key, tally) if w.request_mix is not None else {}
+    one = {k: v / r for k, v in served.items()} if r else served  # one replica's share
     seqs: int | None = None
     made = d.tokens_per_s * r
     if w.request_mix is None and w.concurrency is not None:
@@ -300,7 +301,7 @@ def _add_serving(
             ),
             sequences=seqs,
             **serving_fields(
-                cat, problem.constraints, w, shape, d, stages, math.ceil(budget), spans, served
+                cat, problem.constraints, w, shape, d, stages, math.ceil(budget), spans, one
             ),
             role=d.role,
         )

@@ -46,15 +46,16 @@ def served_context(w: InferenceWorkload, shape: InferenceWorkload, served: dict[
 
 def served_sequences(
     w: InferenceWorkload, stages: list[tuple[str, int]], batch: int, served: dict[str, float],
-    ms_per_token: float,
+    ms_per_token: float, role: str = "both",
 ) -> int:  # fmt: skip
     """The sequences a replica's engine must admit: its design's batch x stages; or, where it
-    serves a class at a measured rate (authoritative: made at the measurement's own settings),
-    the sequences its traffic holds in flight by Little's law, requests/s x output tokens x time
-    per token (the workload's ceiling where it states one, else the design's): a measured
-    replica launched at the sized design's batch would hold too few of them."""
+    serves a class at a measured rate (authoritative: made at the measurement's own settings;
+    whole requests only), the sequences its traffic (`served`: one replica's requests/s)
+    holds in flight by Little's law, requests/s x output tokens x time per token (the
+    workload's ceiling where it states one, else the design's): a measured replica launched at
+    the sized design's batch would hold too few of them."""
     seqs = batch * len(stages)
-    if len(stages) != 1 or not w.capacity or w.request_mix is None:
+    if len(stages) != 1 or role != "both" or not w.capacity or w.request_mix is None:
         return seqs
     device, tp = stages[0]
     measured = {m.request_class for m in w.capacity if (m.device, m.tp) == (device, tp)}
@@ -79,13 +80,13 @@ def serving_fields(
     """A serving replica's engine, backends, token budget and recipe (WorkloadPlan fields);
     `shape` is the workload with the lengths design `d` is sized for (a mix's class), `budget`
     the tokens per iteration its figures assume, `machines` the hosts one replica spans,
-    `served` its requests/s per class (a mix's)."""
+    `served` one replica's requests/s per class (a mix's)."""
     engine, devices, batch = d.engine, d.devices, d.batch
     backends = backends_of(cat, devices, w, c)
     parts = [(s.device, s.tp, s.layers[1] - s.layers[0] + 1) for s in stages]
     context = served_context(w, shape, served or {})
     pairs = [(s.device, s.tp) for s in stages]
-    seqs = served_sequences(w, pairs, batch, served or {}, d.ms_per_token)
+    seqs = served_sequences(w, pairs, batch, served or {}, d.ms_per_token, d.role)
     recipe = make_recipe(engine, backends, parts, seqs, budget, w.weights, w.kv, context, machines)
     backing = design_confidence(cat, [cat.accelerator(x) for x in devices], engine, batch)
     return {

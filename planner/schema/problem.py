@@ -722,11 +722,17 @@ class Horizon(ProblemModel):
             "`buy`, `rent` (on demand), or a list of the modes to mix, "
             "[buy, on_demand, reserved, spot]"
         )
-        if isinstance(value, list):
+        if isinstance(value, list | tuple):
             bad = next((x for x in value if not (isinstance(x, str) and x in modes)), None)
             if bad is None or not value:
-                return value
-            near = did_you_mean(bad, modes) if isinstance(bad, str) else ""
+                return list(value)
+            near = (
+                "; in a list, renting on demand is `on_demand`"
+                if bad == "rent"
+                else did_you_mean(bad, modes)
+                if isinstance(bad, str)
+                else ""
+            )
             raise ValueError(f"`{bad}` in the list is not a procurement mode: {forms}{near}")
         if isinstance(value, str) and value in ("buy", "rent"):
             return value

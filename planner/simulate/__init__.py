@@ -244,7 +244,16 @@ def simulation_notes(
             if g.result.seconds > 0 and g.role != "prefill"
         )
         if w.request_mix is not None:
-            notes += _mix_notes(w, mine, made, scale)
+            measured = [g.label for g in mine if _measured(w, groups[g.plan_index])]
+            notes += (
+                [
+                    f"workload `{w.name}`: {', '.join(measured)} serve at measured rates, which "
+                    "the replay cannot run (it replays the estimator's engine for each replica), "
+                    "so its figures for them are the estimate's, not the measurement's"
+                ]
+                if measured
+                else _mix_notes(w, mine, made, scale)
+            )
             continue
         held = 0
         for g in mine:
@@ -263,6 +272,18 @@ def simulation_notes(
                 f"the {want:,.0f} the problem asks"
             )
     return notes
+
+
+def _measured(w: InferenceWorkload, wp: WorkloadPlan) -> bool:
+    """Whether a replica group serves a class at a measured rate (one stage of the measured
+    device and degree, whole requests)."""
+    if len(wp.stages) != 1 or wp.role != "both":
+        return False
+    st = wp.stages[0]
+    return any(
+        (m.device, m.tp) == (st.device, st.tp) and wp.requests_per_s.get(m.request_class, 0) > 0
+        for m in w.capacity
+    )
 
 
 def _mix_notes(
@@ -439,7 +460,8 @@ def analytic(
     it, slots, _, _ = engine_of(problem, cat, w, wp)
     engines = wp.replicas * len(wp.stages)
     if plan_groups is not None:  # the whole plan: the problem's traffic over the plan's
-        load *= traffic_scale(problem, plan_groups, wp.name)
+        same = [g for g in plan_groups if g.period == wp.period]  # the period replayed
+        load *= traffic_scale(problem, same, wp.name)
     if w.request_mix is not None and wp.role != "both":
         return _pool_analytic(problem, cat, w, wp, it, load, plan_groups or [])
     if w.request_mix is not None:

@@ -34,31 +34,57 @@ class Vary:
 MAX_RANGE_END = 1e18  # above every quantity a problem holds (the largest limit is 1e15 tokens)
 
 
-# Magnitudes a unit may start with (`k` of kW, `M` of $1M): taken into the number, so the ends
-# of a range may differ in them ($100k..$1M, 5 kW..2 MW).
+# Magnitudes a unit may start with (`k` of kW, `M` of $1M): where the two ends of a range differ
+# in them and carry a unit or a `$` ($100k..$1M, 5 kW..2 MW), they are taken into the number (SI,
+# as money and power read them). A bare `8k..32k` keeps its `k` for the field to read (1,024
+# for token counts).
 _MAGNITUDE = {"k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+_END = re.compile(
+    r"\s*(?P<pre>\$?)(?P<num>[-+]?[0-9_]*\.?[0-9_]+(?:[eE][-+]?[0-9]+)?)(?P<sp>\s*)"
+    r"(?P<mag>[kKMGT]?)(?P<rest>.*?)\s*"
+)
 
 
-def _number(text: str, spec: str) -> tuple[Fraction, str]:
-    """A range end: its number and the unit written around it (`5 kW`: 5,000 and `{} W`;
-    `$300k`: 300,000 and `${}`), which the problem's own units read at every point."""
-    m = re.fullmatch(
-        r"\s*(\$?)([-+]?[0-9_]*\.?[0-9_]+(?:[eE][-+]?[0-9]+)?)(\s*)([kKMGT]?)(.*?)\s*", text
-    )
+def _end(text: str, spec: str) -> tuple[Fraction, re.Match[str] | None]:
+    """A range end: its number, and how it is written around it (None for a plain number,
+    `1/2` included)."""
     try:
-        if m is None:
-            raise ValueError(text)
-        value = Fraction(m.group(2).replace("_", "")) * _MAGNITUDE.get(m.group(4), 1)
+        value = Fraction(text.strip().replace("_", ""))
+        m = None
     except (ValueError, ZeroDivisionError):
-        raise InputError(
-            f"--vary {spec}: `{text}` is not a number (ranges are FROM..TO:POINTS, "
-            "e.g. constraints.power_w=5000..40000:8 or 5kW..40kW:8)"
-        ) from None
+        m = _END.fullmatch(text)
+        if m is None:
+            raise InputError(
+                f"--vary {spec}: `{text}` is not a number (ranges are FROM..TO:POINTS, "
+                "e.g. constraints.power_w=5000..40000:8 or 5 kW..40 kW:8)"
+            ) from None
+        value = Fraction(m["num"].replace("_", ""))
     if abs(value) > MAX_RANGE_END:
         raise InputError(f"--vary {spec}: `{text}` is beyond any value a problem holds")
-    rest = m.group(5)
-    unit = m.group(1) + "{}" + (m.group(3) or " ") * bool(rest) + rest
-    return value, unit if m.group(1) or rest else ""
+    return value, m
+
+
+def _range_ends(lo_text: str, hi_text: str, spec: str) -> tuple[Fraction, Fraction, str]:
+    """The two ends as numbers and the form every point is written in (`{}` for the number;
+    empty: plain numbers)."""
+    (lo, a), (hi, b) = _end(lo_text, spec), _end(hi_text, spec)
+    if a is None and b is None:
+        return lo, hi, ""
+    if a is None or b is None or (a["pre"], a["rest"].strip()) != (b["pre"], b["rest"].strip()):
+        raise InputError(
+            f"--vary {spec}: the ends are written `{lo_text.strip()}` and `{hi_text.strip()}`; "
+            "write both in one unit"
+        )
+    if a["mag"] == b["mag"]:  # the same suffix: the field reads it at every point
+        return lo, hi, a["pre"] + "{}" + a["sp"] + a["mag"] + a["rest"]
+    if not (a["pre"] or a["rest"].strip()):
+        raise InputError(
+            f"--vary {spec}: `{lo_text.strip()}` and `{hi_text.strip()}` differ in their "
+            "suffix and name no unit (k is 1,024 for token counts, 1,000 elsewhere); write "
+            "both ends with one suffix"
+        )
+    scale = (_MAGNITUDE.get(a["mag"], 1), _MAGNITUDE.get(b["mag"], 1))
+    return lo * scale[0], hi * scale[1], a["pre"] + "{}" + a["sp"] + a["rest"]
 
 
 def _split_values(raw: str) -> list[str]:
@@ -89,12 +115,7 @@ def parse_vary(spec: str) -> Vary:
     if ".." in raw:
         span, _, count = raw.partition(":")
         lo_text, _, hi_text = span.partition("..")
-        (lo, unit), (hi, unit_hi) = _number(lo_text, spec), _number(hi_text, spec)
-        if unit.replace(" ", "") != unit_hi.replace(" ", ""):
-            raise InputError(
-                f"--vary {spec}: the ends are written `{lo_text.strip()}` and "
-                f"`{hi_text.strip()}`; write both in one unit"
-            )
+        lo, hi, unit = _range_ends(lo_text, hi_text, spec)
         n = 5
         if count:
             try:
