@@ -66,3 +66,14 @@ def test_solve_and_estimate_agree_on_what_fits_a_mac() -> None:
     stages = [s for w in plan.workloads for s in w.stages]
     assert len(stages) >= 2  # the model and its cache do not fit one Mac's GPU share
     assert all(s.memory_bytes["total"] <= usable * (1 + 1e-9) for s in stages)
+
+
+def test_a_mac_fleet_on_a_network_it_has_no_port_for_says_so() -> None:
+    """Two Mac minis joined over the default 100 GbE: a Mac has no such port and no slot for a
+    NIC, so the plan says which links it has instead of counting the ports silently."""
+    plan = solve_problem(Problem.model_validate(MAC), time_limit=20)
+    assert plan.network is not None and plan.network.link == "eth-100g"
+    assert any("no eth-100g port" in n and "thunderbolt5" in n for n in plan.notes)
+    with_tb = {**MAC, "constraints": {**MAC["constraints"], "network": "thunderbolt5"}}
+    plan = solve_problem(Problem.model_validate(with_tb), time_limit=20)
+    assert not any("no thunderbolt5 port" in n for n in plan.notes)

@@ -728,6 +728,16 @@ def _network(problem: Problem, cat: Catalog, plan: Plan, tally: _Tally) -> Netwo
     gear = network_gear(link, sum(n.count for n in plan.nodes), ports)
     if gear is None:
         return None
+    for n in plan.nodes:  # a whole machine with no slot takes no NIC: say so, with its ports
+        node = cat.node(n.type)
+        own = sorted({x.link for x in node.nics})
+        stated = any(x.id == link.id for x in problem.links)  # the user's own network
+        if node.kind == "standalone" and own and link.id not in own and not stated:
+            plan.notes.append(
+                f"network: {node.name} has no {link.id} port and no slot for one (its ports: "
+                f"{', '.join(own)}); the {link.id} ports counted for it need an adapter, if one "
+                f"exists: set constraints.network to a link it has ({', '.join(own)})"
+            )
     for q in range(len(tally.power)):
         tally.power[q] += gear.power_w
     plan.rack_units += gear.rack_units
