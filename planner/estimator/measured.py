@@ -15,6 +15,12 @@ from planner.schema.catalog import Accelerator
 from planner.schema.problem import InferenceWorkload, MeasuredCapacity, Problem, RequestClass
 
 
+def measured_classes(w: InferenceWorkload, device: str, tp: int) -> set[str]:
+    """The request classes measured on one stage of `tp` x `device` (their rates stand for
+    any replica of that device and degree)."""
+    return {m.request_class for m in w.capacity if (m.device, m.tp) == (device, tp)}
+
+
 def measured_rate(w: InferenceWorkload, d: Design, k: int) -> float | None:
     """The measured requests/s for class `k` on design `d`, when the problem gives one."""
     if len(d.stages) != 1 or w.request_mix is None:

@@ -402,12 +402,9 @@ def mix_designs(
 
     witnesses = Witnesses(sorted(d.id for d in devs), len(classes))
     for c_i in range(len(classes)):
-        found = inference_designs(
-            class_workload(w, c_i), problem, cat, devs, prune=prune, for_mix=True
-        )
-        keep = with_measured(
-            w, c_i, class_workload(w, c_i), found, problem, cat, devs, prune=prune, where=where
-        )
+        sub = class_workload(w, c_i)
+        found = inference_designs(sub, problem, cat, devs, prune=prune, for_mix=True)
+        keep = with_measured(w, c_i, sub, found, problem, cat, devs, prune=prune, where=where)
         link = network_link(problem, cat)
         jobs = [(d, role) for d in keep for role in ROLES[w.disaggregation]]
         found_rates: list[dict[int, float] | None] = [None] * len(jobs)

@@ -18,6 +18,7 @@ from typing import Any
 from planner.catalog import Catalog
 from planner.estimator.confidence import design_confidence
 from planner.estimator.designs import Design
+from planner.estimator.measured import measured_classes
 from planner.estimator.support import backends_of
 from planner.plan.types import Recipe, StageLine
 from planner.schema.problem import Constraints, InferenceWorkload
@@ -57,9 +58,7 @@ def served_sequences(
     seqs = batch * len(stages)
     if len(stages) != 1 or role != "both" or not w.capacity or w.request_mix is None:
         return seqs
-    device, tp = stages[0]
-    measured = {m.request_class for m in w.capacity if (m.device, m.tp) == (device, tp)}
-    if not any(served.get(c, 0.0) > 0 for c in measured):
+    if not any(served.get(c, 0.0) > 0 for c in measured_classes(w, *stages[0])):
         return seqs
     tpot = (w.max_ms_per_token or ms_per_token) / 1000.0
     need = sum(served.get(c.name, 0.0) * c.output_tokens * tpot for c in w.request_mix)

@@ -59,7 +59,7 @@ def simulation_summary(
         "output_tokens_per_s": rep.tokens_per_s,
         "fleet": {m: {str(p): v for p, v in rep.percentiles(m).items()} for m, _ in METRICS},
         "groups": out_groups,
-        "notes": simulation_notes(rep, problem, cat, groups, load),
+        "notes": simulation_notes(rep, problem, groups, load),
     }
 
 

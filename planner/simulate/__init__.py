@@ -27,6 +27,7 @@ import numpy as np
 from planner.catalog import Catalog
 from planner.estimator.economics import demand_periods
 from planner.estimator.formats import kv_bytes
+from planner.estimator.measured import measured_classes
 from planner.estimator.memory import kv_bytes_per_token
 from planner.estimator.network import network_link
 from planner.estimator.replica import IterationTime
@@ -193,14 +194,18 @@ def _closed_sequences(total: float, engines: int) -> tuple[int, int]:
     return max(1, round(total / engines)), engines
 
 
-def _held(wp: WorkloadPlan, slots: int) -> float:
+def _slots(wp: WorkloadPlan) -> int:
+    """Every slot of a whole-request group: its batch per engine (engine_of), S engines per
+    replica."""
+    return wp.batch * wp.replicas * len(wp.stages)
+
+
+def _held(wp: WorkloadPlan) -> float:
     """Sequences a fixed-rate group holds in the plan (every slot where it does not say)."""
-    return float(wp.sequences if wp.sequences is not None else slots * wp.replicas * len(wp.stages))
+    return float(wp.sequences if wp.sequences is not None else _slots(wp))
 
 
-def _allocate(
-    groups: list[WorkloadPlan], problem: Problem, cat: Catalog, load: float
-) -> dict[int, int]:
+def _allocate(groups: list[WorkloadPlan], problem: Problem, load: float) -> dict[int, int]:
     """Whole sequences per fixed-rate group (by id) under `load` x the problem's traffic: each
     workload's total, rounded, split over its groups in proportion to what the plan has them
     hold (largest remainders), so one sequence is one sequence however many groups there are."""
@@ -212,7 +217,7 @@ def _allocate(
         if not mine:
             continue
         factor = load * traffic_scale(problem, groups, w.name)
-        exact = [_held(g, engine_of(problem, cat, w, g)[1]) * factor for g in mine]
+        exact = [_held(g) * factor for g in mine]
         whole = [math.floor(x) for x in exact]
         short = round(sum(exact)) - sum(whole)
         for i in sorted(range(len(mine)), key=lambda i: whole[i] - exact[i])[: max(0, short)]:
@@ -227,7 +232,7 @@ SHORTFALL = 0.1
 
 
 def simulation_notes(
-    rep: SimulationReport, problem: Problem, cat: Catalog, groups: list[WorkloadPlan], load: float
+    rep: SimulationReport, problem: Problem, groups: list[WorkloadPlan], load: float
 ) -> list[str]:
     """Where the replayed traffic is not what the plan was made for: fixed-rate workloads with
     more sequences than the replicas hold, an output below the demand, or (request mixes) a
@@ -243,22 +248,18 @@ def simulation_notes(
             for g in mine
             if g.result.seconds > 0 and g.role != "prefill"
         )
-        if w.request_mix is not None:
-            measured = [g.label for g in mine if _measured(w, groups[g.plan_index])]
-            notes += (
-                [
-                    f"workload `{w.name}`: {', '.join(measured)} serve at measured rates, which "
-                    "the replay cannot run (it replays the estimator's engine for each replica), "
-                    "so its figures for them are the estimate's, not the measurement's"
-                ]
-                if measured
-                else _mix_notes(w, mine, made, scale)
+        measured = [g.label for g in mine if _measured(w, groups[g.plan_index])]
+        if measured:
+            notes.append(
+                f"workload `{w.name}`: {', '.join(measured)} serve at measured rates, which the "
+                "replay cannot run (it replays the estimator's engine for each replica), so its "
+                "figures for them are the estimate's, not the measurement's"
             )
             continue
-        held = 0
-        for g in mine:
-            _, slots, _, _ = engine_of(problem, cat, w, groups[g.plan_index])
-            held += slots * groups[g.plan_index].replicas * len(groups[g.plan_index].stages)
+        if w.request_mix is not None:
+            notes += _mix_notes(w, mine, made, scale)
+            continue
+        held = sum(_slots(groups[g.plan_index]) for g in mine)
         if w.concurrency is not None and w.concurrency * scale > held:
             notes.append(
                 f"workload `{w.name}`: {w.concurrency * scale:,.0f} sequences exist and the "
@@ -279,11 +280,8 @@ def _measured(w: InferenceWorkload, wp: WorkloadPlan) -> bool:
     device and degree, whole requests)."""
     if len(wp.stages) != 1 or wp.role != "both":
         return False
-    st = wp.stages[0]
-    return any(
-        (m.device, m.tp) == (st.device, st.tp) and wp.requests_per_s.get(m.request_class, 0) > 0
-        for m in w.capacity
-    )
+    classes = measured_classes(w, wp.stages[0].device, wp.stages[0].tp)
+    return any(wp.requests_per_s.get(c, 0.0) > 0 for c in classes)
 
 
 def _mix_notes(
@@ -350,7 +348,7 @@ def simulate_plan(
         )
     total = sum(weights) or 1.0
     out: list[GroupReport] = []
-    sequences = _allocate(groups, problem, cat, load)
+    sequences = _allocate(groups, problem, load)
     first: dict[str, list[float]] = {}  # workload -> prefill pools' first tokens (s)
     rank = {"prefill": 0, "both": 1, "decode": 2}
     order = sorted(range(len(groups)), key=lambda i: (rank[groups[i].role], i))
@@ -362,8 +360,8 @@ def simulate_plan(
         n = max(50, round(requests * wt / total))
         it, slots, kv, budget = engine_of(problem, cat, w, wp)
         label = "+".join(f"{s.tp}x{s.device}" for s in wp.stages)
-        scaled = load * traffic_scale(problem, groups, wp.name)
         if w.request_mix is not None:
+            scaled = load * traffic_scale(problem, groups, wp.name)
             rate = scaled * sum(wp.requests_per_s.values()) / engines
             reqs = _arrivals(w, wp, rate, n, rng)
             if wp.role == "both":
@@ -483,7 +481,7 @@ def analytic(
             "tpot": dict.fromkeys(PERCENTILES, lat.tpot_s),
         }
     # The sequences held (those past the slots wait, which the replay shows and this does not).
-    per = min(slots, _closed_sequences(_held(wp, slots) * load, engines)[0])
+    per = min(slots, _closed_sequences(_held(wp) * load, engines)[0])
     P, out = prefill_prompt(w.prompt_tokens, w.prefix_cache_hit), w.output_tokens
     c, f = chunk_mix(per, P, out, per * P / out)
     t_c = it(per, c)
