@@ -4,9 +4,11 @@ the factors the catalog ships), without re-running the fit."""
 
 from __future__ import annotations
 
+import json
 import re
 from types import ModuleType
 
+import pytest
 from bench_scripts import ROOT, load_script
 
 
@@ -92,7 +94,39 @@ def test_each_scored_row_has_an_operating_point_that_restates_its_metric() -> No
         elif r.spec["concurrency"]:  # output tokens/s of that many sequences
             assert abs(got.rate * r.spec["output"] / metric - 1) < 1e-9, r.id
         else:  # offline and server: output tokens/s per accelerator
-            per = got.rate * r.spec["output"] / got.per_replica
+            requests = r.spec["requests"]  # a finite run's list: its own mean output
+            output = sum(o for _, o in requests) / len(requests) if requests else r.spec["output"]
+            per = got.rate * output / got.per_replica
             assert abs(per / metric - 1) < 1e-9, r.id
             assert got.tpot > 0 and (r.kind == "offline") == (got.ttft is None), r.id
     assert kinds >= {"prefill", "decode", "sizing", "disaggregated", "offline", "server"}
+
+
+def test_a_finite_run_is_scored_over_the_requests_its_source_published() -> None:
+    """Rows whose source publishes each request's lengths (vLLM benchmark_serving.py result
+    files) carry them whole: as many requests as the run sent, summing to the file's token
+    counts; such a run is scored over that list and, ending with few sequences in flight, gives
+    less than the steady-state figure of the same design."""
+    run = _load()
+    finite = [r for r in run.load_rows() if r.predict and r.spec["requests"]]
+    assert len(finite) >= 2
+    for r in finite:
+        raw = next(x for x in run.load_raw() if x["id"] == r.id)
+        data = json.loads((ROOT / "benchmarks" / "serving" / raw["requests"]).read_text())
+        requests = r.spec["requests"]
+        assert len(requests) == data["num_prompts"]
+        assert sum(p for p, _ in requests) == data["total_input_tokens"]
+        assert sum(o for _, o in requests) == data["total_output_tokens"]
+        assert r.metric == "output tokens/s per accelerator over the run's requests"
+        assert r.predict() < 0.95 * run.offline_per_accelerator(r.spec), r.id
+
+
+def test_a_long_run_of_like_requests_replays_at_the_steady_state_rate() -> None:
+    """The replay and the steady-state figure are one model: a run of many identical requests
+    (so its start and drain are a small share of it) comes within 5 % of the steady rate."""
+    run = _load()
+    r = next(r for r in run.load_rows() if r.predict and r.spec["requests"])
+    prompt, output = r.spec["prompt"], r.spec["output"]
+    s = {**r.spec, "requests": [(prompt, output)] * 40 * int(r.spec["max_seqs"])}
+    steady = run.offline_per_accelerator(s)
+    assert run.run_per_accelerator(s) == pytest.approx(steady, rel=0.05)

@@ -10,6 +10,13 @@ each row type was chosen before any fitting and is not changed to suit a result:
   the source states it, else the engine's default, ENGINE_MAX_SEQS; the row's tensor-parallel
   degree where the source states it, else the best degree the planner finds; one replica over
   all the row's devices where the source ran one instance on them).
+- offline run of a stated request list (the source publishes each request's prompt and output
+  tokens, as vLLM's benchmark_serving.py result files do; the list is in requests/): output
+  tokens/s per accelerator of the best design over that whole run, every request queued at the
+  start and the run replayed at the planner's own iteration time (planner.simulate), so a short
+  run of long-tailed lengths is charged its drain, when few sequences are left in flight. Added
+  when Lambda's two 1,280-request runs turned out to be scored as steady state: a row type for
+  every source that publishes its requests, not a change to the offline metric.
 - server with latency limits (MLPerf Server: p99 time to first token and time per output token
   limits; the interactive variant has tighter ones): output tokens/s per accelerator at the
   highest Poisson arrival rate whose modelled p99 first-token time and time per token
@@ -23,6 +30,8 @@ each row type was chosen before any fitting and is not changed to suit a result:
 The engine: each row is predicted at the engine its source ran, where the catalog knows it and
 its support matrix runs the row's format on the row's device (vLLM before 0.6.0 as `vllm-0.5`,
 whose host time per token the catalog carries); other rows at each device's default engine.
+Where a source's own files contradict its label (a release's signature in the measurement), the
+files win and the row's note says why.
 
 A row is scored only when its model, device, weight format and mean request shape (prompt and
 output tokens) are stated by its source; otherwise it is listed as not expressible with each
@@ -57,6 +66,7 @@ block that docs/serving.md carries between its benchmark markers)
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 from collections.abc import Callable
@@ -81,11 +91,13 @@ from planner.estimator.serving import (
     max_rate,
     open_latency,
     prefill_pool_budget,
+    token_budget,
 )
 from planner.estimator.support import host_s_per_token, runtimes
 from planner.hf_config import load_hf_config
 from planner.schema.catalog import ModelArch
 from planner.schema.problem import InferenceWorkload, Problem
+from planner.simulate import simulate_engine
 
 HERE = Path(__file__).resolve().parent
 MODELS = {
@@ -284,6 +296,39 @@ def offline_per_accelerator(s: dict[str, Any]) -> float:
     return max((d.tokens_per_s / _accelerators(d) for d in _designs(s)), default=0.0)
 
 
+def _run(s: dict[str, Any], d: Design) -> tuple[float, float]:
+    """Output tokens/s and mean time per output token of the source's whole request list on
+    `d`'s replicas: every request queued at the start, dealt round-robin to the replicas the
+    row's devices hold, each replica replayed (planner.simulate.simulate_engine at the planner's
+    own iteration time, token budget and KV room of `d`) until its last request ends; the run
+    lasts as long as its slowest replica, and its output tokens are the source's own count."""
+    it = _iteration(
+        s["m"], s["dev"], d.stages[0].tp, s["weights"], s["kv"], d.batch, s["prompt"],
+        s["output"], tuple(st.layers for st in d.stages), s["engine"],
+    )  # fmt: skip
+    n = max(1, (s["devices"] or _accelerators(d)) // _accelerators(d))
+    seconds, tpot = 0.0, list[float]()
+    for k in range(n):
+        res = simulate_engine(
+            it,
+            slots=d.batch * len(d.stages),
+            kv_tokens=d.batch * len(d.stages) * (s["prompt"] + s["output"]),
+            budget=token_budget(d.batch, s["prompt"], s["output"]),
+            requests=[(0.0, p, o) for p, o in s["requests"][k::n]],
+        )
+        seconds, tpot = max(seconds, res.seconds), tpot + res.tpot
+    tokens = sum(o for _, o in s["requests"])
+    return (tokens / seconds if seconds > 0 else 0.0), statistics.fmean(tpot or [math.nan])
+
+
+def run_per_accelerator(s: dict[str, Any]) -> float:
+    """The offline metric of a finite run whose source publishes each request's lengths: the
+    best design's output tokens/s per accelerator over that request list, its start and its
+    drain included (a short run of long-tailed lengths ends with few sequences in flight, which
+    a steady-state figure does not see)."""
+    return max((_run(s, d)[0] / (s["devices"] or 1) for d in _designs(s)), default=0.0)
+
+
 @dataclass
 class Point:
     """The planner's operating point for a row: output tokens/s per accelerator, the design
@@ -433,6 +478,15 @@ def _engine(r: dict[str, Any], dev: str | None, weights: str | None) -> str | No
     return name if any(rt.engine == name for rt in ok) else None
 
 
+def _requests(r: dict[str, Any]) -> list[tuple[int, int]] | None:
+    """The (prompt, output) tokens of every request of the row's run, where its source
+    publishes them (a file under requests/ copied from the source's result file)."""
+    if not r.get("requests"):
+        return None
+    data = json.loads((HERE / r["requests"]).read_text())
+    return list(zip(data["input_lens"], data["output_lens"], strict=True))
+
+
 def _row(r: dict[str, Any]) -> Row:
     src = r["source"]["title"]
     kind, meas = r["kind"], r["measured"]
@@ -460,12 +514,19 @@ def _row(r: dict[str, Any]) -> Row:
         if meas.get("tokens_per_s") and r.get("devices") else None,
         "measured": meas, "concurrency": meas.get("max_concurrency"),
         "demand": (meas.get("tokens_per_s_per_gpu") or 0) * (r.get("devices") or 0),
+        "requests": _requests(r),
     }  # fmt: skip
     s = base.spec
     if missing:
         base.why_not = missing
         return base
     assert m is not None and dev is not None and weights is not None
+    if kind == "offline" and s["requests"] and meas.get("tokens_per_s"):
+        return Row(
+            r["id"], kind, src, meas["tokens_per_s"] / r["devices"],
+            "output tokens/s per accelerator over the run's requests",
+            lambda: run_per_accelerator(s), spec=s,
+        )  # fmt: skip
     if kind == "offline" and (meas.get("tokens_per_s") or meas.get("tokens_per_s_per_gpu")):
         per = meas.get("tokens_per_s_per_gpu") or meas["tokens_per_s"] / r["devices"]
         return Row(
@@ -705,6 +766,26 @@ def _offline_point(s: dict[str, Any]) -> Figures:
     )
 
 
+def _run_point(s: dict[str, Any]) -> Figures:
+    """A finite run's best design: its requests/s per replica over the whole run and the mean
+    time per output token of its requests."""
+    ds = _designs(s)
+    if not ds:
+        return Figures()
+    d = max(ds, key=lambda d: _run(s, d)[0])
+    tokens, tpot = _run(s, d)
+    replicas = max(1, (s["devices"] or _accelerators(d)) // _accelerators(d))
+    seconds = sum(o for _, o in s["requests"]) / tokens
+    return Figures(
+        _replica(d.stages[0].tp, len(d.stages), d.batch),
+        len(s["requests"]) / seconds / replicas,
+        None,
+        tpot,
+        float(s["devices"]),
+        _accelerators(d),
+    )
+
+
 def _replica(tp: int, stages: int, batch: int) -> str:
     return f"TP{tp}" + (f" x {stages} stages" if stages > 1 else "") + f", {batch} sequences"
 
@@ -727,6 +808,8 @@ def planner_point(r: Row) -> Figures:
     """The planner's operating point for a scored row, at the factors the catalog ships."""
     s = r.spec
     prompt, output, tp = s["prompt"], s["output"], s["tp"]
+    if r.kind == "offline" and s["requests"]:
+        return _run_point(s)
     if r.kind == "offline":
         return _offline_point(s)
     if r.kind == "server" and s["ttft_limit"]:
@@ -887,9 +970,14 @@ def report(rows: list[Row]) -> list[str]:
     return lines
 
 
-def load_rows() -> list[Row]:
+def load_raw() -> list[dict[str, Any]]:
+    """The rows of published.yaml as written."""
     data = yaml.safe_load((HERE / "published.yaml").read_text(encoding="utf-8"))
-    return [_row(r) for r in data["rows"]]
+    return list(data["rows"])
+
+
+def load_rows() -> list[Row]:
+    return [_row(r) for r in load_raw()]
 
 
 def main() -> None:
