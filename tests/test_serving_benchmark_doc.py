@@ -4,7 +4,6 @@ the factors the catalog ships), without re-running the fit."""
 
 from __future__ import annotations
 
-import json
 import re
 from types import ModuleType
 
@@ -104,21 +103,39 @@ def test_each_scored_row_has_an_operating_point_that_restates_its_metric() -> No
 
 def test_a_finite_run_is_scored_over_the_requests_its_source_published() -> None:
     """Rows whose source publishes each request's lengths (vLLM benchmark_serving.py result
-    files) carry them whole: as many requests as the run sent, summing to the file's token
-    counts; such a run is scored over that list and, ending with few sequences in flight, gives
-    less than the steady-state figure of the same design."""
+    files) carry them whole: as many requests as the quoted run completed, summing to the
+    quoted token totals; such a run is scored over that list and, ending with few sequences in
+    flight, gives less than the steady-state figure of the same design."""
     run = _load()
     finite = [r for r in run.load_rows() if r.predict and r.spec["requests"]]
     assert len(finite) >= 2
     for r in finite:
         raw = next(x for x in run.load_raw() if x["id"] == r.id)
-        data = json.loads((ROOT / "benchmarks" / "serving" / raw["requests"]).read_text())
+        quote = raw["source"]["quote"]
         requests = r.spec["requests"]
-        assert len(requests) == data["num_prompts"]
-        assert sum(p for p, _ in requests) == data["total_input_tokens"]
-        assert sum(o for _, o in requests) == data["total_output_tokens"]
+
+        def quoted(key: str, quote: str = quote) -> int:
+            return int(re.search(rf'"{key}": (\d+)', quote).group(1))  # type: ignore[union-attr]
+
+        assert len(requests) == quoted("completed")
+        assert sum(p for p, _ in requests) == quoted("total_input_tokens")
+        assert sum(o for _, o in requests) == quoted("total_output_tokens")
         assert r.metric == "output tokens/s per accelerator over the run's requests"
         assert r.predict() < 0.95 * run.offline_per_accelerator(r.spec), r.id
+
+
+def test_a_finite_run_counts_every_accelerator_it_uses() -> None:
+    """Per accelerator means per accelerator at work: two devices given the list twice over run
+    as two replicas of the one-device figure, and a device left free to pick its degree gets no
+    design larger than itself (nor beats its own steady state)."""
+    run = _load()
+    r = next(r for r in run.load_rows() if r.predict and r.spec["requests"])
+    one = run.run_per_accelerator(r.spec)
+    doubled = [q for q in r.spec["requests"] for _ in (0, 1)]
+    two = {**r.spec, "devices": 2, "requests": doubled}
+    assert run.run_per_accelerator(two) == pytest.approx(one, rel=1e-9)
+    free = {**r.spec, "tp": None}
+    assert run.run_per_accelerator(free) <= run.offline_per_accelerator(free)
 
 
 def test_a_long_run_of_like_requests_replays_at_the_steady_state_rate() -> None:

@@ -1,7 +1,9 @@
 """The planner's serving figures beside published serving results, scored leave-one-source-out.
 
 Rows come from benchmarks/serving/published.yaml (each with its source and quote). The metric of
-each row type was chosen before any fitting and is not changed to suit a result:
+each row type was chosen before any fitting and is not changed to suit a result (one row type,
+the finite run below, was added after a fit, when two rows were found scored as steady state;
+docs/serving.md gives the scores before and after):
 
 - prefill (batch 1, no decodes): time to first token = one iteration carrying the whole prompt.
 - offline (saturated throughput at a stated input/output length; MLPerf Offline): output
@@ -28,10 +30,12 @@ each row type was chosen before any fitting and is not changed to suit a result:
   replica (tensor parallel, batch) at that request shape.
 
 The engine: each row is predicted at the engine its source ran, where the catalog knows it and
-its support matrix runs the row's format on the row's device (vLLM before 0.6.0 as `vllm-0.5`,
-whose host time per token the catalog carries); other rows at each device's default engine.
-Where a source's own files contradict its label (a release's signature in the measurement), the
-files win and the row's note says why.
+its support matrix runs the row's format on the row's device (vLLM before 0.6.0 would run as
+`vllm-0.5`, whose host time per token the catalog carries; no scored row does today); other rows
+at each device's default engine. Where a source's own files contradict its label (a release's
+signature in the measurement, such as several tokens per streamed event from multi-step
+scheduling), the files win and the row's note says why; Lambda's two rows keep their `vllm054`
+ids, the label they were published under.
 
 A row is scored only when its model, device, weight format and mean request shape (prompt and
 output tokens) are stated by its source; otherwise it is listed as not expressible with each
@@ -136,7 +140,7 @@ DEVICES = {
 # in its V0 engine (EngineArgs.__post_init__: "256 if not envs.VLLM_USE_V1 else 1024",
 # https://github.com/vllm-project/vllm/blob/001999d2f360c2c5da23a916510c273b1a73d06c/vllm/engine/
 # arg_utils.py; V1 became the default in 0.8.0). Every vLLM row that states no limit ran before
-# 0.8.0 (Lambda's v0.5.4 harness also passes 256 in its benchmark.sh; Oracle's October 2024 run
+# 0.8.0 (Lambda's harness also passes 256 in its benchmark.sh; Oracle's October 2024 run
 # of benchmark_throughput.py states no flags); rows of later releases state theirs.
 ENGINE_MAX_SEQS = {"vllm": 256, "vllm-0.5": 256}
 # The KV-cache format of a row whose source states none: the engine's default. vLLM's
@@ -296,25 +300,35 @@ def offline_per_accelerator(s: dict[str, Any]) -> float:
     return max((d.tokens_per_s / _accelerators(d) for d in _designs(s)), default=0.0)
 
 
+def _replicas(s: dict[str, Any], d: Design) -> int:
+    """Replicas of `d` the row's devices hold (0 where one needs more than the row has)."""
+    return int(s["devices"] or _accelerators(d)) // _accelerators(d)
+
+
 def _run(s: dict[str, Any], d: Design) -> tuple[float, float]:
     """Output tokens/s and mean time per output token of the source's whole request list on
-    `d`'s replicas: every request queued at the start, dealt round-robin to the replicas the
-    row's devices hold, each replica replayed (planner.simulate.simulate_engine at the planner's
-    own iteration time, token budget and KV room of `d`) until its last request ends; the run
-    lasts as long as its slowest replica, and its output tokens are the source's own count."""
+    the replicas of `d` the row's devices hold: every request queued at the start and dealt
+    round-robin to their engines (a replica of S stages is S engines of `d.batch` slots, one per
+    micro-batch in flight, as planner.simulate replays plans), each engine replayed
+    (planner.simulate.simulate_engine at the planner's own iteration time and token budget)
+    until its last request ends; the run lasts as long as its slowest engine, and its output
+    tokens are the source's own count. Two approximations, as in the planner's own replay of a
+    plan: an engine's KV room is what `d` was sized for (`d.batch` sequences of the mean
+    context; the device may hold more), and an iteration's attention is charged at the mean
+    context, also while the drain leaves only the longer requests in flight."""
     it = _iteration(
         s["m"], s["dev"], d.stages[0].tp, s["weights"], s["kv"], d.batch, s["prompt"],
         s["output"], tuple(st.layers for st in d.stages), s["engine"],
     )  # fmt: skip
-    n = max(1, (s["devices"] or _accelerators(d)) // _accelerators(d))
+    engines = _replicas(s, d) * len(d.stages)
     seconds, tpot = 0.0, list[float]()
-    for k in range(n):
+    for k in range(engines):
         res = simulate_engine(
             it,
-            slots=d.batch * len(d.stages),
-            kv_tokens=d.batch * len(d.stages) * (s["prompt"] + s["output"]),
+            slots=d.batch,
+            kv_tokens=d.batch * (s["prompt"] + s["output"]),
             budget=token_budget(d.batch, s["prompt"], s["output"]),
-            requests=[(0.0, p, o) for p, o in s["requests"][k::n]],
+            requests=[(0.0, p, o) for p, o in s["requests"][k::engines]],
         )
         seconds, tpot = max(seconds, res.seconds), tpot + res.tpot
     tokens = sum(o for _, o in s["requests"])
@@ -323,10 +337,17 @@ def _run(s: dict[str, Any], d: Design) -> tuple[float, float]:
 
 def run_per_accelerator(s: dict[str, Any]) -> float:
     """The offline metric of a finite run whose source publishes each request's lengths: the
-    best design's output tokens/s per accelerator over that request list, its start and its
-    drain included (a short run of long-tailed lengths ends with few sequences in flight, which
-    a steady-state figure does not see)."""
-    return max((_run(s, d)[0] / (s["devices"] or 1) for d in _designs(s)), default=0.0)
+    best design's output tokens/s per accelerator at work over that request list, its start and
+    its drain included (a short run of long-tailed lengths ends with few sequences in flight,
+    which a steady-state figure does not see). Designs larger than the row's devices are out."""
+    return max(
+        (
+            _run(s, d)[0] / (_replicas(s, d) * _accelerators(d))
+            for d in _designs(s)
+            if _replicas(s, d) > 0
+        ),
+        default=0.0,
+    )
 
 
 @dataclass
@@ -769,19 +790,18 @@ def _offline_point(s: dict[str, Any]) -> Figures:
 def _run_point(s: dict[str, Any]) -> Figures:
     """A finite run's best design: its requests/s per replica over the whole run and the mean
     time per output token of its requests."""
-    ds = _designs(s)
+    ds = [d for d in _designs(s) if _replicas(s, d) > 0]
     if not ds:
         return Figures()
-    d = max(ds, key=lambda d: _run(s, d)[0])
+    d = max(ds, key=lambda d: _run(s, d)[0] / (_replicas(s, d) * _accelerators(d)))
     tokens, tpot = _run(s, d)
-    replicas = max(1, (s["devices"] or _accelerators(d)) // _accelerators(d))
     seconds = sum(o for _, o in s["requests"]) / tokens
     return Figures(
         _replica(d.stages[0].tp, len(d.stages), d.batch),
-        len(s["requests"]) / seconds / replicas,
+        len(s["requests"]) / seconds / _replicas(s, d),
         None,
         tpot,
-        float(s["devices"]),
+        float(_replicas(s, d) * _accelerators(d)),
         _accelerators(d),
     )
 
