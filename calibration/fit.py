@@ -25,9 +25,10 @@ import datetime
 import json
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -480,6 +481,11 @@ ROUNDS = 3  # decode -> compute -> decode ...: decode rows must stay memory-boun
 # and the M1/M2/M3 rows, which the catalog lacks, come out about 17 % fast at the median when
 # those chips are described by their published bandwidth and FP32 rate.
 OWN_FIT: dict[str, str] = {"dgx-spark": "unified-memory"}
+# Training MFU per GPU generation within a class: published runs of one framework and model put
+# A100s at 0.5-0.65 MFU and H100s at 0.4-0.45 (llm-foundry's tables, torchtitan's; the Llama 3
+# paper's 38-43 % on H100): a newer part's peak grows faster than what feeds it, so one class
+# figure makes an H100 about 3.2x an A100 in training where runs measure 2-2.5x.
+ARCHITECTURE_FIT = ("datacenter",)
 
 
 def group_rows(rows: Sequence[Row], key: str, sel: Callable[[Row], bool]) -> list[Row]:
@@ -487,6 +493,51 @@ def group_rows(rows: Sequence[Row], key: str, sel: Callable[[Row], bool]) -> lis
     if key in OWN_FIT:
         return [r for r in rows if sel(r) and r.device.id == key]
     return [r for r in rows if sel(r) and r.cls == key and r.device.id not in OWN_FIT]
+
+
+def architecture_groups(rows: Sequence[Row]) -> dict[str, list[Row]]:
+    """Dense-model training rows of the classes whose MFU is fitted per GPU generation, keyed
+    `class/architecture` (catalog efficiency.yaml `architectures`). Mixture-of-experts runs stay
+    out of these groups (they stay in the class's fit and in scoring): published MoE runs reach
+    a fifth to a half of a dense run's MFU on the same GPUs (expert all-to-all, grouped GEMMs
+    of few tokens each), which the estimator does not model yet, and a generation whose only
+    rows mix both would be fitted to neither."""
+    out: dict[str, list[Row]] = {}
+    for cls in ARCHITECTURE_FIT:
+        for r in group_rows(rows, cls, is_training):
+            if r.model.moe is None:
+                out.setdefault(f"{cls}/{r.device.architecture}", []).append(r)
+    return out
+
+
+def borrowed_architectures(params: Params) -> Params:
+    """Training MFU for every other architecture of a class fitted per generation: the fitted
+    generation nearest in release date (the catalog's support matrix dates each). A part no
+    run measured is taken to behave like its measured contemporaries rather than like the
+    class's average over older and newer parts (which let unmeasured parts outrank measured
+    ones: the class figure sat at an A100's MFU while an H100's runs measured a third less)."""
+    cat = load_catalog()
+    out: Params = {}
+    for cls in ARCHITECTURE_FIT:
+        fitted = {k.split("/", 1)[1]: v for k, v in params.items() if k.startswith(f"{cls}/")}
+        if not fitted:
+            continue
+        archs = {d.architecture for d in cat.accelerators.values() if d.device_class == cls}
+        for arch in sorted(archs - set(fitted)):
+            out[f"{cls}/{arch}"] = dict(fitted[nearest_release(cat, fitted, arch)])
+    return out
+
+
+def nearest_release(cat: Any, among: Iterable[str], arch: str) -> str:
+    """Of the architectures `among`, the one released nearest to `arch` (earlier on a tie)."""
+    when = _released(cat, arch)
+    return min(sorted(among), key=lambda a: (abs((_released(cat, a) - when).days), a))
+
+
+def _released(cat: Any, arch: str) -> datetime.date:
+    """An architecture's release month (support matrix `released`, YYYY-MM) as a date."""
+    y, m = str(cat.architectures[arch].released).split("-")[:2]
+    return datetime.date(int(y), int(m), 1)
 
 
 def fit_all(rows: Sequence[Row]) -> Params:
@@ -509,6 +560,16 @@ def fit_all(rows: Sequence[Row]) -> Params:
         # No published large-model run sustains more than ~0.6 MFU (PaLM 46 %, MegaScale 55 %,
         # Llama 3 38-43 %): a higher fit means the few rows behind it are off, not the GPU.
         params[key]["training_mfu"] = min(mfu, MAX_PLAUSIBLE_MFU)
+    for key, tr in architecture_groups(rows).items():
+        # One GPU generation of a class, where its rows say it reaches another share of its
+        # peak than the class (the class's figure is its prior, one row's weight).
+        cls = key.split("/", 1)[0]
+        params[key] = {"training_mfu": params[cls]["training_mfu"]}
+        mfu = fit_scalar(
+            tr, params, key, "training_mfu", params[cls]["training_mfu"], training_value
+        )
+        params[key]["training_mfu"] = min(mfu, MAX_PLAUSIBLE_MFU)
+    params.update(borrowed_architectures(params))
     for dev_id, cls in OWN_FIT.items():  # keep only the factors that differ from the class
         params[dev_id] = {k: v for k, v in params[dev_id].items() if v != params[cls][k]}
     return params
@@ -634,10 +695,25 @@ def report(
     for dev_id, cls in OWN_FIT.items():
         for k, v in fitted.get(dev_id, {}).items():
             out.append(f"| {dev_id} (device entry) | {k} | {PRIORS[cls][k]:g} | {v:g} |")
+    measured = architecture_groups(rows)
+    cat = load_catalog()
+    for key in sorted(k for k in fitted if "/" in k):
+        cls, name = key.split("/", 1)
+        mine = [m.split("/", 1)[1] for m in measured if m.startswith(f"{cls}/")]
+        what = (
+            f"{len(measured[key])} dense rows"
+            if key in measured
+            else f"no rows: {cls}/{nearest_release(cat, mine, name)}'s"
+        )
+        prior = f"{fitted[cls]['training_mfu']:g} (class)" if key in measured else "-"
+        out.append(f"| {key} ({what}) | training_mfu | {prior} | {fitted[key]['training_mfu']:g} |")
     out.append("")
     out.append(
         "Factors not listed kept their prior (no rows for that class and metric; "
-        "dequant_ops_per_weight is held at its prior)."
+        "dequant_ops_per_weight is held at its prior). Training MFU is fitted per GPU "
+        "generation of the datacenter class on its dense-model rows (mixture-of-experts runs, "
+        "which reach a fraction of a dense run's MFU, are scored but not fitted there); a "
+        "generation without rows takes the figure of the fitted one released nearest to it."
     )
     out += _row_tables(rows, before, after, loso)
     out += ["", "## Rows left out of scoring", "", "| model | device | metric | source | reason |"]
@@ -848,6 +924,11 @@ HEADER = """\
 # Rewritten by `python calibration/fit.py --write`; calibration/README.md gives the fit and its error.
 """
 
+ARCHITECTURES_HEADER = """\
+# Training MFU per GPU generation of a class (calibration/fit.py ARCHITECTURE_FIT): fitted on the
+# dense-model training rows of each generation that has some (prior: the class's figure); every
+# other generation of the class takes the figure of the fitted one released nearest to it.
+"""
 ORDER = (
     "bandwidth",
     "compute",
@@ -860,16 +941,35 @@ ORDER = (
 )
 
 
-def write_efficiency(fitted: Params, fitted_on: str) -> None:
+def write_efficiency(
+    fitted: Params, fitted_on: str, measured: Iterable[str], only: str | None = None
+) -> None:
+    """Rewrite catalog/efficiency.yaml with the fitted factors (`only`: that one factor, every
+    other shipped factor kept as it is). `measured`: the class/architecture keys fitted on
+    rows of their own (the others took a measured generation's figure)."""
     from planner.estimator.efficiency import load_efficiency
 
     current = load_efficiency(EFFICIENCY)
+    if only:
+        fitted = {k: {f: v for f, v in fac.items() if f == only} for k, fac in fitted.items()}
     lines = [HEADER.rstrip("\n"), f"fitted_on: {json.dumps(fitted_on)}", "classes:"]
     for cls in CLASSES:
         keep = current.classes[cls].model_dump()  # type: ignore[index]
         vals = {**keep, **fitted[cls]}
         body = ", ".join(f"{k}: {vals[k]:g}" for k in ORDER)
         lines.append(f"  {cls}: {{{body}}}")
+    arch = {k: v for k, v in fitted.items() if "/" in k and v}
+    if arch:
+        lines.append(ARCHITECTURES_HEADER.rstrip("\n"))
+        lines.append("architectures:")
+        measured = set(measured)
+        cat = load_catalog()
+        for key in sorted(arch):
+            body = ", ".join(f"{k}: {arch[key][k]:g}" for k in ORDER if k in arch[key])
+            cls, name = key.split("/", 1)
+            mine = sorted(m.split("/", 1)[1] for m in measured if m.startswith(f"{cls}/"))
+            why = "fitted" if key in measured else f"from {nearest_release(cat, mine, name)}"
+            lines.append(f"  {key}: {{{body}}}  # {why}")
     devices = {**current.devices, **{d: fitted[d] for d in OWN_FIT if fitted.get(d)}}
     if devices:
         lines.append("devices:")
@@ -883,6 +983,13 @@ def write_efficiency(fitted: Params, fitted_on: str) -> None:
     load_efficiency(EFFICIENCY)  # validates what was written
 
 
+def load_efficiency_file() -> Any:
+    """The shipped efficiency file as it stands (before a write)."""
+    from planner.estimator.efficiency import load_efficiency
+
+    return load_efficiency(EFFICIENCY)
+
+
 def check_written(rows: Sequence[Row], fitted: Params) -> float:
     """Largest relative difference between the report's "after" and the tool with no overrides."""
     worst = 0.0
@@ -894,6 +1001,11 @@ def check_written(rows: Sequence[Row], fitted: Params) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--write", action="store_true", help="rewrite catalog/efficiency.yaml")
+    ap.add_argument(
+        "--only",
+        choices=("training_mfu",),
+        help="with --write: refit this factor alone and keep every other shipped factor",
+    )
     ap.add_argument("--report", type=Path, help="also write the markdown report here")
     args = ap.parse_args()
 
@@ -922,13 +1034,21 @@ def main() -> None:
             f"prefill rows and {n_tr} training rows with catalog devices (calibration/fit.py, "
             f"{datetime.date.today().isoformat()})"
         )
-        write_efficiency(fitted, fitted_on)
-        FITTED_ROWS.write_text(
-            "# Rows the shipped factors were fitted on (written by calibration/fit.py --write);\n"
-            "# the report scores any other row with the shipped factors before it joins a fit.\n"
-            + "".join(f"{row_key(r.meas)}\n" for r in rows)
-        )
-        diff = check_written(rows, fitted)
+        measured = architecture_groups(rows)
+        if args.only:  # the other factors stay as fitted before, on the rows they saw then
+            fitted_on = (
+                f"{load_efficiency_file().fitted_on.split('; ', 1)[0]}; {args.only} refitted "
+                f"on {n_tr} training rows ({datetime.date.today().isoformat()})"
+            )
+        write_efficiency(fitted, fitted_on, measured, args.only)
+        if not args.only:
+            FITTED_ROWS.write_text(
+                "# Rows the shipped factors were fitted on (written by calibration/fit.py "
+                "--write);\n# the report scores any other row with the shipped factors before "
+                "it joins a fit.\n" + "".join(f"{row_key(r.meas)}\n" for r in rows)
+            )
+        checked = [r for r in rows if is_training(r)] if args.only else rows
+        diff = check_written(checked, fitted)
         print(
             f"wrote {EFFICIENCY.relative_to(ROOT)}; tool vs report max difference "
             f"{diff * 100:.3f} %"

@@ -168,10 +168,20 @@ def device_table(
     devices: Sequence[Accelerator],
     overrides: Mapping[str, dict[str, float]] | None = None,
 ) -> DeviceTable:
-    """Build the columns; `overrides` maps a device id (or class name) to efficiency factors."""
+    """Build the columns; `overrides` maps a device id, a class name or `class/architecture`
+    to efficiency factors (the device's entry wins, then its architecture's, then its class's)."""
     ov = overrides or {}
     effs: list[Efficiency] = [
-        efficiency_for(d.id, d.device_class, {**ov.get(d.device_class, {}), **ov.get(d.id, {})})
+        efficiency_for(
+            d.id,
+            d.device_class,
+            {
+                **ov.get(d.device_class, {}),
+                **ov.get(f"{d.device_class}/{d.architecture}", {}),
+                **ov.get(d.id, {}),
+            },
+            architecture=d.architecture,
+        )
         for d in devices
     ]
 

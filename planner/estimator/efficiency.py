@@ -47,6 +47,12 @@ class Efficiency(Frozen):
 class EfficiencyFile(Frozen):
     fitted_on: str = Field(description="What the factors were fitted on, and when.")
     classes: dict[DeviceClass, Efficiency]
+    architectures: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description="Per class and architecture overrides of single factors, keyed "
+        "`class/architecture` (datacenter/hopper): where one generation of a class reaches a "
+        "different share of its peak than the class as a whole.",
+    )
     devices: dict[str, dict[str, float]] = Field(
         default_factory=dict, description="Per-device overrides of single factors."
     )
@@ -64,11 +70,17 @@ def efficiency_for(
     device_class: DeviceClass,
     overrides: dict[str, float] | None = None,
     table: EfficiencyFile | None = None,
+    architecture: str | None = None,
 ) -> Efficiency:
-    """Class defaults, then per-device entries from the file, then the user's overrides."""
+    """Class defaults, then the file's entries for the class's `architecture` and for the
+    device, then the user's overrides."""
     t = table or load_efficiency()
     base = t.classes[device_class]
-    merged = {**t.devices.get(device_id, {}), **(overrides or {})}
+    merged = {
+        **t.architectures.get(f"{device_class}/{architecture}", {}),
+        **t.devices.get(device_id, {}),
+        **(overrides or {}),
+    }
     for key in merged:
         if key not in Efficiency.model_fields:
             raise InputError(
