@@ -25,7 +25,7 @@ import datetime
 import json
 import re
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -484,7 +484,8 @@ OWN_FIT: dict[str, str] = {"dgx-spark": "unified-memory"}
 # Training MFU per GPU generation within a class: published runs of one framework and model put
 # A100s at 0.5-0.65 MFU and H100s at 0.4-0.45 (llm-foundry's tables, torchtitan's; the Llama 3
 # paper's 38-43 % on H100): a newer part's peak grows faster than what feeds it, so one class
-# figure makes an H100 about 3.2x an A100 in training where runs measure 2-2.5x.
+# figure makes an H100 about 3.2x an A100 in training where runs measure 2-2.5x. Generations
+# without rows take the lowest fitted figure (borrowed_architectures).
 ARCHITECTURE_FIT = ("datacenter",)
 
 
@@ -511,33 +512,27 @@ def architecture_groups(rows: Sequence[Row]) -> dict[str, list[Row]]:
 
 
 def borrowed_architectures(params: Params) -> Params:
-    """Training MFU for every other architecture of a class fitted per generation: the fitted
-    generation nearest in release date (the catalog's support matrix dates each). A part no
-    run measured is taken to behave like its measured contemporaries rather than like the
-    class's average over older and newer parts (which let unmeasured parts outrank measured
-    ones: the class figure sat at an A100's MFU while an H100's runs measured a third less)."""
+    """Training MFU for every other architecture of a class fitted per generation: the lowest
+    figure any fitted generation of the class reaches. A part no run measured is not credited
+    with more than measured parts reach (the class's figure, an average over older and newer
+    parts, sat at an A100's MFU while H100 runs measured a third less, and would have let an
+    unmeasured MI300X or V100 out-train measured parts on a prior)."""
     cat = load_catalog()
     out: Params = {}
     for cls in ARCHITECTURE_FIT:
         fitted = {k.split("/", 1)[1]: v for k, v in params.items() if k.startswith(f"{cls}/")}
         if not fitted:
             continue
+        lowest = lowest_fitted(fitted)
         archs = {d.architecture for d in cat.accelerators.values() if d.device_class == cls}
         for arch in sorted(archs - set(fitted)):
-            out[f"{cls}/{arch}"] = dict(fitted[nearest_release(cat, fitted, arch)])
+            out[f"{cls}/{arch}"] = dict(fitted[lowest])
     return out
 
 
-def nearest_release(cat: Any, among: Iterable[str], arch: str) -> str:
-    """Of the architectures `among`, the one released nearest to `arch` (earlier on a tie)."""
-    when = _released(cat, arch)
-    return min(sorted(among), key=lambda a: (abs((_released(cat, a) - when).days), a))
-
-
-def _released(cat: Any, arch: str) -> datetime.date:
-    """An architecture's release month (support matrix `released`, YYYY-MM) as a date."""
-    y, m = str(cat.architectures[arch].released).split("-")[:2]
-    return datetime.date(int(y), int(m), 1)
+def lowest_fitted(fitted: Mapping[str, Mapping[str, float]]) -> str:
+    """The fitted architecture with the lowest training MFU (the first by name on a tie)."""
+    return min(sorted(fitted), key=lambda a: fitted[a]["training_mfu"])
 
 
 def fit_all(rows: Sequence[Row]) -> Params:
@@ -696,14 +691,13 @@ def report(
         for k, v in fitted.get(dev_id, {}).items():
             out.append(f"| {dev_id} (device entry) | {k} | {PRIORS[cls][k]:g} | {v:g} |")
     measured = architecture_groups(rows)
-    cat = load_catalog()
     for key in sorted(k for k in fitted if "/" in k):
-        cls, name = key.split("/", 1)
-        mine = [m.split("/", 1)[1] for m in measured if m.startswith(f"{cls}/")]
+        cls = key.split("/", 1)[0]
+        mine = {m.split("/", 1)[1]: fitted[m] for m in measured if m.startswith(f"{cls}/")}
         what = (
             f"{len(measured[key])} dense rows"
             if key in measured
-            else f"no rows: {cls}/{nearest_release(cat, mine, name)}'s"
+            else f"no rows: {cls}/{lowest_fitted(mine)}'s, the lowest"
         )
         prior = f"{fitted[cls]['training_mfu']:g} (class)" if key in measured else "-"
         out.append(f"| {key} ({what}) | training_mfu | {prior} | {fitted[key]['training_mfu']:g} |")
@@ -713,7 +707,9 @@ def report(
         "dequant_ops_per_weight is held at its prior). Training MFU is fitted per GPU "
         "generation of the datacenter class on its dense-model rows (mixture-of-experts runs, "
         "which reach a fraction of a dense run's MFU, are scored but not fitted there); a "
-        "generation without rows takes the figure of the fitted one released nearest to it."
+        "generation without rows takes the lowest fitted figure. These are this fit's figures; "
+        "`catalog/efficiency.yaml` ships the factors of the last `fit.py --write` (its "
+        "`fitted_on` says which were refitted when)."
     )
     out += _row_tables(rows, before, after, loso)
     out += ["", "## Rows left out of scoring", "", "| model | device | metric | source | reason |"]
@@ -927,7 +923,7 @@ HEADER = """\
 ARCHITECTURES_HEADER = """\
 # Training MFU per GPU generation of a class (calibration/fit.py ARCHITECTURE_FIT): fitted on the
 # dense-model training rows of each generation that has some (prior: the class's figure); every
-# other generation of the class takes the figure of the fitted one released nearest to it.
+# other generation of the class takes the lowest fitted figure (no run measured it).
 """
 ORDER = (
     "bandwidth",
@@ -963,14 +959,16 @@ def write_efficiency(
         lines.append(ARCHITECTURES_HEADER.rstrip("\n"))
         lines.append("architectures:")
         measured = set(measured)
-        cat = load_catalog()
         for key in sorted(arch):
             body = ", ".join(f"{k}: {arch[key][k]:g}" for k in ORDER if k in arch[key])
-            cls, name = key.split("/", 1)
-            mine = sorted(m.split("/", 1)[1] for m in measured if m.startswith(f"{cls}/"))
-            why = "fitted" if key in measured else f"from {nearest_release(cat, mine, name)}"
+            cls = key.split("/", 1)[0]
+            mine = {m.split("/", 1)[1]: fitted[m] for m in measured if m.startswith(f"{cls}/")}
+            why = "fitted" if key in measured else f"no rows: {lowest_fitted(mine)}'s, the lowest"
             lines.append(f"  {key}: {{{body}}}  # {why}")
-    devices = {**current.devices, **{d: fitted[d] for d in OWN_FIT if fitted.get(d)}}
+    devices = {
+        **current.devices,
+        **{d: {**current.devices.get(d, {}), **fitted[d]} for d in OWN_FIT if fitted.get(d)},
+    }
     if devices:
         lines.append("devices:")
         for dev_id, factors in devices.items():

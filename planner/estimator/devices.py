@@ -175,12 +175,12 @@ def device_table(
         efficiency_for(
             d.id,
             d.device_class,
+            d.architecture,
             {
                 **ov.get(d.device_class, {}),
                 **ov.get(f"{d.device_class}/{d.architecture}", {}),
                 **ov.get(d.id, {}),
             },
-            architecture=d.architecture,
         )
         for d in devices
     ]

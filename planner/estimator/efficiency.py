@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import get_args
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 
 from planner.catalog import default_catalog_dir
 from planner.errors import InputError, did_you_mean
@@ -57,6 +58,22 @@ class EfficiencyFile(Frozen):
         default_factory=dict, description="Per-device overrides of single factors."
     )
 
+    @field_validator("architectures")
+    @classmethod
+    def _architecture_keys(cls, v: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        """`class/architecture` keys of a known class, naming known factors."""
+        classes = set(get_args(DeviceClass))
+        for key, factors in v.items():
+            klass, _, arch = key.partition("/")
+            if klass not in classes or not arch:
+                raise ValueError(
+                    f"`{key}`: write `class/architecture` with a class of {sorted(classes)}"
+                )
+            unknown = set(factors) - set(Efficiency.model_fields)
+            if unknown:
+                raise ValueError(f"`{key}`: unknown factor {sorted(unknown)}")
+        return v
+
 
 @functools.cache
 def load_efficiency(path: Path | None = None) -> EfficiencyFile:
@@ -68,9 +85,9 @@ def load_efficiency(path: Path | None = None) -> EfficiencyFile:
 def efficiency_for(
     device_id: str,
     device_class: DeviceClass,
+    architecture: str,
     overrides: dict[str, float] | None = None,
     table: EfficiencyFile | None = None,
-    architecture: str | None = None,
 ) -> Efficiency:
     """Class defaults, then the file's entries for the class's `architecture` and for the
     device, then the user's overrides."""
