@@ -28,7 +28,6 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -42,6 +41,7 @@ from planner.estimator.architecture import (  # noqa: E402
     head_params,
 )
 from planner.estimator.devices import device_table  # noqa: E402
+from planner.estimator.efficiency import EfficiencyFile, load_efficiency  # noqa: E402
 from planner.estimator.formats import WEIGHT_FORMATS, kv_bytes, weight_format  # noqa: E402
 from planner.estimator.perf import (  # noqa: E402
     decode_step_seconds,
@@ -535,6 +535,17 @@ def lowest_fitted(fitted: Mapping[str, Mapping[str, float]]) -> str:
     return min(sorted(fitted), key=lambda a: fitted[a]["training_mfu"])
 
 
+def borrowed_from(key: str, params: Params, measured: Iterable[str]) -> str | None:
+    """For a `class/architecture` entry: None where it was fitted on rows of its own (a key of
+    `measured`), else the fitted generation of its class it took its figure from."""
+    measured = set(measured)
+    if key in measured:
+        return None
+    cls = key.split("/", 1)[0]
+    mine = {m.split("/", 1)[1]: params[m] for m in measured if m.startswith(f"{cls}/")}
+    return lowest_fitted(mine)
+
+
 def fit_all(rows: Sequence[Row]) -> Params:
     params: Params = {c: dict(v) for c, v in PRIORS.items()}
     params.update({d: dict(PRIORS[c]) for d, c in OWN_FIT.items()})
@@ -692,14 +703,10 @@ def report(
             out.append(f"| {dev_id} (device entry) | {k} | {PRIORS[cls][k]:g} | {v:g} |")
     measured = architecture_groups(rows)
     for key in sorted(k for k in fitted if "/" in k):
-        cls = key.split("/", 1)[0]
-        mine = {m.split("/", 1)[1]: fitted[m] for m in measured if m.startswith(f"{cls}/")}
-        what = (
-            f"{len(measured[key])} dense rows"
-            if key in measured
-            else f"no rows: {cls}/{lowest_fitted(mine)}'s, the lowest"
-        )
-        prior = f"{fitted[cls]['training_mfu']:g} (class)" if key in measured else "-"
+        cls, lent = key.split("/", 1)[0], borrowed_from(key, fitted, measured)
+        what = f"{len(measured[key])} dense rows" if lent is None else f"no rows: {cls}/{lent}'s"
+        what += "" if lent is None else ", the lowest"
+        prior = f"{fitted[cls]['training_mfu']:g} (class)" if lent is None else "-"
         out.append(f"| {key} ({what}) | training_mfu | {prior} | {fitted[key]['training_mfu']:g} |")
     out.append("")
     out.append(
@@ -943,9 +950,7 @@ def write_efficiency(
     """Rewrite catalog/efficiency.yaml with the fitted factors (`only`: that one factor, every
     other shipped factor kept as it is). `measured`: the class/architecture keys fitted on
     rows of their own (the others took a measured generation's figure)."""
-    from planner.estimator.efficiency import load_efficiency
-
-    current = load_efficiency(EFFICIENCY)
+    current = load_efficiency_file()
     if only:
         fitted = {k: {f: v for f, v in fac.items() if f == only} for k, fac in fitted.items()}
     lines = [HEADER.rstrip("\n"), f"fitted_on: {json.dumps(fitted_on)}", "classes:"]
@@ -961,9 +966,8 @@ def write_efficiency(
         measured = set(measured)
         for key in sorted(arch):
             body = ", ".join(f"{k}: {arch[key][k]:g}" for k in ORDER if k in arch[key])
-            cls = key.split("/", 1)[0]
-            mine = {m.split("/", 1)[1]: fitted[m] for m in measured if m.startswith(f"{cls}/")}
-            why = "fitted" if key in measured else f"no rows: {lowest_fitted(mine)}'s, the lowest"
+            lent = borrowed_from(key, fitted, measured)
+            why = "fitted" if lent is None else f"no rows: {lent}'s, the lowest"
             lines.append(f"  {key}: {{{body}}}  # {why}")
     devices = {
         **current.devices,
@@ -981,10 +985,8 @@ def write_efficiency(
     load_efficiency(EFFICIENCY)  # validates what was written
 
 
-def load_efficiency_file() -> Any:
+def load_efficiency_file() -> EfficiencyFile:
     """The shipped efficiency file as it stands (before a write)."""
-    from planner.estimator.efficiency import load_efficiency
-
     return load_efficiency(EFFICIENCY)
 
 

@@ -335,19 +335,38 @@ def _run(s: dict[str, Any], d: Design) -> tuple[float, float]:
     return (tokens / seconds if seconds > 0 else 0.0), statistics.fmean(tpot or [math.nan])
 
 
+@dataclass(frozen=True)
+class Run:
+    """A finite run replayed on one design: output tokens/s per accelerator at work and the
+    mean time per output token of its requests."""
+
+    design: Design
+    per_accelerator: float
+    tpot: float
+
+
+def best_run(s: dict[str, Any]) -> Run | None:
+    """The design whose replay of the row's request list gives the most output tokens/s per
+    accelerator at work; designs larger than the row's devices are out (None: no design)."""
+    best = None
+    for d in _designs(s):
+        n = _replicas(s, d)
+        if n == 0:
+            continue
+        tokens, tpot = _run(s, d)
+        run = Run(d, tokens / (n * _accelerators(d)), tpot)
+        if best is None or run.per_accelerator > best.per_accelerator:
+            best = run
+    return best
+
+
 def run_per_accelerator(s: dict[str, Any]) -> float:
     """The offline metric of a finite run whose source publishes each request's lengths: the
     best design's output tokens/s per accelerator at work over that request list, its start and
     its drain included (a short run of long-tailed lengths ends with few sequences in flight,
-    which a steady-state figure does not see). Designs larger than the row's devices are out."""
-    return max(
-        (
-            _run(s, d)[0] / (_replicas(s, d) * _accelerators(d))
-            for d in _designs(s)
-            if _replicas(s, d) > 0
-        ),
-        default=0.0,
-    )
+    which a steady-state figure does not see)."""
+    run = best_run(s)
+    return run.per_accelerator if run else 0.0
 
 
 @dataclass
@@ -790,18 +809,17 @@ def _offline_point(s: dict[str, Any]) -> Figures:
 def _run_point(s: dict[str, Any]) -> Figures:
     """A finite run's best design: its requests/s per replica over the whole run and the mean
     time per output token of its requests."""
-    ds = [d for d in _designs(s) if _replicas(s, d) > 0]
-    if not ds:
+    run = best_run(s)
+    if run is None:
         return Figures()
-    d = max(ds, key=lambda d: _run(s, d)[0] / (_replicas(s, d) * _accelerators(d)))
-    tokens, tpot = _run(s, d)
-    seconds = sum(o for _, o in s["requests"]) / tokens
+    d, n = run.design, _replicas(s, run.design)
+    seconds = sum(o for _, o in s["requests"]) / (run.per_accelerator * n * _accelerators(d))
     return Figures(
         _replica(d.stages[0].tp, len(d.stages), d.batch),
-        len(s["requests"]) / seconds / _replicas(s, d),
+        len(s["requests"]) / seconds / n,
         None,
-        tpot,
-        float(_replicas(s, d) * _accelerators(d)),
+        run.tpot,
+        float(n * _accelerators(d)),
         _accelerators(d),
     )
 

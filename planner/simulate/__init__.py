@@ -349,6 +349,7 @@ def simulate_plan(
     total = sum(weights) or 1.0
     out: list[GroupReport] = []
     sequences = _allocate(groups, problem, load)
+    scales = {w.name: traffic_scale(problem, groups, w.name) for w in problem.workloads}
     first: dict[str, list[float]] = {}  # workload -> prefill pools' first tokens (s)
     rank = {"prefill": 0, "both": 1, "decode": 2}
     order = sorted(range(len(groups)), key=lambda i: (rank[groups[i].role], i))
@@ -361,7 +362,7 @@ def simulate_plan(
         it, slots, kv, budget = engine_of(problem, cat, w, wp)
         label = "+".join(f"{s.tp}x{s.device}" for s in wp.stages)
         if w.request_mix is not None:
-            scaled = load * traffic_scale(problem, groups, wp.name)
+            scaled = load * scales[wp.name]
             rate = scaled * sum(wp.requests_per_s.values()) / engines
             reqs = _arrivals(w, wp, rate, n, rng)
             if wp.role == "both":
