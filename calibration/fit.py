@@ -63,6 +63,13 @@ CLASSES = ("datacenter", "workstation", "consumer", "unified-memory", "asic")
 
 # The hand-set starting values (the file before any calibration). They are the "before" column
 # of the report and the values the fit is pulled toward, so reruns do not drift.
+# Bytes moved per routed activation element per MoE layer in training, before any fit: a count of
+# the 16-bit passes over a token's hidden vector sent to one expert that FLOPs do not count. The
+# forward pass permutes it to its expert (read, write), dispatches it (send, receive), and brings
+# the expert's output back the same way (permute and combine: four more), 8 passes of 2 bytes;
+# the backward pass moves the gradients the same way twice over (16 passes): 48 bytes. A floor:
+# routing, load imbalance and grouped GEMMs of few tokens each add to it in real runs.
+MOE_ROUTED_BYTES_PRIOR = 48.0
 PRIORS: Params = {
     "datacenter": {
         "bandwidth": 0.80,
@@ -71,6 +78,7 @@ PRIORS: Params = {
         "layer_overhead_us": 15,
         "step_overhead_us": 400,
         "dequant_ops_per_weight": 4,
+        "moe_routed_bytes": MOE_ROUTED_BYTES_PRIOR,
     },
     "workstation": {
         "bandwidth": 0.80,
@@ -79,6 +87,7 @@ PRIORS: Params = {
         "layer_overhead_us": 15,
         "step_overhead_us": 400,
         "dequant_ops_per_weight": 4,
+        "moe_routed_bytes": MOE_ROUTED_BYTES_PRIOR,
     },
     "consumer": {
         "bandwidth": 0.80,
@@ -87,6 +96,7 @@ PRIORS: Params = {
         "layer_overhead_us": 15,
         "step_overhead_us": 400,
         "dequant_ops_per_weight": 4,
+        "moe_routed_bytes": MOE_ROUTED_BYTES_PRIOR,
     },
     "unified-memory": {
         "bandwidth": 0.75,
@@ -95,6 +105,7 @@ PRIORS: Params = {
         "layer_overhead_us": 30,
         "step_overhead_us": 800,
         "dequant_ops_per_weight": 4,
+        "moe_routed_bytes": MOE_ROUTED_BYTES_PRIOR,
     },
     "asic": {
         "bandwidth": 0.65,
@@ -103,6 +114,7 @@ PRIORS: Params = {
         "layer_overhead_us": 20,
         "step_overhead_us": 500,
         "dequant_ops_per_weight": 4,
+        "moe_routed_bytes": MOE_ROUTED_BYTES_PRIOR,
     },
 }
 
@@ -205,8 +217,14 @@ def fitted_keys() -> set[str] | None:
     """Rows the shipped factors were fitted on (None before any list was written)."""
     if not FITTED_ROWS.is_file():
         return None
-    lines = FITTED_ROWS.read_text().splitlines()
-    return {ln for ln in lines if ln and not ln.startswith("#")}
+    return set(shipped_row_keys())
+
+
+def shipped_row_keys() -> list[str]:
+    """The keys of calibration/fitted_rows.txt in the file's order (none without the file)."""
+    if not FITTED_ROWS.is_file():
+        return []
+    return [ln for ln in FITTED_ROWS.read_text().splitlines() if ln and not ln.startswith("#")]
 
 
 def leave_one_source_out(rows: Sequence[Row]) -> dict[Row, float]:
@@ -455,9 +473,13 @@ def fit_scalar(
         errs = np.array([np.log(value(r, ps) / r.meas.value) for r in rows])
         return float(np.sum(np.abs(errs)) + abs(log_f - np.log(prior)))
 
-    grid = np.linspace(np.log(0.02), 0.0, 60)
-    losses = [loss(float(g)) for g in grid]
-    i = int(np.argmin(losses))
+    return round(float(np.exp(grid_minimum(loss, np.linspace(np.log(0.02), 0.0, 60)))), 3)
+
+
+def grid_minimum(loss: Callable[[float], float], grid: Vec) -> float:
+    """The minimum of `loss`: the best grid point, then golden-section search between the grid
+    points beside it."""
+    i = int(np.argmin([loss(float(x)) for x in grid]))
     lo, hi = float(grid[max(i - 1, 0)]), float(grid[min(i + 1, len(grid) - 1)])
     g = (np.sqrt(5.0) - 1.0) / 2.0
     for _ in range(30):
@@ -466,7 +488,7 @@ def fit_scalar(
             hi = d
         else:
             lo = c
-    return round(float(np.exp((lo + hi) / 2.0)), 3)
+    return (lo + hi) / 2.0
 
 
 MAX_PLAUSIBLE_MFU = 0.6
@@ -499,10 +521,8 @@ def group_rows(rows: Sequence[Row], key: str, sel: Callable[[Row], bool]) -> lis
 def architecture_groups(rows: Sequence[Row]) -> dict[str, list[Row]]:
     """Dense-model training rows of the classes whose MFU is fitted per GPU generation, keyed
     `class/architecture` (catalog efficiency.yaml `architectures`). Mixture-of-experts runs stay
-    out of these groups (they stay in the class's fit and in scoring): published MoE runs reach
-    a fifth to a half of a dense run's MFU on the same GPUs (expert all-to-all, grouped GEMMs
-    of few tokens each), which the estimator does not model yet, and a generation whose only
-    rows mix both would be fitted to neither."""
+    out of every MFU fit: they fit the routing factor given the MFU (fit_moe_routing), so the
+    MFU stays what dense matmuls reach and the routing cost what MoE runs lose beside it."""
     out: dict[str, list[Row]] = {}
     for cls in ARCHITECTURE_FIT:
         for r in group_rows(rows, cls, is_training):
@@ -561,7 +581,7 @@ def fit_all(rows: Sequence[Row]) -> Params:
             )
     for key in keys:
         prior = PRIORS[OWN_FIT.get(key, key)]
-        tr = group_rows(rows, key, is_training)
+        tr = [r for r in group_rows(rows, key, is_training) if r.model.moe is None]
         mfu = fit_scalar(tr, params, key, "training_mfu", prior["training_mfu"], training_value)
         # No published large-model run sustains more than ~0.6 MFU (PaLM 46 %, MegaScale 55 %,
         # Llama 3 38-43 %): a higher fit means the few rows behind it are off, not the GPU.
@@ -576,9 +596,49 @@ def fit_all(rows: Sequence[Row]) -> Params:
         )
         params[key]["training_mfu"] = min(mfu, MAX_PLAUSIBLE_MFU)
     params.update(borrowed_architectures(params))
+    fit_moe_routing(rows, params)
     for dev_id, cls in OWN_FIT.items():  # keep only the factors that differ from the class
         params[dev_id] = {k: v for k, v in params[dev_id].items() if v != params[cls][k]}
     return params
+
+
+def fit_moe_routing(rows: Sequence[Row], params: Params) -> None:
+    """`moe_routed_bytes` per class from its mixture-of-experts training rows, given the MFU
+    fitted on the dense rows: the value minimizing the summed |log(predicted / measured)| (the
+    rows decide alone; the prior is a floor, not a belief). A class without such rows takes the
+    largest figure a class was fitted to (a run no one measured is not assumed to route more
+    cheaply than measured ones), or the prior when no class has rows."""
+    fitted: list[float] = []
+    for cls in CLASSES:
+        moe = [r for r in group_rows(rows, cls, is_training) if r.model.moe is not None]
+        if moe:
+            params[cls]["moe_routed_bytes"] = fit_nonnegative(
+                moe, params, cls, "moe_routed_bytes", training_value
+            )
+            fitted.append(params[cls]["moe_routed_bytes"])
+    for cls in CLASSES:
+        if not any(r.model.moe is not None and r.cls == cls for r in rows if is_training(r)):
+            params[cls]["moe_routed_bytes"] = max(fitted, default=MOE_ROUTED_BYTES_PRIOR)
+    for dev_id, cls in OWN_FIT.items():  # no device fitted on its own has MoE training rows
+        params[dev_id]["moe_routed_bytes"] = params[cls]["moe_routed_bytes"]
+
+
+def fit_nonnegative(
+    rows: Sequence[Row],
+    params: Params,
+    cls: str,
+    key: str,
+    value: Callable[[Row, Params], float],
+    upper: float = 5000.0,
+) -> float:
+    """One factor in [0, upper] that slows predictions as it grows: minimize the summed
+    |log(predicted / measured)| (grid_minimum)."""
+
+    def loss(f: float) -> float:
+        ps = {**params, cls: {**params[cls], key: f}}
+        return float(sum(abs(np.log(value(r, ps) / r.meas.value)) for r in rows))
+
+    return round(grid_minimum(loss, np.linspace(0.0, upper, 101)))
 
 
 def leave_one_device_out(rows: Sequence[Row], fitted: Params) -> dict[str, list[tuple[Row, float]]]:
@@ -623,7 +683,7 @@ def fmt_num(v: float) -> str:
 GROUPS: tuple[tuple[str, str, Callable[[Row], bool]], ...] = (
     ("decode, batch 1, one device (fitted)", "decode_b1", is_decode_b1),
     ("prefill, batch 1 (fitted: compute)", "prefill", is_prefill),
-    ("training (fitted: training_mfu)", "training", is_training),
+    ("training (fitted: training_mfu, moe_routed_bytes)", "training", is_training),
     (
         "decode, batch 1, llama.cpp layer split over several GPUs (check only)",
         "split",
@@ -695,7 +755,7 @@ def report(
     out += _device_section(dec, loo, after)
     out += ["", "## Factors", "", "| class | factor | prior | fitted |", "|---|---|---:|---:|"]
     for cls in CLASSES:
-        for k in ("bandwidth", "compute", "training_mfu", *DECODE_KEYS[1:]):
+        for k in ("bandwidth", "compute", "training_mfu", "moe_routed_bytes", *DECODE_KEYS[1:]):
             if PRIORS[cls][k] != fitted[cls][k]:
                 out.append(f"| {cls} | {k} | {PRIORS[cls][k]:g} | {fitted[cls][k]:g} |")
     for dev_id, cls in OWN_FIT.items():
@@ -712,9 +772,11 @@ def report(
     out.append(
         "Factors not listed kept their prior (no rows for that class and metric; "
         "dequant_ops_per_weight is held at its prior). Training MFU is fitted per GPU "
-        "generation of the datacenter class on its dense-model rows (mixture-of-experts runs, "
-        "which reach a fraction of a dense run's MFU, are scored but not fitted there); a "
-        "generation without rows takes the lowest fitted figure. These are this fit's figures; "
+        "generation of the datacenter class on its dense-model rows; a generation without "
+        "rows takes the lowest fitted figure. Mixture-of-experts training rows fit "
+        "moe_routed_bytes given that MFU (a class without such rows takes the largest fitted "
+        "figure; the prior is a count of the passes routing makes, a floor). These are this "
+        "fit's figures; "
         "`catalog/efficiency.yaml` ships the factors of the last `fit.py --write` (its "
         "`fitted_on` says which were refitted when)."
     )
@@ -916,6 +978,8 @@ HEADER = """\
 #   bandwidth               achieved / peak memory bandwidth when streaming weights and KV cache
 #   compute                 achieved / peak dense tensor FLOP/s in inference matmuls (prefill)
 #   training_mfu            model FLOPs utilization in training (recomputation counted as work)
+#   moe_routed_bytes        training an MoE model: bytes moved per routed activation element per
+#                           MoE layer (permute, dispatch, combine; forward and backward)
 #   layer_overhead_us       fixed time per layer per forward step (kernel launches, syncs), us
 #   step_overhead_us        fixed time per decode step (sampling, scheduling, host work), us
 #   dequant_ops_per_weight  FP32 vector ops per weight to unpack weight-only quantized formats
@@ -932,10 +996,13 @@ ARCHITECTURES_HEADER = """\
 # dense-model training rows of each generation that has some (prior: the class's figure); every
 # other generation of the class takes the lowest fitted figure (no run measured it).
 """
+# `--only` groups: the factors a partial refit rewrites.
+ONLY_GROUPS = {"training": ("training_mfu", "moe_routed_bytes")}
 ORDER = (
     "bandwidth",
     "compute",
     "training_mfu",
+    "moe_routed_bytes",
     "layer_overhead_us",
     "step_overhead_us",
     "dequant_ops_per_weight",
@@ -947,12 +1014,13 @@ ORDER = (
 def write_efficiency(
     fitted: Params, fitted_on: str, measured: Iterable[str], only: str | None = None
 ) -> None:
-    """Rewrite catalog/efficiency.yaml with the fitted factors (`only`: that one factor, every
-    other shipped factor kept as it is). `measured`: the class/architecture keys fitted on
+    """Rewrite catalog/efficiency.yaml with the fitted factors (`only`: that group's factors,
+    ONLY_GROUPS, every other shipped factor kept as it is). `measured`: the class/architecture keys fitted on
     rows of their own (the others took a measured generation's figure)."""
     current = load_efficiency_file()
     if only:
-        fitted = {k: {f: v for f, v in fac.items() if f == only} for k, fac in fitted.items()}
+        group = ONLY_GROUPS[only]
+        fitted = {k: {f: v for f, v in fac.items() if f in group} for k, fac in fitted.items()}
     lines = [HEADER.rstrip("\n"), f"fitted_on: {json.dumps(fitted_on)}", "classes:"]
     for cls in CLASSES:
         keep = current.classes[cls].model_dump()  # type: ignore[index]
@@ -1003,8 +1071,9 @@ def main() -> None:
     ap.add_argument("--write", action="store_true", help="rewrite catalog/efficiency.yaml")
     ap.add_argument(
         "--only",
-        choices=("training_mfu",),
-        help="with --write: refit this factor alone and keep every other shipped factor",
+        choices=tuple(ONLY_GROUPS),
+        help="with --write: refit the training factors (training_mfu, moe_routed_bytes) alone "
+        "and keep every other shipped factor",
     )
     ap.add_argument("--report", type=Path, help="also write the markdown report here")
     args = ap.parse_args()
@@ -1037,16 +1106,21 @@ def main() -> None:
         measured = architecture_groups(rows)
         if args.only:  # the other factors stay as fitted before, on the rows they saw then
             fitted_on = (
-                f"{load_efficiency_file().fitted_on.split('; ', 1)[0]}; {args.only} refitted "
+                f"{load_efficiency_file().fitted_on.split('; ', 1)[0]}; "
+                f"{' and '.join(ONLY_GROUPS[args.only])} refitted "
                 f"on {n_tr} training rows ({datetime.date.today().isoformat()})"
             )
         write_efficiency(fitted, fitted_on, measured, args.only)
-        if not args.only:
-            FITTED_ROWS.write_text(
-                "# Rows the shipped factors were fitted on (written by calibration/fit.py "
-                "--write);\n# the report scores any other row with the shipped factors before "
-                "it joins a fit.\n" + "".join(f"{row_key(r.meas)}\n" for r in rows)
-            )
+        # A partial refit adds the rows its factors saw (training rows) to those of the last
+        # full one; the others have not joined any shipped factor's fit yet.
+        joined = [r for r in rows if is_training(r)] if args.only else rows
+        earlier = shipped_row_keys() if args.only else []
+        keys = list(dict.fromkeys(earlier + [row_key(r.meas) for r in joined]))
+        FITTED_ROWS.write_text(
+            "# Rows the shipped factors were fitted on (written by calibration/fit.py "
+            "--write);\n# the report scores any other row with the shipped factors before "
+            "it joins a fit.\n" + "".join(f"{k}\n" for k in keys)
+        )
         checked = [r for r in rows if is_training(r)] if args.only else rows
         diff = check_written(checked, fitted)
         print(

@@ -92,27 +92,33 @@ def test_rows_added_after_the_shipped_fit_are_scored_by_the_shipped_factors(
 def test_a_training_only_write_keeps_every_other_shipped_factor(
     fit: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`fit.py --write --only training_mfu` rewrites the training MFU (per class and per
-    generation) and leaves every other shipped factor, device entries included, as it was."""
+    """`fit.py --write --only training` rewrites the training MFU (per class and per
+    generation) and the MoE routing factor, and leaves every other shipped factor, device
+    entries included, as it was."""
     from planner.estimator.efficiency import load_efficiency
 
     target = tmp_path / "efficiency.yaml"
     target.write_text(fit.EFFICIENCY.read_text())
     monkeypatch.setattr(fit, "EFFICIENCY", target)
     before = load_efficiency(target)
-    fitted = {c: {**fit.PRIORS[c], "bandwidth": 0.123, "training_mfu": 0.321} for c in fit.CLASSES}
+    fitted = {
+        c: {**fit.PRIORS[c], "bandwidth": 0.123, "training_mfu": 0.321, "moe_routed_bytes": 321}
+        for c in fit.CLASSES
+    }
     fitted["dgx-spark"] = {"bandwidth": 0.5, "training_mfu": 0.2}
     fitted["datacenter/hopper"] = {"training_mfu": 0.4}
     fitted["datacenter/volta"] = {"training_mfu": 0.3}
     try:
-        fit.write_efficiency(fitted, "test", ["datacenter/hopper"], "training_mfu")
+        fit.write_efficiency(fitted, "test", ["datacenter/hopper"], "training")
         after = load_efficiency(target)
     finally:
         load_efficiency.cache_clear()
     for c in fit.CLASSES:
-        kept = {k: v for k, v in before.classes[c].model_dump().items() if k != "training_mfu"}
+        refit = fit.ONLY_GROUPS["training"]
+        kept = {k: v for k, v in before.classes[c].model_dump().items() if k not in refit}
         assert {k: v for k, v in after.classes[c].model_dump().items() if k in kept} == kept
         assert after.classes[c].training_mfu == 0.321
+        assert after.classes[c].moe_routed_bytes == 321
     assert after.devices["dgx-spark"] == {**before.devices["dgx-spark"], "training_mfu": 0.2}
     assert after.architectures == {
         "datacenter/hopper": {"training_mfu": 0.4},

@@ -45,6 +45,7 @@ class DeviceTable:
     eff_batched_low: Array  # the same on 8-bit tensor paths
     eff_batched_fp4: Array  # the same on 4-bit tensor paths
     eff_training_mfu: Array
+    moe_routed_bytes: Array
     layer_overhead_s: Array
     step_overhead_s: Array
     dequant_ops_per_weight: Array
@@ -220,6 +221,7 @@ def device_table(
             [batched(d, e, four_bit=True) for e, d in zip(effs, devices, strict=True)]
         ),
         eff_training_mfu=col([e.training_mfu for e in effs]),
+        moe_routed_bytes=col([e.moe_routed_bytes for e in effs]),
         layer_overhead_s=col([e.layer_overhead_us * 1e-6 for e in effs]),
         step_overhead_s=col([e.step_overhead_us * 1e-6 for e in effs]),
         dequant_ops_per_weight=col([e.dequant_ops_per_weight for e in effs]),

@@ -28,6 +28,13 @@ class Efficiency(Frozen):
         gt=0, le=1, description="Achieved / peak dense tensor FLOPs in inference matmuls."
     )
     training_mfu: float = Field(gt=0, le=1, description="Model FLOPs utilization in training.")
+    moe_routed_bytes: float = Field(
+        ge=0,
+        description="Training a mixture-of-experts model: bytes moved per routed activation "
+        "element per MoE layer (a token's hidden vector sent to one of its experts: permutation, "
+        "dispatch and combine, gating, forward and backward), at the device's memory bandwidth "
+        "beside the FLOPs at training_mfu.",
+    )
     layer_overhead_us: float = Field(
         ge=0, description="Fixed time per layer per forward step, microseconds."
     )

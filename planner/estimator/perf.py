@@ -229,10 +229,36 @@ def training_tokens_per_second(
     recompute: str = "selective",
     precision_fmt: WeightFormat,
 ) -> Array:
-    """Tokens per second per device at the class's model FLOPs utilization (MFU)."""
+    """Tokens per second per device: the FLOPs per token at the class's model FLOPs utilization
+    (MFU), plus, for a mixture-of-experts model, the memory-bound work of routing each token
+    (moe_routing_seconds_per_token)."""
     flops = training_flops_per_token(m, seq_len, method, recompute)
+    compute_s = flops / (dev.peak_flops(precision_fmt) * dev.eff_training_mfu)
+    return np.asarray(1.0 / (compute_s + moe_routing_seconds_per_token(m, dev)), dtype=np.float64)
+
+
+def routed_elements_per_token(m: ModelArch) -> int:
+    """Activation elements sent to experts per token: each MoE layer sends the token's hidden
+    vector to each of its routed experts (shared experts and dense layers route nothing)."""
+    if m.moe is None:
+        return 0
+    return (m.num_layers - m.moe.first_dense_layers) * m.moe.experts_per_token * m.hidden_size
+
+
+def moe_routing_seconds_per_token(m: ModelArch, dev: DeviceTable) -> Array:
+    """Training a mixture-of-experts model: the work per routed element that FLOPs do not count
+    (permuting tokens to their experts and back, the expert-parallel dispatch and combine,
+    gating, in the forward and backward passes), as `moe_routed_bytes` moved per routed element
+    at the device's memory bandwidth. It grows with the experts a token visits and the hidden
+    size, while the experts' FLOPs also grow with their width: narrow experts spend
+    proportionally more of a step routing. Published Megatron-Core runs show the effect: on the
+    same H100s, Qwen3-30B-A3B (128 experts of width 768, 8 per token) reaches about a sixth of a
+    dense model's MFU and gpt-oss-120b (width 2880, 4 per token) about a half
+    (calibration/measurements.yaml, megatron-bridge-perf-2511); the factor is fitted on such
+    rows (calibration/fit.py)."""
     return np.asarray(
-        dev.peak_flops(precision_fmt) * dev.eff_training_mfu / flops, dtype=np.float64
+        routed_elements_per_token(m) * dev.moe_routed_bytes / dev.bandwidth_bytes_s,
+        dtype=np.float64,
     )
 
 
