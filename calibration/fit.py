@@ -279,6 +279,13 @@ def is_training(r: Row) -> bool:
 # ------------------------------------------------------------------------------------------------
 
 
+# A row whose figure is output tokens over end-to-end request time (vLLM's benchmark_latency.py):
+# the notes give the output length and say the prompt's prefill is included.
+END_TO_END = re.compile(
+    r"output (?P<output>\d+).*end-to-end latency \(includes the (?P<prompt>\d+)-token prefill\)"
+)
+
+
 def decode_tps(r: Row, params: Params) -> float:
     m = r.meas
     dev = device_table([r.device], params)
@@ -287,16 +294,21 @@ def decode_tps(r: Row, params: Params) -> float:
     # every layer (link hops are negligible at batch 1). Other multi-device rows are tensor
     # parallel.
     tp = 1 if is_layer_split(r) else m.devices
-    step = decode_step_seconds(
-        r.model,
-        weight_format(m.weights),
-        kv_bytes(m.kv),
-        dev,
-        batch=batch,
-        context=r.context,
-        tp=tp,
+    fmt = weight_format(m.weights)
+    step = float(
+        decode_step_seconds(
+            r.model, fmt, kv_bytes(m.kv), dev, batch=batch, context=r.context, tp=tp
+        )[0]
     )
-    return batch / float(step[0])
+    e2e = END_TO_END.search(m.notes or "")
+    if e2e is None:
+        return batch / step
+    # Output tokens over the whole request: the prompts' prefill, then every output step.
+    out = int(e2e.group("output"))
+    first = float(
+        prefill_seconds(r.model, fmt, dev, batch=batch, prompt=int(e2e.group("prompt")), tp=tp)[0]
+    )
+    return batch * out / (first + out * step)
 
 
 def prefill_tps(r: Row, params: Params) -> float:

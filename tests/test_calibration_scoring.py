@@ -125,3 +125,28 @@ def test_a_training_only_write_keeps_every_other_shipped_factor(
         "datacenter/volta": {"training_mfu": 0.3},
     }
     assert "# no rows: hopper's, the lowest" in target.read_text()
+
+
+def test_an_end_to_end_row_is_predicted_with_its_prefill(fit: ModuleType) -> None:
+    """OCI's MI300X rows (vLLM benchmark_latency.py, 128 in / 128 out) divide the output tokens
+    by the whole request's time, the prefill included: the prediction is the batch's prefill
+    plus 128 output steps, slower than the output steps alone, and more so at a larger batch
+    (a prefill of 256 x 128 prompt tokens against 8 x 128)."""
+    rows, _ = fit.load_rows()
+    params = fit.fit_all([r for r in rows if not fit.unscorable(r)])
+    oci = {
+        r.meas.batch: r
+        for r in rows
+        if r.meas.source == "oci-mi300x-llama31-405b" and r.meas.batch is not None
+    }
+    assert set(oci) == {1, 8, 64, 256}
+    share = {}
+    for batch, r in oci.items():
+        found = fit.END_TO_END.search(r.meas.notes)
+        assert found and (found["prompt"], found["output"]) == ("128", "128")
+        steps_only = fit.decode_tps(
+            fit.Row(r.meas.model_copy(update={"notes": ""}), r.model, r.device, r.context), params
+        )
+        share[batch] = fit.decode_tps(r, params) / steps_only
+    assert all(0 < s < 1 for s in share.values())
+    assert share[256] < share[8] < share[1]
