@@ -13,7 +13,7 @@ from planner.estimator.economics import (
 )
 from planner.estimator.hosts import devices_bought, holds_group, hosts_for
 from planner.model.result import ReplicaKey, ShareKey
-from planner.model.scale import SHARE_STEPS
+from planner.model.scale import RATE_SCALE, SHARE_STEPS, to_int
 from planner.model.tables import alone_meets, class_load, replicas_needed
 from planner.model.variables import CLOUD, PREM, ModelBase
 from planner.schema.catalog import Node
@@ -160,7 +160,9 @@ class Hints(ModelBase):
                             continue
                         if not self._hint_host_holds(d):
                             continue
-                        share = math.ceil(load / rates[k] * SHARE_STEPS - 1e-9)
+                        share = mix_share(load, rates[k])
+                        if share is None:
+                            continue
                         n = -(-share // SHARE_STEPS)
                         price = n * d.power_w * per_w + sum(
                             self._bought_more(x, used.get(x, 0), n * c) * slot_usd[x]
@@ -237,3 +239,14 @@ class Hints(ModelBase):
                 held = hosts_for(host, max(u, b + min(u, e.owned))) if mine else 0
                 self.m.add_hint(self.hosts[hk], min(held, self.hosts_ub[hk]))
                 self.m.add_hint(self.hosts_bought[hk], min(hosts_for(host, b) if mine else 0, held))
+
+
+def mix_share(load: float, rate: float) -> int | None:
+    """Steps of replica time (of SHARE_STEPS) that serve `load` requests/s of a class at `rate`
+    requests/s per whole replica, in the integers the request constraint checks
+    (Constraints._mix_demand: the load rounded up, the rate down), so the hint meets it exactly
+    (computed on the floats, a share could fall a unit short and the hint be no plan). None
+    when the rate rounds to nothing there."""
+    need = to_int(load * RATE_SCALE * SHARE_STEPS, "requests")
+    per_step = to_int(rate * RATE_SCALE, "requests/s", up=False)
+    return -(-need // per_step) if per_step > 0 else None
