@@ -7,11 +7,18 @@ search stopped by its time limit returned that plan."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+import yaml
+
 from planner.catalog import load_catalog
 from planner.model.cpsat import PlannerModel
 from planner.model.tables import build_tables
 from planner.schema.problem import Problem
 from planner.solve import solve_problem
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _problem(tokens_per_s: float) -> Problem:
@@ -55,17 +62,27 @@ def test_a_small_workload_starts_on_devices_sold_one_by_one() -> None:
     assert {d.type: d.count for d in plan.devices} == {"h100-pcie": 1}
 
 
-def test_a_request_mix_starting_plan_meets_every_class() -> None:
-    """problems/request-mix.yaml: the starting plan gives each request class shares of replica
-    time in the integers the request constraint checks, so completed alone it is a plan (its
-    shares were once worked out on floats, fell a unit short, and the search of that example
-    started from nothing: 20 s instead of 8 to prove its optimum)."""
-    from pathlib import Path
-
-    from planner.load import load_problem
-
-    problem = load_problem(Path(__file__).resolve().parent.parent / "problems" / "request-mix.yaml")
-    model = PlannerModel(build_tables(problem, load_catalog()))
+@pytest.mark.parametrize(
+    ("goal", "requests_per_s"),
+    [
+        ("min_cost", 40.0),
+        ("min_cost", 1.1111),
+        ("max_throughput", 1.1111),
+        ("max_throughput", 40.0),
+    ],
+)
+def test_a_request_mix_starting_plan_meets_every_class(goal: str, requests_per_s: float) -> None:
+    """problems/request-mix.yaml, and its throughput-goal variant: the starting plan gives each
+    request class shares of replica time in the integers the request constraint checks (under
+    a throughput goal: the class's share steps times the least served rate), so completed alone
+    it is a plan. Its shares were once worked out on floats, fell a unit short, and the search
+    of that example started from nothing: 20 s instead of 8 to prove its optimum."""
+    doc = yaml.safe_load((ROOT / "problems" / "request-mix.yaml").read_text())
+    doc["workloads"][0]["requests_per_s"] = requests_per_s
+    doc["objective"] = {"goal": goal}
+    if goal == "max_throughput":
+        doc["constraints"]["budget_usd"] = 3_000_000
+    model = PlannerModel(build_tables(Problem.model_validate(doc), load_catalog()))
     assert model.hinted
     model.hint_only = True
     sol = model.solve(time_limit=30, workers=1, seed=0)
@@ -73,11 +90,11 @@ def test_a_request_mix_starting_plan_meets_every_class() -> None:
 
 
 def test_a_share_is_counted_in_the_constraint_s_integers() -> None:
-    """0.3 requests/s of a class at 0.7 per whole replica: 428.57 steps of 1,000 on floats, 429
-    in the constraint's integers (300,000 milli-request steps needed, 700 per step); a rate
-    that rounds to nothing gives no share."""
+    """0.3 requests/s of a class is 300,000 in the constraint's integers (milli-requests/s x
+    1,000 steps); at 0.7 requests/s per whole replica (700 per step) that takes 429 steps, where
+    the floats say 428.57; a rate that rounds to nothing gives no share."""
     from planner.model.hints import mix_share
 
-    assert mix_share(0.3, 0.7) == 429
-    assert mix_share(0.3, 0.7) * 700 >= 300_000 > (mix_share(0.3, 0.7) - 1) * 700
-    assert mix_share(1.0, 0.0004) is None
+    assert mix_share(300_000, 0.7) == 429
+    assert 429 * 700 >= 300_000 > 428 * 700
+    assert mix_share(300_000, 0.0004) is None

@@ -11,7 +11,7 @@ from planner.model.ortools_cp import cp_model, cp_model_helper
 from planner.model.quantities import Quantities
 from planner.model.result import ReplicaKey, ShareKey
 from planner.model.scale import RATE_SCALE, SHARE_STEPS, THROUGHPUT_SCALE, to_int
-from planner.model.tables import class_load
+from planner.model.tables import class_need, class_share_steps
 from planner.model.variables import CLOUD, PREM, total, weighted
 from planner.schema.problem import InferenceWorkload, TrainingWorkload
 
@@ -116,14 +116,10 @@ class Constraints(Quantities):
             self.m.add(sum(ys) <= SHARE_STEPS * self.R[ReplicaKey(wn, j, p_i, site)])
         for p_i, period in enumerate(self.periods):
             keys = self._keys(w.name, p_i)
-            for k, cls in enumerate(w.request_mix):
-                need: cp_model.LinearExpr | int = to_int(
-                    class_load(w, k, period.scale) * RATE_SCALE * SHARE_STEPS,
-                    f"{w.name}.{cls.name} requests",
-                )
+            for k in range(len(w.request_mix)):
+                need: cp_model.LinearExpr | int = class_need(w, k, period.scale)
                 if w.name in self.served:  # a throughput goal: the served rate, by its shares
-                    share = to_int(cls.share * period.scale * SHARE_STEPS, f"{cls.name}.share")
-                    need = share * self.served[w.name]
+                    need = class_share_steps(w, k, period.scale) * self.served[w.name]
                 # Every request is prefilled and decoded: by whole-request replicas, or by a
                 # prefill pool and a decode pool (disaggregated), each sized for the rest.
                 for side in ("prefill", "decode") if split else ("both",):

@@ -14,7 +14,13 @@ from planner.estimator.economics import (
 from planner.estimator.hosts import devices_bought, holds_group, hosts_for
 from planner.model.result import ReplicaKey, ShareKey
 from planner.model.scale import RATE_SCALE, SHARE_STEPS, to_int
-from planner.model.tables import alone_meets, class_load, replicas_needed
+from planner.model.tables import (
+    alone_meets,
+    class_need,
+    class_share_steps,
+    replicas_needed,
+    served_floor,
+)
 from planner.model.variables import CLOUD, PREM, ModelBase
 from planner.schema.catalog import Node
 from planner.schema.problem import InferenceWorkload, TrainingWorkload
@@ -145,8 +151,13 @@ class Hints(ModelBase):
         assert w.request_mix is not None
         serves = self.t.serves[w.name]
         designs = self.t.designs[w.name]
+        scale = self.periods[0].scale
         for k in range(len(w.request_mix)):
-            load = class_load(w, k, self.periods[0].scale)
+            # What the request constraint asks of the class (under a throughput goal, at the
+            # least served rate, which the completed plan may then raise).
+            need = class_need(w, k, scale)
+            if w.name in self.served:
+                need = class_share_steps(w, k, scale) * served_floor(w)
             options: list[list[tuple[float, ReplicaKey, int, int]]] = []
             # Whole-request replicas, or the cheapest prefill pool with the cheapest decode pool.
             for roles in (("both",), ("prefill", "decode")):
@@ -160,7 +171,7 @@ class Hints(ModelBase):
                             continue
                         if not self._hint_host_holds(d):
                             continue
-                        share = mix_share(load, rates[k])
+                        share = mix_share(need, rates[k])
                         if share is None:
                             continue
                         n = -(-share // SHARE_STEPS)
@@ -241,12 +252,11 @@ class Hints(ModelBase):
                 self.m.add_hint(self.hosts_bought[hk], min(hosts_for(host, b) if mine else 0, held))
 
 
-def mix_share(load: float, rate: float) -> int | None:
-    """Steps of replica time (of SHARE_STEPS) that serve `load` requests/s of a class at `rate`
-    requests/s per whole replica, in the integers the request constraint checks
-    (Constraints._mix_demand: the load rounded up, the rate down), so the hint meets it exactly
-    (computed on the floats, a share could fall a unit short and the hint be no plan). None
-    when the rate rounds to nothing there."""
-    need = to_int(load * RATE_SCALE * SHARE_STEPS, "requests")
+def mix_share(need: int, rate: float) -> int | None:
+    """Steps of replica time (of SHARE_STEPS) that serve a class's `need` (in the request
+    constraint's integers, tables.class_need) at `rate` requests/s per whole replica, the rate
+    rounded down as the constraint rounds it (Constraints._mix_demand), so the hint meets it
+    exactly (worked out on floats, a share could fall a unit short and the hint be no plan).
+    None when the rate rounds to nothing there."""
     per_step = to_int(rate * RATE_SCALE, "requests/s", up=False)
     return -(-need // per_step) if per_step > 0 else None

@@ -30,6 +30,7 @@ from planner.estimator.economics import (
 from planner.estimator.network import network_link
 from planner.estimator.request_mix import mix_designs
 from planner.estimator.training_designs import training_designs
+from planner.model.scale import RATE_SCALE, SHARE_STEPS, to_int
 from planner.schema.catalog import Link
 from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload
 
@@ -91,6 +92,27 @@ def class_load(w: InferenceWorkload, k: int, scale: float) -> float:
     """Requests/s of class `k` of a request-mix workload at demand `scale`."""
     assert w.request_mix is not None and w.requests_per_s is not None
     return w.requests_per_s * w.request_mix[k].share * scale
+
+
+def class_need(w: InferenceWorkload, k: int, scale: float) -> int:
+    """Class `k`'s requests at demand `scale` in the request constraint's integers
+    (Constraints._mix_demand): milli-requests/s times SHARE_STEPS, rounded up."""
+    return to_int(class_load(w, k, scale) * RATE_SCALE * SHARE_STEPS, f"{w.name} requests")
+
+
+def class_share_steps(w: InferenceWorkload, k: int, scale: float) -> int:
+    """Under a throughput goal, class `k`'s part of each served request in the request
+    constraint's integers: its share at demand `scale` times SHARE_STEPS, rounded up."""
+    assert w.request_mix is not None
+    cls = w.request_mix[k]
+    return to_int(cls.share * scale * SHARE_STEPS, f"{cls.name}.share")
+
+
+def served_floor(w: InferenceWorkload) -> int:
+    """The least requests/s a request mix serves under a throughput goal, in milli-requests/s
+    (the lower end of the model's served variable)."""
+    assert w.requests_per_s is not None
+    return to_int(w.requests_per_s * RATE_SCALE, "requests_per_s")
 
 
 def build_tables(
