@@ -567,6 +567,28 @@ def lowest_fitted(fitted: Mapping[str, Mapping[str, float]]) -> str:
     return min(sorted(fitted), key=lambda a: fitted[a]["training_mfu"])
 
 
+def arch_note(
+    key: str, params: Params, measured: Iterable[str], moe_measured: Iterable[str] = ()
+) -> str:
+    """Where a `class/architecture` entry's figures come from, factor by factor."""
+    lent = borrowed_from(key, params, measured)
+    notes = [
+        "training_mfu fitted" if lent is None else f"training_mfu: no rows, {lent}'s, the lowest"
+    ]
+    if "moe_routed_bytes" in params.get(key, {}):
+        moe = set(moe_measured)
+        cls = key.split("/", 1)[0]
+        mine = [m for m in moe if m.startswith(f"{cls}/")]
+        if key in moe:
+            notes.append("moe_routed_bytes fitted")
+        elif mine:
+            top = max(sorted(mine), key=lambda m: params[m]["moe_routed_bytes"])
+            notes.append(f"moe_routed_bytes: no rows, {top.split('/', 1)[1]}'s, the largest")
+        else:
+            notes.append("moe_routed_bytes: no rows, the class's")
+    return "; ".join(notes)
+
+
 def borrowed_from(key: str, params: Params, measured: Iterable[str]) -> str | None:
     """For a `class/architecture` entry: None where it was fitted on rows of its own (a key of
     `measured`), else the fitted generation of its class it took its figure from."""
@@ -615,11 +637,13 @@ def fit_all(rows: Sequence[Row]) -> Params:
 
 
 def fit_moe_routing(rows: Sequence[Row], params: Params) -> None:
-    """`moe_routed_bytes` per class from its mixture-of-experts training rows, given the MFU
-    fitted on the dense rows: the value minimizing the summed |log(predicted / measured)| (the
-    rows decide alone; the prior is a floor, not a belief). A class without such rows takes the
-    largest figure a class was fitted to (a run no one measured is not assumed to route more
-    cheaply than measured ones), or the prior when no class has rows."""
+    """`moe_routed_bytes` from the mixture-of-experts training rows, given the MFU fitted on
+    the dense rows, per class and, in the classes fitted per GPU generation, per generation
+    (moe_architecture_groups): the value minimizing the summed |log(predicted / measured)|,
+    never below the prior (a count of the passes routing makes: a floor, not a belief). A class
+    or generation without such rows takes the largest figure fitted in its class, or in any
+    class (a run no one measured is not assumed to route more cheaply than measured ones), or
+    the prior when no row exists."""
     fitted: list[float] = []
     for cls in CLASSES:
         moe = [r for r in group_rows(rows, cls, is_training) if r.model.moe is not None]
@@ -628,11 +652,36 @@ def fit_moe_routing(rows: Sequence[Row], params: Params) -> None:
                 moe, params, cls, "moe_routed_bytes", training_value
             )
             fitted.append(params[cls]["moe_routed_bytes"])
+    by_arch = moe_architecture_groups(rows)
+    for key, moe in by_arch.items():
+        params.setdefault(key, {})
+        params[key]["moe_routed_bytes"] = fit_nonnegative(
+            moe, params, key, "moe_routed_bytes", training_value
+        )
+        fitted.append(params[key]["moe_routed_bytes"])
+    largest = max(fitted, default=MOE_ROUTED_BYTES_PRIOR)
     for cls in CLASSES:
         if not any(r.model.moe is not None and r.cls == cls for r in rows if is_training(r)):
-            params[cls]["moe_routed_bytes"] = max(fitted, default=MOE_ROUTED_BYTES_PRIOR)
+            params[cls]["moe_routed_bytes"] = largest
+    for key in [k for k in params if "/" in k and k not in by_arch]:
+        cls = key.split("/", 1)[0]
+        mine = [params[k]["moe_routed_bytes"] for k in by_arch if k.startswith(f"{cls}/")]
+        params[key]["moe_routed_bytes"] = max(mine, default=params[cls]["moe_routed_bytes"])
     for dev_id, cls in OWN_FIT.items():  # no device fitted on its own has MoE training rows
         params[dev_id]["moe_routed_bytes"] = params[cls]["moe_routed_bytes"]
+
+
+def moe_architecture_groups(rows: Sequence[Row]) -> dict[str, list[Row]]:
+    """Mixture-of-experts training rows of the classes fitted per GPU generation, keyed
+    `class/architecture`: the routing cost per element is not a fixed share of a part's
+    bandwidth (fitted on every generation at once, Hopper runs came out about a fifth too slow
+    and Blackwell runs about half too fast), so each generation with rows gets its own."""
+    out: dict[str, list[Row]] = {}
+    for cls in ARCHITECTURE_FIT:
+        for r in group_rows(rows, cls, is_training):
+            if r.model.moe is not None:
+                out.setdefault(f"{cls}/{r.device.architecture}", []).append(r)
+    return out
 
 
 def fit_nonnegative(
@@ -641,16 +690,17 @@ def fit_nonnegative(
     cls: str,
     key: str,
     value: Callable[[Row, Params], float],
+    lower: float = MOE_ROUTED_BYTES_PRIOR,
     upper: float = 5000.0,
 ) -> float:
-    """One factor in [0, upper] that slows predictions as it grows: minimize the summed
+    """One factor in [lower, upper] that slows predictions as it grows: minimize the summed
     |log(predicted / measured)| (grid_minimum)."""
 
     def loss(f: float) -> float:
         ps = {**params, cls: {**params[cls], key: f}}
         return float(sum(abs(np.log(value(r, ps) / r.meas.value)) for r in rows))
 
-    return round(grid_minimum(loss, np.linspace(0.0, upper, 101)))
+    return round(grid_minimum(loss, np.linspace(lower, upper, 101)))
 
 
 def leave_one_device_out(rows: Sequence[Row], fitted: Params) -> dict[str, list[tuple[Row, float]]]:
@@ -780,6 +830,12 @@ def report(
         what += "" if lent is None else ", the lowest"
         prior = f"{fitted[cls]['training_mfu']:g} (class)" if lent is None else "-"
         out.append(f"| {key} ({what}) | training_mfu | {prior} | {fitted[key]['training_mfu']:g} |")
+        moe = moe_architecture_groups(rows).get(key, [])
+        how = f"{len(moe)} MoE rows" if moe else "no MoE rows: the largest fitted in its class"
+        out.append(
+            f"| {key} ({how}) | moe_routed_bytes | {MOE_ROUTED_BYTES_PRIOR:g} (floor) | "
+            f"{fitted[key]['moe_routed_bytes']:g} |"
+        )
     out.append("")
     out.append(
         "Factors not listed kept their prior (no rows for that class and metric; "
@@ -1004,9 +1060,11 @@ HEADER = """\
 """
 
 ARCHITECTURES_HEADER = """\
-# Training MFU per GPU generation of a class (calibration/fit.py ARCHITECTURE_FIT): fitted on the
-# dense-model training rows of each generation that has some (prior: the class's figure); every
-# other generation of the class takes the lowest fitted figure (no run measured it).
+# Training factors per GPU generation of a class (calibration/fit.py ARCHITECTURE_FIT). The MFU is
+# fitted on the dense-model training rows of each generation that has some (prior: the class's
+# figure), and every other generation of the class takes the lowest fitted figure; the routing
+# cost of MoE training (moe_routed_bytes) on its mixture-of-experts rows, every other generation
+# taking the largest fitted figure (no run measured it).
 """
 # `--only` groups: the factors a partial refit rewrites.
 ONLY_GROUPS = {"training": ("training_mfu", "moe_routed_bytes")}
@@ -1024,7 +1082,11 @@ ORDER = (
 
 
 def write_efficiency(
-    fitted: Params, fitted_on: str, measured: Iterable[str], only: str | None = None
+    fitted: Params,
+    fitted_on: str,
+    measured: Iterable[str],
+    only: str | None = None,
+    moe_measured: Iterable[str] = (),
 ) -> None:
     """Rewrite catalog/efficiency.yaml with the fitted factors (`only`: that group's factors,
     ONLY_GROUPS, every other shipped factor kept as it is). `measured`: the class/architecture keys fitted on
@@ -1043,12 +1105,9 @@ def write_efficiency(
     if arch:
         lines.append(ARCHITECTURES_HEADER.rstrip("\n"))
         lines.append("architectures:")
-        measured = set(measured)
         for key in sorted(arch):
             body = ", ".join(f"{k}: {arch[key][k]:g}" for k in ORDER if k in arch[key])
-            lent = borrowed_from(key, fitted, measured)
-            why = "fitted" if lent is None else f"no rows: {lent}'s, the lowest"
-            lines.append(f"  {key}: {{{body}}}  # {why}")
+            lines.append(f"  {key}: {{{body}}}  # {arch_note(key, fitted, measured, moe_measured)}")
     devices = {
         **current.devices,
         **{d: {**current.devices.get(d, {}), **fitted[d]} for d in OWN_FIT if fitted.get(d)},
@@ -1122,7 +1181,8 @@ def main() -> None:
                 f"{' and '.join(ONLY_GROUPS[args.only])} refitted "
                 f"on {n_tr} training rows ({datetime.date.today().isoformat()})"
             )
-        write_efficiency(fitted, fitted_on, measured, args.only)
+        moe_measured = moe_architecture_groups(rows)
+        write_efficiency(fitted, fitted_on, measured, args.only, moe_measured)
         # A partial refit adds the rows its factors saw (training rows) to those of the last
         # full one; the others have not joined any shipped factor's fit yet.
         joined = [r for r in rows if is_training(r)] if args.only else rows

@@ -7,6 +7,7 @@ import pytest
 
 from planner.catalog import load_catalog
 from planner.estimator.devices import device_table
+from planner.estimator.efficiency import load_efficiency
 from planner.estimator.formats import weight_format
 from planner.estimator.perf import (
     routed_elements_per_token,
@@ -58,22 +59,40 @@ def test_routing_time_adds_to_the_flops_at_mfu() -> None:
 @pytest.mark.parametrize(
     ("model", "device", "fmt", "measured"),
     [
-        # Megatron-Bridge performance summary, NeMo 25.11 (calibration/measurements.yaml,
-        # megatron-bridge-perf-2511): pre-training tokens/s per GPU.
-        ("qwen3-30b-a3b", "h100-sxm", "fp8", 5_275),  # 16 GPUs, FP8-CS, PP2 VP24 EP8
-        ("gpt-oss-120b", "h100-sxm", "bf16", 5_630),  # 64 GPUs, PP4 EP8
-        ("deepseek-v3", "b200", "fp8", 2_139),  # 256 GPUs, MXFP8, PP16 EP8
+        # calibration/measurements.yaml: pre-training tokens/s per GPU of the same model on the
+        # same part by different stacks. Megatron-Bridge (NeMo 25.11, Megatron-Core), NeMo
+        # AutoModel (PyTorch FSDP2, balanced gate), DGX Cloud recipes (NeMo 25.04).
+        # AutoModel in BF16 on 8 GPUs; Megatron-Bridge in FP8 on 16 (its BF16 runs are no
+        # faster than its FP8 ones, so the slowest stack's BF16 figure is at most this).
+        ("qwen3-30b-a3b", "h100-sxm", "bf16", (5_275, 12_040)),
+        ("gpt-oss-120b", "h100-sxm", "bf16", (5_630, 7_626)),  # Megatron-Bridge, AutoModel
+        ("deepseek-v3", "h100-sxm", "bf16", (630, 669, 865, 1_002)),  # DGX Cloud, AutoModel
+        ("deepseek-v3", "b200", "fp8", (2_139,)),  # Megatron-Bridge, 256 GPUs, MXFP8
     ],
 )
-def test_shipped_factors_train_moe_models_near_published_runs(
-    model: str, device: str, fmt: str, measured: float
+def test_shipped_factors_train_moe_models_within_published_runs(
+    model: str, device: str, fmt: str, measured: tuple[float, ...]
 ) -> None:
-    """With the shipped factors, Megatron-Core MoE pre-training runs come out within 30 % of the
-    published figures (they came out 2-7x too fast when MoE models trained at a dense model's
-    MFU). These rows are in the shipped fit; the calibration report scores them held out, and
-    shows other stacks on the same parts up to 2.3x faster (NeMo AutoModel, Qwen3-30B-A3B)."""
+    """With the shipped factors, MoE pre-training runs come out within the range published
+    stacks measure on that part, widened by a quarter (at a dense model's MFU they came out
+    1.2-7.8x too fast). Stacks disagree: on one H100, Qwen3-30B-A3B runs at 5,275 tokens/s per
+    GPU under Megatron-Bridge in FP8 and 12,040 under AutoModel in BF16, so a figure can sit
+    only between them. These rows are in the shipped fit; the calibration report scores them
+    held out."""
     got = _tokens_per_s(model, device, fmt)
-    assert got == pytest.approx(measured, rel=0.30)
+    assert 0.75 * min(measured) <= got <= 1.25 * max(measured)
+    assert got < _tokens_per_s(model, device, fmt, moe_routed_bytes=0)
+
+
+def test_a_generation_no_moe_run_measured_routes_at_the_largest_fitted_cost() -> None:
+    """The routing cost is fitted per GPU generation where MoE rows exist (Hopper, Blackwell);
+    an unmeasured one (A100, MI300X) takes the largest fitted figure, never less than a
+    measured generation's."""
+    cat = load_catalog()
+    shipped = load_efficiency().architectures
+    fitted = {a: shipped[f"datacenter/{a}"]["moe_routed_bytes"] for a in ("hopper", "blackwell")}
+    table = device_table([cat.accelerator(d) for d in ("a100-80gb-sxm", "mi300x")])
+    assert list(table.moe_routed_bytes) == [max(fitted.values())] * 2
 
 
 def test_narrow_experts_lose_more_to_routing_than_wide_ones() -> None:
@@ -86,3 +105,24 @@ def test_narrow_experts_lose_more_to_routing_than_wide_ones() -> None:
             model, "h100-sxm", moe_routed_bytes=0
         )
     assert share["qwen3-30b-a3b"] < share["gpt-oss-120b"] < 1.0
+
+
+def test_estimate_says_when_routing_binds_a_moe_training_run() -> None:
+    """`planner estimate --task full` on Qwen3-30B-A3B (narrow experts: routing takes most of a
+    token's time at the shipped factors) says routing binds it; a dense model stays
+    compute-bound."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    def bound(model: str) -> str:
+        args = ["estimate", "-m", model, "-d", "h100-sxm", "--task", "full", "--weights", "bf16"]
+        r = CliRunner().invoke(app, [*args, "--format", "json"])
+        assert r.exit_code in (0, 3), r.output
+        doc = json.loads(r.output)
+        return str((doc[0] if isinstance(doc, list) else doc)["bound"])
+
+    assert bound("qwen3-30b-a3b") == "routing"
+    assert bound("llama-3.1-8b") == "compute"

@@ -29,6 +29,7 @@ from planner.estimator.memory import (
 from planner.estimator.perf import (
     decode_compute_bound,
     decode_step_seconds,
+    moe_routing_seconds_per_token,
     prefill_seconds,
     training_tokens_per_second,
 )
@@ -68,7 +69,7 @@ class Estimate:
     usable_bytes: float
     devices_needed: int  # smallest count that holds the model (0: not on any count we try)
     parallelism: str  # "single", "tensor-parallel N" or "pipeline N"
-    bound: str  # "memory" or "compute" for decode; "compute" for training
+    bound: str  # "memory" or "compute" for decode; "compute" or "routing" (MoE) for training
     tokens_per_s: float  # decode output tokens/s summed over the batch, or training tokens/s
     ms_per_token: float | None  # decode time per output token per sequence
     prefill_s: float | None  # time to first token for one batch of prompts
@@ -261,6 +262,8 @@ def estimate_training(
         recompute=setup.recompute,
         precision_fmt=fmt,
     )
+    # An MoE model whose routing takes most of a token's time is bound by it, not by FLOPs.
+    routing = moe_routing_seconds_per_token(m, dev) * tps1
     out = []
     for i, did in enumerate(dev.ids):
         need = _devices_needed(per_n, float(dev.usable_memory_bytes[i]))
@@ -281,7 +284,7 @@ def estimate_training(
                 i,
                 n,
                 par,
-                "compute",
+                "routing" if routing[i] > 0.5 else "compute",
                 tps,
                 None,
                 None,

@@ -200,6 +200,8 @@ def estimate_tables(e: Estimate) -> list[Table]:
         perf.add_row("decode is", f"{e.bound}-bound")
     else:
         perf.add_row("training throughput", f"{_num(e.tokens_per_s, ',.0f')} tokens/s")
+        if e.bound == "routing":
+            perf.add_row("training is", "bound by routing tokens to experts, not by FLOPs")
         perf.add_row("step time", duration(e.step_s))
         if e.budget_s is not None:
             perf.add_row("time for the token budget", duration(e.budget_s))
