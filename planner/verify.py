@@ -49,6 +49,7 @@ from planner.verify_workloads import (
     check_stages,
     check_training,
     fail,
+    mix_tokens,
     replica_figures,
     same,
 )
@@ -107,6 +108,8 @@ def verify(plan: Plan, problem: Problem, cat: Catalog) -> None:
                     cap = f.capacity[(w.name, q)]
                     rate = min(cap, w.min_tokens_per_s * p.scale) if w.min_tokens_per_s else cap
                     f.tokens[q] += rate * p.hours * 3600
+            if w.request_mix is not None:
+                mix_tokens(problem, w, periods, f)
     _check_fleet(plan, problem, cat, f, periods)
     _check_phases(plan, problem, f)
     _check_hosts(plan, problem, cat, f, periods)

@@ -34,7 +34,12 @@ from planner.estimator.economics import (
 )
 from planner.estimator.network import network_link
 from planner.estimator.replica import ReplicaFigures, inference_replica, training_stage_memory
-from planner.estimator.request_mix import class_workload, fits, replica_rate
+from planner.estimator.request_mix import (
+    class_workload,
+    fits,
+    mix_tokens_served_per_s,
+    replica_rate,
+)
 from planner.estimator.serving import prefill_pool_budget, prefill_prompt, token_budget
 from planner.estimator.support import engine_times
 from planner.estimator.training_designs import TrainingJob, training_job, training_setup
@@ -95,6 +100,9 @@ class Fleet:
     phase_hours: dict[str, float] = field(default_factory=dict)  # earlier phases' device-hours
     idle_wh: float = 0.0  # owned and bought devices held but not at work
     capacity: dict[tuple[str, int], float] = field(default_factory=dict)  # fixed-rate tokens/s
+    # Request mixes: (workload, period) -> requests/s per class name decoded, and prefilled.
+    decoded: dict[tuple[str, int], dict[str, float]] = field(default_factory=dict)
+    prefilled: dict[tuple[str, int], dict[str, float]] = field(default_factory=dict)
     # Plan paths of the replicas whose figures fed each period's tokens and power.
     feeds: list[list[str]] = field(default_factory=list)
     room: dict[str, float] = field(default_factory=dict)  # limit -> recomputed slack
@@ -539,13 +547,30 @@ def _check_mix(
             f"`{at}.requests_per_s` needs {time_used:.4f} replicas' time, "
             f"`{at}.replicas` is {wp.replicas}",
         )
-    total_rate = (w.requests_per_s or 0.0) * period.scale
-    tok = sum(
-        (w.requests_per_s or 0.0) * c.share * period.scale * c.output_tokens for c in w.request_mix
-    )
-    if wp.role != "prefill":  # a prefill pool's requests make their tokens in a decode pool
-        f.tokens[p_i] += tok * sum(wp.requests_per_s.values()) / total_rate * period.hours * 3600
+    # Requests served are counted once every group is in (mix_tokens): a decode pool's make
+    # the tokens, a prefill pool's let them start.
+    for side, kept in (("decode", f.decoded), ("prefill", f.prefilled)):
+        if wp.role in ("both", side):
+            mine = kept.setdefault((w.name, p_i), {})
+            for name, served in wp.requests_per_s.items():
+                mine[name] = mine.get(name, 0.0) + served
+    if wp.role != "prefill":
         f.feeds[p_i].append(f"{at}.requests_per_s")
+
+
+def mix_tokens(problem: Problem, w: InferenceWorkload, periods: list[Period], f: Fleet) -> None:
+    """Output tokens a request mix serves in each period, from the requests/s the plan's groups
+    give each class: no more requests than exist (estimator.request_mix.mix_tokens_served_per_s)."""
+    assert w.request_mix is not None
+    index = {c.name: k for k, c in enumerate(w.request_mix)}
+    goal = problem.objective.goal in ("max_throughput", "max_tokens_per_joule")
+    for q, p in enumerate(periods):
+        if (w.name, q) not in f.decoded:
+            continue
+        decoded = {index[n]: v for n, v in f.decoded[(w.name, q)].items() if n in index}
+        pre = {index[n]: v for n, v in f.prefilled.get((w.name, q), {}).items() if n in index}
+        rate = mix_tokens_served_per_s(w, p.scale, decoded, pre, throughput_goal=goal)
+        f.tokens[q] += rate * p.hours * 3600
 
 
 def _check_roles(

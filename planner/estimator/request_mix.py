@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from planner.catalog import Catalog
 from planner.estimator.designs import Design, Role, inference_designs, stage_specs
@@ -515,3 +515,30 @@ def _class_rates(
         if rate > 0:
             rates[k] = rate
     return dict(sorted(rates.items()))
+
+
+def mix_tokens_served_per_s(
+    w: InferenceWorkload,
+    scale: float,
+    decoded: Mapping[int, float],
+    prefilled: Mapping[int, float],
+    *,
+    throughput_goal: bool,
+) -> float:
+    """Output tokens/s a request mix serves in a period at demand `scale`, from the requests/s
+    its replica groups give each class: `decoded` by whole-request and decode pools,
+    `prefilled` by whole-request and prefill pools (a request is served once both are done).
+    Only requests that exist make tokens: the groups' shares may hold more time than the
+    requests need. At a fixed rate each class serves at most its load; under a throughput goal
+    (the mix's rate is what the plan serves) the whole mix runs at the rate its scarcest class
+    allows, each class at its share of it."""
+    assert w.request_mix is not None
+    served = {k: min(decoded.get(k, 0.0), prefilled.get(k, 0.0)) for k in range(len(w.request_mix))}
+    if throughput_goal:
+        rate = min(
+            (served[k] / (c.share * scale) for k, c in enumerate(w.request_mix) if c.share > 0),
+            default=0.0,
+        )
+        return sum(c.share * scale * rate * c.output_tokens for c in w.request_mix)
+    rps = (w.requests_per_s or 0.0) * scale
+    return sum(min(served[k], rps * c.share) * c.output_tokens for k, c in enumerate(w.request_mix))

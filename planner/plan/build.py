@@ -39,7 +39,7 @@ from planner.estimator.economics import (
 from planner.estimator.hosts import derates, devices_bought, hosts_for
 from planner.estimator.network import network_gear, network_link, ports_per_host
 from planner.estimator.replica import inference_replica, training_stage_memory
-from planner.estimator.request_mix import class_workload
+from planner.estimator.request_mix import class_workload, mix_tokens_served_per_s
 from planner.estimator.serving import prefill_pool_budget, prefill_prompt, token_budget
 from planner.estimator.support import engine_times
 from planner.estimator.training_designs import training_job, training_setup
@@ -48,7 +48,6 @@ from planner.model.result import Solution
 from planner.model.scale import SHARE_STEPS
 from planner.model.tables import (
     Tables,
-    class_load,
     mix_tokens_per_request,
     plain_tokens_factor,
 )
@@ -84,6 +83,9 @@ class _Tally:
     power: list[float] = field(default_factory=list)  # serving devices and hosts, per period
     tokens: list[float] = field(default_factory=list)  # output tokens served, per period
     capacity: dict[tuple[str, int], float] = field(default_factory=dict)  # fixed-rate tokens/s
+    # Request mixes: (workload, period) -> requests/s per class decoded, and prefilled.
+    decoded: dict[tuple[str, int], dict[int, float]] = field(default_factory=dict)
+    prefilled: dict[tuple[str, int], dict[int, float]] = field(default_factory=dict)
     training_w: float = 0.0  # training jobs on the owned fleet (at every period's peak)
     training_usd: float = 0.0
     # Jobs of the phases before the last: device -> device-hours at work (their own hours).
@@ -128,6 +130,17 @@ def make_plan(problem: Problem, cat: Catalog, tables: Tables, sol: Solution) -> 
         tally.tokens[p_i] += served_tokens_per_s(problem, wn, tps, periods[p_i].scale) * (
             periods[p_i].hours * 3600
         )
+    for (wn, p_i), decoded in tally.decoded.items():
+        w = by_name[wn]
+        assert isinstance(w, InferenceWorkload)
+        made = mix_tokens_served_per_s(
+            w,
+            periods[p_i].scale,
+            decoded,
+            tally.prefilled.get((wn, p_i), {}),
+            throughput_goal=problem.objective.goal in ("max_throughput", "max_tokens_per_joule"),
+        )
+        tally.tokens[p_i] += made * periods[p_i].hours * 3600
     held: list[dict[str, dict[str, int]]] = [{} for _ in periods]
     _bill(plan, problem, cat, tables, sol, tally, held)
     plan.phases = _phases(problem, tally.use, len(periods))
@@ -465,22 +478,23 @@ def _mix_served(
     key: tuple[str, int, int, str],
     tally: _Tally,
 ) -> dict[str, float]:
-    """Requests/s a request-mix replica group serves per class; its output tokens go to the
-    period's tally where they are decoded, in proportion to requests (a prefill pool's
-    requests are decoded, and counted, by a decode pool)."""
+    """Requests/s a request-mix replica group serves per class (its shares of replica time);
+    they go to the period's tally of requests decoded and prefilled, whose output tokens
+    (mix_tokens_served_per_s: no more requests than exist) are counted once every group is in."""
     assert w.request_mix is not None
     wn, j, p_i, site = key
-    period = tables.periods[p_i]
     served: dict[str, float] = {}
     serves = tables.serves[wn][j]
+    role = tables.designs[wn][j].role
     for k in serves:
         y = sol.shares.get((wn, j, k, p_i, site), 0)  # type: ignore[call-overload]
-        if y:
-            served[w.request_mix[k].name] = y / SHARE_STEPS * serves[k]
-    tok = sum(class_load(w, k, period.scale) * c.output_tokens for k, c in enumerate(w.request_mix))
-    total_rate = w.requests_per_s * period.scale if w.requests_per_s else 0.0
-    if tables.designs[wn][j].role != "prefill":
-        tally.tokens[p_i] += tok * sum(served.values()) / total_rate * period.hours * 3600
+        if not y:
+            continue
+        served[w.request_mix[k].name] = rate = y / SHARE_STEPS * serves[k]
+        for side, kept in (("decode", tally.decoded), ("prefill", tally.prefilled)):
+            if role in ("both", side):
+                mine = kept.setdefault((wn, p_i), {})
+                mine[k] = mine.get(k, 0.0) + rate
     return served
 
 
