@@ -30,6 +30,7 @@ class Efficiency(Frozen):
     training_mfu: float = Field(gt=0, le=1, description="Model FLOPs utilization in training.")
     moe_routed_bytes: float = Field(
         ge=0,
+        le=1e5,
         description="Training a mixture-of-experts model: bytes moved per routed activation "
         "element per MoE layer (a token's hidden vector sent to one of its experts: permutation, "
         "dispatch and combine, gating, forward and backward), at the device's memory bandwidth "
