@@ -16,7 +16,6 @@ from planner.model import interrupt
 from planner.model.cpsat import PlannerModel
 from planner.model.diagnose import blocking_constraints, why_no_design
 from planner.model.objectives import objective_for, tie_break_of
-from planner.model.relaxation import support
 from planner.model.result import ReplicaKey, Solution
 from planner.model.shortlist import model_keys, restricted, shortlist
 from planner.model.tables import Tables, build_tables, design_key
@@ -305,6 +304,8 @@ class Solver:
         search's and the relaxation's, both valid for every design. None when the relaxation
         cannot be built and solved in its share of the time (then the whole model is searched
         alone)."""
+        from planner.model.relaxation import support  # with the LP solver: loaded only here
+
         left = ends - time.monotonic() - self._reserve()
         if LP_BUILD_S_PER_KEY * model_keys(tables) > LP_BUILD_SHARE * left:
             return None

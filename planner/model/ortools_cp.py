@@ -12,7 +12,11 @@ the real pandas, so those helpers still work as documented.
 The import runs with Ctrl-C held back (planner.process.libraries_loading): a KeyboardInterrupt
 raised inside protobuf's start-up is printed by its C core and then lost.
 
-Every module of planner/model imports OR-Tools (CP-SAT and the LP model builder) from here.
+Every module of planner/model imports OR-Tools from here: CP-SAT at import, the LP model
+builder (`linear_solver()`, OR-Tools' linear-solver interface with HiGHS and GLOP) only when a
+linear relaxation is solved. That interface takes about 40 ms to load, an eighth of a small
+`planner solve`, and only problems of at least planner.solve.GUIDED_MIN_KEYS replica variables
+solve one (none of the examples).
 """
 
 from __future__ import annotations
@@ -46,7 +50,6 @@ def _stand_in() -> types.ModuleType | None:
 _placeholder = _stand_in()
 try:
     with libraries_loading():
-        from ortools.linear_solver.python import model_builder_helper
         from ortools.sat.python import cp_model, cp_model_helper
 finally:
     if _placeholder is not None:
@@ -56,4 +59,14 @@ finally:
         if getattr(_loaded, "pd", None) is _placeholder:
             _loaded.pd = _LazyPandas("pandas")  # type: ignore[union-attr]
 
-__all__ = ["cp_model", "cp_model_helper", "model_builder_helper"]
+
+def linear_solver() -> types.ModuleType:
+    """OR-Tools' LP model builder (`model_builder_helper`), loaded at the first call, with
+    Ctrl-C held back as for CP-SAT."""
+    with libraries_loading():
+        from ortools.linear_solver.python import model_builder_helper
+
+    return model_builder_helper
+
+
+__all__ = ["cp_model", "cp_model_helper", "linear_solver"]

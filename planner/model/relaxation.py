@@ -36,14 +36,17 @@ import math
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from planner.model.cpsat import PlannerModel
-from planner.model.ortools_cp import model_builder_helper as mbh
+from planner.model.ortools_cp import linear_solver
 from planner.model.tables import Tables
+
+if TYPE_CHECKING:
+    from ortools.linear_solver.python import model_builder_helper as mbh
 
 INT_INF = 2**63 - 1  # CP-SAT's stand-in for an open side of a domain
 CONSTRAINT_KINDS = (
@@ -262,7 +265,8 @@ def dual_bound(lp: LinearProgram, y: Floats) -> float:
 
 def _solved(lp: LinearProgram, solver: str, time_limit: float) -> mbh.ModelSolverHelper:
     """The LP handed to `solver` and solved within `time_limit` seconds."""
-    h = mbh.ModelBuilderHelper()
+    lp_helper = linear_solver()  # typed through the annotations (a module loaded at call)
+    h: mbh.ModelBuilderHelper = lp_helper.ModelBuilderHelper()
     n = len(lp.c)
     # The helper's stubs spell the array types in a form numpy's own do not match.
     integral = np.zeros(n, dtype=bool)
@@ -274,7 +278,7 @@ def _solved(lp: LinearProgram, solver: str, time_limit: float) -> mbh.ModelSolve
         h.set_constraint_upper_bound(r, lp.hi[r])
     for r, j, a in zip(lp.rows, lp.cols, lp.vals, strict=True):
         h.safe_add_term_to_constraint(r, j, a)
-    s = mbh.ModelSolverHelper(solver)
+    s: mbh.ModelSolverHelper = lp_helper.ModelSolverHelper(solver)
     s.set_time_limit_in_seconds(max(0.01, time_limit))
     if solver == "GLOP":
         # Dual simplex: on a week of hourly demand (89k columns, 113k rows) it took 22 s where
