@@ -24,7 +24,9 @@ from planner.schema.files import out_target, read_json, write_atomic
 
 if TYPE_CHECKING:  # each command imports what it uses, so `--help` loads no numpy or solver
     from planner.estimator.estimate import Estimate
+    from planner.plan.types import Plan
     from planner.schema.catalog import ModelArch
+    from planner.schema.problem import Problem
     from planner.whatif.frontier import Frontier
 
 app = typer.Typer(
@@ -743,11 +745,8 @@ def solve(
     """Solve a problem file: the optimal bill of materials, layer map and figures."""
     with user_errors():
         with startup():
-            from planner.catalog import load_catalog
             from planner.load import load_problem
             from planner.model import progress
-            from planner.plan.io import dumps_plan, plan_document
-            from planner.report.plan_table import plan_renderable
             from planner.solve import solve_problem
 
         if out_path is not None:
@@ -770,32 +769,50 @@ def solve(
             raise InputError(f"{problem}: {e}") from None
         finally:
             progress.show_on(None)
-        data = plan_document(plan, prob, load_catalog())
-        if no_timings:
-            data.pop("solve_seconds", None)
-            plan.solve_seconds = 0.0
-        if out_path is not None:
-            write_atomic(out_path, dumps_plan(data))
-        if fmt is PlanFormat.json:
-            sys.stdout.write(dumps_plan(data))
-        elif fmt is PlanFormat.table:
-            out.print(plan_renderable(plan, timings=not no_timings))
-        else:
-            from planner.report.memo import plan_csv, plan_markdown, plan_yaml
-
-            sys.stdout.write(
-                plan_markdown(plan, prob)
-                if fmt is PlanFormat.md
-                else plan_csv(plan)
-                if fmt is PlanFormat.csv
-                else plan_yaml(data)
-            )
+        _print_plan(plan, prob, fmt, out_path, timings=not no_timings)
         if plan.status == "INFEASIBLE":
             raise typer.Exit(3)
         if plan.status == "NO_PLAN":
             if not interrupt.requested():
                 err.print(f"no plan found within {time_limit:g} s")
             raise typer.Exit(4)
+
+
+def _print_plan(
+    plan: "Plan", prob: "Problem", fmt: PlanFormat, out_path: Path | None, timings: bool
+) -> None:
+    """Show the plan in `fmt` and write its file to `out_path` (if any); without `timings`
+    its solve time is left out, so equal runs give equal bytes. Each output loads what it uses
+    (a table: rich; a file or JSON: the plan document)."""
+    from planner.catalog import load_catalog
+    from planner.plan.io import dumps_plan, plan_document
+
+    if not timings:
+        plan.solve_seconds = 0.0
+    # The plan document (the problem embedded, the catalog hashed) only where it is written.
+    data: dict[str, Any] = {}
+    if out_path is not None or fmt in (PlanFormat.json, PlanFormat.yaml):
+        data = plan_document(plan, prob, load_catalog())
+        if not timings:
+            data.pop("solve_seconds", None)
+    if out_path is not None:
+        write_atomic(out_path, dumps_plan(data))
+    if fmt is PlanFormat.json:
+        sys.stdout.write(dumps_plan(data))
+    elif fmt is PlanFormat.table:
+        from planner.report.plan_table import plan_renderable
+
+        out.print(plan_renderable(plan, timings=timings))
+    else:
+        from planner.report.memo import plan_csv, plan_markdown, plan_yaml
+
+        sys.stdout.write(
+            plan_markdown(plan, prob)
+            if fmt is PlanFormat.md
+            else plan_csv(plan)
+            if fmt is PlanFormat.csv
+            else plan_yaml(data)
+        )
 
 
 @app.command()

@@ -194,3 +194,42 @@ def test_the_planner_process_collects_during_its_work(tmp_path: Path) -> None:
     r = _run(code, {"PLANNER_CACHE_DIR": str(tmp_path)})
     assert r.returncode == 3, r.stderr
     assert r.stderr.strip().splitlines()[-1] == "True True"
+
+
+def test_the_planner_process_turns_pydantic_plugins_off_unless_told(tmp_path: Path) -> None:
+    code = (
+        "import os, sys, atexit\n"
+        "atexit.register(lambda: print(repr(os.environ.get('PYDANTIC_DISABLE_PLUGINS')), "
+        "file=sys.stderr))\n"
+        "sys.argv = ['planner', 'solve', 'problems/infeasible.yaml', '--format', 'json']\n"
+        "import planner\nplanner.main()\n"
+    )
+    base = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    for given, seen in ((None, "'__all__'"), ("", "''"), ("logfire", "'logfire'")):
+        env = {**base, "PYTHONPATH": str(ROOT), "PLANNER_CACHE_DIR": str(tmp_path)}
+        if given is not None:
+            env["PYDANTIC_DISABLE_PLUGINS"] = given
+        r = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            check=False,
+            timeout=120,
+        )
+        assert r.returncode == 3, r.stderr
+        assert r.stderr.strip().splitlines()[-1] == seen
+
+
+def test_the_planner_imported_as_a_library_leaves_pydantic_plugins_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    monkeypatch.delenv("PYDANTIC_DISABLE_PLUGINS", raising=False)
+    r = CliRunner().invoke(app, ["solve", "problems/infeasible.yaml", "--format", "json"])
+    assert r.exit_code == 3, r.output
+    assert "PYDANTIC_DISABLE_PLUGINS" not in os.environ
