@@ -4,7 +4,7 @@ def main() -> None:
 
     Called from the program's top level (the `planner` script, `python -c`), it ends the
     process itself once everything is written (see `_exit`), and turns pydantic's plugins off
-    (see `_no_pydantic_plugins`); called from other code (tests, a program importing the
+    (see process.no_pydantic_plugins); called from other code (tests, a program importing the
     planner), it raises SystemExit as usual and leaves pydantic as it is."""
     import signal
     import sys
@@ -12,14 +12,13 @@ def main() -> None:
 
     started = time.monotonic()
     whole_process = sys._getframe(1).f_globals.get("__name__") == "__main__"
-    if whole_process:
-        _no_pydantic_plugins()
     noted = False
     try:
-        from planner.process import note_ctrl_c, pause_gc
+        from planner.process import no_pydantic_plugins, note_ctrl_c, pause_gc
 
         noted = note_ctrl_c()
         if whole_process:
+            no_pydantic_plugins()  # before pydantic loads
             pause_gc(whole_process=True)  # until the command's work begins (cli.user_errors)
         from planner.cli import main as run
 
@@ -46,19 +45,6 @@ def main() -> None:
         _exit(code or 0)
     if code is not None:
         sys.exit(code)
-
-
-def _no_pydantic_plugins() -> None:
-    """Pydantic looks for plugins (the `pydantic` entry-point group, e.g. an observability
-    tool's) by reading the metadata of every installed distribution the first time a model is
-    built, about 5 ms of each command. A plugin only watches validations; none changes what the
-    planner computes or prints, and the planner's own process is not an application that a
-    plugin is installed to observe. So the `planner` command sets PYDANTIC_DISABLE_PLUGINS,
-    unless the user set it (`PYDANTIC_DISABLE_PLUGINS=` keeps every plugin), before pydantic
-    loads; its own worker processes inherit it. The planner imported as a library does not."""
-    import os
-
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 
 def _exit(code: int) -> None:

@@ -1,13 +1,16 @@
 """The `planner` command's own process: Ctrl-C that surfaces as another error (or is lost), Ctrl-C
-held back while compiled libraries load, and the garbage collector paused while a command
-starts."""
+held back while compiled libraries load, the garbage collector paused while a command starts,
+and pydantic's plugins off."""
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import importlib
+import os
 import signal
 import sys
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -118,3 +121,47 @@ def resume_gc() -> None:
         if _gc_freeze:
             gc.freeze()
         gc.enable()
+
+
+PLUGINS_OFF = ("__all__", "1", "true")  # the values of PYDANTIC_DISABLE_PLUGINS that turn all off
+_LOADER = "pydantic.plugin._loader"
+_stand_in: list[types.ModuleType] = []  # the stand-in loader, while it is in place
+
+
+def no_pydantic_plugins() -> None:
+    """Turn pydantic's plugins off for the `planner` process, before pydantic loads.
+
+    Pydantic looks for plugins (the `pydantic` entry-point group, e.g. an observability tool's)
+    when it builds its first model: it imports importlib.metadata (with email, zipfile and csv)
+    and reads the metadata of every installed distribution, 15-20 ms of a 0.5 s command. A
+    plugin only watches validations: none changes what the planner computes or prints, and the
+    planner's own process is not an application a plugin is installed to observe. So the
+    command sets PYDANTIC_DISABLE_PLUGINS=__all__ unless the user set it
+    (`PYDANTIC_DISABLE_PLUGINS=` keeps every plugin; its worker processes inherit it), and, when
+    every plugin is off, puts in place of pydantic's plugin loader a module whose
+    `get_plugins()` gives none, as pydantic's own does then, without importing
+    importlib.metadata. Anything else asked of that module loads the real one. The planner
+    imported as a library (tests, other programs) does not call this."""
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    if os.environ["PYDANTIC_DISABLE_PLUGINS"] not in PLUGINS_OFF or "pydantic" in sys.modules:
+        return
+    stand_in = types.ModuleType(_LOADER, "no pydantic plugins (planner.process)")
+    stand_in.get_plugins = _no_plugins  # type: ignore[attr-defined]
+    stand_in.__getattr__ = _real_loader  # type: ignore[method-assign]
+    _stand_in[:] = [stand_in]
+    sys.modules[_LOADER] = stand_in
+
+
+def _no_plugins() -> tuple[()]:
+    return ()
+
+
+def _real_loader(name: str) -> Any:
+    """A name the stand-in loader lacks, read from pydantic's own loader (then loaded in its
+    place). Module attributes it lacks (`__path__`, which `from ... import` asks for) it has not."""
+    if name.startswith("__") and name.endswith("__"):
+        raise AttributeError(name)
+    if _stand_in and sys.modules.get(_LOADER) is _stand_in[0]:
+        del sys.modules[_LOADER]
+    _stand_in.clear()
+    return getattr(importlib.import_module(_LOADER), name)

@@ -200,12 +200,18 @@ def test_the_planner_process_turns_pydantic_plugins_off_unless_told(tmp_path: Pa
     code = (
         "import os, sys, atexit\n"
         "atexit.register(lambda: print(repr(os.environ.get('PYDANTIC_DISABLE_PLUGINS')), "
-        "file=sys.stderr))\n"
+        "'importlib.metadata' in sys.modules, file=sys.stderr))\n"
         "sys.argv = ['planner', 'solve', 'problems/infeasible.yaml', '--format', 'json']\n"
         "import planner\nplanner.main()\n"
     )
     base = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
-    for given, seen in ((None, "'__all__'"), ("", "''"), ("logfire", "'logfire'")):
+    # Off: no entry-point scan, and pydantic's loader (with importlib.metadata) is not imported.
+    for given, seen in (
+        (None, "'__all__' False"),
+        ("", "'' True"),
+        ("logfire", "'logfire' True"),
+        ("true", "'true' False"),
+    ):
         env = {**base, "PYTHONPATH": str(ROOT), "PLANNER_CACHE_DIR": str(tmp_path)}
         if given is not None:
             env["PYDANTIC_DISABLE_PLUGINS"] = given
@@ -219,7 +225,23 @@ def test_the_planner_process_turns_pydantic_plugins_off_unless_told(tmp_path: Pa
             timeout=120,
         )
         assert r.returncode == 3, r.stderr
+        assert '"status": "INFEASIBLE"' in r.stdout
         assert r.stderr.strip().splitlines()[-1] == seen
+
+
+def test_the_stand_in_plugin_loader_gives_the_real_one_for_anything_else() -> None:
+    code = (
+        "import os, sys\nos.environ.pop('PYDANTIC_DISABLE_PLUGINS', None)\n"
+        "from planner.process import no_pydantic_plugins\nno_pydantic_plugins()\n"
+        "from pydantic import BaseModel\n"
+        "class M(BaseModel):\n    x: int\n"
+        "assert M(x=1).x == 1 and 'importlib.metadata' not in sys.modules\n"
+        "from pydantic.plugin._loader import PYDANTIC_ENTRY_POINT_GROUP, get_plugins\n"
+        "print(PYDANTIC_ENTRY_POINT_GROUP, list(get_plugins()))\n"
+    )
+    r = _run(code)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "pydantic []"
 
 
 def test_the_planner_imported_as_a_library_leaves_pydantic_plugins_on(
