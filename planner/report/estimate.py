@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
 from planner.catalog import Catalog
 from planner.estimator.architecture import active_params, total_params
-from planner.estimator.estimate import Estimate
+
+if TYPE_CHECKING:  # a plan's table uses this module's formatting, not the estimator
+    from planner.estimator.estimate import Estimate
 
 
 def gb(nbytes: float) -> str:
