@@ -36,10 +36,6 @@ from planner.model.scale import ratio_within
 from planner.model.tables import Tables
 from planner.schema.status import Status
 
-# One worker's sequential portfolio (PlannerModel._run): deterministic seconds of the default
-# search before a core-based search takes over, and the least wall time worth the switch.
-CORE_SWITCH_DET = 1.0
-MIN_CORE_S = 0.2
 MAX_RATIO_STEPS = 30  # Dinkelbach iterations; each one strictly improves the ratio
 
 
@@ -241,7 +237,9 @@ class PlannerModel(Constraints, Hints):
         err = self.m.validate()
         if err:
             raise InternalError(f"the solver model is invalid: {err}")
-        s, st = self._run(time_limit, workers, seed, gap, minimize)
+        s = self._solver(time_limit, workers, seed, gap)
+        with progress.watch(s, self.progress_label, self.progress_show) as callback:
+            st = interrupt.solve(s, self.m, callback)
         if st == cp_model.OPTIMAL and gap > 0 and s.objective_value != s.best_objective_bound:
             st = cp_model.FEASIBLE  # stopped within the gap limit: not proved optimal
             return self._read(s, st, expr, evaluate)
@@ -250,43 +248,6 @@ class PlannerModel(Constraints, Hints):
         if interrupt.requested():
             self.interrupted = True
         return self._read(s, st, expr, evaluate)
-
-    def _run(
-        self, time_limit: float, workers: int, seed: int, gap: float, minimize: bool
-    ) -> tuple[cp_model.CpSolver, Any]:
-        """Solve the posed model: the solver that read it and its status.
-
-        One worker runs a sequential portfolio whose switch is deterministic: the default
-        search, for CORE_SWITCH_DET deterministic seconds (a count of work, the same on every
-        machine), then, when that has not settled the model, a search from the objective's
-        lower bound upward (CP-SAT's optimize_with_core) for the rest of the time. Most
-        problems are proved by the first (the examples in problems/ within 0.7 deterministic
-        seconds, where the core search is up to 13x slower); those it does not prove the second
-        proves faster (max-throughput-500k in 5 s instead of 13.6, request-mix in 5 instead of
-        7.3). The plan kept is the better of the two (the core search's on a tie)."""
-        began = time.perf_counter()
-        s = self._solver(time_limit, workers, seed, gap)
-        switch = workers == 1 and not self.hint_only
-        if switch:
-            s.parameters.max_deterministic_time = CORE_SWITCH_DET
-        with progress.watch(s, self.progress_label, self.progress_show) as callback:
-            st = interrupt.solve(s, self.m, callback)
-        left = time_limit - (time.perf_counter() - began)
-        settled = st in (cp_model.OPTIMAL, cp_model.INFEASIBLE, cp_model.MODEL_INVALID)
-        if not switch or settled or interrupt.requested() or left < MIN_CORE_S:
-            return s, st
-        core = self._solver(left, workers, seed, gap)
-        core.parameters.optimize_with_core = True
-        with progress.watch(core, self.progress_label, self.progress_show) as callback:
-            st2 = interrupt.solve(core, self.m, callback)
-        found = st in (cp_model.FEASIBLE, cp_model.OPTIMAL)
-        if st2 in (cp_model.OPTIMAL, cp_model.INFEASIBLE) or not found:
-            return core, st2
-        if st2 == cp_model.FEASIBLE:
-            a, b = core.objective_value, s.objective_value
-            if (a <= b) if minimize else (a >= b):
-                return core, st2
-        return s, st
 
     def _units(self, s: cp_model.CpSolver, expr: cp_model.LinearExpr) -> float:
         """Sum of the variables' values in `expr`: each rounded coefficient is off by less than
