@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from planner.estimator.request_mix import mix_tokens_served_per_s
-from planner.schema.problem import InferenceWorkload
+from planner.schema.problem import InferenceWorkload, Problem
+from planner.solve import solve_problem
 
 
 def _mix(requests_per_s: float = 10.0) -> InferenceWorkload:
@@ -61,9 +62,51 @@ def test_the_request_mix_example_serves_its_demand() -> None:
     from pathlib import Path
 
     from planner.load import load_problem
-    from planner.solve import solve_problem
 
     problem = load_problem(Path(__file__).resolve().parent.parent / "problems" / "request-mix.yaml")
     plan = solve_problem(problem)
     assert plan.has_plan
     assert plan.served_tokens == pytest.approx(10_400 * 18_396 * 3600, rel=1e-9)
+
+
+def test_a_disaggregated_mix_under_a_throughput_goal_counts_each_request_once() -> None:
+    """A request served by a prefill pool and a decode pool is one request: the throughput
+    objective counts the mix at the rate the scarcer side of its scarcest class allows. It once
+    summed both pools' requests, and a plan's objective read 1.9x its own bound."""
+    problem = Problem.model_validate(
+        {
+            "name": "split",
+            "workloads": [
+                {
+                    "name": "a",
+                    "model": "llama-3.1-8b",
+                    "weights": "fp16",
+                    "kv": "fp16",
+                    "requests_per_s": 40,
+                    "disaggregation": "on",
+                    "request_mix": [
+                        {"name": "chat", "input_tokens": 300, "output_tokens": 200, "share": 0.9},
+                        {"name": "docs", "input_tokens": 24000, "output_tokens": 800, "share": 0.1},
+                    ],
+                    "max_ms_per_token": 60,
+                    "max_ttft_s": 10,
+                }
+            ],
+            "constraints": {"allowed_devices": ["l40s", "h100-sxm"], "budget_usd": 1_500_000},
+            "horizon": {"procurement": ["buy"]},
+            "objective": {"goal": "max_throughput"},
+        }
+    )
+    plan = solve_problem(problem, time_limit=3)
+    assert plan.has_plan and plan.objective is not None
+    if plan.bound is not None:
+        assert plan.objective <= plan.bound * (1 + 1e-9)
+    sides: dict[str, dict[str, float]] = {"decode": {}, "prefill": {}}
+    for wp in plan.workloads:
+        for side, got in sides.items():
+            if wp.role in ("both", side):
+                for name, rate in wp.requests_per_s.items():
+                    got[name] = got.get(name, 0.0) + rate
+    shares = {"chat": (0.9, 200), "docs": (0.1, 800)}
+    rate = min(min(sides["decode"][n], sides["prefill"][n]) / s for n, (s, _) in shares.items())
+    assert plan.objective == pytest.approx(rate * (0.9 * 200 + 0.1 * 800), rel=1e-6)

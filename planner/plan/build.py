@@ -416,24 +416,31 @@ def objective_figures(plan: Plan, problem: Problem) -> Figures:
     count = problem.objective.tokens
     by_name = {w.name: w for w in problem.workloads if isinstance(w, InferenceWorkload)}
     capacity = 0.0
-    served: dict[str, dict[str, float]] = {}
+    # Request mixes: requests/s per class decoded (whole-request and decode pools) and
+    # prefilled (whole-request and prefill pools); a request is served once both are done.
+    sides: dict[str, tuple[dict[str, float], dict[str, float]]] = {}
     for wp in plan.workloads:
         w = by_name.get(wp.name)
         if w is None or (wp.period is not None and wp.period != top):
             continue
         if w.request_mix is None:
             capacity += wp.tokens_per_s * plain_tokens_factor(w, count)
-        else:
-            got = served.setdefault(w.name, {})
-            for k, rate in wp.requests_per_s.items():
-                got[k] = got.get(k, 0.0) + rate
+            continue
+        decoded, prefilled = sides.setdefault(w.name, ({}, {}))
+        for got, side in ((decoded, "decode"), (prefilled, "prefill")):
+            if wp.role in ("both", side):
+                for k, rate in wp.requests_per_s.items():
+                    got[k] = got.get(k, 0.0) + rate
     if problem.objective.goal in ("max_throughput", "max_tokens_per_joule"):
         scale = max((p.scale for p in periods), default=1.0)
-        for name, got in served.items():
+        for name, (decoded, prefilled) in sides.items():
             w = by_name[name]
             assert w.request_mix is not None
             # The mix is served in its proportions up to its scarcest class.
-            rate = min(got.get(c.name, 0.0) / (c.share * scale) for c in w.request_mix)
+            rate = min(
+                min(decoded.get(c.name, 0.0), prefilled.get(c.name, 0.0)) / (c.share * scale)
+                for c in w.request_mix
+            )
             capacity += rate * scale * mix_tokens_per_request(w, count)
     return Figures(
         tco_usd=plan.tco_usd,
