@@ -31,6 +31,7 @@ from planner.estimator.economics import (
     idle_device_hours,
     ownership_factor,
     reserved_hours,
+    working_hours,
 )
 from planner.estimator.hosts import devices_bought, host_options, hosts_for, purchase_unit, tp_limit
 from planner.estimator.network import network_gear, network_link, ports_per_host
@@ -116,6 +117,54 @@ def verify(plan: Plan, problem: Problem, cat: Catalog) -> None:
     _check_costs(plan, problem, cat, f, periods)
     _check_energy_and_carbon(plan, problem, cat, f, periods)
     _check_slack(plan, problem, f)
+    _check_capacity_objective(plan, problem, f, periods)
+
+
+def _check_capacity_objective(
+    plan: Plan, problem: Problem, f: Fleet, periods: list[Period]
+) -> None:
+    """The goals read off capacity (max_throughput, max_tokens_per_joule, min_cost_per_token),
+    recomputed from the verifier's own figures: fixed-rate workloads' tokens/s in the busiest
+    period (with `objective.tokens: all`, each output token's share of its prompt), and each
+    request mix at the rate its scarcest class is served (a request once both prefilled and
+    decoded) times its tokens per request."""
+    goal = problem.objective.goal
+    if goal not in CAPACITY_GOALS or not plan.has_plan or not periods:
+        return
+    top = max(range(len(periods)), key=lambda q: periods[q].scale)
+    scale = periods[top].scale
+    every = problem.objective.tokens == "all"
+    capacity = 0.0
+    for w in problem.workloads:
+        if not isinstance(w, InferenceWorkload):
+            continue
+        if w.request_mix is None:
+            per = 1.0 + (w.prompt_tokens / w.output_tokens if every else 0.0)
+            capacity += f.capacity.get((w.name, top), 0.0) * per
+            continue
+        if goal == "min_cost_per_token":
+            continue  # a request mix serves its stated rate: no capacity goal reads it
+        decoded = f.decoded.get((w.name, top), {})
+        prefilled = f.prefilled.get((w.name, top), {})
+        rate = min(
+            min(decoded.get(c.name, 0.0), prefilled.get(c.name, 0.0)) / (c.share * scale)
+            for c in w.request_mix
+        )
+        per = sum(
+            c.share * (c.output_tokens + (c.input_tokens if every else 0)) for c in w.request_mix
+        )
+        capacity += rate * scale * per
+    if goal == "max_throughput":
+        want: float | None = capacity
+    elif goal == "max_tokens_per_joule":
+        want = capacity / plan.power_w if plan.power_w else 0.0
+    else:
+        tokens = capacity * working_hours(problem) * 3600
+        want = plan.tco_usd / tokens * 1e6 if tokens else None
+    same(problem, "objective", plan.objective, want, " (from the workloads' capacity)")
+
+
+CAPACITY_GOALS = ("max_throughput", "max_tokens_per_joule", "min_cost_per_token")
 
 
 def _check_slack(plan: Plan, problem: Problem, f: Fleet) -> None:

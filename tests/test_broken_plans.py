@@ -296,6 +296,18 @@ CORPUS: dict[str, tuple[str, list[Edit], str]] = {
         [setp("objective", lambda v: v / 2), setp("bound", lambda v: v / 2)],
         "`objective`",
     ),
+    # Capacity goals were checked against nothing: a throughput a tenth above what the plan's
+    # replicas make passed.
+    "throughput objective off its capacity": (
+        "max-throughput-500k",
+        [setp("objective", lambda v: v * 1.1), setp("bound", lambda v: v * 1.1)],
+        "`objective`",
+    ),
+    "tokens per joule objective off its capacity": (
+        "tokens-per-joule-10kw",
+        [setp("objective", lambda v: v * 1.1), setp("bound", lambda v: v * 1.1)],
+        "`objective`",
+    ),
     "grid intensity of a period": (
         "carbon-cap",
         [setp("periods.0.gco2e_per_kwh", lambda v: v / 2)],
