@@ -287,10 +287,18 @@ def test_a_request_mix_can_maximize_tokens(goal: str, limit: str, tokens: str) -
     assert plan.status == "OPTIMAL"
     w = problem.workloads[0]
     assert isinstance(w, InferenceWorkload) and w.request_mix is not None
-    served = {c.name: 0.0 for c in w.request_mix}
+    # Requests decoded (whole-request and decode pools) and prefilled (whole-request and
+    # prefill pools): a request is served once both are done, so each is counted once.
+    sides: dict[str, dict[str, float]] = {"decode": {}, "prefill": {}}
     for x in plan.workloads:
-        for k, r in x.requests_per_s.items():
-            served[k] += r
+        for side, got in sides.items():
+            if x.role in ("both", side):
+                for k, r in x.requests_per_s.items():
+                    got[k] = got.get(k, 0.0) + r
+    served = {
+        c.name: min(sides["decode"].get(c.name, 0.0), sides["prefill"].get(c.name, 0.0))
+        for c in w.request_mix
+    }
     # At least the stated rate, in the mix's proportions, and the objective counts the
     # requests served that way (output tokens, or prompt and output).
     rate = min(served[c.name] / c.share for c in w.request_mix)
