@@ -35,6 +35,7 @@ from planner.estimator.economics import (
 )
 from planner.estimator.hosts import devices_bought, host_options, hosts_for, purchase_unit, tp_limit
 from planner.estimator.network import network_gear, network_link, ports_per_host
+from planner.estimator.request_mix import mix_served_rate
 from planner.plan.slack import BINDING_SLACK
 from planner.plan.types import Costs, DeviceLine, Plan, WorkloadPlan
 from planner.schema.catalog import Node
@@ -145,11 +146,7 @@ def _check_capacity_objective(
         if goal == "min_cost_per_token":
             continue  # a request mix serves its stated rate: no capacity goal reads it
         decoded = f.decoded.get((w.name, top), {})
-        prefilled = f.prefilled.get((w.name, top), {})
-        rate = min(
-            min(decoded.get(c.name, 0.0), prefilled.get(c.name, 0.0)) / (c.share * scale)
-            for c in w.request_mix
-        )
+        rate = mix_served_rate(w, scale, decoded, f.prefilled.get((w.name, top), {}))
         per = sum(
             c.share * (c.output_tokens + (c.input_tokens if every else 0)) for c in w.request_mix
         )

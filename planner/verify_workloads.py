@@ -35,6 +35,7 @@ from planner.estimator.economics import (
 from planner.estimator.network import network_link
 from planner.estimator.replica import ReplicaFigures, inference_replica, training_stage_memory
 from planner.estimator.request_mix import (
+    add_served,
     class_workload,
     fits,
     mix_tokens_served_per_s,
@@ -549,11 +550,8 @@ def _check_mix(
         )
     # Requests served are counted once every group is in (mix_tokens): a decode pool's make
     # the tokens, a prefill pool's let them start.
-    for side, kept in (("decode", f.decoded), ("prefill", f.prefilled)):
-        if wp.role in ("both", side):
-            mine = kept.setdefault((w.name, p_i), {})
-            for name, served in wp.requests_per_s.items():
-                mine[name] = mine.get(name, 0.0) + served
+    decoded = f.decoded.setdefault((w.name, p_i), {})
+    add_served(decoded, f.prefilled.setdefault((w.name, p_i), {}), wp.role, wp.requests_per_s)
     if wp.role != "prefill":
         f.feeds[p_i].append(f"{at}.requests_per_s")
 
@@ -561,14 +559,11 @@ def _check_mix(
 def mix_tokens(problem: Problem, w: InferenceWorkload, periods: list[Period], f: Fleet) -> None:
     """Output tokens a request mix serves in each period, from the requests/s the plan's groups
     give each class: no more requests than exist (estimator.request_mix.mix_tokens_served_per_s)."""
-    assert w.request_mix is not None
-    index = {c.name: k for k, c in enumerate(w.request_mix)}
     goal = problem.objective.goal in ("max_throughput", "max_tokens_per_joule")
     for q, p in enumerate(periods):
         if (w.name, q) not in f.decoded:
             continue
-        decoded = {index[n]: v for n, v in f.decoded[(w.name, q)].items() if n in index}
-        pre = {index[n]: v for n, v in f.prefilled.get((w.name, q), {}).items() if n in index}
+        decoded, pre = f.decoded[(w.name, q)], f.prefilled.get((w.name, q), {})
         rate = mix_tokens_served_per_s(w, p.scale, decoded, pre, throughput_goal=goal)
         f.tokens[q] += rate * p.hours * 3600
 

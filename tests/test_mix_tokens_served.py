@@ -30,9 +30,9 @@ def test_a_fixed_rate_serves_each_class_at_most_its_load() -> None:
     """10 requests/s: 9 chat (200 tokens each) and 1 document (800): 2,600 tokens/s however
     much time the groups hold; a class held short serves what it holds."""
     w = _mix()
-    both = {0: 12.0, 1: 3.0}  # more than the 9 and 1 that exist
+    both = {"chat": 12.0, "docs": 3.0}  # more than the 9 and 1 that exist
     assert mix_tokens_served_per_s(w, 1.0, both, both, throughput_goal=False) == 2_600
-    short = {0: 4.5, 1: 1.0}
+    short = {"chat": 4.5, "docs": 1.0}
     assert mix_tokens_served_per_s(w, 1.0, short, short, throughput_goal=False) == 4.5 * 200 + 800
     # At half the demand (a quieter period) half the requests exist.
     assert mix_tokens_served_per_s(w, 0.5, both, both, throughput_goal=False) == 1_300
@@ -41,7 +41,7 @@ def test_a_fixed_rate_serves_each_class_at_most_its_load() -> None:
 def test_a_request_is_served_once_prefilled_and_decoded() -> None:
     """Disaggregated pools: a class's requests are served at the rate of the scarcer side."""
     w = _mix()
-    decoded, prefilled = {0: 9.0, 1: 1.0}, {0: 9.0, 1: 0.5}
+    decoded, prefilled = {"chat": 9.0, "docs": 1.0}, {"chat": 9.0, "docs": 0.5}
     got = mix_tokens_served_per_s(w, 1.0, decoded, prefilled, throughput_goal=False)
     assert got == 9 * 200 + 0.5 * 800
 
@@ -51,7 +51,7 @@ def test_under_a_throughput_goal_the_scarcest_class_sets_the_rate() -> None:
     (20 of the mix), documents for 1.5 (15 of the mix): 15 requests/s of the mix, 3,900
     tokens/s."""
     w = _mix()
-    held = {0: 18.0, 1: 1.5}
+    held = {"chat": 18.0, "docs": 1.5}
     got = mix_tokens_served_per_s(w, 1.0, held, held, throughput_goal=True)
     assert got == pytest.approx(15 * (0.9 * 200 + 0.1 * 800))
 

@@ -517,28 +517,60 @@ def _class_rates(
     return dict(sorted(rates.items()))
 
 
+def add_served(
+    decoded: dict[str, float],
+    prefilled: dict[str, float],
+    role: Role,
+    requests_per_s: Mapping[str, float],
+) -> None:
+    """Add a replica group's requests/s per class name to those decoded (whole-request and
+    decode pools) and prefilled (whole-request and prefill pools) of its mix."""
+    for side, kept in (("decode", decoded), ("prefill", prefilled)):
+        if role in ("both", side):
+            for name, rate in requests_per_s.items():
+                kept[name] = kept.get(name, 0.0) + rate
+
+
+def mix_served_rate(
+    w: InferenceWorkload,
+    scale: float,
+    decoded: Mapping[str, float],
+    prefilled: Mapping[str, float],
+) -> float:
+    """The rate the whole mix is served at, as requests/s at demand scale 1: each class's
+    requests served (a request once both prefilled and decoded) over its share, at its
+    scarcest class."""
+    assert w.request_mix is not None
+    return min(
+        (
+            min(decoded.get(c.name, 0.0), prefilled.get(c.name, 0.0)) / (c.share * scale)
+            for c in w.request_mix
+            if c.share > 0
+        ),
+        default=0.0,
+    )
+
+
 def mix_tokens_served_per_s(
     w: InferenceWorkload,
     scale: float,
-    decoded: Mapping[int, float],
-    prefilled: Mapping[int, float],
+    decoded: Mapping[str, float],
+    prefilled: Mapping[str, float],
     *,
     throughput_goal: bool,
 ) -> float:
     """Output tokens/s a request mix serves in a period at demand `scale`, from the requests/s
-    its replica groups give each class: `decoded` by whole-request and decode pools,
-    `prefilled` by whole-request and prefill pools (a request is served once both are done).
-    Only requests that exist make tokens: the groups' shares may hold more time than the
-    requests need. At a fixed rate each class serves at most its load; under a throughput goal
-    (the mix's rate is what the plan serves) the whole mix runs at the rate its scarcest class
-    allows, each class at its share of it."""
+    per class name its replica groups decode and prefill (add_served). Only requests that
+    exist make tokens: the groups' shares may hold more time than the requests need. At a fixed
+    rate each class serves at most its load; under a throughput goal (the mix's rate is what
+    the plan serves) the whole mix runs at the rate its scarcest class allows
+    (mix_served_rate), each class at its share of it."""
     assert w.request_mix is not None
-    served = {k: min(decoded.get(k, 0.0), prefilled.get(k, 0.0)) for k in range(len(w.request_mix))}
     if throughput_goal:
-        rate = min(
-            (served[k] / (c.share * scale) for k, c in enumerate(w.request_mix) if c.share > 0),
-            default=0.0,
-        )
+        rate = mix_served_rate(w, scale, decoded, prefilled)
         return sum(c.share * scale * rate * c.output_tokens for c in w.request_mix)
     rps = (w.requests_per_s or 0.0) * scale
-    return sum(min(served[k], rps * c.share) * c.output_tokens for k, c in enumerate(w.request_mix))
+    return sum(
+        min(decoded.get(c.name, 0.0), prefilled.get(c.name, 0.0), rps * c.share) * c.output_tokens
+        for c in w.request_mix
+    )

@@ -39,7 +39,12 @@ from planner.estimator.economics import (
 from planner.estimator.hosts import derates, devices_bought, hosts_for
 from planner.estimator.network import network_gear, network_link, ports_per_host
 from planner.estimator.replica import inference_replica, training_stage_memory
-from planner.estimator.request_mix import class_workload, mix_tokens_served_per_s
+from planner.estimator.request_mix import (
+    add_served,
+    class_workload,
+    mix_served_rate,
+    mix_tokens_served_per_s,
+)
 from planner.estimator.serving import prefill_pool_budget, prefill_prompt, token_budget
 from planner.estimator.support import engine_times
 from planner.estimator.training_designs import training_job, training_setup
@@ -84,8 +89,8 @@ class _Tally:
     tokens: list[float] = field(default_factory=list)  # output tokens served, per period
     capacity: dict[tuple[str, int], float] = field(default_factory=dict)  # fixed-rate tokens/s
     # Request mixes: (workload, period) -> requests/s per class decoded, and prefilled.
-    decoded: dict[tuple[str, int], dict[int, float]] = field(default_factory=dict)
-    prefilled: dict[tuple[str, int], dict[int, float]] = field(default_factory=dict)
+    decoded: dict[tuple[str, int], dict[str, float]] = field(default_factory=dict)
+    prefilled: dict[tuple[str, int], dict[str, float]] = field(default_factory=dict)
     training_w: float = 0.0  # training jobs on the owned fleet (at every period's peak)
     training_usd: float = 0.0
     # Jobs of the phases before the last: device -> device-hours at work (their own hours).
@@ -426,21 +431,13 @@ def objective_figures(plan: Plan, problem: Problem) -> Figures:
         if w.request_mix is None:
             capacity += wp.tokens_per_s * plain_tokens_factor(w, count)
             continue
-        decoded, prefilled = sides.setdefault(w.name, ({}, {}))
-        for got, side in ((decoded, "decode"), (prefilled, "prefill")):
-            if wp.role in ("both", side):
-                for k, rate in wp.requests_per_s.items():
-                    got[k] = got.get(k, 0.0) + rate
+        add_served(*sides.setdefault(w.name, ({}, {})), wp.role, wp.requests_per_s)
     if problem.objective.goal in ("max_throughput", "max_tokens_per_joule"):
         scale = max((p.scale for p in periods), default=1.0)
         for name, (decoded, prefilled) in sides.items():
             w = by_name[name]
-            assert w.request_mix is not None
             # The mix is served in its proportions up to its scarcest class.
-            rate = min(
-                min(decoded.get(c.name, 0.0), prefilled.get(c.name, 0.0)) / (c.share * scale)
-                for c in w.request_mix
-            )
+            rate = mix_served_rate(w, scale, decoded, prefilled)
             capacity += rate * scale * mix_tokens_per_request(w, count)
     return Figures(
         tco_usd=plan.tco_usd,
@@ -492,16 +489,14 @@ def _mix_served(
     wn, j, p_i, site = key
     served: dict[str, float] = {}
     serves = tables.serves[wn][j]
-    role = tables.designs[wn][j].role
     for k in serves:
         y = sol.shares.get((wn, j, k, p_i, site), 0)  # type: ignore[call-overload]
-        if not y:
-            continue
-        served[w.request_mix[k].name] = rate = y / SHARE_STEPS * serves[k]
-        for side, kept in (("decode", tally.decoded), ("prefill", tally.prefilled)):
-            if role in ("both", side):
-                mine = kept.setdefault((wn, p_i), {})
-                mine[k] = mine.get(k, 0.0) + rate
+        if y:
+            served[w.request_mix[k].name] = y / SHARE_STEPS * serves[k]
+    decoded = tally.decoded.setdefault((wn, p_i), {})
+    add_served(
+        decoded, tally.prefilled.setdefault((wn, p_i), {}), tables.designs[wn][j].role, served
+    )
     return served
 
 
