@@ -19,6 +19,11 @@ from planner.estimator.formats import weight_format
         ("h100-sxm", "fp8", "batched_compute_low_precision"),
         ("h100-sxm", "fp16", "batched_compute"),
         ("h100-sxm", "nvfp4", "batched_compute"),  # no FP4 peak: the format runs on 16-bit
+        # MXFP4 weights are multiplied with MXFP8 activations on Blackwell (block-scaled tensor
+        # cores) and with 16-bit ones on Hopper (TensorRT-LLM GPT-OSS deployment guide), never
+        # FP4 x FP4.
+        ("b200", "mxfp4", "batched_compute_low_precision"),
+        ("h100-sxm", "mxfp4", "batched_compute"),
     ],
 )
 def test_factor_of_the_tensor_path(device: str, fmt: str, table: str) -> None:
@@ -33,3 +38,15 @@ def test_a_class_without_a_4_bit_figure_uses_its_8_bit_one() -> None:
     assert (
         batched_compute_for("asic", 0.5, four_bit=True) == s.batched_compute_low_precision["asic"]
     )
+
+
+@pytest.mark.parametrize(
+    ("device", "precision"),
+    [("b200", "fp8"), ("dgx-spark", "fp8"), ("h100-sxm", "bf16"), ("a100-80gb-sxm", "bf16")],
+)
+def test_mxfp4_peak_is_never_the_fp4_one(device: str, precision: str) -> None:
+    """A weight-only MX format reaches the 8-bit rate where block-scaled tensor cores exist and
+    the 16-bit rate elsewhere, even on a device with an FP8 rate (H100)."""
+    acc = load_catalog().accelerator(device)
+    peak = float(device_table([acc]).peak_flops(weight_format("mxfp4"))[0])
+    assert peak == pytest.approx(acc.dense_tflops.tflops(precision) * 1e12)

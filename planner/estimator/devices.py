@@ -126,10 +126,18 @@ LOW_PRECISION = ("fp8", "int8", "fp4")
 PCIE_X16_BYTES_S = {3: 15.75e9, 4: 31.5e9, 5: 63.0e9, 6: 126.0e9}
 
 
+def _runs(d: Accelerator, fmt: WeightFormat, precision: Precision) -> bool:
+    """Whether `d` multiplies `fmt` at `precision`: it lists a rate for it and, for a
+    block-scaled format's 8-bit path, has block-scaled tensor cores (it lists an FP4 rate)."""
+    if not d.dense_tflops.tflops(precision):
+        return False
+    return not (fmt.block_scaled and precision == "fp8" and not d.dense_tflops.tflops("fp4"))
+
+
 def _precision(d: Accelerator, fmt: WeightFormat) -> str | None:
-    """The tensor precision `d` runs `fmt` on: the format's best one the device lists."""
+    """The tensor precision `d` runs `fmt` on: the format's best one the device runs."""
     for precision in fmt.compute:
-        if d.dense_tflops.tflops(precision):
+        if _runs(d, fmt, precision):
             return precision
     return None
 
@@ -137,7 +145,7 @@ def _precision(d: Accelerator, fmt: WeightFormat) -> str | None:
 def _peak(d: Accelerator, fmt: WeightFormat) -> float:
     for precision in fmt.compute:
         v = d.dense_tflops.tflops(precision)
-        if v:
+        if v and _runs(d, fmt, precision):
             return v * 1e12
     # No listed precision: fall back to 16-bit tensor, then FP32.
     fallback: tuple[Precision, ...] = ("bf16", "fp16", "fp32")

@@ -20,6 +20,9 @@ class WeightFormat:
     compute: tuple[Precision, ...]  # tensor precisions it runs on, best first; fp16 is the fallback
     weight_only: bool  # dequantized to 16-bit before the matmul (costs extra work per weight)
     source: str
+    # Its 8-bit path multiplies block-scaled (MX) operands, which only tensor cores with block
+    # scaling run: a device signals them by listing an FP4 rate (the generation that added both).
+    block_scaled: bool = False
 
 
 _F16: tuple[Precision, ...] = ("fp16", "bf16")
@@ -59,7 +62,19 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
             "nf4", 4 + 8 / 64 + 32 / (64 * 256), 16, _F16, True, "Dettmers et al. 2023 (QLoRA)"
         ),
         # OCP Microscaling MXFP4: 32 FP4 (E2M1) values share an 8-bit exponent: 4 + 8/32 = 4.25.
-        WeightFormat("mxfp4", 4.25, 16, ("fp4", *_F16), True, "OCP MX Formats spec v1.0"),
+        # Served as weights only, never FP4 x FP4: engines multiply them with MXFP8 activations
+        # where the tensor cores take block-scaled operands (B200/GB200/B300/GB300) and with
+        # 16-bit activations elsewhere (H200: BF16 x MXFP4): TensorRT-LLM's GPT-OSS deployment
+        # guide, "MoE Backend Support Matrix". So its best rate is the 8-bit one, on Blackwell.
+        WeightFormat(
+            "mxfp4",
+            4.25,
+            16,
+            ("fp8", *_F16),
+            True,
+            "OCP MX Formats spec v1.0; TensorRT-LLM GPT-OSS deployment guide",
+            block_scaled=True,
+        ),
         # NVFP4: 16 FP4 values share an FP8 (E4M3) scale: 4 + 8/16 = 4.5 (NVIDIA Blackwell docs).
         WeightFormat("nvfp4", 4.5, 16, ("fp4", *_F16), False, "NVIDIA Blackwell NVFP4"),
         # MLX affine quantization (mlx-lm convert -q): group 64 with an fp16 scale and an fp16
