@@ -932,13 +932,18 @@ def _new_rows_section(rows: Sequence[Row], shipped: set[str] | None) -> list[str
     if shipped is None:
         return [*out, "No list of fitted rows is shipped (`calibration/fitted_rows.txt`)."]
     new = [r for r in rows if row_key(r.meas) not in shipped]
+    if not new:
+        return [
+            *out,
+            f"None: every scored row is among the {len(shipped)} rows the shipped factors "
+            "(`catalog/efficiency.yaml`) were fitted on. A row added to the table is scored "
+            "here by the shipped factors, before any refit sees it.",
+        ]
     out.append(
         f"{len(new)} scored rows are not among the {len(shipped)} rows the shipped factors "
         "(`catalog/efficiency.yaml`) were fitted on; here they are scored by those factors as "
         "shipped, before any refit sees them. `fit.py --write` adds them to the fit."
     )
-    if not new:
-        return out
     out += ["", "| rows | n | median | p90 |", "|---|---:|---:|---:|"]
     for title, _, sel in GROUPS:
         g = [rel(predict(r, {}), r.meas.value) for r in new if sel(r)]
