@@ -42,11 +42,19 @@ def test_a_class_without_a_4_bit_figure_uses_its_8_bit_one() -> None:
 
 @pytest.mark.parametrize(
     ("device", "precision"),
-    [("b200", "fp8"), ("dgx-spark", "fp8"), ("h100-sxm", "bf16"), ("a100-80gb-sxm", "bf16")],
+    [
+        ("b200", "fp8"),
+        ("mi355x", "fp8"),
+        ("h100-sxm", "bf16"),
+        ("a100-80gb-sxm", "bf16"),
+        ("dgx-spark", "bf16"),
+        ("rtx-5090", "bf16"),
+    ],
 )
 def test_mxfp4_peak_is_never_the_fp4_one(device: str, precision: str) -> None:
-    """A weight-only MX format reaches the 8-bit rate where block-scaled tensor cores exist and
-    the 16-bit rate elsewhere, even on a device with an FP8 rate (H100)."""
+    """A weight-only MX format reaches the 8-bit rate on datacenter parts with block-scaled
+    (FP4) tensor cores and the 16-bit rate elsewhere: on a device with an FP8 rate (H100) and
+    on the Blackwell parts outside the datacenter, whose engines dequantize MXFP4 to 16-bit."""
     acc = load_catalog().accelerator(device)
     peak = float(device_table([acc]).peak_flops(weight_format("mxfp4"))[0])
     assert peak == pytest.approx(acc.dense_tflops.tflops(precision) * 1e12)

@@ -126,12 +126,21 @@ LOW_PRECISION = ("fp8", "int8", "fp4")
 PCIE_X16_BYTES_S = {3: 15.75e9, 4: 31.5e9, 5: 63.0e9, 6: 126.0e9}
 
 
+def _block_scaled_mma(d: Accelerator) -> bool:
+    """Whether engines multiply MX weights with MX activations on `d`: datacenter parts with
+    FP4 tensor cores (B200, GB200, B300, GB300 in TensorRT-LLM's GPT-OSS guide; MI355X). The
+    other Blackwell parts (RTX 50, RTX PRO, GB10) list an FP4 rate too, but the engines'
+    MXFP4 kernels there dequantize to 16-bit: llama.cpp's gpt-oss prefill on a DGX Spark
+    (calibration/measurements.yaml, llamacpp-bench-dgx-spark) runs below its 16-bit rate."""
+    return bool(d.dense_tflops.tflops("fp4")) and d.device_class == "datacenter"
+
+
 def _runs(d: Accelerator, fmt: WeightFormat, precision: Precision) -> bool:
     """Whether `d` multiplies `fmt` at `precision`: it lists a rate for it and, for a
-    block-scaled format's 8-bit path, has block-scaled tensor cores (it lists an FP4 rate)."""
+    block-scaled format's 8-bit path, multiplies block-scaled operands (_block_scaled_mma)."""
     if not d.dense_tflops.tflops(precision):
         return False
-    return not (fmt.block_scaled and precision == "fp8" and not d.dense_tflops.tflops("fp4"))
+    return not (fmt.block_scaled and precision == "fp8" and not _block_scaled_mma(d))
 
 
 def _precision(d: Accelerator, fmt: WeightFormat) -> str | None:

@@ -20,8 +20,8 @@ class WeightFormat:
     compute: tuple[Precision, ...]  # tensor precisions it runs on, best first; fp16 is the fallback
     weight_only: bool  # dequantized to 16-bit before the matmul (costs extra work per weight)
     source: str
-    # Its 8-bit path multiplies block-scaled (MX) operands, which only tensor cores with block
-    # scaling run: a device signals them by listing an FP4 rate (the generation that added both).
+    # Its 8-bit path multiplies block-scaled (MX) operands, which engines do only on datacenter
+    # parts with FP4 tensor cores (planner.estimator.devices._block_scaled_mma).
     block_scaled: bool = False
 
 
@@ -65,7 +65,8 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
         # Served as weights only, never FP4 x FP4: engines multiply them with MXFP8 activations
         # where the tensor cores take block-scaled operands (B200/GB200/B300/GB300) and with
         # 16-bit activations elsewhere (H200: BF16 x MXFP4): TensorRT-LLM's GPT-OSS deployment
-        # guide, "MoE Backend Support Matrix". So its best rate is the 8-bit one, on Blackwell.
+        # guide, "MoE Backend Support Matrix". So its best rate is the 8-bit one, on datacenter
+        # Blackwell (and CDNA 4).
         WeightFormat(
             "mxfp4",
             4.25,
