@@ -70,7 +70,6 @@ from planner.schema.problem import InferenceWorkload, Problem
 # 1,000 sequences per 8 GPUs, so the ladder reaches past that).
 BATCH_LEVELS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
 HETERO_TOP = 6  # options per batch level paired into two-type pipelines
-HETERO_BAND = 0.15  # and those within 15 % of the last one's cost per token/s
 HETERO_MAX_STAGES = 4  # stages per type in a two-type pipeline
 
 
@@ -553,11 +552,8 @@ def _two_type(
     minimize the slowest stage (the first best layer count per o1 stage), every level at once.
 
     At each batch level the options paired are the HETERO_TOP cheapest per token/s of their
-    best homogeneous design at that level, up to HETERO_TOP more within HETERO_BAND of the
-    last of those (a near-tie at the edge would otherwise decide the design space: own-8-a100's
-    best plan, with a Gaudi 3 + Gaudi 2 pipeline, left it when a refit of the efficiency factors
-    reordered options that stood within a percent of each other), and up to HETERO_TOP options
-    too small to serve alone (exactly the ones pooling helps).
+    best homogeneous design at that level, and up to HETERO_TOP options too small to serve
+    alone (exactly the ones pooling helps).
 
     Long because the vectorized pairing, split and figures share their index arrays.
     """
@@ -570,16 +566,11 @@ def _two_type(
     present = np.zeros((nb, no), dtype=bool)
     present[homog.bi, homog.o1] = True
     ranked = np.argsort(np.where(present, best, math.inf), axis=1, kind="stable")
-    width = 3 * HETERO_TOP
+    width = 2 * HETERO_TOP
     pool = np.full((nb, width), -1, dtype=np.int64)
     for lv in range(nb):
         small = np.flatnonzero(~present[lv])[:HETERO_TOP].tolist()
-        top = ranked[lv, :HETERO_TOP].tolist()
-        # Near-ties of the last one taken (within HETERO_BAND of its cost per token/s), up to
-        # HETERO_TOP more: a ranking that moves by a percent does not change the pairs.
-        edge = best[lv, top[-1]] * (1.0 + HETERO_BAND)
-        top += [o for o in ranked[lv, HETERO_TOP : 2 * HETERO_TOP].tolist() if best[lv, o] <= edge]
-        uniq = list(dict.fromkeys(top + small))
+        uniq = list(dict.fromkeys(ranked[lv, :HETERO_TOP].tolist() + small))
         pool[lv, : len(uniq)] = uniq
     # Every (level, o1, o2) of two device types, then every (s1, s2) within max_stages, in
     # loop order; kept where both stage kinds hold layers and together hold the model.

@@ -115,7 +115,7 @@ def design_space(problem: Problem) -> list[str]:
         + (
             "; or of two device types (up to 4 stages each, in either order), layers at the "
             "split whose slowest stage is fastest, paired among the 6 cheapest per token/s at "
-            "each batch, up to 6 more within 15 % of the sixth, and 6 that cannot serve alone"
+            "each batch and 6 that cannot serve alone"
             if c.heterogeneous_pipelines
             else ""
         ),
