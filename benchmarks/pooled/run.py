@@ -12,24 +12,24 @@ deviation (planner / measured - 1). Single-machine baseline rows are scored too 
 the pooled summary (they separate the device model's error from the split's).
 
 Result (catalog as of this commit): 41 rows (33 pooled, 8 one-machine baselines) from 20
-sources, 16 expressible: 12 pooled rows and 4 baselines. Pooled: median |deviation| 45.3 %,
+sources, 16 expressible: 12 pooled rows and 4 baselines. Pooled: median |deviation| 48.7 %,
 worst 235.8 % (8 x Pi 4B under distributed-llama, 0.694 tok/s against 0.2065). By engine: exo
-tensor parallel over Thunderbolt 5 RDMA on 4 Mac Studios, median 18.8 % (+13.8 %, +18.8 %; Kimi
-K2 +81.8 %); llama.cpp RPC pipelines of 2-3 DGX Sparks (two sources), +22.6 to +47.1 %;
-distributed-llama on Pis +76 to +236 %; vLLM on 2 DGX Sparks +94.1 %. The error is mostly the
-one machine's: the same sources' one-Spark runs are over-predicted by +37.4 % and +62.3 % (an MoE
-model in Q2_K under llama.cpp; the same Spark's other batch-1 decode rows in the calibration
-table, dense and MoE in Q4_0, Q8_0 and MXFP4, are within 20 %), the M3 Ultra by +17.9 % and the
-Pi 5 by +17.8 %. Given the source's own one-machine measurement (the second table), the split
-model is within 13.6 % at the median of 6 rows: llama.cpp RPC +3.8 %, +4.5 %, -9.4 %, -17.8 %
-(the per-hop time comes from another source), distributed-llama +49.5 % and +90.2 % (the
-planner has no per-message cost for distributed-llama's synchronizations: its link share is
-10.6 ms per token on 2 Pis where the source measures 80.1 ms). 25 rows are not expressible,
-each saying why: devices the catalog lacks (BC250, NUC, cloud VMs, the prima.cpp phone and
-laptops, RTX 2060 Super and a laptop RTX 5060), models it lacks (GLM-5, GLM-5.1, GLM-4.7,
-Ministral 3, Qwen3.6), vLLM runs with --enforce-eager (a mode the planner's vLLM figures do not
-model), and rows whose link is not stated (or not which of two): `--assume-link eth-1g` scores
-the 4 of those that map otherwise apart, median 37.0 %, worst 338.4 %, not part of the result.
+tensor parallel over Thunderbolt 5 RDMA on 4 Mac Studios, median 17.8 % (+13.2 %, +17.8 %; Kimi
+K2 +80.4 %); llama.cpp RPC pipelines of 2-3 DGX Sparks (two sources), +23.5 to +50.5 %;
+distributed-llama on Pis +79 to +236 %; vLLM on 2 DGX Sparks +93.0 %. The error is mostly the
+one machine's: the same sources' one-Spark runs are over-predicted by +41.0 % and +66.6 % (an MoE
+model in Q2_K under llama.cpp; the same Spark's other llama.cpp rows in the calibration table,
+dense and MoE in Q4_0, Q8_0 and MXFP4, are within 20 %), the M3 Ultra by +17.3 % and the Pi 5
+by +20.0 %. Given the source's own one-machine measurement (the second table), the split model
+is within 13.9 % at the median of 6 rows: llama.cpp RPC +3.4 %, +4.2 %, -9.7 %, -18.2 % (the
+per-hop time comes from another source), distributed-llama +49.4 % and +89.4 % (the planner has
+no per-message cost for distributed-llama's synchronizations: its link share is 10.6 ms per
+token on 2 Pis where the source measures 80.1 ms). 25 rows are not expressible, each saying why:
+devices the catalog lacks (BC250, NUC, cloud VMs, the prima.cpp phone and laptops, RTX 2060
+Super and a laptop RTX 5060), models it lacks (GLM-5, GLM-5.1, GLM-4.7, Ministral 3, Qwen3.6),
+vLLM runs with --enforce-eager (a mode the planner's vLLM figures do not model), and rows whose
+link is not stated (or not which of two): `--assume-link eth-1g` scores the 4 of those that map
+otherwise apart, median 36.6 %, worst 338.5 %, not part of the result.
 
 How a row is computed (planner estimator functions only; nothing is fitted on these rows):
 

@@ -99,15 +99,6 @@ class DeviceTable:
             self._peak[fmt] = peak
         return peak
 
-    def unpack_ops(self, fmt: WeightFormat) -> Array:
-        """FP32 vector ops per weight spent unpacking `fmt` before the matmul: the class's
-        figure for weight-only formats, none where the tensor cores take the format's
-        block-scaled weights as they are (_block_scaled_mma) or it is not weight-only."""
-        if not fmt.weight_only:
-            return np.zeros(len(self.ids))
-        direct = np.array([fmt.block_scaled and _block_scaled_mma(d) for d in self.devices])
-        return np.where(direct, 0.0, self.dequant_ops_per_weight)
-
     def batched_compute(self, fmt: WeightFormat) -> Array:
         """Batched serving compute efficiency for `fmt`: the factor of the tensor path the
         device runs the format on (4-bit, 8-bit, else 16-bit); read-only."""
@@ -136,18 +127,12 @@ PCIE_X16_BYTES_S = {3: 15.75e9, 4: 31.5e9, 5: 63.0e9, 6: 126.0e9}
 
 
 def _block_scaled_mma(d: Accelerator) -> bool:
-    """Whether the serving engines the planner runs MX weights with (vLLM, SGLang, TensorRT-LLM)
-    multiply them with MX activations on `d`: NVIDIA's datacenter parts with FP4 tensor cores,
-    the B200, GB200, B300 and GB300 of TensorRT-LLM's GPT-OSS guide. Elsewhere their MXFP4
-    kernels dequantize the weights to 16-bit: Hopper in that guide; the Blackwell parts outside
-    the datacenter (RTX 50, RTX PRO, GB10), where llama.cpp's gpt-oss prefill on a DGX Spark
-    (calibration/measurements.yaml, llamacpp-bench-dgx-spark) runs below even the 16-bit rate;
-    and AMD's MI355X, for which no source states the activation format (16-bit, the safe side)."""
-    return (
-        d.vendor == "nvidia"
-        and d.device_class == "datacenter"
-        and bool(d.dense_tflops.tflops("fp4"))
-    )
+    """Whether engines multiply MX weights with MX activations on `d`: datacenter parts with
+    FP4 tensor cores (B200, GB200, B300, GB300 in TensorRT-LLM's GPT-OSS guide; MI355X). The
+    other Blackwell parts (RTX 50, RTX PRO, GB10) list an FP4 rate too, but the engines'
+    MXFP4 kernels there dequantize to 16-bit: llama.cpp's gpt-oss prefill on a DGX Spark
+    (calibration/measurements.yaml, llamacpp-bench-dgx-spark) runs below its 16-bit rate."""
+    return bool(d.dense_tflops.tflops("fp4")) and d.device_class == "datacenter"
 
 
 def _runs(d: Accelerator, fmt: WeightFormat, precision: Precision) -> bool:

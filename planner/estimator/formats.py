@@ -20,28 +20,14 @@ class WeightFormat:
     compute: tuple[Precision, ...]  # tensor precisions it runs on, best first; fp16 is the fallback
     weight_only: bool  # dequantized to 16-bit before the matmul (costs extra work per weight)
     source: str
-    # Its 8-bit path multiplies block-scaled (MX) operands as they are (no unpacking), which
-    # engines do only on some parts (planner.estimator.devices._block_scaled_mma).
+    # Its 8-bit path multiplies block-scaled (MX) operands, which engines do only on datacenter
+    # parts with FP4 tensor cores (planner.estimator.devices._block_scaled_mma).
     block_scaled: bool = False
-    # Bits of the output head where the format stores it apart from the embedding (None: as the
-    # embedding).
-    output_bits: float | None = None
-
-    @property
-    def head_bits(self) -> float:
-        """Bits per weight of the output head (and of a tied embedding, which is the head)."""
-        return self.embedding_bits if self.output_bits is None else self.output_bits
 
 
 _F16: tuple[Precision, ...] = ("fp16", "bf16")
 
 # Each bits_per_weight is derived from the format's block layout (source named per entry).
-# llama.cpp's quantizer stores the output head (and a tied embedding) as Q6_K, 210 bytes per 256
-# weights, in every GGUF type below but Q8_0, which keeps Q8_0 (src/llama-quant.cpp,
-# llama_tensor_get_type: "else if (new_type != GGML_TYPE_Q8_0) new_type = GGML_TYPE_Q6_K"); the
-# Llama 2 7B Q4_0 file's 3.56 GiB is its blocks at 4.5 bits, the embedding at 4.5 and the head
-# at 6.5625.
-_Q6_K = 6.5625
 WEIGHT_FORMATS: dict[str, WeightFormat] = {
     f.id: f
     for f in (
@@ -59,40 +45,14 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
         WeightFormat("awq-int4", 4 + 20 / 128, 16, _F16, True, "Lin et al. 2024 (AWQ), g128"),
         # llama.cpp block_q4_0: fp16 scale + 32 x 4-bit = 18 bytes per 32 weights = 4.5 bits
         # (ggml-common.h). The whole file, embeddings included, uses it.
-        WeightFormat(
-            "q4_0", 4.5, 4.5, _F16, True, "llama.cpp ggml-common.h block_q4_0", output_bits=_Q6_K
-        ),
+        WeightFormat("q4_0", 4.5, 4.5, _F16, True, "llama.cpp ggml-common.h block_q4_0"),
         # K-quant mixes: whole-file bits per weight for Llama 2 7B, llama.cpp tools/quantize README.
-        WeightFormat(
-            "q4_k_m",
-            4.84,
-            4.84,
-            _F16,
-            True,
-            "llama.cpp quantize README (Llama 2 7B)",
-            output_bits=_Q6_K,
-        ),
+        WeightFormat("q4_k_m", 4.84, 4.84, _F16, True, "llama.cpp quantize README (Llama 2 7B)"),
         # Q2_K mix ("Q2_K - Medium": block_q2_K is 84 B per 256 weights = 2.625 bits, some
         # tensors kept in Q3_K/Q4_K): whole-file bits of a published file, llama-bench's
         # "qwen3moe 235B.A22B Q2_K - Medium, 79.80 GiB, 235.09 B" = 79.80 x 2^33 / 235.09e9.
-        WeightFormat(
-            "q2_k",
-            2.916,
-            2.916,
-            _F16,
-            True,
-            "llama-bench Qwen3-235B-A22B Q2_K file",
-            output_bits=_Q6_K,
-        ),
-        WeightFormat(
-            "q5_k_m",
-            5.68,
-            5.68,
-            _F16,
-            True,
-            "llama.cpp quantize README (Llama 2 7B)",
-            output_bits=_Q6_K,
-        ),
+        WeightFormat("q2_k", 2.916, 2.916, _F16, True, "llama-bench Qwen3-235B-A22B Q2_K file"),
+        WeightFormat("q5_k_m", 5.68, 5.68, _F16, True, "llama.cpp quantize README (Llama 2 7B)"),
         WeightFormat("q6_k", 6.5625, 6.5625, _F16, True, "llama.cpp block_q6_K: 210 B / 256"),
         # block_q8_0: fp16 scale + 32 x int8 = 34 bytes per 32 weights = 8.5 bits.
         WeightFormat("q8_0", 8.5, 8.5, _F16, True, "llama.cpp ggml-common.h block_q8_0"),
@@ -102,12 +62,11 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
             "nf4", 4 + 8 / 64 + 32 / (64 * 256), 16, _F16, True, "Dettmers et al. 2023 (QLoRA)"
         ),
         # OCP Microscaling MXFP4: 32 FP4 (E2M1) values share an 8-bit exponent: 4 + 8/32 = 4.25.
-        # The serving engines that run it (vLLM, SGLang, TensorRT-LLM) multiply MXFP4 weights
-        # with MXFP8 activations where the tensor cores take block-scaled operands (B200, GB200,
-        # B300, GB300) and with 16-bit activations elsewhere (H200: BF16 x MXFP4): TensorRT-LLM's
-        # GPT-OSS deployment guide, "MoE Backend Support Matrix"; not FP4 x FP4 (llama.cpp does
-        # that on Blackwell since late 2025, but the support matrix runs MXFP4 with the others).
-        # So its best rate is the 8-bit one, on those parts (devices._block_scaled_mma).
+        # Served as weights only, never FP4 x FP4: engines multiply them with MXFP8 activations
+        # where the tensor cores take block-scaled operands (B200/GB200/B300/GB300) and with
+        # 16-bit activations elsewhere (H200: BF16 x MXFP4): TensorRT-LLM's GPT-OSS deployment
+        # guide, "MoE Backend Support Matrix". So its best rate is the 8-bit one, on datacenter
+        # Blackwell (and CDNA 4).
         WeightFormat(
             "mxfp4",
             4.25,

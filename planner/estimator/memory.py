@@ -72,10 +72,10 @@ def end_weight_bytes(m: ModelArch, fmt: WeightFormat) -> tuple[float, float]:
     A tied head reuses the embedding matrix; a pipeline whose last stage is not the first still
     needs its own copy of it (Megatron-LM keeps a copy on both ends), which head_bytes includes.
     """
-    emb = embedding_params(m) * (fmt.head_bits if m.tie_word_embeddings else fmt.embedding_bits) / 8
-    head = head_params(m) * fmt.head_bits / 8
+    emb = embedding_params(m) * fmt.embedding_bits / 8
+    head = head_params(m) * fmt.embedding_bits / 8
     if m.tie_word_embeddings:
-        head += m.vocab_size * m.hidden_size * fmt.head_bits / 8
+        head += m.vocab_size * m.hidden_size * fmt.embedding_bits / 8
     return emb, head
 
 
@@ -83,7 +83,7 @@ def weight_bytes(m: ModelArch, fmt: WeightFormat) -> float:
     """Whole model in `fmt` on one device (a tied head stored once)."""
     emb, head = end_weight_bytes(m, fmt)
     if m.tie_word_embeddings:
-        head -= m.vocab_size * m.hidden_size * fmt.head_bits / 8
+        head -= m.vocab_size * m.hidden_size * fmt.embedding_bits / 8
     return block_weight_bytes(m, fmt) + emb + head
 
 

@@ -59,7 +59,7 @@ def active_params_per_layer(m: ModelArch) -> float:
 
 def head_seconds(m: ModelArch, fmt: WeightFormat, dev: DeviceTable, tokens: float) -> Array:
     """Output projection for `tokens` rows: V x h weights read once, 2 V h FLOPs per row."""
-    nbytes = m.vocab_size * m.hidden_size * fmt.head_bits / 8
+    nbytes = m.vocab_size * m.hidden_size * fmt.embedding_bits / 8
     flops = 2.0 * m.vocab_size * m.hidden_size * tokens
     return np.maximum(
         nbytes / (dev.bandwidth_bytes_s * dev.eff_bandwidth),
@@ -134,8 +134,9 @@ def decode_layer_seconds(
     the roofline, a fixed per-layer time, dequantization work and the TP all-reduces."""
     weights, t_mem, t_cmp = _decode_roofline(m, fmt, kv_dtype_bytes, dev, batch, context, tp)
     t = np.maximum(t_mem, t_cmp) + dev.layer_overhead_s
-    # Unpacking each weight costs a few vector ops; FP32 vector units do it (llama.cpp/Marlin).
-    t = t + weights / tp * dev.unpack_ops(fmt) / dev.fp32_flops
+    if fmt.weight_only:
+        # Unpacking each weight costs a few vector ops; FP32 vector units do it (llama.cpp/Marlin).
+        t = t + weights / tp * dev.dequant_ops_per_weight / dev.fp32_flops
     t = t + _tp_allreduce_seconds(m, dev, batch, tp, link_bytes_s, link_latency_s)
     return np.asarray(t, dtype=np.float64)
 
@@ -364,6 +365,7 @@ def serving_layer_seconds(
         touched = weight_params_touched_per_layer(m, tokens)
     t = _kernel_seconds(m, fmt, kv_dtype_bytes, dev, touched, b, p, tp, (context, prompt))
     t = t + dev.layer_overhead_s
-    t = t + touched / tp * dev.unpack_ops(fmt) / dev.fp32_flops
+    if fmt.weight_only:
+        t = t + touched / tp * dev.dequant_ops_per_weight / dev.fp32_flops
     t = t + _tp_allreduce_seconds(m, dev, tokens, tp, link_bytes_s, link_latency_s)
     return np.asarray(t, dtype=np.float64)

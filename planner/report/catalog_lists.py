@@ -56,7 +56,7 @@ def list_rows(cat: Catalog, kind: str) -> list[dict[str, Any]]:
                 "bits_per_weight": round(f.bits_per_weight, 3),
                 "embedding_bits": round(f.embedding_bits, 3),
                 "computes_in": ", ".join(
-                    f"{c} (NVIDIA datacenter parts with FP4 tensor cores)"
+                    f"{c} (datacenter parts with FP4 tensor cores)"
                     if f.block_scaled and c == "fp8"
                     else c
                     for c in f.compute
