@@ -550,8 +550,8 @@ def _check_mix(
         )
     # Requests served are counted once every group is in (mix_tokens): a decode pool's make
     # the tokens, a prefill pool's let them start.
-    decoded = f.decoded.setdefault((w.name, p_i), {})
-    add_served(decoded, f.prefilled.setdefault((w.name, p_i), {}), wp.role, wp.requests_per_s)
+    sides = (f.decoded.setdefault((w.name, p_i), {}), f.prefilled.setdefault((w.name, p_i), {}))
+    add_served(*sides, wp.role, wp.requests_per_s)
     if wp.role != "prefill":
         f.feeds[p_i].append(f"{at}.requests_per_s")
 

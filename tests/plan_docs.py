@@ -3,6 +3,7 @@ dotted paths the verifier names their fields by."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from planner.catalog import load_catalog
 from planner.load import load_problem
 from planner.plan.io import dumps_plan, plan_document
+from planner.plan.types import WorkloadPlan
 from planner.solve import solve_problem
 
 PROBLEMS = Path(__file__).resolve().parent.parent / "problems"
@@ -35,3 +37,15 @@ def get_path(doc: Any, path: str) -> tuple[Any, Any]:
         if i < len(parts) - 1:
             node = node[key]
     return node, keys[-1]
+
+
+def served_by_side(groups: Iterable[WorkloadPlan]) -> dict[str, dict[str, float]]:
+    """Requests/s per class a plan's groups decode (whole-request and decode pools) and prefill
+    (whole-request and prefill pools), summed by hand: a request is served once both are done."""
+    sides: dict[str, dict[str, float]] = {"decode": {}, "prefill": {}}
+    for wp in groups:
+        for side, got in sides.items():
+            if wp.role in ("both", side):
+                for name, rate in wp.requests_per_s.items():
+                    got[name] = got.get(name, 0.0) + rate
+    return sides

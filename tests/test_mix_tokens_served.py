@@ -6,6 +6,7 @@ that slack (estimator.request_mix.mix_tokens_served_per_s, recomputed by the ver
 from __future__ import annotations
 
 import pytest
+from plan_docs import served_by_side
 
 from planner.estimator.request_mix import mix_tokens_served_per_s
 from planner.schema.problem import InferenceWorkload, Problem
@@ -101,12 +102,7 @@ def test_a_disaggregated_mix_under_a_throughput_goal_counts_each_request_once() 
     assert plan.has_plan and plan.objective is not None
     if plan.bound is not None:
         assert plan.objective <= plan.bound * (1 + 1e-9)
-    sides: dict[str, dict[str, float]] = {"decode": {}, "prefill": {}}
-    for wp in plan.workloads:
-        for side, got in sides.items():
-            if wp.role in ("both", side):
-                for name, rate in wp.requests_per_s.items():
-                    got[name] = got.get(name, 0.0) + rate
+    sides = served_by_side(plan.workloads)
     shares = {"chat": (0.9, 200), "docs": (0.1, 800)}
     rate = min(min(sides["decode"][n], sides["prefill"][n]) / s for n, (s, _) in shares.items())
     assert plan.objective == pytest.approx(rate * (0.9 * 200 + 0.1 * 800), rel=1e-6)

@@ -13,6 +13,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from plan_docs import served_by_side
 from typer.testing import CliRunner
 
 from planner.catalog import load_catalog
@@ -289,12 +290,7 @@ def test_a_request_mix_can_maximize_tokens(goal: str, limit: str, tokens: str) -
     assert isinstance(w, InferenceWorkload) and w.request_mix is not None
     # Requests decoded (whole-request and decode pools) and prefilled (whole-request and
     # prefill pools): a request is served once both are done, so each is counted once.
-    sides: dict[str, dict[str, float]] = {"decode": {}, "prefill": {}}
-    for x in plan.workloads:
-        for side, got in sides.items():
-            if x.role in ("both", side):
-                for k, r in x.requests_per_s.items():
-                    got[k] = got.get(k, 0.0) + r
+    sides = served_by_side(plan.workloads)
     served = {
         c.name: min(sides["decode"].get(c.name, 0.0), sides["prefill"].get(c.name, 0.0))
         for c in w.request_mix

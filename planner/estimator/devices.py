@@ -143,7 +143,7 @@ def _runs(d: Accelerator, fmt: WeightFormat, precision: Precision) -> bool:
     return not (fmt.block_scaled and precision == "fp8" and not _block_scaled_mma(d))
 
 
-def _precision(d: Accelerator, fmt: WeightFormat) -> str | None:
+def _precision(d: Accelerator, fmt: WeightFormat) -> Precision | None:
     """The tensor precision `d` runs `fmt` on: the format's best one the device runs."""
     for precision in fmt.compute:
         if _runs(d, fmt, precision):
@@ -152,10 +152,9 @@ def _precision(d: Accelerator, fmt: WeightFormat) -> str | None:
 
 
 def _peak(d: Accelerator, fmt: WeightFormat) -> float:
-    for precision in fmt.compute:
-        v = d.dense_tflops.tflops(precision)
-        if v and _runs(d, fmt, precision):
-            return v * 1e12
+    best = _precision(d, fmt)
+    if best is not None:
+        return (d.dense_tflops.tflops(best) or 0.0) * 1e12
     # No listed precision: fall back to 16-bit tensor, then FP32.
     fallback: tuple[Precision, ...] = ("bf16", "fp16", "fp32")
     for precision in fallback:

@@ -493,10 +493,8 @@ def _mix_served(
         y = sol.shares.get((wn, j, k, p_i, site), 0)  # type: ignore[call-overload]
         if y:
             served[w.request_mix[k].name] = y / SHARE_STEPS * serves[k]
-    decoded = tally.decoded.setdefault((wn, p_i), {})
-    add_served(
-        decoded, tally.prefilled.setdefault((wn, p_i), {}), tables.designs[wn][j].role, served
-    )
+    sides = (tally.decoded.setdefault((wn, p_i), {}), tally.prefilled.setdefault((wn, p_i), {}))
+    add_served(*sides, tables.designs[wn][j].role, served)
     return served
 
 
