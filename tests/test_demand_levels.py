@@ -7,7 +7,13 @@ import itertools
 import random
 from pathlib import Path
 
-from planner.estimator.demand_levels import quantize, round_up
+from planner.estimator.demand_levels import (
+    DEFAULT_ADDED_SHARE,
+    DEFAULT_LEVELS,
+    DEFAULT_MAX_LEVELS,
+    quantize,
+    round_up,
+)
 from planner.estimator.economics import demand_periods
 from planner.load import load_problem
 from planner.schema.problem import Demand
@@ -71,3 +77,26 @@ def test_period_names_stay_unique_when_levels_span_as_many_hours() -> None:
     problem = problem.model_copy(update={"demand": Demand(hourly=hourly)})
     names = [p.name for p in demand_periods(problem)]
     assert len(names) == 12 and len(set(names)) == 12
+
+
+def test_the_default_keeps_the_fewest_levels_that_add_at_most_the_stated_share() -> None:
+    # A week with many different hourly values: at least DEFAULT_LEVELS, and one level fewer
+    # would add more than DEFAULT_ADDED_SHARE (unless the floor or the cap decided).
+    rng = random.Random(11)
+    for spread in (0.02, 0.2, 1.0):
+        hourly = [round(0.3 + spread * rng.random(), 4) for _ in range(168)]
+        merged, q = quantize(hourly, None)
+        assert q is not None and not q.chosen and "by default" in q.note()
+        assert all(m >= h for m, h in zip(merged, hourly, strict=True))
+        assert DEFAULT_LEVELS <= q.levels <= DEFAULT_MAX_LEVELS
+        assert q.added_share <= DEFAULT_ADDED_SHARE or q.levels == DEFAULT_MAX_LEVELS
+        if q.levels > DEFAULT_LEVELS:
+            fewer = round_up(hourly, q.levels - 1)
+            assert (sum(fewer) - sum(hourly)) / sum(hourly) > DEFAULT_ADDED_SHARE
+        # The count it picked, asked for explicitly, merges the same way.
+        assert quantize(hourly, q.levels)[0] == merged
+
+
+def test_a_profile_of_few_values_keeps_them_all_by_default() -> None:
+    hourly = [0.1 * (1 + h % DEFAULT_LEVELS) for h in range(168)]
+    assert quantize(hourly, None) == (hourly, None)

@@ -883,8 +883,8 @@ class Demand(ProblemModel):
         le=168,
         description="At most this many demand levels are planned for: the hourly values are "
         "merged into them, each hour rounded up to its level, so every hour is still met and the "
-        "peak is unchanged (default 12; 168 keeps every value). The plan states what merging "
-        "added.",
+        "peak is unchanged (168 keeps every value). Default: at least 12, more while the rounding "
+        "adds over 0.5 % to the demand-hours, at most 48. The plan states what merging added.",
     )
 
     @model_validator(mode="after")
