@@ -158,6 +158,9 @@ def training_designs(
     for k in sorted({k for ks in degrees for k in ks}):
         rows = np.array([i for i, ks in enumerate(degrees) if k in ks], dtype=np.int64)
         for S in depths:
+            fits = D[: max_dev // (k * S)]  # n = k * S * D devices within max_dev
+            if not len(fits):
+                break
             setup = TrainingSetup(
                 method=w.method,
                 optimizer=w.optimizer,
@@ -168,17 +171,17 @@ def training_designs(
                 recompute=w.recompute,
                 lora_rank=w.lora_rank,
             )
-            mem = training_memory_total(m, setup, D, layers=math.ceil(m.num_layers / S))
-            n = k * S * D
-            tps = job_tokens_per_s(base_tps[rows, None], w, trainable, net, k, S, D)
-            ok = (n <= max_dev) & (mem <= usable[rows, None])
+            mem = training_memory_total(m, setup, fits, layers=math.ceil(m.num_layers / S))
+            n = k * S * fits
+            tps = job_tokens_per_s(base_tps[rows, None], w, trainable, net, k, S, fits)
+            ok = mem <= usable[rows, None]
             if w.deadline_hours is not None:
                 ok &= ~(w.token_budget / tps / 3600 > w.deadline_hours)
             first = np.argmax(ok, axis=1)  # the fewest replicas that work
             for r in np.flatnonzero(ok.any(axis=1)).tolist():
                 i, j = int(rows[r]), int(first[r])
                 watts = float(devs[i].power.tdp_w) * TRAINING_TDP_SHARE * int(n[j])
-                found.append((i, k, S, int(D[j]), int(n[j]), float(tps[r, j]), watts))
+                found.append((i, k, S, int(fits[j]), int(n[j]), float(tps[r, j]), watts))
     found.sort(key=lambda f: f[:3])  # device, then k, then S: the order they are listed in
     if prune and found:
         _, _, depth, _, count, speed, watts_w = (np.array(col) for col in zip(*found, strict=True))
