@@ -32,7 +32,7 @@ from planner.estimator.architecture import attended_tokens
 from planner.estimator.comm import p2p_seconds, pipeline_activation_bytes
 from planner.estimator.confidence import CONFIDENCE, design_confidence, kept_share
 from planner.estimator.cost import power_w
-from planner.estimator.devices import device_table
+from planner.estimator.devices import DeviceTable, device_table
 from planner.estimator.economics import available_modes, peak_scale
 from planner.estimator.formats import kv_bytes, weight_format
 from planner.estimator.hosts import (
@@ -85,9 +85,11 @@ class Stage:
     dense: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass
 class Design:
-    """One replica (inference) or the whole job (training) and its figures."""
+    """One replica (inference) or the whole job (training) and its figures. Never changed once
+    made (dataclasses.replace makes a new one); not frozen because a frozen dataclass takes
+    five times as long to make, and the largest problems make thousands per workload."""
 
     workload: str
     batch: int  # sequences per micro-batch (inference) or micro-batch (training)
@@ -243,6 +245,40 @@ _LEVEL_KEY = 1 << 40
 _PHASE_KEY = 1 << 39
 
 
+@dataclass
+class PerDevice:
+    """What the designs of every workload of one problem share, computed once per device: the
+    derated copies of consumer cards and the hosts that hold a tensor-parallel group (neither
+    depends on the workload; valid for one problem and catalog only)."""
+
+    derated: dict[str, Accelerator] = field(default_factory=dict)
+    hosts: dict[tuple[str, int, bool], tuple[str, ...]] = field(default_factory=dict)
+    # By the devices' identities; the devices are kept with the table, so no id is reused.
+    tables: dict[tuple[int, ...], tuple[list[Accelerator], DeviceTable]] = field(
+        default_factory=dict
+    )
+
+    def table(self, devs: list[Accelerator]) -> DeviceTable:
+        key = tuple(id(d) for d in devs)
+        got = self.tables.get(key)
+        if got is None:
+            got = self.tables[key] = (devs, device_table(devs))
+        return got[1]
+
+    def derate(self, d: Accelerator, problem: Problem) -> Accelerator:
+        got = self.derated.get(d.id)
+        return got if got is not None else self.derated.setdefault(d.id, sustained(d, problem))
+
+    def holding(
+        self, cat: Catalog, problem: Problem, d: Accelerator, tp: int, dense: bool
+    ) -> tuple[str, ...]:
+        key = (d.id, tp, dense)
+        got = self.hosts.get(key)
+        if got is None:
+            got = self.hosts[key] = holding_hosts(cat, problem, d, tp, dense)
+        return got
+
+
 def inference_designs(
     w: InferenceWorkload,
     problem: Problem,
@@ -251,6 +287,7 @@ def inference_designs(
     *,
     prune: bool = True,
     for_mix: bool = False,
+    shared: PerDevice | None = None,
 ) -> list[Design]:
     """Every replica design of `w` that meets its latency ceilings; with `prune`, only those no
     other design with the same device types beats in every respect (see _prune). `for_mix`:
@@ -260,8 +297,9 @@ def inference_designs(
     compare sequences.
 
     Computed as numpy columns over all candidates at once; Design objects are made only for
-    the designs returned.
+    the designs returned. `shared`: figures of the same problem's other workloads to reuse.
     """
+    shared = PerDevice() if shared is None else shared
     m = cat.model(w.model)
     c = problem.constraints
     runs = {d.id: runtime_for(cat, d, w, c) for d in devs}
@@ -273,7 +311,7 @@ def inference_designs(
         chassis: tuple[bool | None, ...] = (False, True) if derates(d, problem) else (None,)
         for dense in chassis:
             if dense:
-                devs = [*devs, sustained(d, problem)]
+                devs = [*devs, shared.derate(d, problem)]
             row = len(devs) - 1 if dense else i
             options += [
                 _Option(devs[row], row, k, bool(dense))
@@ -281,7 +319,7 @@ def inference_designs(
             ]
     if not options:
         return []
-    st = _setting(w, problem, cat, devs, m, sorted(options, key=lambda o: o.tp))
+    st = _setting(w, problem, cat, shared.table(devs), m, sorted(options, key=lambda o: o.tp))
     st = _with_runtimes(st, cat, [_runtime(runs, o.device.id) for o in st.opts])
     parts = [_homogeneous(st, c.max_stages)]
     if c.heterogeneous_pipelines and len(devs) > 1:
@@ -305,7 +343,7 @@ def inference_designs(
     if not prune:
         out = _materialize(st, cand, np.argsort(cand.order, kind="stable"))
     else:
-        needs = [holding_hosts(cat, problem, o.device, o.tp, o.dense) for o in st.opts]
+        needs = [shared.holding(cat, problem, o.device, o.tp, o.dense) for o in st.opts]
         host_sets = sorted(set(needs))
         need_rank = {k: i for i, k in enumerate(host_sets)}
         need = np.array([need_rank[k] for k in needs], dtype=np.int64)
@@ -369,7 +407,7 @@ def _setting(
     w: InferenceWorkload,
     problem: Problem,
     cat: Catalog,
-    devs: list[Accelerator],
+    table: DeviceTable,
     m: ModelArch,
     opts: list[_Option],
 ) -> _Setting:
@@ -377,7 +415,6 @@ def _setting(
     fmt = weight_format(w.weights)
     kvb = kv_bytes(w.kv)
     c = problem.constraints
-    table = device_table(devs)
     table.peak_flops(fmt)  # once per device, before the rows repeat per degree
     net = network_link(problem, cat)
     L = m.num_layers
@@ -441,7 +478,8 @@ def _setting(
     emb, head = end_weight_bytes(m, fmt)
     kv_layer_seq = kv_bytes_per_token(m, kvb) / L * attended_tokens(m, w.context_tokens)
     usable = table.usable_bytes(c.memory_headroom)[rows]
-    div = np.array([kv_shard_divisor(m, o.tp) for o in opts], dtype=np.int64)
+    div_of = {k: kv_shard_divisor(m, k) for k in set(tp.tolist())}
+    div = np.array([div_of[o.tp] for o in opts], dtype=np.int64)
     stages = np.arange(1, c.max_stages + 1, dtype=np.int64)
     seqs = levels[:, None] * stages[None, :]  # [bi, S - 1]
     tokens = np.maximum(seqs, np.minimum(2048, seqs * w.context_tokens))
@@ -776,8 +814,10 @@ def _materialize(st: _Setting, cand: _Candidates, idx: npt.NDArray[np.int64]) ->
         cand.cnt1,
         cand.cnt2,
     )
-    out = []
+    out: list[Design] = []
+    add = out.append
     get = made.get
+    engines = [r.engine for r in st.runtimes]
     for bi, S, o1, o2, s1, n1, s2, rest, tps, ms, ttft, power, c1, c2 in zip(
         *(c[idx].tolist() for c in cols), strict=True
     ):
@@ -792,8 +832,7 @@ def _materialize(st: _Setting, cand: _Candidates, idx: npt.NDArray[np.int64]) ->
             stages = (first,) * s1 + fuller + (get((o2, q)) or make(o2, q),) * (s2 - r)
             devices = {ids[o1]: c1, ids[o2]: c2}
         b = levels[bi]
-        engine = st.runtimes[o1].engine
-        out.append(Design(name, b, stages, 1, tps, b * S, ms, ttft, power, devices, engine))
+        add(Design(name, b, stages, 1, tps, b * S, ms, ttft, power, devices, engines[o1]))
     return out
 
 
@@ -926,10 +965,7 @@ def _host_dominated(
     gone = np.zeros(n, dtype=bool)
     for a, b in ((i, j), (j, i)):  # a beats b
         ok = holds1[need1[a], need1[b]] & holds2[need2[a], need2[b]]
-        a, b = a[ok], b[ok]
-        for col in range(len(figures)):
-            ok = figures[col, a] <= figures[col, b]
-            a, b = a[ok], b[ok]
+        a, b = _beats(figures, a[ok], b[ok], first=0)
         gone[b] = True
     return gone
 
@@ -1013,14 +1049,24 @@ def _later_pairs(
     return i, i + 1 + np.arange(len(i)) - np.repeat(np.cumsum(later) - later, later)
 
 
+BEATS_SAMPLE = 512  # pairs sampled to order _beats' columns (fewer pairs: the fixed order)
+
+
 def _beats(
-    A: npt.NDArray[np.float64], i: npt.NDArray[np.int64], j: npt.NDArray[np.int64]
+    A: npt.NDArray[np.float64],
+    i: npt.NDArray[np.int64],
+    j: npt.NDArray[np.int64],
+    first: int = 1,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """The pairs (i, j) with A[:, i] <= A[:, j] in every column, testing one column at a time
-    on the pairs still standing (most fail early): power, tokens/s and sequences first, then the
-    other device counts (the first holds by the sort)."""
-    n = len(A)
-    for col in [*range(n - 3, n), *range(1, n - 3)]:
+    """The pairs (i, j) with A[:, i] <= A[:, j] in every column from `first` (the columns
+    before it hold by the sort), testing one column at a time on the pairs still standing, the
+    columns that fail most pairs first (their rate measured on a sample of the pairs) so that
+    most pairs go early."""
+    cols = list(range(first, len(A)))
+    if len(i) > BEATS_SAMPLE:
+        si, sj = i[:: len(i) // BEATS_SAMPLE], j[:: len(j) // BEATS_SAMPLE]
+        cols.sort(key=lambda col: int(np.count_nonzero(A[col, si] <= A[col, sj])))
+    for col in cols:
         keep = A[col, i] <= A[col, j]
         i, j = i[keep], j[keep]
     return i, j

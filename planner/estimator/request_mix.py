@@ -38,7 +38,13 @@ import time
 from collections.abc import Callable, Mapping
 
 from planner.catalog import Catalog
-from planner.estimator.designs import Design, Role, inference_designs, stage_specs
+from planner.estimator.designs import (
+    Design,
+    PerDevice,
+    Role,
+    inference_designs,
+    stage_specs,
+)
 from planner.estimator.efficiency import load_serving
 from planner.estimator.formats import kv_bytes
 from planner.estimator.hosts import design_hosts
@@ -401,9 +407,10 @@ def mix_designs(
         return need[stages]
 
     witnesses = Witnesses(sorted(d.id for d in devs), len(classes))
+    shared = PerDevice()  # the classes' designs share their per-device figures
     for c_i in range(len(classes)):
         sub = class_workload(w, c_i)
-        found = inference_designs(sub, problem, cat, devs, prune=prune, for_mix=True)
+        found = inference_designs(sub, problem, cat, devs, prune=prune, for_mix=True, shared=shared)
         keep = with_measured(w, c_i, sub, found, problem, cat, devs, prune=prune, where=where)
         link = network_link(problem, cat)
         jobs = [(d, role) for d in keep for role in ROLES[w.disaggregation]]

@@ -12,6 +12,7 @@ from planner.catalog import Catalog
 from planner.estimator.confidence import design_confidence, kept_share
 from planner.estimator.designs import (
     Design,
+    PerDevice,
     allowed_devices,
     inference_designs,
 )
@@ -132,6 +133,7 @@ def build_tables(
     serves: dict[str, list[dict[int, float]]] = {}
     sized: dict[str, list[int]] = {}
     fresh = designs is None
+    shared = PerDevice()  # what every workload's designs reuse
     designs = {} if designs is None else dict(designs)
     for w in problem.workloads:
         if isinstance(w, InferenceWorkload) and w.request_mix is not None:
@@ -142,7 +144,7 @@ def build_tables(
         elif not fresh:
             continue
         elif isinstance(w, InferenceWorkload):
-            designs[w.name] = inference_designs(w, problem, cat, devs, prune=tuned)
+            designs[w.name] = inference_designs(w, problem, cat, devs, prune=tuned, shared=shared)
         else:
             designs[w.name] = training_designs(w, problem, cat, devs, prune=tuned)
     training_cost: dict[tuple[str, int], float] = {}
