@@ -15,6 +15,7 @@ one axis; m is at most 168).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -110,6 +111,22 @@ def round_up(
 def quantize(values: Sequence[float], k: int | None) -> tuple[list[float], Quantization | None]:
     """The values merged into at most `k` levels (when None: the default rule above), and what
     that did (None when nothing was merged)."""
+    merged, q = _quantized(tuple(values), k)
+    return list(merged), q
+
+
+@functools.lru_cache(maxsize=16)
+def _quantized(
+    values: tuple[float, ...], k: int | None
+) -> tuple[tuple[float, ...], Quantization | None]:
+    """`quantize`, remembered: a solve asks for the same profile's periods about ten times
+    (tables, model, plan, verifier), and the default rule's partition takes tens of ms on a
+    week of different values."""
+    merged, q = _merge(values, k)
+    return tuple(merged), q
+
+
+def _merge(values: Sequence[float], k: int | None) -> tuple[list[float], Quantization | None]:
     if k is None:
         merged = round_up(values, DEFAULT_MAX_LEVELS, DEFAULT_ADDED_SHARE, DEFAULT_LEVELS)
     else:
