@@ -247,9 +247,10 @@ _PHASE_KEY = 1 << 39
 
 @dataclass
 class PerDevice:
-    """What the designs of every workload of one problem share, computed once per device: the
-    derated copies of consumer cards and the hosts that hold a tensor-parallel group (neither
-    depends on the workload; valid for one problem and catalog only)."""
+    """What the designs of every workload of one problem share, computed once: the derated
+    copies of consumer cards, the hosts that hold a tensor-parallel group, and the device
+    table of each set of devices (none depends on the workload; valid for one problem and
+    catalog only)."""
 
     derated: dict[str, Accelerator] = field(default_factory=dict)
     hosts: dict[tuple[str, int, bool], tuple[str, ...]] = field(default_factory=dict)
