@@ -301,7 +301,9 @@ class Solver:
         """The plan of a search over the designs the linear relaxation's optimum uses (and the
         starting plan's), then, when building the whole model and some search still fit, the
         whole search from it; the better plan is kept. Its bound is the tighter of the whole
-        search's and the relaxation's, both valid for every design. None when the relaxation
+        search's and the relaxation's, both valid for every design. With a requested gap
+        (`--gap`), a first plan already within it of the relaxation's bound is returned at once:
+        the whole search could only prove what was not asked. None when the relaxation
         cannot be built and solved in its share of the time (then the whole model is searched
         alone)."""
         from planner.model.relaxation import support  # with the LP solver: loaded only here
@@ -332,7 +334,11 @@ class Solver:
         narrowed = dataclasses.replace(got.sol, status=Status.FEASIBLE, bound=found.raw_bound)
         got = Got(narrowed, short, Status.FEASIBLE, [], got.interrupted, warm)
         left = ends - time.monotonic() - self._reserve()
-        if got.interrupted or BUILD_S_PER_KEY * model_keys(tables) + MIN_WHOLE_SEARCH_S > left:
+        if (
+            got.interrupted
+            or BUILD_S_PER_KEY * model_keys(tables) + MIN_WHOLE_SEARCH_S > left
+            or (self.gap > 0 and _within(narrowed, self.gap))  # asked no closer: done
+        ):
             return self._settled(got)
         whole = self._whole(tables, ends, warm)
         if whole.sol is None or whole.sol.objective is None:

@@ -152,3 +152,36 @@ def test_a_maximized_goals_relaxation_bounds_it_from_above() -> None:
     assert best.status == Status.OPTIMAL and best.objective is not None
     lp = objective_for(problem.objective.goal).read(found.raw_bound, 0.0)
     assert lp >= best.objective * (1 - 1e-9)
+
+
+def test_a_first_plan_within_the_requested_gap_ends_the_solve(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # With a gap asked, the plan over the relaxation's designs is returned once it is within
+    # that gap of the relaxation's bound (valid for every design): the whole model is not
+    # searched, and the plan says it stopped within the gap.
+    problem = _peak(["buy", "on_demand", "reserved"])
+    best = solve_problem(problem, time_limit=60)
+    assert best.status == Status.OPTIMAL and best.objective is not None
+    found = support(build_tables(problem, load_catalog()), time_limit=30)
+    assert found is not None
+    lp = objective_for(problem.objective.goal).read(found.raw_bound, 0.0)
+    gap = 2 * (best.objective - lp) / best.objective + 0.01  # loose enough for any first plan
+    results = _spy_guided(monkeypatch)
+    whole: list[object] = []
+    real_whole = Solver._whole
+
+    def spy_whole(self: Solver, tables: Tables, ends: float, warm: object = None) -> Got:
+        whole.append(tables)
+        return real_whole(self, tables, ends, warm)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Solver, "_whole", spy_whole)
+    plan = solve_problem(problem, time_limit=60, deadline=time.monotonic() + 60, gap=gap)
+    (got,) = results
+    assert got is not None and got.sol is not None
+    assert not whole  # the whole model was never searched
+    assert plan.objective is not None and plan.bound is not None  # verified inside
+    assert plan.bound <= best.objective * (1 + 1e-9) <= plan.objective * (1 + 1e-9)
+    assert plan.objective - plan.bound <= gap * plan.objective + 1e-6
+    if plan.status == Status.FEASIBLE:
+        assert any("within the requested" in n for n in plan.notes)
