@@ -31,6 +31,13 @@ def _peak(modes: list[str] | None = None) -> Problem:
     return p.model_copy(update={"horizon": p.horizon.model_copy(update={"procurement": modes})})
 
 
+def _proved(problem: Problem) -> float:
+    """`problem`'s proved optimum (solved without a deadline)."""
+    best = solve_problem(problem, time_limit=60)
+    assert best.status == Status.OPTIMAL and best.objective is not None
+    return best.objective
+
+
 def test_the_support_holds_the_relaxations_designs_and_the_starting_plans() -> None:
     t = build_tables(_peak(["buy", "on_demand", "reserved", "spot"]), load_catalog())
     found = support(t, time_limit=30)
@@ -65,13 +72,12 @@ def _spy_guided(monkeypatch: pytest.MonkeyPatch) -> list[Got | None]:
 
 def test_the_guided_search_reaches_the_proved_optimum(monkeypatch: pytest.MonkeyPatch) -> None:
     problem = _peak(["buy", "on_demand", "reserved"])
-    best = solve_problem(problem, time_limit=60)
-    assert best.status == Status.OPTIMAL and best.objective is not None
+    optimum = _proved(problem)
     results = _spy_guided(monkeypatch)
     plan = solve_problem(problem, time_limit=60, deadline=time.monotonic() + 60)
     assert len(results) == 1 and results[0] is not None  # the relaxation guided this solve
     assert plan.status == Status.OPTIMAL and plan.objective is not None  # verified inside
-    assert plan.objective == pytest.approx(best.objective, rel=1e-9)
+    assert plan.objective == pytest.approx(optimum, rel=1e-9)
 
 
 def test_a_better_narrowed_plan_is_kept_with_the_tighter_bound(
@@ -81,8 +87,7 @@ def test_a_better_narrowed_plan_is_kept_with_the_tighter_bound(
     # the narrowed plan (over the restricted tables) is returned, FEASIBLE, with the
     # relaxation's bound, the tighter one, which is at most the proved optimum.
     problem = _peak(["buy", "on_demand", "reserved"])
-    best = solve_problem(problem, time_limit=60)
-    assert best.status == Status.OPTIMAL and best.objective is not None
+    optimum = _proved(problem)
     real_whole = Solver._whole
 
     def worse(self: Solver, tables: Tables, ends: float, warm: object = None) -> Got:
@@ -108,8 +113,8 @@ def test_a_better_narrowed_plan_is_kept_with_the_tighter_bound(
     assert got.sol.bound == pytest.approx(found.raw_bound)  # tighter than 0.1 x the objective
     assert plan.status == Status.FEASIBLE  # verified inside
     assert plan.objective is not None and plan.bound is not None
-    assert plan.objective >= best.objective * (1 - 1e-9)
-    assert plan.bound <= best.objective * (1 + 1e-9) and plan.bound < plan.objective
+    assert plan.objective >= optimum * (1 - 1e-9)
+    assert plan.bound <= optimum * (1 + 1e-9) and plan.bound < plan.objective
 
 
 def test_the_relaxations_bound_holds_below_the_proved_optimum() -> None:
@@ -117,10 +122,9 @@ def test_the_relaxations_bound_holds_below_the_proved_optimum() -> None:
     t = build_tables(problem, load_catalog())
     found = support(t, time_limit=30)
     assert found is not None
-    best = solve_problem(problem, time_limit=60)
-    assert best.status == Status.OPTIMAL and best.objective is not None
+    optimum = _proved(problem)
     lp = objective_for(problem.objective.goal).read(found.raw_bound, 0.0)
-    assert 0.8 * best.objective < lp <= best.objective * (1 + 1e-9)
+    assert 0.8 * optimum < lp <= optimum * (1 + 1e-9)
 
 
 def test_bounds_and_gaps_are_read_on_the_models_integers() -> None:
@@ -148,10 +152,9 @@ def test_a_maximized_goals_relaxation_bounds_it_from_above() -> None:
     problem = load_problem(Path("problems") / "max-throughput-500k.yaml")
     found = support(build_tables(problem, load_catalog()), time_limit=30)
     assert found is not None
-    best = solve_problem(problem, time_limit=60)
-    assert best.status == Status.OPTIMAL and best.objective is not None
+    optimum = _proved(problem)
     lp = objective_for(problem.objective.goal).read(found.raw_bound, 0.0)
-    assert lp >= best.objective * (1 - 1e-9)
+    assert lp >= optimum * (1 - 1e-9)
 
 
 def test_a_first_plan_within_the_requested_gap_ends_the_solve(
@@ -161,12 +164,11 @@ def test_a_first_plan_within_the_requested_gap_ends_the_solve(
     # that gap of the relaxation's bound (valid for every design): the whole model is not
     # searched, and the plan says it stopped within the gap.
     problem = _peak(["buy", "on_demand", "reserved"])
-    best = solve_problem(problem, time_limit=60)
-    assert best.status == Status.OPTIMAL and best.objective is not None
+    optimum = _proved(problem)
     found = support(build_tables(problem, load_catalog()), time_limit=30)
     assert found is not None
     lp = objective_for(problem.objective.goal).read(found.raw_bound, 0.0)
-    gap = 2 * (best.objective - lp) / best.objective + 0.01  # loose enough for any first plan
+    gap = 2 * (optimum - lp) / optimum + 0.01  # loose enough for any first plan
     results = _spy_guided(monkeypatch)
     whole: list[object] = []
     real_whole = Solver._whole
@@ -181,7 +183,7 @@ def test_a_first_plan_within_the_requested_gap_ends_the_solve(
     assert got is not None and got.sol is not None
     assert not whole  # the whole model was never searched
     assert plan.objective is not None and plan.bound is not None  # verified inside
-    assert plan.bound <= best.objective * (1 + 1e-9) <= plan.objective * (1 + 1e-9)
+    assert plan.bound <= optimum * (1 + 1e-9) <= plan.objective * (1 + 1e-9)
     assert plan.objective - plan.bound <= gap * plan.objective + 1e-6
     if plan.status == Status.FEASIBLE:
         assert any("within the requested" in n for n in plan.notes)
