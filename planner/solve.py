@@ -41,10 +41,11 @@ MIN_WHOLE_SEARCH_S = 1.0  # the least search worth building the whole model for,
 GUIDED_MIN_KEYS = 4000
 # Of the time left, the most the relaxation's LP solve may take.
 LP_SHARE = 0.25
-# Seconds building the relaxation takes per replica variable (the CP-SAT model read back as a
-# linear program, then handed to the LP solver): 3.2-4.2 s for the largest generated tier's
-# 4,666-8,143. It is tried only when that fits in this share of the time left.
-LP_BUILD_S_PER_KEY = 5e-4
+# Building the relaxation (the CP-SAT model, then read back as a linear program) may take this
+# share of the time left: it is tried only when the model's build (BUILD_S_PER_KEY) fits, and
+# given up once the model is built if reading it back would not fit (planner.model.relaxation.
+# LP_S_PER_CONSTRAINT). A cost per replica variable misjudged shapes: it put a week in 34
+# demand levels at 9.8 s, where building and reading it back take 1.8 s.
 LP_BUILD_SHARE = 0.4
 QUICK = (
     "the search found no plan within the time limit: this is the quick plan it starts from "
@@ -309,10 +310,10 @@ class Solver:
         from planner.model.relaxation import support  # with the LP solver: loaded only here
 
         left = ends - time.monotonic() - self._reserve()
-        if LP_BUILD_S_PER_KEY * model_keys(tables) > LP_BUILD_SHARE * left:
+        if BUILD_S_PER_KEY * model_keys(tables) > LP_BUILD_SHARE * left:
             return None
         try:
-            found = support(tables, time_limit=LP_SHARE * left)
+            found = support(tables, time_limit=LP_SHARE * left, build_limit=LP_BUILD_SHARE * left)
         except KeyboardInterrupt:  # the LP solver cannot be stopped: Ctrl-C shows after it
             interrupt.request()
             return None

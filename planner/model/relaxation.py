@@ -49,6 +49,11 @@ if TYPE_CHECKING:
     from ortools.linear_solver.python import model_builder_helper as mbh
 
 INT_INF = 2**63 - 1  # CP-SAT's stand-in for an open side of a domain
+# Seconds reading the CP-SAT model back as a linear program takes per constraint
+# (linear_program): 1.0-1.2 s for 31,790-44,462 constraints (the largest generated tier's
+# serving problems, a week in 34 demand levels) and 0.5 s for 15,730 (the week in 12), measured
+# on a busy 2-core machine; a third above, to be safe.
+LP_S_PER_CONSTRAINT = 4e-5
 CONSTRAINT_KINDS = (
     "linear",
     "lin_max",
@@ -308,13 +313,17 @@ class Support:
     raw_bound: float  # the weak-duality bound (see `relax`) at the model's integer scale
 
 
-def support(tables: Tables, *, time_limit: float) -> Support | None:
+def support(
+    tables: Tables, *, time_limit: float, build_limit: float | None = None
+) -> Support | None:
     """Per workload, the designs the relaxation's optimum gives replicas (any replica variable
     above zero) and those of the model's starting plan: where an integer optimum is most likely
     found (the relaxation-induced neighbourhood of Danna, Rothberg and Le Pape 2005, "Exploring
     relaxation induced neighborhoods to improve MIP solutions", here over whole designs); and
     the relaxation's bound. None when the goal is a ratio (no linear relaxation) or the LP is
-    not solved to optimality in `time_limit` seconds."""
+    not solved to optimality in `time_limit` seconds, or (`build_limit`) when building the
+    model and reading it back as a linear program would take longer than that."""
+    began = time.perf_counter()
     model = PlannerModel(tables)
     try:
         model.pose()
@@ -323,6 +332,9 @@ def support(tables: Tables, *, time_limit: float) -> Support | None:
     proto = model.m.Proto()
     if not len(proto.objective.vars):
         return None  # no integer objective (a constant one proves nothing worth the time)
+    reading = LP_S_PER_CONSTRAINT * len(proto.constraints)
+    if build_limit is not None and time.perf_counter() - began + reading > build_limit:
+        return None
     lp = linear_program(proto)
     s = _solved(lp, "GLOP", time_limit)
     if s.status().name != "OPTIMAL":
