@@ -41,11 +41,8 @@ MIN_WHOLE_SEARCH_S = 1.0  # the least search worth building the whole model for,
 GUIDED_MIN_KEYS = 4000
 # Of the time left, the most the relaxation's LP solve may take.
 LP_SHARE = 0.25
-# Building the relaxation (the CP-SAT model, then read back as a linear program) may take this
-# share of the time left: it is tried only when the model's build (BUILD_S_PER_KEY) fits, and
-# given up once the model is built if reading it back would not fit (planner.model.relaxation.
-# LP_S_PER_CONSTRAINT). A cost per replica variable misjudged shapes: it put a week in 34
-# demand levels at 9.8 s, where building and reading it back take 1.8 s.
+# Building the relaxation may take this share of the time left: the model's build is judged per
+# replica variable (BUILD_S_PER_KEY), its reading as an LP per constraint (relaxation.support).
 LP_BUILD_SHARE = 0.4
 QUICK = (
     "the search found no plan within the time limit: this is the quick plan it starts from "
@@ -335,11 +332,8 @@ class Solver:
         narrowed = dataclasses.replace(got.sol, status=Status.FEASIBLE, bound=found.raw_bound)
         got = Got(narrowed, short, Status.FEASIBLE, [], got.interrupted, warm)
         left = ends - time.monotonic() - self._reserve()
-        if (
-            got.interrupted
-            or BUILD_S_PER_KEY * model_keys(tables) + MIN_WHOLE_SEARCH_S > left
-            or (self.gap > 0 and _within(narrowed, self.gap))  # asked no closer: done
-        ):
+        late = BUILD_S_PER_KEY * model_keys(tables) + MIN_WHOLE_SEARCH_S > left
+        if got.interrupted or late or (self.gap > 0 and _within(narrowed, self.gap)):
             return self._settled(got)
         whole = self._whole(tables, ends, warm)
         if whole.sol is None or whole.sol.objective is None:

@@ -52,7 +52,8 @@ INT_INF = 2**63 - 1  # CP-SAT's stand-in for an open side of a domain
 # Seconds reading the CP-SAT model back as a linear program takes per constraint
 # (linear_program): 1.0-1.2 s for 31,790-44,462 constraints (the largest generated tier's
 # serving problems, a week in 34 demand levels) and 0.5 s for 15,730 (the week in 12), measured
-# on a busy 2-core machine; a third above, to be safe.
+# on a busy 2-core machine; a third above, to be safe. (A cost per replica variable misjudged
+# shapes: it put the week in 34 levels at 9.8 s, where building and reading it take 1.8 s.)
 LP_S_PER_CONSTRAINT = 4e-5
 CONSTRAINT_KINDS = (
     "linear",
