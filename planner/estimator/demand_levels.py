@@ -122,11 +122,6 @@ def _quantized(
     """`quantize`, remembered: a solve asks for the same profile's periods about ten times
     (tables, model, plan, verifier), and the default rule's partition takes tens of ms on a
     week of different values."""
-    merged, q = _merge(values, k)
-    return tuple(merged), q
-
-
-def _merge(values: Sequence[float], k: int | None) -> tuple[list[float], Quantization | None]:
     if k is None:
         merged = round_up(values, DEFAULT_MAX_LEVELS, DEFAULT_ADDED_SHARE, DEFAULT_LEVELS)
     else:
@@ -134,8 +129,8 @@ def _merge(values: Sequence[float], k: int | None) -> tuple[list[float], Quantiz
     distinct = len({x for x in values if x > 0})
     kept = len({x for x in merged if x > 0})
     if kept == distinct:
-        return merged, None
+        return tuple(merged), None
     total = float(sum(values))
     added = float(sum(merged)) - total
     share = added / total if total else 0.0
-    return merged, Quantization(len(values), distinct, kept, share, chosen=k is not None)
+    return tuple(merged), Quantization(len(values), distinct, kept, share, chosen=k is not None)

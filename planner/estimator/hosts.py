@@ -106,9 +106,6 @@ def holding_hosts(
     """The host options of `d` that hold its tensor-parallel groups of `tp` at the speed the
     design assumed (`dense`: derated): designs that need the same hosts compete in pruning;
     one that needs fewer may be the only one that fits."""
-    c = problem.constraints
-    if not derates(d, problem):  # holds_group, with what does not change per host read once
-        return tuple(n.id for n in host_options(cat, d, problem) if tp_limit(d, n, c) >= tp)
     return tuple(
         n.id for n in host_options(cat, d, problem) if holds_group(d, n, problem, tp, dense)
     )
