@@ -22,9 +22,11 @@ model in Q2_K under llama.cpp; the same Spark's other llama.cpp rows in the cali
 dense and MoE in Q4_0, Q8_0 and MXFP4, are within 20 %), the M3 Ultra by +17.3 % and the Pi 5
 by +20.0 %. Given the source's own one-machine measurement (the second table), the split model
 is within 13.9 % at the median of 6 rows: llama.cpp RPC +3.4 %, +4.2 %, -9.7 %, -18.2 % (the
-per-hop time comes from another source), distributed-llama +49.4 % and +89.4 % (the planner has
-no per-message cost for distributed-llama's synchronizations: its link share is 10.6 ms per
-token on 2 Pis where the source measures 80.1 ms). 25 rows are not expressible, each saying why:
+per-hop time comes from another source), distributed-llama +49.4 % and +89.4 %: the releases
+behind those tables (0.1.0, 0.3.1) run attention, the norms and the output head on the root
+alone and exchange ten times per block through the root's port, where the planner splits
+everything and charges two ring all-reduces (benchmarks/pooled/distributed-llama.md, from the
+engine's code and its own published transfer sizes). 25 rows are not expressible, each saying why:
 devices the catalog lacks (BC250, NUC, cloud VMs, the prima.cpp phone and laptops, RTX 2060
 Super and a laptop RTX 5060), models it lacks (GLM-5, GLM-5.1, GLM-4.7, Ministral 3, Qwen3.6),
 vLLM runs with --enforce-eager (a mode the planner's vLLM figures do not model), and rows whose
