@@ -1,7 +1,7 @@
 """Enumerate replica designs for each workload from estimator tables (no solver here).
 
-Long because the vectorized enumeration (homogeneous and two-type pipelines, the best layer
-split and pruning) shares private column types that splitting would have to export.
+Long because the vectorized enumeration (homogeneous, two-type and three-type pipelines, the
+best layer split and pruning) shares private column types that splitting would have to export.
 
 Serving model (stated, and re-checked by the verifier): a workload runs R replicas, each a
 pipeline of S stages; a stage is k devices of one type in tensor parallel (inside one node or
@@ -20,9 +20,10 @@ all-reduce over the network when it cannot overlap.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -64,13 +65,15 @@ from planner.estimator.support import (
     runtime_for,
 )
 from planner.schema.catalog import Accelerator, ModelArch
-from planner.schema.problem import InferenceWorkload, Problem
+from planner.schema.problem import MAX_DEVICES, InferenceWorkload, Problem
 
 # Sequences per micro-batch; memory and latency decide which fit (MLPerf systems run about
 # 1,000 sequences per 8 GPUs, so the ladder reaches past that).
 BATCH_LEVELS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
 HETERO_TOP = 6  # options per batch level paired into two-type pipelines
-HETERO_MAX_STAGES = 4  # stages per type in a two-type pipeline
+HETERO_MAX_STAGES = 4  # stages per type in a two-type (or three-type) pipeline
+TRIPLE_TOP = 3  # owned options per batch level drawn into three-type pipelines ...
+TRIPLE_SMALL = 1  # ... and owned options too small to serve alone
 
 
 Role = Literal["both", "prefill", "decode"]
@@ -210,29 +213,35 @@ class _Setting:
 
 
 @dataclass
-class _Candidates:
-    """Candidate designs as columns (one entry per candidate). Homogeneous pipelines have
-    o2 = -1: S stages of option o1, the first S - 1 with n1 layers. Two-type pipelines have s1
-    stages of o1 with n1 layers each, then s2 stages of o2 sharing `rest` layers."""
+class _Columns:
+    """Candidate designs as columns, one entry per candidate: what every kind shares."""
 
     order: npt.NDArray[np.int64]  # generation order (ties between identical designs)
     bi: npt.NDArray[np.int64]
     S: npt.NDArray[np.int64]
+    tps: npt.NDArray[np.float64]
+    ms: npt.NDArray[np.float64]
+    ttft: npt.NDArray[np.float64]
+    power: npt.NDArray[np.float64]
+
+    def take(self, idx: npt.NDArray[np.int64] | npt.NDArray[np.bool_]) -> Self:
+        return type(self)(**{k: v[idx] for k, v in vars(self).items()})
+
+
+@dataclass
+class _Candidates(_Columns):
+    """Homogeneous pipelines have o2 = -1: S stages of option o1, the first S - 1 with n1
+    layers. Two-type pipelines have s1 stages of o1 with n1 layers each, then s2 stages of o2
+    sharing `rest` layers."""
+
     o1: npt.NDArray[np.int64]
     o2: npt.NDArray[np.int64]
     s1: npt.NDArray[np.int64]
     n1: npt.NDArray[np.int64]
     s2: npt.NDArray[np.int64]
     rest: npt.NDArray[np.int64]
-    tps: npt.NDArray[np.float64]
-    ms: npt.NDArray[np.float64]
-    ttft: npt.NDArray[np.float64]
-    power: npt.NDArray[np.float64]
     cnt1: npt.NDArray[np.int64]
     cnt2: npt.NDArray[np.int64]
-
-    def take(self, idx: npt.NDArray[np.int64] | npt.NDArray[np.bool_]) -> _Candidates:
-        return _Candidates(**{k: v[idx] for k, v in vars(self).items()})
 
     @staticmethod
     def concat(parts: list[_Candidates]) -> _Candidates:
@@ -323,23 +332,9 @@ def inference_designs(
     st = _setting(w, problem, cat, shared.table(devs), m, sorted(options, key=lambda o: o.tp))
     st = _with_runtimes(st, cat, [_runtime(runs, o.device.id) for o in st.opts])
     parts = [_homogeneous(st, c.max_stages)]
-    if c.heterogeneous_pipelines and len(devs) > 1:
-        # Which stacks may share a replica, per (runtime, vendor) kind, then per option pair.
-        kinds = [(r, o.device.vendor) for r, o in zip(st.runtimes, st.opts, strict=True)]
-        uniq = list(dict.fromkeys(kinds))
-        kind_of = np.array([uniq.index(k) for k in kinds], dtype=np.int64)
-        fits = np.array(
-            [[can_pipeline(cat, a, b, c, va == vb) for b, vb in uniq] for a, va in uniq],
-            dtype=bool,
-        )
-        ok = fits[kind_of[:, None], kind_of[None, :]]
-        ids = np.array([o.device.id for o in st.opts])
-        ok &= ids[:, None] != ids[None, :]  # a card and its derated copy are one device type
-        # Engines with one tensor-parallel size for all stages pair only options of one size.
-        uniform = np.array([cat.engines[r.engine].uniform_tensor_parallel for r in st.runtimes])
-        tps = np.array([o.tp for o in st.opts], dtype=np.int64)
-        ok &= ~uniform[:, None] | (tps[:, None] == tps[None, :])
-        parts.append(_two_type(st, parts[0], c.max_stages, ok))
+    pairs = _pairable(st, cat, problem) if c.heterogeneous_pipelines and len(devs) > 1 else None
+    if pairs is not None:
+        parts.append(_two_type(st, parts[0], c.max_stages, pairs))
     cand = _within_ceilings(w, _Candidates.concat(parts))
     if not prune:
         out = _materialize(st, cand, np.argsort(cand.order, kind="stable"))
@@ -352,13 +347,154 @@ def inference_designs(
         holds = np.array([[set(a) >= set(b) for b in host_sets] for a in host_sets], dtype=bool)
         # A design the calibration backs counts all its tokens/s, one it does not only
         # (1 - risk_margin): under a margin they compete only among their own kind.
-        calibrated = _backed(st, cand, cat, problem) if c.risk_margin > 0 else None
+        pair = np.stack([cand.o1, cand.o2], axis=1)
+        calibrated = _backed(st, pair, cand.bi, cat, problem) if c.risk_margin > 0 else None
         # The sequences that exist at the busiest period, where the workload states them.
         peak = peak_scale(problem)
         most = None if w.concurrency is None else math.ceil(w.concurrency * peak - 1e-9)
         order = _pruned_order(st, cand, need, calibrated, for_mix=for_mix, holds=holds, most=most)
         out = _materialize(st, cand, order)
+    if pairs is not None:
+        out += _triple_designs(st, cat, problem, parts[0], pairs, out, prune=prune, for_mix=for_mix)
     return backed(out, cat, c.min_confidence)
+
+
+def _triple_designs(
+    st: _Setting,
+    cat: Catalog,
+    problem: Problem,
+    homog: _Candidates,
+    ok: npt.NDArray[np.bool_],
+    fewer: list[Design],
+    *,
+    prune: bool,
+    for_mix: bool,
+) -> list[Design]:
+    """Pipelines of three device types, where the problem owns three or more of the types the
+    workload may use (a pool of leftovers; where devices are bought, more of the best type
+    serves): every option of an owned type at each batch level's top (_three_type), within
+    the latency ceilings; with `prune`, those no other of the same types and hosts beats, nor
+    one of the designs of fewer types kept (`fewer`: beaten_by_fewer_types)."""
+    c = problem.constraints
+    owned_ids = {o.device for o in c.inventory}
+    owned = np.array([o.device.id in owned_ids for o in st.opts], dtype=bool)
+    if len({o.device.id for o in st.opts if o.device.id in owned_ids}) < 3:
+        return []
+    tri = _three_type(st, homog, c.max_stages, ok, owned)
+    # A replica of three types runs on premises (a rented one has one type: model.variables),
+    # so it holds no more of a type than is owned, unless the type can be bought.
+    held: dict[str, int] = {}
+    for inv in c.inventory:
+        held[inv.device] = held.get(inv.device, 0) + inv.count
+    buys = c.capex_usd != 0
+    most_of = np.array(
+        [
+            MAX_DEVICES
+            if buys and "buy" in available_modes(problem, o.device)
+            else held.get(o.device.id, 0)
+            for o in st.opts
+        ],
+        dtype=np.int64,
+    )
+    tri = tri.take(
+        _meets_ceilings(st.w, tri.ms, tri.ttft) & (tri.cnt <= most_of[tri.o]).all(axis=1)
+    )
+    if not prune:
+        return _materialize_triples(st, tri, np.argsort(tri.order, kind="stable"))
+    needs = [holding_hosts(cat, problem, o.device, o.tp, o.dense) for o in st.opts]
+    rank = {k: i for i, k in enumerate(sorted(set(needs)))}
+    need = np.array([rank[k] for k in needs], dtype=np.int64)
+    calibrated = _backed(st, tri.o, tri.bi, cat, problem) if c.risk_margin > 0 else None
+    w = st.w
+    most = None if w.concurrency is None else math.ceil(w.concurrency * peak_scale(problem) - 1e-9)
+    keep = _triples_kept(st, tri, need, calibrated, for_mix=for_mix, most=most)
+    made = _materialize_triples(st, tri, keep)
+    backing = [True] * len(fewer) + [True] * len(made)
+    if c.risk_margin > 0:  # under a margin, designs compete among their own backing
+        backing = [
+            kept_share(
+                c.risk_margin,
+                design_confidence(
+                    cat, [cat.accelerator(x) for x in sorted(d.devices)], d.engine, d.batch
+                ).label,
+            )
+            == 1.0
+            for d in (*fewer, *made)
+        ]
+    gone: set[int] = set()
+    for kind in (False, True):
+        few = [d for d, b in zip(fewer, backing[: len(fewer)], strict=True) if b == kind]
+        three = [d for d, b in zip(made, backing[len(fewer) :], strict=True) if b == kind]
+        beaten = beaten_by_fewer_types(three, few, most, for_mix)
+        gone |= {id(d) for d, b in zip(three, beaten, strict=True) if b}
+    return [d for d in made if id(d) not in gone]
+
+
+def beaten_by_fewer_types(
+    triples: list[Design],
+    others: list[Design],
+    most: int | None,
+    for_mix: bool,
+) -> list[bool]:
+    """Per three-type design, whether a design of fewer device types beats it: no more of any
+    device, each of its types at the same degree and chassis (so in the same hosts), no more
+    power, at least the tokens/s and sequences it competes on (_competing: with a stated
+    concurrency, those it can serve and no slower a token; for a request mix, no later a first
+    token). Sound as _prune is: every replica of the beaten design can be swapped for one of
+    the other without needing more of anything or serving less."""
+    types = sorted({x for d in (*triples, *others) for x in d.devices})
+    col = {x: i for i, x in enumerate(types)}
+
+    def figures(ds: list[Design]) -> tuple[npt.NDArray[np.float64], ...]:
+        cnt = np.zeros((len(ds), len(types)))
+        opt = np.full((len(ds), len(types)), -1.0)
+        for i, d in enumerate(ds):
+            for st in d.stages:
+                opt[i, col[st.device]] = st.tp * 2 + st.dense
+            for x, c in d.devices.items():
+                cnt[i, col[x]] = c
+        ms = np.array([d.ms_per_token for d in ds])
+        conc = np.array([float(d.concurrency) for d in ds])
+        tps = np.array([d.tokens_per_s for d in ds])
+        if not for_mix and most is not None:
+            conc = np.minimum(conc, most)
+            tps = conc * 1000.0 / ms
+        late = np.array([d.ttft_s for d in ds]) if for_mix else np.zeros(len(ds))
+        slow = ms if not for_mix and most is not None else np.zeros(len(ds))
+        return cnt, opt, np.array([d.power_w for d in ds]), -tps, -conc, late, slow
+
+    if not triples or not others:
+        return [False] * len(triples)
+    c_o, o_o, *rest_o = figures(others)
+    c_t, o_t, *rest_t = figures(triples)
+    out = []
+    for i in range(len(triples)):
+        ok = (c_o <= c_t[i]).all(axis=1) & ((o_o == o_t[i]) | (o_o < 0)).all(axis=1)
+        for a, b in zip(rest_o, rest_t, strict=True):
+            ok &= a <= b[i]
+        out.append(bool(ok.any()))
+    return out
+
+
+def _pairable(st: _Setting, cat: Catalog, problem: Problem) -> npt.NDArray[np.bool_]:
+    """ok[a, b]: options a and b may share a replica: their stacks may pipeline together (per
+    runtime and vendor kind), they are two device types (a card and its derated copy are one),
+    and an engine with one tensor-parallel size for every stage runs both at one size."""
+    kinds = [(r, o.device.vendor) for r, o in zip(st.runtimes, st.opts, strict=True)]
+    uniq = list(dict.fromkeys(kinds))
+    kind_of = np.array([uniq.index(k) for k in kinds], dtype=np.int64)
+    c = problem.constraints
+    fits = np.array(
+        [[can_pipeline(cat, a, b, c, va == vb) for b, vb in uniq] for a, va in uniq],
+        dtype=bool,
+    )
+    ok = fits[kind_of[:, None], kind_of[None, :]]
+    ids = np.array([o.device.id for o in st.opts])
+    ok &= ids[:, None] != ids[None, :]
+    uniform = np.array([cat.engines[r.engine].uniform_tensor_parallel for r in st.runtimes])
+    tps = np.array([o.tp for o in st.opts], dtype=np.int64)
+    ok &= ~uniform[:, None] | (tps[:, None] == tps[None, :])
+    return np.asarray(ok, dtype=bool)
 
 
 def backed(designs: list[Design], cat: Catalog, floor: str) -> list[Design]:
@@ -380,17 +516,20 @@ def backed(designs: list[Design], cat: Catalog, floor: str) -> list[Design]:
 
 
 def _backed(
-    st: _Setting, cand: _Candidates, cat: Catalog, problem: Problem
+    st: _Setting,
+    options: npt.NDArray[np.int64],
+    levels: npt.NDArray[np.int64],
+    cat: Catalog,
+    problem: Problem,
 ) -> npt.NDArray[np.int64]:
-    """Per candidate, 1 where its calibration backs its whole throughput (confidence
-    `measured` or `interpolated`: planner.estimator.confidence.kept_share), else 0."""
-    out = np.zeros(len(cand.order), dtype=np.int64)
+    """Per candidate (its options, a row of `options`, -1 for none; its batch level), 1 where
+    its calibration backs its whole throughput (confidence `measured` or `interpolated`:
+    planner.estimator.confidence.kept_share), else 0."""
+    out = np.zeros(len(levels), dtype=np.int64)
     memo: dict[tuple[tuple[str, ...], str, int], int] = {}
-    for i, (o1, o2, bi) in enumerate(
-        zip(cand.o1.tolist(), cand.o2.tolist(), cand.bi.tolist(), strict=True)
-    ):
-        ids = tuple(sorted({st.opts[o].device.id for o in (o1, o2) if o >= 0}))
-        key = (ids, st.runtimes[o1].engine, int(st.levels[bi]))
+    for i, (opts, bi) in enumerate(zip(options.tolist(), levels.tolist(), strict=True)):
+        ids = tuple(sorted({st.opts[o].device.id for o in opts if o >= 0}))
+        key = (ids, st.runtimes[opts[0]].engine, int(st.levels[bi]))
         if key not in memo:
             label = design_confidence(cat, [cat.accelerator(x) for x in ids], key[1], key[2]).label
             memo[key] = int(kept_share(problem.constraints.risk_margin, label) == 1.0)
@@ -784,6 +923,215 @@ def _best_split_exhaustive(
     return int(l1[int(np.argmin(T))])
 
 
+@dataclass
+class _Triples(_Columns):
+    """Three-type pipelines: for type j = 0, 1, 2 (columns of the (n, 3) arrays), s[:, j]
+    stages of option o[:, j]; the first two kinds hold n[:, j] layers a stage, the third
+    shares the rest: r of its stages hold n[:, 2] + 1 layers, the others n[:, 2]."""
+
+    o: npt.NDArray[np.int64]
+    s: npt.NDArray[np.int64]
+    n: npt.NDArray[np.int64]
+    r: npt.NDArray[np.int64]
+    cnt: npt.NDArray[np.int64]
+
+
+def _no_triples() -> _Triples:
+    i, f, i3 = np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros((0, 3), dtype=np.int64)
+    return _Triples(order=i, bi=i, S=i, tps=f, ms=f, ttft=f, power=f, o=i3, s=i3, n=i3, r=i, cnt=i3)
+
+
+def _triple_pool(st: _Setting, homog: _Candidates, owned: npt.NDArray[np.bool_]) -> list[list[int]]:
+    """Per batch level, the owned options three-type pipelines draw from: the TRIPLE_TOP
+    cheapest per token/s of their best homogeneous design at that level, then up to
+    TRIPLE_SMALL owned options too small to serve alone (the leftovers a third type uses)."""
+    nb, no = st.tau.shape
+    value = st.price[homog.o1] * homog.cnt1 / homog.tps
+    best = np.full((nb, no), math.inf)
+    np.minimum.at(best, (homog.bi, homog.o1), np.where(np.isnan(value), math.inf, value))
+    present = np.zeros((nb, no), dtype=bool)
+    present[homog.bi, homog.o1] = True
+    out = []
+    for lv in range(nb):
+        ranked = [o for o in np.argsort(best[lv], kind="stable").tolist() if present[lv, o]]
+        small = [o for o in range(no) if not present[lv, o] and st.cap[lv, :, o].any()]
+        pick = [o for o in ranked if owned[o]][:TRIPLE_TOP]
+        out.append(pick + [o for o in small if owned[o]][:TRIPLE_SMALL])
+    return out
+
+
+def _three_type(
+    st: _Setting,
+    homog: _Candidates,
+    max_stages: int,
+    pair_ok: npt.NDArray[np.bool_],
+    owned: npt.NDArray[np.bool_],
+) -> _Triples:
+    """Pipelines of three owned device types: s1, s2, s3 stages (1 to HETERO_MAX_STAGES each,
+    within max_stages), every stage at or under the least time T at which the three kinds
+    together hold the model. At a time T a stage of option o holds at most
+    min(cap, floor((T - fixed) / tau)) layers, which only grows with T, so the least T is found
+    by bisection; the first two kinds then hold their most, the third the rest (each stage at
+    least one layer, taken back from the second kind, then the first, where the third would
+    hold none). Types are unordered: blocks are identical, so the order of the stages changes
+    no figure.
+
+    Long because the split, the figures and the columns share their index arrays."""
+    L = st.m.num_layers
+    dev_of = np.array([o.device.id for o in st.opts])
+    rows: list[tuple[int, int, int, int]] = []
+    for lv, pool in enumerate(_triple_pool(st, homog, owned)):
+        for a, b, c in itertools.combinations(sorted(pool), 3):
+            if len({dev_of[a], dev_of[b], dev_of[c]}) == 3 and (
+                pair_ok[a, b] and pair_ok[a, c] and pair_ok[b, c]
+            ):
+                rows.append((lv, a, b, c))
+    counts = [
+        x
+        for x in itertools.product(range(1, HETERO_MAX_STAGES + 1), repeat=3)
+        if sum(x) <= max_stages
+    ]
+    if not rows or not counts:
+        return _no_triples()
+    base = np.array(rows, dtype=np.int64)
+    sc = np.array(counts, dtype=np.int64)
+    k = np.repeat(np.arange(len(base)), len(sc))
+    bi, o = base[k, 0], base[k, 1:]
+    s = np.tile(sc, (len(base), 1))
+    S = s.sum(axis=1)
+    tau = st.tau[bi[:, None], o]
+    fix = st.fixed[bi[:, None], o]
+    cap = np.minimum(st.cap[bi[:, None], (S - 1)[:, None], o], L)
+
+    def most(T: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+        return np.clip(np.floor((T[:, None] - fix) / tau), 0, cap).astype(np.int64)
+
+    lo = np.zeros(len(bi))
+    hi = (fix + tau * cap).max(axis=1)  # every kind at its most: holds the model if anything does
+    fits = ((s * cap).sum(axis=1) >= L) & (cap > 0).all(axis=1)
+    for _ in range(60):
+        mid = (lo + hi) / 2.0
+        ok = ((s * most(mid)).sum(axis=1) >= L) & (most(mid) > 0).all(axis=1)
+        hi, lo = np.where(ok, mid, hi), np.where(ok, lo, mid)
+    n = most(hi)
+    rest = L - s[:, 0] * n[:, 0] - s[:, 1] * n[:, 1]
+    for j in (1, 0):  # the third kind's stages hold a layer each: take back from the others
+        need = np.maximum(s[:, 2] - rest, 0)
+        back = np.minimum(n[:, j] - 1, _ceil_div(need, s[:, j]))
+        n[:, j] -= back
+        rest += back * s[:, j]
+    q, r = rest // s[:, 2], rest % s[:, 2]
+    top = q + (r > 0)
+    keep = fits & (rest >= s[:, 2]) & (top <= cap[:, 2]) & (n[:, :2] >= 1).all(axis=1)
+    bi, o, s, n, S, q, r, top = (x[keep] for x in (bi, o, s, n, S, q, r, top))
+    n[:, 2] = q
+    lay = np.stack([n[:, 0], n[:, 1], top], axis=1)  # the fullest stage of each kind
+    fix = st.fixed[bi[:, None], o]
+    hop = st.hop[bi] + st.hop_extra[o].max(axis=1)
+    T_c = (lay * st.tau_c[bi[:, None], o] + fix).max(axis=1) + hop
+    T_d = (lay * st.tau_d[bi[:, None], o] + fix).max(axis=1) + hop
+    T = (1.0 - st.share[bi]) * T_d + st.share[bi] * T_c
+    watts = np.zeros(len(bi))
+    third = o[:, 2]
+    for oo, layers, cnt in (
+        (o[:, 0], n[:, 0], s[:, 0]),
+        (o[:, 1], n[:, 1], s[:, 1]),
+        (third, q + 1, r),
+        (third, q, s[:, 2] - r),
+    ):
+        act = _activity(layers * (st.w_layer / st.tp[oo] + st.kv_read[bi, oo]), st.bandwidth[oo], T)
+        watts = watts + power_w(st.tdp_w[oo], st.idle_w[oo], act, st.floor[oo]) * cnt * st.tp[oo]
+    no = st.tau.shape[1]
+    order = ((o[:, 0] * no + o[:, 1]) * no + o[:, 2]) * (HETERO_MAX_STAGES**3)
+    order += ((s[:, 0] - 1) * HETERO_MAX_STAGES + s[:, 1] - 1) * HETERO_MAX_STAGES + s[:, 2] - 1
+    return _Triples(
+        order=bi * _LEVEL_KEY + 2 * _PHASE_KEY + order,
+        bi=bi,
+        S=S,
+        o=o,
+        s=s,
+        n=n,
+        r=r,
+        tps=st.levels[bi] / T,
+        ms=S * T * 1e3,
+        ttft=0.5 * S * T + st.chunks[bi] * S * T_c,  # serving.closed_ttft
+        power=watts,
+        cnt=s * st.tp[o],
+    )
+
+
+def _triples_kept(
+    st: _Setting,
+    tri: _Triples,
+    need: npt.NDArray[np.int64],
+    backed: npt.NDArray[np.int64] | None,
+    *,
+    for_mix: bool,
+    most: int | None,
+) -> npt.NDArray[np.int64]:
+    """Indices of the three-type candidates no other of the same device types, hosts and
+    calibration backing beats (dominated: no more of each device, no more power, at least the
+    tokens/s and sequences), in generation order. Host dominance across host sets
+    (_host_dominated) is not applied: keeping more designs is sound."""
+    ids = [o.device.id for o in st.opts]
+    rank_of = {d: i for i, d in enumerate(sorted(set(ids)))}
+    rank = np.array([rank_of[d] for d in ids], dtype=np.int64)[tri.o]
+    by = np.argsort(rank, axis=1, kind="stable")  # the signature lists device ids in order
+    rank = np.take_along_axis(rank, by, axis=1)
+    hosts = np.take_along_axis(need[tri.o], by, axis=1)
+    cnt = np.take_along_axis(tri.cnt, by, axis=1)
+    tps, conc, slower = _competing(st, tri.bi, tri.S, tri.ms, tri.ttft, tri.tps, for_mix, most)
+    nd, nh = len(rank_of), int(need.max(initial=0)) + 1
+    group = np.zeros(len(tri.bi), dtype=np.int64)
+    for j in range(3):
+        group = (group * nd + rank[:, j]) * nh + hosts[:, j]
+    if backed is not None:
+        group = group * 2 + backed
+    counts = [cnt[:, 0], cnt[:, 1], cnt[:, 2], *slower]
+    keep = np.flatnonzero(~dominated(group, counts, tri.power, tps, conc, tri.order))
+    return keep[np.argsort(tri.order[keep], kind="stable")]
+
+
+def _materialize_triples(st: _Setting, tri: _Triples, idx: npt.NDArray[np.int64]) -> list[Design]:
+    """Design objects for the three-type candidates at `idx`: the first kind's stages, the
+    second's, then the third's, its fuller stages first."""
+    ids = [o.device.id for o in st.opts]
+    engines = [r.engine for r in st.runtimes]
+    out = []
+    for i in idx.tolist():
+        (o1, o2, o3), (s1, s2, s3), (n1, n2, q) = (
+            tri.o[i].tolist(),
+            tri.s[i].tolist(),
+            tri.n[i].tolist(),
+        )
+        r = int(tri.r[i])
+        op = st.opts
+        stages = (
+            (Stage(ids[o1], op[o1].tp, n1, op[o1].dense),) * s1
+            + (Stage(ids[o2], op[o2].tp, n2, op[o2].dense),) * s2
+            + (Stage(ids[o3], op[o3].tp, q + 1, op[o3].dense),) * r
+            + (Stage(ids[o3], op[o3].tp, q, op[o3].dense),) * (s3 - r)
+        )
+        devices = dict(zip((ids[o1], ids[o2], ids[o3]), tri.cnt[i].tolist(), strict=True))
+        b = int(st.levels[tri.bi[i]])
+        S = int(tri.S[i])
+        add = Design(
+            st.w.name,
+            b,
+            stages,
+            1,
+            float(tri.tps[i]),
+            b * S,
+            float(tri.ms[i]),
+            float(tri.ttft[i]),
+            float(tri.power[i]),
+            devices,
+            engines[o1],
+        )
+        out.append(add)
+    return out
+
+
 def _materialize(st: _Setting, cand: _Candidates, idx: npt.NDArray[np.int64]) -> list[Design]:
     """Design objects for the candidates at `idx`, in that order (stages are immutable and
     shared between designs)."""
@@ -839,15 +1187,23 @@ def _materialize(st: _Setting, cand: _Candidates, idx: npt.NDArray[np.int64]) ->
 
 def _within_ceilings(w: InferenceWorkload, cand: _Candidates) -> _Candidates:
     """The candidates that meet the workload's latency ceilings (closed load)."""
-    ok = np.ones(len(cand.order), dtype=bool)
+    return cand.take(_meets_ceilings(w, cand.ms, cand.ttft))
+
+
+def _meets_ceilings(
+    w: InferenceWorkload, ms: npt.NDArray[np.float64], ttft: npt.NDArray[np.float64]
+) -> npt.NDArray[np.bool_]:
+    """Per candidate (its time per token and first-token time), whether it meets the
+    workload's latency ceilings (closed load)."""
+    ok = np.ones(len(ms), dtype=bool)
     if w.max_ms_per_token is not None:
-        ok &= ~(cand.ms > w.max_ms_per_token)
+        ok &= ~(ms > w.max_ms_per_token)
     if w.max_ttft_s is not None:
-        ok &= ~(cand.ttft > w.max_ttft_s)
+        ok &= ~(ttft > w.max_ttft_s)
     if w.max_e2e_s is not None and w.request_mix is None:
         # Closed load: first token, then the rest of the answer at the time per token.
-        ok &= ~(cand.ttft + (w.output_tokens - 1) * cand.ms / 1e3 > w.max_e2e_s)
-    return cand.take(ok)
+        ok &= ~(ttft + (w.output_tokens - 1) * ms / 1e3 > w.max_e2e_s)
+    return ok
 
 
 def _with_runtimes(st: _Setting, cat: Catalog, runtimes: list[Runtime]) -> _Setting:
@@ -888,21 +1244,7 @@ def _pruned_order(
     second = np.where(two, np.where(swap, ra, rb) + 1, 0)
     c1 = np.where(swap, cand.cnt2, cand.cnt1)
     c2 = np.where(swap, cand.cnt1, cand.cnt2)
-    conc = st.levels[cand.bi] * cand.S
-    tps = cand.tps
-    # Where the sequences that exist are few (a stated concurrency, C at the busiest period),
-    # each makes a token per time per token (Little's law): a replica serves at most
-    # min(slots, C) of them, at min(slots, C) / time per token, so those are the figures it
-    # competes on, with the time per token itself (its rank: less is better). A design with
-    # more slots and tokens/s but a slower token no longer replaces a faster one.
-    slower: list[npt.NDArray[np.int64]] = []
-    if not for_mix and most is not None:
-        conc = np.minimum(conc, most)
-        tps = conc * 1000.0 / cand.ms
-        slower = [_rank(cand.ms)]
-    if for_mix:
-        ttft_rank = np.unique(cand.ttft, return_inverse=True)[1].astype(np.int64)
-        conc = int(ttft_rank.max(initial=0)) - ttft_rank
+    tps, conc, slower = _competing(st, cand.bi, cand.S, cand.ms, cand.ttft, cand.tps, for_mix, most)
     kind = first * (len(rank_of) + 1) + second
     if backed is not None:  # per candidate: 1 where the calibration backs it (risk margin)
         kind = kind * 2 + backed
@@ -924,6 +1266,36 @@ def _pruned_order(
     keys = [cand.order, -conc, -cand.tps, cand.power, c2, c1]
     keys += [-cand.tps, cand.S, st.levels[cand.bi], second, first]
     return keep[np.lexsort([k[keep] for k in keys])]
+
+
+def _competing(
+    st: _Setting,
+    bi: npt.NDArray[np.int64],
+    S: npt.NDArray[np.int64],
+    ms: npt.NDArray[np.float64],
+    ttft: npt.NDArray[np.float64],
+    tps: npt.NDArray[np.float64],
+    for_mix: bool,
+    most: int | None,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], list[npt.NDArray[np.int64]]]:
+    """(tokens/s, sequences, further counts) candidates compete on in pruning.
+
+    Where the sequences that exist are few (a stated concurrency, C at the busiest period),
+    each makes a token per time per token (Little's law): a replica serves at most
+    min(slots, C) of them, at min(slots, C) / time per token, so those are the figures it
+    competes on, with the time per token itself (its rank: less is better). A design with
+    more slots and tokens/s but a slower token no longer replaces a faster one. For a request
+    mix the first-token time's rank stands for the sequences (the soonest ranks highest)."""
+    conc = st.levels[bi] * S
+    slower: list[npt.NDArray[np.int64]] = []
+    if not for_mix and most is not None:
+        conc = np.minimum(conc, most)
+        tps = conc * 1000.0 / ms
+        slower = [_rank(ms)]
+    if for_mix:
+        ttft_rank = np.unique(ttft, return_inverse=True)[1].astype(np.int64)
+        conc = int(ttft_rank.max(initial=0)) - ttft_rank
+    return tps, conc, slower
 
 
 def _rank(x: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:

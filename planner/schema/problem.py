@@ -597,7 +597,9 @@ class Constraints(ProblemModel):
         "eth-100g", description="Link id between nodes (pipeline hops, gradients)."
     )
     heterogeneous_pipelines: StrictBool = Field(
-        True, description="Allow two device types in one replica."
+        True,
+        description="Allow two device types in one replica (three where the problem owns three "
+        "or more device types the workload may use).",
     )
     cross_stack_pipelines: StrictBool = Field(
         False,
