@@ -6,8 +6,8 @@ pools it equals an exhaustive search that knows nothing of CP-SAT or the pruning
   at work never raises the proved throughput, one fewer of a kind left idle leaves it as it is,
   and one machine more of any kind never lowers it (one more of the idle kind, a T4, leaves it
   as it is: nine T4s cannot hold the 16-bit model, and every A100 and L4 is at work).
-- On pools of at most 8 machines of 2-3 kinds (models whose replicas span several machines; in
-  one, only a pipeline of all three kinds holds the model), the exhaustive search takes every
+- On pools of at most 8 machines of 2-4 kinds (models whose replicas span several machines; in
+  two, only a pipeline of all three, or all four, kinds holds the model), the exhaustive search takes every
   replica design the estimator offers, unpruned
   (`inference_designs(prune=False)`), and every multiset of replicas that fits the inventory.
   Throughput counts as the model counts it under a stated concurrency (planner.model.quantities,
@@ -137,8 +137,10 @@ SMALL_POOLS: list[tuple[dict[str, int], str, str, int | None, float, float]] = [
     ({"rtx-3090": 2, "t4": 6}, "llama-3.1-8b", "fp16", 24, 10.0, 0.2),
     ({"l4": 3, "t4": 3}, "llama-3.1-8b", "fp16", 4, 1.0, 1.0),
     ({"rtx-4090": 2, "l40s": 1, "t4": 3}, "llama-3.1-70b", "awq-int4", 12, 10.0, 0.2),
-    # Only a pipeline of all three kinds holds the 16-bit model (tests/test_three_type_pipelines.py)
+    # Only a pipeline of all three kinds holds the 16-bit model (tests/test_pipelines_of_many_types.py)
     ({"a100-40gb-pcie": 2, "l4": 2, "t4": 3}, "llama-2-70b", "fp16", 8, 1.0, 1.0),
+    # ... and one of all four kinds (tests/test_pipelines_of_many_types.py)
+    ({"a100-40gb-pcie": 1, "l4": 2, "rtx-3090": 2, "t4": 2}, "llama-2-70b", "fp16", 4, 1.0, 1.0),
 ]
 # The same kind of pools with `concurrency: unbounded` (every slot of every replica counts).
 UNBOUNDED_POOLS = [0, 2, 5]

@@ -1,6 +1,6 @@
 """Enumerate replica designs for each workload from estimator tables (no solver here).
 
-Long because the vectorized enumeration (homogeneous, two-type and three-type pipelines, the
+Long because the vectorized enumeration (pipelines of one, two, three and four device types, the
 best layer split and pruning) shares private column types that splitting would have to export.
 
 Serving model (stated, and re-checked by the verifier): a workload runs R replicas, each a
@@ -72,8 +72,8 @@ from planner.schema.problem import MAX_DEVICES, InferenceWorkload, Problem
 BATCH_LEVELS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
 HETERO_TOP = 6  # options per batch level paired into two-type pipelines
 HETERO_MAX_STAGES = 4  # stages per type in a two-type (or three-type) pipeline
-TRIPLE_TOP = 3  # owned options per batch level drawn into three-type pipelines ...
-TRIPLE_SMALL = 1  # ... and owned options too small to serve alone
+MIXED_TOP = 3  # owned options per batch level drawn into pipelines of three or more types ...
+MIXED_SMALL = 1  # ... and owned options too small to serve alone
 
 
 Role = Literal["both", "prefill", "decode"]
@@ -355,11 +355,11 @@ def inference_designs(
         order = _pruned_order(st, cand, need, calibrated, for_mix=for_mix, holds=holds, most=most)
         out = _materialize(st, cand, order)
     if pairs is not None:
-        out += _triple_designs(st, cat, problem, parts[0], pairs, out, prune=prune, for_mix=for_mix)
+        out += _mixed_designs(st, cat, problem, parts[0], pairs, out, prune=prune, for_mix=for_mix)
     return backed(out, cat, c.min_confidence)
 
 
-def _triple_designs(
+def _mixed_designs(
     st: _Setting,
     cat: Catalog,
     problem: Problem,
@@ -370,18 +370,17 @@ def _triple_designs(
     prune: bool,
     for_mix: bool,
 ) -> list[Design]:
-    """Pipelines of three device types, where the problem owns three or more of the types the
-    workload may use (a pool of leftovers; where devices are bought, more of the best type
-    serves): every option of an owned type at each batch level's top (_three_type), within
-    the latency ceilings; with `prune`, those no other of the same types and hosts beats, nor
-    one of the designs of fewer types kept (`fewer`: beaten_by_fewer_types)."""
+    """Pipelines of three and of four device types, where the problem owns at least that many
+    of the types the workload may use (a pool of leftovers; where devices are bought, more of
+    the best type serves): options of owned types at each batch level's top (_k_type), within
+    the latency ceilings and the devices owned; with `prune`, those no other of the same types
+    and hosts beats, nor one of fewer types kept (`fewer`, then the three-type designs kept,
+    for four types: beaten_by_fewer_types)."""
     c = problem.constraints
     owned_ids = {o.device for o in c.inventory}
     owned = np.array([o.device.id in owned_ids for o in st.opts], dtype=bool)
-    if len({o.device.id for o in st.opts if o.device.id in owned_ids}) < 3:
-        return []
-    tri = _three_type(st, homog, c.max_stages, ok, owned)
-    # A replica of three types runs on premises (a rented one has one type: model.variables),
+    kinds = len({o.device.id for o in st.opts if o.device.id in owned_ids})
+    # A replica of several types runs on premises (a rented one has one type: model.variables),
     # so it holds no more of a type than is owned, unless the type can be bought.
     held: dict[str, int] = {}
     for inv in c.inventory:
@@ -396,24 +395,41 @@ def _triple_designs(
         ],
         dtype=np.int64,
     )
-    tri = tri.take(
-        _meets_ceilings(st.w, tri.ms, tri.ttft) & (tri.cnt <= most_of[tri.o]).all(axis=1)
-    )
-    if not prune:
-        return _materialize_triples(st, tri, np.argsort(tri.order, kind="stable"))
-    needs = [holding_hosts(cat, problem, o.device, o.tp, o.dense) for o in st.opts]
-    rank = {k: i for i, k in enumerate(sorted(set(needs)))}
-    need = np.array([rank[k] for k in needs], dtype=np.int64)
-    calibrated = _backed(st, tri.o, tri.bi, cat, problem) if c.risk_margin > 0 else None
     w = st.w
     most = None if w.concurrency is None else math.ceil(w.concurrency * peak_scale(problem) - 1e-9)
-    keep = _triples_kept(st, tri, need, calibrated, for_mix=for_mix, most=most)
-    made = _materialize_triples(st, tri, keep)
-    backing = [True] * len(fewer) + [True] * len(made)
-    if c.risk_margin > 0:  # under a margin, designs compete among their own backing
+    needs = [holding_hosts(cat, problem, o.device, o.tp, o.dense) for o in st.opts]
+    rank = {key: i for i, key in enumerate(sorted(set(needs)))}
+    need = np.array([rank[key] for key in needs], dtype=np.int64)
+    out: list[Design] = []
+    for k in range(3, min(kinds, MIXED_TOP + MIXED_SMALL) + 1):
+        mx = _k_type(st, homog, c.max_stages, ok, owned, k)
+        mx = mx.take(_meets_ceilings(w, mx.ms, mx.ttft) & (mx.cnt <= most_of[mx.o]).all(axis=1))
+        if not prune:
+            out += _materialize_mixed(st, mx, np.argsort(mx.order, kind="stable"))
+            continue
+        calibrated = _backed(st, mx.o, mx.bi, cat, problem) if c.risk_margin > 0 else None
+        made = _materialize_mixed(
+            st, mx, _mixed_kept(st, mx, need, calibrated, for_mix=for_mix, most=most)
+        )
+        out += _unbeaten(made, fewer + out, cat, c.risk_margin, most, for_mix)
+    return out
+
+
+def _unbeaten(
+    made: list[Design],
+    fewer: list[Design],
+    cat: Catalog,
+    risk_margin: float,
+    most: int | None,
+    for_mix: bool,
+) -> list[Design]:
+    """The designs of `made` no design of `fewer` (fewer device types) beats; under a risk
+    margin, designs compete among those of their own calibration backing."""
+    backing = [True] * (len(fewer) + len(made))
+    if risk_margin > 0:
         backing = [
             kept_share(
-                c.risk_margin,
+                risk_margin,
                 design_confidence(
                     cat, [cat.accelerator(x) for x in sorted(d.devices)], d.engine, d.batch
                 ).label,
@@ -424,25 +440,25 @@ def _triple_designs(
     gone: set[int] = set()
     for kind in (False, True):
         few = [d for d, b in zip(fewer, backing[: len(fewer)], strict=True) if b == kind]
-        three = [d for d, b in zip(made, backing[len(fewer) :], strict=True) if b == kind]
-        beaten = beaten_by_fewer_types(three, few, most, for_mix)
-        gone |= {id(d) for d, b in zip(three, beaten, strict=True) if b}
+        mine = [d for d, b in zip(made, backing[len(fewer) :], strict=True) if b == kind]
+        beaten = beaten_by_fewer_types(mine, few, most, for_mix)
+        gone |= {id(d) for d, b in zip(mine, beaten, strict=True) if b}
     return [d for d in made if id(d) not in gone]
 
 
 def beaten_by_fewer_types(
-    triples: list[Design],
+    mixed: list[Design],
     others: list[Design],
     most: int | None,
     for_mix: bool,
 ) -> list[bool]:
-    """Per three-type design, whether a design of fewer device types beats it: no more of any
+    """Per design of `mixed`, whether a design of `others` (of fewer device types) beats it: no more of any
     device, each of its types at the same degree and chassis (so in the same hosts), no more
     power, at least the tokens/s and sequences it competes on (_competing: with a stated
     concurrency, those it can serve and no slower a token; for a request mix, no later a first
     token). Sound as _prune is: every replica of the beaten design can be swapped for one of
     the other without needing more of anything or serving less."""
-    types = sorted({x for d in (*triples, *others) for x in d.devices})
+    types = sorted({x for d in (*mixed, *others) for x in d.devices})
     col = {x: i for i, x in enumerate(types)}
 
     def figures(ds: list[Design]) -> tuple[npt.NDArray[np.float64], ...]:
@@ -463,12 +479,12 @@ def beaten_by_fewer_types(
         slow = ms if not for_mix and most is not None else np.zeros(len(ds))
         return cnt, opt, np.array([d.power_w for d in ds]), -tps, -conc, late, slow
 
-    if not triples or not others:
-        return [False] * len(triples)
+    if not mixed or not others:
+        return [False] * len(mixed)
     c_o, o_o, *rest_o = figures(others)
-    c_t, o_t, *rest_t = figures(triples)
+    c_t, o_t, *rest_t = figures(mixed)
     out = []
-    for i in range(len(triples)):
+    for i in range(len(mixed)):
         ok = (c_o <= c_t[i]).all(axis=1) & ((o_o == o_t[i]) | (o_o < 0)).all(axis=1)
         for a, b in zip(rest_o, rest_t, strict=True):
             ok &= a <= b[i]
@@ -924,10 +940,10 @@ def _best_split_exhaustive(
 
 
 @dataclass
-class _Triples(_Columns):
-    """Three-type pipelines: for type j = 0, 1, 2 (columns of the (n, 3) arrays), s[:, j]
-    stages of option o[:, j]; the first two kinds hold n[:, j] layers a stage, the third
-    shares the rest: r of its stages hold n[:, 2] + 1 layers, the others n[:, 2]."""
+class _Mixed(_Columns):
+    """Pipelines of k device types (k >= 3): for type j (column j of the (n, k) arrays), s[:, j]
+    stages of option o[:, j]; every kind but the last holds n[:, j] layers a stage, the last
+    shares the rest: r of its stages hold n[:, -1] + 1 layers, the others n[:, -1]."""
 
     o: npt.NDArray[np.int64]
     s: npt.NDArray[np.int64]
@@ -936,15 +952,15 @@ class _Triples(_Columns):
     cnt: npt.NDArray[np.int64]
 
 
-def _no_triples() -> _Triples:
-    i, f, i3 = np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros((0, 3), dtype=np.int64)
-    return _Triples(order=i, bi=i, S=i, tps=f, ms=f, ttft=f, power=f, o=i3, s=i3, n=i3, r=i, cnt=i3)
+def _no_mixed(k: int) -> _Mixed:
+    i, f, ik = np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros((0, k), dtype=np.int64)
+    return _Mixed(order=i, bi=i, S=i, tps=f, ms=f, ttft=f, power=f, o=ik, s=ik, n=ik, r=i, cnt=ik)
 
 
-def _triple_pool(st: _Setting, homog: _Candidates, owned: npt.NDArray[np.bool_]) -> list[list[int]]:
-    """Per batch level, the owned options three-type pipelines draw from: the TRIPLE_TOP
-    cheapest per token/s of their best homogeneous design at that level, then up to
-    TRIPLE_SMALL owned options too small to serve alone (the leftovers a third type uses)."""
+def _mixed_pool(st: _Setting, homog: _Candidates, owned: npt.NDArray[np.bool_]) -> list[list[int]]:
+    """Per batch level, the owned options pipelines of three or more types draw from: the
+    MIXED_TOP cheapest per token/s of their best homogeneous design at that level, then up to
+    MIXED_SMALL owned options too small to serve alone (the leftovers another type uses)."""
     nb, no = st.tau.shape
     value = st.price[homog.o1] * homog.cnt1 / homog.tps
     best = np.full((nb, no), math.inf)
@@ -955,48 +971,48 @@ def _triple_pool(st: _Setting, homog: _Candidates, owned: npt.NDArray[np.bool_])
     for lv in range(nb):
         ranked = [o for o in np.argsort(best[lv], kind="stable").tolist() if present[lv, o]]
         small = [o for o in range(no) if not present[lv, o] and st.cap[lv, :, o].any()]
-        pick = [o for o in ranked if owned[o]][:TRIPLE_TOP]
-        out.append(pick + [o for o in small if owned[o]][:TRIPLE_SMALL])
+        pick = [o for o in ranked if owned[o]][:MIXED_TOP]
+        out.append(pick + [o for o in small if owned[o]][:MIXED_SMALL])
     return out
 
 
-def _three_type(
+def _k_type(
     st: _Setting,
     homog: _Candidates,
     max_stages: int,
     pair_ok: npt.NDArray[np.bool_],
     owned: npt.NDArray[np.bool_],
-) -> _Triples:
-    """Pipelines of three owned device types: s1, s2, s3 stages (1 to HETERO_MAX_STAGES each,
-    within max_stages), every stage at or under the least time T at which the three kinds
-    together hold the model. At a time T a stage of option o holds at most
-    min(cap, floor((T - fixed) / tau)) layers, which only grows with T, so the least T is found
-    by bisection; the first two kinds then hold their most, the third the rest (each stage at
-    least one layer, taken back from the second kind, then the first, where the third would
-    hold none). Types are unordered: blocks are identical, so the order of the stages changes
-    no figure.
+    k: int,
+) -> _Mixed:
+    """Pipelines of k owned device types: s_j stages of each (1 to HETERO_MAX_STAGES, within
+    max_stages), every stage at or under the least time T at which the k kinds together hold
+    the model. At a time T a stage of option o holds at most min(cap, floor((T - fixed) / tau))
+    layers, which only grows with T, so the least T is found by bisection; every kind but the
+    last then holds its most and the last the rest (each stage at least one layer, taken back
+    from the kinds before it, the latest first, where the last would hold none). Types are
+    unordered: blocks are identical, so the order of the stages changes no figure.
 
     Long because the split, the figures and the columns share their index arrays."""
     L = st.m.num_layers
-    dev_of = np.array([o.device.id for o in st.opts])
-    rows: list[tuple[int, int, int, int]] = []
-    for lv, pool in enumerate(_triple_pool(st, homog, owned)):
-        for a, b, c in itertools.combinations(sorted(pool), 3):
-            if len({dev_of[a], dev_of[b], dev_of[c]}) == 3 and (
-                pair_ok[a, b] and pair_ok[a, c] and pair_ok[b, c]
+    dev_of = [o.device.id for o in st.opts]
+    rows: list[tuple[int, ...]] = []
+    for lv, pool in enumerate(_mixed_pool(st, homog, owned)):
+        for combo in itertools.combinations(sorted(pool), k):
+            if len({dev_of[a] for a in combo}) == k and all(
+                pair_ok[a, b] for a, b in itertools.combinations(combo, 2)
             ):
-                rows.append((lv, a, b, c))
+                rows.append((lv, *combo))
     counts = [
         x
-        for x in itertools.product(range(1, HETERO_MAX_STAGES + 1), repeat=3)
+        for x in itertools.product(range(1, HETERO_MAX_STAGES + 1), repeat=k)
         if sum(x) <= max_stages
     ]
     if not rows or not counts:
-        return _no_triples()
+        return _no_mixed(k)
     base = np.array(rows, dtype=np.int64)
     sc = np.array(counts, dtype=np.int64)
-    k = np.repeat(np.arange(len(base)), len(sc))
-    bi, o = base[k, 0], base[k, 1:]
+    at = np.repeat(np.arange(len(base)), len(sc))
+    bi, o = base[at, 0], base[at, 1:]
     s = np.tile(sc, (len(base), 1))
     S = s.sum(axis=1)
     tau = st.tau[bi[:, None], o]
@@ -1014,38 +1030,37 @@ def _three_type(
         ok = ((s * most(mid)).sum(axis=1) >= L) & (most(mid) > 0).all(axis=1)
         hi, lo = np.where(ok, mid, hi), np.where(ok, lo, mid)
     n = most(hi)
-    rest = L - s[:, 0] * n[:, 0] - s[:, 1] * n[:, 1]
-    for j in (1, 0):  # the third kind's stages hold a layer each: take back from the others
-        need = np.maximum(s[:, 2] - rest, 0)
+    last = k - 1
+    rest = L - (s[:, :last] * n[:, :last]).sum(axis=1)
+    for j in range(last - 1, -1, -1):  # the last kind's stages hold a layer each
+        need = np.maximum(s[:, last] - rest, 0)
         back = np.minimum(n[:, j] - 1, _ceil_div(need, s[:, j]))
         n[:, j] -= back
         rest += back * s[:, j]
-    q, r = rest // s[:, 2], rest % s[:, 2]
+    q, r = rest // s[:, last], rest % s[:, last]
     top = q + (r > 0)
-    keep = fits & (rest >= s[:, 2]) & (top <= cap[:, 2]) & (n[:, :2] >= 1).all(axis=1)
+    keep = fits & (rest >= s[:, last]) & (top <= cap[:, last]) & (n[:, :last] >= 1).all(axis=1)
     bi, o, s, n, S, q, r, top = (x[keep] for x in (bi, o, s, n, S, q, r, top))
-    n[:, 2] = q
-    lay = np.stack([n[:, 0], n[:, 1], top], axis=1)  # the fullest stage of each kind
+    n[:, last] = q
+    lay = np.concatenate([n[:, :last], top[:, None]], axis=1)  # each kind's fullest stage
     fix = st.fixed[bi[:, None], o]
     hop = st.hop[bi] + st.hop_extra[o].max(axis=1)
     T_c = (lay * st.tau_c[bi[:, None], o] + fix).max(axis=1) + hop
     T_d = (lay * st.tau_d[bi[:, None], o] + fix).max(axis=1) + hop
     T = (1.0 - st.share[bi]) * T_d + st.share[bi] * T_c
     watts = np.zeros(len(bi))
-    third = o[:, 2]
-    for oo, layers, cnt in (
-        (o[:, 0], n[:, 0], s[:, 0]),
-        (o[:, 1], n[:, 1], s[:, 1]),
-        (third, q + 1, r),
-        (third, q, s[:, 2] - r),
-    ):
+    kinds = [(o[:, j], n[:, j], s[:, j]) for j in range(last)]
+    kinds += [(o[:, last], q + 1, r), (o[:, last], q, s[:, last] - r)]
+    for oo, layers, cnt in kinds:
         act = _activity(layers * (st.w_layer / st.tp[oo] + st.kv_read[bi, oo]), st.bandwidth[oo], T)
         watts = watts + power_w(st.tdp_w[oo], st.idle_w[oo], act, st.floor[oo]) * cnt * st.tp[oo]
-    no = st.tau.shape[1]
-    order = ((o[:, 0] * no + o[:, 1]) * no + o[:, 2]) * (HETERO_MAX_STAGES**3)
-    order += ((s[:, 0] - 1) * HETERO_MAX_STAGES + s[:, 1] - 1) * HETERO_MAX_STAGES + s[:, 2] - 1
-    return _Triples(
-        order=bi * _LEVEL_KEY + 2 * _PHASE_KEY + order,
+    order = np.zeros(len(bi), dtype=np.int64)
+    for j in range(k):
+        order = order * st.tau.shape[1] + o[:, j]
+    for j in range(k):
+        order = order * HETERO_MAX_STAGES + s[:, j] - 1
+    return _Mixed(
+        order=bi * _LEVEL_KEY + _PHASE_KEY + order,
         bi=bi,
         S=S,
         o=o,
@@ -1060,75 +1075,72 @@ def _three_type(
     )
 
 
-def _triples_kept(
+def _mixed_kept(
     st: _Setting,
-    tri: _Triples,
+    mx: _Mixed,
     need: npt.NDArray[np.int64],
     backed: npt.NDArray[np.int64] | None,
     *,
     for_mix: bool,
     most: int | None,
 ) -> npt.NDArray[np.int64]:
-    """Indices of the three-type candidates no other of the same device types, hosts and
+    """Indices of the candidates of k types that no other of the same device types, hosts and
     calibration backing beats (dominated: no more of each device, no more power, at least the
     tokens/s and sequences), in generation order. Host dominance across host sets
     (_host_dominated) is not applied: keeping more designs is sound."""
     ids = [o.device.id for o in st.opts]
     rank_of = {d: i for i, d in enumerate(sorted(set(ids)))}
-    rank = np.array([rank_of[d] for d in ids], dtype=np.int64)[tri.o]
+    rank = np.array([rank_of[d] for d in ids], dtype=np.int64)[mx.o]
     by = np.argsort(rank, axis=1, kind="stable")  # the signature lists device ids in order
     rank = np.take_along_axis(rank, by, axis=1)
-    hosts = np.take_along_axis(need[tri.o], by, axis=1)
-    cnt = np.take_along_axis(tri.cnt, by, axis=1)
-    tps, conc, slower = _competing(st, tri.bi, tri.S, tri.ms, tri.ttft, tri.tps, for_mix, most)
+    hosts = np.take_along_axis(need[mx.o], by, axis=1)
+    cnt = np.take_along_axis(mx.cnt, by, axis=1)
+    tps, conc, slower = _competing(st, mx.bi, mx.S, mx.ms, mx.ttft, mx.tps, for_mix, most)
     nd, nh = len(rank_of), int(need.max(initial=0)) + 1
-    group = np.zeros(len(tri.bi), dtype=np.int64)
-    for j in range(3):
+    group = np.zeros(len(mx.bi), dtype=np.int64)
+    for j in range(mx.o.shape[1]):
         group = (group * nd + rank[:, j]) * nh + hosts[:, j]
     if backed is not None:
         group = group * 2 + backed
-    counts = [cnt[:, 0], cnt[:, 1], cnt[:, 2], *slower]
-    keep = np.flatnonzero(~dominated(group, counts, tri.power, tps, conc, tri.order))
-    return keep[np.argsort(tri.order[keep], kind="stable")]
+    counts = [*cnt.T, *slower]
+    keep = np.flatnonzero(~dominated(group, counts, mx.power, tps, conc, mx.order))
+    return keep[np.argsort(mx.order[keep], kind="stable")]
 
 
-def _materialize_triples(st: _Setting, tri: _Triples, idx: npt.NDArray[np.int64]) -> list[Design]:
-    """Design objects for the three-type candidates at `idx`: the first kind's stages, the
-    second's, then the third's, its fuller stages first."""
+def _materialize_mixed(st: _Setting, mx: _Mixed, idx: npt.NDArray[np.int64]) -> list[Design]:
+    """Design objects for the candidates of k types at `idx`: each kind's stages in turn, the
+    last kind's fuller stages first."""
     ids = [o.device.id for o in st.opts]
     engines = [r.engine for r in st.runtimes]
     out = []
     for i in idx.tolist():
-        (o1, o2, o3), (s1, s2, s3), (n1, n2, q) = (
-            tri.o[i].tolist(),
-            tri.s[i].tolist(),
-            tri.n[i].tolist(),
+        o, s, n = mx.o[i].tolist(), mx.s[i].tolist(), mx.n[i].tolist()
+        r = int(mx.r[i])
+        stages: tuple[Stage, ...] = ()
+        for j, (oj, sj, nj) in enumerate(zip(o, s, n, strict=True)):
+            opt = st.opts[oj]
+            if j == len(o) - 1:
+                fuller = (Stage(ids[oj], opt.tp, nj + 1, opt.dense),) * r
+                stages += fuller + (Stage(ids[oj], opt.tp, nj, opt.dense),) * (sj - r)
+            else:
+                stages += (Stage(ids[oj], opt.tp, nj, opt.dense),) * sj
+        devices = dict(zip((ids[x] for x in o), mx.cnt[i].tolist(), strict=True))
+        b = int(st.levels[mx.bi[i]])
+        out.append(
+            Design(
+                st.w.name,
+                b,
+                stages,
+                1,
+                float(mx.tps[i]),
+                b * int(mx.S[i]),
+                float(mx.ms[i]),
+                float(mx.ttft[i]),
+                float(mx.power[i]),
+                devices,
+                engines[o[0]],
+            )
         )
-        r = int(tri.r[i])
-        op = st.opts
-        stages = (
-            (Stage(ids[o1], op[o1].tp, n1, op[o1].dense),) * s1
-            + (Stage(ids[o2], op[o2].tp, n2, op[o2].dense),) * s2
-            + (Stage(ids[o3], op[o3].tp, q + 1, op[o3].dense),) * r
-            + (Stage(ids[o3], op[o3].tp, q, op[o3].dense),) * (s3 - r)
-        )
-        devices = dict(zip((ids[o1], ids[o2], ids[o3]), tri.cnt[i].tolist(), strict=True))
-        b = int(st.levels[tri.bi[i]])
-        S = int(tri.S[i])
-        add = Design(
-            st.w.name,
-            b,
-            stages,
-            1,
-            float(tri.tps[i]),
-            b * S,
-            float(tri.ms[i]),
-            float(tri.ttft[i]),
-            float(tri.power[i]),
-            devices,
-            engines[o1],
-        )
-        out.append(add)
     return out
 
 

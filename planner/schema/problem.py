@@ -598,8 +598,8 @@ class Constraints(ProblemModel):
     )
     heterogeneous_pipelines: StrictBool = Field(
         True,
-        description="Allow two device types in one replica (three where the problem owns three "
-        "or more device types the workload may use).",
+        description="Allow two device types in one replica (three or four where the problem "
+        "owns that many device types the workload may use).",
     )
     cross_stack_pipelines: StrictBool = Field(
         False,

@@ -1,10 +1,14 @@
-"""Pipelines of three device types over owned machines (planner.estimator.designs._three_type).
+"""Pipelines of three and four device types over owned machines (planner.estimator.designs._k_type).
 
-The pool: 2 A100 40GB, 2 L4 and 3 T4, one GPU per machine, serving Llama 2 70B in 16-bit
-(138 GB of weights). Usable memory (0.9 of each card): 2 x 36 + 2 x 21.6 + 3 x 14.4 = 158 GB
-for all seven, while the best two kinds hold at most 2 x 36 + 2 x 21.6 = 115 GB: only a
-pipeline of all three kinds holds the model. (The exhaustive search of
-tests/test_pool_optimality.py takes the same pool.)
+The pools serve Llama 2 70B in 16-bit (138 GB of weights), one GPU per machine; usable memory is
+0.9 of each card.
+- Three kinds: 2 A100 40GB, 2 L4 and 3 T4: 2 x 36 + 2 x 21.6 + 3 x 14.4 = 158 GB for all seven,
+  while the best two kinds hold at most 2 x 36 + 2 x 21.6 = 115 GB: only a pipeline of all
+  three kinds holds the model. (The exhaustive search of tests/test_pool_optimality.py takes
+  the same pool.)
+- Four kinds, at most 8 stages: 1 A100 40GB, 2 L4, 2 RTX 3090 and 2 T4: 36 + 43.2 + 43.2 +
+  28.8 = 151 GB for all seven; any three kinds hold at most 36 + 43.2 + 43.2 = 122 GB. The T4s
+  cannot serve alone in 8 stages (115 GB), which puts them beside the three cheapest options.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from __future__ import annotations
 import itertools
 from functools import cache
 from typing import Any
+
+import pytest
 
 from planner.catalog import Catalog, load_catalog
 from planner.estimator.designs import allowed_devices, inference_designs
@@ -21,6 +27,7 @@ from planner.solve import solve_problem
 from planner.verify import verify
 
 COUNTS = {"a100-40gb-pcie": 2, "l4": 2, "t4": 3}
+FOUR = {"a100-40gb-pcie": 1, "l4": 2, "rtx-3090": 2, "t4": 2}
 
 
 @cache
@@ -28,7 +35,8 @@ def catalog() -> Catalog:
     return load_catalog()
 
 
-def pool(**constraints: Any) -> Problem:
+def pool(counts: dict[str, int] | None = None, sequences: int = 8, **constraints: Any) -> Problem:
+    counts = COUNTS if counts is None else counts
     doc: dict[str, Any] = {
         "name": "three-kinds",
         "workloads": [
@@ -41,13 +49,13 @@ def pool(**constraints: Any) -> Problem:
                 "context_tokens": 2048,
                 "prompt_tokens": 256,
                 "output_tokens": 256,
-                "concurrency": 8,
+                "concurrency": sequences,
             }
         ],
         "links": [{"id": "lab", "name": "lab", "bandwidth_gbit_s": 1, "latency_ms": 1}],
         "constraints": {
-            "allowed_devices": list(COUNTS),
-            "inventory": [{"device": d, "count": c} for d, c in COUNTS.items()],
+            "allowed_devices": list(counts),
+            "inventory": [{"device": d, "count": c} for d, c in counts.items()],
             "capex_usd": 0,
             "network": "lab",
             "max_tensor_parallel": 1,
@@ -59,8 +67,16 @@ def pool(**constraints: Any) -> Problem:
     return Problem.model_validate(doc)
 
 
-def test_only_three_kinds_together_hold_the_model_and_the_plan_uses_them() -> None:
-    problem = pool()
+# (machines per kind, stages at most, sequences at once): the four kinds' one pipeline of seven
+# stages holds 7 sequences at most (one per stage at its largest batch that fits)
+CASES = [(COUNTS, 16, 8), (FOUR, 8, 4)]
+
+
+@pytest.mark.parametrize(("counts", "stages", "sequences"), CASES, ids=["three", "four"])
+def test_only_all_kinds_together_hold_the_model_and_the_plan_uses_them(
+    counts: dict[str, int], stages: int, sequences: int
+) -> None:
+    problem = pool(counts, sequences, max_stages=stages)
     plan = solve_problem(problem, time_limit=60, cat=catalog())
     assert plan.status == Status.OPTIMAL, plan.notes
     (w,) = plan.workloads
@@ -68,7 +84,7 @@ def test_only_three_kinds_together_hold_the_model_and_the_plan_uses_them() -> No
     held: dict[str, int] = {}
     for s in w.stages:
         held[s.device] = held.get(s.device, 0) + s.tp
-    assert held == COUNTS  # one pipeline of all seven machines
+    assert held == counts  # one pipeline of all seven machines
     # contiguous layer ranges, first to last, every stage holding some
     ranges = [s.layers for s in w.stages]
     assert ranges[0][0] == 0 and ranges[-1][1] == catalog().model("llama-2-70b").num_layers - 1
@@ -77,8 +93,12 @@ def test_only_three_kinds_together_hold_the_model_and_the_plan_uses_them() -> No
     verify(plan, problem, catalog())  # raises where a constraint or figure does not hold
 
 
-def test_without_mixed_pipelines_the_pool_serves_nothing() -> None:
-    plan = solve_problem(pool(heterogeneous_pipelines=False), time_limit=60, cat=catalog())
+@pytest.mark.parametrize(("counts", "stages"), [(COUNTS, 16), (FOUR, 8)])
+def test_without_mixed_pipelines_the_pool_serves_nothing(
+    counts: dict[str, int], stages: int
+) -> None:
+    problem = pool(counts, heterogeneous_pipelines=False, max_stages=stages)
+    plan = solve_problem(problem, time_limit=60, cat=catalog())
     assert plan.status == Status.INFEASIBLE
 
 
@@ -100,8 +120,8 @@ def test_three_type_designs_respect_the_inventory_and_split_every_layer() -> Non
 
 
 def test_no_three_type_designs_where_the_devices_are_bought() -> None:
-    """Where nothing is owned, more of the best type serves: no three-type enumeration."""
-    problem = pool(inventory=[], capex_usd=1_000_000)
+    """Where nothing is owned, more of the best type serves: no pipelines of three types."""
+    problem = pool(FOUR, inventory=[], capex_usd=1_000_000, max_stages=8)
     w = problem.workloads[0]
     assert isinstance(w, InferenceWorkload)
     cat = catalog()
