@@ -71,7 +71,7 @@ from planner.schema.problem import MAX_DEVICES, InferenceWorkload, Problem
 # 1,000 sequences per 8 GPUs, so the ladder reaches past that).
 BATCH_LEVELS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
 HETERO_TOP = 6  # options per batch level paired into two-type pipelines
-HETERO_MAX_STAGES = 4  # stages per type in a two-type (or three-type) pipeline
+HETERO_MAX_STAGES = 4  # stages per type in a pipeline of two or more types
 MIXED_TOP = 3  # owned options per batch level drawn into pipelines of three or more types ...
 MIXED_SMALL = 1  # ... and owned options too small to serve alone
 
@@ -375,7 +375,7 @@ def _mixed_designs(
     the best type serves): options of owned types at each batch level's top (_k_type), within
     the latency ceilings and the devices owned; with `prune`, those no other of the same types
     and hosts beats, nor one of fewer types kept (`fewer`, then the three-type designs kept,
-    for four types: beaten_by_fewer_types)."""
+    for four types: _beaten_by_fewer_types)."""
     c = problem.constraints
     owned_ids = {o.device for o in c.inventory}
     owned = np.array([o.device.id in owned_ids for o in st.opts], dtype=bool)
@@ -441,20 +441,20 @@ def _unbeaten(
     for kind in (False, True):
         few = [d for d, b in zip(fewer, backing[: len(fewer)], strict=True) if b == kind]
         mine = [d for d, b in zip(made, backing[len(fewer) :], strict=True) if b == kind]
-        beaten = beaten_by_fewer_types(mine, few, most, for_mix)
+        beaten = _beaten_by_fewer_types(mine, few, most, for_mix)
         gone |= {id(d) for d, b in zip(mine, beaten, strict=True) if b}
     return [d for d in made if id(d) not in gone]
 
 
-def beaten_by_fewer_types(
+def _beaten_by_fewer_types(
     mixed: list[Design],
     others: list[Design],
     most: int | None,
     for_mix: bool,
 ) -> list[bool]:
-    """Per design of `mixed`, whether a design of `others` (of fewer device types) beats it: no more of any
-    device, each of its types at the same degree and chassis (so in the same hosts), no more
-    power, at least the tokens/s and sequences it competes on (_competing: with a stated
+    """Per design of `mixed`, whether a design of `others` (of fewer device types) beats it: no
+    more of any device, each of its types at the same degree and chassis (so in the same
+    hosts), no more power, at least the tokens/s and sequences it competes on (_competing: with a stated
     concurrency, those it can serve and no slower a token; for a request mix, no later a first
     token). Sound as _prune is: every replica of the beaten design can be swapped for one of
     the other without needing more of anything or serving less."""
@@ -1015,6 +1015,7 @@ def _k_type(
     bi, o = base[at, 0], base[at, 1:]
     s = np.tile(sc, (len(base), 1))
     S = s.sum(axis=1)
+    gen = np.arange(len(bi), dtype=np.int64)  # generation order: level, types, stage counts
     tau = st.tau[bi[:, None], o]
     fix = st.fixed[bi[:, None], o]
     cap = np.minimum(st.cap[bi[:, None], (S - 1)[:, None], o], L)
@@ -1040,7 +1041,7 @@ def _k_type(
     q, r = rest // s[:, last], rest % s[:, last]
     top = q + (r > 0)
     keep = fits & (rest >= s[:, last]) & (top <= cap[:, last]) & (n[:, :last] >= 1).all(axis=1)
-    bi, o, s, n, S, q, r, top = (x[keep] for x in (bi, o, s, n, S, q, r, top))
+    bi, o, s, n, S, q, r, top, gen = (x[keep] for x in (bi, o, s, n, S, q, r, top, gen))
     n[:, last] = q
     lay = np.concatenate([n[:, :last], top[:, None]], axis=1)  # each kind's fullest stage
     fix = st.fixed[bi[:, None], o]
@@ -1054,13 +1055,8 @@ def _k_type(
     for oo, layers, cnt in kinds:
         act = _activity(layers * (st.w_layer / st.tp[oo] + st.kv_read[bi, oo]), st.bandwidth[oo], T)
         watts = watts + power_w(st.tdp_w[oo], st.idle_w[oo], act, st.floor[oo]) * cnt * st.tp[oo]
-    order = np.zeros(len(bi), dtype=np.int64)
-    for j in range(k):
-        order = order * st.tau.shape[1] + o[:, j]
-    for j in range(k):
-        order = order * HETERO_MAX_STAGES + s[:, j] - 1
     return _Mixed(
-        order=bi * _LEVEL_KEY + _PHASE_KEY + order,
+        order=bi * _LEVEL_KEY + _PHASE_KEY + gen,
         bi=bi,
         S=S,
         o=o,
