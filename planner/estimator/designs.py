@@ -380,6 +380,8 @@ def _mixed_designs(
     owned_ids = {o.device for o in c.inventory}
     owned = np.array([o.device.id in owned_ids for o in st.opts], dtype=bool)
     kinds = len({o.device.id for o in st.opts if o.device.id in owned_ids})
+    if kinds < 3:
+        return []
     # A replica of several types runs on premises (a rented one has one type: model.variables),
     # so it holds no more of a type than is owned, unless the type can be bought.
     held: dict[str, int] = {}
