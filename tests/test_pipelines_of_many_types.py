@@ -1,14 +1,15 @@
 """Pipelines of three and four device types over owned machines (planner.estimator.designs._k_type).
 
-The pools serve Llama 2 70B in 16-bit (138 GB of weights), one GPU per machine; usable memory is
-0.9 of each card.
-- Three kinds: 2 A100 40GB, 2 L4 and 3 T4: 2 x 36 + 2 x 21.6 + 3 x 14.4 = 158 GB for all seven,
-  while the best two kinds hold at most 2 x 36 + 2 x 21.6 = 115 GB: only a pipeline of all
+The pools serve Llama 2 70B in 16-bit (138 GB = 128.5 GiB of weights) without tensor
+parallelism; an engine fills at most 0.9 of a card (usable_memory), less activations and
+overheads.
+- Three kinds: 2 A100 40GB, 2 L4 and 3 T4 (40, 24 and 16 GiB): 0.9 x 176 = 158 GiB for all
+  seven, while the best two kinds hold at most 0.9 x 128 = 115 GiB: only a pipeline of all
   three kinds holds the model. (The exhaustive search of tests/test_pool_optimality.py takes
   the same pool.)
-- Four kinds, at most 8 stages: 1 A100 40GB, 2 L4, 2 RTX 3090 and 2 T4: 36 + 43.2 + 43.2 +
-  28.8 = 151 GB for all seven; any three kinds hold at most 36 + 43.2 + 43.2 = 122 GB. The T4s
-  cannot serve alone in 8 stages (115 GB), which puts them beside the three cheapest options.
+- Four kinds, at most 8 stages: 1 A100 40GB, 2 L4, 2 RTX 3090 (24 GiB) and 2 T4: 0.9 x 168 =
+  151 GiB for all seven; any three kinds hold at most 0.9 x 136 = 122 GiB. The T4s cannot serve
+  alone in 8 stages (0.9 x 128 = 115 GiB), which puts them beside the three cheapest options.
 """
 
 from __future__ import annotations
