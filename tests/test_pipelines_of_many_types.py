@@ -24,7 +24,7 @@ from planner.catalog import Catalog, load_catalog
 from planner.estimator.designs import allowed_devices, inference_designs
 from planner.schema.problem import InferenceWorkload, Problem
 from planner.schema.status import Status
-from planner.solve import solve_problem
+from planner.solve import Solver, solve_problem
 from planner.verify import verify
 
 COUNTS = {"a100-40gb-pcie": 2, "l4": 2, "t4": 3}
@@ -128,3 +128,14 @@ def test_no_three_type_designs_where_the_devices_are_bought() -> None:
     cat = catalog()
     designs = inference_designs(w, problem, cat, allowed_devices(problem, cat), prune=False)
     assert designs and all(len(d.devices) <= 2 for d in designs)
+
+
+def test_a_session_solves_each_inventory_as_a_fresh_solve_does() -> None:
+    """Pipelines of several types read how many of each type are owned, so the design tables a
+    session keeps between solves (a sweep) must not serve another inventory's."""
+    session = Solver(catalog(), time_limit=60)
+    for t4 in (3, 2, 4, 3):
+        problem = pool({**COUNTS, "t4": t4})
+        fresh = solve_problem(problem, time_limit=60, cat=catalog())
+        kept = session.solve(problem)
+        assert (kept.status, kept.objective) == (fresh.status, fresh.objective), t4

@@ -201,14 +201,21 @@ def design_key(problem: Problem) -> str:
     """Everything design enumeration reads: workloads, the per-replica constraints, which
     devices are owned (they are allowed without a price, in their default host), whether
     prices are bought or rented, the consumer cards' derating, and the busiest demand period's
-    scale (pruning under a stated concurrency counts sequences up to the most that exist)."""
+    scale (pruning under a stated concurrency counts sequences up to the most that exist).
+    Where three or more types are owned, also how many of each and whether anything may be
+    bought: a pipeline of three or more types holds no more of a type than is owned unless it
+    can be bought (planner.estimator.designs._mixed_designs)."""
     c = problem.constraints
+    owned = sorted({o.device for o in c.inventory})
     return json.dumps(
         [
             [w.model_dump(mode="json") for w in problem.workloads],
             peak_scale(problem),  # what pruning reads (inference_designs)
             c.model_dump(mode="json", exclude=FLEET_LIMITS),
-            sorted({o.device for o in c.inventory}),
+            owned,
+            [sorted((o.device, o.count) for o in c.inventory), c.capex_usd == 0]
+            if len(owned) >= 3
+            else None,
             problem.horizon.procurement,
             problem.horizon.consumer_derating,  # derated copies of consumer cards
             problem.market.model_dump(mode="json"),
