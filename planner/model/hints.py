@@ -1,5 +1,6 @@
 """A quick plan to start the search from: the previous plan of a sweep, or per workload the
-design whose replicas meet its demand at the lowest price (a hint, never a constraint)."""
+design whose replicas meet its demand at the lowest price (under max_throughput with a money
+limit, the one that makes the most tokens/s within it); a hint, never a constraint."""
 
 from __future__ import annotations
 
@@ -25,6 +26,10 @@ from planner.model.variables import CLOUD, PREM, ModelBase
 from planner.schema.catalog import Node
 from planner.schema.problem import InferenceWorkload, TrainingWorkload
 
+# Share of the budget (or capex ceiling) a max_throughput hint's own price may take: it leaves
+# out hosts bought whole, network gear and idle power, which the plan's cost counts.
+HINT_MONEY_SHARE = 0.9
+
 
 class Hints(ModelBase):
     def heuristic(self) -> tuple[dict[ReplicaKey, int], dict[ShareKey, int]]:
@@ -33,6 +38,8 @@ class Hints(ModelBase):
         held for the busiest period, plus energy; rented: the cheapest rate for each period's
         hours; a training job: its cost), within the power cap and device limit as the
         workloads before it left them (a workload that fits nowhere takes the least power).
+        Under max_throughput with a money limit, the one making the most tokens/s within it
+        (_fastest_affordable).
         Request mixes are planned only for a fixed demand served on premises (else no hint).
         Also the request-class shares of replica time that plan gives each mix design."""
         shares: dict[ShareKey, int] = {}
@@ -58,8 +65,13 @@ class Hints(ModelBase):
             if not options:
                 return {}, shares
             fits = [o for o in options if o[1] <= watts_left and o[2] <= devices_left]
+            fastest = self._fastest_affordable(w, fits)
             _, watts, devices, picks, on_prem = (
-                min(fits, key=lambda o: o[0]) if fits else min(options, key=lambda o: o[1])
+                fastest
+                if fastest is not None
+                else min(fits, key=lambda o: o[0])
+                if fits
+                else min(options, key=lambda o: o[1])
             )
             watts_left -= watts
             devices_left -= devices
@@ -67,6 +79,43 @@ class Hints(ModelBase):
             for x, n in on_prem.items():
                 used[x] = used.get(x, 0) + n
         return chosen, shares
+
+    def _fastest_affordable(
+        self,
+        w: InferenceWorkload | TrainingWorkload,
+        fits: list[tuple[float, float, int, dict[ReplicaKey, int], dict[str, int]]],
+    ) -> tuple[float, float, int, dict[ReplicaKey, int], dict[str, int]] | None:
+        """Under max_throughput, one workload alone: of the options that meet its demand, the
+        one that makes the most tokens/s at the busiest period within the money limits (its
+        price, energy and devices with their share of a host, against HINT_MONEY_SHARE of the
+        budget and of the capex ceiling, since hosts, network gear and idle power are not in
+        it); None elsewhere, or where none fits (the cheapest option is then the hint)."""
+        c = self.p.constraints
+        limits = [x for x in (c.budget_usd, c.capex_usd) if x is not None]
+        if (
+            self.p.objective.goal != "max_throughput"
+            or len(self.p.workloads) != 1
+            or not isinstance(w, InferenceWorkload)
+            or not limits
+        ):
+            return None
+        cap = HINT_MONEY_SHARE * min(limits)
+        best: tuple[float, tuple[float, float, int, dict[ReplicaKey, int], dict[str, int]]] | None
+        best = None
+        for o in fits:
+            if o[0] > cap:
+                continue
+            made = 0.0
+            for k, n in o[3].items():
+                d = self.t.designs[w.name][k.design]
+                if w.concurrency is None:
+                    made = max(made, n * d.tokens_per_s)
+                else:
+                    held = min(n * d.concurrency, w.concurrency * self.periods[k.period].scale)
+                    made = max(made, held * 1000.0 / d.ms_per_token)
+            if best is None or made > best[0]:
+                best = (made, o)
+        return None if best is None else best[1]
 
     def _options(
         self,
