@@ -177,9 +177,14 @@ class PlannerModel(Constraints, Hints):
     def _tie_break(
         self, goal: Objective, sol: Solution, left: float, workers: int, seed: int
     ) -> Solution:
-        """Among plans at the goal's optimum, the best by the tie-break (min_carbon: cheapest)."""
+        """Among plans at the goal's optimum, the best by the tie-break (min_carbon: cheapest).
+        Not while completing the starting plan (hint_only): its choices are held to the hint,
+        so there is little to break, and the objective's bound the tie-break adds would stay in
+        the model for the search that follows."""
         tie = tie_break_of(goal.goal, self.p.objective.tie_break)
         if not tie or sol.status != Status.OPTIMAL or self.interrupted or sol.objective is None:
+            return sol
+        if self.hint_only:
             return sol
         goal.fix(self, sol.objective, sol.values)
         second_goal = TIE_BREAKS[tie]
