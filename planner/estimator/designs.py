@@ -339,24 +339,39 @@ def inference_designs(
     if not prune:
         out = _materialize(st, cand, np.argsort(cand.order, kind="stable"))
     else:
-        needs = [shared.holding(cat, problem, o.device, o.tp, o.dense) for o in st.opts]
-        host_sets = sorted(set(needs))
-        need_rank = {k: i for i, k in enumerate(host_sets)}
-        need = np.array([need_rank[k] for k in needs], dtype=np.int64)
+        need, host_sets = _host_needs(st, cat, problem, shared)
         # holds[a, b]: every host of need rank b is also one of rank a.
         holds = np.array([[set(a) >= set(b) for b in host_sets] for a in host_sets], dtype=bool)
         # A design the calibration backs counts all its tokens/s, one it does not only
         # (1 - risk_margin): under a margin they compete only among their own kind.
         pair = np.stack([cand.o1, cand.o2], axis=1)
         calibrated = _backed(st, pair, cand.bi, cat, problem) if c.risk_margin > 0 else None
-        # The sequences that exist at the busiest period, where the workload states them.
-        peak = peak_scale(problem)
-        most = None if w.concurrency is None else math.ceil(w.concurrency * peak - 1e-9)
+        most = _sequences_at_peak(w, problem)
         order = _pruned_order(st, cand, need, calibrated, for_mix=for_mix, holds=holds, most=most)
         out = _materialize(st, cand, order)
     if pairs is not None:
-        out += _mixed_designs(st, cat, problem, parts[0], pairs, out, prune=prune, for_mix=for_mix)
+        out += _mixed_designs(
+            st, cat, problem, parts[0], pairs, out, shared, prune=prune, for_mix=for_mix
+        )
     return backed(out, cat, c.min_confidence)
+
+
+def _sequences_at_peak(w: InferenceWorkload, problem: Problem) -> int | None:
+    """The sequences that exist at the busiest period, where the workload states them."""
+    if w.concurrency is None:
+        return None
+    return math.ceil(w.concurrency * peak_scale(problem) - 1e-9)
+
+
+def _host_needs(
+    st: _Setting, cat: Catalog, problem: Problem, shared: PerDevice
+) -> tuple[npt.NDArray[np.int64], list[tuple[str, ...]]]:
+    """Per option, the rank of the host set that holds its tensor-parallel group, and the host
+    sets in rank order."""
+    needs = [shared.holding(cat, problem, o.device, o.tp, o.dense) for o in st.opts]
+    host_sets = sorted(set(needs))
+    rank = {k: i for i, k in enumerate(host_sets)}
+    return np.array([rank[k] for k in needs], dtype=np.int64), host_sets
 
 
 def _mixed_designs(
@@ -366,6 +381,7 @@ def _mixed_designs(
     homog: _Candidates,
     ok: npt.NDArray[np.bool_],
     fewer: list[Design],
+    shared: PerDevice,
     *,
     prune: bool,
     for_mix: bool,
@@ -398,10 +414,8 @@ def _mixed_designs(
         dtype=np.int64,
     )
     w = st.w
-    most = None if w.concurrency is None else math.ceil(w.concurrency * peak_scale(problem) - 1e-9)
-    needs = [holding_hosts(cat, problem, o.device, o.tp, o.dense) for o in st.opts]
-    rank = {key: i for i, key in enumerate(sorted(set(needs)))}
-    need = np.array([rank[key] for key in needs], dtype=np.int64)
+    most = _sequences_at_peak(w, problem)
+    need, _ = _host_needs(st, cat, problem, shared)
     out: list[Design] = []
     for k in range(3, min(kinds, MIXED_TOP + MIXED_SMALL) + 1):
         mx = _k_type(st, homog, c.max_stages, ok, owned, k)
@@ -427,18 +441,10 @@ def _unbeaten(
 ) -> list[Design]:
     """The designs of `made` no design of `fewer` (fewer device types) beats; under a risk
     margin, designs compete among those of their own calibration backing."""
-    backing = [True] * (len(fewer) + len(made))
-    if risk_margin > 0:
-        backing = [
-            kept_share(
-                risk_margin,
-                design_confidence(
-                    cat, [cat.accelerator(x) for x in sorted(d.devices)], d.engine, d.batch
-                ).label,
-            )
-            == 1.0
-            for d in (*fewer, *made)
-        ]
+    backing = [
+        risk_margin <= 0 or _backs(cat, risk_margin, tuple(sorted(d.devices)), d.engine, d.batch)
+        for d in (*fewer, *made)
+    ]
     gone: set[int] = set()
     for kind in (False, True):
         few = [d for d, b in zip(fewer, backing[: len(fewer)], strict=True) if b == kind]
@@ -549,10 +555,16 @@ def _backed(
         ids = tuple(sorted({st.opts[o].device.id for o in opts if o >= 0}))
         key = (ids, st.runtimes[opts[0]].engine, int(st.levels[bi]))
         if key not in memo:
-            label = design_confidence(cat, [cat.accelerator(x) for x in ids], key[1], key[2]).label
-            memo[key] = int(kept_share(problem.constraints.risk_margin, label) == 1.0)
+            memo[key] = int(_backs(cat, problem.constraints.risk_margin, *key))
         out[i] = memo[key]
     return out
+
+
+def _backs(cat: Catalog, margin: float, ids: tuple[str, ...], engine: str, batch: int) -> bool:
+    """Whether the calibration backs the whole throughput of a replica of these device types
+    (confidence `measured` or `interpolated`: planner.estimator.confidence.kept_share)."""
+    label = design_confidence(cat, [cat.accelerator(x) for x in ids], engine, batch).label
+    return kept_share(margin, label) == 1.0
 
 
 def _runtime(runs: dict[str, Runtime | None], device: str) -> Runtime:
@@ -741,6 +753,35 @@ def _ceil_div(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> npt.NDArray
     return -((-a) // b)
 
 
+def _cheapest_alone(
+    st: _Setting, homog: _Candidates
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """best[bi, o]: price per token/s of option o's best homogeneous design at batch level bi
+    (inf where it has none); present[bi, o]: whether it has one (serves alone there)."""
+    nb, no = st.tau.shape
+    value = st.price[homog.o1] * homog.cnt1 / homog.tps
+    best = np.full((nb, no), math.inf)
+    np.minimum.at(best, (homog.bi, homog.o1), np.where(np.isnan(value), math.inf, value))
+    present = np.zeros((nb, no), dtype=bool)
+    present[homog.bi, homog.o1] = True
+    return best, present
+
+
+def _stage_power(
+    st: _Setting,
+    bi: npt.NDArray[np.int64],
+    T: npt.NDArray[np.float64],
+    kinds: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]],
+) -> npt.NDArray[np.float64]:
+    """Watts of a pipeline's devices at load: per kind of stage (option, layers, stages), each
+    stage drawing power for its own layers' memory traffic over the step time T."""
+    watts = np.zeros(len(bi))
+    for o, lay, cnt in kinds:
+        act = _activity(lay * (st.w_layer / st.tp[o] + st.kv_read[bi, o]), st.bandwidth[o], T)
+        watts = watts + power_w(st.tdp_w[o], st.idle_w[o], act, st.floor[o]) * cnt * st.tp[o]
+    return watts
+
+
 def _two_type(
     st: _Setting, homog: _Candidates, max_stages: int, pair_ok: npt.NDArray[np.bool_]
 ) -> _Candidates:
@@ -754,13 +795,8 @@ def _two_type(
     Long because the vectorized pairing, split and figures share their index arrays.
     """
     L = st.m.num_layers
-    nb, no = st.tau.shape
-    # Rank options by cost per token/s of their best homogeneous design at each batch level.
-    value = st.price[homog.o1] * homog.cnt1 / homog.tps
-    best = np.full((nb, no), math.inf)
-    np.minimum.at(best, (homog.bi, homog.o1), np.where(np.isnan(value), math.inf, value))
-    present = np.zeros((nb, no), dtype=bool)
-    present[homog.bi, homog.o1] = True
+    nb = st.tau.shape[0]
+    best, present = _cheapest_alone(st, homog)
     ranked = np.argsort(np.where(present, best, math.inf), axis=1, kind="stable")
     width = 2 * HETERO_TOP
     pool = np.full((nb, width), -1, dtype=np.int64)
@@ -828,11 +864,7 @@ def _two_type(
     T = (1.0 - st.share[bi]) * T_d + st.share[bi] * T_c
     ttft = 0.5 * S * T + st.chunks[bi] * S * T_c  # serving.closed_ttft
     # Every stage draws power for its own layers: s1 of n1, r of q + 1 and s2 - r of q.
-    watts = np.zeros(len(o1))
-    for o, lay, cnt in ((o1, n1, s1), (o2, q + 1, r), (o2, q, s2 - r)):
-        act = _activity(lay * (st.w_layer / st.tp[o] + st.kv_read[bi, o]), st.bandwidth[o], T)
-        pw = power_w(st.tdp_w[o], st.idle_w[o], act, st.floor[o])
-        watts = watts + pw * cnt * st.tp[o]
+    watts = _stage_power(st, bi, T, [(o1, n1, s1), (o2, q + 1, r), (o2, q, s2 - r)])
     return _Candidates(
         order=bi * _LEVEL_KEY + _PHASE_KEY + order,
         bi=bi,
@@ -964,11 +996,7 @@ def _mixed_pool(st: _Setting, homog: _Candidates, owned: npt.NDArray[np.bool_]) 
     MIXED_TOP cheapest per token/s of their best homogeneous design at that level, then up to
     MIXED_SMALL owned options too small to serve alone (the leftovers another type uses)."""
     nb, no = st.tau.shape
-    value = st.price[homog.o1] * homog.cnt1 / homog.tps
-    best = np.full((nb, no), math.inf)
-    np.minimum.at(best, (homog.bi, homog.o1), np.where(np.isnan(value), math.inf, value))
-    present = np.zeros((nb, no), dtype=bool)
-    present[homog.bi, homog.o1] = True
+    best, present = _cheapest_alone(st, homog)
     out = []
     for lv in range(nb):
         ranked = [o for o in np.argsort(best[lv], kind="stable").tolist() if present[lv, o]]
@@ -1051,12 +1079,9 @@ def _k_type(
     T_c = (lay * st.tau_c[bi[:, None], o] + fix).max(axis=1) + hop
     T_d = (lay * st.tau_d[bi[:, None], o] + fix).max(axis=1) + hop
     T = (1.0 - st.share[bi]) * T_d + st.share[bi] * T_c
-    watts = np.zeros(len(bi))
     kinds = [(o[:, j], n[:, j], s[:, j]) for j in range(last)]
     kinds += [(o[:, last], q + 1, r), (o[:, last], q, s[:, last] - r)]
-    for oo, layers, cnt in kinds:
-        act = _activity(layers * (st.w_layer / st.tp[oo] + st.kv_read[bi, oo]), st.bandwidth[oo], T)
-        watts = watts + power_w(st.tdp_w[oo], st.idle_w[oo], act, st.floor[oo]) * cnt * st.tp[oo]
+    watts = _stage_power(st, bi, T, kinds)
     return _Mixed(
         order=bi * _LEVEL_KEY + _PHASE_KEY + gen,
         bi=bi,
