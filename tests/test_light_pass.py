@@ -1,0 +1,69 @@
+"""The light pass beside every search (planner.model.cpsat.LIGHT_DTIME): one round of presolve
+without probing, bounded in CP-SAT's deterministic time. Its plan is kept only where it proves the
+optimum (or infeasibility), so the optimum is the full search's; which pass's plan is kept never
+depends on timing, so a run is repeatable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from planner.catalog import load_catalog
+from planner.load import load_problem
+from planner.model import cpsat
+from planner.model.cpsat import PlannerModel
+from planner.model.ortools_cp import cp_model
+from planner.model.result import Solution
+from planner.model.tables import build_tables
+from planner.schema.status import Status
+
+PROBLEMS = Path(__file__).resolve().parent.parent / "problems"
+
+
+def _model(name: str) -> PlannerModel:
+    return PlannerModel(build_tables(load_problem(PROBLEMS / f"{name}.yaml"), load_catalog()))
+
+
+def _solve(model: PlannerModel) -> Solution:
+    return model.solve(time_limit=30, workers=1, seed=0)
+
+
+@pytest.mark.parametrize("name", ["chat-70b", "buy-flat-demand", "carbon-cap", "train-13b-2m"])
+def test_the_light_pass_proves_the_same_optimum_as_the_full_search(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    light = _model(name)
+    got = _solve(light)
+    # These small models are proved by the light pass (its budget is not spent).
+    assert got.status == Status.OPTIMAL and not light.light_fails
+    monkeypatch.setattr(cpsat, "LIGHT_DTIME", 0.0)  # the light pass stops at once, unproved
+    full = _model(name)
+    alone = _solve(full)
+    assert full.light_fails  # so the full search's answer was taken
+    assert alone.status == Status.OPTIMAL
+    assert got.objective == alone.objective
+
+
+def test_a_light_pass_that_ends_unproved_is_not_run_again_for_the_same_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cpsat, "LIGHT_DTIME", 0.0)
+    model = _model("chat-70b")
+    ran: list[float] = []
+    lighten = cpsat._lighten
+
+    def counted(s: cp_model.CpSolver) -> None:
+        lighten(s)
+        ran.append(1.0)
+
+    monkeypatch.setattr(cpsat, "_lighten", counted)
+    _solve(model)
+    _solve(model)
+    assert len(ran) == 1
+
+
+def test_a_run_is_repeatable() -> None:
+    a, b = _solve(_model("chat-and-code")), _solve(_model("chat-and-code"))
+    assert a.status == b.status == Status.OPTIMAL
+    assert a.replicas == b.replicas and a.bought == b.bought and a.hosts == b.hosts
