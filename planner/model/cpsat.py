@@ -269,47 +269,59 @@ class PlannerModel(Constraints, Hints):
         if err:
             raise InternalError(f"the solver model is invalid: {err}")
         full = self._solver(time_limit, workers, seed, gap)
-        if self.hint_only or self.light_fails:
-            return self._read(full, self._run(full), expr, evaluate, gap)
-        light = self._solver(time_limit, 1, seed, gap)
-        _lighten(light)
+        light = None
+        if not (self.hint_only or self.light_fails):
+            light = self._solver(time_limit, 1, seed, gap)
+            _lighten(light)
+        with progress.watch(full, self.progress_label, self.progress_show) as callback:
+            st, proved = self._search_beside(full, light, callback)
+        if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            self._full = list(full.response_proto.solution)
+        if interrupt.requested():
+            self.interrupted = True
+        if light is None:
+            return self._read(full, st, expr, evaluate, gap)
+        if proved in (cp_model.OPTIMAL, cp_model.INFEASIBLE):
+            if proved == cp_model.OPTIMAL:
+                self._full = list(light.response_proto.solution)
+            return self._read(light, proved, expr, evaluate, gap)
+        self.light_fails = True
+        return self._read(full, st, expr, evaluate, gap)
+
+    def _search_beside(
+        self,
+        full: cp_model.CpSolver,
+        light: cp_model.CpSolver | None,
+        callback: progress.Watch | None,
+    ) -> tuple[Any, Any]:
+        """The full search (stopped early by Ctrl-C) and, when `light` is given, the light pass
+        on a second thread, which stops the full search once it has proved its answer. Both
+        statuses (the light pass's None without one); both report to the same progress line.
+        Ctrl-C stops the search and the incumbent is returned. Later solves of the same run
+        (Dinkelbach steps, tie-breaks) are then skipped, so the best plan so far is shown at
+        once."""
+        if light is None:
+            return interrupt.solve(full, self.m, callback), None
         done: list[Any] = []
 
         def run_light() -> None:
-            done.append(light.solve(self.m))
+            done.append(light.solve(self.m, progress.beside(callback)))
             if done[0] in (cp_model.OPTIMAL, cp_model.INFEASIBLE):
                 full.stop_search()
 
         beside = threading.Thread(target=run_light, name="light pass", daemon=True)
         beside.start()
-        st = self._run(full)
-        if self.interrupted:
+        st = interrupt.solve(full, self.m, callback)
+        if interrupt.requested():
             light.stop_search()
         beside.join()  # the light pass ends within LIGHT_DTIME
-        if done[0] in (cp_model.OPTIMAL, cp_model.INFEASIBLE):
-            if done[0] == cp_model.OPTIMAL:
-                self._full = list(light.response_proto.solution)
-            return self._read(light, done[0], expr, evaluate, gap)
-        self.light_fails = True
-        return self._read(full, st, expr, evaluate, gap)
-
-    def _run(self, s: cp_model.CpSolver) -> Any:
-        """One CP-SAT search, stopped early by Ctrl-C; a plan found is kept (_full) for hints.
-        Ctrl-C stops the search and the incumbent is returned. Later solves of the same run
-        (Dinkelbach steps, tie-breaks) are then skipped, so the best plan so far is shown at
-        once."""
-        with progress.watch(s, self.progress_label, self.progress_show) as callback:
-            st = interrupt.solve(s, self.m, callback)
-        if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            self._full = list(s.response_proto.solution)
-        if interrupt.requested():
-            self.interrupted = True
-        return st
+        return st, done[0]
 
     def hint_last_plan(self) -> None:
         """Replace the hint by the last plan found, every variable's value (a complete hint: the
-        next search starts from that plan at once). Without a plan found, the hint is kept."""
-        if not self._full:
+        next search starts from that plan at once). Without a plan found, the hint is kept, and
+        while the starting plan is completed (hint_only: the hinted variables are held) too."""
+        if not self._full or self.hint_only:
             return
         self.m.clear_hints()
         h = self.m.proto.solution_hint
@@ -417,6 +429,7 @@ class PlannerModel(Constraints, Hints):
             bound = lam
             obj = lam.denominator * num - lam.numerator * den
             self.progress_label, self.progress_show = f"{label}, ratio step {iterations}", None
+            self.hint_last_plan()  # the step starts from the incumbent (at 0 on its objective)
             sol = self._optimize(
                 obj,
                 minimize=not maximize,

@@ -52,7 +52,9 @@ def line(
     return ", ".join(parts)
 
 
-class _Watch(cp_model.CpSolverSolutionCallback):
+class Watch(cp_model.CpSolverSolutionCallback):
+    """The progress line of one search; a search run beside it reports here too (`beside`)."""
+
     def __init__(self, stream: TextIO, label: str, show: Show | None) -> None:
         super().__init__()
         self.stream, self.label, self.show = stream, label, show
@@ -65,12 +67,31 @@ class _Watch(cp_model.CpSolverSolutionCallback):
         self.done = threading.Event()
 
     def on_solution_callback(self) -> None:
-        self.best = self.objective_value
-        self.bound = self.best_objective_bound
-        self.write()
+        self.offer(self.objective_value, self.best_objective_bound)
 
     def on_bound(self, bound: float) -> None:
-        self.bound = bound
+        self.offer(None, bound)
+
+    def offer(self, best: float | None, bound: float | None) -> None:
+        """A plan's objective and a bound from either search: the line keeps the better plan
+        and the tighter bound (the objective's sense is read from a plan against a bound)."""
+        with self.lock:
+            ref = self.bound if best is not None else self.best
+            if (
+                best is not None
+                and self.best is not None
+                and ref is not None
+                and math.isfinite(ref)
+            ):
+                minimizing = self.best >= ref
+                best = min(best, self.best) if minimizing else max(best, self.best)
+            if best is not None:
+                self.best = best
+            if bound is not None and self.bound is not None and self.best is not None:
+                minimizing = self.best >= self.bound
+                bound = max(bound, self.bound) if minimizing else min(bound, self.bound)
+            if bound is not None:
+                self.bound = bound
         self.write()
 
     def write(self, force: bool = False) -> None:
@@ -98,15 +119,13 @@ class _Watch(cp_model.CpSolverSolutionCallback):
 
 
 @contextlib.contextmanager
-def watch(
-    solver: cp_model.CpSolver, label: str, show: Show | None
-) -> Iterator[cp_model.CpSolverSolutionCallback | None]:
+def watch(solver: cp_model.CpSolver, label: str, show: Show | None) -> Iterator[Watch | None]:
     """The solution callback to pass to the solve (None when progress is off)."""
     stream = _stream[0]
     if stream is None:
         yield None
         return
-    w = _Watch(stream, label, show)
+    w = Watch(stream, label, show)
     solver.best_bound_callback = w.on_bound
     ticker = threading.Thread(target=w.tick, daemon=True)
     ticker.start()
@@ -115,3 +134,19 @@ def watch(
     finally:
         w.close()
         ticker.join()
+
+
+class _Beside(cp_model.CpSolverSolutionCallback):
+    """A search run beside a watched one: its plans go to that search's progress line."""
+
+    def __init__(self, watch: Watch) -> None:
+        super().__init__()
+        self.watch = watch
+
+    def on_solution_callback(self) -> None:
+        self.watch.offer(self.objective_value, self.best_objective_bound)
+
+
+def beside(watch: Watch | None) -> cp_model.CpSolverSolutionCallback | None:
+    """The callback of a search run beside the one `watch` shows (None when progress is off)."""
+    return None if watch is None else _Beside(watch)
