@@ -35,6 +35,7 @@ HEAD = "this tree"
 # the load while CPU time barely moves, so the report gives both.
 CPU_SECONDS: list[float] = []
 PYCACHE = [""]  # the folder bytecode is cached in for this run (a temporary one)
+OK_EXITS = (0, 3)  # a plan, or a proof that none exists (problems/infeasible.yaml)
 
 
 @dataclass
@@ -68,15 +69,20 @@ def run_once(tree: Path, args: list[str]) -> float:
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    subprocess.run(
+    done = subprocess.run(
         [sys.executable, "-c", ENTRY, *args],
         cwd=tree,  # `-c` puts the working folder first on sys.path: it must be the tree
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         check=False,
     )
     wall = time.perf_counter() - t0
+    if done.returncode not in OK_EXITS:  # a command that failed times nothing worth reporting
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
+        raise SystemExit(
+            f"planner {' '.join(args)} in {tree} exited {done.returncode}: " + " / ".join(tail)
+        )
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     CPU_SECONDS.append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
     return wall

@@ -39,15 +39,15 @@ from planner.schema.status import Status
 
 MAX_RATIO_STEPS = 30  # Dinkelbach iterations; each one strictly improves the ratio
 
-# Every single-worker search runs a light pass beside it, on a second thread (PlannerModel.
-# _optimize): one round of presolve without probing, stopped after this much of CP-SAT's
-# deterministic time (its machine-independent work measure, so the pass ends at the same point on
-# any machine and which pass's plan is kept never depends on timing). Where it proves the optimum
-# (or infeasibility), its plan is the answer and the full search is stopped. Most models the
-# planner builds are proved in well under this much work once presolve is light, and presolve is
-# then most of the time (chat-70b: 0.02 of deterministic time against 0.09); larger ones need
-# the full presolve's probing (a small generated tier's owned-serving problem: 5.5 against 13.9),
-# which runs from the start on the first thread. 0.35 is about 0.7 s of one core here.
+# Every search runs a light pass beside it, on a thread of its own (PlannerModel._optimize): one
+# round of presolve without probing, stopped after this much of CP-SAT's deterministic time (its
+# machine-independent work measure, so the pass ends at the same point on any machine and which
+# pass's plan is kept never depends on timing). Where it proves the optimum (or infeasibility),
+# its plan is the answer and the full search is stopped. Most models the planner builds are
+# proved in well under this much work once presolve is light, and presolve is then most of the
+# time (chat-70b: 0.02 of deterministic time against 0.09); larger ones need the full presolve's
+# probing (a small generated tier's owned-serving problem: 5.5 against 13.9), which runs from the
+# start on the first thread. 0.35 is about 0.7 s of one core here.
 LIGHT_DTIME = 0.35
 
 
@@ -257,10 +257,10 @@ class PlannerModel(Constraints, Hints):
         evaluate: tuple[cp_model.LinearExpr, ...] = (),
         gap: float = 0.0,
     ) -> Solution:
-        """Optimize `expr`. With one worker, a light pass runs beside the full search (see
-        LIGHT_DTIME): its plan is the answer when it proves the optimum or infeasibility, else
-        the full search's. Once a light pass of this model ends unproved, later searches (ratio
-        steps, tie-breaks) run the full search alone."""
+        """Optimize `expr`. A light pass runs beside the full search (see LIGHT_DTIME): its plan
+        is the answer when it proves the optimum or infeasibility, else the full search's. Once
+        a light pass of this model ends unproved, later searches (ratio steps, tie-breaks) run
+        the full search alone."""
         if minimize:
             self.m.minimize(expr)
         else:
@@ -270,7 +270,7 @@ class PlannerModel(Constraints, Hints):
             raise InternalError(f"the solver model is invalid: {err}")
         full = self._solver(time_limit, workers, seed, gap)
         light = None
-        if not (self.hint_only or self.light_fails):
+        if not (self.hint_only or self.light_fails or interrupt.requested()):
             light = self._solver(time_limit, 1, seed, gap)
             _lighten(light)
         with progress.watch(full, self.progress_label, self.progress_show) as callback:
