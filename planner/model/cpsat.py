@@ -311,11 +311,9 @@ class PlannerModel(Constraints, Hints):
 
         beside = threading.Thread(target=run_light, name="light pass", daemon=True)
         beside.start()
-        st = interrupt.solve(full, self.m, callback)
-        if interrupt.requested():
-            light.stop_search()
-        beside.join()  # the light pass ends within LIGHT_DTIME
-        return st, done[0]
+        # Ctrl-C stops both; the light pass ends within LIGHT_DTIME anyway.
+        st = interrupt.solve(full, self.m, callback, beside=light, then=beside.join)
+        return st, done[0] if done else None
 
     def hint_last_plan(self) -> None:
         """Replace the hint by the last plan found, every variable's value (a complete hint: the

@@ -16,6 +16,7 @@ import contextlib
 import os
 import signal
 import threading
+from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -58,8 +59,8 @@ def _note(signum: int, frame: FrameType | None) -> None:
     _requested.set()
 
 
-def _watch(fd: int, solver: cp_model.CpSolver) -> None:
-    """Stop the search when the wake-up pipe carries SIGINT; return when the pipe closes."""
+def _watch(fd: int, solvers: tuple[cp_model.CpSolver, ...]) -> None:
+    """Stop the searches when the wake-up pipe carries SIGINT; return when the pipe closes."""
     while True:
         try:
             data = os.read(fd, 64)
@@ -69,33 +70,39 @@ def _watch(fd: int, solver: cp_model.CpSolver) -> None:
             return
         if signal.SIGINT in data:
             _requested.set()
-            solver.stop_search()
+            for solver in solvers:
+                solver.stop_search()
 
 
 def solve(
     solver: cp_model.CpSolver,
     model: cp_model.CpModel,
     callback: cp_model.CpSolverSolutionCallback | None = None,
+    *,
+    beside: cp_model.CpSolver | None = None,
+    then: Callable[[], None] | None = None,
 ) -> Any:
     """`solver.solve(model, callback)`, stopped early by Ctrl-C; the SIGINT handler is the same
-    after."""
+    after. `beside`: a solver searching on another thread, stopped by Ctrl-C too; `then` runs
+    once the solve has returned, with Ctrl-C still caught (waiting for that search)."""
     if requested():
         solver.parameters.max_time_in_seconds = 0.0  # Ctrl-C came before: no further search
+    solvers = (solver,) if beside is None else (solver, beside)
     if threading.current_thread() is not threading.main_thread():
-        return solver.solve(model, callback)  # signals reach the main thread only
+        return _solve_then(solver, model, callback, then)  # signals reach the main thread only
     solver.parameters.catch_sigint_signal = False
     previous = signal.getsignal(signal.SIGINT)
     if previous is signal.SIG_IGN:
-        return solver.solve(model, callback)  # Ctrl-C is ignored in this process (nohup)
+        return _solve_then(solver, model, callback, then)  # Ctrl-C is ignored (nohup)
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)
-    watcher = threading.Thread(target=_watch, args=(read_fd, solver), daemon=True)
+    watcher = threading.Thread(target=_watch, args=(read_fd, solvers), daemon=True)
     try:
         signal.signal(signal.SIGINT, _note)
         old_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
         watcher.start()
         try:
-            return solver.solve(model, callback)
+            return _solve_then(solver, model, callback, then)
         finally:
             signal.set_wakeup_fd(old_fd)
     finally:
@@ -105,3 +112,15 @@ def solve(
         os.close(read_fd)
         with contextlib.suppress(TypeError, ValueError):
             signal.signal(signal.SIGINT, previous or signal.default_int_handler)
+
+
+def _solve_then(
+    solver: cp_model.CpSolver,
+    model: cp_model.CpModel,
+    callback: cp_model.CpSolverSolutionCallback | None,
+    then: Callable[[], None] | None,
+) -> Any:
+    status = solver.solve(model, callback)
+    if then is not None:
+        then()
+    return status
