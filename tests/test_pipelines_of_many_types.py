@@ -19,6 +19,7 @@ from functools import cache
 from typing import Any
 
 import pytest
+from test_pool_optimality import pool_problem
 
 from planner.catalog import Catalog, load_catalog
 from planner.estimator.designs import allowed_devices, inference_designs
@@ -38,34 +39,8 @@ def catalog() -> Catalog:
 
 def pool(counts: dict[str, int] | None = None, sequences: int = 8, **constraints: Any) -> Problem:
     counts = COUNTS if counts is None else counts
-    doc: dict[str, Any] = {
-        "name": "three-kinds",
-        "workloads": [
-            {
-                "name": "chat",
-                "kind": "inference",
-                "model": "llama-2-70b",
-                "weights": "fp16",
-                "kv": "fp16",
-                "context_tokens": 2048,
-                "prompt_tokens": 256,
-                "output_tokens": 256,
-                "concurrency": sequences,
-            }
-        ],
-        "links": [{"id": "lab", "name": "lab", "bandwidth_gbit_s": 1, "latency_ms": 1}],
-        "constraints": {
-            "allowed_devices": list(counts),
-            "inventory": [{"device": d, "count": c} for d, c in counts.items()],
-            "capex_usd": 0,
-            "network": "lab",
-            "max_tensor_parallel": 1,
-            "max_stages": 16,
-            **constraints,
-        },
-        "objective": {"goal": "max_throughput"},
-    }
-    return Problem.model_validate(doc)
+    given = {"max_stages": 16, **constraints}
+    return pool_problem("three-kinds", counts, "llama-2-70b", "fp16", sequences, **given)
 
 
 # (machines per kind, stages at most, sequences at once): the four kinds' one pipeline of seven

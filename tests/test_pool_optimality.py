@@ -148,9 +148,27 @@ UNBOUNDED_POOLS = [0, 2, 5]
 
 def small_pool(i: int, unbounded: bool = False) -> Problem:
     counts, model, weights, sequences, gbit, ms = SMALL_POOLS[i]
-    concurrency: int | str | None = "unbounded" if unbounded else sequences
+    concurrency: int | str = "unbounded" if unbounded else sequences
+    name = f"small-pool-{i}{'-unbounded' if unbounded else ''}"
+    return pool_problem(name, counts, model, weights, concurrency, gbit, ms)
+
+
+def pool_problem(
+    name: str,
+    counts: dict[str, int],
+    model: str,
+    weights: str,
+    concurrency: int | str,
+    gbit: float = 1.0,
+    ms: float = 1.0,
+    *,
+    max_stages: int = 8,
+    **constraints: Any,
+) -> Problem:
+    """A pool of owned machines (`counts` per device) on one link, serving one chat workload at
+    the most tokens/s, without tensor parallelism; `constraints` add to or replace the rest."""
     doc: dict[str, Any] = {
-        "name": f"small-pool-{i}{'-unbounded' if unbounded else ''}",
+        "name": name,
         "workloads": [
             {
                 "name": "chat",
@@ -171,7 +189,8 @@ def small_pool(i: int, unbounded: bool = False) -> Problem:
             "capex_usd": 0,
             "network": "lan",
             "max_tensor_parallel": 1,
-            "max_stages": 8,
+            "max_stages": max_stages,
+            **constraints,
         },
         "objective": {"goal": "max_throughput"},
     }

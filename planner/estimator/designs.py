@@ -767,6 +767,21 @@ def _cheapest_alone(
     return best, present
 
 
+def _round(
+    st: _Setting,
+    bi: npt.NDArray[np.int64],
+    S: npt.NDArray[np.int64],
+    T_d: npt.NDArray[np.float64],
+    T_c: npt.NDArray[np.float64],
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """A pipeline of several device types at batch level `bi`, from its round without and with
+    a prompt chunk (T_d, T_c: its slowest stage's iteration plus the hops): the mean round (a
+    share of the iterations carry a chunk) and the first token without a queue, half a mean
+    pass through the S stages and then the prompt's chunks (serving.closed_ttft)."""
+    T = (1.0 - st.share[bi]) * T_d + st.share[bi] * T_c
+    return T, 0.5 * S * T + st.chunks[bi] * S * T_c
+
+
 def _stage_power(
     st: _Setting,
     bi: npt.NDArray[np.int64],
@@ -861,8 +876,7 @@ def _two_type(
     # two kinds of iteration's slowest stage (replica.pipeline_round), not the slowest mean.
     T_c = np.maximum(n1 * st.tau_c[bi, o1] + f1, top * st.tau_c[bi, o2] + f2) + hop
     T_d = np.maximum(n1 * st.tau_d[bi, o1] + f1, top * st.tau_d[bi, o2] + f2) + hop
-    T = (1.0 - st.share[bi]) * T_d + st.share[bi] * T_c
-    ttft = 0.5 * S * T + st.chunks[bi] * S * T_c  # serving.closed_ttft
+    T, ttft = _round(st, bi, S, T_d, T_c)
     # Every stage draws power for its own layers: s1 of n1, r of q + 1 and s2 - r of q.
     watts = _stage_power(st, bi, T, [(o1, n1, s1), (o2, q + 1, r), (o2, q, s2 - r)])
     return _Candidates(
@@ -1078,7 +1092,7 @@ def _k_type(
     hop = st.hop[bi] + st.hop_extra[o].max(axis=1)
     T_c = (lay * st.tau_c[bi[:, None], o] + fix).max(axis=1) + hop
     T_d = (lay * st.tau_d[bi[:, None], o] + fix).max(axis=1) + hop
-    T = (1.0 - st.share[bi]) * T_d + st.share[bi] * T_c
+    T, ttft = _round(st, bi, S, T_d, T_c)
     kinds = [(o[:, j], n[:, j], s[:, j]) for j in range(last)]
     kinds += [(o[:, last], q + 1, r), (o[:, last], q, s[:, last] - r)]
     watts = _stage_power(st, bi, T, kinds)
@@ -1092,7 +1106,7 @@ def _k_type(
         r=r,
         tps=st.levels[bi] / T,
         ms=S * T * 1e3,
-        ttft=0.5 * S * T + st.chunks[bi] * S * T_c,  # serving.closed_ttft
+        ttft=ttft,
         power=watts,
         cnt=s * st.tp[o],
     )

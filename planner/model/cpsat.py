@@ -273,20 +273,18 @@ class PlannerModel(Constraints, Hints):
         if not (self.hint_only or self.light_fails or interrupt.requested()):
             light = self._solver(time_limit, 1, seed, gap)
             _lighten(light)
-        with progress.watch(full, self.progress_label, self.progress_show) as callback:
+        with progress.watch(full, self.progress_label, self.progress_show, minimize) as callback:
             st, proved = self._search_beside(full, light, callback)
-        if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            self._full = list(full.response_proto.solution)
         if interrupt.requested():
             self.interrupted = True
-        if light is None:
-            return self._read(full, st, expr, evaluate, gap)
-        if proved in (cp_model.OPTIMAL, cp_model.INFEASIBLE):
-            if proved == cp_model.OPTIMAL:
-                self._full = list(light.response_proto.solution)
-            return self._read(light, proved, expr, evaluate, gap)
-        self.light_fails = True
-        return self._read(full, st, expr, evaluate, gap)
+        s = full  # the solver whose answer is kept
+        if light is not None and proved in (cp_model.OPTIMAL, cp_model.INFEASIBLE):
+            s, st = light, proved
+        elif light is not None:
+            self.light_fails = True
+        if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            self._full = list(s.response_proto.solution)
+        return self._read(s, st, expr, evaluate, gap)
 
     def _search_beside(
         self,

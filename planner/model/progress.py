@@ -55,9 +55,10 @@ def line(
 class Watch(cp_model.CpSolverSolutionCallback):
     """The progress line of one search; a search run beside it reports here too (`beside`)."""
 
-    def __init__(self, stream: TextIO, label: str, show: Show | None) -> None:
+    def __init__(self, stream: TextIO, label: str, show: Show | None, minimize: bool) -> None:
         super().__init__()
         self.stream, self.label, self.show = stream, label, show
+        self.minimize = minimize
         self.start = time.perf_counter()
         self.best: float | None = None
         self.bound: float | None = None
@@ -74,24 +75,13 @@ class Watch(cp_model.CpSolverSolutionCallback):
 
     def offer(self, best: float | None, bound: float | None) -> None:
         """A plan's objective and a bound from either search: the line keeps the better plan
-        and the tighter bound (the objective's sense is read from a plan against a bound)."""
+        and the tighter bound."""
         with self.lock:
-            ref = self.bound if best is not None else self.best
-            if (
-                best is not None
-                and self.best is not None
-                and ref is not None
-                and math.isfinite(ref)
-            ):
-                minimizing = self.best >= ref
-                best = min(best, self.best) if minimizing else max(best, self.best)
+            low, high = (min, max) if self.minimize else (max, min)
             if best is not None:
-                self.best = best
-            if bound is not None and self.bound is not None and self.best is not None:
-                minimizing = self.best >= self.bound
-                bound = max(bound, self.bound) if minimizing else min(bound, self.bound)
+                self.best = best if self.best is None else low(best, self.best)
             if bound is not None:
-                self.bound = bound
+                self.bound = bound if self.bound is None else high(bound, self.bound)
         self.write()
 
     def write(self, force: bool = False) -> None:
@@ -119,13 +109,16 @@ class Watch(cp_model.CpSolverSolutionCallback):
 
 
 @contextlib.contextmanager
-def watch(solver: cp_model.CpSolver, label: str, show: Show | None) -> Iterator[Watch | None]:
-    """The solution callback to pass to the solve (None when progress is off)."""
+def watch(
+    solver: cp_model.CpSolver, label: str, show: Show | None, minimize: bool = True
+) -> Iterator[Watch | None]:
+    """The solution callback to pass to the solve (None when progress is off); `minimize`:
+    the objective's sense, for keeping the better of two searches' plans and bounds."""
     stream = _stream[0]
     if stream is None:
         yield None
         return
-    w = Watch(stream, label, show)
+    w = Watch(stream, label, show, minimize)
     solver.best_bound_callback = w.on_bound
     ticker = threading.Thread(target=w.tick, daemon=True)
     ticker.start()
