@@ -5,6 +5,8 @@ depends on timing, so a run is repeatable."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -67,3 +69,30 @@ def test_a_run_is_repeatable() -> None:
     a, b = _solve(_model("chat-and-code")), _solve(_model("chat-and-code"))
     assert a.status == b.status == Status.OPTIMAL
     assert a.replicas == b.replicas and a.bought == b.bought and a.hosts == b.hosts
+
+
+def test_ctrl_c_during_a_search_stops_it_and_still_reaches_python_after() -> None:
+    # The light pass runs on a thread of its own with CP-SAT's Ctrl-C catcher off. Left on, a
+    # Ctrl-C during the pass went to CP-SAT's C handler, and the full search then failed with
+    # `RuntimeError: bad_function_call` (a sweep's Ctrl-C printed a traceback; a pool's worker
+    # died). max-throughput-500k searches for seconds, its light pass for the first ~0.7 s.
+    code = (
+        "import os, signal, threading, time\n"
+        "from pathlib import Path\n"
+        "from planner.load import load_problem\n"
+        "from planner.model import interrupt\n"
+        "from planner.solve import solve_problem\n"
+        f"p = load_problem(Path({str(PROBLEMS / 'max-throughput-500k.yaml')!r}))\n"
+        "threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()\n"
+        "t = time.perf_counter()\n"
+        "solve_problem(p, time_limit=30)\n"
+        "print(interrupt.requested(), time.perf_counter() - t < 5)\n"
+        "try:\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    time.sleep(5)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('caught')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True", "caught"], done.stdout + done.stderr

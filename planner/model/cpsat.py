@@ -52,7 +52,11 @@ LIGHT_DTIME = 0.35
 
 
 def _lighten(s: cp_model.CpSolver) -> None:
-    """Set `s` for the light pass."""
+    """Set `s` for the light pass. CP-SAT's own Ctrl-C catcher stays off: it would install its
+    C handler from this thread and, the pass over, leave SIGINT at the system default (a later
+    Ctrl-C then called a handler that no longer existed: `bad_function_call` in the full
+    search); planner.model.interrupt stops the light pass with the full search."""
+    s.parameters.catch_sigint_signal = False
     s.parameters.cp_model_probing_level = 0
     s.parameters.max_presolve_iterations = 1
     s.parameters.max_deterministic_time = LIGHT_DTIME
