@@ -23,7 +23,12 @@ sys.path.insert(0, str(ROOT / "calibration"))
 from fit import is_prefill, load_rows, predict  # noqa: E402
 
 OUT = ROOT / "planner" / "catalog_data" / "calibration.yaml"
-ENGINES = {"llama.cpp": "llama.cpp", "TensorRT-LLM": "tensorrt-llm", "vLLM": "vllm"}
+ENGINES = {
+    "llama.cpp": "llama.cpp",
+    "llama.cpp-2024": "llama.cpp-2024",
+    "TensorRT-LLM": "tensorrt-llm",
+    "vLLM": "vllm",
+}
 
 
 def document() -> str:

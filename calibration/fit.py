@@ -50,6 +50,7 @@ from planner.estimator.perf import (  # noqa: E402
     training_tokens_per_second,
     weight_params_touched_per_layer,
 )
+from planner.estimator.support import engine_times  # noqa: E402
 from planner.schema.catalog import Accelerator, ModelArch  # noqa: E402
 from planner.schema.measurements import Measurement, load_measurements  # noqa: E402
 
@@ -252,7 +253,7 @@ def is_layer_split(r: Row) -> bool:
         m.metric == "decode_tokens_per_s"
         and m.batch == 1
         and m.devices > 1
-        and m.engine == "llama.cpp"
+        and m.engine in LLAMA_CPP
     )
 
 
@@ -286,6 +287,33 @@ END_TO_END = re.compile(
 )
 
 
+# Engine releases whose fixed times are fitted apart from the device classes' (which are then
+# fitted on current releases): their rows name them as `engine`, and the fit gives each a time
+# per layer and per step of every forward pass on top of the class's (the efficiency file's
+# `engines`; planner.estimator.support.engine_times adds them where a workload names the engine).
+ENGINE_FIT = ("llama.cpp-2024",)
+LLAMA_CPP = ("llama.cpp", "llama.cpp-2024")  # the current builds and the 2023-2024 ones
+ENGINE_PRIOR = {"layer_overhead_us": 0.0, "step_overhead_us": 0.0}
+ENGINE_SCALE = np.array([25.0, 500.0])  # the prior's pull, as the classes' overheads
+
+
+def engine_key(engine: str) -> str:
+    return f"engine:{engine}"
+
+
+def engine_seconds(r: Row, params: Params) -> float:
+    """Seconds the row's engine release adds to one forward pass of the whole model: the fitted
+    figures in `params` where it has them, else the shipped ones (what the tool adds)."""
+    fixed = params.get(engine_key(r.meas.engine or ""))
+    if fixed is not None:
+        layer_s = fixed["layer_overhead_us"] * 1e-6
+        step_s = fixed["step_overhead_us"] * 1e-6
+    else:
+        t = engine_times(load_catalog(), r.meas.engine)
+        layer_s, step_s = t["engine_layer_s"], t["engine_step_s"]
+    return r.model.num_layers * layer_s + step_s
+
+
 def decode_tps(r: Row, params: Params) -> float:
     m = r.meas
     dev = device_table([r.device], params)
@@ -299,7 +327,7 @@ def decode_tps(r: Row, params: Params) -> float:
         decode_step_seconds(
             r.model, fmt, kv_bytes(m.kv), dev, batch=batch, context=r.context, tp=tp
         )[0]
-    )
+    ) + engine_seconds(r, params)
     e2e = END_TO_END.search(m.notes or "")
     if e2e is None:
         return batch / step
@@ -317,7 +345,7 @@ def prefill_tps(r: Row, params: Params) -> float:
     batch = float(m.batch or 1)
     prompt = float(m.context or 512)
     t = prefill_seconds(r.model, weight_format(m.weights), dev, batch=batch, prompt=prompt)
-    return batch * prompt / float(t[0])
+    return batch * prompt / (float(t[0]) + engine_seconds(r, params))
 
 
 def training_setup(r: Row) -> tuple[str, str]:
@@ -406,7 +434,8 @@ def nnls(a: Vec, b: Vec, max_iter: int = 200) -> Vec:
 
 def decode_design(r: Row, base: dict[str, float]) -> Vec:
     """Coefficients of (1/eff_bw, layer_us, step_us, dq) in the predicted step time, read off
-    decode_step_seconds by unit steps (exact: the step is linear in them at batch 1)."""
+    decode_step_seconds by unit steps (exact: the step is linear in them at batch 1), without
+    an engine release's own fixed time (engine_seconds, fitted apart)."""
     zero = {
         **base,
         "bandwidth": 1.0,
@@ -415,8 +444,12 @@ def decode_design(r: Row, base: dict[str, float]) -> Vec:
         "dequant_ops_per_weight": 0.0,
     }
 
+    engines = {engine_key(e): dict(ENGINE_PRIOR) for e in ENGINE_FIT}
+
     def step(**kw: float) -> float:
-        return r.meas.batch / decode_tps(r, {r.cls: {**zero, **kw}}) if r.meas.batch else 0.0
+        if not r.meas.batch:
+            return 0.0
+        return r.meas.batch / decode_tps(r, {r.cls: {**zero, **kw}, **engines})
 
     t0 = step()
     return np.array(
@@ -430,10 +463,14 @@ def decode_design(r: Row, base: dict[str, float]) -> Vec:
 
 
 def fit_decode_class(
-    rows: Sequence[Row], prior: dict[str, float], current: dict[str, float]
+    rows: Sequence[Row],
+    prior: dict[str, float],
+    current: dict[str, float],
+    known: Vec | None = None,
 ) -> dict[str, float]:
     """Relative-error least squares with a weak pull toward the prior; bounds via NNLS.
-    `current` supplies the factors not fitted here (compute), which the design rows use."""
+    `current` supplies the factors not fitted here (compute), which the design rows use;
+    `known`, per row, seconds of the step fitted elsewhere (an engine release's own time)."""
     p = np.array(
         [
             1.0 / prior["bandwidth"],
@@ -447,7 +484,7 @@ def fit_decode_class(
     design = np.array([decode_design(r, current) for r in rows])
     t_obs = np.array([1.0 / r.meas.value for r in rows])  # batch 1: seconds per token
     a = design / t_obs[:, None]
-    b = 1.0 - a @ LOWER
+    b = 1.0 - a @ LOWER - (0.0 if known is None else known / t_obs)
     free = np.array([True, True, True, FIT_DEQUANT])
     b = b - a[:, ~free] @ (p - LOWER)[~free]  # fixed terms move to the right-hand side
     reg = np.diag(np.sqrt(PRIOR_WEIGHT) / PRIOR_SCALE[free])
@@ -603,12 +640,16 @@ def borrowed_from(key: str, params: Params, measured: Iterable[str]) -> str | No
 def fit_all(rows: Sequence[Row]) -> Params:
     params: Params = {c: dict(v) for c, v in PRIORS.items()}
     params.update({d: dict(PRIORS[c]) for d, c in OWN_FIT.items()})
+    params.update({engine_key(e): dict(ENGINE_PRIOR) for e in ENGINE_FIT})
     keys = (*CLASSES, *OWN_FIT)
     for _ in range(ROUNDS):
+        for e in ENGINE_FIT:
+            params[engine_key(e)] = fit_engine(rows, e, params)
         for key in keys:
             prior = PRIORS[OWN_FIT.get(key, key)]
             dec = group_rows(rows, key, is_decode_b1)
-            params[key].update(fit_decode_class(dec, prior, params[key]))
+            known = np.array([engine_seconds(r, params) for r in dec])
+            params[key].update(fit_decode_class(dec, prior, params[key], known))
             pre = group_rows(rows, key, is_prefill)
             params[key]["compute"] = fit_scalar(
                 pre, params, key, "compute", prior["compute"], prefill_tps
@@ -634,6 +675,23 @@ def fit_all(rows: Sequence[Row]) -> Params:
     for dev_id, cls in OWN_FIT.items():  # keep only the factors that differ from the class
         params[dev_id] = {k: v for k, v in params[dev_id].items() if v != params[cls][k]}
     return params
+
+
+def fit_engine(rows: Sequence[Row], engine: str, params: Params) -> dict[str, float]:
+    """An engine release's own time per layer and per step, on its batch-1 decode rows given
+    the classes' factors as they stand (relative error, a weak pull toward 0, NNLS; the
+    classes are then refitted given it, ROUNDS times)."""
+    mine = [r for r in rows if is_decode_b1(r) and r.meas.engine == engine]
+    if not mine:
+        return dict(ENGINE_PRIOR)
+    zero = {**params, engine_key(engine): dict(ENGINE_PRIOR)}
+    t_obs = np.array([1.0 / r.meas.value for r in mine])
+    t_cls = np.array([1.0 / decode_tps(r, zero) for r in mine])
+    a = np.array([[r.model.num_layers * 1e-6, 1e-6] for r in mine]) / t_obs[:, None]
+    b = 1.0 - t_cls / t_obs
+    reg = np.diag(np.sqrt(PRIOR_WEIGHT) / ENGINE_SCALE)
+    x = nnls(np.vstack([a, reg]), np.concatenate([b, np.zeros(2)]))
+    return {"layer_overhead_us": round(float(x[0]), 1), "step_overhead_us": round(float(x[1]))}
 
 
 def fit_moe_routing(rows: Sequence[Row], params: Params) -> None:
@@ -712,9 +770,11 @@ def leave_one_device_out(rows: Sequence[Row], fitted: Params) -> dict[str, list[
         held = [r for r in dec if r.device.id == dev_id]
         cls = held[0].cls
         train = [r for r in group_rows(dec, cls, is_decode_b1) if r.device.id != dev_id]
-        held_out = {**fitted[cls], **fit_decode_class(train, PRIORS[cls], fitted[cls])}
+        known = np.array([engine_seconds(r, fitted) for r in train])
+        held_out = {**fitted[cls], **fit_decode_class(train, PRIORS[cls], fitted[cls], known)}
+        engines = {k: v for k, v in fitted.items() if k.startswith("engine:")}
         for r in held:
-            out.setdefault(cls, []).append((r, decode_tps(r, {cls: held_out})))
+            out.setdefault(cls, []).append((r, decode_tps(r, {cls: held_out, **engines})))
     return out
 
 
@@ -823,6 +883,10 @@ def report(
     for dev_id, cls in OWN_FIT.items():
         for k, v in fitted.get(dev_id, {}).items():
             out.append(f"| {dev_id} (device entry) | {k} | {PRIORS[cls][k]:g} | {v:g} |")
+    for e in ENGINE_FIT:
+        n = sum(is_decode_b1(r) and r.meas.engine == e for r in rows)
+        for k, v in fitted.get(engine_key(e), {}).items():
+            out.append(f"| {e} (engine release, {n} rows) | {k} (added) | 0 | {v:g} |")
     measured = architecture_groups(rows)
     for key in sorted(k for k in fitted if "/" in k):
         cls, lent = key.split("/", 1)[0], borrowed_from(key, fitted, measured)
@@ -1072,6 +1136,11 @@ ARCHITECTURES_HEADER = """\
 # taking the largest fitted figure (no run measured it).
 """
 # `--only` groups: the factors a partial refit rewrites.
+ENGINES_HEADER = """\
+# Fixed times an older engine release adds to every forward pass beyond its class's figures
+# (calibration/fit.py ENGINE_FIT: fitted on the measurements that name the release as their
+# engine, the classes' overheads on the rest); added where a workload names that engine.
+"""
 ONLY_GROUPS = {"training": ("training_mfu", "moe_routed_bytes")}
 ORDER = (
     "bandwidth",
@@ -1124,6 +1193,12 @@ def write_efficiency(
             lines.append(f"  {dev_id}: {{{body}}}")
     else:
         lines.append("devices: {}")
+    engines = {e: fitted.get(engine_key(e)) or current.engines[e].model_dump() for e in ENGINE_FIT}
+    lines.append(ENGINES_HEADER.rstrip("\n"))
+    lines.append("engines:")
+    for eid, fixed in engines.items():
+        body = ", ".join(f"{k}: {fixed[k]:g}" for k in ENGINE_PRIOR)
+        lines.append(f"  {eid}: {{{body}}}")
     EFFICIENCY.write_text("\n".join(lines) + "\n")
     load_efficiency.cache_clear()
     load_efficiency(EFFICIENCY)  # validates what was written

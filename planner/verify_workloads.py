@@ -155,6 +155,7 @@ def replica_figures(
         output=shape.output_tokens,
         stages=wp.stage_specs(cat, problem, hosts),
         link=network_link(problem, cat),
+        decode_only=wp.role == "decode",
         **engine_times(cat, wp.engine),
     )
 

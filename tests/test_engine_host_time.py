@@ -11,12 +11,10 @@ check here (the second one was not used to derive the figure)."""
 from __future__ import annotations
 
 import pytest
+from design_figures import scalar_figures
 
 from planner.catalog import load_catalog
-from planner.estimator.designs import Design, allowed_devices, inference_designs, stage_specs
-from planner.estimator.network import network_link
-from planner.estimator.replica import ReplicaFigures, inference_replica
-from planner.estimator.serving import prefill_prompt
+from planner.estimator.designs import Design, allowed_devices, inference_designs
 from planner.estimator.support import host_s_per_token
 from planner.schema.problem import InferenceWorkload, Problem
 from planner.solve import solve_problem
@@ -64,25 +62,6 @@ def _saturated(model: str, tp: int, engine: str) -> float:
     return max(d.tokens_per_s for d in _designs(model, tp, engine))
 
 
-def _replica(prob: Problem, d: Design) -> ReplicaFigures:
-    """The plan builder's scalar figures of design `d` of the problem's one workload."""
-    cat = load_catalog()
-    w = prob.workloads[0]
-    assert isinstance(w, InferenceWorkload)
-    return inference_replica(
-        cat.model(w.model),
-        w.weights,
-        w.kv,
-        batch=d.batch,
-        context=w.context_tokens,
-        prompt=prefill_prompt(w.prompt_tokens, w.prefix_cache_hit),
-        output=w.output_tokens,
-        stages=stage_specs(cat, prob, d),
-        link=network_link(prob, cat),
-        host_s_per_token=host_s_per_token(cat, d.engine),
-    )
-
-
 @pytest.mark.parametrize(
     ("model", "tp", "gain"),
     [("llama-3.1-8b", 1, 2.7), ("llama-3.1-70b", 4, 1.8)],  # the blog's v0.6.0 / v0.5.3
@@ -105,7 +84,7 @@ def test_design_figures_and_the_replica_figures_agree_with_host_time() -> None:
     prob = _problem("llama-3.1-8b", 1, "vllm-0.5")
     for d in _designs("llama-3.1-8b", 1, "vllm-0.5")[:6]:
         assert d.engine == "vllm-0.5"
-        fig = _replica(prob, d)
+        fig = scalar_figures(prob, d)
         assert fig.tokens_per_s == pytest.approx(d.tokens_per_s, rel=1e-9)
         assert fig.step_seconds >= d.batch * 137e-6
 
@@ -146,7 +125,7 @@ def test_pipelines_of_two_device_types_agree_with_the_replica_figures() -> None:
     deep = [d for d in ds if len(d.stages) >= 3]
     assert two_type and deep
     for d in two_type[:20] + deep[:20]:
-        fig = _replica(prob, d)
+        fig = scalar_figures(prob, d)
         assert fig.tokens_per_s == pytest.approx(d.tokens_per_s, rel=1e-9)
         assert fig.ms_per_token == pytest.approx(d.ms_per_token, rel=1e-9)
 

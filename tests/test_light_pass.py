@@ -31,7 +31,7 @@ def _solve(model: PlannerModel) -> Solution:
     return model.solve(time_limit=30, workers=1, seed=0)
 
 
-@pytest.mark.parametrize("name", ["chat-70b", "buy-flat-demand", "carbon-cap", "train-13b-2m"])
+@pytest.mark.parametrize("name", ["chat-70b", "buy-flat-demand", "chat-and-code", "train-13b-2m"])
 def test_the_light_pass_proves_the_same_optimum_as_the_full_search(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

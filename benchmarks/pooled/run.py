@@ -13,16 +13,16 @@ the pooled summary (they separate the device model's error from the split's).
 
 Result (catalog as of this commit): 41 rows (33 pooled, 8 one-machine baselines) from 20
 sources, 16 expressible: 12 pooled rows and 4 baselines. Pooled: median |deviation| 48.7 %,
-worst 235.8 % (8 x Pi 4B under distributed-llama, 0.694 tok/s against 0.2065). By engine: exo
-tensor parallel over Thunderbolt 5 RDMA on 4 Mac Studios, median 17.8 % (+13.2 %, +17.8 %; Kimi
-K2 +80.4 %); llama.cpp RPC pipelines of 2-3 DGX Sparks (two sources), +23.5 to +50.5 %;
-distributed-llama on Pis +79 to +236 %; vLLM on 2 DGX Sparks +93.0 %. The error is mostly the
+worst 236.0 % (8 x Pi 4B under distributed-llama, 0.694 tok/s against 0.2065). By engine: exo
+tensor parallel over Thunderbolt 5 RDMA on 4 Mac Studios, median 21.8 % (+17.0 %, +21.8 %; Kimi
+K2 +86.2 %); llama.cpp RPC pipelines of 2-3 DGX Sparks (two sources), +23.5 to +50.5 %;
+distributed-llama on Pis +83 to +236 %; vLLM on 2 DGX Sparks +93.0 %. The error is mostly the
 one machine's: the same sources' one-Spark runs are over-predicted by +41.0 % and +66.6 % (an MoE
 model in Q2_K under llama.cpp; the same Spark's other llama.cpp rows in the calibration table,
-dense and MoE in Q4_0, Q8_0 and MXFP4, are within 20 %), the M3 Ultra by +17.3 % and the Pi 5
-by +20.0 %. Given the source's own one-machine measurement (the second table), the split model
+dense and MoE in Q4_0, Q8_0 and MXFP4, are within 20 %), the M3 Ultra by +22.2 % and the Pi 5
+by +22.8 %. Given the source's own one-machine measurement (the second table), the split model
 is within 13.9 % at the median of 6 rows: llama.cpp RPC +3.4 %, +4.2 %, -9.7 %, -18.2 % (the
-per-hop time comes from another source), distributed-llama +49.4 % and +89.4 %: the releases
+per-hop time comes from another source), distributed-llama +49.2 % and +88.8 %: the releases
 behind those tables (0.1.0, 0.3.1) run attention, the norms and the output head on the root
 alone and exchange ten times per block through the root's port, where the planner splits
 everything and charges two ring all-reduces (benchmarks/pooled/distributed-llama.md, from the
@@ -31,7 +31,7 @@ devices the catalog lacks (BC250, NUC, cloud VMs, the prima.cpp phone and laptop
 Super and a laptop RTX 5060), models it lacks (GLM-5, GLM-5.1, GLM-4.7, Ministral 3, Qwen3.6),
 vLLM runs with --enforce-eager (a mode the planner's vLLM figures do not model), and rows whose
 link is not stated (or not which of two): `--assume-link eth-1g` scores the 4 of those that map
-otherwise apart, median 36.6 %, worst 338.5 %, not part of the result.
+otherwise apart, median 41.0 %, worst 349.4 %, not part of the result.
 
 How a row is computed (planner estimator functions only; nothing is fitted on these rows):
 

@@ -87,8 +87,8 @@ from planner.catalog import add_file_model, load_catalog
 from planner.estimator.designs import Design, allowed_devices, inference_designs
 from planner.estimator.efficiency import load_serving
 from planner.estimator.formats import kv_bytes, weight_format
+from planner.estimator.pools import decode_engine_search, prefill_engine_search
 from planner.estimator.replica import IterationTime, StageSpec
-from planner.estimator.request_mix import decode_engine_search, prefill_engine_search
 from planner.estimator.serving import (
     LoadedLatency,
     chunk_mix,

@@ -1256,13 +1256,26 @@ def _meets_ceilings(
 
 
 def _with_runtimes(st: _Setting, cat: Catalog, runtimes: list[Runtime]) -> _Setting:
-    """The setting with each option's engine and backend, the engine's time per hop, and its
-    host work per generated token in each step's fixed work (b sequences, b tokens a step)."""
+    """The setting with each option's engine and backend, the engine's time per hop, its host
+    work per generated token in each step's fixed work (b sequences, b tokens a step), and an
+    older release's fixed time per layer and per step."""
     times = [engine_times(cat, r.engine) for r in runtimes]
     extra = np.array([t["hop_overhead_s"] for t in times])
     host = np.array([t["host_s_per_token"] for t in times])
-    fixed = st.fixed + host[None, :] * st.levels[:, None] if host.any() else st.fixed
-    return replace(st, runtimes=runtimes, hop_extra=extra, fixed=fixed)
+    own = np.array([t["engine_step_s"] for t in times])
+    layer = np.array([t["engine_layer_s"] for t in times])
+    fixed = st.fixed + host[None, :] * st.levels[:, None] + own[None, :]
+    if not layer.any():
+        return replace(st, runtimes=runtimes, hop_extra=extra, fixed=fixed)
+    return replace(
+        st,
+        runtimes=runtimes,
+        hop_extra=extra,
+        fixed=fixed,
+        tau=st.tau + layer[None, :],
+        tau_c=st.tau_c + layer[None, :],
+        tau_d=st.tau_d + layer[None, :],
+    )
 
 
 def _pruned_order(

@@ -53,6 +53,16 @@ class Efficiency(Frozen):
     )
 
 
+class EngineOverhead(Frozen):
+    """Fixed times one engine release adds to every forward step beyond its device class's
+    overheads (fitted by calibration/fit.py on the measurements tagged with that engine)."""
+
+    layer_overhead_us: float = Field(
+        0.0, ge=0, description="Added per layer per forward step, microseconds."
+    )
+    step_overhead_us: float = Field(0.0, ge=0, description="Added per forward step, microseconds.")
+
+
 class EfficiencyFile(Frozen):
     fitted_on: str = Field(description="What the factors were fitted on, and when.")
     classes: dict[DeviceClass, Efficiency]
@@ -64,6 +74,11 @@ class EfficiencyFile(Frozen):
     )
     devices: dict[str, dict[str, float]] = Field(
         default_factory=dict, description="Per-device overrides of single factors."
+    )
+    engines: dict[str, EngineOverhead] = Field(
+        default_factory=dict,
+        description="Fixed times an engine release adds beyond the class figures, which are "
+        "fitted on current releases (an older llama.cpp build, say), keyed by catalog engine id.",
     )
 
     @field_validator("architectures")

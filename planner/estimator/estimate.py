@@ -33,6 +33,7 @@ from planner.estimator.perf import (
     prefill_seconds,
     training_tokens_per_second,
 )
+from planner.estimator.support import EngineTimes
 from planner.schema.catalog import ModelArch
 from planner.schema.measurements import MeasurementFile, find
 
@@ -108,11 +109,12 @@ def estimate_inference(
     q: InferenceQuery,
     econ: Economics,
     measured: MeasurementFile | None = None,
-    engines: list[tuple[str, float]] | None = None,
+    engines: list[tuple[str, EngineTimes]] | None = None,
 ) -> list[Estimate]:
     """Inference figures for `m` on every device of `dev`; `engines`, per device, the serving
-    engine and its host work per generated token (Engine.host_us_per_token, seconds), added to
-    every decode step for each sequence in it.
+    engine and its own times: host work per generated token (Engine.host_us_per_token), added
+    to every decode step for each sequence in it, and an older release's fixed time per layer
+    and per step (the efficiency file's `engines`), added to every forward pass.
 
     Long because it assembles one estimate's every figure in order.
     """
@@ -134,8 +136,11 @@ def estimate_inference(
         need = _devices_needed(per_n, float(dev.usable_memory_bytes[i]))
         stages = counts[need - 1] if need else 0
         n, step, pre, par = _layout(m, q, dev, i, stages, float(step1[i]), float(pre1[i]), hop)
-        engine, host_s = engines[i] if engines else ("", 0.0)
-        step += host_s * q.batch
+        engine, t = engines[i] if engines else ("", None)
+        if t is not None:
+            fixed = m.num_layers * t["engine_layer_s"] + t["engine_step_s"]
+            step += t["host_s_per_token"] * q.batch + fixed
+            pre += fixed
         tps = q.batch / step if n else 0.0
         ms = step * 1e3 if n else None
         row = find(

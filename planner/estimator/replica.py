@@ -142,13 +142,17 @@ def inference_replica(
     link: Link,
     hop_overhead_s: float = 0.0,
     host_s_per_token: float = 0.0,
+    engine_layer_s: float = 0.0,
+    engine_step_s: float = 0.0,
+    decode_only: bool = False,
 ) -> ReplicaFigures:
     """Memory, step time, throughput, latency and power of one inference replica. Engine time:
     `hop_overhead_s` per pipeline hop (Engine.hop_overhead_us), `host_s_per_token` of host work
-    per generated token, serial with each step (Engine.host_us_per_token)."""
+    per generated token, serial with each step (Engine.host_us_per_token), and an older
+    release's `engine_layer_s` per layer and `engine_step_s` per step of every forward pass.
+    `decode_only`: a disaggregated decode replica, whose iterations carry no prompt chunks."""
     fmt, kvb = weight_format(weights), kv_bytes(kv)
     S = len(stages)
-    L = m.num_layers
     boundary = float(pipeline_activation_bytes(batch, 1, m.hidden_size)) if S > 1 else 0.0
     hop = (
         _scalar(p2p_seconds(boundary, link.bandwidth_gb_s * 1e9, link.latency_us * 1e-6))
@@ -156,13 +160,9 @@ def inference_replica(
         if S > 1
         else 0.0
     )
-    kv_layer_seq = kv_bytes_per_token(m, kvb) / L * attended_tokens(m, context)
-    w_layer = block_weight_bytes(m, fmt) / L
     chunk_seconds: list[float] = []
     decode_seconds: list[float] = []
-    mems: list[dict[str, float]] = []
-    busy: list[float] = []
-    for i, st in enumerate(stages):
+    for st in stages:
         dev = device_table([st.device])
         tau_d, tau_c, share = _layer_seconds(
             m, fmt, kvb, dev, st.tp, batch, context, prompt, output, st.link_args()
@@ -170,32 +170,20 @@ def inference_replica(
         fixed = (
             _scalar(head_seconds(m, fmt, dev, batch)) / st.tp
             + _scalar(dev.step_overhead_s)
+            + engine_step_s
             + host_s_per_token * batch
         )
-        chunk_seconds.append(st.layers * tau_c + fixed + hop)
-        decode_seconds.append(st.layers * tau_d + fixed + hop)
-        mem = inference_memory(
-            m,
-            fmt,
-            kvb,
-            batch=batch * S,
-            context=context,
-            layers=st.layers,
-            tp=st.tp,
-            first=i == 0,
-            last=i == S - 1,
-        )
-        mems.append(mem.as_dict())
-        # Bytes this stage's devices read per step: their weights and the KV of one micro-batch.
-        busy.append(
-            st.layers * (w_layer / st.tp + batch * kv_layer_seq / kv_shard_divisor(m, st.tp))
-        )
+        chunk_seconds.append(st.layers * (tau_c + engine_layer_s) + fixed + hop)
+        decode_seconds.append(st.layers * (tau_d + engine_layer_s) + fixed + hop)
+    if decode_only:
+        share = 0.0  # a decode pool's engine takes prefilled sequences: no prompt chunks
     T = pipeline_round(decode_seconds, chunk_seconds, share)
     figs = []
     total_w = 0.0
-    for st, d, c, use, nbytes in zip(
-        stages, decode_seconds, chunk_seconds, mems, busy, strict=True
-    ):
+    for i, (st, d, c) in enumerate(zip(stages, decode_seconds, chunk_seconds, strict=True)):
+        use, nbytes = _stage_memory(
+            m, fmt, kvb, st, batch, S, context, first=i == 0, last=i == S - 1
+        )
         sec, dev = (1.0 - share) * d + share * c, device_table([st.device])
         act = min(1.0, nbytes / _scalar(dev.bandwidth_bytes_s) / T)
         watts = _scalar(power_w(dev.tdp_w, dev.idle_w, np.asarray(act), dev.power_activity_floor))
@@ -209,6 +197,31 @@ def inference_replica(
         ttft_s=closed_ttft(S * T, S * max(chunk_seconds), batch, prompt, output),
         power_w=total_w,
     )
+
+
+def _stage_memory(
+    m: ModelArch,
+    fmt: WeightFormat,
+    kvb: float,
+    st: StageSpec,
+    batch: int,
+    S: int,
+    context: int,
+    *,
+    first: bool,
+    last: bool,
+) -> tuple[dict[str, float], float]:
+    """Memory per device of one of `S` pipeline stages (S micro-batches of `batch` in flight),
+    and the bytes its devices read per step: their weights and the KV of one micro-batch."""
+    L = m.num_layers
+    kv_layer_seq = kv_bytes_per_token(m, kvb) / L * attended_tokens(m, context)
+    w_layer = block_weight_bytes(m, fmt) / L
+    mem = inference_memory(
+        m, fmt, kvb, batch=batch * S, context=context, layers=st.layers, tp=st.tp,
+        first=first, last=last,
+    )  # fmt: skip
+    busy = st.layers * (w_layer / st.tp + batch * kv_layer_seq / kv_shard_divisor(m, st.tp))
+    return mem.as_dict(), busy
 
 
 def training_stage_memory(
@@ -255,11 +268,15 @@ class IterationTime:
         budget: float | None = None,
         hop_overhead_s: float = 0.0,
         host_s_per_token: float = 0.0,
+        engine_layer_s: float = 0.0,
+        engine_step_s: float = 0.0,
     ) -> None:
         """`budget`: the most prompt tokens an iteration takes (the serving token budget of the
         batch unless given, e.g. a disaggregated prefill engine's); `hop_overhead_s`: the
         engine's own time per pipeline hop (Engine.hop_overhead_us); `host_s_per_token`: its
-        host work per generated token, serial with each step (Engine.host_us_per_token)."""
+        host work per generated token, serial with each step (Engine.host_us_per_token);
+        `engine_layer_s` and `engine_step_s`: an older release's fixed time per layer and per
+        step of every iteration (the efficiency file's `engines`)."""
         fmt, kvb = weight_format(weights), kv_bytes(kv)
         if budget is None:
             budget = token_budget(batch, prompt, output)
@@ -284,35 +301,32 @@ class IterationTime:
         worst = np.zeros_like(n)
         # The host's work: a token per decoding sequence and per prompt the iteration finishes.
         host = host_s_per_token * (n + p / max(prompt, 1))
-        # Stages of one device and degree share their time per layer: the fullest one of them
-        # is their slowest (time grows with the layers), so each kind is computed once.
-        fullest: dict[tuple[int, int], StageSpec] = {}
-        for st in stages:
-            kind = (id(st.device), st.tp)
-            if kind not in fullest or st.layers > fullest[kind].layers:
-                fullest[kind] = st
         per_layer: dict[tuple[int, int], tuple[_Floats, _Floats]] = {}
-        for kind, st in fullest.items():
+        for kind, st in _fullest(stages).items():
             dev = _one_device(st.device)
             link_bytes_s, link_latency_s = st.link_args()
-            tau = serving_layer_seconds(
-                m,
-                fmt,
-                kvb,
-                dev,
-                batch=n.ravel(),
-                context=context,
-                prefill_tokens=p.ravel(),
-                prompt=prompt,
-                tp=st.tp,
-                serial=serial_engine(fmt),
-                link_bytes_s=link_bytes_s,
-                link_latency_s=link_latency_s,
-            ).reshape(n.shape)
+            tau = (
+                serving_layer_seconds(
+                    m,
+                    fmt,
+                    kvb,
+                    dev,
+                    batch=n.ravel(),
+                    context=context,
+                    prefill_tokens=p.ravel(),
+                    prompt=prompt,
+                    tp=st.tp,
+                    serial=serial_engine(fmt),
+                    link_bytes_s=link_bytes_s,
+                    link_latency_s=link_latency_s,
+                ).reshape(n.shape)
+                + engine_layer_s
+            )
             head = head_seconds(m, fmt, dev, np.maximum(n, 1.0)) / st.tp
-            step = st.layers * tau + head + dev.step_overhead_s + hop + host
+            own = dev.step_overhead_s + engine_step_s
+            step = st.layers * tau + head + own + hop + host
             worst = np.maximum(worst, step)
-            per_layer[kind] = (tau, np.asarray(dev.step_overhead_s, dtype=np.float64))
+            per_layer[kind] = (tau, np.asarray(own, dtype=np.float64))
         self.table = S * worst
         host_alone = host_s_per_token * np.maximum(n, 1.0)  # once per round for one sequence
         self.alone = _alone(m, fmt, stages, per_layer, hop, n) + host_alone
@@ -335,6 +349,17 @@ class IterationTime:
         lo = z[i][j] * (1 - a) + z[i + 1][j] * a
         hi = z[i][j + 1] * (1 - a) + z[i + 1][j + 1] * a
         return lo * (1 - b) + hi * b
+
+
+def _fullest(stages: list[StageSpec]) -> dict[tuple[int, int], StageSpec]:
+    """Stages of one device and degree share their time per layer: the fullest one of them is
+    their slowest (time grows with the layers), so each kind is computed once."""
+    fullest: dict[tuple[int, int], StageSpec] = {}
+    for st in stages:
+        kind = (id(st.device), st.tp)
+        if kind not in fullest or st.layers > fullest[kind].layers:
+            fullest[kind] = st
+    return fullest
 
 
 def _alone(

@@ -46,21 +46,17 @@ from planner.estimator.designs import (
     stage_specs,
 )
 from planner.estimator.efficiency import load_serving
-from planner.estimator.formats import kv_bytes
 from planner.estimator.hosts import design_hosts
 from planner.estimator.measured import measured_rate, with_measured
-from planner.estimator.memory import kv_bytes_per_token
 from planner.estimator.mix_pruning import Witnesses, undominated
 from planner.estimator.network import network_link
+from planner.estimator.pools import decode_search, in_role, prefill_search
 from planner.estimator.replica import IterationTime, StageSpec
 from planner.estimator.serving import (
     LoadedLatency,
     RateSearch,
     chunk_mix,
-    decode_latency,
-    kv_transfer_s,
     open_latency,
-    prefill_latency,
     prefill_pool_budget,
     prefill_prompt,
 )
@@ -250,9 +246,9 @@ def _engine(
         it = hit[1]
     S = len(stages)
     if role == "prefill":
-        return _Engine(S, lambda: _prefill_search(w, it, stages, link, P))
+        return _Engine(S, lambda: prefill_search(w, it, stages, link, P))
     if role == "decode":
-        return _Engine(S, lambda: _decode_search(w, it, batch, P, out))
+        return _Engine(S, lambda: decode_search(w, it, batch, P, out))
     c, f = chunk_mix(batch, P, out, batch * P / out)
     full = batch / (out * ((1.0 - f) * it(batch, 0.0) + f * it(batch, c)))  # one engine
 
@@ -271,102 +267,6 @@ def _engine(
             capacity=w.max_utilization * full,
         ),
     )
-
-
-def _prefill_search(
-    w: InferenceWorkload, it: IterationTime, stages: list[StageSpec], link: Link, P: float
-) -> RateSearch:
-    """Requests/s of one prefill engine (replica_rate): at most max_utilization of its prompt
-    tokens/s and of its ports' bandwidth for the KV it sends, and the first-token budget met."""
-    first = _first_token_budget(w)
-    k = 1.0 + load_serving().latency_margin
-    pct = w.latency_percentile
-    return prefill_engine_search(
-        it,
-        sum(st.tp for st in stages),
-        len(stages),
-        link,
-        P,
-        kv_bytes(w.kv),
-        ceiling=lambda lat: first is None or lat.ttft_s[pct] * k <= first,
-        utilization=w.max_utilization,
-    )
-
-
-def prefill_engine_search(
-    it: IterationTime,
-    devices: int,
-    stages: int,
-    link: Link,
-    P: float,
-    kv_bytes_per_value: float,
-    *,
-    ceiling: Callable[[LoadedLatency], bool],
-    utilization: float,
-) -> RateSearch:
-    """The search (serving.RateSearch) for the requests/s of one prefill engine of `devices`
-    over `stages` stages: it batches whole prompts of `P` tokens up to the prefill pool's token
-    budget and sends each prompt's KV cache over one `link` port per device; at most
-    `utilization` of its prompt tokens/s and of its ports' bandwidth, and `ceiling` met at that
-    rate."""
-    budget = prefill_pool_budget(P)
-    ports = link.bandwidth_gb_s * 1e9 * devices
-    kv = kv_bytes_per_token(it.model, kv_bytes_per_value) * P
-    transfer = kv_transfer_s(kv, ports, link.latency_us * 1e-6)
-    full = min(budget / (P * it(0.0, budget)), ports / kv / stages)
-    return RateSearch(
-        lambda r: prefill_latency(it, rate=r, prompt=P, transfer_s=transfer),
-        ceiling=ceiling,
-        capacity=utilization * full,
-    )
-
-
-def _decode_search(
-    w: InferenceWorkload, it: IterationTime, batch: int, P: float, out: float
-) -> RateSearch:
-    """Requests/s of one decode engine (replica_rate): at most max_utilization of its full
-    batch's, the time per token and what the end-to-end ceiling leaves after the prefill
-    pool's first-token budget met."""
-    first = _first_token_budget(w)
-    rest = None if w.max_e2e_s is None else w.max_e2e_s - (first or 0.0)
-    k = 1.0 + load_serving().latency_margin
-    pct = w.latency_percentile
-
-    def meets(lat: LoadedLatency) -> bool:
-        return (rest is None or lat.e2e_s[pct] * k <= rest) and (
-            w.max_ms_per_token is None or lat.tpot_s * 1e3 * k <= w.max_ms_per_token
-        )
-
-    return decode_engine_search(it, batch, P, out, ceiling=meets, utilization=w.max_utilization)
-
-
-def decode_engine_search(
-    it: IterationTime,
-    batch: int,
-    P: float,
-    out: float,
-    *,
-    ceiling: Callable[[LoadedLatency], bool],
-    utilization: float,
-) -> RateSearch:
-    """The search (serving.RateSearch) for the requests/s of one decode engine of `batch` slots
-    taking prompts of `P` tokens from a prefill pool and writing `out`: at most `utilization` of
-    its full batch's, `ceiling` met."""
-    return RateSearch(
-        lambda r: decode_latency(it, slots=batch, rate=r, prompt=P, output=out),
-        ceiling=ceiling,
-        capacity=utilization * (batch / (out * it(batch, 0.0))),
-    )
-
-
-def _first_token_budget(w: InferenceWorkload) -> float | None:
-    """The first-token latency a disaggregated prefill pool is held to: the first-token
-    ceiling, else a share of the end-to-end one (serving.yaml), else none."""
-    if w.max_ttft_s is not None:
-        return w.max_ttft_s
-    if w.max_e2e_s is not None:
-        return w.max_e2e_s * load_serving().disaggregated_ttft_share
-    return None
 
 
 class OutOfTime(Exception):
@@ -436,7 +336,7 @@ def mix_designs(
         for (d, role), rates in zip(jobs, found_rates, strict=True):
             if rates is None or c_i not in rates:
                 continue  # beaten by its bound, or no load of its own class meets the ceilings
-            designs.append(d if role == "both" else dataclasses.replace(d, role=role))
+            designs.append(in_role(d, role, sub, cat, specs[id(d)], link))
             serves.append(rates)
             sized.append(c_i)
     if prune and designs:

@@ -16,6 +16,7 @@ from typing import TypedDict
 
 from planner.catalog import Catalog
 from planner.errors import InputError
+from planner.estimator.efficiency import load_efficiency
 from planner.schema.catalog import Accelerator
 from planner.schema.problem import Constraints, InferenceWorkload
 
@@ -127,15 +128,24 @@ class EngineTimes(TypedDict):
 
     hop_overhead_s: float  # added to each pipeline hop (Engine.hop_overhead_us)
     host_s_per_token: float  # host work per generated token, serial with each step
+    engine_layer_s: float  # added per layer of every forward step (an older release's)
+    engine_step_s: float  # added to every forward step (an older release's)
 
 
 def engine_times(cat: Catalog, engine: str | None) -> EngineTimes:
-    """`engine`'s times (planner.schema.support.Engine; 0 without an engine)."""
+    """`engine`'s times (planner.schema.support.Engine, and the fixed times the efficiency file
+    gives a release beyond the class figures; 0 without an engine)."""
     e = cat.engines.get(engine) if engine else None
     if e is None:
-        return EngineTimes(hop_overhead_s=0.0, host_s_per_token=0.0)
+        return EngineTimes(
+            hop_overhead_s=0.0, host_s_per_token=0.0, engine_layer_s=0.0, engine_step_s=0.0
+        )
+    fixed = load_efficiency().engines.get(e.id)
     return EngineTimes(
-        hop_overhead_s=e.hop_overhead_us * 1e-6, host_s_per_token=e.host_us_per_token * 1e-6
+        hop_overhead_s=e.hop_overhead_us * 1e-6,
+        host_s_per_token=e.host_us_per_token * 1e-6,
+        engine_layer_s=fixed.layer_overhead_us * 1e-6 if fixed else 0.0,
+        engine_step_s=fixed.step_overhead_us * 1e-6 if fixed else 0.0,
     )
 
 
@@ -152,17 +162,17 @@ def host_s_per_token(cat: Catalog, engine: str | None) -> float:
 
 def estimate_engines(
     cat: Catalog, devices: list[Accelerator], weights: str, kv: str, engine: str | None
-) -> tuple[list[Accelerator], list[tuple[str, float]]]:
+) -> tuple[list[Accelerator], list[tuple[str, EngineTimes]]]:
     """For `planner estimate`: the devices `engine` runs `weights` with a `kv` cache on (every
     device given when no engine is named) and, per device, the engine its figures assume (the
-    named one, else the device's default: the first supported engine by rank) with its host
-    time per generated token; an error naming what the matrix offers when the named engine runs
+    named one, else the device's default: the first supported engine by rank) with its own
+    times; an error naming what the matrix offers when the named engine runs
     on none of them."""
     if engine is not None and engine not in cat.engines:
         known = ", ".join(sorted(cat.engines))
         raise InputError(f"--engine `{engine}` is not in the catalog; choose one of {known}")
     kept: list[Accelerator] = []
-    out: list[tuple[str, float]] = []
+    out: list[tuple[str, EngineTimes]] = []
     for d in devices:
         found = runtimes(cat, d, weights, kv)
         names = [
@@ -173,7 +183,7 @@ def estimate_engines(
         if not names:
             continue
         kept.append(d)
-        out.append((names[0], host_s_per_token(cat, names[0])))
+        out.append((names[0], engine_times(cat, names[0])))
     if not kept:
         shown = ", ".join(d.id for d in devices[:6]) + (", ..." if len(devices) > 6 else "")
         offered = sorted({r.engine for d in devices for r in runtimes(cat, d, weights, kv)})

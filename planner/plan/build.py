@@ -188,6 +188,7 @@ def stage_lines(
         output=w.output_tokens,
         stages=stage_specs(cat, problem, d),
         link=network_link(problem, cat),
+        decode_only=d.role == "decode",
         **engine_times(cat, d.engine),
     )
     for st, f in zip(d.stages, fig.stages, strict=True):
