@@ -75,15 +75,23 @@ def test_ctrl_c_during_a_search_stops_it_and_still_reaches_python_after() -> Non
     # The light pass runs on a thread of its own with CP-SAT's Ctrl-C catcher off. Left on, a
     # Ctrl-C during the pass went to CP-SAT's C handler, and the full search then failed with
     # `RuntimeError: bad_function_call` (a sweep's Ctrl-C printed a traceback; a pool's worker
-    # died). max-throughput-500k searches for seconds, its light pass for the first ~0.7 s.
+    # died). max-throughput-500k's light pass ends unproved after ~0.5 s: Ctrl-C is sent 0.05 s
+    # after the first light pass starts (not at a fixed time from the start, which a loaded
+    # machine can move before the search or past the light pass).
     code = (
         "import os, signal, threading, time\n"
         "from pathlib import Path\n"
         "from planner.load import load_problem\n"
-        "from planner.model import interrupt\n"
+        "from planner.model import cpsat, interrupt\n"
         "from planner.solve import solve_problem\n"
         f"p = load_problem(Path({str(PROBLEMS / 'max-throughput-500k.yaml')!r}))\n"
-        "threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()\n"
+        "lighten, sent = cpsat._lighten, []\n"
+        "def light(s):\n"
+        "    lighten(s)\n"
+        "    if not sent:\n"
+        "        sent.append(threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)))\n"
+        "        sent[0].start()\n"
+        "cpsat._lighten = light\n"
         "t = time.perf_counter()\n"
         "solve_problem(p, time_limit=30)\n"
         "print(interrupt.requested(), time.perf_counter() - t < 5)\n"

@@ -5,12 +5,18 @@ limit, the one that makes the most tokens/s within it); a hint, never a constrai
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from planner.estimator.designs import Design
 from planner.estimator.economics import (
     cloud_host_watts,
+    embodied_kg_per_hour,
+    embodied_share,
     energy_usd_per_watt,
     energy_usd_per_watt_hour,
+    grid_intensity,
+    horizon_hours,
+    host_idle_hours,
 )
 from planner.estimator.hosts import devices_bought, holds_group, hosts_for
 from planner.model.result import ReplicaKey, ShareKey
@@ -22,13 +28,27 @@ from planner.model.tables import (
     replicas_needed,
     served_floor,
 )
-from planner.model.variables import CLOUD, PREM, ModelBase
+from planner.model.variables import CLOUD, JOB, PREM, ModelBase
 from planner.schema.catalog import Node
 from planner.schema.problem import InferenceWorkload, TrainingWorkload
 
 # Share of the budget (or capex ceiling) a max_throughput hint's own price may take: it leaves
 # out hosts bought whole, network gear and idle power, which the plan's cost counts.
 HINT_MONEY_SHARE = 0.9
+# Share of the carbon ceiling a hint's workloads may emit by the hint's own count: it leaves out
+# network gear, which the model's carbon counts.
+HINT_CARBON_SHARE = 0.9
+
+
+class HintOption(NamedTuple):
+    """One way one design at one site meets a workload's demand in every period."""
+
+    price: float  # USD: devices bought (whole units, with a share of a host) and energy, or rent
+    watts: float  # at the busiest period
+    devices: int  # at the busiest period
+    picks: dict[ReplicaKey, int]  # replicas per key
+    on_prem: dict[str, int]  # devices it takes on premises
+    grams: float  # CO2e: its energy at each period's grid intensity and its devices' embodied share
 
 
 class Hints(ModelBase):
@@ -55,6 +75,8 @@ class Hints(ModelBase):
         c = self.p.constraints
         watts_left = math.inf if c.power_w is None else 0.9 * c.power_w / self.p.horizon.pue
         devices_left = math.inf if c.max_devices is None else c.max_devices
+        carbon = c.max_carbon_kgco2e
+        grams_left = math.inf if carbon is None else HINT_CARBON_SHARE * carbon * 1000
         chosen: dict[ReplicaKey, int] = {}
         used: dict[str, int] = {}  # devices on premises the workloads before took
         for w in self.p.workloads:
@@ -64,17 +86,22 @@ class Hints(ModelBase):
             options = self._options(w, slot_usd, used)
             if not options:
                 return {}, shares
-            fits = [o for o in options if o[1] <= watts_left and o[2] <= devices_left]
+            fits = [
+                o
+                for o in options
+                if o.watts <= watts_left and o.devices <= devices_left and o.grams <= grams_left
+            ]
             fastest = self._fastest_affordable(w, fits)
-            _, watts, devices, picks, on_prem = (
+            _, watts, devices, picks, on_prem, grams = (
                 fastest
                 if fastest is not None
-                else min(fits, key=lambda o: o[0])
+                else min(fits, key=lambda o: o.price)
                 if fits
-                else min(options, key=lambda o: o[1])
+                else min(options, key=lambda o: o.grams if carbon is not None else o.watts)
             )
             watts_left -= watts
             devices_left -= devices
+            grams_left -= grams
             chosen.update(picks)
             for x, n in on_prem.items():
                 used[x] = used.get(x, 0) + n
@@ -83,8 +110,8 @@ class Hints(ModelBase):
     def _fastest_affordable(
         self,
         w: InferenceWorkload | TrainingWorkload,
-        fits: list[tuple[float, float, int, dict[ReplicaKey, int], dict[str, int]]],
-    ) -> tuple[float, float, int, dict[ReplicaKey, int], dict[str, int]] | None:
+        fits: list[HintOption],
+    ) -> HintOption | None:
         """Under max_throughput, one workload alone: of the options that meet its demand, the
         one that makes the most tokens/s at the busiest period within the money limits (its
         price, energy and devices with their share of a host, against HINT_MONEY_SHARE of the
@@ -100,13 +127,13 @@ class Hints(ModelBase):
         ):
             return None
         cap = HINT_MONEY_SHARE * min(limits)
-        best: tuple[float, tuple[float, float, int, dict[ReplicaKey, int], dict[str, int]]] | None
+        best: tuple[float, HintOption] | None
         best = None
         for o in fits:
-            if o[0] > cap:
+            if o.price > cap:
                 continue
             made = 0.0
-            for k, n in o[3].items():
+            for k, n in o.picks.items():
                 d = self.t.designs[w.name][k.design]
                 if w.concurrency is None:
                     made = max(made, n * d.tokens_per_s)
@@ -122,7 +149,7 @@ class Hints(ModelBase):
         w: InferenceWorkload | TrainingWorkload,
         slot_usd: dict[str, float],
         used: dict[str, int],
-    ) -> list[tuple[float, float, int, dict[ReplicaKey, int], dict[str, int]]]:
+    ) -> list[HintOption]:
         """Each way one design at one site meets the workload's demand in every period: its
         price, watts and devices at the busiest period, replicas per key, and the devices it
         takes on premises. On premises a device type costs the whole purchase units it adds to
@@ -163,8 +190,54 @@ class Hints(ModelBase):
                     )
                 host_w = cloud_host_watts(d.devices, self.t.econ)
                 watts = most * (d.power_w + host_w)
-                out.append((price, watts, most * sum(d.devices.values()), counts, on_prem))
+                grams = self._hint_grams(w, d, counts, on_prem, site, host_w)
+                devices = most * sum(d.devices.values())
+                out.append(HintOption(price, watts, devices, counts, on_prem, grams))
         return out
+
+    def _hint_grams(
+        self,
+        w: InferenceWorkload | TrainingWorkload,
+        d: Design,
+        counts: dict[ReplicaKey, int],
+        on_prem: dict[str, int],
+        site: str,
+        host_w: float,
+    ) -> float:
+        """An option's CO2e as the model counts it (Quantities.carbon_expr), network gear aside:
+        energy at work at each period's grid intensity (a training job: the problem's), a rented
+        replica's host share; on premises its devices' embodied carbon over the horizon's share
+        of their life (a job in the cloud: for its hours), their hosts' overhead at all hours
+        and their idle draw outside the periods."""
+        if self.p.carbon is None or self.p.constraints.max_carbon_kgco2e is None:
+            return 0.0  # only a carbon ceiling asks
+        pue = self.p.horizon.pue
+        if isinstance(w, TrainingWorkload):
+            hours = w.token_budget / d.tokens_per_s / 3600
+            grams = d.power_w * hours / 1000 * pue * (grid_intensity(self.p) or 0.0)
+            if site == JOB:
+                grams += sum(
+                    n * embodied_kg_per_hour(self.p, self.t.econ[x].device) * hours * 1000
+                    for x, n in d.devices.items()
+                )
+        else:
+            grams = 0.0
+            for k, n in counts.items():
+                period = self.periods[k[2]]
+                own = d.power_w + (host_w if site == CLOUD else 0.0)
+                grams += n * own * period.hours / 1000 * pue * (period.gco2e_per_kwh or 0.0)
+        share = embodied_share(self.p)
+        g0 = (grid_intensity(self.p) or 0.0) / 1000 * pue
+        # Hosts draw their overhead at all hours; held devices their idle power out of work.
+        at_work_g = sum(p.hours * (p.gco2e_per_kwh or 0.0) for p in self.periods) / 1000 * pue
+        host_g = at_work_g + host_idle_hours(self.p) * g0
+        idle_h = horizon_hours(self.p) - sum(p.hours for p in self.periods)
+        for x, n in on_prem.items():
+            dev, node = self.t.econ[x].device, self._hint_host(x)
+            grams += n * (dev.embodied_kgco2e or 0.0) * 1000 * share
+            grams += math.ceil(n / node.slots) * node.power_overhead_w * host_g
+            grams += n * dev.power.idle_w * max(idle_h, 0.0) * g0
+        return grams
 
     def _bought_more(self, dev: str, used: int, more: int) -> int:
         """Devices bought (whole purchase units of the hint's host, beyond those owned) to put
