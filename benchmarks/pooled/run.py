@@ -11,27 +11,33 @@ tokens/s of ONE sequence (batch 1) on that pool of machines, beside the measured
 deviation (planner / measured - 1). Single-machine baseline rows are scored too but kept out of
 the pooled summary (they separate the device model's error from the split's).
 
-Result (catalog as of this commit): 41 rows (33 pooled, 8 one-machine baselines) from 20
-sources, 16 expressible: 12 pooled rows and 4 baselines. Pooled: median |deviation| 48.7 %,
-worst 236.0 % (8 x Pi 4B under distributed-llama, 0.694 tok/s against 0.2065). By engine: exo
-tensor parallel over Thunderbolt 5 RDMA on 4 Mac Studios, median 21.8 % (+17.0 %, +21.8 %; Kimi
-K2 +86.2 %); llama.cpp RPC pipelines of 2-3 DGX Sparks (two sources), +23.5 to +50.5 %;
-distributed-llama on Pis +83 to +236 %; vLLM on 2 DGX Sparks +93.0 %. The error is mostly the
-one machine's: the same sources' one-Spark runs are over-predicted by +41.0 % and +66.6 % (an MoE
-model in Q2_K under llama.cpp; the same Spark's other llama.cpp rows in the calibration table,
-dense and MoE in Q4_0, Q8_0 and MXFP4, are within 20 %), the M3 Ultra by +22.2 % and the Pi 5
-by +22.8 %. Given the source's own one-machine measurement (the second table), the split model
-is within 13.9 % at the median of 6 rows: llama.cpp RPC +3.4 %, +4.2 %, -9.7 %, -18.2 % (the
-per-hop time comes from another source), distributed-llama +49.2 % and +88.8 %: the releases
-behind those tables (0.1.0, 0.3.1) run attention, the norms and the output head on the root
-alone and exchange ten times per block through the root's port, where the planner splits
-everything and charges two ring all-reduces (benchmarks/pooled/distributed-llama.md, from the
-engine's code and its own published transfer sizes). 25 rows are not expressible, each saying why:
-devices the catalog lacks (BC250, NUC, cloud VMs, the prima.cpp phone and laptops, RTX 2060
-Super and a laptop RTX 5060), models it lacks (GLM-5, GLM-5.1, GLM-4.7, Ministral 3, Qwen3.6),
-vLLM runs with --enforce-eager (a mode the planner's vLLM figures do not model), and rows whose
-link is not stated (or not which of two): `--assume-link eth-1g` scores the 4 of those that map
-otherwise apart, median 41.0 %, worst 349.4 %, not part of the result.
+Result (catalog as of this commit): 84 rows (69 pooled, 15 one-machine baselines) from 26
+sources, 36 expressible: 28 pooled rows and 8 baselines. Pooled: median |deviation| 55.3 %,
+worst 258.0 % (8 x Pi 4B, Llama 2 13B, under distributed-llama 0.1.0). By engine:
+distributed-llama, 18 rows, median 64.4 %: over-predicted on every row, by +34 to +42 % on two
+Pi 5s under the releases that exchange twice per block (0.6.0, 0.7.0, PR #64's head, 0.10.6;
+their layout is the planner's) and by +54 to +258 % under 0.1.0 and 0.3.1, which run attention,
+the norms and the output head on the root alone and exchange ten times per block through the
+root's port (benchmarks/pooled/distributed-llama.md, from the engine's code and its own
+published transfer sizes). The planner charges each exchange the link's latency and bytes; PR
+#64 measures 0.88 ms of synchronisation per exchange on two Pi 5s, several times that, which
+no engine figure of the catalog carries yet. exo tensor parallel over Thunderbolt 5 RDMA on 4 Mac
+Studios, median 21.8 % (+17.0 %, +21.8 %; Kimi K2 +86.2 %); llama.cpp RPC pipelines of 2-3 DGX
+Sparks (two sources), +23.5 to +50.5 %; vLLM tensor parallel on 2 DGX Sparks, +10.4 % (Llama
+3.3 70B in BF16, CUDA graphs) and +93.0 % (Qwen3-235B in GPTQ-Int4 with expert parallelism).
+The llama.cpp RPC error is mostly the one machine's: the same sources' one-Spark runs are
+over-predicted by +41.0 % and +66.6 % (an MoE model in Q2_K; the same Spark's other llama.cpp
+rows in the calibration table, dense and MoE in Q4_0, Q8_0 and MXFP4, are within 20 %); the other
+baselines: Strix Halo +17.6 % and +27.8 %, M3 Ultra +22.2 %, Pi 5 +5.2 % and +22.8 %, Pi 4B
++33.1 %. Given the source's own one-machine measurement (the second table), the split model is
+within 35.0 % at the median of 11 rows: llama.cpp RPC +3.4 %, +4.2 %, -9.7 %, -18.2 % (the per-hop
+time comes from another source), distributed-llama +18.0 % to +147.3 %. 48 rows are not
+expressible, each saying why: devices the catalog lacks (BC250, NUC, cloud VMs, the prima.cpp
+phone and laptops, RTX 2060 Super and a laptop RTX 5060), models it lacks (GLM-5, GLM-5.1,
+GLM-4.7, Ministral 3, Qwen3.6, TinyLlama), weights it lacks (Unsloth's UD-Q2_K_XL), vLLM runs
+with --enforce-eager (a mode the planner's vLLM figures do not model), and rows whose link is
+not stated (or not which of two): `--assume-link eth-1g` scores the 11 of those that map
+otherwise apart, median 26.4 %, worst 349.4 %, not part of the result.
 
 How a row is computed (planner estimator functions only; nothing is fitted on these rows):
 
