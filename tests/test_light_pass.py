@@ -80,6 +80,8 @@ def test_ctrl_c_during_a_search_stops_it_and_still_reaches_python_after() -> Non
     # machine can move before the search or past the light pass).
     code = (
         "import os, signal, threading, time\n"
+        # A test run started in the background has Ctrl-C ignored, and the child inherits that.
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "from pathlib import Path\n"
         "from planner.load import load_problem\n"
         "from planner.model import cpsat, interrupt\n"
