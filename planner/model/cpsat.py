@@ -47,8 +47,11 @@ MAX_RATIO_STEPS = 30  # Dinkelbach iterations; each one strictly improves the ra
 # proved in well under this much work once presolve is light, and presolve is then most of the
 # time (chat-70b: 0.02 of deterministic time against 0.09); larger ones need the full presolve's
 # probing (a small generated tier's owned-serving problem: 5.5 against 13.9), which runs from the
-# start on the first thread. 0.35 is about 0.7 s of one core here.
-LIGHT_DTIME = 0.35
+# start on the first thread. 0.5 is about 1 s of one core here: whole commands, best of two
+# runs, 0.35 -> 0.5 took carbon-cap from 1.23 to 1.01 s and max-throughput-500k from 2.35 to
+# 1.42 s (their light passes then prove what the full search would), the other examples within
+# 4 % either way (2026-11-28).
+LIGHT_DTIME = 0.5
 
 
 def _lighten(s: cp_model.CpSolver) -> None:
