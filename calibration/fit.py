@@ -301,6 +301,11 @@ def engine_key(engine: str) -> str:
     return f"engine:{engine}"
 
 
+def engines_at_prior() -> Params:
+    """Every fitted engine release at its prior (no time of its own)."""
+    return {engine_key(e): dict(ENGINE_PRIOR) for e in ENGINE_FIT}
+
+
 def engine_seconds(r: Row, params: Params) -> float:
     """Seconds the row's engine release adds to one forward pass of the whole model: the fitted
     figures in `params` where it has them, else the shipped ones (what the tool adds)."""
@@ -444,7 +449,7 @@ def decode_design(r: Row, base: dict[str, float]) -> Vec:
         "dequant_ops_per_weight": 0.0,
     }
 
-    engines = {engine_key(e): dict(ENGINE_PRIOR) for e in ENGINE_FIT}
+    engines = engines_at_prior()
 
     def step(**kw: float) -> float:
         if not r.meas.batch:
@@ -640,7 +645,7 @@ def borrowed_from(key: str, params: Params, measured: Iterable[str]) -> str | No
 def fit_all(rows: Sequence[Row]) -> Params:
     params: Params = {c: dict(v) for c, v in PRIORS.items()}
     params.update({d: dict(PRIORS[c]) for d, c in OWN_FIT.items()})
-    params.update({engine_key(e): dict(ENGINE_PRIOR) for e in ENGINE_FIT})
+    params.update(engines_at_prior())
     keys = (*CLASSES, *OWN_FIT)
     for _ in range(ROUNDS):
         for e in ENGINE_FIT:
@@ -766,13 +771,13 @@ def leave_one_device_out(rows: Sequence[Row], fitted: Params) -> dict[str, list[
     fitted on its own is predicted by its class's factors, as a device without rows would be."""
     out: dict[str, list[tuple[Row, float]]] = {}
     dec = [r for r in rows if is_decode_b1(r)]
+    engines = {engine_key(e): fitted[engine_key(e)] for e in ENGINE_FIT}
     for dev_id in sorted({r.device.id for r in dec}):
         held = [r for r in dec if r.device.id == dev_id]
         cls = held[0].cls
         train = [r for r in group_rows(dec, cls, is_decode_b1) if r.device.id != dev_id]
         known = np.array([engine_seconds(r, fitted) for r in train])
         held_out = {**fitted[cls], **fit_decode_class(train, PRIORS[cls], fitted[cls], known)}
-        engines = {k: v for k, v in fitted.items() if k.startswith("engine:")}
         for r in held:
             out.setdefault(cls, []).append((r, decode_tps(r, {cls: held_out, **engines})))
     return out

@@ -16,7 +16,6 @@ from planner.estimator.economics import (
     energy_usd_per_watt_hour,
     grid_intensity,
     horizon_hours,
-    host_idle_hours,
 )
 from planner.estimator.hosts import devices_bought, holds_group, hosts_for
 from planner.model.result import ReplicaKey, ShareKey
@@ -229,8 +228,7 @@ class Hints(ModelBase):
         share = embodied_share(self.p)
         g0 = (grid_intensity(self.p) or 0.0) / 1000 * pue
         # Hosts draw their overhead at all hours; held devices their idle power out of work.
-        at_work_g = sum(p.hours * (p.gco2e_per_kwh or 0.0) for p in self.periods) / 1000 * pue
-        host_g = at_work_g + host_idle_hours(self.p) * g0
+        host_g = self.host_grams_per_watt()
         idle_h = horizon_hours(self.p) - sum(p.hours for p in self.periods)
         for x, n in on_prem.items():
             dev, node = self.t.econ[x].device, self._hint_host(x)

@@ -16,7 +16,6 @@ from planner.estimator.economics import (
     facility_usd_per_watt,
     grid_intensity,
     horizon_hours,
-    host_idle_hours,
     ownership_factor,
     reserved_hours,
 )
@@ -190,8 +189,7 @@ class Quantities(ModelBase):
         # Idle draw at the problem's grid intensity (most idle hours lie outside the demand periods).
         g0 = (grid_intensity(self.p) or 0.0) / 1000 * pue
         terms += self._idle_terms(g0)
-        host_g = sum(p.hours * (p.gco2e_per_kwh or 0.0) for p in self.periods) / 1000 * pue
-        host_g += host_idle_hours(self.p) * g0
+        host_g = self.host_grams_per_watt()
         terms += self._switch_watts(host_g)  # switches draw at all hours, as hosts do
         terms += self._host_terms(lambda n: n.power_overhead_w * host_g, "carbon")
         for dev in self.fleet:

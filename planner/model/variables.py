@@ -7,7 +7,7 @@ import math
 from collections.abc import Sequence
 
 from planner.estimator.designs import Design
-from planner.estimator.economics import earlier_phase, in_fleet
+from planner.estimator.economics import earlier_phase, grid_intensity, host_idle_hours, in_fleet
 from planner.estimator.hosts import hosts_for, purchase_unit
 from planner.estimator.network import ports_per_host
 from planner.model.ortools_cp import cp_model, cp_model_helper
@@ -44,6 +44,14 @@ def total(terms: Sequence[cp_model.LinearExprT]) -> cp_model.LinearExpr:
 
 class ModelBase:
     """Holds the CP-SAT model, the tables it was built from and every variable."""
+
+    def host_grams_per_watt(self) -> float:
+        """Grams CO2e one watt drawn at every hour of the horizon emits (a host's overhead, a
+        switch): each demand period's hours at its grid intensity, the rest at the problem's,
+        PUE included."""
+        pue = self.p.horizon.pue
+        at_work = sum(p.hours * (p.gco2e_per_kwh or 0.0) for p in self.periods) / 1000 * pue
+        return at_work + host_idle_hours(self.p) * ((grid_intensity(self.p) or 0.0) / 1000 * pue)
 
     def __init__(self, t: Tables) -> None:
         self.t = t

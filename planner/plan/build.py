@@ -38,7 +38,7 @@ from planner.estimator.economics import (
 )
 from planner.estimator.hosts import derates, devices_bought, hosts_for
 from planner.estimator.network import network_gear, network_link, ports_per_host
-from planner.estimator.replica import inference_replica, training_stage_memory
+from planner.estimator.replica import ReplicaFigures, inference_replica, training_stage_memory
 from planner.estimator.request_mix import (
     add_served,
     class_workload,
@@ -159,6 +159,26 @@ def make_plan(problem: Problem, cat: Catalog, tables: Tables, sol: Solution) -> 
     return plan
 
 
+def replica_figures(
+    w: InferenceWorkload, cat: Catalog, d: Design, problem: Problem
+) -> ReplicaFigures:
+    """An inference design's figures stage by stage (planner.estimator.replica), at the
+    workload's shape, with its engine's own times; a decode replica without prompt chunks."""
+    return inference_replica(
+        cat.model(w.model),
+        w.weights,
+        w.kv,
+        batch=d.batch,
+        context=w.context_tokens,
+        prompt=prefill_prompt(w.prompt_tokens, w.prefix_cache_hit),
+        output=w.output_tokens,
+        stages=stage_specs(cat, problem, d),
+        link=network_link(problem, cat),
+        decode_only=d.role == "decode",
+        **engine_times(cat, d.engine),
+    )
+
+
 def stage_lines(
     w: Workload, cat: Catalog, d: Design, problem: Problem
 ) -> tuple[tuple[StageLine, ...], float, float]:
@@ -178,19 +198,7 @@ def stage_lines(
             out.append(StageLine(st.device, st.tp, (first, first + st.layers - 1), mem, sec, 0.0))
             first += st.layers
         return tuple(out), d.power_w, 0.0
-    fig = inference_replica(
-        m,
-        w.weights,
-        w.kv,
-        batch=d.batch,
-        context=w.context_tokens,
-        prompt=prefill_prompt(w.prompt_tokens, w.prefix_cache_hit),
-        output=w.output_tokens,
-        stages=stage_specs(cat, problem, d),
-        link=network_link(problem, cat),
-        decode_only=d.role == "decode",
-        **engine_times(cat, d.engine),
-    )
+    fig = replica_figures(w, cat, d, problem)
     for st, f in zip(d.stages, fig.stages, strict=True):
         out.append(
             StageLine(
