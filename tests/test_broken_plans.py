@@ -290,7 +290,11 @@ CORPUS: dict[str, tuple[str, list[Edit], str]] = {
         "carbon.sci_g_per_million_tokens",
     ),
     "slack overstated": ("chat-70b", [setp("slack.latency:chat", 0.5)], "slack.latency:chat"),
-    "binding limit hidden": ("chat-70b", [setp("binding_constraints", [])], "binding_constraints"),
+    "binding limit hidden": (
+        "chat-product",
+        [setp("binding_constraints", [])],
+        "binding_constraints",
+    ),
     "objective off its figure": (
         "chat-70b",
         [setp("objective", lambda v: v / 2), setp("bound", lambda v: v / 2)],

@@ -240,7 +240,15 @@ def test_explain_file_names_the_budget() -> None:
 
 
 def test_explain_feasible_prices_binding_limits() -> None:
-    code, text = run("explain", CHAT, "--set", "constraints.budget_usd=400000", "--format", "json")
+    # chat-product's cheapest plan sits on its latency ceiling (`binding_constraints`).
+    code, text = run(
+        "explain",
+        "problems/chat-product.yaml",
+        "--set",
+        "constraints.budget_usd=400000",
+        "--format",
+        "json",
+    )
     assert code == 0
     ex = json.loads(text)
     assert ex["feasible"] is True

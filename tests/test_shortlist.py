@@ -54,9 +54,10 @@ def test_a_large_model_is_searched_over_its_shortlist_within_the_deadline(
     plan = solve_problem(problem, time_limit=20, deadline=time.monotonic() + 20)
     assert plan.status == Status.FEASIBLE and plan.bound is None  # verified inside
     assert any("shortlist" in n and "not proved optimal" in n for n in plan.notes)
+    # The whole search's bound (proved or not by its time limit): no plan is cheaper.
     best = solve_problem(problem, time_limit=30)
-    assert best.status == Status.OPTIMAL and best.objective is not None
-    assert plan.objective is not None and plan.objective >= best.objective * (1 - 1e-9)
+    assert best.status.has_plan and best.bound is not None
+    assert plan.objective is not None and plan.objective >= best.bound * (1 - 1e-9)
 
 
 def test_after_the_shortlist_the_whole_model_is_searched_when_time_allows(

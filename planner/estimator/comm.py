@@ -36,6 +36,7 @@ def tensor_parallel_allreduce_seconds(
     bandwidth_bytes_s: float | Array,
     latency_s: float | Array,
     all_to_all: float | Array,
+    measured_s: float | Array = np.nan,
 ) -> Array:
     """One all-reduce of a tensor-parallel layer's activations (small, latency-bound tensors).
 
@@ -44,13 +45,21 @@ def tensor_parallel_allreduce_seconds(
     which take two synchronization steps whatever the number of ranks (NVIDIA, "3x Faster
     AllReduce with NVSwitch and TensorRT-LLM MultiShot", 2024: "only two synchronization steps,
     regardless of the number of GPUs"; vLLM's and SGLang's custom all-reduce do the same: SGLang
-    PR #2688 measures 11.9, 11.9 and 13.7 us for a small tensor on 2, 4 and 8 A100s) and move the
-    ring's bytes. Elsewhere (PCIe, tori, a bridge pair) the ring's 2 (n - 1) steps stand.
+    PR #2904 measures vLLM's at 8.7, 9.2 and 11.8 us for 32 KB on 2, 4 and 8 H100s) and move
+    the ring's bytes. Elsewhere (PCIe, tori, a bridge pair) the ring's 2 (n - 1) steps stand.
+
+    `measured_s` (NaN where none): the fabric's measured time of one small all-reduce across
+    `ranks` devices (planner.estimator.devices.small_allreduce_grid), which replaces the steps x latency above: what a
+    collective library spends per call beyond the wire (kernel launch, flags, its proxy) is
+    not a link latency, and it differs by library and fabric (RCCL on Infinity Fabric against
+    a one-shot kernel on NVSwitch).
     """
     n = np.asarray(ranks, dtype=np.float64)
     steps = np.where(np.asarray(all_to_all, dtype=np.float64) > 0, 2.0, 2.0 * (n - 1.0))
+    fixed = np.asarray(measured_s, dtype=np.float64)
+    fixed = np.where(np.isnan(fixed), steps * latency_s, fixed)
     ring = 2.0 * (n - 1.0) / np.maximum(n, 1.0)
-    return np.where(n > 1, ring * nbytes / bandwidth_bytes_s + steps * latency_s, 0.0)
+    return np.where(n > 1, ring * nbytes / bandwidth_bytes_s + fixed, 0.0)
 
 
 def pipeline_activation_bytes(

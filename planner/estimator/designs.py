@@ -70,7 +70,11 @@ from planner.schema.problem import MAX_DEVICES, InferenceWorkload, Problem
 # Sequences per micro-batch; memory and latency decide which fit (MLPerf systems run about
 # 1,000 sequences per 8 GPUs, so the ladder reaches past that).
 BATCH_LEVELS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
-HETERO_TOP = 6  # options per batch level paired into two-type pipelines
+HETERO_TOP = 6  # options per batch level paired into two-type pipelines ...
+# ... each with its HETERO_PARTNERS cheapest partners (options it may share a replica with), so
+# options of one stack crowding the top (a card at three tensor-parallel sizes) leave every
+# top option something to pair with
+HETERO_PARTNERS = 1
 HETERO_MAX_STAGES = 4  # stages per type in a pipeline of two or more types
 MIXED_TOP = 3  # owned options per batch level drawn into pipelines of three or more types ...
 MIXED_SMALL = 1  # ... and owned options too small to serve alone
@@ -804,8 +808,9 @@ def _two_type(
     minimize the slowest stage (the first best layer count per o1 stage), every level at once.
 
     At each batch level the options paired are the HETERO_TOP cheapest per token/s of their
-    best homogeneous design at that level, and up to HETERO_TOP options too small to serve
-    alone (exactly the ones pooling helps).
+    best homogeneous design at that level, the HETERO_PARTNERS cheapest options each of them
+    may pipeline with (_pairable), and up to HETERO_TOP options too small to serve alone
+    (exactly the ones pooling helps).
 
     Long because the vectorized pairing, split and figures share their index arrays.
     """
@@ -813,11 +818,14 @@ def _two_type(
     nb = st.tau.shape[0]
     best, present = _cheapest_alone(st, homog)
     ranked = np.argsort(np.where(present, best, math.inf), axis=1, kind="stable")
-    width = 2 * HETERO_TOP
+    width = (2 + HETERO_PARTNERS) * HETERO_TOP
     pool = np.full((nb, width), -1, dtype=np.int64)
     for lv in range(nb):
+        top = ranked[lv, :HETERO_TOP].tolist()
         small = np.flatnonzero(~present[lv])[:HETERO_TOP].tolist()
-        uniq = list(dict.fromkeys(ranked[lv, :HETERO_TOP].tolist() + small))
+        alone = ranked[lv][present[lv, ranked[lv]]]
+        mates = [alone[pair_ok[o, alone]][:HETERO_PARTNERS].tolist() for o in top]
+        uniq = list(dict.fromkeys(top + [x for m in mates for x in m] + small))
         pool[lv, : len(uniq)] = uniq
     # Every (level, o1, o2) of two device types, then every (s1, s2) within max_stages, in
     # loop order; kept where both stage kinds hold layers and together hold the model.

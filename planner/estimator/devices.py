@@ -38,6 +38,9 @@ class DeviceTable:
     scale_up_bytes_s: Array  # per direction; PCIe where there is no scale-up fabric
     domain_size: Array
     all_to_all: Array  # 1.0 where the scale-up domain is switched or fully meshed, else 0.0
+    # seconds of one small all-reduce across n devices of the row's fabric, n = 0 .. 128 in
+    # columns (planner.estimator.devices.small_allreduce_grid); NaN where nothing is measured
+    allreduce_grid_s: Array
     # efficiency factors, one column each
     eff_bandwidth: Array
     eff_compute: Array
@@ -84,6 +87,14 @@ class DeviceTable:
                 known[fmt] = column[ix]
                 known[fmt].flags.writeable = False
         return out
+
+    def small_allreduce_s(self, tp: Degree) -> Array:
+        """Each row's measured time of one small all-reduce across `tp` of its devices (one
+        degree, or one per row); NaN where its fabric has no measurement."""
+        n = np.clip(
+            np.broadcast_to(np.asarray(tp), (len(self),)), 0, self.allreduce_grid_s.shape[1] - 1
+        )
+        return self.allreduce_grid_s[np.arange(len(self)), n.astype(int)]
 
     def usable_bytes(self, headroom: float) -> Array:
         """Bytes an engine may fill with `headroom` of each device's memory kept free: at most
@@ -181,6 +192,49 @@ def _host_link_bytes_s(d: Accelerator) -> float:
     return PCIE_X16_BYTES_S[gen] * lanes / 16
 
 
+# Device counts a fabric's measured all-reduce times are tabulated for (0 to 128; beyond, the
+# last entry): every scale-up domain in the catalog fits.
+ALLREDUCE_GRID = 129
+
+
+def small_allreduce_grid(points: Mapping[int, float] | None, ring: bool) -> Array:
+    """Seconds of one small all-reduce across n = 0 .. ALLREDUCE_GRID - 1 devices from a
+    fabric's measured times (`Link.allreduce_us`, devices -> us). Between measured counts,
+    linear. Outside them, by the algorithm's shape: a ring (`ring`: PCIe, a bridge, a torus)
+    takes 2 (n - 1) steps, so its time scales with n - 1 from the nearest measured count; an
+    all-to-all fabric's one-shot or two-shot kernels take about the same time on 2 and 8
+    devices (SGLang PR #2904: vLLM's custom all-reduce on H100 takes 8.7, 9.2 and 11.8 us for
+    32 KB on 2, 4 and 8 GPUs), so its nearest count's time holds. NaN everywhere without
+    measurements; 0 for n < 2 (nothing to reduce)."""
+    out = np.full(ALLREDUCE_GRID, np.nan)
+    if not points:
+        return out
+    xs = np.array(sorted(points), dtype=np.float64)
+    ys = np.array([points[int(x)] * 1e-6 for x in xs])
+    n = np.arange(ALLREDUCE_GRID, dtype=np.float64)
+    out = np.interp(n, xs, ys)  # holds the end values outside the measured counts
+    if ring:
+        steps = np.maximum(n - 1.0, 0.0)
+        out = np.where(n < xs[0], ys[0] * steps / (xs[0] - 1.0), out)
+        out = np.where(n > xs[-1], ys[-1] * steps / (xs[-1] - 1.0), out)
+    return np.where(n < 2, 0.0, out)
+
+
+def _fabric_allreduce_s(devices: Sequence[Accelerator]) -> Array:
+    """Rows of small_allreduce_grid for each device's fabric: its scale-up link, else the PCIe
+    link of its generation, from the catalog's links (`Link.allreduce_us`)."""
+    from planner.catalog import load_catalog
+
+    links = load_catalog().links
+    rows = []
+    for d in devices:
+        ic = d.interconnect
+        link = links.get(ic.scale_up or f"pcie{ic.pcie_gen or 4}")
+        points = link.allreduce_us if link is not None else None
+        rows.append(small_allreduce_grid(points, ring=not ic.all_to_all))
+    return np.array(rows, dtype=np.float64).reshape(len(rows), -1)
+
+
 def device_table(
     devices: Sequence[Accelerator],
     overrides: Mapping[str, dict[str, float]] | None = None,
@@ -227,6 +281,7 @@ def device_table(
         scale_up_bytes_s=col([_host_link_bytes_s(d) for d in devices]),
         domain_size=col([d.interconnect.domain_size for d in devices]),
         all_to_all=col([float(d.interconnect.all_to_all) for d in devices]),
+        allreduce_grid_s=_fabric_allreduce_s(devices),
         eff_bandwidth=col([e.bandwidth for e in effs]),
         eff_compute=col([e.compute for e in effs]),
         eff_batched_compute=col([batched(d, e) for e, d in zip(effs, devices, strict=True)]),

@@ -114,7 +114,7 @@ def _tp_allreduce_seconds(
     if link_bytes_s is not None:  # across hosts or a named link: NCCL's ring
         return LAYER_ALLREDUCES * ring_allreduce_seconds(msg, tp, link_bytes_s, link_latency_s)
     return LAYER_ALLREDUCES * tensor_parallel_allreduce_seconds(
-        msg, tp, dev.scale_up_bytes_s, link_latency_s, dev.all_to_all
+        msg, tp, dev.scale_up_bytes_s, link_latency_s, dev.all_to_all, dev.small_allreduce_s(tp)
     )
 
 

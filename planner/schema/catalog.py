@@ -3,13 +3,16 @@
 Units are in the field names (`_gb_s` is 1e9 bytes per second, `_w` watts, `_usd` US dollars).
 Every figure carries a source: each entry has a `sources` map from a section name to the id of a
 reference in the same file; the `spec` key covers every section not named on its own.
+
+Long because it is the schema of every catalog file (accelerators, nodes, links, models,
+regions, instances) in one place, where the cross-references between them are read together.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, model_validator
 
 GB = 1e9
 GIB = 2**30
@@ -436,6 +439,13 @@ class Link(Sourced):
         gt=0, description="Per direction, 1e9 bytes/s, per port or per device."
     )
     latency_us: float = Field(ge=0, description="One-way small-message latency, microseconds.")
+    allreduce_us: dict[Annotated[int, Field(ge=2)], PositiveFloat] | None = Field(
+        None,
+        description="Measured time of one small all-reduce (64 KB or less: a tensor-parallel "
+        "decode step's activations) across this many devices of the fabric, by the collective "
+        "serving engines use on it: devices -> us (planner.estimator.devices."
+        "small_allreduce_grid). Its source is `sources.allreduce_us`.",
+    )
     price_usd_per_port: float | None = Field(
         None,
         ge=0,
@@ -447,6 +457,12 @@ class Link(Sourced):
         None, description="The switch joining hosts on this link; none: point-to-point cables."
     )
     notes: str | None = None
+
+    @model_validator(mode="after")
+    def _allreduce_source(self) -> Link:
+        if self.allreduce_us and "allreduce_us" not in self.sources:
+            raise ValueError("allreduce_us needs its own source: `sources: {allreduce_us: <id>}`")
+        return self
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,71 @@
+"""Small all-reduce times per fabric: the catalog's measured figures reach the estimator in place
+of steps x link latency, each pinned to its publication (planner/catalog_data/links.yaml)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from planner.catalog import load_catalog
+from planner.estimator.comm import tensor_parallel_allreduce_seconds
+from planner.estimator.devices import device_table, small_allreduce_grid
+from planner.schema.catalog import Link
+
+CAT = load_catalog()
+
+
+def test_all_to_all_fabric_interpolates_and_holds() -> None:
+    # SGLang PR #2904, vLLM's custom all-reduce on H100, 32 KB: 8.7 / 9.2 / 11.8 us on 2 / 4 / 8.
+    grid = small_allreduce_grid({2: 8.7, 4: 9.2, 8: 11.8}, ring=False) * 1e6
+    assert grid[0] == grid[1] == 0.0  # nothing to reduce on one device
+    assert grid[2] == pytest.approx(8.7)
+    assert grid[6] == pytest.approx((9.2 + 11.8) / 2)  # halfway between 4 and 8
+    assert grid[8] == pytest.approx(11.8)
+    assert grid[16] == pytest.approx(11.8)  # one-shot kernels: the count barely matters
+
+
+def test_ring_fabric_scales_with_its_steps() -> None:
+    # NCCL issue #1439: 8 x RTX 3090 on PCIe 4.0, 54.2 us; a ring takes 2 (n - 1) steps, so
+    # 2 GPUs take 1/7 of it and 4 GPUs 3/7.
+    grid = small_allreduce_grid({8: 54.2}, ring=True) * 1e6
+    assert grid[2] == pytest.approx(54.2 / 7)
+    assert grid[4] == pytest.approx(54.2 * 3 / 7)
+    assert grid[16] == pytest.approx(54.2 * 15 / 7)
+
+
+def test_no_measurement_keeps_the_step_formula() -> None:
+    assert np.isnan(small_allreduce_grid(None, ring=True)).all()
+    # 8 ranks in a ring, 5 us per step, 16 KB at 31.5 GB/s: 14 x 5 us + 2 x 7/8 x 16 KB / bw.
+    t = tensor_parallel_allreduce_seconds(16384, 8, 31.5e9, 5e-6, 0.0)
+    assert float(t) == pytest.approx(14 * 5e-6 + 1.75 * 16384 / 31.5e9)
+    # A measured 20 us replaces the 70 us of steps; the bytes stay.
+    t = tensor_parallel_allreduce_seconds(16384, 8, 31.5e9, 5e-6, 0.0, 20e-6)
+    assert float(t) == pytest.approx(20e-6 + 1.75 * 16384 / 31.5e9)
+
+
+def test_catalog_devices_read_their_fabric() -> None:
+    table = device_table([CAT.accelerator("h100-sxm"), CAT.accelerator("mi300x")])
+    us = table.small_allreduce_s(np.array([8, 8])) * 1e6
+    assert us[0] == pytest.approx(11.8)  # nvlink4: SGLang PR #2904
+    assert us[1] == pytest.approx(7.26)  # infinity-fabric-mi300: vLLM PR #19744, TP=4, held
+    link = CAT.link("nvlink4")
+    assert link.allreduce_us and link.source_of("allreduce_us") in CAT.references
+
+
+def test_a_measurement_needs_its_own_source() -> None:
+    base = {
+        "id": "x",
+        "name": "x",
+        "kind": "pcie",
+        "scope": "intra-node",
+        "bandwidth_gb_s": 1,
+        "latency_us": 1,
+        "sources": {"spec": "a"},
+    }
+    with pytest.raises(ValidationError, match="allreduce_us needs its own source"):
+        Link.model_validate({**base, "allreduce_us": {2: 3.0}})
+    with pytest.raises(ValidationError):
+        Link.model_validate(
+            {**base, "allreduce_us": {1: 3.0}, "sources": {"spec": "a", "allreduce_us": "a"}}
+        )
