@@ -12,32 +12,33 @@ deviation (planner / measured - 1). Single-machine baseline rows are scored too 
 the pooled summary (they separate the device model's error from the split's).
 
 Result (catalog as of this commit): 84 rows (69 pooled, 15 one-machine baselines) from 26
-sources, 36 expressible: 28 pooled rows and 8 baselines. Pooled: median |deviation| 55.3 %,
-worst 258.0 % (8 x Pi 4B, Llama 2 13B, under distributed-llama 0.1.0). By engine:
-distributed-llama, 18 rows, median 64.4 %: over-predicted on every row, by +34 to +42 % on two
-Pi 5s under the releases that exchange twice per block (0.6.0, 0.7.0, PR #64's head, 0.10.6;
-their layout is the planner's) and by +54 to +258 % under 0.1.0 and 0.3.1, which run attention,
-the norms and the output head on the root alone and exchange ten times per block through the
-root's port (benchmarks/pooled/distributed-llama.md, from the engine's code and its own
-published transfer sizes). The planner charges each exchange the link's latency and bytes; PR
-#64 measures 0.88 ms of synchronisation per exchange on two Pi 5s, several times that, which
-no engine figure of the catalog carries yet. exo tensor parallel over Thunderbolt 5 RDMA on 4 Mac
-Studios, median 21.8 % (+17.0 %, +21.8 %; Kimi K2 +86.2 %); llama.cpp RPC pipelines of 2-3 DGX
-Sparks (two sources), +23.5 to +50.5 %; vLLM tensor parallel on 2 DGX Sparks, +10.4 % (Llama
-3.3 70B in BF16, CUDA graphs) and +93.0 % (Qwen3-235B in GPTQ-Int4 with expert parallelism).
-The llama.cpp RPC error is mostly the one machine's: the same sources' one-Spark runs are
-over-predicted by +41.0 % and +66.6 % (an MoE model in Q2_K; the same Spark's other llama.cpp
-rows in the calibration table, dense and MoE in Q4_0, Q8_0 and MXFP4, are within 20 %); the other
+sources, 36 expressible: 28 pooled rows and 8 baselines. Pooled: median |deviation| 40.1 %,
+worst 211.2 % (8 x Pi 4B, Llama 2 70B, under distributed-llama 0.1.0). By engine:
+distributed-llama, 18 rows, median 39.8 %: each of its exchanges between machines now carries
+the engine's own 716 us beside the link's latency and bytes (catalog engine distributed-llama,
+from PR #64's 0.88 ms per exchange on two Pi 5s less the link's 0.17 ms; that PR's two-machine
+row is the figure's source, +13.0 %). Under the releases that exchange twice per block (0.6.0,
+0.7.0, PR #64's head, 0.10.6; their layout is the planner's) two Pi 5s are +13.0 to +19.2 % and
+four +24.7 to +35.6 %; under 0.1.0 and 0.3.1, which run attention, the norms and the output
+head on the root alone and exchange ten times per block through the root's port
+(benchmarks/pooled/distributed-llama.md, from the engine's code and its own published transfer
+sizes), +22.3 to +211.2 %. exo tensor parallel over Thunderbolt 5 RDMA on 4 Mac Studios, median
+21.8 % (+17.0 %, +21.8 %; Kimi K2 +86.2 %); llama.cpp RPC pipelines of 2-3 DGX Sparks (two
+sources), +23.5 to +50.5 %; vLLM tensor parallel on 2 DGX Sparks, +10.4 % (Llama 3.3 70B in
+BF16, CUDA graphs) and +93.0 % (Qwen3-235B in GPTQ-Int4 with expert parallelism). The llama.cpp
+RPC error is mostly the one machine's: the same sources' one-Spark runs are over-predicted by
++41.0 % and +66.6 % (an MoE model in Q2_K; the same Spark's other llama.cpp rows in the
+calibration table, dense and MoE in Q4_0, Q8_0 and MXFP4, are within 20 %); the other
 baselines: Strix Halo +17.6 % and +27.8 %, M3 Ultra +22.2 %, Pi 5 +5.2 % and +22.8 %, Pi 4B
 +33.1 %. Given the source's own one-machine measurement (the second table), the split model is
-within 35.0 % at the median of 11 rows: llama.cpp RPC +3.4 %, +4.2 %, -9.7 %, -18.2 % (the per-hop
-time comes from another source), distributed-llama +18.0 % to +147.3 %. 48 rows are not
+within 16.3 % at the median of 11 rows: llama.cpp RPC +3.4 %, +4.2 %, -9.7 %, -18.2 % (the
+per-hop time comes from another source), distributed-llama +8.2 % to +96.9 %. 48 rows are not
 expressible, each saying why: devices the catalog lacks (BC250, NUC, cloud VMs, the prima.cpp
 phone and laptops, RTX 2060 Super and a laptop RTX 5060), models it lacks (GLM-5, GLM-5.1,
 GLM-4.7, Ministral 3, Qwen3.6, TinyLlama), weights it lacks (Unsloth's UD-Q2_K_XL), vLLM runs
 with --enforce-eager (a mode the planner's vLLM figures do not model), and rows whose link is
 not stated (or not which of two): `--assume-link eth-1g` scores the 11 of those that map
-otherwise apart, median 26.4 %, worst 349.4 %, not part of the result.
+otherwise apart, median 26.4 %, worst 229.2 %, not part of the result.
 
 How a row is computed (planner estimator functions only; nothing is fitted on these rows):
 
@@ -49,11 +50,13 @@ How a row is computed (planner estimator functions only; nothing is fitted on th
   head and step overhead + the hop of the batch-1 hidden state (hidden x 2 bytes) over the row's
   link (latency + bytes / bandwidth) + the engine's own time per hop
   (planner.schema.support.Engine.hop_overhead_us, sourced in the catalog; engines the catalog
-  lacks, such as distributed-llama, add none).
+  lacks add none).
 - split: tensor (distributed-llama, exo RDMA, vLLM TP): one stage of tp = machines whose
   all-reduces cross the row's link (StageSpec.link: two ring all-reduces of the hidden state per
-  block, latency + bytes / bandwidth per step), in the same single-stream sum. Machines of one
-  chip with different memory sizes run at the slowest memory's pace.
+  block, latency + bytes / bandwidth per step, and per all-reduce the engine's own time per
+  exchange, planner.schema.support.Engine.exchange_overhead_us: distributed-llama's 716 us,
+  none for engines without a measurement), in the same single-stream sum. Machines of one chip
+  with different memory sizes run at the slowest memory's pace.
 - one machine (baselines): the pipeline formula with one stage.
 
 Assumptions where the sources are silent (stated, not fitted): context = prompt + half the
@@ -149,6 +152,7 @@ def layer_split(devices: list[Accelerator], layers: int) -> list[int]:
 # The catalog engine whose figures a row's engine runs on (its time per pipeline hop,
 # planner.schema.support.Engine.hop_overhead_us); engines the catalog lacks add none.
 ENGINES = {
+    "distributed-llama": "distributed-llama",
     "llama.cpp-rpc": "llama.cpp",
     "exo": "exo",
     "vllm": "vllm",
@@ -191,13 +195,23 @@ def pipeline_seconds(
 
 
 def tensor_seconds(
-    m: ModelArch, weights: str, devices: list[Accelerator], link: Link, context: int
+    m: ModelArch,
+    weights: str,
+    devices: list[Accelerator],
+    link: Link,
+    context: int,
+    engine: str = "",
 ) -> float:
     """Seconds per token of one sequence on one tensor-parallel stage spanning the machines,
-    its all-reduces over the row's link (planner.estimator.replica.StageSpec.link). Machines of
-    one chip with different memory sizes run at the pace of the slowest memory."""
+    its all-reduces over the row's link (planner.estimator.replica.StageSpec.link), each with
+    the engine's own time per exchange (planner.schema.support.Engine.exchange_overhead_us).
+    Machines of one chip with different memory sizes run at the pace of the slowest memory."""
     slowest = min(devices, key=lambda d: d.memory.bandwidth_gb_s)
-    stage = StageSpec(device=slowest, tp=len(devices), layers=m.num_layers, link=link)
+    known = load_catalog().engines.get(ENGINES.get(engine, ""))
+    exchange_s = known.exchange_overhead_us * 1e-6 if known else 0.0
+    stage = StageSpec(
+        device=slowest, tp=len(devices), layers=m.num_layers, link=link, exchange_s=exchange_s
+    )
     it = IterationTime(
         m, weights, KV, batch=1, context=context, prompt=1, output=1, stages=[stage], link=link
     )
@@ -212,10 +226,10 @@ def _seconds(spec: dict[str, Any], link: Link | None) -> float:
     ]
     if len(devices) > 1 and link is None:
         raise ValueError("several machines and no link")
+    engine = spec.get("engine", "")
     if spec.get("split") == "tensor" and len(devices) > 1:
         assert link is not None
-        return tensor_seconds(m, spec["weights"], devices, link, spec["context"])
-    engine = spec.get("engine", "")
+        return tensor_seconds(m, spec["weights"], devices, link, spec["context"], engine)
     return pipeline_seconds(m, spec["weights"], devices, link, spec["context"], engine)
 
 
@@ -231,13 +245,14 @@ def predict(spec: dict[str, Any], link_id: str | None = None) -> float:
 
 
 def link_ms(spec: dict[str, Any], link_id: str | None = None) -> float:
-    """Milliseconds per token the planner spends on the link: the row's time minus the same
-    pool's over an ideal link (no latency, unbounded bandwidth). 0 for one machine."""
+    """Milliseconds per token the planner spends crossing machines: the row's time minus the
+    same pool's over an ideal link (no latency, unbounded bandwidth) and without the engine's
+    own time per hop or exchange. 0 for one machine."""
     link = _link(spec, link_id)
     if link is None:
         return 0.0
     ideal = link.model_copy(update={"bandwidth_gb_s": 1e12, "latency_us": 0.0})
-    return (_seconds(spec, link) - _seconds(spec, ideal)) * 1e3
+    return (_seconds(spec, link) - _seconds({**spec, "engine": ""}, ideal)) * 1e3
 
 
 def scored(rows: list[Row], assume_link: str | None = None) -> list[tuple[Row, float]]:
@@ -251,7 +266,7 @@ def scored(rows: list[Row], assume_link: str | None = None) -> list[tuple[Row, f
 def _table(pairs: list[tuple[Row, float]], link: str | None = None) -> list[str]:
     lines = [
         "| row | engine | machines | link | measured tok/s | planner tok/s | deviation "
-        "| link ms/token, source / planner |",
+        "| link and engine ms/token, source / planner |",
         "|---|---|---|---|---:|---:|---:|---:|",
     ]
     for r, p in pairs:

@@ -46,19 +46,25 @@ from planner.schema.catalog import Accelerator, Link, ModelArch
 class StageSpec:
     """What a stage is: `tp` devices of one type holding `layers` consecutive blocks. `link`:
     the link the tensor-parallel group's all-reduces cross when its devices sit in different
-    machines (None: the devices' own scale-up link)."""
+    machines (None: the devices' own scale-up link); `exchange_s`: the serving engine's own
+    time per all-reduce across those machines (Engine.exchange_overhead_us)."""
 
     device: Accelerator
     tp: int
     layers: int
     link: Link | None = None
+    exchange_s: float = 0.0
 
     def link_args(self) -> tuple[float | None, float]:
-        """(bytes/s, latency s) of the group's all-reduces for the per-layer estimator
-        (planner.estimator.perf), or (None, default) on the device's own link."""
+        """(bytes/s, latency s per ring step) of the group's all-reduces for the per-layer
+        estimator (planner.estimator.perf), or (None, default) on the device's own link. The
+        ring takes 2 (tp - 1) steps per all-reduce (comm.ring_allreduce_seconds), so the
+        engine's time per exchange is spread over them: each all-reduce costs exactly that
+        much more."""
         if self.link is None or self.tp == 1:
             return None, 5e-6
-        return self.link.bandwidth_gb_s * 1e9, self.link.latency_us * 1e-6
+        step = self.link.latency_us * 1e-6 + self.exchange_s / (2.0 * (self.tp - 1))
+        return self.link.bandwidth_gb_s * 1e9, step
 
 
 @dataclass(frozen=True)

@@ -45,8 +45,9 @@ def support_markdown(cat: Catalog) -> str:
         "## Engines",
         "",
         "| rank | engine | name | tensor parallel | pipeline parallel | across vendors "
-        "| time per hop between machines | host time per generated token |",
-        "|---:|---|---|---|---|---|---:|---:|",
+        "| time per hop between machines | time per exchange between machines "
+        "| host time per generated token |",
+        "|---:|---|---|---|---|---|---:|---:|---:|",
     ]
     for e in sorted(cat.engines.values(), key=lambda e: (e.rank, e.id)):
         yes = {True: "yes", False: "no"}
@@ -55,6 +56,7 @@ def support_markdown(cat: Catalog) -> str:
             f"| {yes[e.tensor_parallel]} "
             f"| {yes[e.pipeline_parallel]} | {yes[e.cross_stack_pipeline]} "
             f"| {f'{e.hop_overhead_us / 1e3:g} ms' if e.hop_overhead_us else '-'} "
+            f"| {f'{e.exchange_overhead_us / 1e3:g} ms' if e.exchange_overhead_us else '-'} "
             f"| {f'{e.host_us_per_token:g} us' if e.host_us_per_token else '-'} |"
         )
     lines += [

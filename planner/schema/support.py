@@ -98,6 +98,14 @@ class Engine(Sourced):
         "beyond the link's own latency and transfer (remote-procedure round trips, "
         "serialization), microseconds. 0 where no measurement isolates it.",
     )
+    exchange_overhead_us: float = Field(
+        0.0,
+        ge=0,
+        description="Software time the engine adds to each tensor-parallel exchange (one "
+        "all-reduce or all-gather of a block's activations) between machines, beyond the "
+        "link's own latency and transfer (socket polling, synchronization), microseconds. 0 "
+        "where no measurement isolates it.",
+    )
     named_only: bool = Field(
         False,
         description="Planned only where a workload (or `planner estimate --engine`) names it, "
