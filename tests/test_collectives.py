@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from planner.catalog import load_catalog
 from planner.estimator.comm import tensor_parallel_allreduce_seconds
 from planner.estimator.devices import device_table, small_allreduce_grid
+from planner.estimator.replica import StageSpec
 from planner.schema.catalog import Link
 
 CAT = load_catalog()
@@ -69,3 +70,19 @@ def test_a_measurement_needs_its_own_source() -> None:
         Link.model_validate(
             {**base, "allreduce_us": {1: 3.0}, "sources": {"spec": "a", "allreduce_us": "a"}}
         )
+
+
+def test_a_link_between_machines_charges_its_measured_all_reduce() -> None:
+    # dgx-spark-playbooks PR #103: NCCL's 16 KB all-reduce between two DGX Sparks, 31.9 us.
+    # The ring's 2 (tp - 1) = 2 steps share it, so the per-layer estimator charges 31.9 us per
+    # all-reduce where two steps of the link's 2 us latency gave 4 us; an engine's own time per
+    # exchange (distributed-llama's 716 us, catalog) adds on top, once per all-reduce.
+    spark, link = CAT.accelerator("dgx-spark"), CAT.link("roce-200g")
+    bytes_s, step = StageSpec(device=spark, tp=2, layers=80, link=link).link_args()
+    assert bytes_s == pytest.approx(25e9)
+    assert 2 * step == pytest.approx(31.9e-6)
+    _, step = StageSpec(device=spark, tp=2, layers=80, link=link, exchange_s=716e-6).link_args()
+    assert 2 * step == pytest.approx(31.9e-6 + 716e-6)
+    plain = CAT.link("eth-1g")  # no measurement: the link's 50 us latency per step
+    _, step = StageSpec(device=spark, tp=4, layers=80, link=plain).link_args()
+    assert step == pytest.approx(50e-6)

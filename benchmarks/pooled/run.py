@@ -24,8 +24,10 @@ head on the root alone and exchange ten times per block through the root's port
 (benchmarks/pooled/distributed-llama.md, from the engine's code and its own published transfer
 sizes), +22.3 to +211.2 %. exo tensor parallel over Thunderbolt 5 RDMA on 4 Mac Studios, median
 21.8 % (+17.0 %, +21.8 %; Kimi K2 +86.2 %); llama.cpp RPC pipelines of 2-3 DGX Sparks (two
-sources), +23.5 to +50.5 %; vLLM tensor parallel on 2 DGX Sparks, +10.4 % (Llama 3.3 70B in
-BF16, CUDA graphs) and +93.0 % (Qwen3-235B in GPTQ-Int4 with expert parallelism). The llama.cpp
+sources), +23.5 to +50.5 %; vLLM tensor parallel on 2 DGX Sparks, +8.7 % (Llama 3.3 70B in
+BF16, CUDA graphs) and +64.7 % (Qwen3-235B in GPTQ-Int4 with expert parallelism), each
+all-reduce at NCCL's measured 31.9 us between two Sparks (roce-200g's allreduce_us; +10.4 and
++93.0 % at two ring steps of the link's 2 us). The llama.cpp
 RPC error is mostly the one machine's: the same sources' one-Spark runs are over-predicted by
 +41.0 % and +66.6 % (an MoE model in Q2_K; the same Spark's other llama.cpp rows in the
 calibration table, dense and MoE in Q4_0, Q8_0 and MXFP4, are within 20 %); the other
@@ -53,7 +55,8 @@ How a row is computed (planner estimator functions only; nothing is fitted on th
   lacks add none).
 - split: tensor (distributed-llama, exo RDMA, vLLM TP): one stage of tp = machines whose
   all-reduces cross the row's link (StageSpec.link: two ring all-reduces of the hidden state per
-  block, latency + bytes / bandwidth per step, and per all-reduce the engine's own time per
+  block, latency + bytes / bandwidth per step, or the link's measured all-reduce time where
+  the catalog has one (Link.allreduce_us), and per all-reduce the engine's own time per
   exchange, planner.schema.support.Engine.exchange_overhead_us: distributed-llama's 716 us,
   none for engines without a measurement), in the same single-stream sum. Machines of one chip
   with different memory sizes run at the slowest memory's pace.
@@ -246,12 +249,14 @@ def predict(spec: dict[str, Any], link_id: str | None = None) -> float:
 
 def link_ms(spec: dict[str, Any], link_id: str | None = None) -> float:
     """Milliseconds per token the planner spends crossing machines: the row's time minus the
-    same pool's over an ideal link (no latency, unbounded bandwidth) and without the engine's
-    own time per hop or exchange. 0 for one machine."""
+    same pool's over an ideal link (no latency, no measured all-reduce time, unbounded
+    bandwidth) and without the engine's own time per hop or exchange. 0 for one machine."""
     link = _link(spec, link_id)
     if link is None:
         return 0.0
-    ideal = link.model_copy(update={"bandwidth_gb_s": 1e12, "latency_us": 0.0})
+    ideal = link.model_copy(
+        update={"bandwidth_gb_s": 1e12, "latency_us": 0.0, "allreduce_us": None}
+    )
     return (_seconds(spec, link) - _seconds({**spec, "engine": ""}, ideal)) * 1e3
 
 
