@@ -638,7 +638,7 @@ def estimate(
         if star:
             for d in devices:
                 ov[d.id] = {**star, **ov.get(d.id, {})}
-        table = device_table(devices, ov)
+        table = device_table(devices, ov, links=cat.links)
         econ = Economics(
             lifetime_years=lifetime_years,
             utilization=utilization,
@@ -677,7 +677,7 @@ def estimate(
             runs = supported_devices(cat, devices, weights, kv)
             runs, engines = estimate_engines(cat, runs, weights, kv, engine)
             if len(runs) < len(devices):
-                table = device_table(runs, ov)
+                table = device_table(runs, ov, links=cat.links)
             rows = estimate_inference(arch, table, q, econ, mfile, engines)
         else:
             rc = recompute or default_recompute(task.value)

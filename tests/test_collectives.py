@@ -86,3 +86,26 @@ def test_a_link_between_machines_charges_its_measured_all_reduce() -> None:
     plain = CAT.link("eth-1g")  # no measurement: the link's 50 us latency per step
     _, step = StageSpec(device=spark, tp=4, layers=80, link=plain).link_args()
     assert step == pytest.approx(50e-6)
+
+
+def test_tables_of_no_device_and_any_shape_of_degrees() -> None:
+    # A constraint that removes every device leaves an empty table, not an error.
+    assert len(device_table([])) == 0
+    one = device_table([CAT.accelerator("h100-sxm")])
+    us = one.small_allreduce_s(np.array([2, 4, 8])) * 1e6  # a one-row table: any shape
+    assert us.tolist() == pytest.approx([8.7, 9.2, 11.8])
+
+
+def test_the_links_given_are_the_ones_read() -> None:
+    # A catalog's own links decide, not the loaded catalog's: without nvlink4's measurement
+    # the H100's all-reduce has none (the step formula applies).
+    links = {k: v for k, v in CAT.links.items() if k != "nvlink4"}
+    table = device_table([CAT.accelerator("h100-sxm")], links=links)
+    assert np.isnan(table.small_allreduce_s(8)).all()
+
+
+def test_a_ring_between_many_machines_keeps_growing() -> None:
+    # 200 machines in one NCCL ring over roce-200g: 31.9 us at 2 scaled by its 199 steps pairs.
+    spark, link = CAT.accelerator("dgx-spark"), CAT.link("roce-200g")
+    _, step = StageSpec(device=spark, tp=200, layers=80, link=link).link_args()
+    assert step * 2 * 199 == pytest.approx(31.9e-6 * 199)

@@ -17,9 +17,9 @@ worst 211.2 % (8 x Pi 4B, Llama 2 70B, under distributed-llama 0.1.0). By engine
 distributed-llama, 18 rows, median 39.8 %: each of its exchanges between machines now carries
 the engine's own 716 us beside the link's latency and bytes (catalog engine distributed-llama,
 from PR #64's 0.88 ms per exchange on two Pi 5s less the link's 0.17 ms; that PR's two-machine
-row is the figure's source, +13.0 %). Under the releases that exchange twice per block (0.6.0,
-0.7.0, PR #64's head, 0.10.6; their layout is the planner's) two Pi 5s are +13.0 to +19.2 % and
-four +24.7 to +35.6 %; under 0.1.0 and 0.3.1, which run attention, the norms and the output
+row is the figure's source, +13.0 %). Under the releases that split all of a block's work
+over the machines (0.6.0; PR #64's head, 0.7.0 and 0.10.6, which also exchange twice per block
+as the planner's layout does) two Pi 5s are +13.0 to +19.2 % and four +24.7 to +35.6 %; under 0.1.0 and 0.3.1, which run attention, the norms and the output
 head on the root alone and exchange ten times per block through the root's port
 (benchmarks/pooled/distributed-llama.md, from the engine's code and its own published transfer
 sizes), +22.3 to +211.2 %. exo tensor parallel over Thunderbolt 5 RDMA on 4 Mac Studios, median
@@ -42,7 +42,9 @@ with --enforce-eager (a mode the planner's vLLM figures do not model), and rows 
 not stated (or not which of two): `--assume-link eth-1g` scores the 11 of those that map
 otherwise apart, median 26.4 %, worst 229.2 %, not part of the result.
 
-How a row is computed (planner estimator functions only; nothing is fitted on these rows):
+How a row is computed (planner estimator functions only; nothing is fitted on these rows, but
+one catalog figure comes from one of them: distributed-llama's time per exchange, from
+dllama-pr64-rpi5-2x-llama3-8b's transfer time):
 
 - split: pipeline (exo, llama.cpp RPC, prima.cpp): one stage per machine
   (planner.estimator.replica.StageSpec, tp 1), layers in proportion to each machine's catalog
@@ -152,8 +154,9 @@ def layer_split(devices: list[Accelerator], layers: int) -> list[int]:
     return out
 
 
-# The catalog engine whose figures a row's engine runs on (its time per pipeline hop,
-# planner.schema.support.Engine.hop_overhead_us); engines the catalog lacks add none.
+# The catalog engine whose figures a row's engine runs on (its time per pipeline hop and per
+# exchange between machines, planner.schema.support.Engine.hop_overhead_us and
+# exchange_overhead_us); engines the catalog lacks add none.
 ENGINES = {
     "distributed-llama": "distributed-llama",
     "llama.cpp-rpc": "llama.cpp",

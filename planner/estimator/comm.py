@@ -49,7 +49,8 @@ def tensor_parallel_allreduce_seconds(
     the ring's bytes. Elsewhere (PCIe, tori, a bridge pair) the ring's 2 (n - 1) steps stand.
 
     `measured_s` (NaN where none): the fabric's measured time of one small all-reduce across
-    `ranks` devices (planner.estimator.devices.small_allreduce_grid), which replaces the steps x latency above: what a
+    `ranks` devices (planner.estimator.devices.small_allreduce_grid), which replaces the
+    steps x latency above: what a
     collective library spends per call beyond the wire (kernel launch, flags, its proxy) is
     not a link latency, and it differs by library and fabric (RCCL on Infinity Fabric against
     a one-shot kernel on NVSwitch).

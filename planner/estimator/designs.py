@@ -71,9 +71,9 @@ from planner.schema.problem import MAX_DEVICES, InferenceWorkload, Problem
 # 1,000 sequences per 8 GPUs, so the ladder reaches past that).
 BATCH_LEVELS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
 HETERO_TOP = 6  # options per batch level paired into two-type pipelines ...
-# ... each with its HETERO_PARTNERS cheapest partners (options it may share a replica with), so
-# options of one stack crowding the top (a card at three tensor-parallel sizes) leave every
-# top option something to pair with
+# ... and a top option none of the others drawn may share a replica with (an engine with one
+# tensor-parallel size for every stage, the drawn options of the other types at other sizes)
+# brings its HETERO_PARTNERS cheapest partners among the drawn types' options
 HETERO_PARTNERS = 1
 HETERO_MAX_STAGES = 4  # stages per type in a pipeline of two or more types
 MIXED_TOP = 3  # owned options per batch level drawn into pipelines of three or more types ...
@@ -272,11 +272,11 @@ class PerDevice:
         default_factory=dict
     )
 
-    def table(self, devs: list[Accelerator]) -> DeviceTable:
+    def table(self, devs: list[Accelerator], cat: Catalog) -> DeviceTable:
         key = tuple(id(d) for d in devs)
         got = self.tables.get(key)
         if got is None:
-            got = self.tables[key] = (devs, device_table(devs))
+            got = self.tables[key] = (devs, device_table(devs, links=cat.links))
         return got[1]
 
     def derate(self, d: Accelerator, problem: Problem) -> Accelerator:
@@ -333,7 +333,7 @@ def inference_designs(
             ]
     if not options:
         return []
-    st = _setting(w, problem, cat, shared.table(devs), m, sorted(options, key=lambda o: o.tp))
+    st = _setting(w, problem, cat, shared.table(devs, cat), m, sorted(options, key=lambda o: o.tp))
     st = _with_runtimes(st, cat, [_runtime(runs, o.device.id) for o in st.opts])
     parts = [_homogeneous(st, c.max_stages)]
     pairs = _pairable(st, cat, problem) if c.heterogeneous_pipelines and len(devs) > 1 else None
@@ -808,9 +808,10 @@ def _two_type(
     minimize the slowest stage (the first best layer count per o1 stage), every level at once.
 
     At each batch level the options paired are the HETERO_TOP cheapest per token/s of their
-    best homogeneous design at that level, the HETERO_PARTNERS cheapest options each of them
-    may pipeline with (_pairable), and up to HETERO_TOP options too small to serve alone
-    (exactly the ones pooling helps).
+    best homogeneous design at that level, up to HETERO_TOP options too small to serve alone
+    (exactly the ones pooling helps), and for a top option that none of those may pipeline
+    with (_pairable: say the others drawn of its stack run other tensor-parallel sizes), its
+    HETERO_PARTNERS cheapest partners among the options of the device types drawn.
 
     Long because the vectorized pairing, split and figures share their index arrays.
     """
@@ -820,16 +821,20 @@ def _two_type(
     ranked = np.argsort(np.where(present, best, math.inf), axis=1, kind="stable")
     width = (2 + HETERO_PARTNERS) * HETERO_TOP
     pool = np.full((nb, width), -1, dtype=np.int64)
+    dev_of = np.array([o.row for o in st.opts], dtype=np.int64)
     for lv in range(nb):
         top = ranked[lv, :HETERO_TOP].tolist()
         small = np.flatnonzero(~present[lv])[:HETERO_TOP].tolist()
+        drawn = top + small
+        # Options of the device types drawn, at every tensor-parallel size they serve alone.
         alone = ranked[lv][present[lv, ranked[lv]]]
-        mates = [alone[pair_ok[o, alone]][:HETERO_PARTNERS].tolist() for o in top]
-        uniq = list(dict.fromkeys(top + [x for m in mates for x in m] + small))
+        alone = alone[np.isin(dev_of[alone], dev_of[drawn])]
+        lonely = [o for o in top if present[lv, o] and not pair_ok[o, drawn].any()]
+        mates = [alone[pair_ok[o, alone]][:HETERO_PARTNERS].tolist() for o in lonely]
+        uniq = list(dict.fromkeys(drawn + [x for m in mates for x in m]))
         pool[lv, : len(uniq)] = uniq
     # Every (level, o1, o2) of two device types, then every (s1, s2) within max_stages, in
     # loop order; kept where both stage kinds hold layers and together hold the model.
-    dev_of = np.array([o.row for o in st.opts], dtype=np.int64)
     p1, p2 = pool[:, :, None], pool[:, None, :]
     ok = (p1 >= 0) & (p2 >= 0) & (dev_of[p1] != dev_of[p2])
     ok &= pair_ok[np.maximum(p1, 0), np.maximum(p2, 0)]  # one engine, one stack unless it spans

@@ -16,7 +16,7 @@ from planner.estimator.efficiency import (
     vendor_batched_scale,
 )
 from planner.estimator.formats import WeightFormat
-from planner.schema.catalog import Accelerator, Precision
+from planner.schema.catalog import Accelerator, Link, Precision
 
 Array = npt.NDArray[np.float64]
 # A tensor-parallel degree: one for all rows, or one per row of a DeviceTable.
@@ -90,11 +90,14 @@ class DeviceTable:
 
     def small_allreduce_s(self, tp: Degree) -> Array:
         """Each row's measured time of one small all-reduce across `tp` of its devices (one
-        degree, or one per row); NaN where its fabric has no measurement."""
-        n = np.clip(
-            np.broadcast_to(np.asarray(tp), (len(self),)), 0, self.allreduce_grid_s.shape[1] - 1
-        )
-        return self.allreduce_grid_s[np.arange(len(self)), n.astype(int)]
+        degree, or one per row; a one-row table takes any shape of degrees); NaN where its
+        fabric has no measurement."""
+        last = self.allreduce_grid_s.shape[1] - 1
+        n = np.clip(np.rint(np.asarray(tp, dtype=np.float64)).astype(np.int64), 0, last)
+        if len(self) == 1:
+            return np.asarray(self.allreduce_grid_s[0, n], dtype=np.float64)
+        rows = np.arange(len(self))
+        return np.asarray(self.allreduce_grid_s[rows, np.broadcast_to(n, rows.shape)])
 
     def usable_bytes(self, headroom: float) -> Array:
         """Bytes an engine may fill with `headroom` of each device's memory kept free: at most
@@ -197,50 +200,61 @@ def _host_link_bytes_s(d: Accelerator) -> float:
 ALLREDUCE_GRID = 129
 
 
-def small_allreduce_grid(points: Mapping[int, float] | None, ring: bool) -> Array:
-    """Seconds of one small all-reduce across n = 0 .. ALLREDUCE_GRID - 1 devices from a
-    fabric's measured times (`Link.allreduce_us`, devices -> us). Between measured counts,
-    linear. Outside them, by the algorithm's shape: a ring (`ring`: PCIe, a bridge, a torus)
+def small_allreduce_seconds(
+    points: Mapping[int, float] | None, n: npt.ArrayLike, ring: bool
+) -> Array:
+    """Seconds of one small all-reduce across `n` devices from a fabric's measured times
+    (`Link.allreduce_us`, devices -> us). Between measured counts, linear. Outside them, by
+    the algorithm's shape: a ring (`ring`: PCIe, a bridge, a torus, NCCL between machines)
     takes 2 (n - 1) steps, so its time scales with n - 1 from the nearest measured count; an
     all-to-all fabric's one-shot or two-shot kernels take about the same time on 2 and 8
     devices (SGLang PR #2904: vLLM's custom all-reduce on H100 takes 8.7, 9.2 and 11.8 us for
-    32 KB on 2, 4 and 8 GPUs), so its nearest count's time holds. NaN everywhere without
-    measurements; 0 for n < 2 (nothing to reduce)."""
-    out = np.full(ALLREDUCE_GRID, np.nan)
+    32 KB on 2, 4 and 8 GPUs), so its nearest count's time holds. NaN without measurements;
+    0 for n < 2 (nothing to reduce). Counts in `points` are 2 or more (the schema's rule)."""
+    k = np.asarray(n, dtype=np.float64)
     if not points:
-        return out
+        return np.full(k.shape, np.nan)
     xs = np.array(sorted(points), dtype=np.float64)
     ys = np.array([points[int(x)] * 1e-6 for x in xs])
-    n = np.arange(ALLREDUCE_GRID, dtype=np.float64)
-    out = np.interp(n, xs, ys)  # holds the end values outside the measured counts
+    out = np.interp(k, xs, ys)  # holds the end values outside the measured counts
     if ring:
-        steps = np.maximum(n - 1.0, 0.0)
-        out = np.where(n < xs[0], ys[0] * steps / (xs[0] - 1.0), out)
-        out = np.where(n > xs[-1], ys[-1] * steps / (xs[-1] - 1.0), out)
-    return np.where(n < 2, 0.0, out)
+        steps = np.maximum(k - 1.0, 0.0)
+        out = np.where(k < xs[0], ys[0] * steps / (xs[0] - 1.0), out)
+        out = np.where(k > xs[-1], ys[-1] * steps / (xs[-1] - 1.0), out)
+    return np.asarray(np.where(k < 2, 0.0, out), dtype=np.float64)
 
 
-def _fabric_allreduce_s(devices: Sequence[Accelerator]) -> Array:
+def small_allreduce_grid(points: Mapping[int, float] | None, ring: bool) -> Array:
+    """small_allreduce_seconds for n = 0 .. ALLREDUCE_GRID - 1 devices (DeviceTable's
+    column)."""
+    return small_allreduce_seconds(points, np.arange(ALLREDUCE_GRID), ring)
+
+
+def _fabric_allreduce_s(devices: Sequence[Accelerator], links: Mapping[str, Link] | None) -> Array:
     """Rows of small_allreduce_grid for each device's fabric: its scale-up link, else the PCIe
-    link of its generation, from the catalog's links (`Link.allreduce_us`)."""
-    from planner.catalog import load_catalog
+    link of its generation, in `links` (the catalog's; by default the loaded catalog's)."""
+    if links is None:
+        from planner.catalog import load_catalog
 
-    links = load_catalog().links
-    rows = []
+        links = load_catalog().links
+    rows: list[Array] = []
     for d in devices:
         ic = d.interconnect
         link = links.get(ic.scale_up or f"pcie{ic.pcie_gen or 4}")
         points = link.allreduce_us if link is not None else None
         rows.append(small_allreduce_grid(points, ring=not ic.all_to_all))
-    return np.array(rows, dtype=np.float64).reshape(len(rows), -1)
+    return np.array(rows, dtype=np.float64).reshape(len(rows), ALLREDUCE_GRID)
 
 
 def device_table(
     devices: Sequence[Accelerator],
     overrides: Mapping[str, dict[str, float]] | None = None,
+    links: Mapping[str, Link] | None = None,
 ) -> DeviceTable:
     """Build the columns; `overrides` maps a device id, a class name or `class/architecture`
-    to efficiency factors (the device's entry wins, then its architecture's, then its class's)."""
+    to efficiency factors (the device's entry wins, then its architecture's, then its class's);
+    `links`: the catalog's links, for the fabrics' measured all-reduce times (by default the
+    loaded catalog's)."""
     ov = overrides or {}
     effs: list[Efficiency] = [
         efficiency_for(
@@ -281,7 +295,7 @@ def device_table(
         scale_up_bytes_s=col([_host_link_bytes_s(d) for d in devices]),
         domain_size=col([d.interconnect.domain_size for d in devices]),
         all_to_all=col([float(d.interconnect.all_to_all) for d in devices]),
-        allreduce_grid_s=_fabric_allreduce_s(devices),
+        allreduce_grid_s=_fabric_allreduce_s(devices, links),
         eff_bandwidth=col([e.bandwidth for e in effs]),
         eff_compute=col([e.compute for e in effs]),
         eff_batched_compute=col([batched(d, e) for e, d in zip(effs, devices, strict=True)]),

@@ -27,7 +27,7 @@ import numpy.typing as npt
 from planner.estimator.architecture import attended_tokens
 from planner.estimator.comm import p2p_seconds, pipeline_activation_bytes
 from planner.estimator.cost import power_w
-from planner.estimator.devices import DeviceTable, device_table, small_allreduce_grid
+from planner.estimator.devices import DeviceTable, device_table, small_allreduce_seconds
 from planner.estimator.formats import WeightFormat, kv_bytes, weight_format
 from planner.estimator.memory import (
     TrainingSetup,
@@ -60,15 +60,16 @@ class StageSpec:
         estimator (planner.estimator.perf), or (None, default) on the device's own link. The
         ring takes 2 (tp - 1) steps per all-reduce (comm.ring_allreduce_seconds): each takes
         the link's latency, or its share of the link's measured small all-reduce
-        (Link.allreduce_us, a ring's time at tp devices, devices.small_allreduce_grid), and
-        its share of the engine's time per exchange, so each all-reduce costs exactly those."""
+        (Link.allreduce_us, a ring's time at tp devices, devices.small_allreduce_seconds),
+        and its share of the engine's time per exchange, so each all-reduce costs exactly
+        those."""
         if self.link is None or self.tp == 1:
             return None, 5e-6
         steps = 2.0 * (self.tp - 1)
         per_step = self.link.latency_us * 1e-6
         if self.link.allreduce_us:
-            grid = small_allreduce_grid(self.link.allreduce_us, ring=True)
-            per_step = float(grid[min(self.tp, len(grid) - 1)]) / steps
+            ring = small_allreduce_seconds(self.link.allreduce_us, self.tp, ring=True)
+            per_step = float(ring) / steps
         return self.link.bandwidth_gb_s * 1e9, per_step + self.exchange_s / steps
 
 

@@ -107,7 +107,7 @@ def training_job(
     m = cat.model(w.model)
     base = training_tokens_per_second(
         m,
-        device_table([device]),
+        device_table([device], links=cat.links),
         seq_len=w.seq_len,
         method=w.method,
         recompute=w.recompute,
@@ -144,7 +144,7 @@ def training_designs(
     c = problem.constraints
     net = network_link(problem, cat)
     fmt = weight_format("bf16")
-    table = device_table(devs)
+    table = device_table(devs, links=cat.links)
     max_dev = c.max_devices or MAX_JOB_DEVICES
     base_tps = training_tokens_per_second(
         m, table, seq_len=w.seq_len, method=w.method, recompute=w.recompute, precision_fmt=fmt

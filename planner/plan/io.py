@@ -115,7 +115,9 @@ def design_space(problem: Problem) -> list[str]:
         + (
             "; or of two device types (up to 4 stages each, in either order), layers at the "
             "split whose slowest stage is fastest, paired among the 6 cheapest per token/s at "
-            "each batch and 6 that cannot serve alone; where three or more owned device types "
+            "each batch and 6 that cannot serve alone (and, for one of the 6 that none of "
+            "those may pipeline with, the cheapest option of their device types that may); "
+            "where three or more owned device types "
             "may serve, also of three and of four owned types (up to 4 stages each), every stage "
             "within the least time at which they hold the model, drawn among the 3 owned options "
             "cheapest per token/s at each batch and 1 that cannot serve alone"
