@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -93,6 +94,8 @@ class DeviceTable:
         degree, or one per row; a one-row table takes any shape of degrees); NaN where its
         fabric has no measurement."""
         last = self.allreduce_grid_s.shape[1] - 1
+        if isinstance(tp, int | np.integer):  # one degree for every row: a column
+            return np.asarray(self.allreduce_grid_s[:, min(max(int(tp), 0), last)])
         n = np.clip(np.rint(np.asarray(tp, dtype=np.float64)).astype(np.int64), 0, last)
         if len(self) == 1:
             return np.asarray(self.allreduce_grid_s[0, n], dtype=np.float64)
@@ -226,8 +229,15 @@ def small_allreduce_seconds(
 
 def small_allreduce_grid(points: Mapping[int, float] | None, ring: bool) -> Array:
     """small_allreduce_seconds for n = 0 .. ALLREDUCE_GRID - 1 devices (DeviceTable's
-    column)."""
-    return small_allreduce_seconds(points, np.arange(ALLREDUCE_GRID), ring)
+    column; read-only, shared by every table of the same fabric)."""
+    return _grid(tuple(sorted((points or {}).items())), ring)
+
+
+@functools.lru_cache(maxsize=256)
+def _grid(points: tuple[tuple[int, float], ...], ring: bool) -> Array:
+    out = small_allreduce_seconds(dict(points), np.arange(ALLREDUCE_GRID), ring)
+    out.flags.writeable = False
+    return out
 
 
 def _fabric_allreduce_s(devices: Sequence[Accelerator], links: Mapping[str, Link] | None) -> Array:
