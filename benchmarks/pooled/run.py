@@ -83,7 +83,7 @@ import yaml
 
 from planner.catalog import load_catalog
 from planner.estimator.replica import IterationTime, StageSpec, single_stream_seconds
-from planner.estimator.support import hop_overhead_s
+from planner.estimator.support import exchange_overhead_s, hop_overhead_s
 from planner.schema.catalog import Accelerator, Link, ModelArch
 
 HERE = Path(__file__).resolve().parent
@@ -213,8 +213,7 @@ def tensor_seconds(
     the engine's own time per exchange (planner.schema.support.Engine.exchange_overhead_us).
     Machines of one chip with different memory sizes run at the pace of the slowest memory."""
     slowest = min(devices, key=lambda d: d.memory.bandwidth_gb_s)
-    known = load_catalog().engines.get(ENGINES.get(engine, ""))
-    exchange_s = known.exchange_overhead_us * 1e-6 if known else 0.0
+    exchange_s = exchange_overhead_s(load_catalog(), ENGINES.get(engine))
     stage = StageSpec(
         device=slowest, tp=len(devices), layers=m.num_layers, link=link, exchange_s=exchange_s
     )

@@ -50,10 +50,9 @@ def tensor_parallel_allreduce_seconds(
 
     `measured_s` (NaN where none): the fabric's measured time of one small all-reduce across
     `ranks` devices (planner.estimator.devices.small_allreduce_grid), which replaces the
-    steps x latency above: what a
-    collective library spends per call beyond the wire (kernel launch, flags, its proxy) is
-    not a link latency, and it differs by library and fabric (RCCL on Infinity Fabric against
-    a one-shot kernel on NVSwitch).
+    steps x latency above: what a collective library spends per call beyond the wire (kernel
+    launch, flags, its proxy) is not a link latency, and it differs by library and fabric
+    (RCCL on Infinity Fabric against a one-shot kernel on NVSwitch).
     """
     n = np.asarray(ranks, dtype=np.float64)
     steps = np.where(np.asarray(all_to_all, dtype=np.float64) > 0, 2.0, 2.0 * (n - 1.0))

@@ -154,6 +154,13 @@ def hop_overhead_s(cat: Catalog, engine: str | None) -> float:
     return engine_times(cat, engine)["hop_overhead_s"]
 
 
+def exchange_overhead_s(cat: Catalog, engine: str | None) -> float:
+    """Seconds the serving engine adds to each tensor-parallel exchange between machines
+    (Engine.exchange_overhead_us; 0 without an engine)."""
+    e = cat.engines.get(engine) if engine else None
+    return e.exchange_overhead_us * 1e-6 if e else 0.0
+
+
 def host_s_per_token(cat: Catalog, engine: str | None) -> float:
     """Seconds of host work per generated token the serving engine does serially with the
     device's step."""
