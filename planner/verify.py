@@ -518,12 +518,14 @@ def _check_hosts(
 
 
 def _largest_groups(plan: Plan) -> dict[str, int]:
-    """Device -> its largest tensor-parallel group on premises."""
+    """Device -> its largest tensor-parallel group one host holds on premises (a group across
+    machines puts one device in each)."""
     groups: dict[str, int] = {}
     for wp in plan.workloads:
         if wp.site == PREM:
             for st in wp.stages:
-                groups[st.device] = max(groups.get(st.device, 1), st.tp)
+                held = 1 if st.across_machines else st.tp
+                groups[st.device] = max(groups.get(st.device, 1), held)
     return groups
 
 

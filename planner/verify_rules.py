@@ -5,6 +5,10 @@ check that enforces it, and tests fail when a constraint field of the schema has
 The checks read the plan's choices (devices, stages, counts) and its stated figures; the stated
 figures themselves are recomputed from the estimator by `planner.verify`, so together a plan that
 passes both holds every constraint. Each failure names the field and gives both figures.
+
+Long because the registry and its checks, each a few lines over the plan's own choices, stay
+side by side: a reader finds the field, its check and the checks it shares helpers with in
+one file.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from planner.estimator.network import network_link
 from planner.estimator.request_mix import class_workload
 from planner.plan.recipe import launch_command, served_context, served_sequences
 from planner.plan.types import Plan, WorkloadPlan
+from planner.schema.catalog import Node
 from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload, Workload
 from planner.schema.status import Site
 
@@ -178,6 +183,11 @@ def _tp_domain(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
             bridged = host is not None and carries_scale_up(d, host)
             domain = d.interconnect.domain_size if bridged else 1
             where = f"`{wp.name}` stage {i} on {s.device} at tp {s.tp}"
+            if s.tp < 1 or heads % s.tp:
+                out.append(f"tensor parallelism: {where} does not divide {heads} attention heads")
+            if s.across_machines:
+                out += _across_machines(plan, problem, cat, wp, host, where)
+                continue
             if s.tp > slots:
                 out.append(
                     f"node slots: {where} > {slots} slots of {host.id if host else 'its host'}"
@@ -187,8 +197,35 @@ def _tp_domain(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
                     f"constraints.tensor_parallel_over_pcie: {where} exceeds the scale-up domain "
                     f"of {domain} (over PCIe, which the problem forbids)"
                 )
-            if s.tp < 1 or heads % s.tp:
-                out.append(f"tensor parallelism: {where} does not divide {heads} attention heads")
+    return out
+
+
+def _across_machines(
+    plan: Plan, problem: Problem, cat: Catalog, wp: WorkloadPlan, host: Node | None, where: str
+) -> list[str]:
+    """A tensor-parallel group across machines: on premises, one device per machine (a host
+    of one slot), joined by the problem's network, under an engine that runs a group over
+    machines."""
+    out = []
+    where += " across machines"
+    if wp.site != Site.PREMISES:
+        out.append(f"tensor parallelism: {where} is rented; a group across machines is owned")
+    if host is None or host.slots != 1:
+        out.append(
+            f"node slots: {where} in {host.id if host else 'no host'}; a group across machines "
+            "puts one device in each machine"
+        )
+    eng = cat.engines.get(wp.engine or "")
+    if eng is None or not eng.tensor_parallel_across_machines:
+        out.append(
+            f"workloads.engine: {where} under {wp.engine or 'no engine'}, which runs no "
+            "tensor-parallel group over machines"
+        )
+    if problem.constraints.network not in plan.links:
+        out.append(
+            f"constraints.network: {where}, but the plan joins no machines over "
+            f"{problem.constraints.network}"
+        )
     return out
 
 

@@ -35,7 +35,7 @@ from planner.estimator.confidence import CONFIDENCE, design_confidence, kept_sha
 from planner.estimator.cost import power_w
 from planner.estimator.devices import DeviceTable, device_table
 from planner.estimator.economics import available_modes, peak_scale
-from planner.estimator.formats import kv_bytes, weight_format
+from planner.estimator.formats import WeightFormat, kv_bytes, weight_format
 from planner.estimator.hosts import (
     derates,
     holding_hosts,
@@ -62,9 +62,10 @@ from planner.estimator.support import (
     architecture_allowed,
     can_pipeline,
     engine_times,
+    exchange_overhead_s,
     runtime_for,
 )
-from planner.schema.catalog import Accelerator, ModelArch
+from planner.schema.catalog import Accelerator, Link, ModelArch
 from planner.schema.problem import MAX_DEVICES, InferenceWorkload, Problem
 
 # Sequences per micro-batch; memory and latency decide which fit (MLPerf systems run about
@@ -90,6 +91,14 @@ class Stage:
     layers: int
     # Derated: a consumer card sustained in a multi-card chassis (planner.estimator.hosts).
     dense: bool = False
+    # The tensor-parallel group spans `tp` machines of one device each, its all-reduces over
+    # the problem's network (across_machine_degrees); else it sits in one host.
+    across_machines: bool = False
+
+    @property
+    def host_tp(self) -> int:
+        """Devices of the group one host holds."""
+        return 1 if self.across_machines else self.tp
 
 
 @dataclass
@@ -120,14 +129,19 @@ class Design:
 
 def stage_specs(cat: Catalog, problem: Problem, d: Design) -> list[StageSpec]:
     """A design's stages as the estimator takes them: derated devices where a stage assumed a
-    multi-card chassis."""
+    multi-card chassis; a group across machines with the network's link and the engine's own
+    time per exchange between machines."""
     out = []
     derated: dict[str, Accelerator] = {}  # one derated copy per device (stages share it)
     for s in d.stages:
         acc = cat.accelerator(s.device)
         if s.dense:
             acc = derated.get(s.device) or derated.setdefault(s.device, sustained(acc, problem))
-        out.append(StageSpec(acc, s.tp, s.layers))
+        if s.across_machines:
+            net, x = network_link(problem, cat), exchange_overhead_s(cat, d.engine)
+            out.append(StageSpec(acc, s.tp, s.layers, link=net, exchange_s=x))
+        else:
+            out.append(StageSpec(acc, s.tp, s.layers))
     return out
 
 
@@ -171,12 +185,38 @@ def tp_degrees(
     return [k for k in (1, 2, 4, 8, 16, 32, 64) if k <= limit and m.num_attention_heads % k == 0]
 
 
+# The largest group across machines: published runs reach 8 (distributed-llama on eight
+# Raspberry Pis); each all-reduce crosses the network twice per block, so larger groups only
+# slow a token down.
+MAX_ACROSS_MACHINES = 8
+
+
+def across_machine_degrees(
+    d: Accelerator, cat: Catalog, problem: Problem, m: ModelArch, engine: str
+) -> list[int]:
+    """Tensor-parallel group sizes of `d` across machines: where every host of `d` holds one
+    device (a DGX Spark, a Mac: the device is the machine) so no group fits in one, and
+    `engine` runs a group over machines (Engine.tensor_parallel_across_machines); powers of
+    two up to `max_tensor_parallel` and MAX_ACROSS_MACHINES that divide the attention heads.
+    Each machine holds one device of the group; its all-reduces cross `constraints.network`."""
+    e = cat.engines.get(engine)
+    if e is None or not e.tensor_parallel_across_machines:
+        return []
+    hosts = host_options(cat, d, problem)
+    if not hosts or any(n.slots > 1 for n in hosts):
+        return []
+    limit = min(problem.constraints.max_tensor_parallel, MAX_ACROSS_MACHINES)
+    return [k for k in (2, 4, 8) if k <= limit and m.num_attention_heads % k == 0]
+
+
 @dataclass(frozen=True)
 class _Option:
     device: Accelerator
     row: int
     tp: int
     dense: bool = False  # the derated copy of a consumer card, for a multi-card chassis
+    across: bool = False  # a group of tp machines (across_machine_degrees) ...
+    exchange_s: float = 0.0  # ... and its engine's own time per exchange between them
 
 
 @dataclass(frozen=True)
@@ -331,6 +371,12 @@ def inference_designs(
                 _Option(devs[row], row, k, bool(dense))
                 for k in tp_degrees(d, cat, problem, m, dense)
             ]
+        engine = _runtime(runs, d.id).engine
+        x = exchange_overhead_s(cat, engine)
+        options += [
+            _Option(d, i, k, across=True, exchange_s=x)
+            for k in across_machine_degrees(d, cat, problem, m, engine)
+        ]
     if not options:
         return []
     st = _setting(w, problem, cat, shared.table(devs, cat), m, sorted(options, key=lambda o: o.tp))
@@ -372,7 +418,9 @@ def _host_needs(
 ) -> tuple[npt.NDArray[np.int64], list[tuple[str, ...]]]:
     """Per option, the rank of the host set that holds its tensor-parallel group, and the host
     sets in rank order."""
-    needs = [shared.holding(cat, problem, o.device, o.tp, o.dense) for o in st.opts]
+    needs = [
+        shared.holding(cat, problem, o.device, 1 if o.across else o.tp, o.dense) for o in st.opts
+    ]
     host_sets = sorted(set(needs))
     rank = {k: i for i, k in enumerate(host_sets)}
     return np.array([rank[k] for k in needs], dtype=np.int64), host_sets
@@ -618,6 +666,7 @@ def _setting(
     tau_c = np.empty((len(levels), len(opts)))
     tau_d = np.empty((len(levels), len(opts)))
     share = np.empty(len(levels))
+    st_args = (w, m, fmt, kvb, P, serial)
     for bi, b in enumerate(levels.tolist()):
         # At capacity b / O requests start per iteration (Little's law): b x P / O prompt
         # tokens, in chunks of c in a share f of the iterations (serving.chunk_mix).
@@ -638,6 +687,11 @@ def _setting(
             )
             for p in (0.0, chunk)
         )
+        for j, o in enumerate(opts):
+            if o.across:  # its all-reduces cross the network, not a scale-up link
+                tau_d[bi, j], tau_c[bi, j] = _across_layer_seconds(
+                    st_args, sub.take([j]), o, net, b, chunk
+                )
         tau[bi] = (1.0 - f) * tau_d[bi] + f * tau_c[bi]
         fixed[bi] = head_seconds(m, fmt, sub, b) / tp + sub.step_overhead_s
     chunks = np.array(
@@ -691,6 +745,41 @@ def _setting(
         floor=sub.power_activity_floor,
         price=price,
     )
+
+
+def _across_layer_seconds(
+    args: tuple[InferenceWorkload, ModelArch, WeightFormat, float, float, bool],
+    one: DeviceTable,
+    o: _Option,
+    net: Link,
+    batch: int,
+    chunk: float,
+) -> tuple[float, float]:
+    """Seconds per layer of a decode-only iteration and of one with a prompt chunk, for a
+    group of `o.tp` machines whose all-reduces cross `net` (StageSpec.link_args: the link's
+    bandwidth and latency, or its measured all-reduce, and the engine's time per exchange)."""
+    w, m, fmt, kvb, P, serial = args
+    bw, lat = StageSpec(o.device, o.tp, 1, link=net, exchange_s=o.exchange_s).link_args()
+    dec, pre = (
+        float(
+            serving_layer_seconds(
+                m,
+                fmt,
+                kvb,
+                one,
+                batch=batch,
+                context=w.context_tokens,
+                prefill_tokens=p,
+                prompt=P,
+                tp=o.tp,
+                serial=serial,
+                link_bytes_s=bw,
+                link_latency_s=lat,
+            )[0]
+        )
+        for p in (0.0, chunk)
+    )
+    return dec, pre
 
 
 def _activity(
@@ -1170,10 +1259,10 @@ def _materialize_mixed(st: _Setting, mx: _Mixed, idx: npt.NDArray[np.int64]) -> 
         for j, (oj, sj, nj) in enumerate(zip(o, s, n, strict=True)):
             opt = st.opts[oj]
             if j == len(o) - 1:
-                fuller = (Stage(ids[oj], opt.tp, nj + 1, opt.dense),) * r
-                stages += fuller + (Stage(ids[oj], opt.tp, nj, opt.dense),) * (sj - r)
+                fuller = (Stage(ids[oj], opt.tp, nj + 1, opt.dense, opt.across),) * r
+                stages += fuller + (Stage(ids[oj], opt.tp, nj, opt.dense, opt.across),) * (sj - r)
             else:
-                stages += (Stage(ids[oj], opt.tp, nj, opt.dense),) * sj
+                stages += (Stage(ids[oj], opt.tp, nj, opt.dense, opt.across),) * sj
         devices = dict(zip((ids[x] for x in o), mx.cnt[i].tolist(), strict=True))
         b = int(st.levels[mx.bi[i]])
         out.append(
@@ -1202,11 +1291,12 @@ def _materialize(st: _Setting, cand: _Candidates, idx: npt.NDArray[np.int64]) ->
     ids = [o.device.id for o in st.opts]
     tps_of = [o.tp for o in st.opts]
     dense_of = [o.dense for o in st.opts]
+    across_of = [o.across for o in st.opts]
     levels = st.levels.tolist()
     made: dict[tuple[int, int], Stage] = {}
 
     def make(o: int, layers: int) -> Stage:
-        s = made[(o, layers)] = Stage(ids[o], tps_of[o], layers, dense_of[o])
+        s = made[(o, layers)] = Stage(ids[o], tps_of[o], layers, dense_of[o], across_of[o])
         return s
 
     cols = (

@@ -301,7 +301,7 @@ def mix_designs(
 
     def hosts_of(d: Design) -> tuple[tuple[str, tuple[str, ...]], ...]:
         """The hosts each device type of `d` needs (planner.estimator.hosts.design_hosts)."""
-        stages = tuple((s.device, s.tp, s.dense) for s in d.stages)
+        stages = tuple((s.device, s.host_tp, s.dense) for s in d.stages)
         if stages not in need:
             need[stages] = design_hosts(cat, problem, stages)
         return need[stages]

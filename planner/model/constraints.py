@@ -222,7 +222,7 @@ class Constraints(Quantities):
         mine: dict[str, tuple[str, ...]] = {}
         off: list[Lit] = []
         for st in self.t.designs[workload][j].stages:
-            group = (st.device, st.tp, st.dense, serving)
+            group = (st.device, st.host_tp, st.dense, serving)
             ids = groups.hosts.get(group)
             if ids is None:
                 ids = groups.hosts[group] = self._group_hosts(*group)

@@ -321,7 +321,7 @@ class Hints(ModelBase):
     def _hint_host_holds(self, d: Design) -> bool:
         """Whether the hint's hosts hold every stage of `d` at the speed it assumed (else the
         hint would contradict the host rules, and the search would start from nothing)."""
-        return all(self._hint_host_holds_group(s.device, s.tp, s.dense) for s in d.stages)
+        return all(self._hint_host_holds_group(s.device, s.host_tp, s.dense) for s in d.stages)
 
     def _hint_host_holds_group(self, dev: str, tp: int, dense: bool) -> bool:
         """Whether the hint's host of `dev` holds a tensor-parallel group of `tp` (`dense`:

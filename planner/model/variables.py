@@ -138,7 +138,10 @@ class ModelBase:
         # at its full speed).
         unit = es[0].prices.rent_unit if es[0].prices.instance else None
         fits = unit is None or max(s.tp for s in d.stages) <= unit
-        if len(es) == 1 and es[0].cloud and fits and not any(s.dense for s in d.stages):
+        # A group across machines runs on premises only: the machines and the network
+        # between them are the problem's (a cloud rents no link between its machines).
+        alone = not any(s.dense or s.across_machines for s in d.stages)
+        if len(es) == 1 and es[0].cloud and fits and alone:
             out.append(CLOUD)
         return out
 

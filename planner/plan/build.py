@@ -208,6 +208,7 @@ def stage_lines(
                 f.memory,
                 f.seconds,
                 f.boundary_bytes,
+                st.across_machines,
             )
         )
         first += st.layers

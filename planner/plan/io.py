@@ -109,7 +109,9 @@ def design_space(problem: Problem) -> list[str]:
         f"tensor parallelism: powers of two up to {c.max_tensor_parallel} inside one node's "
         "scale-up domain"
         + (" or its PCIe slots" if c.tensor_parallel_over_pcie else "")
-        + ", dividing the attention heads",
+        + ", dividing the attention heads; where every host of a device holds one (a DGX "
+        "Spark, a Mac), groups of 2, 4 or 8 such machines (within that cap) over the network, "
+        "on premises, under an engine that runs a group over machines",
         f"pipelines: 1 to {c.max_stages} stages of one device type at one degree, layers split "
         "evenly (ceil(layers / stages), the last the rest)"
         + (

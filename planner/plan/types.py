@@ -11,7 +11,9 @@ from pydantic import ConfigDict, with_config
 from planner.catalog import Catalog
 from planner.estimator.confidence import Confidence
 from planner.estimator.hosts import derates, sustained
+from planner.estimator.network import network_link
 from planner.estimator.replica import StageSpec
+from planner.estimator.support import exchange_overhead_s
 from planner.schema.catalog import Node
 from planner.schema.problem import Problem
 from planner.schema.status import Site, Status
@@ -93,6 +95,9 @@ class StageLine:
     memory_bytes: dict[str, float]
     seconds_per_step: float
     boundary_bytes_per_step: float  # hidden states sent to the next stage per step
+    # The tensor-parallel group spans `tp` machines of one device each, its all-reduces over
+    # the plan's network link; false: the group sits in one host.
+    across_machines: bool = False
 
 
 @with_config(_FORBID)
@@ -234,8 +239,11 @@ class WorkloadPlan:
         """The replica's stages as the estimator takes them (device entries from `cat`); with
         the `problem` and the plan's `hosts` per device, a serving replica on premises runs its
         consumer cards derated where they share a multi-card chassis
-        (planner.estimator.hosts.sustained)."""
+        (planner.estimator.hosts.sustained), and a group across machines all-reduces over the
+        problem's network with the engine's own time per exchange (without a `problem`, over
+        the devices' own link)."""
         out = []
+        net = network_link(problem, cat) if problem is not None else None
         for s in self.stages:
             acc = cat.accelerator(s.device)
             host = hosts.get(s.device)
@@ -248,7 +256,12 @@ class WorkloadPlan:
                 and derates(acc, problem)
             ):
                 acc = sustained(acc, problem)
-            out.append(StageSpec(acc, s.tp, s.layers[1] - s.layers[0] + 1))
+            layers = s.layers[1] - s.layers[0] + 1
+            if s.across_machines and net is not None:
+                x = exchange_overhead_s(cat, self.engine)
+                out.append(StageSpec(acc, s.tp, layers, link=net, exchange_s=x))
+            else:
+                out.append(StageSpec(acc, s.tp, layers))
         return out
 
 

@@ -245,7 +245,7 @@ def _workload(w: WorkloadPlan, show_site: bool) -> Table:
         t.add_row(
             str(i),
             s.device,
-            str(s.tp),
+            f"{s.tp} machines" if s.across_machines else str(s.tp),
             f"{s.layers[0]}-{s.layers[1]}",
             gb(mb["weights"]),
             gb(mb["kv_cache"]),

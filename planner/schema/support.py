@@ -91,6 +91,13 @@ class Engine(Sourced):
         "--tensor-parallel-size applies to each stage; so do the engines built on it and "
         "SGLang's and TensorRT-LLM's): a replica's stages then run groups of one size.",
     )
+    tensor_parallel_across_machines: bool = Field(
+        False,
+        description="Runs one tensor-parallel group over devices in different machines, its "
+        "all-reduces over the network between them (vLLM on a Ray cluster, SGLang with "
+        "--nnodes, distributed-llama, exo over Thunderbolt): a DGX Spark or a Mac, its own "
+        "machine, then joins others of its kind in one group.",
+    )
     hop_overhead_us: float = Field(
         0.0,
         ge=0,

@@ -128,7 +128,7 @@ def engine_of(
         context=shape.context_tokens,
         prompt=prefill_prompt(shape.prompt_tokens, w.prefix_cache_hit),
         output=shape.output_tokens,
-        stages=wp.stage_specs(cat),
+        stages=wp.stage_specs(cat, problem),
         link=network_link(problem, cat),
         budget=(
             prefill_pool_budget(prefill_prompt(shape.prompt_tokens, w.prefix_cache_hit))
