@@ -262,6 +262,20 @@ def _check_more_names(problem: Problem, cat: Catalog, where: Callable[[Loc], str
             f"{where(('carbon', 'region'))}unknown region `{region}`"
             f"{did_you_mean(region, cat.regions)} (regions: {', '.join(sorted(cat.regions))})"
         )
+    for j, mc in enumerate(problem.machines):
+        if mc.id in cat.nodes:
+            raise InputError(
+                f"{where(('machines', j, 'id'))}`{mc.id}` is a catalog node; give the stated "
+                f"machine another name (or drop it: inventory devices without a `machine` sit in "
+                "the catalog's host)"
+            )
+        if mc.link not in cat.links:
+            raise InputError(
+                f"{where(('machines', j, 'link'))}unknown link `{mc.link}`"
+                f"{did_you_mean(mc.link, cat.links)} (a catalog link between the machine's "
+                "devices: pcie3, pcie4, pcie5, or their scale-up link; see `planner catalog list "
+                "links`)"
+            )
     seen: dict[str, int] = {}
     for j, owned in enumerate(problem.constraints.inventory):
         if owned.device in seen:

@@ -33,7 +33,14 @@ from planner.estimator.economics import (
     reserved_hours,
     working_hours,
 )
-from planner.estimator.hosts import devices_bought, host_options, hosts_for, purchase_unit, tp_limit
+from planner.estimator.hosts import (
+    devices_bought,
+    host_options,
+    hosts_for,
+    purchase_unit,
+    tp_limit,
+    with_machines,
+)
 from planner.estimator.network import network_gear, network_link, ports_per_host
 from planner.estimator.request_mix import mix_served_rate
 from planner.plan.slack import BINDING_SLACK
@@ -61,6 +68,7 @@ __all__ = ["COLLECT", "REL_TOL", "replica_figures", "verify"]
 
 def verify(plan: Plan, problem: Problem, cat: Catalog) -> None:
     """Raise InternalError if any constraint or figure of `plan` does not hold."""
+    cat = with_machines(cat, problem)
     periods = demand_periods(problem)
     if len(plan.periods) != len(periods):
         fail(problem, f"`periods`: {len(plan.periods)} stated, the problem has {len(periods)}")

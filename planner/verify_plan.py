@@ -14,6 +14,7 @@ from typing import Any
 
 from planner.catalog import Catalog
 from planner.errors import PlannerError
+from planner.estimator.hosts import with_machines
 from planner.load import check_names
 from planner.plan.io import PlanFile, catalog_sha256, design_space, problem_sha256
 from planner.plan.types import Plan
@@ -127,6 +128,7 @@ def plan_failures(pf: PlanFile, cat: Catalog, problem: Problem | None = None) ->
     out += _derived(pf)
     if not pf.plan.has_plan:
         return out
+    cat = with_machines(cat, prob)  # the problem's stated machines are hosts like the catalog's
     found: list[str] = rule_failures(pf.plan, prob, cat)
     token = COLLECT.set(found)
     try:

@@ -221,9 +221,15 @@ def test_explain_infeasible_gives_least_relaxations() -> None:
 
 
 def test_explain_file_without_design() -> None:
-    # One card per desktop: at most 8 stages of one 24-32 GB card cannot hold 405B in fp16.
+    # One card per desktop and no tensor-parallel group across desktops: at most 8 stages of
+    # one 24-32 GB card cannot hold 405B in fp16.
     code, text = run(
-        "explain", "problems/infeasible.yaml", "--set", "constraints.allowed_hosts=[desktop-1]"
+        "explain",
+        "problems/infeasible.yaml",
+        "--set",
+        "constraints.allowed_hosts=[desktop-1]",
+        "--set",
+        "constraints.max_tensor_parallel=1",
     )
     assert code == 0
     assert "infeasible" in text

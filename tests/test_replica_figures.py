@@ -14,7 +14,7 @@ from planner.estimator.designs import allowed_devices, inference_designs
 from planner.estimator.hosts import sustained
 from planner.estimator.network import network_link
 from planner.estimator.replica import StageSpec, inference_replica
-from planner.estimator.support import hop_overhead_s
+from planner.estimator.support import exchange_overhead_s, hop_overhead_s
 from planner.load import load_problem
 from planner.schema.problem import InferenceWorkload
 
@@ -41,6 +41,8 @@ def test_designs_match_scalar_replica_figures(path: Path) -> None:
                 prompt=w.prompt_tokens,
                 output=w.output_tokens,
                 # A consumer card in a multi-card chassis runs derated (`dense`).
+                # A group across machines all-reduces over the network, with the engine's own
+                # time per exchange.
                 stages=[
                     StageSpec(
                         sustained(cat.accelerator(s.device), problem)
@@ -48,6 +50,8 @@ def test_designs_match_scalar_replica_figures(path: Path) -> None:
                         else cat.accelerator(s.device),
                         s.tp,
                         s.layers,
+                        link=link if s.across_machines else None,
+                        exchange_s=exchange_overhead_s(cat, d.engine) if s.across_machines else 0.0,
                     )
                     for s in d.stages
                 ],

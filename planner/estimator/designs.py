@@ -570,6 +570,9 @@ def _pairable(st: _Setting, cat: Catalog, problem: Problem) -> npt.NDArray[np.bo
     uniform = np.array([cat.engines[r.engine].uniform_tensor_parallel for r in st.runtimes])
     tps = np.array([o.tp for o in st.opts], dtype=np.int64)
     ok &= ~uniform[:, None] | (tps[:, None] == tps[None, :])
+    # A group across machines serves in pipelines of its own type only (across_machine_degrees).
+    inside = ~np.array([o.across for o in st.opts], dtype=bool)
+    ok &= inside[:, None] & inside[None, :]
     return np.asarray(ok, dtype=bool)
 
 
@@ -907,16 +910,19 @@ def _two_type(
     L = st.m.num_layers
     nb = st.tau.shape[0]
     best, present = _cheapest_alone(st, homog)
+    # Groups across machines are not paired (_pairable), so they draw no place either.
+    inside = ~np.array([o.across for o in st.opts], dtype=bool)
     ranked = np.argsort(np.where(present, best, math.inf), axis=1, kind="stable")
     width = (2 + HETERO_PARTNERS) * HETERO_TOP
     pool = np.full((nb, width), -1, dtype=np.int64)
     dev_of = np.array([o.row for o in st.opts], dtype=np.int64)
     for lv in range(nb):
-        top = ranked[lv, :HETERO_TOP].tolist()
-        small = np.flatnonzero(~present[lv])[:HETERO_TOP].tolist()
+        order = ranked[lv][inside[ranked[lv]]]
+        top = order[:HETERO_TOP].tolist()
+        small = np.flatnonzero(~present[lv] & inside)[:HETERO_TOP].tolist()
         drawn = top + small
         # Options of the device types drawn, at every tensor-parallel size they serve alone.
-        alone = ranked[lv][present[lv, ranked[lv]]]
+        alone = order[present[lv, order]]
         alone = alone[np.isin(dev_of[alone], dev_of[drawn])]
         lonely = [o for o in top if present[lv, o] and not pair_ok[o, drawn].any()]
         mates = [alone[pair_ok[o, alone]][:HETERO_PARTNERS].tolist() for o in lonely]
@@ -1117,8 +1123,10 @@ def _mixed_pool(st: _Setting, homog: _Candidates, owned: npt.NDArray[np.bool_]) 
     for lv in range(nb):
         ranked = [o for o in np.argsort(best[lv], kind="stable").tolist() if present[lv, o]]
         small = [o for o in range(no) if not present[lv, o] and st.cap[lv, :, o].any()]
-        pick = [o for o in ranked if owned[o]][:MIXED_TOP]
-        out.append(pick + [o for o in small if owned[o]][:MIXED_SMALL])
+        # Groups across machines serve in pipelines of their own type only (_pairable).
+        mine = {o for o in range(no) if owned[o] and not st.opts[o].across}
+        pick = [o for o in ranked if o in mine][:MIXED_TOP]
+        out.append(pick + [o for o in small if o in mine][:MIXED_SMALL])
     return out
 
 

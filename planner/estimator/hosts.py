@@ -6,18 +6,74 @@ the verifier and the plan builder recount the hosts from these rules."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 
 from planner.catalog import Catalog
 from planner.schema.catalog import Accelerator, Node
-from planner.schema.problem import Constraints, Problem
+from planner.schema.problem import Constraints, Problem, StatedMachine
+
+
+def machine_node(mc: StatedMachine, devices: Iterable[str]) -> Node:
+    """A machine the problem states (`machines`), as the catalog's nodes are written: it holds
+    `devices` (the owned types that sit in it) in its slots over its link, owned (no price: its
+    devices are the pool, not bought), drawing its stated power beyond them."""
+    return Node(
+        id=mc.id,
+        name=mc.name or f"{mc.id} (stated machine, {mc.slots} slot{'s' * (mc.slots > 1)})",
+        kind="standalone" if mc.slots == 1 else "workstation",
+        slots=mc.slots,
+        accepts_devices=sorted(devices),
+        intra_node_link=mc.link,
+        price_usd=0.0,
+        price_date="problem-file",
+        power_overhead_w=mc.power_w,
+        rack_units=mc.rack_units,
+        sources={"spec": "problem-file"},
+        notes="Stated by the problem file.",
+    )
+
+
+# The catalogs with a problem's machines laid over, by the base catalog's identity and the
+# machines and devices stated (a sweep solves many variants of one problem).
+_WITH_MACHINES: dict[tuple[int, tuple[object, ...]], tuple[Catalog, Catalog]] = {}
+
+
+def with_machines(cat: Catalog, problem: Problem) -> Catalog:
+    """`cat` with the problem's stated machines among its nodes (the same catalog when the
+    problem states none), so the plan's host lines name them like any node."""
+    if not problem.machines:
+        return cat
+    held = {
+        mc.id: tuple(sorted(o.device for o in problem.constraints.inventory if o.machine == mc.id))
+        for mc in problem.machines
+    }
+    key = (id(cat), tuple((mc, held[mc.id]) for mc in problem.machines))
+    hit = _WITH_MACHINES.get(key)
+    if hit is not None and hit[0] is cat:
+        return hit[1]
+    if any(
+        mc.id in cat.nodes and cat.nodes[mc.id].price_date != "problem-file"
+        for mc in problem.machines
+    ):
+        return cat  # a name the loader refuses; the base catalog's node stands
+    nodes = {**cat.nodes, **{mc.id: machine_node(mc, held[mc.id]) for mc in problem.machines}}
+    out = dataclasses.replace(cat, nodes=nodes)
+    if len(_WITH_MACHINES) > 64:
+        _WITH_MACHINES.clear()
+    _WITH_MACHINES[key] = (cat, out)
+    return out
 
 
 def host_options(cat: Catalog, d: Accelerator, problem: Problem) -> list[Node]:
     """Every node that can host `d` among `constraints.allowed_hosts`, cheapest per slot first;
-    only its default host when the problem owns some `d` (an inventory names devices, and they
-    come in the hosts they sit in)."""
+    only the machine they sit in when the problem owns some `d` (an inventory names devices,
+    and they come in the hosts they sit in: its stated machine, else the catalog's host)."""
     if any(o.device == d.id for o in problem.constraints.inventory):
+        mc = problem.machine_of(d.id)
+        if mc is not None:
+            held = [o.device for o in problem.constraints.inventory if o.machine == mc.id]
+            return [machine_node(mc, held)]
         host = cat.host_for(d)
         return [host] if host else []
     allowed = problem.constraints.allowed_hosts
@@ -27,6 +83,8 @@ def host_options(cat: Catalog, d: Accelerator, problem: Problem) -> list[Node]:
 def placeable(cat: Catalog, d: Accelerator, problem: Problem, modes: Iterable[str]) -> bool:
     """Whether `d` has somewhere to run under `modes` (the problem's modes it has a price
     for): a host among `constraints.allowed_hosts` on premises, or a provider's machine."""
+    if problem.machine_of(d.id) is not None:
+        return True  # owned, in a machine the problem states
     if not cat.nodes_for(d):
         return False
     return bool(host_options(cat, d, problem)) or any(m != "buy" for m in modes)

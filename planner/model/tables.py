@@ -28,6 +28,7 @@ from planner.estimator.economics import (
     peak_scale,
     rented_devices,
 )
+from planner.estimator.hosts import with_machines
 from planner.estimator.network import network_link
 from planner.estimator.request_mix import mix_designs
 from planner.estimator.training_designs import training_designs
@@ -128,6 +129,7 @@ def build_tables(
     switches off tightening and hints (the baseline the benchmark compares against).
     `designs` reuses an earlier enumeration (valid when `design_key` is unchanged).
     `deadline` (time.monotonic()): a request mix's enumeration stops there (OutOfTime)."""
+    cat = with_machines(cat, problem)  # the problem's stated machines host its devices
     devs = allowed_devices(problem, cat)
     econ = device_economics(problem, cat, devs)
     serves: dict[str, list[dict[int, float]]] = {}

@@ -36,7 +36,7 @@ from planner.estimator.economics import (
     reserved_hours,
     working_hours,
 )
-from planner.estimator.hosts import derates, devices_bought, hosts_for
+from planner.estimator.hosts import derates, devices_bought, hosts_for, with_machines
 from planner.estimator.network import network_gear, network_link, ports_per_host
 from planner.estimator.replica import ReplicaFigures, inference_replica, training_stage_memory
 from planner.estimator.request_mix import (
@@ -111,6 +111,7 @@ class _Tally:
 def make_plan(problem: Problem, cat: Catalog, tables: Tables, sol: Solution) -> Plan:
     """The plan for a solution. Purchases and hosts are the fewest that hold the devices at work
     (the solver may leave idle ones where they cost nothing in its objective)."""
+    cat = with_machines(cat, problem)  # the problem's stated machines are host lines too
     periods = tables.periods
     plan = Plan(problem.name, sol.status, problem.objective.goal, None, None, sol.seconds)
     tally = _Tally(len(periods))

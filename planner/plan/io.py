@@ -111,7 +111,8 @@ def design_space(problem: Problem) -> list[str]:
         + (" or its PCIe slots" if c.tensor_parallel_over_pcie else "")
         + ", dividing the attention heads; where every host of a device holds one (a DGX "
         "Spark, a Mac), groups of 2, 4 or 8 such machines (within that cap) over the network, "
-        "on premises, under an engine that runs a group over machines",
+        "on premises, under an engine that runs a group over machines, in pipelines of its own "
+        "device type",
         f"pipelines: 1 to {c.max_stages} stages of one device type at one degree, layers split "
         "evenly (ceil(layers / stages), the last the rest)"
         + (

@@ -514,6 +514,15 @@ class OwnedDevices(ProblemModel):
     count: Annotated[
         Count, Limit(ge=1, le=MAX_DEVICES, why=f"more than {MAX_DEVICES:,} devices of one type")
     ] = Field(description="How many are owned.")
+    machine: (
+        Annotated[str, Field(min_length=1, max_length=MAX_ID, pattern=r"^[a-z0-9][a-z0-9.\-]*$")]
+        | None
+    ) = Field(
+        None,
+        description="The machines they sit in: a `machines` id (each holds its `slots` of "
+        "them, so `count` / slots machines). Unset: the catalog's host for the device, filled "
+        "to its slots.",
+    )
 
 
 # A share of an estimate held back (a risk margin, a derating): above 90 % nothing is left.
@@ -987,6 +996,39 @@ class StatedLink(ProblemModel):
     ] = Field(0.0, description="What joining one more machine costs; 0: the network is there.")
 
 
+class StatedMachine(ProblemModel):
+    """A kind of machine owned devices sit in, stated by its figures (a lab PC with one GPU, a
+    workstation with four, two cards joined by an NVLink bridge), named by
+    `constraints.inventory[].machine`. Devices in such machines are the pool: more of them are
+    not bought."""
+
+    id: Annotated[
+        str, Field(min_length=1, max_length=MAX_ID, pattern=r"^[a-z0-9][a-z0-9.\-]*$")
+    ] = Field(description="The name inventory entries use; not a catalog node's id.")
+    name: str | None = Field(None, max_length=MAX_NAME, description="Shown on the plan.")
+    slots: Annotated[
+        Count,
+        Limit(ge=1, le=72, why="more than 72 accelerators in one machine: state the machines"),
+    ] = Field(1, description="Devices each machine holds (1: each device is its own machine).")
+    link: CatalogId = Field(
+        "pcie4",
+        description="Catalog link between its devices: `pcie3`, `pcie4`, `pcie5`, or a "
+        "scale-up link its devices carry (`nvlink-bridge-ampere` for two bridged RTX 3090s); "
+        "tensor parallelism inside a machine runs over it (over PCIe only where "
+        "`tensor_parallel_over_pcie` allows).",
+    )
+    power_w: Annotated[
+        Watts,
+        Limit(ge=0, le=100_000, why="100 kW for one machine's own parts; check the units"),
+    ] = Field(
+        description="What one machine draws beyond its accelerators at load (CPU, memory, "
+        "fans, disks, power-supply losses), watts: counted in the plan's power and energy."
+    )
+    rack_units: Annotated[
+        Count, Limit(ge=1, le=64, why="more than 64 rack units for one machine")
+    ] = Field(2, description="Rack units (or shelf units) one machine takes.")
+
+
 class Phase(ProblemModel):
     """A stretch of the horizon in which some workloads run on the fleet, before or after the
     workloads of the other phases."""
@@ -1019,6 +1061,12 @@ class Problem(ProblemModel):
         description="Networks stated by their figures, named in `constraints.network` like a "
         "catalog link: `[{id: home-lan, bandwidth_gbit_s: 1, latency_ms: 1}]`.",
     )
+    machines: list[StatedMachine] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Kinds of machines owned devices sit in, stated by their figures, named by "
+        "`constraints.inventory[].machine`: `[{id: lab-pc, slots: 1, power_w: 150}]`.",
+    )
     phases: list[Phase] | None = Field(
         None,
         min_length=2,
@@ -1038,6 +1086,37 @@ class Problem(ProblemModel):
             if any(q.id == lk.id for q in self.links[:i]):
                 raise KeyValueError(f"two links are named `{lk.id}`", ("links", i, "id"))
         return self
+
+    @model_validator(mode="after")
+    def _machines(self) -> Problem:
+        """Machine ids are unique, every inventory `machine` names one, and a device type sits
+        in one kind of machine (the plan puts every device of a type in one host type)."""
+        ids = [mc.id for mc in self.machines]
+        for i, mc in enumerate(self.machines):
+            if mc.id in ids[:i]:
+                raise KeyValueError(f"two machines are named `{mc.id}`", ("machines", i, "id"))
+        kind: dict[str, str | None] = {}
+        for i, o in enumerate(self.constraints.inventory):
+            at = ("constraints", "inventory", i, "machine")
+            if o.machine is not None and o.machine not in ids:
+                known = ", ".join(ids) if ids else "none: add a `machines` section"
+                raise KeyValueError(f"unknown machine `{o.machine}` (machines: {known})", at)
+            if o.device in kind and kind[o.device] != o.machine:
+                raise KeyValueError(
+                    f"{o.device} is listed in machine `{kind[o.device] or 'the catalog host'}` "
+                    f"and in `{o.machine or 'the catalog host'}`; every {o.device} sits in one "
+                    "kind of machine: list it once",
+                    at,
+                )
+            kind[o.device] = o.machine
+        return self
+
+    def machine_of(self, device: str) -> StatedMachine | None:
+        """The stated machine the owned `device`s sit in, if any."""
+        for o in self.constraints.inventory:
+            if o.device == device and o.machine is not None:
+                return next(mc for mc in self.machines if mc.id == o.machine)
+        return None
 
     @model_validator(mode="after")
     def _phases(self) -> Problem:

@@ -1,0 +1,173 @@
+"""Machines a problem states (`machines`, named by `constraints.inventory[].machine`): owned
+devices sit in them instead of the catalog's host for the device. Their slots bound the
+tensor-parallel groups inside one machine, their link carries those groups, their power joins
+the plan's, the plan's host lines name them, and the verifier recounts them."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from planner.catalog import load_catalog
+from planner.errors import InputError
+from planner.estimator.hosts import host_options, tp_limit, with_machines
+from planner.load import load_problem, parse_problem
+from planner.plan.io import dumps_plan, plan_document, plan_from_data
+from planner.schema.problem import Problem
+from planner.schema.yaml_io import Located
+from planner.solve import solve_problem
+from planner.verify_plan import plan_failures
+
+PROBLEMS = Path(__file__).resolve().parent.parent / "problems"
+LEFTOVERS = PROBLEMS / "leftovers-pool.yaml"
+
+
+def _doc(path: Path = LEFTOVERS) -> dict[str, Any]:
+    return dict(yaml.safe_load(path.read_text()))
+
+
+def _problem(doc: dict[str, Any], sets: list[str] | None = None) -> Problem:
+    return parse_problem(Located(copy.deepcopy(doc), {}, "test.yaml"), sets or [])
+
+
+def test_the_leftovers_sit_one_per_stated_machine() -> None:
+    problem = load_problem(LEFTOVERS)
+    plan = solve_problem(problem, workers=1, seed=0, time_limit=30)
+    assert plan.status == "OPTIMAL"
+    lines = {n.hosts: n for n in plan.nodes}
+    at_work = {x.type: x.owned for x in plan.devices}
+    for dev, line in lines.items():
+        assert line.type == "lab-server"
+        # One device per machine: as many machines as devices held.
+        assert line.count == at_work[dev]
+    # Every machine's 250 W joins the power at load: the plan's power is the replicas' devices
+    # plus 250 W per machine.
+    devices_w = sum(w.power_w for w in plan.workloads)
+    machines = sum(n.count for n in plan.nodes)
+    assert plan.power_w == pytest.approx(devices_w + 250.0 * machines, rel=1e-6)
+
+
+def test_stated_machines_are_the_hosts_of_their_devices() -> None:
+    cat = load_catalog()
+    problem = load_problem(LEFTOVERS)
+    l4 = cat.accelerator("l4")
+    (host,) = host_options(cat, l4, problem)
+    assert host.id == "lab-server" and host.slots == 1 and host.power_overhead_w == 250
+    assert host.price_usd == 0  # owned: the pool is not bought
+    # Without stated machines, the catalog's host (an 8-slot server) holds them.
+    plain = _doc()
+    del plain["machines"]
+    for entry in plain["constraints"]["inventory"]:
+        del entry["machine"]
+    (default,) = host_options(cat, l4, _problem(plain))
+    assert default.slots > 1
+    # The catalog a plan is checked against names the machines; without any it is the same.
+    assert with_machines(cat, problem).node("lab-server").slots == 1
+    assert with_machines(cat, _problem(plain)) is cat
+
+
+def test_a_bridged_pair_holds_a_group_a_single_card_machine_does_not() -> None:
+    cat = load_catalog()
+    doc = {
+        "name": "bridged",
+        "workloads": [
+            {
+                "name": "chat",
+                "kind": "inference",
+                "model": "llama-3.1-8b",
+                "weights": "fp16",
+                "kv": "fp16",
+                "context_tokens": 4096,
+                "concurrency": 8,
+            }
+        ],
+        "machines": [
+            {"id": "bridged", "slots": 2, "link": "nvlink-bridge-ampere", "power_w": 200},
+            {"id": "single", "slots": 1, "power_w": 150},
+        ],
+        "constraints": {
+            "inventory": [
+                {"device": "rtx-3090", "count": 2, "machine": "bridged"},
+                {"device": "rtx-4090", "count": 2, "machine": "single"},
+            ],
+            "capex_usd": 0,
+        },
+        "objective": {"goal": "max_throughput"},
+    }
+    problem = _problem(doc)
+    c = problem.constraints
+    (pair,) = host_options(cat, cat.accelerator("rtx-3090"), problem)
+    (one,) = host_options(cat, cat.accelerator("rtx-4090"), problem)
+    assert tp_limit(cat.accelerator("rtx-3090"), pair, c) == 2  # over the bridge
+    assert tp_limit(cat.accelerator("rtx-4090"), one, c) == 1
+    plan = solve_problem(problem, workers=1, seed=0, time_limit=30)
+    assert plan.status == "OPTIMAL"
+    # A group of the one-card machines' 4090s spans machines; the 3090s' stays in its machine.
+    for w in plan.workloads:
+        for s in w.stages:
+            if s.device == "rtx-4090":
+                assert s.tp == 1 or s.across_machines
+            else:
+                assert s.tp <= 2 and not s.across_machines
+
+
+def test_devices_in_stated_machines_are_not_bought() -> None:
+    """The pool is what is owned: with money to spend, more L4s are not bought into free
+    machines; the plan serves what the owned machines serve, or buys another device type."""
+    doc = _doc()
+    doc["constraints"] = {
+        "allowed_devices": ["l4"],
+        "inventory": [{"device": "l4", "count": 2, "machine": "lab-server"}],
+        "capex_usd": 1_000_000,
+        "network": "lab-1g",
+    }
+    plan = solve_problem(_problem(doc), workers=1, seed=0, time_limit=30)
+    assert all(x.bought == 0 for x in plan.devices)
+
+
+def _rename(doc: dict[str, Any], name: str) -> None:
+    doc["machines"][0]["id"] = name
+    for entry in doc["constraints"]["inventory"]:
+        entry["machine"] = name
+
+
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        (lambda d: d["constraints"]["inventory"][0].update(machine="lab-srv"), "unknown machine"),
+        (lambda d: _rename(d, "desktop-1"), "is a catalog node"),
+        (lambda d: d["machines"][0].update(link="pcie-4"), "unknown link `pcie-4`"),
+        (lambda d: d["machines"].append(copy.deepcopy(d["machines"][0])), "two machines"),
+        (lambda d: d["machines"][0].pop("power_w"), "power_w"),
+    ],
+)
+def test_bad_machines_are_named(edit: Any, words: str, tmp_path: Path) -> None:
+    doc = _doc()
+    edit(doc)
+    path = tmp_path / "pool.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(InputError) as e:
+        load_problem(path)
+    assert words in str(e.value)
+    assert "pool.yaml" in str(e.value)
+
+
+def test_the_verifier_recounts_the_machines() -> None:
+    cat = load_catalog()
+    problem = load_problem(LEFTOVERS)
+    plan = solve_problem(problem, workers=1, seed=0, time_limit=30)
+    doc = json.loads(dumps_plan(plan_document(plan, problem, cat)))
+    assert plan_failures(plan_from_data(copy.deepcopy(doc), "p"), cat) == []
+    fewer = copy.deepcopy(doc)
+    fewer["nodes"][0]["count"] -= 1
+    found = plan_failures(plan_from_data(fewer, "p"), cat)
+    assert any("nodes.0" in f for f in found), found
+    other = copy.deepcopy(doc)
+    other["nodes"][0]["type"] = "pcie-server-8"
+    found = plan_failures(plan_from_data(other, "p"), cat)
+    assert any("cannot host" in f for f in found), found
