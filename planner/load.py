@@ -250,12 +250,13 @@ def _check_more_names(problem: Problem, cat: Catalog, where: Callable[[Loc], str
                 "instance id; see `planner catalog list instances`)"
             )
     for i, w in enumerate(problem.workloads):
-        for j, m in enumerate(getattr(w, "capacity", [])):
-            if m.device not in cat.accelerators:
-                raise InputError(
-                    f"{where(('workloads', i, 'capacity', j, 'device'))}workload `{w.name}`: "
-                    f"unknown device `{m.device}`{did_you_mean(m.device, cat.accelerators)}"
-                )
+        for key in ("capacity", "profiles"):
+            for j, m in enumerate(getattr(w, key, [])):
+                if m.device not in cat.accelerators:
+                    raise InputError(
+                        f"{where(('workloads', i, key, j, 'device'))}workload `{w.name}`: "
+                        f"unknown device `{m.device}`{did_you_mean(m.device, cat.accelerators)}"
+                    )
     region = problem.carbon.region if problem.carbon else None
     if region is not None and region not in cat.regions:
         raise InputError(

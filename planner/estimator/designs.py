@@ -55,7 +55,8 @@ from planner.estimator.memory import (
 )
 from planner.estimator.network import network_link
 from planner.estimator.perf import head_seconds, serving_layer_seconds
-from planner.estimator.replica import StageSpec
+from planner.estimator.profiles import layer_profile, profiled_pair
+from planner.estimator.replica import StageSpec, layer_estimate
 from planner.estimator.serving import chunk_mix, prefill_prompt, prefill_room, serial_engine
 from planner.estimator.support import (
     Runtime,
@@ -133,15 +134,17 @@ def stage_specs(cat: Catalog, problem: Problem, d: Design) -> list[StageSpec]:
     time per exchange between machines."""
     out = []
     derated: dict[str, Accelerator] = {}  # one derated copy per device (stages share it)
+    w = next((x for x in problem.workloads if x.name == d.workload), None)
     for s in d.stages:
         acc = cat.accelerator(s.device)
         if s.dense:
             acc = derated.get(s.device) or derated.setdefault(s.device, sustained(acc, problem))
+        profile = layer_profile(w, s.device, s.tp)
         if s.across_machines:
             net, x = network_link(problem, cat), exchange_overhead_s(cat, d.engine)
-            out.append(StageSpec(acc, s.tp, s.layers, link=net, exchange_s=x))
+            out.append(StageSpec(acc, s.tp, s.layers, link=net, exchange_s=x, profile=profile))
         else:
-            out.append(StageSpec(acc, s.tp, s.layers))
+            out.append(StageSpec(acc, s.tp, s.layers, profile=profile))
     return out
 
 
@@ -381,6 +384,8 @@ def inference_designs(
         return []
     st = _setting(w, problem, cat, shared.table(devs, cat), m, sorted(options, key=lambda o: o.tp))
     st = _with_runtimes(st, cat, [_runtime(runs, o.device.id) for o in st.opts])
+    if w.profiles:
+        st = _with_profiles(st, cat, problem, shared.table(devs, cat))
     parts = [_homogeneous(st, c.max_stages)]
     pairs = _pairable(st, cat, problem) if c.heterogeneous_pipelines and len(devs) > 1 else None
     if pairs is not None:
@@ -1387,6 +1392,33 @@ def _with_runtimes(st: _Setting, cat: Catalog, runtimes: list[Runtime]) -> _Sett
         tau_c=st.tau_c + layer[None, :],
         tau_d=st.tau_d + layer[None, :],
     )
+
+
+def _with_profiles(st: _Setting, cat: Catalog, problem: Problem, table: DeviceTable) -> _Setting:
+    """The setting with the workload's measured times per block in place of the estimator's
+    (planner.estimator.profiles) for the options they were measured on: each level's
+    decode-only and chunked iterations scaled alike, the engine's time per block and a group's
+    all-reduces across machines included in the estimate scaled."""
+    w = st.w
+    P, out = prefill_prompt(w.prompt_tokens, w.prefix_cache_hit), w.output_tokens
+    levels = st.levels.astype(np.float64)
+    chunks = np.array([chunk_mix(int(b), P, out, b * P / out)[0] for b in st.levels.tolist()])
+    tau_d, tau_c = st.tau_d.copy(), st.tau_c.copy()
+    net = network_link(problem, cat)
+    for j, o in enumerate(st.opts):
+        profile = layer_profile(w, o.device.id, o.tp)
+        if profile is None:
+            continue
+        spec = StageSpec(o.device, o.tp, 1, link=net if o.across else None, exchange_s=o.exchange_s)
+        own = engine_times(cat, st.runtimes[j].engine)["engine_layer_s"]
+        fmt, kvb = weight_format(w.weights), kv_bytes(w.kv)
+        one = table.take([o.row])
+        layer = layer_estimate(st.m, fmt, kvb, one, o.tp, w.context_tokens, spec.link_args(), own)
+        tau_d[:, j], tau_c[:, j] = profiled_pair(
+            profile, layer, levels, chunks, st.tau_d[:, j], st.tau_c[:, j]
+        )
+    share = st.share[:, None]
+    return replace(st, tau_d=tau_d, tau_c=tau_c, tau=(1.0 - share) * tau_d + share * tau_c)
 
 
 def _pruned_order(

@@ -18,6 +18,7 @@ batch-1 prefill in turn plus S - 1 hops.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,7 @@ from planner.estimator.memory import (
     training_memory,
 )
 from planner.estimator.perf import head_seconds, serving_layer_seconds
+from planner.estimator.profiles import LayerProfile, profiled, profiled_pair
 from planner.estimator.serving import chunk_mix, closed_ttft, serial_engine, token_budget
 from planner.schema.catalog import Accelerator, Link, ModelArch
 
@@ -47,13 +49,16 @@ class StageSpec:
     """What a stage is: `tp` devices of one type holding `layers` consecutive blocks. `link`:
     the link the tensor-parallel group's all-reduces cross when its devices sit in different
     machines (None: the devices' own scale-up link); `exchange_s`: the serving engine's own
-    time per all-reduce across those machines (Engine.exchange_overhead_us)."""
+    time per all-reduce across those machines (Engine.exchange_overhead_us); `profile`: the
+    workload's measured times per block for this device and degree."""
 
     device: Accelerator
     tp: int
     layers: int
     link: Link | None = None
     exchange_s: float = 0.0
+    # Measured times per block replacing the estimator's (planner.estimator.profiles).
+    profile: LayerProfile | None = None
 
     def link_args(self) -> tuple[float | None, float]:
         """(bytes/s, latency s per ring step) of the group's all-reduces for the per-layer
@@ -106,29 +111,18 @@ def _layer_seconds(
     prompt: int,
     output: int,
     link: tuple[float | None, float] = (None, 5e-6),
+    engine_layer_s: float = 0.0,
+    profile: LayerProfile | None = None,
 ) -> tuple[float, float, float]:
     """(decode only, with a prefill chunk) seconds per block of one serving iteration at
-    capacity, and the share of iterations with a chunk (planner.estimator.serving.chunk_mix)."""
+    capacity, the engine's own time per block included, and the share of iterations with a
+    chunk (planner.estimator.serving.chunk_mix); scaled to the measured `profile` if any."""
     c, f = chunk_mix(batch, prompt, output, batch * prompt / output)
-    dec, tau_c = (
-        _scalar(
-            serving_layer_seconds(
-                m,
-                fmt,
-                kvb,
-                dev,
-                batch=batch,
-                context=context,
-                prefill_tokens=p,
-                prompt=prompt,
-                tp=tp,
-                serial=serial_engine(fmt),
-                link_bytes_s=link[0],
-                link_latency_s=link[1],
-            )
-        )
-        for p in (0.0, c)
-    )
+    layer = layer_estimate(m, fmt, kvb, dev, tp, context, link, engine_layer_s)
+    dec, tau_c = (_scalar(layer(batch, p, prompt)) for p in (0.0, c))
+    if profile is not None:
+        d, w = profiled_pair(profile, layer, float(batch), c, dec, tau_c)
+        dec, tau_c = float(d[0]), float(w[0])
     return dec, tau_c, f
 
 
@@ -177,7 +171,18 @@ def inference_replica(
     for st in stages:
         dev = device_table([st.device])
         tau_d, tau_c, share = _layer_seconds(
-            m, fmt, kvb, dev, st.tp, batch, context, prompt, output, st.link_args()
+            m,
+            fmt,
+            kvb,
+            dev,
+            st.tp,
+            batch,
+            context,
+            prompt,
+            output,
+            st.link_args(),
+            engine_layer_s,
+            st.profile,
         )
         fixed = (
             _scalar(head_seconds(m, fmt, dev, batch)) / st.tp
@@ -185,8 +190,8 @@ def inference_replica(
             + engine_step_s
             + host_s_per_token * batch
         )
-        chunk_seconds.append(st.layers * (tau_c + engine_layer_s) + fixed + hop)
-        decode_seconds.append(st.layers * (tau_d + engine_layer_s) + fixed + hop)
+        chunk_seconds.append(st.layers * tau_c + fixed + hop)
+        decode_seconds.append(st.layers * tau_d + fixed + hop)
     if decode_only:
         share = 0.0  # a decode pool's engine takes prefilled sequences: no prompt chunks
     T = pipeline_round(decode_seconds, chunk_seconds, share)
@@ -316,24 +321,7 @@ class IterationTime:
         per_layer: dict[tuple[int, int], tuple[_Floats, _Floats]] = {}
         for kind, st in _fullest(stages).items():
             dev = _one_device(st.device)
-            link_bytes_s, link_latency_s = st.link_args()
-            tau = (
-                serving_layer_seconds(
-                    m,
-                    fmt,
-                    kvb,
-                    dev,
-                    batch=n.ravel(),
-                    context=context,
-                    prefill_tokens=p.ravel(),
-                    prompt=prompt,
-                    tp=st.tp,
-                    serial=serial_engine(fmt),
-                    link_bytes_s=link_bytes_s,
-                    link_latency_s=link_latency_s,
-                ).reshape(n.shape)
-                + engine_layer_s
-            )
+            tau = _layer_grid(m, fmt, kvb, st, dev, n, p, context, prompt, engine_layer_s)
             head = head_seconds(m, fmt, dev, np.maximum(n, 1.0)) / st.tp
             own = dev.step_overhead_s + engine_step_s
             step = st.layers * tau + head + own + hop + host
@@ -361,6 +349,66 @@ class IterationTime:
         lo = z[i][j] * (1 - a) + z[i + 1][j] * a
         hi = z[i][j + 1] * (1 - a) + z[i + 1][j + 1] * a
         return lo * (1 - b) + hi * b
+
+
+def layer_estimate(
+    m: ModelArch,
+    fmt: WeightFormat,
+    kvb: float,
+    dev: DeviceTable,
+    tp: int,
+    context: int,
+    link: tuple[float | None, float],
+    engine_layer_s: float,
+) -> Callable[[Any, Any, float], Any]:
+    """The estimator's seconds per block of a serving iteration as a function of (decoding
+    sequences, prompt tokens, prompt length) on `tp` devices of `dev` whose all-reduces cross
+    `link` (StageSpec.link_args), the engine's own `engine_layer_s` per block included: what
+    a measured time per block stands for (planner.estimator.profiles)."""
+
+    def layer(b: Any, q: Any, length: float) -> Any:
+        return (
+            serving_layer_seconds(
+                m,
+                fmt,
+                kvb,
+                dev,
+                batch=b,
+                context=context,
+                prefill_tokens=q,
+                prompt=length,
+                tp=tp,
+                serial=serial_engine(fmt),
+                link_bytes_s=link[0],
+                link_latency_s=link[1],
+            )
+            + engine_layer_s
+        )
+
+    return layer
+
+
+def _layer_grid(
+    m: ModelArch,
+    fmt: WeightFormat,
+    kvb: float,
+    st: StageSpec,
+    dev: DeviceTable,
+    n: _Floats,
+    p: _Floats,
+    context: int,
+    prompt: int,
+    engine_layer_s: float,
+) -> _Floats:
+    """Seconds per block of stage `st` on the grid of `n` decoding sequences and `p` prompt
+    tokens, the engine's own time per block included; scaled to the stage's measured profile
+    (planner.estimator.profiles) where it has one."""
+    layer = layer_estimate(m, fmt, kvb, dev, st.tp, context, st.link_args(), engine_layer_s)
+    tau = layer(n.ravel(), p.ravel(), prompt).reshape(n.shape)
+    if st.profile is None:
+        return tau
+    decode_only = layer(n.ravel(), np.zeros(n.size), prompt).reshape(n.shape)
+    return profiled(st.profile, layer, n, p, decode_only, tau)
 
 
 def _fullest(stages: list[StageSpec]) -> dict[tuple[int, int], StageSpec]:

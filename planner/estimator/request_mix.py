@@ -131,7 +131,14 @@ def _rate_key(
         batch,
         # A consumer card derated for a multi-card chassis keeps its id: its bandwidth tells.
         tuple(
-            (st.device.id, st.device.memory.bandwidth_gb_s, st.tp, st.layers, st.link_args())
+            (
+                st.device.id,
+                st.device.memory.bandwidth_gb_s,
+                st.tp,
+                st.layers,
+                st.link_args(),
+                st.profile,
+            )
             for st in stages
         ),
         (sized_for.input_tokens, sized_for.output_tokens),
@@ -231,7 +238,7 @@ def _engine(
     times = engine_times(cat, engine)
     net = (link.id, link.bandwidth_gb_s, link.latency_us, *times.values())  # a stated link's too
     key: tuple[object, ...] = (id(m), w.weights, w.kv, batch, context, P, out, net, budget)
-    key += tuple((id(st.device), st.tp, st.layers, st.link_args()) for st in stages)
+    key += tuple((id(st.device), st.tp, st.layers, st.link_args(), st.profile) for st in stages)
     hit = _ITERATIONS.get(key)
     if hit is None or any(a is not b for a, b in zip(hit[0], stages, strict=False)):
         it = IterationTime(

@@ -132,6 +132,49 @@ class MeasuredCapacity(ProblemModel):
     ] = Field(description="Requests per second one replica sustains.")
 
 
+class MeasuredLayerTime(ProblemModel):
+    """A measured time per transformer block on one device type (a tensor-parallel group of
+    `tp` of them) for the workload's model and formats, as pooled-cluster profilers publish
+    them: one decode step of `batch` sequences, or the prefill of one prompt of
+    `prompt_tokens`. The figures replace the estimator's for stages of that device and degree
+    (planner.estimator.profiles)."""
+
+    device: CatalogId = Field(description="Catalog device id.")
+    tp: Annotated[Count, Limit(ge=1, le=72, why="the largest NVLink domains hold 72 devices")] = (
+        Field(1, description="Devices in the tensor-parallel group measured.")
+    )
+    metric: Literal["decode_ms_per_layer", "prefill_ms_per_layer"] = Field(
+        description="What was timed per block: a decode step, or a prompt's prefill."
+    )
+    batch: (
+        Annotated[Count, Limit(ge=1, le=65_536, why="more sequences than any engine batches")]
+        | None
+    ) = Field(None, description="decode_ms_per_layer: the sequences decoding at once.")
+    prompt_tokens: (
+        Annotated[
+            TokenCount, Limit(ge=1, le=MAX_CONTEXT, why="longer than any model's context window")
+        ]
+        | None
+    ) = Field(None, description="prefill_ms_per_layer: the prompt's length in tokens.")
+    ms: Annotated[
+        Milliseconds,
+        Limit(gt=0, le=60_000, why="a minute per block is no measurement of a serving step"),
+    ] = Field(description="Milliseconds per block (`2.4`, `2.4 ms`, `900 us`).")
+    source: str | None = Field(
+        None, max_length=MAX_NAME, description="Where it was measured (a URL, a log)."
+    )
+
+    @model_validator(mode="after")
+    def _point(self) -> MeasuredLayerTime:
+        if self.metric == "decode_ms_per_layer" and self.batch is None:
+            raise KeyValueError("a decode time needs the `batch` it was measured at", ("batch",))
+        if self.metric == "prefill_ms_per_layer" and self.prompt_tokens is None:
+            raise KeyValueError(
+                "a prefill time needs the `prompt_tokens` it was measured at", ("prompt_tokens",)
+            )
+        return self
+
+
 def _unbounded_schema(schema: dict[str, Any]) -> None:
     """In the JSON Schema, concurrency is a count or the word `unbounded` (null is refused)."""
     kinds = schema.get("anyOf", [])
@@ -283,6 +326,13 @@ class InferenceWorkload(ProblemModel):
         max_length=256,
         description="Measured requests/s per replica and class, replacing the estimate.",
     )
+    profiles: list[MeasuredLayerTime] = Field(
+        default_factory=list,
+        max_length=1024,
+        description="Measured times per block by device (decode by batch, prefill by prompt "
+        "length), replacing the estimator's for that device and degree: "
+        "`[{device: t4, metric: decode_ms_per_layer, batch: 8, ms: 2.4}]`.",
+    )
     disaggregation: Literal["auto", "on", "off"] = Field(
         "auto",
         description="Request mixes: prefill and decode in separate pools sized together "
@@ -313,6 +363,21 @@ class InferenceWorkload(ProblemModel):
             # YAML 1.1 reads unquoted on / off as booleans: take them as meant.
             data = {**data, "disaggregation": "on" if data["disaggregation"] else "off"}
         return data
+
+    @model_validator(mode="after")
+    def _profiles(self) -> InferenceWorkload:
+        """One figure per device, degree and measured point."""
+        seen: dict[tuple[object, ...], int] = {}
+        for i, p in enumerate(self.profiles):
+            key = (p.device, p.tp, p.metric, p.batch, p.prompt_tokens)
+            if key in seen:
+                raise KeyValueError(
+                    f"{p.device} at tp {p.tp} has two {p.metric} figures at this point "
+                    f"(entries {seen[key] + 1} and {i + 1}); keep one",
+                    ("profiles", i),
+                )
+            seen[key] = i
+        return self
 
     @model_validator(mode="after")
     def _mix(self) -> InferenceWorkload:
