@@ -117,8 +117,8 @@ def test_a_bridged_pair_holds_a_group_a_single_card_machine_does_not() -> None:
 
 
 def test_devices_in_stated_machines_are_not_bought() -> None:
-    """The pool is what is owned: with money to spend, more L4s are not bought into free
-    machines; the plan serves what the owned machines serve, or buys another device type."""
+    """Without a machine price the pool is what is owned: with money to spend, more L4s are
+    not bought into free machines."""
     doc = _doc()
     doc["constraints"] = {
         "allowed_devices": ["l4"],
@@ -134,6 +134,24 @@ def _rename(doc: dict[str, Any], name: str) -> None:
     doc["machines"][0]["id"] = name
     for entry in doc["constraints"]["inventory"]:
         entry["machine"] = name
+
+
+def test_a_priced_machine_tops_up_the_pool() -> None:
+    """With a price per machine, devices of its kind are bought into new machines at that
+    price: each bought device (one per machine) brings one machine's price into capex."""
+    doc = _doc()
+    doc["machines"][0]["price_usd"] = 3000
+    doc["constraints"]["capex_usd"] = 20_000
+    plan = solve_problem(_problem(doc), workers=1, seed=0, time_limit=30)
+    assert plan.status == "OPTIMAL"
+    bought = {x.type: x.bought for x in plan.devices}
+    assert sum(bought.values()) > 0  # the cap leaves room, and more machines serve more
+    for line in plan.nodes:
+        assert line.type == "lab-server" and line.unit_price_usd == 3000
+        assert line.total_usd == pytest.approx(3000 * bought[line.hosts])
+    owned_only = solve_problem(_problem(_doc()), workers=1, seed=0, time_limit=30)
+    assert plan.objective is not None and owned_only.objective is not None
+    assert plan.objective >= owned_only.objective
 
 
 @pytest.mark.parametrize(

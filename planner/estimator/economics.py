@@ -213,8 +213,9 @@ def device_prices(problem: Problem, d: Accelerator, instances: Sequence[Instance
     # datacenter parts, unless the problem says otherwise); the problem's own price always does.
     catalog_purchase = p.purchase_usd if m.may_buy(p.condition, d.device_class) else None
     purchase = (o.purchase_usd if o else None) or catalog_purchase
-    if problem.machine_of(d.id) is not None:
-        purchase = None  # devices in the problem's stated machines are the pool: none bought
+    mc = problem.machine_of(d.id)
+    if mc is not None and mc.price_usd is None:
+        purchase = None  # the pool of the problem's stated machines is what is owned
     per_device = _per_device_rent(problem, d) if _allowed(m.rent_offers, "per-device") else None
     offers: list[tuple[float, int, str, Prices]] = []
     if per_device is not None and per_device.on_demand_usd_per_hour is not None:

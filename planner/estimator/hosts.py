@@ -17,7 +17,8 @@ from planner.schema.problem import Constraints, Problem, StatedMachine
 def machine_node(mc: StatedMachine, devices: Iterable[str]) -> Node:
     """A machine the problem states (`machines`), as the catalog's nodes are written: it holds
     `devices` (the owned types that sit in it) in its slots over its link, owned (no price: its
-    devices are the pool, not bought), drawing its stated power beyond them."""
+    devices are owned; more machines of the kind cost its `price_usd`, where it states one),
+    drawing its stated power beyond them."""
     return Node(
         id=mc.id,
         name=mc.name or f"{mc.id} (stated machine, {mc.slots} slot{'s' * (mc.slots > 1)})",
@@ -25,7 +26,7 @@ def machine_node(mc: StatedMachine, devices: Iterable[str]) -> Node:
         slots=mc.slots,
         accepts_devices=sorted(devices),
         intra_node_link=mc.link,
-        price_usd=0.0,
+        price_usd=mc.price_usd or 0.0,
         price_date="problem-file",
         power_overhead_w=mc.power_w,
         rack_units=mc.rack_units,

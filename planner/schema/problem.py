@@ -1065,7 +1065,7 @@ class StatedMachine(ProblemModel):
     """A kind of machine owned devices sit in, stated by its figures (a lab PC with one GPU, a
     workstation with four, two cards joined by an NVLink bridge), named by
     `constraints.inventory[].machine`. Devices in such machines are the pool: more of them are
-    not bought."""
+    bought only into new machines of the kind at its `price_usd`."""
 
     id: Annotated[
         str, Field(min_length=1, max_length=MAX_ID, pattern=r"^[a-z0-9][a-z0-9.\-]*$")
@@ -1092,6 +1092,18 @@ class StatedMachine(ProblemModel):
     rack_units: Annotated[
         Count, Limit(ge=1, le=64, why="more than 64 rack units for one machine")
     ] = Field(2, description="Rack units (or shelf units) one machine takes.")
+    price_usd: (
+        Annotated[
+            Usd,
+            Limit(ge=0, le=1e7, why="ten million dollars is no machine's price; check the units"),
+        ]
+        | None
+    ) = Field(
+        None,
+        description="What one more such machine costs without its devices, USD: devices of "
+        "its kind may then be bought (at their catalog or market price) into new machines of "
+        "this kind to top up the pool. Unset: the pool is what is owned, none bought.",
+    )
 
 
 class Phase(ProblemModel):
