@@ -270,12 +270,18 @@ def _check_more_names(problem: Problem, cat: Catalog, where: Callable[[Loc], str
                 f"machine another name (or drop it: inventory devices without a `machine` sit in "
                 "the catalog's host)"
             )
+        inside = sorted(k for k, v in cat.links.items() if v.scope != "inter-node")
         if mc.link not in cat.links:
             raise InputError(
                 f"{where(('machines', j, 'link'))}unknown link `{mc.link}`"
-                f"{did_you_mean(mc.link, cat.links)} (a catalog link between the machine's "
-                "devices: pcie3, pcie4, pcie5, or their scale-up link; see `planner catalog list "
-                "links`)"
+                f"{did_you_mean(mc.link, inside)} (a catalog link between the machine's "
+                f"devices: {', '.join(inside)})"
+            )
+        if cat.links[mc.link].scope == "inter-node":
+            raise InputError(
+                f"{where(('machines', j, 'link'))}`{mc.link}` is a network between machines; "
+                f"the link between one machine's devices is one of {', '.join(inside)} (the "
+                "network between machines is constraints.network)"
             )
     seen: dict[str, int] = {}
     for j, owned in enumerate(problem.constraints.inventory):

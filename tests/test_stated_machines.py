@@ -160,6 +160,7 @@ def test_a_priced_machine_tops_up_the_pool() -> None:
         (lambda d: d["constraints"]["inventory"][0].update(machine="lab-srv"), "unknown machine"),
         (lambda d: _rename(d, "desktop-1"), "is a catalog node"),
         (lambda d: d["machines"][0].update(link="pcie-4"), "unknown link `pcie-4`"),
+        (lambda d: d["machines"][0].update(link="eth-10g"), "is a network between machines"),
         (lambda d: d["machines"].append(copy.deepcopy(d["machines"][0])), "two machines"),
         (lambda d: d["machines"][0].pop("power_w"), "power_w"),
     ],
