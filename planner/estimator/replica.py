@@ -18,6 +18,7 @@ batch-1 prefill in turn plus S - 1 hops.
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -250,6 +251,9 @@ def training_stage_memory(
 
 _TABLES: dict[int, tuple[Accelerator, DeviceTable]] = {}
 _Floats = npt.NDArray[np.float64]
+# Per-block grids by stage kind and table shape; the device and model are kept with their
+# grids, so the ids in a key stay theirs.
+GridCache = dict[tuple[object, ...], tuple[Accelerator, ModelArch, _Floats, _Floats]]
 
 
 def _one_device(device: Accelerator) -> DeviceTable:
@@ -287,26 +291,22 @@ class IterationTime:
         host_s_per_token: float = 0.0,
         engine_layer_s: float = 0.0,
         engine_step_s: float = 0.0,
+        grids: GridCache | None = None,
     ) -> None:
         """`budget`: the most prompt tokens an iteration takes (the serving token budget of the
         batch unless given, e.g. a disaggregated prefill engine's); `hop_overhead_s`: the
         engine's own time per pipeline hop (Engine.hop_overhead_us); `host_s_per_token`: its
         host work per generated token, serial with each step (Engine.host_us_per_token);
         `engine_layer_s` and `engine_step_s`: an older release's fixed time per layer and per
-        step of every iteration (the efficiency file's `engines`)."""
+        step of every iteration (the efficiency file's `engines`). `grids`: per-block grids of
+        stage kinds an enumeration computed for other tables of the same model, formats and
+        batch (stages of one device and degree in pipelines of other depths share them)."""
         fmt, kvb = weight_format(weights), kv_bytes(kv)
         if budget is None:
             budget = token_budget(batch, prompt, output)
         self.budget = float(budget)
         self.model = m
-        self.n_grid = np.unique(np.linspace(0, batch, min(batch, 64) + 1).round()).astype(float)
-        # Prompt tokens: fine where chunks of short prompts fall, even steps up to the budget.
-        self.p_grid = np.unique(
-            np.concatenate(
-                [np.linspace(0.0, budget, 33), np.linspace(0.0, min(budget, 4 * prompt), 17)]
-            )
-        )
-        n, p = np.meshgrid(self.n_grid, self.p_grid, indexing="ij")
+        self.n_grid, self.p_grid, n, p = _grid(batch, self.budget, prompt)
         S = len(stages)
         boundary = pipeline_activation_bytes(np.maximum(n, 1.0), 1, m.hidden_size)
         hop = (
@@ -321,8 +321,18 @@ class IterationTime:
         per_layer: dict[tuple[int, int], tuple[_Floats, _Floats]] = {}
         for kind, st in _fullest(stages).items():
             dev = _one_device(st.device)
-            tau = _layer_grid(m, fmt, kvb, st, dev, n, p, context, prompt, engine_layer_s)
-            head = head_seconds(m, fmt, dev, np.maximum(n, 1.0)) / st.tp
+            key: tuple[object, ...] = (id(m), weights, kv, id(st.device), st.tp, st.link_args())
+            key += (st.profile, batch, self.budget, prompt, context, engine_layer_s)
+            hit = grids.get(key) if grids is not None else None
+            if hit is not None and hit[0] is st.device and hit[1] is m:
+                tau, head = hit[2], hit[3]
+            else:
+                tau = _layer_grid(m, fmt, kvb, st, dev, n, p, context, prompt, engine_layer_s)
+                head = head_seconds(m, fmt, dev, np.maximum(n, 1.0)) / st.tp
+                if grids is not None:
+                    if len(grids) > 4096:
+                        grids.clear()
+                    grids[key] = (st.device, m, tau, head)
             own = dev.step_overhead_s + engine_step_s
             step = st.layers * tau + head + own + hop + host
             worst = np.maximum(worst, step)
@@ -386,6 +396,23 @@ def layer_estimate(
         )
 
     return layer
+
+
+@functools.lru_cache(maxsize=256)
+def _grid(batch: int, budget: float, prompt: int) -> tuple[_Floats, _Floats, Any, Any]:
+    """IterationTime's grid: decoding sequences (every count up to the batch when it is at
+    most 64, else 65 even steps) and prompt tokens (fine where chunks of short prompts fall,
+    even steps up to the budget), and their mesh. Shared, never written to."""
+    n_grid = np.unique(np.linspace(0, batch, min(batch, 64) + 1).round()).astype(float)
+    p_grid = np.unique(
+        np.concatenate(
+            [np.linspace(0.0, budget, 33), np.linspace(0.0, min(budget, 4 * prompt), 17)]
+        )
+    )
+    n, p = np.meshgrid(n_grid, p_grid, indexing="ij")
+    for a in (n_grid, p_grid, n, p):
+        a.flags.writeable = False
+    return n_grid, p_grid, n, p
 
 
 def _layer_grid(

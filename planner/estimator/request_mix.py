@@ -51,7 +51,7 @@ from planner.estimator.measured import measured_rate, with_measured
 from planner.estimator.mix_pruning import Witnesses, undominated
 from planner.estimator.network import network_link
 from planner.estimator.pools import decode_search, in_role, prefill_search
-from planner.estimator.replica import IterationTime, StageSpec
+from planner.estimator.replica import GridCache, IterationTime, StageSpec
 from planner.estimator.serving import (
     LoadedLatency,
     RateSearch,
@@ -188,6 +188,9 @@ _STOPPED: dict[tuple[object, ...], tuple[Catalog, tuple[float, float, int, bool]
 
 # The last few iteration tables _engine built, with the stage specs they were built for.
 _ITERATIONS: dict[tuple[object, ...], tuple[list[StageSpec], IterationTime]] = {}
+# The per-block grids of the stage kinds those tables were built from (IterationTime's
+# `grids`): a design's table shares them with pipelines of other depths of the same kind.
+_GRIDS: GridCache = {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,7 +246,7 @@ def _engine(
     if hit is None or any(a is not b for a, b in zip(hit[0], stages, strict=False)):
         it = IterationTime(
             m, w.weights, w.kv, batch=batch, context=context, prompt=P, output=out,
-            stages=stages, link=link, budget=budget, **times,
+            stages=stages, link=link, budget=budget, grids=_GRIDS, **times,
         )  # fmt: skip
         if len(_ITERATIONS) >= 8:
             del _ITERATIONS[next(iter(_ITERATIONS))]
