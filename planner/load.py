@@ -257,6 +257,15 @@ def _check_more_names(problem: Problem, cat: Catalog, where: Callable[[Loc], str
                         f"{where(('workloads', i, key, j, 'device'))}workload `{w.name}`: "
                         f"unknown device `{m.device}`{did_you_mean(m.device, cat.accelerators)}"
                     )
+        heads = cat.models[w.model].num_attention_heads if w.model in cat.models else None
+        for j, pr in enumerate(getattr(w, "profiles", [])):
+            if heads is not None and heads % pr.tp:
+                raise InputError(
+                    f"{where(('workloads', i, 'profiles', j, 'tp'))}workload `{w.name}`: a "
+                    f"group of {pr.tp} does not split {w.model}'s {heads} attention heads, so no "
+                    "stage runs at that degree and the figure would go unused; give the degree "
+                    "it was measured at"
+                )
     region = problem.carbon.region if problem.carbon else None
     if region is not None and region not in cat.regions:
         raise InputError(

@@ -18,11 +18,11 @@ from collections.abc import Callable, Iterator
 from planner.catalog import Catalog
 from planner.errors import PlannerError
 from planner.estimator.confidence import CONFIDENCE, design_confidence
-from planner.estimator.hosts import carries_scale_up, tp_limit
+from planner.estimator.hosts import carries_scale_up, host_options, tp_limit
 from planner.estimator.network import network_link
 from planner.estimator.request_mix import class_workload
 from planner.plan.recipe import launch_command, served_context, served_sequences
-from planner.plan.types import Plan, WorkloadPlan
+from planner.plan.types import Plan, StageLine, WorkloadPlan
 from planner.schema.catalog import Node
 from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload, Workload
 from planner.schema.status import Site
@@ -186,7 +186,7 @@ def _tp_domain(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
             if s.tp < 1 or heads % s.tp:
                 out.append(f"tensor parallelism: {where} does not divide {heads} attention heads")
             if s.across_machines:
-                out += _across_machines(plan, problem, cat, wp, host, where)
+                out += _across_machines(plan, problem, cat, wp, s, host, where)
                 continue
             if s.tp > slots:
                 out.append(
@@ -201,19 +201,36 @@ def _tp_domain(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
 
 
 def _across_machines(
-    plan: Plan, problem: Problem, cat: Catalog, wp: WorkloadPlan, host: Node | None, where: str
+    plan: Plan,
+    problem: Problem,
+    cat: Catalog,
+    wp: WorkloadPlan,
+    s: StageLine,
+    host: Node | None,
+    where: str,
 ) -> list[str]:
-    """A tensor-parallel group across machines: on premises, one device per machine (a host
-    of one slot), joined by the problem's network, under an engine that runs a group over
-    machines."""
+    """A tensor-parallel group across machines: 2, 4 or 8 of them, on premises, one device per
+    machine (a host of one slot, and a device no host of which holds more), joined by the
+    problem's network, under an engine that runs a group over machines."""
     out = []
     where += " across machines"
+    if s.tp not in (2, 4, 8):
+        out.append(
+            f"tensor parallelism: {where}; a group across machines is 2, 4 or 8 machines (the "
+            "plan's design space)"
+        )
     if wp.site != Site.PREMISES:
         out.append(f"tensor parallelism: {where} is rented; a group across machines is owned")
     if host is None or host.slots != 1:
         out.append(
             f"node slots: {where} in {host.id if host else 'no host'}; a group across machines "
             "puts one device in each machine"
+        )
+    wide = [n.id for n in host_options(cat, cat.accelerator(s.device), problem) if n.slots > 1]
+    if wide:
+        out.append(
+            f"node slots: {where}, but {', '.join(wide)} would hold a group inside one host; "
+            "groups span machines only for devices every host of which holds one"
         )
     eng = cat.engines.get(wp.engine or "")
     if eng is None or not eng.tensor_parallel_across_machines:

@@ -17,8 +17,10 @@ from planner.catalog import load_catalog
 from planner.estimator.designs import MAX_ACROSS_MACHINES, across_machine_degrees
 from planner.load import load_problem, parse_problem
 from planner.plan.io import dumps_plan, plan_document, plan_from_data
-from planner.schema.problem import Problem
+from planner.schema.problem import InferenceWorkload, Problem
 from planner.schema.yaml_io import Located
+from planner.simulate import engine_of
+from planner.simulate.plan_file import workloads_from_json
 from planner.solve import solve_problem
 from planner.verify_plan import plan_failures
 
@@ -123,6 +125,29 @@ def test_the_verifier_holds_the_group() -> None:
     # Rented: a cloud rents no network between its machines.
     found = _failures(edited(["workloads", 0, "site"], "cloud"))
     assert any("across machines is rented" in f for f in found), found
+    # Wider than the design space's 2, 4 or 8 machines.
+    found = _failures(edited([*stage, "tp"], 16))
+    assert any("2, 4 or 8 machines" in f for f in found), found
+
+
+def test_a_saved_plan_replays_its_group_across_machines() -> None:
+    """`planner simulate PLAN.json` reads the group's flag and engine from the plan file, so
+    its iterations are the plan's: the same time per step as the plan in memory."""
+    problem, plan = _solved()
+    doc = json.loads(dumps_plan(plan_document(plan, problem, load_catalog())))
+    (saved,) = workloads_from_json(doc, "plan.json")
+    assert saved.stages[0].across_machines and saved.engine == "vllm"
+    cat = load_catalog()
+    (w,) = problem.workloads
+    assert isinstance(w, InferenceWorkload)
+    held, replayed = (
+        engine_of(problem, cat, w, plan.workloads[0]),
+        engine_of(problem, cat, w, saved),
+    )
+    assert replayed[0](1.0, 0.0) == pytest.approx(held[0](1.0, 0.0), rel=1e-12)
+    assert held[0](1.0, 0.0) == pytest.approx(
+        plan.workloads[0].stages[0].seconds_per_step, rel=0.05
+    )
 
 
 def test_a_plan_file_without_the_field_reads_as_one_host() -> None:

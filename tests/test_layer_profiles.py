@@ -127,6 +127,27 @@ def test_slower_measurements_serve_less_and_the_plan_verifies() -> None:
         ({"device": "t-4", "metric": "decode_ms_per_layer", "batch": 1, "ms": 2}, "unknown"),
         ({"device": "t4", "metric": "decode_ms_per_layer", "batch": 8, "ms": 5}, "two"),
         ({"device": "t4", "metric": "decode_ms_per_layer", "batch": 2, "ms": -1}, "ms"),
+        (
+            {
+                "device": "t4",
+                "metric": "decode_ms_per_layer",
+                "batch": 2,
+                "ms": 2,
+                "prompt_tokens": 9,
+            },
+            "not at prompt_tokens",
+        ),
+        (
+            {
+                "device": "t4",
+                "metric": "prefill_ms_per_layer",
+                "prompt_tokens": 9,
+                "ms": 2,
+                "batch": 2,
+            },
+            "not at a batch",
+        ),
+        ({"device": "t4", "tp": 3, "metric": "decode_ms_per_layer", "batch": 2, "ms": 2}, "64"),
     ],
 )
 def test_bad_profiles_are_named(row: dict[str, Any], words: str, tmp_path: Path) -> None:

@@ -166,12 +166,30 @@ class MeasuredLayerTime(ProblemModel):
 
     @model_validator(mode="after")
     def _point(self) -> MeasuredLayerTime:
-        if self.metric == "decode_ms_per_layer" and self.batch is None:
-            raise KeyValueError("a decode time needs the `batch` it was measured at", ("batch",))
-        if self.metric == "prefill_ms_per_layer" and self.prompt_tokens is None:
-            raise KeyValueError(
-                "a prefill time needs the `prompt_tokens` it was measured at", ("prompt_tokens",)
-            )
+        """A decode time is at a batch, a prefill time at a prompt length: one point each."""
+        if self.metric == "decode_ms_per_layer":
+            if self.batch is None:
+                raise KeyValueError(
+                    "a decode time needs the `batch` it was measured at", ("batch",)
+                )
+            if self.prompt_tokens is not None:
+                raise KeyValueError(
+                    "a decode time is measured at a `batch`, not at prompt_tokens: drop it "
+                    "(a prompt's time is a prefill_ms_per_layer entry)",
+                    ("prompt_tokens",),
+                )
+        if self.metric == "prefill_ms_per_layer":
+            if self.prompt_tokens is None:
+                raise KeyValueError(
+                    "a prefill time needs the `prompt_tokens` it was measured at",
+                    ("prompt_tokens",),
+                )
+            if self.batch is not None:
+                raise KeyValueError(
+                    "a prefill time is of one prompt of `prompt_tokens`, not at a batch: drop "
+                    "it (decode steps by batch are decode_ms_per_layer entries)",
+                    ("batch",),
+                )
         return self
 
 

@@ -28,6 +28,7 @@ def workloads_from_json(data: object, where: str) -> list[WorkloadPlan]:
                     {},
                     float(s.get("seconds", 0.0)),
                     float(s.get("boundary_bytes", 0.0)),
+                    _flag(s.get("across_machines", False), f"{at}.stages.across_machines"),
                 )
                 for s in x["stages"]
             )
@@ -52,6 +53,7 @@ def workloads_from_json(data: object, where: str) -> list[WorkloadPlan]:
                 sized_for=x.get("sized_for"),
                 sequences=None if x.get("sequences") is None else int(x["sequences"]),
                 role=_role(x.get("role", "both"), at),
+                engine=None if x.get("engine") is None else str(x["engine"]),
             )
         except (KeyError, TypeError, ValueError, IndexError) as e:
             raise InputError(
@@ -63,6 +65,13 @@ def workloads_from_json(data: object, where: str) -> list[WorkloadPlan]:
             raise InputError(f"{at}: replicas, batch and tp must be positive")
         out.append(wp)
     return out
+
+
+def _flag(value: object, at: str) -> bool:
+    """A true/false field of the plan file."""
+    if not isinstance(value, bool):
+        raise InputError(f"{at}: {value!r}; expected true or false")
+    return value
 
 
 def _role(value: object, at: str) -> Literal["both", "prefill", "decode"]:
