@@ -6,7 +6,9 @@ imports, catalog load, solve, printing and exit).
 
 --compare REV times the same commands on a git revision (its files exported to a temporary
 folder and put first on PYTHONPATH) in alternation with this tree, so both sides see the same
-machine load, and prints the ratio of their medians. Times are seconds: min, median and max of
+machine load, and prints the ratio of their medians. Each tree solves its own copy of each
+example (a revision's problem files are written for its schema); an example the revision lacks
+is timed on this tree alone. Times are seconds: min, median and max of
 --repeat runs per command. Solves run with their defaults (one worker) and --no-timings; the
 output goes to /dev/null. Bytecode is cached in a temporary folder, as an installed package has it.
 """
@@ -89,20 +91,29 @@ def run_once(tree: Path, args: list[str]) -> float:
 
 
 def commands(problems: Path) -> list[tuple[str, list[str]]]:
+    """`--help`, then `solve` of each example, named relative to a tree: each tree solves its
+    own copy of the example (a revision's problem files are written for its schema)."""
     cmds: list[tuple[str, list[str]]] = [("planner --help", ["--help"])]
     for p in sorted(problems.glob("*.yaml")):
-        cmds.append((f"solve {p.stem}", ["solve", str(p), "--no-timings"]))
+        cmds.append((f"solve {p.stem}", ["solve", f"problems/{p.name}", "--no-timings"]))
     return cmds
 
 
 def measure(trees: dict[str, Path], problems: Path, repeat: int) -> list[Timing]:
+    """Each command on every tree that has its example (an example added since a revision is
+    timed on this tree alone)."""
     out: list[Timing] = []
     for label, args in commands(problems):
+        have = {
+            name: tree
+            for name, tree in trees.items()
+            if len(args) < 2 or (tree / args[1]).is_file()
+        }
         t = Timing(label, {name: [] for name in trees}, {name: [] for name in trees})
-        for tree in trees.values():
+        for tree in have.values():
             run_once(tree, args)  # warm the file cache and the bytecode of each tree
         for _ in range(repeat):
-            for name, tree in trees.items():  # alternate, so load swings hit both sides
+            for name, tree in have.items():  # alternate, so load swings hit both sides
                 t.runs[name].append(run_once(tree, args))
                 t.cpu[name].append(CPU_SECONDS[-1])
         out.append(t)
@@ -128,14 +139,21 @@ def report(timings: list[Timing], trees: list[str], repeat: int, rev: str | None
     for t in timings:
         cells = " | ".join(
             " | ".join(f"{x:.3f}" for x in (*t.stats(tree), statistics.median(t.cpu[tree])))
+            if t.runs[tree]
+            else " | ".join(["-"] * 4)
             for tree in trees
         )
-        r = f" | {t.stats(trees[1])[1] / t.stats(trees[0])[1]:.2f}x" if ratio else ""
+        both = ratio and all(t.runs[x] for x in trees)
+        r = (
+            f" | {t.stats(trees[1])[1] / t.stats(trees[0])[1]:.2f}x"
+            if both
+            else " | -" * bool(ratio)
+        )
         lines.append(f"| {t.label} | {cells}{r} |")
     lines.append("")
-    solves = [t for t in timings if t.label.startswith("solve ")]
     helps = [t for t in timings if t.label == "planner --help"]
     for tree in trees:
+        solves = [t for t in timings if t.label.startswith("solve ") and t.runs[tree]]
         meds = [t.stats(tree)[1] for t in solves]
         mins = [t.stats(tree)[0] for t in solves]
         worst = max(solves, key=lambda t: t.stats(tree)[1])
