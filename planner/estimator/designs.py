@@ -35,7 +35,7 @@ from planner.estimator.confidence import CONFIDENCE, design_confidence, kept_sha
 from planner.estimator.cost import power_w
 from planner.estimator.devices import DeviceTable, device_table
 from planner.estimator.economics import available_modes, peak_scale
-from planner.estimator.formats import WeightFormat, kv_bytes, weight_format
+from planner.estimator.formats import kv_bytes, weight_format
 from planner.estimator.hosts import (
     derates,
     holding_hosts,
@@ -66,7 +66,7 @@ from planner.estimator.support import (
     exchange_overhead_s,
     runtime_for,
 )
-from planner.schema.catalog import Accelerator, Link, ModelArch
+from planner.schema.catalog import Accelerator, ModelArch
 from planner.schema.problem import MAX_DEVICES, InferenceWorkload, Problem
 
 # Sequences per micro-batch; memory and latency decide which fit (MLPerf systems run about
@@ -674,7 +674,21 @@ def _setting(
     tau_c = np.empty((len(levels), len(opts)))
     tau_d = np.empty((len(levels), len(opts)))
     share = np.empty(len(levels))
-    st_args = (w, m, fmt, kvb, P, serial)
+    # Groups across machines all-reduce over the network: per degree and engine, one link
+    # (StageSpec.link_args) and one call per level for all their devices.
+    across: dict[tuple[int, float], list[int]] = {}
+    for j, o in enumerate(opts):
+        if o.across:
+            across.setdefault((o.tp, o.exchange_s), []).append(j)
+    groups = [
+        (
+            np.array(js, dtype=np.int64),
+            sub.take(js),
+            StageSpec(opts[js[0]].device, k, 1, link=net, exchange_s=x).link_args(),
+            k,
+        )
+        for (k, x), js in across.items()
+    ]
     for bi, b in enumerate(levels.tolist()):
         # At capacity b / O requests start per iteration (Little's law): b x P / O prompt
         # tokens, in chunks of c in a share f of the iterations (serving.chunk_mix).
@@ -695,13 +709,29 @@ def _setting(
             )
             for p in (0.0, chunk)
         )
-        for j, o in enumerate(opts):
-            if o.across:  # its all-reduces cross the network, not a scale-up link
-                tau_d[bi, j], tau_c[bi, j] = _across_layer_seconds(
-                    st_args, sub.take([j]), o, net, b, chunk
-                )
         tau[bi] = (1.0 - f) * tau_d[bi] + f * tau_c[bi]
         fixed[bi] = head_seconds(m, fmt, sub, b) / tp + sub.step_overhead_s
+    # Every level at once: batches and chunks down the rows, the group's devices across.
+    chunk_of = np.array([chunk_mix(b, P, out, b * P / out)[0] for b in levels.tolist()])
+    for idx, part, (bw, lat), k in groups:
+        tau_d[:, idx], tau_c[:, idx] = (
+            serving_layer_seconds(
+                m,
+                fmt,
+                kvb,
+                part,
+                batch=levels[:, None].astype(np.float64),
+                context=w.context_tokens,
+                prefill_tokens=p,
+                prompt=P,
+                tp=k,
+                serial=serial,
+                link_bytes_s=bw,
+                link_latency_s=lat,
+            )
+            for p in (np.zeros((len(levels), 1)), chunk_of[:, None])
+        )
+    tau[:] = (1.0 - share[:, None]) * tau_d + share[:, None] * tau_c
     chunks = np.array(
         [math.ceil(P / prefill_room(b, P, out)) for b in levels.tolist()], dtype=np.float64
     )
@@ -753,41 +783,6 @@ def _setting(
         floor=sub.power_activity_floor,
         price=price,
     )
-
-
-def _across_layer_seconds(
-    args: tuple[InferenceWorkload, ModelArch, WeightFormat, float, float, bool],
-    one: DeviceTable,
-    o: _Option,
-    net: Link,
-    batch: int,
-    chunk: float,
-) -> tuple[float, float]:
-    """Seconds per layer of a decode-only iteration and of one with a prompt chunk, for a
-    group of `o.tp` machines whose all-reduces cross `net` (StageSpec.link_args: the link's
-    bandwidth and latency, or its measured all-reduce, and the engine's time per exchange)."""
-    w, m, fmt, kvb, P, serial = args
-    bw, lat = StageSpec(o.device, o.tp, 1, link=net, exchange_s=o.exchange_s).link_args()
-    dec, pre = (
-        float(
-            serving_layer_seconds(
-                m,
-                fmt,
-                kvb,
-                one,
-                batch=batch,
-                context=w.context_tokens,
-                prefill_tokens=p,
-                prompt=P,
-                tp=o.tp,
-                serial=serial,
-                link_bytes_s=bw,
-                link_latency_s=lat,
-            )[0]
-        )
-        for p in (0.0, chunk)
-    )
-    return dec, pre
 
 
 def _activity(
