@@ -225,6 +225,46 @@ def _check_network(problem: Problem, cat: Catalog, where: Callable[[Loc], str]) 
         )
 
 
+def _check_machines(problem: Problem, cat: Catalog, where: Callable[[Loc], str]) -> None:
+    """A stated machine is named apart from the catalog's nodes, joins its devices over a link
+    inside one machine, and its own network (if any) is a link between machines."""
+    for j, mc in enumerate(problem.machines):
+        if mc.id in cat.nodes:
+            raise InputError(
+                f"{where(('machines', j, 'id'))}`{mc.id}` is a catalog node; give the stated "
+                f"machine another name (or drop it: inventory devices without a `machine` sit in "
+                "the catalog's host)"
+            )
+        stated = {x.id for x in problem.links}
+        if (
+            mc.network is not None
+            and mc.network not in stated
+            and (mc.network not in cat.links or cat.links[mc.network].scope == "intra-node")
+        ):
+            between = [
+                *sorted(stated),
+                *(k for k, v in cat.links.items() if v.scope != "intra-node"),
+            ]
+            raise InputError(
+                f"{where(('machines', j, 'network'))}`{mc.network}` is no link between machines"
+                f"{did_you_mean(mc.network, between)} (links between machines: "
+                f"{', '.join(between)}; or state one under `links`)"
+            )
+        inside = sorted(k for k, v in cat.links.items() if v.scope != "inter-node")
+        if mc.link not in cat.links:
+            raise InputError(
+                f"{where(('machines', j, 'link'))}unknown link `{mc.link}`"
+                f"{did_you_mean(mc.link, inside)} (a catalog link between the machine's "
+                f"devices: {', '.join(inside)})"
+            )
+        if cat.links[mc.link].scope == "inter-node":
+            raise InputError(
+                f"{where(('machines', j, 'link'))}`{mc.link}` is a network between machines; "
+                f"the link between one machine's devices is one of {', '.join(inside)} (the "
+                "network between machines is constraints.network)"
+            )
+
+
 def _check_more_names(problem: Problem, cat: Catalog, where: Callable[[Loc], str]) -> None:
     """Host ids in allowed_hosts, device ids in prices and measured capacities, the carbon
     region, and owned devices listed twice."""
@@ -272,26 +312,7 @@ def _check_more_names(problem: Problem, cat: Catalog, where: Callable[[Loc], str
             f"{where(('carbon', 'region'))}unknown region `{region}`"
             f"{did_you_mean(region, cat.regions)} (regions: {', '.join(sorted(cat.regions))})"
         )
-    for j, mc in enumerate(problem.machines):
-        if mc.id in cat.nodes:
-            raise InputError(
-                f"{where(('machines', j, 'id'))}`{mc.id}` is a catalog node; give the stated "
-                f"machine another name (or drop it: inventory devices without a `machine` sit in "
-                "the catalog's host)"
-            )
-        inside = sorted(k for k, v in cat.links.items() if v.scope != "inter-node")
-        if mc.link not in cat.links:
-            raise InputError(
-                f"{where(('machines', j, 'link'))}unknown link `{mc.link}`"
-                f"{did_you_mean(mc.link, inside)} (a catalog link between the machine's "
-                f"devices: {', '.join(inside)})"
-            )
-        if cat.links[mc.link].scope == "inter-node":
-            raise InputError(
-                f"{where(('machines', j, 'link'))}`{mc.link}` is a network between machines; "
-                f"the link between one machine's devices is one of {', '.join(inside)} (the "
-                "network between machines is constraints.network)"
-            )
+    _check_machines(problem, cat, where)
     seen: dict[str, int] = {}
     for j, owned in enumerate(problem.constraints.inventory):
         if owned.device in seen:

@@ -521,6 +521,11 @@ def _check_hosts(
     )
     links = [nd.intra_node_link for x in plan.nodes if (nd := cat.node(x.type))]
     want = list(dict.fromkeys(links)) + ([c.network] if joined else [])
+    for w in plan.workloads:  # groups across stated machines with a network of their own
+        for st in w.stages:
+            mc = problem.machine_of(st.device) if st.across_machines else None
+            if mc is not None and mc.network and mc.network not in want:
+                want.append(mc.network)
     if sorted(plan.links) != sorted(want):
         fail(problem, f"`links`: {plan.links}, the hosts and network make {want}")
 

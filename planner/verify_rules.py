@@ -238,11 +238,10 @@ def _across_machines(
             f"workloads.engine: {where} under {wp.engine or 'no engine'}, which runs no "
             "tensor-parallel group over machines"
         )
-    if problem.constraints.network not in plan.links:
-        out.append(
-            f"constraints.network: {where}, but the plan joins no machines over "
-            f"{problem.constraints.network}"
-        )
+    mc = problem.machine_of(s.device)
+    net = mc.network if mc is not None and mc.network else problem.constraints.network
+    if net not in plan.links:
+        out.append(f"constraints.network: {where}, but the plan joins no machines over {net}")
     return out
 
 

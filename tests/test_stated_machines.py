@@ -130,6 +130,54 @@ def test_devices_in_stated_machines_are_not_bought() -> None:
     assert all(x.bought == 0 for x in plan.devices)
 
 
+SPARKS_ON_A_CABLE: dict[str, Any] = {
+    "name": "sparks-and-lan",
+    "workloads": [
+        {
+            "name": "chat",
+            "model": "llama-3.1-70b",
+            "weights": "bf16",
+            "kv": "bf16",
+            "context_tokens": 4096,
+            "prompt_tokens": 512,
+            "output_tokens": 500,
+            "concurrency": 1,
+        }
+    ],
+    "links": [{"id": "home-lan", "bandwidth_gbit_s": 1, "latency_ms": "0.5 ms"}],
+    "machines": [
+        {"id": "spark", "slots": 1, "link": "pcie5", "power_w": 0, "network": "roce-200g"}
+    ],
+    "constraints": {
+        "allowed_devices": ["dgx-spark"],
+        "inventory": [{"device": "dgx-spark", "count": 2, "machine": "spark"}],
+        "capex_usd": 0,
+        "network": "home-lan",
+    },
+    "objective": {"goal": "max_throughput"},
+}
+
+
+def test_machines_of_a_kind_may_have_their_own_network() -> None:
+    """Two Sparks joined by their 200 Gb/s cable while the rest of the house is on a 1 Gb/s
+    router: their group all-reduces over the cable (the plan names it among its links, and the
+    verifier holds the plan to it); over the router alone the same group is slower."""
+    cat = load_catalog()
+    cable = _problem(SPARKS_ON_A_CABLE)
+    plan = solve_problem(cable, workers=1, seed=0, time_limit=30)
+    (stage,) = plan.workloads[0].stages
+    assert stage.across_machines and "roce-200g" in plan.links and "home-lan" in plan.links
+    lan = copy.deepcopy(SPARKS_ON_A_CABLE)
+    del lan["machines"][0]["network"]
+    slower = solve_problem(_problem(lan), workers=1, seed=0, time_limit=30)
+    assert plan.objective is not None and slower.objective is not None
+    assert slower.objective < plan.objective
+    doc = json.loads(dumps_plan(plan_document(plan, cable, cat)))
+    doc["links"].remove("roce-200g")
+    found = plan_failures(plan_from_data(doc, "p"), cat)
+    assert any("roce-200g" in f for f in found), found
+
+
 def _rename(doc: dict[str, Any], name: str) -> None:
     doc["machines"][0]["id"] = name
     for entry in doc["constraints"]["inventory"]:
@@ -161,6 +209,7 @@ def test_a_priced_machine_tops_up_the_pool() -> None:
         (lambda d: _rename(d, "desktop-1"), "is a catalog node"),
         (lambda d: d["machines"][0].update(link="pcie-4"), "unknown link `pcie-4`"),
         (lambda d: d["machines"][0].update(link="eth-10g"), "is a network between machines"),
+        (lambda d: d["machines"][0].update(network="pcie4"), "is no link between machines"),
         (lambda d: d["machines"].append(copy.deepcopy(d["machines"][0])), "two machines"),
         (lambda d: d["machines"][0].pop("power_w"), "power_w"),
     ],

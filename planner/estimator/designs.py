@@ -53,7 +53,7 @@ from planner.estimator.memory import (
     kv_shard_divisor,
     weight_bytes,
 )
-from planner.estimator.network import network_link
+from planner.estimator.network import group_link, network_link
 from planner.estimator.perf import head_seconds, serving_layer_seconds
 from planner.estimator.profiles import layer_profile, profiled_pair
 from planner.estimator.replica import StageSpec, layer_estimate
@@ -66,7 +66,7 @@ from planner.estimator.support import (
     exchange_overhead_s,
     runtime_for,
 )
-from planner.schema.catalog import Accelerator, ModelArch
+from planner.schema.catalog import Accelerator, Link, ModelArch
 from planner.schema.problem import MAX_DEVICES, InferenceWorkload, Problem
 
 # Sequences per micro-batch; memory and latency decide which fit (MLPerf systems run about
@@ -141,7 +141,7 @@ def stage_specs(cat: Catalog, problem: Problem, d: Design) -> list[StageSpec]:
             acc = derated.get(s.device) or derated.setdefault(s.device, sustained(acc, problem))
         profile = layer_profile(w, s.device, s.tp)
         if s.across_machines:
-            net, x = network_link(problem, cat), exchange_overhead_s(cat, d.engine)
+            net, x = group_link(problem, cat, s.device), exchange_overhead_s(cat, d.engine)
             out.append(StageSpec(acc, s.tp, s.layers, link=net, exchange_s=x, profile=profile))
         else:
             out.append(StageSpec(acc, s.tp, s.layers, profile=profile))
@@ -219,7 +219,8 @@ class _Option:
     tp: int
     dense: bool = False  # the derated copy of a consumer card, for a multi-card chassis
     across: bool = False  # a group of tp machines (across_machine_degrees) ...
-    exchange_s: float = 0.0  # ... and its engine's own time per exchange between them
+    exchange_s: float = 0.0  # ... its engine's own time per exchange between them ...
+    net: Link | None = None  # ... and the link joining them (network.group_link)
 
 
 @dataclass(frozen=True)
@@ -375,9 +376,9 @@ def inference_designs(
                 for k in tp_degrees(d, cat, problem, m, dense)
             ]
         engine = _runtime(runs, d.id).engine
-        x = exchange_overhead_s(cat, engine)
+        x, net = exchange_overhead_s(cat, engine), group_link(problem, cat, d.id)
         options += [
-            _Option(d, i, k, across=True, exchange_s=x)
+            _Option(d, i, k, across=True, exchange_s=x, net=net)
             for k in across_machine_degrees(d, cat, problem, m, engine)
         ]
     if not options:
@@ -676,18 +677,18 @@ def _setting(
     share = np.empty(len(levels))
     # Groups across machines all-reduce over the network: per degree and engine, one link
     # (StageSpec.link_args) and one call per level for all their devices.
-    across: dict[tuple[int, float], list[int]] = {}
+    across: dict[tuple[int, float, str], list[int]] = {}
     for j, o in enumerate(opts):
         if o.across:
-            across.setdefault((o.tp, o.exchange_s), []).append(j)
+            across.setdefault((o.tp, o.exchange_s, o.net.id if o.net else ""), []).append(j)
     groups = [
         (
             np.array(js, dtype=np.int64),
             sub.take(js),
-            StageSpec(opts[js[0]].device, k, 1, link=net, exchange_s=x).link_args(),
+            StageSpec(opts[js[0]].device, k, 1, link=opts[js[0]].net, exchange_s=x).link_args(),
             k,
         )
-        for (k, x), js in across.items()
+        for (k, x, _), js in across.items()
     ]
     for bi, b in enumerate(levels.tolist()):
         # At capacity b / O requests start per iteration (Little's law): b x P / O prompt
@@ -1399,12 +1400,13 @@ def _with_profiles(st: _Setting, cat: Catalog, problem: Problem, table: DeviceTa
     levels = st.levels.astype(np.float64)
     chunks = np.array([chunk_mix(int(b), P, out, b * P / out)[0] for b in st.levels.tolist()])
     tau_d, tau_c = st.tau_d.copy(), st.tau_c.copy()
-    net = network_link(problem, cat)
     for j, o in enumerate(st.opts):
         profile = layer_profile(w, o.device.id, o.tp)
         if profile is None:
             continue
-        spec = StageSpec(o.device, o.tp, 1, link=net if o.across else None, exchange_s=o.exchange_s)
+        spec = StageSpec(
+            o.device, o.tp, 1, link=o.net if o.across else None, exchange_s=o.exchange_s
+        )
         own = engine_times(cat, st.runtimes[j].engine)["engine_layer_s"]
         fmt, kvb = weight_format(w.weights), kv_bytes(w.kv)
         one = table.take([o.row])

@@ -40,14 +40,21 @@ def stated_link(s: StatedLink) -> Link:
     )
 
 
-def network_link(problem: Problem, cat: Catalog) -> Link:
-    """The link between the problem's hosts (`constraints.network`): one the problem states
-    under `links`, else the catalog's."""
-    net = problem.constraints.network
+def network_link(problem: Problem, cat: Catalog, name: str | None = None) -> Link:
+    """The link between the problem's hosts (`constraints.network`), or the one `name`d: one
+    the problem states under `links`, else the catalog's."""
+    net = name or problem.constraints.network
     for s in problem.links:
         if s.id == net:
             return stated_link(s)
     return cat.link(net)
+
+
+def group_link(problem: Problem, cat: Catalog, device: str) -> Link:
+    """The link a tensor-parallel group across machines of `device` all-reduces over: the
+    `network` of the stated machine the device sits in, else `constraints.network`."""
+    mc = problem.machine_of(device)
+    return network_link(problem, cat, mc.network if mc is not None else None)
 
 
 def ports_per_host(node: Node, link: str) -> int:

@@ -716,6 +716,12 @@ def _bill(
         or any(x.reserved or x.on_demand or x.spot for x in plan.devices)
     ):
         plan.links.append(problem.constraints.network)
+    # A group across stated machines with their own network all-reduces over it.
+    for w in plan.workloads:
+        for st in w.stages:
+            mc = problem.machine_of(st.device) if st.across_machines else None
+            if mc is not None and mc.network and mc.network not in plan.links:
+                plan.links.append(mc.network)
 
 
 def _phases(problem: Problem, use: dict[tuple[str, int, str], int], n: int) -> list[PhaseLine]:

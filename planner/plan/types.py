@@ -11,7 +11,7 @@ from pydantic import ConfigDict, with_config
 from planner.catalog import Catalog
 from planner.estimator.confidence import Confidence
 from planner.estimator.hosts import derates, sustained
-from planner.estimator.network import network_link
+from planner.estimator.network import group_link
 from planner.estimator.profiles import layer_profile
 from planner.estimator.replica import StageSpec
 from planner.estimator.support import exchange_overhead_s
@@ -244,7 +244,6 @@ class WorkloadPlan:
         problem's network with the engine's own time per exchange (without a `problem`, over
         the devices' own link)."""
         out = []
-        net = network_link(problem, cat) if problem is not None else None
         w = next((x for x in problem.workloads if x.name == self.name), None) if problem else None
         for s in self.stages:
             acc = cat.accelerator(s.device)
@@ -260,8 +259,8 @@ class WorkloadPlan:
                 acc = sustained(acc, problem)
             layers = s.layers[1] - s.layers[0] + 1
             profile = layer_profile(w, s.device, s.tp)
-            if s.across_machines and net is not None:
-                x = exchange_overhead_s(cat, self.engine)
+            if s.across_machines and problem is not None:
+                net, x = group_link(problem, cat, s.device), exchange_overhead_s(cat, self.engine)
                 out.append(StageSpec(acc, s.tp, layers, link=net, exchange_s=x, profile=profile))
             else:
                 out.append(StageSpec(acc, s.tp, layers, profile=profile))

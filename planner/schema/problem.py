@@ -1110,6 +1110,13 @@ class StatedMachine(ProblemModel):
     rack_units: Annotated[
         Count, Limit(ge=1, le=64, why="more than 64 rack units for one machine")
     ] = Field(2, description="Rack units (or shelf units) one machine takes.")
+    network: CatalogId | None = Field(
+        None,
+        description="The link joining machines of this kind among themselves (a cable between "
+        "two DGX Sparks, a Thunderbolt ring of Macs): a catalog link or one stated under "
+        "`links`. Tensor-parallel groups across these machines all-reduce over it; pipeline "
+        "hops and everything else cross `constraints.network`. Unset: constraints.network.",
+    )
     price_usd: (
         Annotated[
             Usd,
