@@ -5,7 +5,8 @@ best layer split and pruning) shares private column types that splitting would h
 
 Serving model (stated, and re-checked by the verifier): a workload runs R replicas, each a
 pipeline of S stages; a stage is k devices of one type in tensor parallel (inside one node or
-scale-up domain) holding a contiguous run of layers. Decode keeps S micro-batches of b sequences
+scale-up domain, or k machines of one device each whose all-reduces cross the network:
+across_machine_degrees) holding a contiguous run of layers. Decode keeps S micro-batches of b sequences
 in flight (vLLM/TensorRT-LLM pipeline parallelism), so a replica holds b x S sequences, every
 stage keeps KV for all of them, a token advances every S x T seconds and the replica produces
 b / T tokens/s, where T is its slowest stage (layers x time per layer + fixed step work + the hop

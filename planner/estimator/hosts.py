@@ -16,9 +16,9 @@ from planner.schema.problem import Constraints, Problem, StatedMachine
 
 def machine_node(mc: StatedMachine, devices: Iterable[str]) -> Node:
     """A machine the problem states (`machines`), as the catalog's nodes are written: it holds
-    `devices` (the owned types that sit in it) in its slots over its link, owned (no price: its
-    devices are owned; more machines of the kind cost its `price_usd`, where it states one),
-    drawing its stated power beyond them."""
+    `devices` (the owned types that sit in it) in its slots over its link and draws its stated
+    power beyond them. The machines owned cost nothing more; one more of the kind costs its
+    `price_usd` where it states one (without one, none is bought: economics.device_prices)."""
     return Node(
         id=mc.id,
         name=mc.name or f"{mc.id} (stated machine, {mc.slots} slot{'s' * (mc.slots > 1)})",
