@@ -12,14 +12,19 @@ deviation (planner / measured - 1). Single-machine baseline rows are scored too 
 the pooled summary (they separate the device model's error from the split's).
 
 Result (catalog as of this commit): 84 rows (69 pooled, 15 one-machine baselines) from 26
-sources, 36 expressible: 28 pooled rows and 8 baselines. Pooled: median |deviation| 40.1 %,
+sources, 38 expressible: 30 pooled rows and 8 baselines. Pooled: median |deviation| 35.9 %,
 worst 211.2 % (8 x Pi 4B, Llama 2 70B, under distributed-llama 0.1.0). By engine:
-distributed-llama, 18 rows, median 39.8 %: each of its exchanges between machines now carries
+distributed-llama, 20 rows, median 32.6 %: each of its exchanges between machines now carries
 the engine's own 716 us beside the link's latency and bytes (catalog engine distributed-llama,
 from PR #64's 0.88 ms per exchange on two Pi 5s less the link's 0.17 ms; that PR's two-machine
 row is the figure's source, +13.0 %). Under the releases that split all of a block's work
 over the machines (0.6.0; PR #64's head, 0.7.0 and 0.10.6, which also exchange twice per block
-as the planner's layout does) two Pi 5s are +13.0 to +19.2 % and four +24.7 to +35.6 %; under 0.1.0 and 0.3.1, which run attention, the norms and the output
+as the planner's layout does) two Pi 5s are +13.0 to +19.2 % and four +24.7 to +35.6 % on
+Llama 3 8B, and -17.6 % and -8.4 % on TinyLlama 1.1B (PR #64's head and 0.7.0: the planner
+charges 37.3 ms per token for its 44 exchanges, 716 us each as measured on Llama 3 8B's
+4,096-wide hidden state, where the source measured 8.6 and 13.5 ms for TinyLlama's 2,048-wide
+one: the engine's time per exchange grows with its size, which one constant does not say);
+under 0.1.0 and 0.3.1, which run attention, the norms and the output
 head on the root alone and exchange ten times per block through the root's port
 (benchmarks/pooled/distributed-llama.md, from the engine's code and its own published transfer
 sizes), +22.3 to +211.2 %. exo tensor parallel over Thunderbolt 5 RDMA on 4 Mac Studios, median
@@ -34,10 +39,10 @@ calibration table, dense and MoE in Q4_0, Q8_0 and MXFP4, are within 20 %); the 
 baselines: Strix Halo +17.6 % and +27.8 %, M3 Ultra +22.2 %, Pi 5 +5.2 % and +22.8 %, Pi 4B
 +33.1 %. Given the source's own one-machine measurement (the second table), the split model is
 within 16.3 % at the median of 11 rows: llama.cpp RPC +3.4 %, +4.2 %, -9.7 %, -18.2 % (the
-per-hop time comes from another source), distributed-llama +8.2 % to +96.9 %. 48 rows are not
+per-hop time comes from another source), distributed-llama +8.2 % to +96.9 %. 46 rows are not
 expressible, each saying why: devices the catalog lacks (BC250, NUC, cloud VMs, the prima.cpp
 phone and laptops, RTX 2060 Super and a laptop RTX 5060), models it lacks (GLM-5, GLM-5.1,
-GLM-4.7, Ministral 3, Qwen3.6, TinyLlama), weights it lacks (Unsloth's UD-Q2_K_XL), vLLM runs
+GLM-4.7, Ministral 3, Qwen3.6), weights it lacks (Unsloth's UD-Q2_K_XL), vLLM runs
 with --enforce-eager (a mode the planner's vLLM figures do not model), and rows whose link is
 not stated (or not which of two): `--assume-link eth-1g` scores the 11 of those that map
 otherwise apart, median 26.4 %, worst 229.2 %, not part of the result.
