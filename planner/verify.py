@@ -41,7 +41,7 @@ from planner.estimator.hosts import (
     tp_limit,
     with_machines,
 )
-from planner.estimator.network import network_gear, network_link, ports_per_host
+from planner.estimator.network import group_link, network_gear, network_link, ports_per_host
 from planner.estimator.request_mix import mix_served_rate
 from planner.plan.slack import BINDING_SLACK
 from planner.plan.types import Costs, DeviceLine, Plan, WorkloadPlan
@@ -521,11 +521,11 @@ def _check_hosts(
     )
     links = [nd.intra_node_link for x in plan.nodes if (nd := cat.node(x.type))]
     want = list(dict.fromkeys(links)) + ([c.network] if joined else [])
-    for w in plan.workloads:  # groups across stated machines with a network of their own
+    for w in plan.workloads:  # a group across machines joins them over its link
         for st in w.stages:
-            mc = problem.machine_of(st.device) if st.across_machines else None
-            if mc is not None and mc.network and mc.network not in want:
-                want.append(mc.network)
+            net = group_link(problem, cat, st.device).id if st.across_machines else None
+            if net is not None and net not in want:
+                want.append(net)
     if sorted(plan.links) != sorted(want):
         fail(problem, f"`links`: {plan.links}, the hosts and network make {want}")
 

@@ -19,7 +19,7 @@ from planner.catalog import Catalog
 from planner.errors import PlannerError
 from planner.estimator.confidence import CONFIDENCE, design_confidence
 from planner.estimator.hosts import carries_scale_up, host_options, tp_limit
-from planner.estimator.network import network_link
+from planner.estimator.network import group_link, network_link
 from planner.estimator.request_mix import class_workload
 from planner.plan.recipe import launch_command, served_context, served_sequences
 from planner.plan.types import Plan, StageLine, WorkloadPlan
@@ -238,8 +238,7 @@ def _across_machines(
             f"workloads.engine: {where} under {wp.engine or 'no engine'}, which runs no "
             "tensor-parallel group over machines"
         )
-    mc = problem.machine_of(s.device)
-    net = mc.network if mc is not None and mc.network else problem.constraints.network
+    net = group_link(problem, cat, s.device).id
     if net not in plan.links:
         out.append(f"constraints.network: {where}, but the plan joins no machines over {net}")
     return out

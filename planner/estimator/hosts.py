@@ -53,11 +53,8 @@ def with_machines(cat: Catalog, problem: Problem) -> Catalog:
     hit = _WITH_MACHINES.get(key)
     if hit is not None and hit[0] is cat:
         return hit[1]
-    if any(
-        mc.id in cat.nodes and cat.nodes[mc.id].price_date != "problem-file"
-        for mc in problem.machines
-    ):
-        return cat  # a name the loader refuses; the base catalog's node stands
+    # Laying them over a catalog that has them already changes nothing (the loader refuses a
+    # machine named like a catalog node).
     nodes = {**cat.nodes, **{mc.id: machine_node(mc, held[mc.id]) for mc in problem.machines}}
     out = dataclasses.replace(cat, nodes=nodes)
     if len(_WITH_MACHINES) > 64:
@@ -73,8 +70,7 @@ def host_options(cat: Catalog, d: Accelerator, problem: Problem) -> list[Node]:
     if any(o.device == d.id for o in problem.constraints.inventory):
         mc = problem.machine_of(d.id)
         if mc is not None:
-            held = [o.device for o in problem.constraints.inventory if o.machine == mc.id]
-            return [machine_node(mc, held)]
+            return [with_machines(cat, problem).node(mc.id)]
         host = cat.host_for(d)
         return [host] if host else []
     allowed = problem.constraints.allowed_hosts

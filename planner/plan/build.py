@@ -37,7 +37,7 @@ from planner.estimator.economics import (
     working_hours,
 )
 from planner.estimator.hosts import derates, devices_bought, hosts_for, with_machines
-from planner.estimator.network import network_gear, network_link, ports_per_host
+from planner.estimator.network import group_link, network_gear, network_link, ports_per_host
 from planner.estimator.replica import ReplicaFigures, inference_replica, training_stage_memory
 from planner.estimator.request_mix import (
     add_served,
@@ -716,12 +716,12 @@ def _bill(
         or any(x.reserved or x.on_demand or x.spot for x in plan.devices)
     ):
         plan.links.append(problem.constraints.network)
-    # A group across stated machines with their own network all-reduces over it.
+    # A group across machines all-reduces over its link (a stated machine's own network).
     for w in plan.workloads:
         for st in w.stages:
-            mc = problem.machine_of(st.device) if st.across_machines else None
-            if mc is not None and mc.network and mc.network not in plan.links:
-                plan.links.append(mc.network)
+            net = group_link(problem, cat, st.device).id if st.across_machines else None
+            if net is not None and net not in plan.links:
+                plan.links.append(net)
 
 
 def _phases(problem: Problem, use: dict[tuple[str, int, str], int], n: int) -> list[PhaseLine]:
