@@ -45,9 +45,9 @@ MAX_RATIO_STEPS = 30  # Dinkelbach iterations; each one strictly improves the ra
 # pass's plan is kept never depends on timing). Where it proves the optimum (or infeasibility),
 # its plan is the answer and the full search is stopped. Most models the planner builds are
 # proved in well under this much work once presolve is light, and presolve is then most of the
-# time (chat-70b: 0.02 of deterministic time against 0.09); larger ones need the full presolve's
-# probing (a small generated tier's owned-serving problem: 5.5 against 13.9), which runs from the
-# start on the first thread. 0.5 is about 1 s of one core here: whole commands, best of two
+# time (chat-70b: 0.02 of deterministic time against 0.09); larger ones need the LP of the full
+# search (linearization level 2), which runs from the start on the first thread. 0.5 is about
+# 1 s of one core here: whole commands, best of two
 # runs, 0.35 -> 0.5 took carbon-cap from 1.23 to 1.01 s and max-throughput-500k from 2.35 to
 # 1.42 s (their light passes then prove what the full search would), the other examples within
 # 4 % either way (2026-11-28).
@@ -247,6 +247,15 @@ class PlannerModel(Constraints, Hints):
         s.parameters.random_seed = seed
         if workers == 1:
             s.parameters.linearization_level = 2
+            # One presolve round without probing. Probing was most of the presolve and saved
+            # the search less than it cost: the examples' 50 models of over 200 variables,
+            # each solved alone on one worker, took 11.6 s in all instead of 23.9 (the slowest
+            # 0.82 s instead of 2.03); the small generated tier's owned-serving problem, whole
+            # solve, 4.5 s instead of 8.2; the large tier's four plans and bounds after 60 s
+            # the same (one bound 0.02 % lower), the medium tier's two training plans 3 %
+            # cheaper (2026-11-28).
+            s.parameters.cp_model_probing_level = 0
+            s.parameters.max_presolve_iterations = 1
         if gap > 0:
             s.parameters.relative_gap_limit = gap
         if self.hint_only:
