@@ -138,10 +138,14 @@ def _ecc(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
 
 def _headroom(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
     h = problem.constraints.memory_headroom
+    stated = {w.name: w for w in problem.workloads}
     out = []
     for wp in plan.workloads:
+        w = stated.get(wp.name)
         for i, s in enumerate(wp.stages):
             usable = cat.accelerator(s.device).memory.usable_bytes(h)
+            if isinstance(w, InferenceWorkload):  # a stated memory_gb caps it
+                usable = w.capped_usable(s.device, usable)
             used = s.memory_bytes.get("total", 0.0)
             if _over(used, usable):
                 out.append(

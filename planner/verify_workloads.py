@@ -235,6 +235,8 @@ def check_stages(
             f"`{at}.batch` {wp.batch}, `{at}.replicas` {wp.replicas})"
         )
         usable = cat.accelerator(s.device).memory.usable_bytes(c.memory_headroom)
+        if isinstance(w, InferenceWorkload):  # a stated memory_gb caps it
+            usable = w.capped_usable(s.device, usable)
         f.limit(f"memory:{w.name}", mem["total"], usable)
         if mem["total"] > usable * (1 + REL_TOL):
             fail(

@@ -55,13 +55,15 @@ def layer_profile(w: Workload | None, device: str, tp: int) -> LayerProfile | No
     decode = sorted(
         (float(p.batch), p.ms * 1e-3)
         for p in rows
-        if p.metric == "decode_ms_per_layer" and p.batch is not None
+        if p.metric == "decode_ms_per_layer" and p.batch is not None and p.ms is not None
     )
     prefill = sorted(
         (float(p.prompt_tokens), p.ms * 1e-3)
         for p in rows
-        if p.metric == "prefill_ms_per_layer" and p.prompt_tokens is not None
+        if p.metric == "prefill_ms_per_layer" and p.prompt_tokens is not None and p.ms is not None
     )
+    if not decode and not prefill:
+        return None  # only a memory figure for this device (InferenceWorkload.memory_cap_bytes)
     return LayerProfile(tuple(decode), tuple(prefill))
 
 

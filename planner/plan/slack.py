@@ -56,6 +56,8 @@ def constraint_slack(plan: Plan, problem: Problem, cat: Catalog) -> dict[str, fl
         for x in parts:
             for s in x.stages:
                 usable = cat.accelerator(s.device).memory.usable_bytes(c.memory_headroom)
+                if isinstance(w, InferenceWorkload):  # a stated memory_gb caps it
+                    usable = w.capped_usable(s.device, usable)
                 room(f"memory:{w.name}", s.memory_bytes.get("total", 0.0), usable)
         if isinstance(w, InferenceWorkload):
             if w.min_tokens_per_s:

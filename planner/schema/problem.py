@@ -32,6 +32,7 @@ from planner.schema.catalog import Frozen
 from planner.schema.units import (
     YEAR_S,
     Count,
+    Gigabytes,
     Hours,
     Limit,
     Milliseconds,
@@ -133,18 +134,21 @@ class MeasuredCapacity(ProblemModel):
 
 
 class MeasuredLayerTime(ProblemModel):
-    """A measured time per transformer block on one device type (a tensor-parallel group of
-    `tp` of them) for the workload's model and formats, as pooled-cluster profilers publish
-    them: one decode step of `batch` sequences, or the prefill of one prompt of
-    `prompt_tokens`. The figures replace the estimator's for stages of that device and degree
-    (planner.estimator.profiles)."""
+    """A measured figure of one device type in this workload, as pooled-cluster profilers
+    publish them: the time per transformer block (on a tensor-parallel group of `tp` of them)
+    for the workload's model and formats, of one decode step of `batch` sequences or of the
+    prefill of one prompt of `prompt_tokens`, replacing the estimator's for stages of that
+    device and degree (planner.estimator.profiles); or the memory one device may fill
+    (`memory_gb`: what the OS, a desktop session or other processes leave), capping the
+    catalog's usable memory for this workload's stages on that device."""
 
     device: CatalogId = Field(description="Catalog device id.")
     tp: Annotated[Count, Limit(ge=1, le=72, why="the largest NVLink domains hold 72 devices")] = (
         Field(1, description="Devices in the tensor-parallel group measured.")
     )
-    metric: Literal["decode_ms_per_layer", "prefill_ms_per_layer"] = Field(
-        description="What was timed per block: a decode step, or a prompt's prefill."
+    metric: Literal["decode_ms_per_layer", "prefill_ms_per_layer", "memory_gb"] = Field(
+        description="What was measured: the time per block of a decode step or of a prompt's "
+        "prefill (`ms`), or the memory one device may fill (`gb`)."
     )
     batch: (
         Annotated[Count, Limit(ge=1, le=65_536, why="more sequences than any engine batches")]
@@ -156,17 +160,42 @@ class MeasuredLayerTime(ProblemModel):
         ]
         | None
     ) = Field(None, description="prefill_ms_per_layer: the prompt's length in tokens.")
-    ms: Annotated[
-        Milliseconds,
-        Limit(gt=0, le=60_000, why="a minute per block is no measurement of a serving step"),
-    ] = Field(description="Milliseconds per block (`2.4`, `2.4 ms`, `900 us`).")
+    ms: (
+        Annotated[
+            Milliseconds,
+            Limit(gt=0, le=60_000, why="a minute per block is no measurement of a serving step"),
+        ]
+        | None
+    ) = Field(None, description="Milliseconds per block (`2.4`, `2.4 ms`, `900 us`).")
+    gb: (
+        Annotated[
+            Gigabytes,
+            Limit(gt=0, le=100_000, why="no device holds 100 TB"),
+        ]
+        | None
+    ) = Field(
+        None,
+        description="memory_gb: GB one device may fill (`22`, `22 GB`, `20.5 GiB`); the "
+        "catalog's usable memory where that is less.",
+    )
     source: str | None = Field(
         None, max_length=MAX_NAME, description="Where it was measured (a URL, a log)."
     )
 
     @model_validator(mode="after")
     def _point(self) -> MeasuredLayerTime:
-        """A decode time is at a batch, a prefill time at a prompt length: one point each."""
+        """A decode time is at a batch, a prefill time at a prompt length: one point each; a
+        memory figure is of one device, at no point."""
+        if self.metric == "memory_gb":
+            self._memory_figure()
+            return self
+        if self.ms is None:
+            raise KeyValueError(f"a {self.metric} figure needs its `ms` per block", ("ms",))
+        if self.gb is not None:
+            raise KeyValueError(
+                f"`gb` is the figure of a memory_gb entry, not of {self.metric}: drop it",
+                ("gb",),
+            )
         if self.metric == "decode_ms_per_layer":
             if self.batch is None:
                 raise KeyValueError(
@@ -191,6 +220,21 @@ class MeasuredLayerTime(ProblemModel):
                     ("batch",),
                 )
         return self
+
+    def _memory_figure(self) -> None:
+        if self.gb is None:
+            raise KeyValueError("a memory_gb entry needs `gb`, the GB one device may fill", ("gb",))
+        for key in ("ms", "batch", "prompt_tokens"):
+            if getattr(self, key) is not None:
+                raise KeyValueError(
+                    f"a memory_gb entry is one device's memory, with no `{key}`: drop it", (key,)
+                )
+        if self.tp != 1:
+            raise KeyValueError(
+                "a memory_gb entry is the memory of one device, whatever group it serves in: "
+                "drop `tp`",
+                ("tp",),
+            )
 
 
 def _unbounded_schema(schema: dict[str, Any]) -> None:
@@ -348,8 +392,9 @@ class InferenceWorkload(ProblemModel):
         default_factory=list,
         max_length=1024,
         description="Measured times per block by device (decode by batch, prefill by prompt "
-        "length), replacing the estimator's for that device and degree: "
-        "`[{device: t4, metric: decode_ms_per_layer, batch: 8, ms: 2.4}]`.",
+        "length), replacing the estimator's for that device and degree, and the memory a "
+        "device may fill: `[{device: t4, metric: decode_ms_per_layer, batch: 8, ms: 2.4}, "
+        "{device: t4, metric: memory_gb, gb: 14}]`.",
     )
     disaggregation: Literal["auto", "on", "off"] = Field(
         "auto",
@@ -384,7 +429,7 @@ class InferenceWorkload(ProblemModel):
 
     @model_validator(mode="after")
     def _profiles(self) -> InferenceWorkload:
-        """One figure per device, degree and measured point."""
+        """One figure per device, degree and measured point (one memory figure per device)."""
         seen: dict[tuple[object, ...], int] = {}
         for i, p in enumerate(self.profiles):
             key = (p.device, p.tp, p.metric, p.batch, p.prompt_tokens)
@@ -396,6 +441,19 @@ class InferenceWorkload(ProblemModel):
                 )
             seen[key] = i
         return self
+
+    def capped_usable(self, device: str, usable: float) -> float:
+        """`usable` bytes of one `device` (the catalog's), at most its memory_gb figure here."""
+        cap = self.memory_cap_bytes(device)
+        return usable if cap is None else min(usable, cap)
+
+    def memory_cap_bytes(self, device: str) -> float | None:
+        """Bytes one `device` may fill in this workload's stages (its memory_gb profile entry),
+        or None where the workload states none."""
+        for p in self.profiles:
+            if p.metric == "memory_gb" and p.device == device and p.gb is not None:
+                return p.gb * 1e9
+        return None
 
     @model_validator(mode="after")
     def _mix(self) -> InferenceWorkload:

@@ -169,6 +169,21 @@ SHARE = Family(
     "`0.7` or `70%`",
 )
 
+DATA_SIZE = Family(
+    "a data size",
+    "GB",
+    {
+        **_spell(1, "", "gb", "gigabyte", "gigabytes"),
+        **_spell(_F(2**30, 10**9), "gib"),
+        **_spell(_F(1, 1000), "mb", "megabyte", "megabytes"),
+        **_spell(_F(2**20, 10**9), "mib"),
+        **_spell(1000, "tb", "terabyte", "terabytes"),
+        **_spell(_F(2**40, 10**9), "tib"),
+    },
+    "GB (1e9 bytes), GiB (2^30), MB, MiB, TB or TiB",
+    "`22 GB`, `20.5 GiB` or `22`",
+)
+
 NUMBER = Family("a number", "", {"": _F(1)}, "a plain number, without a unit", "`1.3`")
 
 COUNT = Family(
@@ -182,13 +197,13 @@ COUNT = Family(
 
 # Units that no field of a problem file takes, to say what a misplaced one is.
 _OTHER_KINDS: dict[str, tuple[str, ...]] = {
-    "a data size": ("b", "kb", "mb", "gb", "tb", "pb", "kib", "mib", "gib", "tib", "bytes"),
+    "a data size": ("b", "kb", "pb", "kib", "bytes"),
     "a bandwidth": ("gb/s", "tb/s", "mb/s", "gbps", "gbit/s", "tbps", "gib/s"),
     "a compute rate": ("flops", "tflops", "pflops", "gflops", "tops"),
     "an energy": ("wh", "kwh", "mwh", "j", "kj", "mj"),
     "a currency other than US dollars": ("eur", "€", "gbp", "£", "jpy", "¥", "cny", "chf"),
 }
-_FAMILIES = (MONEY, ENERGY_PRICE, POWER, DURATION, TOKENS, TOKEN_RATE, SHARE)
+_FAMILIES = (MONEY, ENERGY_PRICE, POWER, DURATION, TOKENS, TOKEN_RATE, SHARE, DATA_SIZE)
 
 _NUMBER = re.compile(
     r"""(?P<cur>\$|US\$)?\s*
@@ -348,6 +363,7 @@ Tokens = Annotated[float, _quantity(TOKENS)]
 TokenCount = Annotated[int, _quantity(TOKEN_COUNT)]
 TokensPerSecond = Annotated[float, _quantity(TOKEN_RATE)]
 Share = Annotated[float, _quantity(SHARE)]
+Gigabytes = Annotated[float, _quantity(DATA_SIZE)]
 Number = Annotated[float, _quantity(NUMBER)]
 Count = Annotated[int, _quantity(COUNT)]
 
