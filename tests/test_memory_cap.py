@@ -107,3 +107,16 @@ def test_two_memory_figures_for_one_device_are_refused(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(doc))
     with pytest.raises(InputError, match="two memory_gb"):
         load_problem(path)
+
+
+def test_caps_that_leave_no_room_are_named_as_the_cause() -> None:
+    """Every device capped at 1 GB: no plan, and the explanation names the memory_gb figures,
+    not the catalog's memory, as what to raise."""
+    doc = yaml.safe_load(POOL.read_text())
+    doc["workloads"][0]["profiles"] = [
+        {"device": d, "metric": "memory_gb", "gb": 1} for d in doc["constraints"]["allowed_devices"]
+    ]
+    plan = solve_problem(parse_problem(Located(doc, {}, "pool.yaml"), []), time_limit=10)
+    assert plan.status == "INFEASIBLE"
+    assert any("offers 1 GB usable (the workload's memory_gb figure" in n for n in plan.notes)
+    assert any("raise the memory_gb profile figures" in n for n in plan.notes)

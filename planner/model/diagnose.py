@@ -29,8 +29,15 @@ def why_no_design(w: InferenceWorkload | TrainingWorkload, problem: Problem, cat
         if not runs:
             return f"workload `{w.name}`: {_unsupported(w, problem, cat, devs)}"
         devs = runs
-    biggest = max(devs, key=lambda d: d.memory.usable_bytes(c.memory_headroom))
-    usable = biggest.memory.usable_bytes(c.memory_headroom)
+
+    def usable_on(d: Accelerator) -> float:
+        """Bytes one `d` may fill: the catalog's, at most the workload's memory_gb figure."""
+        u = d.memory.usable_bytes(c.memory_headroom)
+        return w.capped_usable(d.id, u) if isinstance(w, InferenceWorkload) else u
+
+    biggest = max(devs, key=usable_on)
+    usable = usable_on(biggest)
+    capped = usable < biggest.memory.usable_bytes(c.memory_headroom)
     # Training holds its base weights in bf16, QLoRA's in 4-bit NF4 (planner.estimator.memory).
     base = "nf4" if isinstance(w, TrainingWorkload) and w.method == "qlora" else "bf16"
     fmt = weight_format(w.weights if isinstance(w, InferenceWorkload) else base)
@@ -40,15 +47,20 @@ def why_no_design(w: InferenceWorkload | TrainingWorkload, problem: Problem, cat
     text = (
         f"workload `{w.name}`: {m.name} needs {need / 1e9:,.0f} GB of weights alone "
         f"({fmt.id}); the largest allowed device, {biggest.id}, offers {usable / 1e9:,.0f} GB usable"
+        + (" (the workload's memory_gb figure for it)" if capped else "")
     )
     # A headroom above the default is a cause of its own: name it first.
     default = type(c).model_fields["memory_headroom"].default
     kept = (
         f"lower constraints.memory_headroom ({c.memory_headroom:.0%} of memory kept free), "
         # (only where it binds: a platform's share, macOS's on a Mac, may bind first)
-        if c.memory_headroom > default and 1 - c.memory_headroom < (biggest.memory.gpu_share or 1)
+        if c.memory_headroom > default
+        and 1 - c.memory_headroom < (biggest.memory.gpu_share or 1)
+        and not capped
         else ""
     )
+    if capped:
+        kept = f"raise the memory_gb profile figures (workloads.{w.name}.profiles), "
     if need > most:
         return text + (
             f", and at most {c.max_stages} stages x {tp}-way tensor "
