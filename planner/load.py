@@ -3,6 +3,7 @@ uses against the catalog (located errors with did-you-mean)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -11,6 +12,7 @@ from pydantic import ValidationError
 
 from planner.catalog import Catalog, add_file_model, load_catalog
 from planner.errors import InputError, did_you_mean
+from planner.estimator.architecture import block_groups
 from planner.estimator.economics import available_modes
 from planner.estimator.efficiency import Efficiency, load_efficiency
 from planner.estimator.formats import kv_bytes, weight_format
@@ -313,6 +315,11 @@ def _check_more_names(problem: Problem, cat: Catalog, where: Callable[[Loc], str
             f"{did_you_mean(region, cat.regions)} (regions: {', '.join(sorted(cat.regions))})"
         )
     _check_machines(problem, cat, where)
+    _check_owned(problem, cat, where)
+    _check_fabrics(problem, cat, where)
+    for i, w in enumerate(problem.workloads):
+        if isinstance(w, InferenceWorkload) and w.profiles:
+            _check_profiles(problem, cat, where, i, w)
     seen: dict[str, int] = {}
     for j, owned in enumerate(problem.constraints.inventory):
         if owned.device in seen:
@@ -409,3 +416,132 @@ def parse_efficiency(pairs: Sequence[str], cat: Catalog) -> dict[str, dict[str, 
             raise InputError(f"--efficiency `{pair}`: {factor}: {why}") from None
         result.setdefault(scope or "*", {})[factor] = value
     return result
+
+
+PCIE_LINKS = ("pcie3", "pcie4", "pcie5", "pcie6")
+PORT_KINDS = ("ethernet", "roce", "infiniband", "thunderbolt", "wifi")  # a machine's own ports
+
+
+def _check_owned(problem: Problem, cat: Catalog, where: Callable[[Loc], str]) -> None:
+    """An owned device is one the constraints allow; a machine of a device that is a computer
+    of its own (a Mac, a DGX Spark, a mini PC) holds one of it; a stated machine joins its
+    cards over PCIe or over their own scale-up link (a bridge, NVLink), no other fabric."""
+    c = problem.constraints
+    for j, o in enumerate(c.inventory):
+        if c.allowed_devices is not None and o.device not in c.allowed_devices:
+            raise InputError(
+                f"{where(('constraints', 'inventory', j, 'device'))}`{o.device}` is owned but "
+                f"not in constraints.allowed_devices ({', '.join(c.allowed_devices)}): add it "
+                "there to plan with it, or drop this inventory entry to plan without it"
+            )
+        if o.device in c.excluded_devices:
+            raise InputError(
+                f"{where(('constraints', 'inventory', j, 'device'))}`{o.device}` is owned and "
+                "in constraints.excluded_devices: drop one of the two"
+            )
+    for j, mc in enumerate(problem.machines):
+        for o in c.inventory:
+            d = cat.accelerators.get(o.device)
+            if o.machine != mc.id or d is None:
+                continue
+            if d.form_factor == "soc-system" and mc.slots > 1:
+                raise InputError(
+                    f"{where(('machines', j, 'slots'))}`{d.id}` is a computer of its own, one to "
+                    f"a machine: give `{mc.id}` slots: 1, and join several of them over a network "
+                    "(the machine's `network`, or constraints.network)"
+                )
+            carried = [*PCIE_LINKS, *([d.interconnect.scale_up] if d.interconnect.scale_up else [])]
+            if mc.slots > 1 and mc.link not in carried:
+                raise InputError(
+                    f"{where(('machines', j, 'link'))}`{mc.link}` is not a link `{d.id}` cards "
+                    f"join over: one of {', '.join(carried)}"
+                )
+
+
+def _check_fabrics(problem: Problem, cat: Catalog, where: Callable[[Loc], str]) -> None:
+    """A device fabric that also spans hosts (NVLink 5, TPU ICI, Gaudi's RoCE, NeuronLink)
+    joins machines only of devices that carry it: as constraints.network some device of the
+    problem must, as a machine's own network every device in the machine."""
+    c = problem.constraints
+    owned = {o.device for o in c.inventory}
+    names = set(c.allowed_devices or cat.accelerators) | owned
+
+    def carriers(link: str) -> set[str]:
+        return {d.id for d in cat.accelerators.values() if d.interconnect.scale_up == link}
+
+    between = "a network of the machines' own ports (Ethernet, RoCE, InfiniBand, Thunderbolt, "
+    between += "Wi-Fi) or one stated under `links`"
+    net = cat.links.get(c.network)
+    if net is not None and net.kind not in PORT_KINDS and not carriers(net.id) & names:
+        raise InputError(
+            f"{where(('constraints', 'network'))}`{net.id}` is the fabric of "
+            f"{', '.join(sorted(carriers(net.id))) or 'other devices'}, which this problem "
+            f"does not use: name {between}"
+        )
+    for j, mc in enumerate(problem.machines):
+        link = cat.links.get(mc.network or "")
+        if link is None or link.kind in PORT_KINDS:
+            continue
+        held = [o.device for o in c.inventory if o.machine == mc.id]
+        odd = [x for x in held if x not in carriers(link.id)]
+        if odd:
+            raise InputError(
+                f"{where(('machines', j, 'network'))}`{link.id}` is a device fabric that "
+                f"{', '.join(odd)} does not carry: name {between}"
+            )
+
+
+def _check_profiles(
+    problem: Problem, cat: Catalog, where: Callable[[Loc], str], i: int, w: InferenceWorkload
+) -> None:
+    """A workload's measured figures are of devices the problem may use, at degrees its
+    stages may take; times per block no faster than reading the block's weights at the
+    device's peak bandwidth allows (by half), and not falling as the batch grows."""
+    c = problem.constraints
+    names = set(c.allowed_devices or cat.accelerators) | {o.device for o in c.inventory}
+    names -= set(c.excluded_devices)
+    m = cat.models.get(w.model)
+    decode: dict[tuple[str, int], list[tuple[int, float, int]]] = {}
+    for j, p in enumerate(w.profiles):
+        at = ("workloads", i, "profiles", j)
+        if p.device not in names:
+            raise InputError(
+                f"{where((*at, 'device'))}workload `{w.name}`: `{p.device}` is not a device "
+                "this problem may use (constraints.allowed_devices, excluded_devices, "
+                "inventory), so the figure would go unused: drop it or allow the device"
+            )
+        if p.tp > c.max_tensor_parallel:
+            raise InputError(
+                f"{where((*at, 'tp'))}workload `{w.name}`: no stage runs at tp {p.tp} under "
+                f"constraints.max_tensor_parallel {c.max_tensor_parallel}, so the figure would "
+                "go unused: drop it or raise the limit"
+            )
+        if p.ms is None or m is None:
+            continue
+        d = cat.accelerators[p.device]
+        # The smallest block's weights a token reads (an MoE block's active experts).
+        read = (
+            min(g.active_params for g in block_groups(m))
+            * weight_format(w.weights).bits_per_weight
+            / 8
+        )
+        least = read / p.tp / (d.memory.bandwidth_gb_s * 1e9)
+        if p.ms * 1e-3 < 0.5 * least:
+            raise InputError(
+                f"{where((*at, 'ms'))}workload `{w.name}`: {p.ms:g} ms per block on {p.device} "
+                f"is faster than reading the block's weights ({least * 1e3:.3g} ms at the "
+                f"device's peak {d.memory.bandwidth_gb_s:g} GB/s{' over tp ' + str(p.tp) if p.tp > 1 else ''}) "
+                "allows: check the unit (ms per block, one transformer layer)"
+            )
+        if p.metric == "decode_ms_per_layer" and p.batch is not None:
+            decode.setdefault((p.device, p.tp), []).append((p.batch, p.ms, j))
+    for points in decode.values():
+        points.sort()
+        for (b0, t0, _), (b1, t1, j) in itertools.pairwise(points):
+            if t1 < t0 * 0.95:
+                raise InputError(
+                    f"{where(('workloads', i, 'profiles', j, 'ms'))}workload `{w.name}`: a "
+                    f"decode step of {b1} sequences at {t1:g} ms per block is faster than one "
+                    f"of {b0} at {t0:g} ms: a larger batch never takes less time; check the "
+                    "figures"
+                )

@@ -35,6 +35,26 @@ def machine_node(mc: StatedMachine, devices: Iterable[str]) -> Node:
     )
 
 
+def in_machine(d: Accelerator, mc: StatedMachine) -> Accelerator:
+    """`d` as the cards of stated machine `mc` are joined: over their own scale-up link where
+    the machine's link is it (a bridge, NVLink), else over the machine's PCIe generation (at
+    most the card's own): the link a tensor-parallel group inside the machine all-reduces
+    over (planner.estimator.devices reads the interconnect). A machine of one holds no group."""
+    ic = d.interconnect
+    if mc.slots == 1 or mc.link == ic.scale_up or not mc.link.startswith("pcie"):
+        return d
+    gen = int(mc.link.removeprefix("pcie"))
+    over_pcie = ic.model_copy(
+        update={
+            "scale_up": None,
+            "scale_up_gb_s": None,
+            "all_to_all": False,
+            "pcie_gen": min(ic.pcie_gen or gen, gen),
+        }
+    )
+    return d.model_copy(update={"interconnect": over_pcie})
+
+
 # The catalogs with a problem's machines laid over, by the base catalog's identity and the
 # machines and devices stated (a sweep solves many variants of one problem).
 _WITH_MACHINES: dict[tuple[int, tuple[object, ...]], tuple[Catalog, Catalog]] = {}
@@ -56,7 +76,12 @@ def with_machines(cat: Catalog, problem: Problem) -> Catalog:
     # Laying them over a catalog that has them already changes nothing (the loader refuses a
     # machine named like a catalog node).
     nodes = {**cat.nodes, **{mc.id: machine_node(mc, held[mc.id]) for mc in problem.machines}}
-    out = dataclasses.replace(cat, nodes=nodes)
+    accelerators = dict(cat.accelerators)
+    for mc in problem.machines:
+        for dev in held[mc.id]:
+            if dev in accelerators:
+                accelerators[dev] = in_machine(accelerators[dev], mc)
+    out = dataclasses.replace(cat, nodes=nodes, accelerators=accelerators)
     if len(_WITH_MACHINES) > 64:
         _WITH_MACHINES.clear()
     _WITH_MACHINES[key] = (cat, out)

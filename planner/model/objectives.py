@@ -204,7 +204,11 @@ def objective_for(goal: str) -> Objective:
 
 def tie_break_of(goal: str, stated: str | None) -> str | None:
     """The tie-break a solve runs among plans at its goal's optimum: the one the problem
-    states, else for min_carbon the cheapest of the cleanest plans (min_cost)."""
-    if stated is None and goal == "min_carbon":
+    states, else the cheapest of them (min_cost) for min_carbon and max_throughput. Without it
+    a fleet past what the workloads can use (devices no sequence keeps busy, rented by the
+    thousand where nothing caps rent) is as optimal for throughput as the fleet they need, and
+    the search may return it. (An idle device lowers tokens per joule by its idle draw, and
+    the cost per token by its cost: those goals need no such default.)"""
+    if stated is None and goal in ("min_carbon", "max_throughput"):
         return "min_cost"
     return stated

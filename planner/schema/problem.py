@@ -1099,7 +1099,9 @@ class Objective(ProblemModel):
         "min_cost", "max_throughput", "max_tokens_per_joule", "min_cost_per_token", "min_carbon"
     ] = "min_cost"
     tie_break: Literal["min_cost", "max_throughput", "min_power", None] = Field(
-        None, description="Second objective among plans optimal for the first."
+        None,
+        description="Second objective among plans optimal for the first; by default min_cost "
+        "for min_carbon and max_throughput (the cheapest of the best plans).",
     )
     tokens: Literal["output", "all"] = Field(
         "output",
