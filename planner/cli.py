@@ -868,6 +868,7 @@ def simulate(
                 )
         else:
             from planner.plan.io import read_plan
+            from planner.simulate import check_same_fleet
             from planner.verify_plan import verified
 
             prob = load_problem(problem, sets or [])
@@ -879,12 +880,12 @@ def simulate(
                 )
             groups = workloads_from_json(read_json(first), str(first))
             check_groups(groups, prob, cat, str(first))
-            # A replay shows what the plan promises only if the plan is one the planner wrote:
-            # an edited count or device would replay a fleet nobody planned (or one a million
-            # times too large). Checked against the problem it was solved for (the one it
-            # embeds), so the given problem, or --set, may change the traffic it is replayed
-            # under. Exit 5 as `planner verify` does.
-            verified(read_plan(first), cat)
+            # A replay shows what the plan promises only if the planner wrote the plan (an
+            # edited count or device would replay a fleet nobody planned), checked against the
+            # problem it embeds (exit 5 as `planner verify`); the given problem and --set may
+            # change the traffic, and no more (check_same_fleet).
+            verified(saved := read_plan(first), cat)
+            check_same_fleet(saved.problem, prob, str(first))
         rep = simulate_plan(groups, prob, cat, requests=requests, seed=seed, load=load)
         summary = simulation_summary(rep, prob, cat, groups, load=load)
         if plot_path is not None:

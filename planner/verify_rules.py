@@ -144,12 +144,15 @@ def _headroom(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
         w = stated.get(wp.name)
         for i, s in enumerate(wp.stages):
             usable = cat.accelerator(s.device).memory.usable_bytes(h)
+            limit = "constraints.memory_headroom"
             if isinstance(w, InferenceWorkload):  # a stated memory_gb caps it
-                usable = w.capped_usable(s.device, usable)
+                capped = w.capped_usable(s.device, usable)
+                if capped < usable:
+                    usable, limit = capped, f"workloads.{w.name}.profiles (memory_gb)"
             used = s.memory_bytes.get("total", 0.0)
             if _over(used, usable):
                 out.append(
-                    f"constraints.memory_headroom: `{wp.name}` stage {i} on {s.device} holds "
+                    f"{limit}: `{wp.name}` stage {i} on {s.device} holds "
                     f"{used:.4g} B, usable {usable:.4g} B"
                 )
     return out

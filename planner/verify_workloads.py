@@ -235,13 +235,17 @@ def check_stages(
             f"`{at}.batch` {wp.batch}, `{at}.replicas` {wp.replicas})"
         )
         usable = cat.accelerator(s.device).memory.usable_bytes(c.memory_headroom)
+        cap = ""
         if isinstance(w, InferenceWorkload):  # a stated memory_gb caps it
-            usable = w.capped_usable(s.device, usable)
+            capped = w.capped_usable(s.device, usable)
+            if capped < usable:
+                usable, cap = capped, f" (the memory_gb of workloads.{w.name}.profiles)"
         f.limit(f"memory:{w.name}", mem["total"], usable)
         if mem["total"] > usable * (1 + REL_TOL):
             fail(
                 problem,
                 f"`{st}.memory_bytes.total`: needs {mem['total']:.4g} B, usable {usable:.4g} B"
+                + cap
                 + shape,
             )
         for part in sorted(set(mem) | set(s.memory_bytes)):

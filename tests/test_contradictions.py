@@ -156,3 +156,26 @@ def test_max_throughput_rents_no_idle_fleet() -> None:
     doc["objective"]["tie_break"] = "min_cost"
     cheapest = solve_problem(parse_problem(Located(doc, {}, "pool.yaml"), []), time_limit=30)
     assert plan.tco_usd == pytest.approx(cheapest.tco_usd)
+
+
+def test_a_saved_plan_is_replayed_only_under_other_traffic(tmp_path: Path) -> None:
+    """`planner simulate PLAN.json PROBLEM` replays the fleet under the given problem's traffic;
+    one whose formats, measured figures or network differ is refused, since the fleet would
+    run figures the plan never promised (an fp16 plan replayed as fp8 went 40 % faster)."""
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    runner = CliRunner()
+    pool = PROBLEMS / "leftovers-pool.yaml"
+    plan = tmp_path / "plan.json"
+    assert runner.invoke(app, ["solve", str(pool), "--out", str(plan)]).exit_code == 0
+    fp8 = runner.invoke(app, ["simulate", str(plan), str(pool), "--set", "workloads.chat.kv=fp8"])
+    assert fp8.exit_code == 2 and "workloads[0].kv" in fp8.output
+    assert "not the one the plan was solved for" in fp8.output
+    net = runner.invoke(app, ["simulate", str(plan), str(pool), "--set", "links.0.latency_ms=5"])
+    assert net.exit_code == 2 and "`links`" in net.output
+    busier = runner.invoke(
+        app, ["simulate", str(plan), str(pool), "--set", "workloads.chat.concurrency=48"]
+    )
+    assert busier.exit_code == 0, busier.output

@@ -321,3 +321,41 @@ def test_unbounded_is_read_whatever_its_case() -> None:
     doc["workloads"][0]["concurrency"] = "Unbounded"
     w = Problem.model_validate(doc).workloads[0]
     assert getattr(w, "concurrency", 0) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "gb"),
+    [("22", 22.0), ("22 GB", 22.0), ("20.5 GiB", 20.5 * 2**30 / 1e9), ("500 MB", 0.5)],
+)
+def test_a_data_size_is_read_in_gigabytes(text: str, gb: float) -> None:
+    assert float(units.parse_quantity(text, units.DATA_SIZE)) == pytest.approx(gb)
+    assert float(units.parse_quantity("22 KB", units.DATA_SIZE)) == pytest.approx(22e-6)
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [("22 Gb", "a number of bits"), ("22 gb", "a number of bits"), ("22 W", "a power")],
+)
+def test_a_bit_is_no_byte(text: str, words: str) -> None:
+    """`22 Gb` once read as 22 GB, and `22 KB` said it was 'a data size, not a data size'."""
+    with pytest.raises(ValueError, match=words) as e:
+        units.parse_quantity(text, units.DATA_SIZE)
+    assert "not a data size" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "gbit"),
+    [("10", 10.0), ("10 Gb/s", 10.0), ("500 Mb/s", 0.5), ("1.25 GB/s", 10.0), ("2 Tb/s", 2000.0)],
+)
+def test_a_stated_link_takes_a_bandwidth_with_its_unit(text: str, gbit: float) -> None:
+    assert float(units.parse_quantity(text, units.BANDWIDTH)) == pytest.approx(gbit)
+
+
+def test_a_link_slower_than_a_megabit_is_a_unit_slip() -> None:
+    from planner.errors import InputError
+    from planner.schema.yaml_io import Located, validate
+
+    doc = yaml.safe_load(Path("problems/owners-pool.yaml").read_text(encoding="utf-8"))
+    doc["links"][0]["bandwidth_gbit_s"] = 1e-9
+    with pytest.raises(InputError, match="under 1 Mb/s"):
+        validate(Located(doc, {}, "p.yaml"), Problem)

@@ -686,6 +686,7 @@ def _bill(
                     node.price_usd * host_bought,
                     node.rack_units * hosts,
                     node.power_overhead_w * hosts * H * usd_wh,
+                    next((m.name or "" for m in problem.machines if m.id == node.id), ""),
                 )
             )
             plan.rack_units += node.rack_units * hosts

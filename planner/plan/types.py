@@ -68,6 +68,7 @@ class NodeLine:
     # Electricity of these hosts over the horizon (with PUE): their overhead through every hour,
     # at load in the working hours and as their idle draw in the others.
     energy_usd: float = 0.0
+    name: str = ""  # a stated machine's own name (machines[].name), shown beside its id
 
 
 @with_config(_FORBID)

@@ -46,8 +46,8 @@ def plan_markdown(plan: Plan, problem: Problem) -> str:
         for d in plan.devices
     ]
     lines += [
-        f"| {n.type} (hosts {n.hosts}) | {n.count} | | {_usd(n.unit_price_usd)} "
-        f"| {_usd(n.total_usd)} |"
+        f"| {n.type}{': ' + n.name if n.name else ''} (hosts {n.hosts}) | {n.count} | | "
+        f"{_usd(n.unit_price_usd)} | {_usd(n.total_usd)} |"
         for n in plan.nodes
     ]
     c = plan.costs

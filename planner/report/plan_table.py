@@ -95,7 +95,8 @@ def _bill(plan: Plan) -> Table:
             row[cols.index("rent")] = _money(w.job_usd or 0.0) if len(w.devices()) == 1 else ""
             bom.add_row(*row)
     for node in plan.nodes:
-        row = [f"{node.type} (hosts {node.hosts})", str(node.count), *pad]
+        named = f"{node.type}: {node.name}" if node.name else node.type
+        row = [f"{named} (hosts {node.hosts})", str(node.count), *pad]
         at = cols.index("unit price")
         row[at : at + 2] = [_money(node.unit_price_usd), _money(node.total_usd)]
         bom.add_row(*row)

@@ -31,21 +31,25 @@ def split_assignment(text: str, option: str = "--set") -> tuple[str, str]:
 
 
 def _resolve(data: Any, parts: list[str], label: str) -> tuple[str | int, ...]:
-    """Turn dotted parts into a key path of the document, naming workloads by name or index.
-    `label` names the assignment in errors (`--set PATH=VALUE`)."""
+    """Turn dotted parts into a key path of the document, naming a list's items (workloads,
+    machines, links) by their name or id, or by index. `label` names the assignment in errors
+    (`--set PATH=VALUE`)."""
     loc: list[str | int] = []
     node = data
     i = 0
     while i < len(parts):
         part = parts[i]
         if isinstance(node, list):
-            names = [w.get("name") for w in node if isinstance(w, dict)]
-            # Workload names may contain dots: take the longest run of parts that is a name.
+            # An item is named by its `name` (workloads) or its `id` (machines, links).
+            keys = [[w.get("name"), w.get("id")] if isinstance(w, dict) else [] for w in node]
+            names = [k for ks in keys for k in ks if k is not None]
+            # Names may contain dots: take the longest run of parts that is a name.
             for j in range(len(parts), i, -1):
                 name = ".".join(parts[i:j])
-                if name in names:
-                    loc.append(names.index(name))
-                    node = node[names.index(name)]
+                at = next((n for n, ks in enumerate(keys) if name in ks), None)
+                if at is not None:
+                    loc.append(at)
+                    node = node[at]
                     i = j
                     break
             else:
@@ -54,10 +58,15 @@ def _resolve(data: Any, parts: list[str], label: str) -> tuple[str | int, ...]:
                     node = node[int(part)]
                     i += 1
                     continue
+                what = "workload" if tuple(loc) == ("workloads",) else "entry"
+                named = [str(n) for n in names if n is not None]
+                how = f"{'a workload' if what == 'workload' else 'an entry'}'s name or its position"
+                if not named:
+                    how = "its position"
+                span = f"0 to {len(node) - 1}" if node else "the list is empty"
                 raise InputError(
-                    f"{label}: no workload named `{part}` in {dotted(tuple(loc))}"
-                    f"{did_you_mean(part, [str(n) for n in names])}"
-                    f" (use a workload's name or its position, 0 to {len(node) - 1})"
+                    f"{label}: no {what} `{part}` in {dotted(tuple(loc))}"
+                    f"{did_you_mean(part, named)} (use {how}, {span})"
                 )
             continue
         if node is not None and not isinstance(node, dict):

@@ -32,6 +32,7 @@ from planner.schema.catalog import Frozen
 from planner.schema.units import (
     YEAR_S,
     Count,
+    GigabitsPerSecond,
     Gigabytes,
     Hours,
     Limit,
@@ -97,6 +98,25 @@ Name = Annotated[
     WithJsonSchema({"type": "string", "pattern": NAME_PATTERN, "maxLength": MAX_NAME}),
 ]
 CatalogId = Annotated[str, Field(min_length=1, max_length=MAX_ID)]
+ID_PATTERN = r"^[a-z0-9][a-z0-9.\-]*$"
+
+
+def _check_id(value: str) -> str:
+    if not re.fullmatch(ID_PATTERN, value):
+        raise ValueError(
+            f"`{value}` is not a valid id: use lower-case letters, digits, `.` and `-`, "
+            "starting with a letter or a digit (e.g. `lab-server`, `home-lan`)"
+        )
+    return value
+
+
+# The id of a machine or a link the problem states (catalog ids are spelled alike).
+StatedId = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_ID),
+    AfterValidator(_check_id),
+    WithJsonSchema({"type": "string", "pattern": ID_PATTERN, "maxLength": MAX_ID}),
+]
 
 Context = Annotated[
     TokenCount,
@@ -655,10 +675,7 @@ class OwnedDevices(ProblemModel):
     count: Annotated[
         Count, Limit(ge=1, le=MAX_DEVICES, why=f"more than {MAX_DEVICES:,} devices of one type")
     ] = Field(description="How many are owned.")
-    machine: (
-        Annotated[str, Field(min_length=1, max_length=MAX_ID, pattern=r"^[a-z0-9][a-z0-9.\-]*$")]
-        | None
-    ) = Field(
+    machine: StatedId | None = Field(
         None,
         description="The machines they sit in: a `machines` id (each holds its `slots` of "
         "them, so `count` / slots machines). Unset: the catalog's host for the device, filled "
@@ -1114,22 +1131,25 @@ class StatedLink(ProblemModel):
     """A network the problem states by its figures (a home router, an office switch, a
     measured Wi-Fi), usable wherever a catalog link id is (`constraints.network`)."""
 
-    id: Annotated[
-        str, Field(min_length=1, max_length=MAX_ID, pattern=r"^[a-z0-9][a-z0-9.\-]*$")
-    ] = Field(description="The name `constraints.network` uses; not a catalog link's id.")
+    id: StatedId = Field(
+        description="The name `constraints.network` uses; not a catalog link's id."
+    )
     name: str | None = Field(None, max_length=MAX_NAME, description="Shown on the plan.")
     kind: Literal["ethernet", "wifi", "thunderbolt", "roce", "infiniband"] = Field(
         "ethernet", description="What carries it."
     )
     bandwidth_gbit_s: Annotated[
-        Number,
+        GigabitsPerSecond,
         Limit(
-            gt=0,
+            ge=0.001,
             le=100_000,
             why="100 Tb/s per port is beyond any link; check the units (Gb/s)",
-            low_why="a link carries something",
+            low_why="under 1 Mb/s no network carries a model's activations; check the units (Gb/s)",
         ),
-    ] = Field(description="Per direction, per machine, gigabits per second (1 GbE: 1).")
+    ] = Field(
+        description="Per direction, per machine, gigabits per second (1 GbE: `1` or `1 Gb/s`; "
+        "`500 Mb/s`; `1.25 GB/s` is bytes, 10 Gb/s)."
+    )
     latency_ms: Annotated[
         Milliseconds,
         Limit(ge=0, le=1000, why="a second one way is not a network to split a model over"),
@@ -1145,9 +1165,7 @@ class StatedMachine(ProblemModel):
     `constraints.inventory[].machine`. Devices in such machines are the pool: more of them are
     bought only into new machines of the kind at its `price_usd`."""
 
-    id: Annotated[
-        str, Field(min_length=1, max_length=MAX_ID, pattern=r"^[a-z0-9][a-z0-9.\-]*$")
-    ] = Field(description="The name inventory entries use; not a catalog node's id.")
+    id: StatedId = Field(description="The name inventory entries use; not a catalog node's id.")
     name: str | None = Field(None, max_length=MAX_NAME, description="Shown on the plan.")
     slots: Annotated[
         Count,

@@ -173,15 +173,35 @@ DATA_SIZE = Family(
     "a data size",
     "GB",
     {
-        **_spell(1, "", "gb", "gigabyte", "gigabytes"),
-        **_spell(_F(2**30, 10**9), "gib"),
-        **_spell(_F(1, 1000), "mb", "megabyte", "megabytes"),
-        **_spell(_F(2**20, 10**9), "mib"),
-        **_spell(1000, "tb", "terabyte", "terabytes"),
-        **_spell(_F(2**40, 10**9), "tib"),
+        **_spell(1, "", "GB", "gigabyte", "gigabytes"),
+        **_spell(_F(2**30, 10**9), "GiB"),
+        **_spell(_F(1, 10**3), "MB", "megabyte", "megabytes"),
+        **_spell(_F(2**20, 10**9), "MiB"),
+        **_spell(_F(1, 10**6), "KB", "kB", "kilobyte", "kilobytes"),
+        **_spell(_F(2**10, 10**9), "KiB"),
+        **_spell(_F(1, 10**9), "B", "byte", "bytes"),
+        **_spell(10**3, "TB", "terabyte", "terabytes"),
+        **_spell(_F(2**40, 10**9), "TiB"),
+        **_spell(10**6, "PB"),
     },
-    "GB (1e9 bytes), GiB (2^30), MB, MiB, TB or TiB",
+    "GB (1e9 bytes), GiB (2^30), MB, MiB, KB, TB, TiB or PB; B for bytes (a lower-case b is a bit)",
     "`22 GB`, `20.5 GiB` or `22`",
+    case_sensitive=True,
+)
+
+BANDWIDTH = Family(
+    "a bandwidth",
+    "Gb/s",
+    {
+        **_spell(1, "", "Gb/s", "Gbit/s", "Gbits/s", "Gbps", "gbps"),
+        **_spell(_F(1, 10**3), "Mb/s", "Mbit/s", "Mbits/s", "Mbps", "mbps"),
+        **_spell(10**3, "Tb/s", "Tbit/s", "Tbps"),
+        **_spell(8, "GB/s"),
+        **_spell(_F(8, 10**3), "MB/s"),
+    },
+    "Gb/s (gigabits), Mb/s or Tb/s; GB/s and MB/s are bytes (x 8)",
+    "`10 Gb/s`, `2.5` or `500 Mb/s`",
+    case_sensitive=True,
 )
 
 NUMBER = Family("a number", "", {"": _F(1)}, "a plain number, without a unit", "`1.3`")
@@ -197,13 +217,21 @@ COUNT = Family(
 
 # Units that no field of a problem file takes, to say what a misplaced one is.
 _OTHER_KINDS: dict[str, tuple[str, ...]] = {
-    "a data size": ("b", "kb", "pb", "kib", "bytes"),
+    "a number of bits (a lower-case b is a bit; B is a byte)": (
+        "gb",
+        "mb",
+        "kb",
+        "tb",
+        "bit",
+        "bits",
+    ),
+    "a data size": ("pb", "pib", "gib", "mib", "kib", "tib", "b", "bytes"),
     "a bandwidth": ("gb/s", "tb/s", "mb/s", "gbps", "gbit/s", "tbps", "gib/s"),
     "a compute rate": ("flops", "tflops", "pflops", "gflops", "tops"),
     "an energy": ("wh", "kwh", "mwh", "j", "kj", "mj"),
     "a currency other than US dollars": ("eur", "€", "gbp", "£", "jpy", "¥", "cny", "chf"),
 }
-_FAMILIES = (MONEY, ENERGY_PRICE, POWER, DURATION, TOKENS, TOKEN_RATE, SHARE, DATA_SIZE)
+_FAMILIES = (MONEY, ENERGY_PRICE, POWER, DURATION, TOKENS, TOKEN_RATE, SHARE, DATA_SIZE, BANDWIDTH)
 
 _NUMBER = re.compile(
     r"""(?P<cur>\$|US\$)?\s*
@@ -224,7 +252,7 @@ def _kind_of(unit: str, family: Family) -> str:
         if (unit in other.units) if other.case_sensitive else (low in other.units):
             return other.kind
     for kind, names in _OTHER_KINDS.items():
-        if low in names:
+        if low in names and kind != family.kind:
             return kind
     return ""
 
@@ -364,6 +392,7 @@ TokenCount = Annotated[int, _quantity(TOKEN_COUNT)]
 TokensPerSecond = Annotated[float, _quantity(TOKEN_RATE)]
 Share = Annotated[float, _quantity(SHARE)]
 Gigabytes = Annotated[float, _quantity(DATA_SIZE)]
+GigabitsPerSecond = Annotated[float, _quantity(BANDWIDTH)]
 Number = Annotated[float, _quantity(NUMBER)]
 Count = Annotated[int, _quantity(COUNT)]
 

@@ -48,7 +48,7 @@ from planner.estimator.support import engine_times
 from planner.plan.types import WorkloadPlan
 from planner.schema.problem import InferenceWorkload, Problem
 from planner.simulate.engine import EngineResult, simulate_disaggregated, simulate_engine
-from planner.simulate.plan_file import check_groups, workloads_from_json
+from planner.simulate.plan_file import check_groups, check_same_fleet, workloads_from_json
 
 __all__ = [
     "EngineResult",
@@ -56,6 +56,7 @@ __all__ = [
     "SimulationReport",
     "analytic",
     "check_groups",
+    "check_same_fleet",
     "engine_of",
     "simulate_disaggregated",
     "simulate_engine",

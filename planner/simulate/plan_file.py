@@ -118,3 +118,46 @@ def check_groups(groups: list[WorkloadPlan], problem: Problem, cat: Catalog, whe
             unknown = sorted(set(g.requests_per_s) - classes)
             if unknown:
                 raise InputError(f"{at}: unknown request class `{unknown[0]}`")
+
+
+# What a fleet is and how fast it runs: a replay may change the traffic (requests/s, the mix,
+# concurrency, lengths, latency targets), not these.
+FLEET_FIELDS = ("model", "weights", "kv", "engine", "profiles", "capacity", "disaggregation")
+
+
+def check_same_fleet(solved: Problem, given: Problem, where: str) -> None:
+    """The problem a saved plan is replayed under changes only its traffic: the models, formats,
+    engines and measured figures of its serving workloads, the stated machines and links, the
+    network and the memory kept free stay those the plan was solved for (they decide what the
+    fleet holds and how fast it runs; a plan replayed on others shows figures it never promised)."""
+    was = {w.name: w.model_dump(mode="json") for w in solved.workloads}
+    for i, w in enumerate(given.workloads):
+        if not isinstance(w, InferenceWorkload) or w.name not in was:
+            continue
+        now = w.model_dump(mode="json")
+        for key in FLEET_FIELDS:
+            if now.get(key) != was[w.name].get(key):
+                raise InputError(
+                    f"{where}: workloads[{i}].{key} of the given problem is not the one the plan "
+                    f"was solved for (`{_short(was[w.name].get(key))}`): a replay may change the "
+                    "traffic (requests_per_s, request_mix, concurrency, lengths, latency targets), "
+                    "not what the fleet runs; solve the changed problem instead"
+                )
+    for key in ("machines", "links"):
+        if getattr(given, key) != getattr(solved, key):
+            raise InputError(
+                f"{where}: the given problem's `{key}` are not those the plan was solved for; "
+                "replay it under its own (or solve the changed problem)"
+            )
+    for key in ("network", "memory_headroom"):
+        a, b = getattr(given.constraints, key), getattr(solved.constraints, key)
+        if a != b:
+            raise InputError(
+                f"{where}: constraints.{key} of the given problem ({a}) is not the plan's ({b}); "
+                "replay it under its own (or solve the changed problem)"
+            )
+
+
+def _short(value: object) -> str:
+    text = str(value)
+    return text if len(text) <= 60 else text[:57] + "..."

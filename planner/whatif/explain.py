@@ -218,6 +218,8 @@ def _loosen(problem: Problem, name: str) -> tuple[str, Problem] | None:
             new = value * (1 + STEP)
             if key in ("max_devices", "max_rack_units"):
                 new = max(value + 1, math.floor(new))
+            if new == value:
+                return None  # a limit of 0 (capex_usd: nothing bought) has no 10 % to give
             return (
                 f"{key} {value:,.6g} -> {new:,.6g}",
                 problem.model_copy(update={"constraints": c.model_copy(update={key: new})}),
