@@ -120,3 +120,15 @@ def test_caps_that_leave_no_room_are_named_as_the_cause() -> None:
     assert plan.status == "INFEASIBLE"
     assert any("offers 1 GB usable (the workload's memory_gb figure" in n for n in plan.notes)
     assert any("raise the memory_gb profile figures" in n for n in plan.notes)
+
+
+def test_a_cap_that_removes_a_device_is_named_when_no_plan_is_left() -> None:
+    """The A100s capped at 1 GB hold no stage; the pool without them cannot make 250 tokens/s:
+    the plan's notes say the cap removed them (no model constraint names it)."""
+    doc = yaml.safe_load(Path(POOL.parent / "leftovers-pool.yaml").read_text())
+    doc["workloads"][0]["profiles"] = [{"device": "a100-40gb-pcie", "metric": "memory_gb", "gb": 1}]
+    doc["workloads"][0]["min_tokens_per_s"] = 250
+    doc["objective"] = {"goal": "min_cost"}
+    plan = solve_problem(parse_problem(Located(doc, {}, "pool.yaml"), []), time_limit=20)
+    assert plan.status == "INFEASIBLE"
+    assert any("no design on a100-40gb-pcie fits in its memory_gb figure" in n for n in plan.notes)

@@ -161,7 +161,13 @@ def _concurrency_why(name: str, tables: Tables) -> str:
     stated = "concurrency" in w.model_fields_set
     said = f"{w.concurrency:,} at once" + ("" if stated else ", the default: the file states none")
     need = ""
-    if w.min_tokens_per_s and most < w.min_tokens_per_s:
+    if w.min_tokens_per_s and most >= w.min_tokens_per_s:
+        need = (
+            f": the {w.min_tokens_per_s:,.0f} asked only on designs as fast as that, which the "
+            "other limits (budget, owned devices, power, machines) do not let the fleet hold, "
+            "so on the designs it can hold more sequences must exist"
+        )
+    elif w.min_tokens_per_s and most < w.min_tokens_per_s:
         need = (
             f", below the {w.min_tokens_per_s:,.0f} asked: at least "
             f"{math.ceil(w.min_tokens_per_s * fastest / 1000.0 - 1e-9):,} sequences must exist"
