@@ -14,7 +14,7 @@ from planner.estimator.designs import Design
 from planner.estimator.request_mix import OutOfTime
 from planner.model import interrupt
 from planner.model.cpsat import PlannerModel
-from planner.model.diagnose import blocking_constraints, why_no_design
+from planner.model.diagnose import blocking_constraints, capped_out, why_no_design
 from planner.model.objectives import objective_for, tie_break_of
 from planner.model.result import ReplicaKey, Solution
 from planner.model.shortlist import model_keys, restricted, shortlist
@@ -589,23 +589,6 @@ def _worse(a: Solution, b: Solution, problem: Problem) -> bool:
     """Whether plan `a` is worse than plan `b` by the problem's objective (no plan is worse
     than any plan)."""
     return not _better(a, b, problem)
-
-
-def capped_out(tables: Tables) -> list[str]:
-    """A workload's devices that its memory_gb figures leave without any design (none of
-    their stages fits in that memory): a cause of no plan that no model constraint names."""
-    out = []
-    for w in tables.problem.workloads:
-        if not isinstance(w, InferenceWorkload):
-            continue
-        used = {dev for d in tables.designs.get(w.name, []) for dev in d.devices}
-        for p in w.profiles:
-            if p.metric == "memory_gb" and p.device in tables.econ and p.device not in used:
-                out.append(
-                    f"workload `{w.name}`: no design on {p.device} fits in its memory_gb figure "
-                    f"({p.gb:g} GB, workloads.{w.name}.profiles); raise it to plan with {p.device}"
-                )
-    return out
 
 
 def _no_plan(problem: Problem, status: Status, t0: float, notes: list[str]) -> Plan:

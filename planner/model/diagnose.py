@@ -177,3 +177,20 @@ def _concurrency_why(name: str, tables: Tables) -> str:
         f"at most {most:,.0f} output tokens/s{need}; state the sequences that exist, "
         "`concurrency: N`, or `unbounded` for open-ended demand)"
     )
+
+
+def capped_out(tables: Tables) -> list[str]:
+    """A workload's devices that its memory_gb figures leave without any design (none of
+    their stages fits in that memory): a cause of no plan that no model constraint names."""
+    out = []
+    for w in tables.problem.workloads:
+        if not isinstance(w, InferenceWorkload):
+            continue
+        used = {dev for d in tables.designs.get(w.name, []) for dev in d.devices}
+        for p in w.profiles:
+            if p.metric == "memory_gb" and p.device in tables.econ and p.device not in used:
+                out.append(
+                    f"workload `{w.name}`: no design on {p.device} fits in its memory_gb figure "
+                    f"({p.gb:g} GB, workloads.{w.name}.profiles); raise it to plan with {p.device}"
+                )
+    return out
