@@ -1381,18 +1381,30 @@ def compare(
         if second is not None:
             b = _plan_of(second, sets or [], time_limit, seed)
         else:
-            b = _plan_of(
-                first,
-                [*(sets or []), f"constraints.allowed_devices=[{force_device}]"],
-                time_limit,
-                seed,
-            )
+            b = _plan_of(first, _only_device(first, sets or [], force_device), time_limit, seed)
         c = compare_plans(a, b, label_a=label_a, label_b=label_b)
         if fmt is Format.json:
             emit_json(comparison_dict(c))
             return
         for t in comparison_tables(c):
             out.print(t)
+
+
+def _only_device(problem: Path, sets: list[str], device: str | None) -> list[str]:
+    """`sets` restricting the problem to `device`: only it allowed, and only its owned devices
+    kept (the others would be owned devices the constraints leave out)."""
+    from planner.load import load_problem
+
+    kept = [
+        o.model_dump(mode="json", exclude_none=True)
+        for o in load_problem(problem, sets).constraints.inventory
+        if o.device == device
+    ]
+    return [
+        *sets,
+        f"constraints.allowed_devices=[{device}]",
+        f"constraints.inventory={json.dumps(kept)}",
+    ]
 
 
 def _plan_of(path: Path, sets: list[str], time_limit: float, seed: int) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from planner.estimator.formats import kv_bytes, weight_format
 from planner.estimator.hosts import placeable
 from planner.estimator.support import architecture_allowed
 from planner.hf_config import load_hf_config
-from planner.schema.catalog import Accelerator, ModelArch
+from planner.schema.catalog import Accelerator, Link, ModelArch
 from planner.schema.overrides import apply_overrides, blame
 from planner.schema.problem import InferenceWorkload, Problem
 from planner.schema.yaml_io import Loc, Located, dotted, read_yaml, validate
@@ -466,13 +466,18 @@ def _check_fabrics(problem: Problem, cat: Catalog, where: Callable[[Loc], str]) 
     owned = {o.device for o in c.inventory}
     names = set(c.allowed_devices or cat.accelerators) | owned
 
+    def fabric(link: Link) -> bool:
+        """A device's own fabric that may also span hosts (scope `both`), or one not carried
+        by a machine's ports."""
+        return link.scope == "both" or link.kind not in PORT_KINDS
+
     def carriers(link: str) -> set[str]:
         return {d.id for d in cat.accelerators.values() if d.interconnect.scale_up == link}
 
     between = "a network of the machines' own ports (Ethernet, RoCE, InfiniBand, Thunderbolt, "
     between += "Wi-Fi) or one stated under `links`"
     net = cat.links.get(c.network)
-    if net is not None and net.kind not in PORT_KINDS and not carriers(net.id) & names:
+    if net is not None and fabric(net) and not carriers(net.id) & names:
         raise InputError(
             f"{where(('constraints', 'network'))}`{net.id}` is the fabric of "
             f"{', '.join(sorted(carriers(net.id))) or 'other devices'}, which this problem "
@@ -480,7 +485,7 @@ def _check_fabrics(problem: Problem, cat: Catalog, where: Callable[[Loc], str]) 
         )
     for j, mc in enumerate(problem.machines):
         link = cat.links.get(mc.network or "")
-        if link is None or link.kind in PORT_KINDS:
+        if link is None or not fabric(link):
             continue
         held = [o.device for o in c.inventory if o.machine == mc.id]
         odd = [x for x in held if x not in carriers(link.id)]

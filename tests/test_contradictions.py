@@ -179,3 +179,56 @@ def test_a_saved_plan_is_replayed_only_under_other_traffic(tmp_path: Path) -> No
         app, ["simulate", str(plan), str(pool), "--set", "workloads.chat.concurrency=48"]
     )
     assert busier.exit_code == 0, busier.output
+
+
+def test_a_session_replans_when_a_machine_link_changes() -> None:
+    """The design tables a solver session keeps are keyed by the stated machines too: a
+    sweep over a machine's link replans each point (a stale PCIe 3 table once failed
+    verification at PCIe 4)."""
+    from planner.catalog import load_catalog
+    from planner.solve import Solver
+
+    session = Solver(load_catalog(), time_limit=20)
+    got = []
+    for link in ("pcie3", "pcie4", "pcie3"):
+        doc = _doc(machines=[{**BOX["machines"][0], "link": link}])
+        plan = session.solve(parse_problem(Located(doc, {}, "box.yaml"), []))
+        assert plan.status == "OPTIMAL" and plan.objective is not None  # verified
+        got.append(plan.objective)
+    assert got[0] == pytest.approx(got[2]) and got[0] < got[1]
+
+
+def test_a_replay_runs_the_machines_link(tmp_path: Path) -> None:
+    """`planner simulate` times a plan's stages as its stated machine joins them: the model
+    column of a PCIe 3 box's replay is the plan's own time per token."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    runner = CliRunner()
+    problem = tmp_path / "box.yaml"
+    problem.write_text(yaml.safe_dump(_doc(machines=[{**BOX["machines"][0], "link": "pcie3"}])))
+    plan = tmp_path / "box.json"
+    assert runner.invoke(app, ["solve", str(problem), "--out", str(plan)]).exit_code == 0
+    ms = json.loads(plan.read_text())["workloads"][0]["ms_per_token"]
+    res = runner.invoke(app, ["simulate", str(plan), str(problem), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    model = json.loads(res.output)["groups"][0]["model"]["tpot"]["50"]
+    assert model * 1e3 == pytest.approx(ms, rel=1e-6)
+
+
+def test_compare_on_one_device_drops_the_other_owned_devices() -> None:
+    """`compare --force-device` plans the problem on one device type: owned devices of other
+    types leave the inventory with it (they would be owned devices the constraints leave
+    out, which the loader refuses)."""
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    res = CliRunner().invoke(
+        app, ["compare", str(PROBLEMS / "own-8-a100.yaml"), "--force-device", "h100-sxm"]
+    )
+    assert res.exit_code == 0, res.output
+    assert "only h100-sxm" in res.output

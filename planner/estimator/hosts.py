@@ -39,7 +39,9 @@ def in_machine(d: Accelerator, mc: StatedMachine) -> Accelerator:
     """`d` as the cards of stated machine `mc` are joined: over their own scale-up link where
     the machine's link is it (a bridge, NVLink), else over the machine's PCIe generation (at
     most the card's own): the link a tensor-parallel group inside the machine all-reduces
-    over (planner.estimator.devices reads the interconnect). A machine of one holds no group."""
+    over (planner.estimator.devices reads the interconnect). A machine of one holds no group.
+    Applied where nothing is rented (with_machines): rented groups of the device would share
+    the design's figures."""
     ic = d.interconnect
     if mc.slots == 1 or mc.link == ic.scale_up or not mc.link.startswith("pcie"):
         return d
@@ -77,10 +79,13 @@ def with_machines(cat: Catalog, problem: Problem) -> Catalog:
     # machine named like a catalog node).
     nodes = {**cat.nodes, **{mc.id: machine_node(mc, held[mc.id]) for mc in problem.machines}}
     accelerators = dict(cat.accelerators)
-    for mc in problem.machines:
-        for dev in held[mc.id]:
-            if dev in accelerators:
-                accelerators[dev] = in_machine(accelerators[dev], mc)
+    # A design's figures hold wherever its replicas run: where the problem may also rent, a
+    # rented group of the same device runs on the provider's fabric, so the card keeps its own.
+    if all(m == "buy" for m in problem.horizon.modes):
+        for mc in problem.machines:
+            for dev in held[mc.id]:
+                if dev in accelerators:
+                    accelerators[dev] = in_machine(accelerators[dev], mc)
     out = dataclasses.replace(cat, nodes=nodes, accelerators=accelerators)
     if len(_WITH_MACHINES) > 64:
         _WITH_MACHINES.clear()

@@ -187,8 +187,14 @@ def capped_out(tables: Tables) -> list[str]:
         if not isinstance(w, InferenceWorkload):
             continue
         used = {dev for d in tables.designs.get(w.name, []) for dev in d.devices}
+        headroom = tables.problem.constraints.memory_headroom
         for p in w.profiles:
-            if p.metric == "memory_gb" and p.device in tables.econ and p.device not in used:
+            e = tables.econ.get(p.device)
+            if p.metric != "memory_gb" or e is None or p.device in used:
+                continue
+            if w.capped_usable(p.device, e.device.memory.usable_bytes(headroom)) < (
+                e.device.memory.usable_bytes(headroom)
+            ):
                 out.append(
                     f"workload `{w.name}`: no design on {p.device} fits in its memory_gb figure "
                     f"({p.gb:g} GB, workloads.{w.name}.profiles); raise it to plan with {p.device}"

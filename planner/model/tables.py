@@ -222,6 +222,10 @@ def design_key(problem: Problem) -> str:
             problem.horizon.consumer_derating,  # derated copies of consumer cards
             problem.market.model_dump(mode="json"),
             [s.model_dump(mode="json") for s in problem.links],  # the network's figures
+            # Stated machines and which owned devices sit in them: their slots and link bound
+            # and time the groups inside them (planner.estimator.hosts).
+            [m.model_dump(mode="json") for m in problem.machines],
+            sorted((o.device, o.machine or "") for o in c.inventory),
         ],
         sort_keys=True,
     )

@@ -40,8 +40,11 @@ def _resolve(data: Any, parts: list[str], label: str) -> tuple[str | int, ...]:
     while i < len(parts):
         part = parts[i]
         if isinstance(node, list):
-            # An item is named by its `name` (workloads) or its `id` (machines, links).
-            keys = [[w.get("name"), w.get("id")] if isinstance(w, dict) else [] for w in node]
+            # An item is named by its `id` (machines, links) or, in a list without ids, by its
+            # `name` (workloads).
+            ids = any(isinstance(w, dict) and "id" in w for w in node)
+            field = "id" if ids else "name"
+            keys = [[w.get(field)] if isinstance(w, dict) else [] for w in node]
             names = [k for ks in keys for k in ks if k is not None]
             # Names may contain dots: take the longest run of parts that is a name.
             for j in range(len(parts), i, -1):
@@ -60,7 +63,7 @@ def _resolve(data: Any, parts: list[str], label: str) -> tuple[str | int, ...]:
                     continue
                 what = "workload" if tuple(loc) == ("workloads",) else "entry"
                 named = [str(n) for n in names if n is not None]
-                how = f"{'a workload' if what == 'workload' else 'an entry'}'s name or its position"
+                how = f"{'a workload' if what == 'workload' else 'an entry'}'s {field} or its position"
                 if not named:
                     how = "its position"
                 span = f"0 to {len(node) - 1}" if node else "the list is empty"

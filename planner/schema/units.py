@@ -193,9 +193,10 @@ BANDWIDTH = Family(
     "a bandwidth",
     "Gb/s",
     {
-        **_spell(1, "", "Gb/s", "Gbit/s", "Gbits/s", "Gbps", "gbps"),
-        **_spell(_F(1, 10**3), "Mb/s", "Mbit/s", "Mbits/s", "Mbps", "mbps"),
-        **_spell(10**3, "Tb/s", "Tbit/s", "Tbps"),
+        # A lower-case b is a bit in every spelling; GB/s and MB/s are bytes.
+        **_spell(1, "", "Gb/s", "Gbit/s", "Gbits/s", "Gbps", "gb/s", "gbit/s", "gbps"),
+        **_spell(_F(1, 10**3), "Mb/s", "Mbit/s", "Mbits/s", "Mbps", "mb/s", "mbit/s", "mbps"),
+        **_spell(10**3, "Tb/s", "Tbit/s", "Tbps", "tb/s", "tbit/s", "tbps"),
         **_spell(8, "GB/s"),
         **_spell(_F(8, 10**3), "MB/s"),
     },
@@ -218,14 +219,10 @@ COUNT = Family(
 # Units that no field of a problem file takes, to say what a misplaced one is.
 _OTHER_KINDS: dict[str, tuple[str, ...]] = {
     "a number of bits (a lower-case b is a bit; B is a byte)": (
-        "gb",
-        "mb",
-        "kb",
-        "tb",
-        "bit",
-        "bits",
+        *("b", "bit", "bits", "kb", "mb", "gb", "tb"),
+        *("kbit", "mbit", "gbit", "tbit"),
     ),
-    "a data size": ("pb", "pib", "gib", "mib", "kib", "tib", "b", "bytes"),
+    "a data size": ("pb", "pib", "gib", "mib", "kib", "tib", "bytes"),
     "a bandwidth": ("gb/s", "tb/s", "mb/s", "gbps", "gbit/s", "tbps", "gib/s"),
     "a compute rate": ("flops", "tflops", "pflops", "gflops", "tops"),
     "an energy": ("wh", "kwh", "mwh", "j", "kj", "mj"),

@@ -27,6 +27,7 @@ import numpy as np
 from planner.catalog import Catalog
 from planner.estimator.economics import demand_periods
 from planner.estimator.formats import kv_bytes
+from planner.estimator.hosts import with_machines
 from planner.estimator.measured import measured_classes
 from planner.estimator.memory import kv_bytes_per_token
 from planner.estimator.network import network_link
@@ -119,7 +120,9 @@ def _shape(w: InferenceWorkload, wp: WorkloadPlan) -> InferenceWorkload:
 def engine_of(
     problem: Problem, cat: Catalog, w: InferenceWorkload, wp: WorkloadPlan
 ) -> tuple[IterationTime, int, float, float]:
-    """The iteration time, slots, KV tokens and token budget of one engine of a replica group."""
+    """The iteration time, slots, KV tokens and token budget of one engine of a replica group
+    (its devices as the problem's stated machines join them: planner.estimator.hosts)."""
+    cat = with_machines(cat, problem)
     shape = _shape(w, wp)
     it = IterationTime(
         cat.model(w.model),

@@ -149,13 +149,20 @@ def check_same_fleet(solved: Problem, given: Problem, where: str) -> None:
                 f"{where}: the given problem's `{key}` are not those the plan was solved for; "
                 "replay it under its own (or solve the changed problem)"
             )
-    for key in ("network", "memory_headroom"):
+    for key in ("network", "memory_headroom", "tensor_parallel_over_pcie"):
         a, b = getattr(given.constraints, key), getattr(solved.constraints, key)
         if a != b:
             raise InputError(
                 f"{where}: constraints.{key} of the given problem ({a}) is not the plan's ({b}); "
                 "replay it under its own (or solve the changed problem)"
             )
+    if given.horizon.consumer_derating != solved.horizon.consumer_derating:
+        raise InputError(
+            f"{where}: horizon.consumer_derating of the given problem "
+            f"({given.horizon.consumer_derating}) is not the plan's "
+            f"({solved.horizon.consumer_derating}): it sets the speed of cards in multi-card "
+            "hosts; replay it under its own (or solve the changed problem)"
+        )
 
 
 def _short(value: object) -> str:
