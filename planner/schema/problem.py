@@ -1175,7 +1175,8 @@ class StatedMachine(ProblemModel):
         "pcie4",
         description="Catalog link between its devices: `pcie3`, `pcie4`, `pcie5`, or a "
         "scale-up link its devices carry (`nvlink-bridge-ampere` for two bridged RTX 3090s); "
-        "tensor parallelism inside a machine runs over it (over PCIe only where "
+        "tensor parallelism inside a machine runs over it where nothing is rented (over PCIe "
+        "only where "
         "`tensor_parallel_over_pcie` allows).",
     )
     power_w: Annotated[
