@@ -247,14 +247,13 @@ class PlannerModel(Constraints, Hints):
         s.parameters.random_seed = seed
         if workers == 1:
             s.parameters.linearization_level = 2
-            # One presolve round without probing. Probing was most of the presolve and saved
-            # the search less than it cost: the examples' 50 models of over 200 variables,
-            # each solved alone on one worker, took 11.6 s in all instead of 23.9 (the slowest
-            # 0.82 s instead of 2.03); the small generated tier's owned-serving problem, whole
-            # solve, 4.5 s instead of 8.2; the large tier's four plans and bounds after 60 s
-            # the same (one bound 0.02 % lower), the medium tier's two training plans 3 %
-            # cheaper (2026-11-28).
-            s.parameters.cp_model_probing_level = 0
+            # One presolve round with light probing. Full probing was most of the presolve
+            # and saved the search less than it cost: the examples' 50 models of over 200
+            # variables, each solved alone on one worker, took 12.5 s in all instead of 22.9
+            # (the slowest 0.82 s instead of 1.97); none at all (level 0) took 11.1 s but
+            # 0.84 s instead of 0.28 on the H100-alone model of request-mix's single-type
+            # comparison, where the light pass does not prove it (2026-11-28).
+            s.parameters.cp_model_probing_level = 1
             s.parameters.max_presolve_iterations = 1
         if gap > 0:
             s.parameters.relative_gap_limit = gap
