@@ -225,6 +225,14 @@ def _check_network(problem: Problem, cat: Catalog, where: Callable[[Loc], str]) 
             f"(scope intra-node); the network between hosts must be an inter-node link: "
             f"{', '.join(between)}"
         )
+    used = {c.network, *(mc.network for mc in problem.machines)}
+    if problem.links and "network" not in c.model_fields_set and not used & stated:
+        s0 = problem.links[0]
+        raise InputError(
+            f"{where(('links', 0, 'id'))}`{s0.id}` is stated but nothing uses it: the network "
+            f"between hosts is the default `{c.network}`; set `constraints.network: {s0.id}` "
+            "(or name it in a machine's `network`), or drop the entry"
+        )
 
 
 def _check_machines(problem: Problem, cat: Catalog, where: Callable[[Loc], str]) -> None:
@@ -440,6 +448,11 @@ def _check_owned(problem: Problem, cat: Catalog, where: Callable[[Loc], str]) ->
                 "in constraints.excluded_devices: drop one of the two"
             )
     for j, mc in enumerate(problem.machines):
+        if not any(o.machine == mc.id for o in c.inventory):
+            raise InputError(
+                f"{where(('machines', j, 'id'))}`{mc.id}` holds no owned device: name it in "
+                "constraints.inventory[].machine for the owned devices that sit in it, or drop it"
+            )
         for o in c.inventory:
             d = cat.accelerators.get(o.device)
             if o.machine != mc.id or d is None:

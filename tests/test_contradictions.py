@@ -232,3 +232,18 @@ def test_compare_on_one_device_drops_the_other_owned_devices() -> None:
     )
     assert res.exit_code == 0, res.output
     assert "only h100-sxm" in res.output
+
+
+def test_a_stated_link_nothing_uses_is_refused(tmp_path: Path) -> None:
+    """A link stated by its figures but left out of constraints.network: the plan used the
+    default 100 Gb/s Ethernet between the machines without a word."""
+    doc = yaml.safe_load((PROBLEMS / "owners-pool.yaml").read_text())
+    del doc["constraints"]["network"]
+    text = _refused(doc, tmp_path)
+    assert "links[0].id" in text and "constraints.network: home-lan" in text
+
+
+def test_a_stated_machine_without_devices_is_refused(tmp_path: Path) -> None:
+    doc = _doc(machines=[*BOX["machines"], {"id": "spare", "slots": 2, "power_w": 100}])
+    text = _refused(doc, tmp_path)
+    assert "machines[1].id" in text and "holds no owned device" in text
