@@ -1381,7 +1381,7 @@ def compare(
         if second is not None:
             b = _plan_of(second, sets or [], time_limit, seed)
         else:
-            b = _plan_of(first, _only_device(first, sets or [], force_device), time_limit, seed)
+            b = _plan_of(first, sets or [], time_limit, seed, only=force_device)
         c = compare_plans(a, b, label_a=label_a, label_b=label_b)
         if fmt is Format.json:
             emit_json(comparison_dict(c))
@@ -1390,38 +1390,27 @@ def compare(
             out.print(t)
 
 
-def _only_device(problem: Path, sets: list[str], device: str | None) -> list[str]:
-    """`sets` restricting the problem to `device`: only it allowed, and only its owned devices
-    kept (the others would be owned devices the constraints leave out)."""
-    from planner.load import load_problem
-
-    kept = [
-        o.model_dump(mode="json", exclude_none=True)
-        for o in load_problem(problem, sets).constraints.inventory
-        if o.device == device
-    ]
-    return [
-        *sets,
-        f"constraints.allowed_devices=[{device}]",
-        f"constraints.inventory={json.dumps(kept)}",
-    ]
-
-
-def _plan_of(path: Path, sets: list[str], time_limit: float, seed: int) -> dict[str, Any]:
-    """A plan dict: read from a JSON plan file and verified, or solved from a problem file."""
+def _plan_of(
+    path: Path, sets: list[str], time_limit: float, seed: int, only: str | None = None
+) -> dict[str, Any]:
+    """A plan dict: read from a JSON plan file and verified, or solved from a problem file
+    (`only`: on that device type alone, its owned devices only, as solve.only_device)."""
     from planner.catalog import load_catalog
 
     if path.suffix.lower() == ".json":
         from planner.plan.io import read_plan
         from planner.verify_plan import verified
 
-        if sets:
+        if sets or only:
             raise InputError(f"{path}: --set applies to problem files, not to saved plans")
         return verified(read_plan(path), load_catalog())
     from planner.load import load_problem
-    from planner.solve import solve_problem
+    from planner.solve import only_device, solve_problem
 
-    return solve_problem(load_problem(path, sets), time_limit=time_limit, seed=seed).to_dict()
+    problem = load_problem(path, sets)
+    if only is not None:
+        problem = only_device(problem, only)
+    return solve_problem(problem, time_limit=time_limit, seed=seed).to_dict()
 
 
 @app.command("verify")

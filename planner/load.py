@@ -430,6 +430,13 @@ PCIE_LINKS = ("pcie3", "pcie4", "pcie5", "pcie6")
 PORT_KINDS = ("ethernet", "roce", "infiniband", "thunderbolt", "wifi")  # a machine's own ports
 
 
+def _device_ids(problem: Problem, cat: Catalog) -> set[str]:
+    """Device ids the problem may plan with: the allowed ones (every catalog device when it
+    names none) and the owned ones."""
+    c = problem.constraints
+    return set(c.allowed_devices or cat.accelerators) | {o.device for o in c.inventory}
+
+
 def _check_owned(problem: Problem, cat: Catalog, where: Callable[[Loc], str]) -> None:
     """An owned device is one the constraints allow; a machine of a device that is a computer
     of its own (a Mac, a DGX Spark, a mini PC) holds one of it; a stated machine joins its
@@ -448,14 +455,15 @@ def _check_owned(problem: Problem, cat: Catalog, where: Callable[[Loc], str]) ->
                 "in constraints.excluded_devices: drop one of the two"
             )
     for j, mc in enumerate(problem.machines):
-        if not any(o.machine == mc.id for o in c.inventory):
+        held = problem.devices_in(mc.id)
+        if not held:
             raise InputError(
                 f"{where(('machines', j, 'id'))}`{mc.id}` holds no owned device: name it in "
                 "constraints.inventory[].machine for the owned devices that sit in it, or drop it"
             )
-        for o in c.inventory:
-            d = cat.accelerators.get(o.device)
-            if o.machine != mc.id or d is None:
+        for dev in held:
+            d = cat.accelerators.get(dev)
+            if d is None:
                 continue
             if d.form_factor == "soc-system" and mc.slots > 1:
                 raise InputError(
@@ -476,8 +484,7 @@ def _check_fabrics(problem: Problem, cat: Catalog, where: Callable[[Loc], str]) 
     joins machines only of devices that carry it: as constraints.network some device of the
     problem must, as a machine's own network every device in the machine."""
     c = problem.constraints
-    owned = {o.device for o in c.inventory}
-    names = set(c.allowed_devices or cat.accelerators) | owned
+    names = _device_ids(problem, cat)
 
     def fabric(link: Link) -> bool:
         """A device's own fabric that may also span hosts (scope `both`), or one not carried
@@ -500,8 +507,7 @@ def _check_fabrics(problem: Problem, cat: Catalog, where: Callable[[Loc], str]) 
         link = cat.links.get(mc.network or "")
         if link is None or not fabric(link):
             continue
-        held = [o.device for o in c.inventory if o.machine == mc.id]
-        odd = [x for x in held if x not in carriers(link.id)]
+        odd = [x for x in problem.devices_in(mc.id) if x not in carriers(link.id)]
         if odd:
             raise InputError(
                 f"{where(('machines', j, 'network'))}`{link.id}` is a device fabric that "
@@ -516,9 +522,15 @@ def _check_profiles(
     stages may take; times per block no faster than reading the block's weights at the
     device's peak bandwidth allows (by half), and not falling as the batch grows."""
     c = problem.constraints
-    names = set(c.allowed_devices or cat.accelerators) | {o.device for o in c.inventory}
-    names -= set(c.excluded_devices)
+    names = _device_ids(problem, cat) - set(c.excluded_devices)
     m = cat.models.get(w.model)
+    # The least a token reads of one block's weights: the smallest block's (an MoE block's
+    # active experts), in the workload's format.
+    read = (
+        min(g.active_params for g in block_groups(m)) * weight_format(w.weights).bits_per_weight / 8
+        if m is not None
+        else 0.0
+    )
     decode: dict[tuple[str, int], list[tuple[int, float, int]]] = {}
     for j, p in enumerate(w.profiles):
         at = ("workloads", i, "profiles", j)
@@ -537,12 +549,6 @@ def _check_profiles(
         if p.ms is None or m is None:
             continue
         d = cat.accelerators[p.device]
-        # The smallest block's weights a token reads (an MoE block's active experts).
-        read = (
-            min(g.active_params for g in block_groups(m))
-            * weight_format(w.weights).bits_per_weight
-            / 8
-        )
         least = read / p.tp / (d.memory.bandwidth_gb_s * 1e9)
         if p.ms * 1e-3 < 0.5 * least:
             raise InputError(

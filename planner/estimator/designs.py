@@ -747,8 +747,8 @@ def _setting(
     kv_layer_seq = kv_bytes_per_token(m, kvb) / L * attended_tokens(m, w.context_tokens)
     usable = table.usable_bytes(c.memory_headroom)[rows]
     if w.profiles:  # a stated memory_gb caps what one device may fill (a desktop, an OS share)
-        caps = [w.memory_cap_bytes(o.device.id) for o in opts]
-        usable = np.minimum(usable, [math.inf if x is None else x for x in caps])
+        stated = {d: w.memory_cap_bytes(d) for d in {o.device.id for o in opts}}
+        usable = np.minimum(usable, [stated[o.device.id] or math.inf for o in opts])
     div_of = {k: kv_shard_divisor(m, k) for k in set(tp.tolist())}
     div = np.array([div_of[o.tp] for o in opts], dtype=np.int64)
     stages = np.arange(1, c.max_stages + 1, dtype=np.int64)

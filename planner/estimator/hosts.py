@@ -67,10 +67,7 @@ def with_machines(cat: Catalog, problem: Problem) -> Catalog:
     problem states none), so the plan's host lines name them like any node."""
     if not problem.machines:
         return cat
-    held = {
-        mc.id: tuple(sorted(o.device for o in problem.constraints.inventory if o.machine == mc.id))
-        for mc in problem.machines
-    }
+    held = {mc.id: tuple(problem.devices_in(mc.id)) for mc in problem.machines}
     key = (id(cat), tuple((mc, held[mc.id]) for mc in problem.machines))
     hit = _WITH_MACHINES.get(key)
     if hit is not None and hit[0] is cat:

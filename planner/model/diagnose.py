@@ -192,9 +192,8 @@ def capped_out(tables: Tables) -> list[str]:
             e = tables.econ.get(p.device)
             if p.metric != "memory_gb" or e is None or p.device in used:
                 continue
-            if w.capped_usable(p.device, e.device.memory.usable_bytes(headroom)) < (
-                e.device.memory.usable_bytes(headroom)
-            ):
+            usable = e.device.memory.usable_bytes(headroom)
+            if w.capped_usable(p.device, usable) < usable:
                 out.append(
                     f"workload `{w.name}`: no design on {p.device} fits in its memory_gb figure "
                     f"({p.gb:g} GB, workloads.{w.name}.profiles); raise it to plan with {p.device}"

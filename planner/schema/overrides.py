@@ -44,15 +44,13 @@ def _resolve(data: Any, parts: list[str], label: str) -> tuple[str | int, ...]:
             # `name` (workloads).
             ids = any(isinstance(w, dict) and "id" in w for w in node)
             field = "id" if ids else "name"
-            keys = [[w.get(field)] if isinstance(w, dict) else [] for w in node]
-            names = [k for ks in keys for k in ks if k is not None]
+            names = [w.get(field) if isinstance(w, dict) else None for w in node]
             # Names may contain dots: take the longest run of parts that is a name.
             for j in range(len(parts), i, -1):
                 name = ".".join(parts[i:j])
-                at = next((n for n, ks in enumerate(keys) if name in ks), None)
-                if at is not None:
-                    loc.append(at)
-                    node = node[at]
+                if name in names:
+                    loc.append(names.index(name))
+                    node = node[names.index(name)]
                     i = j
                     break
             else:
@@ -63,9 +61,8 @@ def _resolve(data: Any, parts: list[str], label: str) -> tuple[str | int, ...]:
                     continue
                 what = "workload" if tuple(loc) == ("workloads",) else "entry"
                 named = [str(n) for n in names if n is not None]
-                how = f"{'a workload' if what == 'workload' else 'an entry'}'s {field} or its position"
-                if not named:
-                    how = "its position"
+                how = f"{'a' if what == 'workload' else 'an'} {what}'s {field} or its position"
+                how = how if named else "its position"
                 span = f"0 to {len(node) - 1}" if node else "the list is empty"
                 raise InputError(
                     f"{label}: no {what} `{part}` in {dotted(tuple(loc))}"

@@ -12,6 +12,7 @@ documentation); the cross-field checks sit beside the models they check.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
@@ -82,13 +83,20 @@ class KeyValueError(ValueError):
         self.at = at
 
 
-def _check_name(value: str) -> str:
-    if not re.fullmatch(NAME_PATTERN, value):
-        raise ValueError(
-            f"`{value}` is not a valid name: use letters, digits, `_`, `.` and `-`, "
-            "starting with a letter or a digit"
-        )
-    return value
+def _spelled(pattern: str, what: str, rule: str) -> Callable[[str], str]:
+    """A validator: the value matches `pattern`, else an error saying the `rule`."""
+
+    def check(value: str) -> str:
+        if not re.fullmatch(pattern, value):
+            raise ValueError(f"`{value}` is not a valid {what}: {rule}")
+        return value
+
+    return check
+
+
+_check_name = _spelled(
+    NAME_PATTERN, "name", "use letters, digits, `_`, `.` and `-`, starting with a letter or a digit"
+)
 
 
 Name = Annotated[
@@ -101,13 +109,12 @@ CatalogId = Annotated[str, Field(min_length=1, max_length=MAX_ID)]
 ID_PATTERN = r"^[a-z0-9][a-z0-9.\-]*$"
 
 
-def _check_id(value: str) -> str:
-    if not re.fullmatch(ID_PATTERN, value):
-        raise ValueError(
-            f"`{value}` is not a valid id: use lower-case letters, digits, `.` and `-`, "
-            "starting with a letter or a digit (e.g. `lab-server`, `home-lan`)"
-        )
-    return value
+_check_id = _spelled(
+    ID_PATTERN,
+    "id",
+    "use lower-case letters, digits, `.` and `-`, starting with a letter or a digit (e.g. "
+    "`lab-server`, `home-lan`)",
+)
 
 
 # The id of a machine or a link the problem states (catalog ids are spelled alike).
@@ -1291,6 +1298,10 @@ class Problem(ProblemModel):
                 )
             kind[o.device] = o.machine
         return self
+
+    def devices_in(self, machine: str) -> list[str]:
+        """The owned device types that sit in stated machine `machine`, sorted."""
+        return sorted(o.device for o in self.constraints.inventory if o.machine == machine)
 
     def machine_of(self, device: str) -> StatedMachine | None:
         """The stated machine the owned `device`s sit in, if any."""
