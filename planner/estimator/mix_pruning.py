@@ -4,12 +4,27 @@ known, rule out others before their rates are searched (bound first)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from planner.estimator.designs import Design
+
+
+@dataclass(frozen=True)
+class Beaten:
+    """Witnesses.beaten's answer for one design: `test(bounds)`, whether its bounds (rate
+    per class) are beaten, and `threshold(bounds, k)`, the most class k's bound may be for a
+    witness to beat them (so a search can narrow that bound without testing each step)."""
+
+    test: Callable[[dict[int, float]], bool]
+    threshold: Callable[[dict[int, float], int], float]
+
+    def __call__(self, bound: dict[int, float]) -> bool:
+        return self.test(bound)
 
 
 class Witnesses:
@@ -41,9 +56,7 @@ class Witnesses:
         self.rows.setdefault(kind, []).append((self._use(d), row, pos))
         self.packed.pop(kind, None)
 
-    def beaten(
-        self, kind: object, d: Design, pos: tuple[int, int]
-    ) -> Callable[[dict[int, float]], bool]:
+    def beaten(self, kind: object, d: Design, pos: tuple[int, int]) -> Beaten:
         """The test for `d` at `pos` (class, place): whether its bounds are beaten."""
 
         # The witnesses that fit in one replica of d, as of the last witness added: their
@@ -96,7 +109,23 @@ class Witnesses:
             tie = tie_later & np.all(rate == need, axis=1)
             return bool(np.any(beats & ~tie))
 
-        return test
+        def threshold(bound: dict[int, float], k: int) -> float:
+            """The most class `k`'s bound may be, the others' as in `bound`, for a witness to
+            serve at least every bound (-inf: none does). Above it `test` is False whatever
+            the ties; at or below it `test` is True but for an exact tie."""
+            if not self.rows.get(kind):
+                return -math.inf
+            served = fitting()[0]
+            if not len(served):
+                return -math.inf
+            need = np.zeros(self.classes)
+            for c, r in bound.items():
+                need[c] = r
+            need[k] = 0.0
+            covers = np.all(served >= need, axis=1)
+            return float(served[covers, k].max()) if covers.any() else -math.inf
+
+        return Beaten(test, threshold)
 
 
 def undominated(designs: list[Design], serves: list[dict[int, float]]) -> npt.NDArray[np.int64]:

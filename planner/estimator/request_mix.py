@@ -48,7 +48,7 @@ from planner.estimator.designs import (
 from planner.estimator.efficiency import load_serving
 from planner.estimator.hosts import design_hosts
 from planner.estimator.measured import measured_rate, with_measured
-from planner.estimator.mix_pruning import Witnesses, undominated
+from planner.estimator.mix_pruning import Beaten, Witnesses, undominated
 from planner.estimator.network import network_link
 from planner.estimator.pools import decode_search, in_role, prefill_search
 from planner.estimator.replica import GridCache, IterationTime, StageSpec
@@ -374,7 +374,7 @@ def _class_rates(
     specs: list[StageSpec],
     c_i: int,
     role: Role,
-    beaten: Callable[[dict[int, float]], bool] | None = None,
+    beaten: Beaten | None = None,
 ) -> dict[int, float] | None:
     """Requests/s a replica of `d` (sized for class `c_i`) in `role` serves of each class it
     fits; a measurement stands for the engine on that hardware (whole requests only). With
@@ -423,10 +423,16 @@ def _class_rates(
                 for k, s in searches.items():
                     _STOPPED[todo[k][0]] = (cat, s.state)
                 return None
-            going = [s for s in searches.values() if not s.done]
+            going = [(k, s) for k, s in searches.items() if not s.done]
             if not going:
                 break
-            going[0].step()
+            # Step the first search on until its bound could be beaten (the test is False
+            # above the threshold, so testing each step there would change nothing).
+            k, first = going[0]
+            most = beaten.threshold(bound, k)
+            first.step()
+            while not first.done and first.bound * S > most:
+                first.step()
     for k, s in searches.items():
         rate = _remember(todo[k][0], cat, s.finish() * S)
         if rate > 0:
