@@ -816,7 +816,11 @@ GROUPS: tuple[tuple[str, str, Callable[[Row], bool]], ...] = (
         "split",
         is_layer_split,
     ),
-    ("decode, batch > 1 with a published batch (check only)", "batched", is_decode_batched),
+    (
+        "decode, batch > 1 or tensor parallel, batch published (check only)",
+        "batched",
+        is_decode_batched,
+    ),
 )
 
 
