@@ -142,15 +142,22 @@ def launch_command(
     joined = f"  # over {machines} machines: a Ray cluster of them first" if machines > 1 else ""
     family = "vllm" if engine in ("vllm", "vllm-tpu", "vllm-neuron") else engine
     kv_name = _KV_NAMES.get(family, {}).get(kv)
+    # A pipeline's layer ranges as the plan's figures assume them: vLLM and SGLang split the
+    # layers evenly unless their partition variable names each stage's count (vLLM's
+    # envs.VLLM_PP_LAYER_PARTITION, read by distributed/utils.get_pp_indices; SGLang's
+    # SGLANG_PP_LAYER_PARTITION, the same rule).
+    layers = ",".join(str(n) for _, _, n in stages)
     if engine in _VLLM_LIKE:
-        out = (
+        out = "" if pp == 1 else f"VLLM_PP_LAYER_PARTITION={layers} "
+        out += (
             f"vllm serve MODEL --tensor-parallel-size {tp} --pipeline-parallel-size {pp} "
             f"--max-num-seqs {seqs} --max-model-len {context}"
         )
         out += f" --max-num-batched-tokens {budget}" if budget else ""
         return out + (f" --kv-cache-dtype {kv_name}" if kv_name else "") + joined
     if engine == "sglang":
-        out = (
+        out = "" if pp == 1 else f"SGLANG_PP_LAYER_PARTITION={layers} "
+        out += (
             f"python -m sglang.launch_server --model-path MODEL --tp-size {tp} --pp-size {pp} "
             f"--max-running-requests {seqs} --context-length {context}"
         )
@@ -159,7 +166,10 @@ def launch_command(
     if engine == "tensorrt-llm":
         out = f"trtllm-serve MODEL --tp_size {tp} --pp_size {pp} --max_batch_size {seqs}"
         out += f" --max_num_tokens {budget}" if budget else ""
-        return out + (f"  # kv_cache_config.dtype={kv_name}" if kv_name else "")
+        notes = [f"kv_cache_config.dtype={kv_name}"] if kv_name else []
+        if pp > 1 and len({n for _, _, n in stages}) > 1:
+            notes.append(f"layers per stage {layers}, as the plan's figures assume")
+        return out + (f"  # {'; '.join(notes)}" if notes else "")
     if engine == "llama.cpp":
         # Share of the layers per device, in stage order (each device of a stage an equal part).
         split = ",".join(f"{n / tp_i:g}" for _, tp_i, n in stages for _ in range(tp_i))
