@@ -38,3 +38,22 @@ def test_the_plan_buys_the_fewest_devices_of_any_feasible_shape(device: str) -> 
     hosts = host_options(cat, cat.accelerator(device), problem)
     least = min(devices_bought(n, fewest) for n in hosts)
     assert sum(line.count for line in plan.devices) == least
+
+
+def test_tensor_parallel_training_pays_for_its_all_reduces() -> None:
+    """A tensor-parallel group's activations all-reduce four times per block per micro-batch
+    (Megatron-LM: two in the forward, two in the backward). Over PCIe they cost a large part of
+    the step (hand arithmetic: Llama 3.1 8B, micro-batch 2 x 2,048 tokens, 4 x 4096 x 2 bytes =
+    33.6 MB per all-reduce; a ring of 4 moves 2 x 3/4 of it at 63 GB/s, PCIe 5 x16: 0.8 ms; x 4
+    x 32 blocks = 102 ms per micro-batch); over NVLink (450 GB/s per direction) 0.11 ms each.
+    A group of one all-reduces nothing."""
+    from planner.estimator.devices import device_table
+    from planner.estimator.perf import training_tp_seconds_per_layer
+
+    cat = load_catalog()
+    m = cat.model("llama-3.1-8b")
+    for dev_id, low, high in (("rtx-pro-6000-blackwell", 0.6e-3, 1.1e-3), ("h100-sxm", 0.05e-3, 0.2e-3)):
+        table = device_table([cat.accelerator(dev_id)], links=cat.links)
+        one = float(training_tp_seconds_per_layer(m, table, 2 * 2048, 4, "selective")[0]) / 4
+        assert low <= one <= high, (dev_id, one)
+        assert float(training_tp_seconds_per_layer(m, table, 2 * 2048, 1, "selective")[0]) == 0

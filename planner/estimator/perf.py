@@ -237,6 +237,21 @@ def training_tokens_per_second(
     return np.asarray(1.0 / (compute_s + moe_routing_seconds_per_token(m, dev)), dtype=np.float64)
 
 
+def training_tp_seconds_per_layer(
+    m: ModelArch, dev: DeviceTable, tokens: float, tp: int, recompute: str
+) -> Array:
+    """Seconds per block of one micro-batch of `tokens` spent in the tensor-parallel group's
+    all-reduces, per device row (zero for tp = 1). Megatron-LM's layout (Shoeybi et al. 2019;
+    Narayanan et al. 2021, section 3.2): two all-reduces of tokens x h in the forward pass (after
+    attention, after the MLP) and two in the backward pass (their conjugates, also under LoRA,
+    whose backward still computes the input gradients through the frozen matrices); full
+    recomputation repeats the forward's two. Not overlapped with compute: Megatron-LM's
+    default without sequence parallelism and communication overlap."""
+    passes = 3.0 if recompute == "full" else 2.0  # forward, backward (+ the recomputed forward)
+    per_row = np.zeros(len(dev.devices))  # one figure per device row, also for tp = 1
+    return per_row + passes * _tp_allreduce_seconds(m, dev, tokens, tp, None, 5e-6)
+
+
 def routed_elements_per_token(m: ModelArch) -> int:
     """Activation elements sent to experts per token: each MoE layer sends the token's hidden
     vector to each of its routed experts (shared experts and dense layers route nothing)."""

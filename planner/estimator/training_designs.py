@@ -3,8 +3,9 @@ and pipeline depth, the fewest data-parallel replicas that fit in memory and mee
 
 Training model: one job of D data-parallel replicas, each S pipeline stages of k tensor-parallel
 devices of one type, ZeRO sharding across D; throughput from the class's MFU, the pipeline bubble
-(Narayanan et al. 2021: (S - 1) / (m + S - 1) idle with m micro-batches) and the gradient
-all-reduce over the network when it cannot overlap.
+(Narayanan et al. 2021: (S - 1) / (m + S - 1) idle with m micro-batches), the tensor-parallel
+group's all-reduces (perf.training_tp_seconds_per_layer) and the gradient all-reduce over the
+network when it cannot overlap.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from planner.estimator.formats import weight_format
 from planner.estimator.hosts import holding_hosts
 from planner.estimator.memory import TrainingSetup, training_memory_total
 from planner.estimator.network import network_link
-from planner.estimator.perf import training_tokens_per_second
+from planner.estimator.perf import training_tokens_per_second, training_tp_seconds_per_layer
 from planner.schema.catalog import Accelerator, Link, ModelArch
 from planner.schema.problem import Problem, TrainingWorkload
 
@@ -47,17 +48,23 @@ def job_tokens_per_s(
     k: int,
     S: int,
     D: npt.NDArray[np.int64],
+    tp_layer_s: npt.NDArray[np.float64] | float = 0.0,
+    layers: int = 0,
 ) -> npt.NDArray[np.float64]:
     """Tokens/s of jobs of D replicas of S stages of k devices, each device making `base_tps`
-    alone: the pipeline bubble (Narayanan et al. 2021: (S - 1) / (m + S - 1) idle with m
-    micro-batches) and the gradient all-reduce across D over the network, once per step (ZeRO-1/2
-    reduce-scatter + all-gather move the same bytes), which does not overlap."""
-    n = k * S * D
+    alone: the pipeline bubble (Narayanan et al. 2021: m + S - 1 slots of one stage's time per
+    step of m micro-batches), each stage's micro-batch slot lengthened by its tensor-parallel
+    all-reduces (`tp_layer_s` per block, perf.training_tp_seconds_per_layer, times the
+    `layers` of the fullest stage), and the gradient all-reduce across D over the network,
+    once per step (ZeRO-1/2 reduce-scatter + all-gather move the same bytes), which does not
+    overlap."""
     micro = micro_batches(S)
-    bubble = (S - 1) / (micro + S - 1)
-    tps = base_tps * n * (1.0 - bubble)
-    step_tokens = w.seq_len * w.micro_batch * micro * D
-    step_s = step_tokens / tps
+    per_micro = w.seq_len * w.micro_batch
+    # One micro-batch through one stage: its share of the model's FLOPs on k devices, plus
+    # the group's all-reduces.
+    slot = per_micro / (base_tps * k * S) + np.asarray(tp_layer_s)[..., None] * layers
+    step_tokens = per_micro * micro * D
+    step_s = (micro + S - 1) * slot * np.ones_like(D, dtype=np.float64)
     ar = np.where(
         D > 1,
         ring_allreduce_seconds(
@@ -105,9 +112,10 @@ def training_job(
     """The figures of one job shape: `data_parallel` replicas of `len(layers)` stages (layers per
     stage) of `tp` devices of one type, as `training_designs` computes them."""
     m = cat.model(w.model)
+    table = device_table([device], links=cat.links)
     base = training_tokens_per_second(
         m,
-        device_table([device], links=cat.links),
+        table,
         seq_len=w.seq_len,
         method=w.method,
         recompute=w.recompute,
@@ -116,12 +124,14 @@ def training_job(
     net = network_link(problem, cat)
     S = len(layers)
     D = np.array([data_parallel], dtype=np.int64)
-    tps = job_tokens_per_s(base[:, None], w, _trainable_params(m, w), net, tp, S, D)
-    one = float(base[0]) * tp  # tokens/s of one stage's devices over the whole model
     per_micro = w.seq_len * w.micro_batch
+    tp_s = training_tp_seconds_per_layer(m, table, per_micro, tp, w.recompute)
+    trainable = _trainable_params(m, w)
+    tps = job_tokens_per_s(base[:, None], w, trainable, net, tp, S, D, tp_s, max(layers))
+    one = float(base[0]) * tp  # tokens/s of one stage's devices over the whole model
     return TrainingJob(
         float(tps[0, 0]),
-        tuple(per_micro * (x / m.num_layers) / one for x in layers),
+        tuple(per_micro * (x / m.num_layers) / one + x * float(tp_s[0]) for x in layers),
         float(device.power.tdp_w) * TRAINING_TDP_SHARE * tp * S * data_parallel,
     )
 
@@ -155,6 +165,11 @@ def training_designs(
     D = np.arange(1, max_dev + 1, dtype=np.int64)
     depths = list(range(1, min(c.max_stages, m.num_layers) + 1))
     found: list[tuple[int, int, int, int, int, float, float]] = []  # (i, k, S, D, n, tps, W)
+    per_micro = w.seq_len * w.micro_batch
+    tp_layer_s = {
+        k: training_tp_seconds_per_layer(m, table, per_micro, k, w.recompute)
+        for k in sorted({k for ks in degrees for k in ks})
+    }
     for k in sorted({k for ks in degrees for k in ks}):
         rows = np.array([i for i, ks in enumerate(degrees) if k in ks], dtype=np.int64)
         for S in depths:
@@ -171,9 +186,13 @@ def training_designs(
                 recompute=w.recompute,
                 lora_rank=w.lora_rank,
             )
-            mem = training_memory_total(m, setup, fits, layers=math.ceil(m.num_layers / S))
+            fullest = math.ceil(m.num_layers / S)
+            mem = training_memory_total(m, setup, fits, layers=fullest)
             n = k * S * fits
-            tps = job_tokens_per_s(base_tps[rows, None], w, trainable, net, k, S, fits)
+            tp_s = tp_layer_s[k][rows]
+            tps = job_tokens_per_s(
+                base_tps[rows, None], w, trainable, net, k, S, fits, tp_s, fullest
+            )
             ok = mem <= usable[rows, None]
             if w.deadline_hours is not None:
                 ok &= ~(w.token_budget / tps / 3600 > w.deadline_hours)
