@@ -52,7 +52,10 @@ def test_tensor_parallel_training_pays_for_its_all_reduces() -> None:
 
     cat = load_catalog()
     m = cat.model("llama-3.1-8b")
-    for dev_id, low, high in (("rtx-pro-6000-blackwell", 0.6e-3, 1.1e-3), ("h100-sxm", 0.05e-3, 0.2e-3)):
+    for dev_id, low, high in (
+        ("rtx-pro-6000-blackwell", 0.6e-3, 1.1e-3),
+        ("h100-sxm", 0.05e-3, 0.2e-3),
+    ):
         table = device_table([cat.accelerator(dev_id)], links=cat.links)
         one = float(training_tp_seconds_per_layer(m, table, 2 * 2048, 4, "selective")[0]) / 4
         assert low <= one <= high, (dev_id, one)
