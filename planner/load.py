@@ -21,7 +21,7 @@ from planner.estimator.support import architecture_allowed
 from planner.hf_config import load_hf_config
 from planner.schema.catalog import Accelerator, Link, ModelArch
 from planner.schema.overrides import apply_overrides, blame
-from planner.schema.problem import InferenceWorkload, Problem
+from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload
 from planner.schema.yaml_io import Loc, Located, dotted, read_yaml, validate
 
 
@@ -119,8 +119,8 @@ def check_names(problem: Problem, cat: Catalog, doc: Located | None = None) -> N
                 f"{where(('workloads', i, 'model'))}workload `{w.name}`: unknown model `{w.model}`"
                 f"{did_you_mean(w.model, cat.models)}"
             )
+        _check_context(w, cat.models[w.model], where, i)
         if isinstance(w, InferenceWorkload):
-            _check_context(w, cat.models[w.model], where, i)
             for key, check in (("weights", weight_format), ("kv", kv_bytes)):
                 try:
                     check(getattr(w, key))
@@ -177,12 +177,18 @@ def check_names(problem: Problem, cat: Catalog, doc: Located | None = None) -> N
     _check_more_names(problem, cat, where)
 
 
-def _check_context(w: InferenceWorkload, m: ModelArch, where: Callable[[Loc], str], i: int) -> None:
+def _check_context(
+    w: InferenceWorkload | TrainingWorkload, m: ModelArch, where: Callable[[Loc], str], i: int
+) -> None:
     """A sequence no longer than the model's maximum context (its config's
     max_position_embeddings): past it the model was never trained and its KV cache is not a
-    plan anyone can run."""
+    plan anyone can run; a training sequence past it needs the positions extended first
+    (a long-context recipe the plan does not cost)."""
     loc: Loc
-    if w.request_mix is None:
+    if isinstance(w, TrainingWorkload):
+        longest, loc = w.seq_len, ("workloads", i, "seq_len")
+        what = f"training seq_len of {w.seq_len:,}"
+    elif w.request_mix is None:
         longest, loc = w.context_tokens, ("workloads", i, "context_tokens")
         what = f"context_tokens of {w.context_tokens:,}"
     else:

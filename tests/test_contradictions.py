@@ -247,3 +247,11 @@ def test_a_stated_machine_without_devices_is_refused(tmp_path: Path) -> None:
     doc = _doc(machines=[*BOX["machines"], {"id": "spare", "slots": 2, "power_w": 100}])
     text = _refused(doc, tmp_path)
     assert "machines[1].id" in text and "holds no owned device" in text
+
+
+def test_a_training_sequence_past_the_models_context_is_refused() -> None:
+    """As an inference context is: llama-2-13b was trained on 4,096 positions, and a job of a
+    million-token sequences is no plan anyone can run as costed."""
+    path = Path(__file__).resolve().parent.parent / "problems" / "train-13b-2m.yaml"
+    with pytest.raises(InputError, match=r"seq_len of 1,000,000 is longer than llama-2-13b's"):
+        load_problem(path, ["workloads.pretrain.seq_len=1000000"])

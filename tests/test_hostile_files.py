@@ -91,6 +91,22 @@ def test_missing_file_is_named(tmp_path: Path) -> None:
         read_text(tmp_path / "nope.yaml")
 
 
+def test_standard_input_is_named_as_unsupported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`planner solve -` read as a file named "-" said "no such file"."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError, match=r"standard input is not supported"):
+        read_text(Path("-"))
+
+
+def test_a_tab_in_yaml_says_to_indent_with_spaces() -> None:
+    from planner.schema.yaml_io import parse_text
+
+    with pytest.raises(InputError, match=r"x:3:1: .*replace the tab with spaces"):
+        parse_text("name: x\nworkloads:\n\t- name: a\n", "x")
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [

@@ -66,6 +66,11 @@ def _near_names(path: Path) -> str:
 
 def read_bytes(path: Path, max_bytes: int = MAX_READ_BYTES) -> bytes:
     """The bytes of a regular file of at most `max_bytes`; InputError naming the path otherwise."""
+    if str(path) == "-" and not path.exists():
+        raise InputError(
+            "-: reading from standard input is not supported; save the text to a file and give "
+            "its path"
+        )
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
     try:
         fd = os.open(path, flags)

@@ -251,6 +251,8 @@ def parse_text(text: str, source: str, libyaml: bool = False) -> Located:
                 else ""
             )
             what = f"{e.context}{since}: {e.problem}"
+        if "'\\t'" in what:
+            what += " (YAML indents with spaces: replace the tab with spaces)"
         raise InputError(f"{_at(source, mark)}: invalid YAML: {what}") from None
     except yaml.reader.ReaderError as e:
         line = text.count("\n", 0, e.position) + 1
