@@ -319,3 +319,11 @@ def test_a_qlora_job_that_fits_no_device_counts_its_base_weights_in_4_bit() -> N
     )  # fmt: skip
     assert code == 3
     assert "(nf4)" in text and "(bf16)" not in text
+
+
+def test_a_rule_across_fields_names_the_override_that_broke_it() -> None:
+    """The rule sits at `phases` in the file, but the `--set` broke it: say so."""
+    problem = Path(__file__).resolve().parent.parent / "problems" / "train-then-serve-13b.yaml"
+    code, text = run("solve", str(problem), "--set", "horizon.procurement=rent")
+    assert code == 2
+    assert "(as --set horizon.procurement=rent sets it)" in text

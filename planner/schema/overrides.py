@@ -142,5 +142,17 @@ def blame(err: InputError, origin: dict[str, str]) -> InputError:
             if at >= 0:
                 line = f"{label}: {line[at + 2 :]}"
                 break
+        else:
+            # A rule across fields, placed in the file, that an assignment's value broke.
+            setters = [label for path, label in origin.items() if _mentions(line, path)]
+            if setters:
+                line += f" (as {', '.join(setters)} sets it)"
         lines.append(line)
     return InputError("\n".join(lines))
+
+
+def _mentions(line: str, path: str) -> bool:
+    """Whether the message names the overridden key `path` (written with dots or its last
+    part in backquotes)."""
+    dots = re.sub(r"\[(\d+)\]", r".\1", path)
+    return dots in line or path in line
