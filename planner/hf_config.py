@@ -58,6 +58,11 @@ def load_hf_config(path: Path) -> ModelArch:
 # Gemma 3: five local to one global (sliding_window_pattern 6, Gemma 3 technical report, sec. 2).
 _DEFAULT_GLOBAL_EVERY = {"gemma2": 2, "gemma3": 6, "gemma3_text": 6}
 
+# The attention kinds transformers accepts in `layer_types` (configuration_utils.py,
+# ALLOWED_LAYER_TYPES). Only "sliding_attention" keeps a window's worth of KV cache here; the
+# chunked and linear kinds are counted as full attention, which bounds their cache from above.
+_LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention")
+
 
 def _sliding_window(path: Path, cfg: dict[str, Any], model_type: str) -> dict[str, int]:
     """sliding_window and local_layers from `sliding_window` with `layer_types` (a kind per layer,
@@ -80,8 +85,17 @@ def _sliding_window(path: Path, cfg: dict[str, Any], model_type: str) -> dict[st
                 f"{len(types) if isinstance(types, list) else type(types).__name__}"
                 + (" entries" if isinstance(types, list) else "")
             )
+        odd = [(j, t) for j, t in enumerate(types) if t not in _LAYER_TYPES]
+        if odd:
+            j, t = odd[0]
+            raise InputError(
+                f"{path}: `layer_types` entry {j + 1} of {layers}: {json.dumps(t)[:40]} is not an "
+                f"attention kind; write one of {', '.join(_LAYER_TYPES)} for each layer"
+            )
         local = sum(1 for t in types if t == "sliding_attention")
-    elif cfg.get("sliding_window_pattern") not in (None, 0, False):
+    elif cfg.get("sliding_window_pattern") is not None:
+        # 0 or false is no pattern at all, not "none of the layers global": refused, not read
+        # as every layer local (a 32-layer Llama's cache at an eighth of its size).
         every = _whole(path, "sliding_window_pattern", cfg["sliding_window_pattern"])
         local = layers - layers // every
     elif model_type in _DEFAULT_GLOBAL_EVERY:
@@ -89,6 +103,13 @@ def _sliding_window(path: Path, cfg: dict[str, Any], model_type: str) -> dict[st
     else:
         local = layers
     return {"sliding_window": w, "local_layers": local} if local else {}
+
+
+def _max_context(path: Path, cfg: dict[str, Any]) -> int:
+    """`max_position_embeddings`, or 4,096 when the file leaves it out (or null); 0 or false is
+    no context at all, refused rather than read as the default."""
+    value = cfg.get("max_position_embeddings")
+    return 4096 if value is None else _whole(path, "max_position_embeddings", value)
 
 
 def _arch(path: Path, cfg: dict[str, Any]) -> ModelArch:
@@ -174,7 +195,7 @@ def _arch(path: Path, cfg: dict[str, Any]) -> ModelArch:
         "extra_norms_per_layer": 2 if model_type == "gemma2" else 0,
         "moe": moe,
         "mla": mla,
-        "max_context": opt("max_position_embeddings", 4096),
+        "max_context": _max_context(path, cfg),
         **_sliding_window(path, cfg, model_type),
         "published_params": 1.0,
         "sources": {"spec": str(path)},

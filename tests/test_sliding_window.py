@@ -131,3 +131,23 @@ def test_context_beyond_the_model_maximum_is_a_located_error() -> None:
     assert "workloads.chat.context_tokens=1M" in out
     assert "longer than llama-3.1-70b's maximum context of 131,072 tokens" in out
     assert "Traceback" not in out
+
+
+def test_config_json_oddities_are_refused_by_field(tmp_path: Path) -> None:
+    # A zero pattern is no pattern (read once as every layer local: a cache an eighth of the
+    # true one), a kind no transformers version knows, a zero maximum context (read once as the
+    # 4,096 default): each refused, the file and the field named.
+    base = {**dict(GEMMA3_27B["text_config"]), "model_type": "llama"}  # type: ignore[call-overload]
+    for name, change, field in (
+        ("pattern0", {"sliding_window_pattern": 0}, "`sliding_window_pattern`"),
+        ("kinds", {"layer_types": ["foo"] * 62}, '`layer_types` entry 1 of 62: "foo"'),
+        ("maxpos0", {"max_position_embeddings": 0}, "`max_position_embeddings`"),
+    ):
+        path = _config(tmp_path, {**base, **change}, name)
+        with pytest.raises(InputError) as e:
+            load_hf_config(path)
+        assert str(e.value).startswith(f"{path}: {field}"), str(e.value)
+    # The kinds transformers accepts still read: chunked attention counted as full.
+    kinds = ["sliding_attention", "chunked_attention"] * 31
+    m = load_hf_config(_config(tmp_path, {**base, "layer_types": kinds}, "chunked"))
+    assert m.local_layers == 31
