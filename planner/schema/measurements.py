@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from planner.schema.catalog import Frozen, Reference
 from planner.schema.yaml_io import read_yaml, validate
@@ -25,6 +25,11 @@ Metric = Literal[
 
 
 class Measurement(Frozen):
+    """One measured figure. Infinity and NaN are not measurements (a `.inf` value once printed
+    "inf tokens/s" and wrote `Infinity` into JSON)."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
+
     model: str = Field(description="Catalog model id.")
     device: str = Field(description="Catalog device id.")
     devices: int = Field(1, ge=1, description="Devices used (tensor parallel), all of this type.")

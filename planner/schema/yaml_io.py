@@ -432,6 +432,9 @@ def _message(e: Any, doc: Located, model: type[BaseModel]) -> tuple[Loc, str]:
         msg += ", ".join(choices) + did_you_mean(tag, choices)
     elif kind in ("model_type", "dict_type", "model_attributes_type"):
         msg = f"expected a mapping (`key: value` lines), got {_describe(value)}"
+    elif kind == "finite_number":
+        shown = "NaN (not a number)" if isinstance(value, float) and math.isnan(value) else value
+        msg = f"got {shown}; write a finite number"
     elif kind == "list_type":
         msg = f"expected a list (`- item` lines), got {_describe(value)}"
     elif kind == "string_type":
