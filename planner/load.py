@@ -17,6 +17,7 @@ from planner.estimator.economics import available_modes
 from planner.estimator.efficiency import Efficiency, load_efficiency
 from planner.estimator.formats import kv_bytes, weight_format
 from planner.estimator.hosts import placeable
+from planner.estimator.perf import beats_weight_read, weight_read_seconds
 from planner.estimator.support import architecture_allowed
 from planner.hf_config import load_hf_config
 from planner.schema.catalog import Accelerator, Link, ModelArch
@@ -555,8 +556,8 @@ def _check_profiles(
         if p.ms is None or m is None:
             continue
         d = cat.accelerators[p.device]
-        least = read / p.tp / (d.memory.bandwidth_gb_s * 1e9)
-        if p.ms * 1e-3 < 0.5 * least:
+        least = weight_read_seconds(read, p.tp, d.memory.bandwidth_gb_s)
+        if beats_weight_read(p.ms * 1e-3, least):
             raise InputError(
                 f"{where((*at, 'ms'))}workload `{w.name}`: {p.ms:g} ms per block on {p.device} "
                 f"is faster than reading the block's weights ({least * 1e3:.3g} ms at the "

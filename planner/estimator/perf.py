@@ -57,6 +57,25 @@ def active_params_per_layer(m: ModelArch) -> float:
     return sum(g.count * g.active_params for g in block_groups(m)) / m.num_layers
 
 
+# A measured time may beat reading its weights at the device's peak bandwidth by this share
+# (caches, a bandwidth figure below what the part reaches) and no more: a time shorter than
+# that is a unit or a typing error. Problem-file profiles and `estimate --measured` tables
+# are held to this one floor.
+SPEED_FLOOR_SHARE = 0.5
+
+
+def weight_read_seconds(read_bytes: float, devices: int, bandwidth_gb_s: float) -> float:
+    """The time `devices` devices of `bandwidth_gb_s` peak take to read `read_bytes` of weights
+    split among them (the roofline's memory time, nothing else counted)."""
+    return read_bytes / devices / (bandwidth_gb_s * 1e9)
+
+
+def beats_weight_read(seconds: float, least: float) -> bool:
+    """Whether a measured `seconds` is faster than the speed floor: SPEED_FLOOR_SHARE of the
+    time `least` that reading the weights takes (weight_read_seconds)."""
+    return seconds < SPEED_FLOOR_SHARE * least
+
+
 def head_seconds(m: ModelArch, fmt: WeightFormat, dev: DeviceTable, tokens: float) -> Array:
     """Output projection for `tokens` rows: V x h weights read once, 2 V h FLOPs per row."""
     nbytes = m.vocab_size * m.hidden_size * fmt.embedding_bits / 8
