@@ -63,6 +63,9 @@ MAX_CONTEXT = 2 * 2**20  # 2M tokens (binary), the longest context windows publi
 MAX_USD = 1e12  # a trillion dollars: more than any fleet has cost
 MAX_POWER_W = 1e10  # 10 GW: several times the largest data-center campuses
 MAX_DEVICES = 100_000
+MAX_BATCH = 65_536  # concurrent sequences: more than any engine batches
+MAX_MICRO_BATCH = 1024  # sequences per device per training step: larger fit on no device
+MAX_LORA_RANK = 4096  # a LoRA rank this high is a full fine-tune
 HOURS_PER_YEAR = YEAR_S // 3600  # 365 days, as in the cost model
 
 
@@ -178,7 +181,7 @@ class MeasuredLayerTime(ProblemModel):
         "prefill (`ms`), or the memory one device may fill (`gb`)."
     )
     batch: (
-        Annotated[Count, Limit(ge=1, le=65_536, why="more sequences than any engine batches")]
+        Annotated[Count, Limit(ge=1, le=MAX_BATCH, why="more sequences than any engine batches")]
         | None
     ) = Field(None, description="decode_ms_per_layer: the sequences decoding at once.")
     prompt_tokens: (
@@ -562,7 +565,7 @@ class TrainingWorkload(ProblemModel):
         4096, description="Training sequence length: a whole number, or `4k` (k = 1,024)."
     )
     micro_batch: Annotated[
-        Count, Limit(ge=1, le=1024, why="larger micro-batches fit on no device")
+        Count, Limit(ge=1, le=MAX_MICRO_BATCH, why="larger micro-batches fit on no device")
     ] = Field(1, description="Sequences per device per step.")
     recompute: Literal["none", "selective", "full"] = Field(
         "selective",
@@ -570,7 +573,8 @@ class TrainingWorkload(ProblemModel):
         "selective for full training (see default_recompute).",
     )
     lora_rank: Annotated[
-        Count, Limit(ge=1, le=4096, why="a rank this high is a full fine-tune; use method: full")
+        Count,
+        Limit(ge=1, le=MAX_LORA_RANK, why="a rank this high is a full fine-tune; use method: full"),
     ] = Field(16, description="LoRA rank (lora and qlora).")
 
     @model_validator(mode="before")
