@@ -516,8 +516,34 @@ _TRN: dict[str, Any] = {
 }
 
 
+def _check_estimate_bounds(given: dict[str, int | None]) -> None:
+    """Refuse option values past the limits problem files have (the schema's constants), so
+    that no figure is computed from a batch of 10^23 sequences or a million ranks."""
+    from planner.estimator.estimate import MAX_DEVICES
+    from planner.schema.problem import MAX_BATCH, MAX_CONTEXT, MAX_LORA_RANK, MAX_MICRO_BATCH
+
+    window = (MAX_CONTEXT, "longer than any model's context window (2M = 2,097,152)")
+    limits = {
+        "--batch": (MAX_BATCH, "more sequences than any engine batches"),
+        "--context": window,
+        "--seq": window,
+        "--micro-batch": (MAX_MICRO_BATCH, "larger micro-batches fit on no device"),
+        "--lora-rank": (MAX_LORA_RANK, "a rank this high is a full fine-tune; use --task full"),
+        "--dp": (
+            MAX_DEVICES,
+            "the most devices estimate lays out (data parallelism alone); plan larger fleets "
+            "with `planner solve`",
+        ),
+    }
+    for option, value in given.items():
+        most, why = limits[option]
+        if value is not None and value > most:
+            raise InputError(f"{option} {value:,}: at most {most:,}: {why}")
+
+
 @app.command()
 def estimate(
+    call: typer.Context,
     model: Annotated[
         str, typer.Option("--model", "-m", help="Catalog model id, or a path to a config.json.")
     ],
@@ -570,9 +596,24 @@ def estimate(
         "optimizer"
     ],
     zero: Annotated[
-        int, typer.Option(min=0, max=3, help="ZeRO stage across data-parallel ranks.")
+        int,
+        typer.Option(
+            min=0,
+            max=3,
+            show_default=False,
+            help="ZeRO stage across data-parallel ranks, honoured when given. Left out: "
+            f"{_TRN['zero_stage']} on the ranks --dp gives (the problem files' default); "
+            "without --dp, 3 over the fewest devices that hold the model.",
+        ),
     ] = _TRN["zero_stage"],
-    dp: Annotated[int, typer.Option(min=1, help="Data-parallel ranks (for ZeRO sharding).")] = 1,
+    dp: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Data-parallel ranks, each a device (for ZeRO sharding). Default: the fewest "
+            "that hold the model.",
+        ),
+    ] = None,
     recompute: Annotated[
         str | None,
         typer.Option(
@@ -622,12 +663,26 @@ def estimate(
         )
         from planner.estimator.estimate import Task as EstTask
         from planner.estimator.formats import kv_bytes, weight_format
+        from planner.estimator.measured_rows import check_speeds, unused_notes
         from planner.estimator.memory import Method, Optimizer, Recompute, TrainingSetup
         from planner.estimator.support import estimate_engines, supported_devices
         from planner.report.estimate import estimate_dict, estimate_tables, estimates_table
-        from planner.schema.measurements import load_measurements
+        from planner.report.json_text import json_text
+        from planner.schema.measurements import read_measurements
         from planner.schema.problem import default_recompute
 
+        _check_estimate_bounds(
+            {
+                "--batch": batch,
+                "--context": context,
+                "--seq": seq,
+                "--micro-batch": micro_batch,
+                "--lora-rank": lora_rank,
+                "--dp": dp,
+            }
+        )
+        source = call.get_parameter_source("zero")
+        zero_given = source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
         cat = load_catalog()
         arch = resolve_model(model)
         devices = list(cat.accelerators.values()) if device == "all" else [cat.accelerator(device)]
@@ -646,10 +701,23 @@ def estimate(
             pue=pue,
         )
         rows: list[Estimate]
+        notes: list[str] = []
         if engine is not None and task is not Task.inference:
             raise InputError("--engine names a serving engine: it goes with --task inference")
+        if measured is not None and task is not Task.inference:
+            raise InputError(
+                f"--measured {measured}: measured figures replace inference estimates only; "
+                "drop it, or use --task inference"
+            )
+        if task is Task.inference and (dp is not None or zero_given):
+            raise InputError(
+                "--dp and --zero shard training state over data-parallel ranks: they go with "
+                "--task full, lora or qlora"
+            )
         if task is Task.inference:
-            mfile = load_measurements(measured) if measured else None
+            mfile, mdoc = read_measurements(measured) if measured else (None, None)
+            if mfile is not None and mdoc is not None:
+                check_speeds(mfile, mdoc, arch, cat)
             if tp is not None and arch.num_attention_heads % tp:
                 raise InputError(
                     f"--tp {tp}: tensor parallelism splits the {arch.num_attention_heads} "
@@ -679,6 +747,8 @@ def estimate(
             if len(runs) < len(devices):
                 table = device_table(runs, ov, links=cat.links)
             rows = estimate_inference(arch, table, q, econ, mfile, engines)
+            if mfile is not None and mdoc is not None:
+                notes = unused_notes(mfile, mdoc, arch, rows, q, cat)
         else:
             rc = recompute or default_recompute(task.value)
             if rc not in ("none", "selective", "full"):
@@ -691,7 +761,7 @@ def estimate(
                 method=cast(Method, task.value),
                 optimizer=cast(Optimizer, optimizer),
                 zero_stage=zero,
-                data_parallel=dp,
+                data_parallel=dp or 1,
                 seq_len=seq,
                 micro_batch=micro_batch,
                 recompute=cast(Recompute, rc),
@@ -701,18 +771,30 @@ def estimate(
                 arch,
                 table,
                 cast(EstTask, task.value),
-                TrainingQuery(setup=setup, token_budget=tokens),
+                # The stage as given; left out, the problem files' default on the ranks given,
+                # or ZeRO-3 over the fewest devices that hold the model.
+                TrainingQuery(
+                    setup=setup,
+                    token_budget=tokens,
+                    ranks=dp,
+                    stage=zero if zero_given or dp is not None else None,
+                ),
                 econ,
             )
         if fmt is Format.json:
-            emit_json(
-                [estimate_dict(r) for r in rows] if device == "all" else estimate_dict(rows[0])
-            )
-        elif device == "all":
-            out.print(estimates_table(rows))
+            # Strict JSON (a non-finite figure is null); notes on stderr keep stdout parseable.
+            data = [estimate_dict(r) for r in rows] if device == "all" else estimate_dict(rows[0])
+            sys.stdout.write(json_text(data))
+            for n in notes:
+                err.print(f"note: {n}", highlight=False, markup=False)
         else:
-            for t in estimate_tables(rows[0]):
-                out.print(t)
+            if device == "all":
+                out.print(estimates_table(rows))
+            else:
+                for t in estimate_tables(rows[0]):
+                    out.print(t)
+            for n in notes:
+                out.print(f"note: {n}", highlight=False, markup=False, soft_wrap=True)
         if not any(r.devices_needed for r in rows):
             raise typer.Exit(3)  # nothing the model fits on (every row says so)
 

@@ -93,3 +93,51 @@ def test_never_more_stages_than_layers(device: str) -> None:
     assert e["devices_needed"] == 0
     small = _estimate("-m", "llama-3.2-1b", "-d", device, "--context", "131072", "--batch", "2")
     assert 1 <= small["devices_needed"] <= 16
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # Once optimizer states sharded over a million ranks, reported as 1 device.
+        (["--task", "full", "--dp", "1000000"], "--dp 1,000,000: at most 4,096"),
+        # Once 540 GB of adapters; problem files refuse ranks above 4,096.
+        (["--task", "lora", "--lora-rank", "100000"], "--lora-rank 100,000: at most 4,096"),
+        # Once "53,687,091,199,999,991,611,392.0 GB" of KV cache.
+        (["--batch", "99999999999999999999999"], "at most 65,536: more sequences than any"),
+        (["--task", "full", "--seq", "9999999999"], "--seq 9,999,999,999: at most 2,097,152"),
+        (["--zero", "3"], "--dp and --zero shard training state"),
+    ],
+)
+def test_options_past_the_problem_files_limits_are_refused(args: list[str], message: str) -> None:
+    r = runner.invoke(app, ["estimate", "-m", "llama-3.1-8b", "-d", "h100-sxm", *args])
+    assert r.exit_code == 2 and message in " ".join(r.output.split()), r.output
+
+
+def test_a_given_zero_stage_and_dp_are_honoured() -> None:
+    base = ("-m", "llama-3.1-8b", "-d", "h100-sxm", "--task", "full")
+    # Left out: ZeRO-3 over the fewest devices that hold 8B's 157 GB of training state.
+    assert _estimate(*base)["parallelism"] == "data-parallel 3 (ZeRO-3)"
+    # Given, ZeRO-1 (once silently replaced by 3): 32 GB of weights and gradients on each
+    # rank, 96 GB of AdamW state shared out, 6 devices.
+    one = _estimate(*base, "--zero", "1")
+    assert (one["devices_needed"], one["parallelism"]) == (6, "data-parallel 6 (ZeRO-1)")
+    # --dp fixes the devices; the memory is per rank of them, the stage the problems' default.
+    four = _estimate(*base, "--dp", "4", "--zero", "3")
+    assert four["devices_needed"] == 4 and four["memory_per_device_of_ranks"] == 4
+    assert four["tokens_per_s"] == pytest.approx(4 / 3 * _estimate(*base)["tokens_per_s"])
+    short = _estimate(*base, "--dp", "4")
+    assert short["devices_needed"] == 0 and short["power_w"] is None
+    assert "at --dp 4 with ZeRO-1" in short["does_not_fit_because"]
+
+
+def test_a_cache_past_one_device_per_layer_takes_tensor_parallel_stages() -> None:
+    # 200 sequences of 128k tokens: 3.4 TB of KV cache, more than 32 stages of one H100 hold
+    # (once "no device count we tried holds it"); stages of eight hold it on 48.
+    e = _estimate("-m", "llama-3.1-8b", "-d", "h100-sxm", "--batch", "200", "--context", "131072")
+    assert (e["devices_needed"], e["parallelism"]) == (48, "tensor-parallel 8 x pipeline 6")
+    # Nothing holds it: no time to first token nor power as if something did, and why.
+    pi = ["-m", "llama-3.2-1b", "-d", "raspberry-pi-5-8gb", "--batch", "64"]
+    r = runner.invoke(app, ["estimate", *pi, "--context", "131072"])
+    out = " ".join(r.output.split())
+    assert r.exit_code == 3 and "time to first token" not in out and "power" not in out
+    assert "no performance figures: by memory alone it would take about" in out

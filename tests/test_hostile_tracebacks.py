@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 from hostile_cli import LLAMA_CONFIG, run
+from typer.testing import CliRunner
+
+from planner.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEMS = ROOT / "problems"
@@ -422,3 +425,59 @@ def test_a_frontier_whose_first_solve_ran_out_of_time() -> None:
 
     fr = frontier(load_problem(PROBLEMS / "chat-70b.yaml"), "cost", "tokens_per_s", 2, OutOfTime())
     assert fr.status == Status.NO_PLAN and "within the time limit" in fr.notes[0]
+
+
+def _measured(tmp_path: Path, *rows: str) -> str:
+    path = tmp_path / "measured.yaml"
+    path.write_text("measurements:\n" + "".join(f"  - {{{r}}}\n" for r in rows))
+    return str(path)
+
+
+ROW = "model: llama-3.1-8b, device: h100-sxm, weights: fp16, metric: decode_tokens_per_s, batch: 1"
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        # Once "inf tokens/s" and `Infinity` in the JSON; once 1,000,000,000 tokens/s and 2.1 M
+        # tokens per joule: faster than reading 8B's weights at the H100's 3,350 GB/s allows.
+        (".inf", "measurements[0].value: got inf; write a finite number"),
+        ("1.0e9", "measurements[0].value: 1e+09 decode tokens/s of llama-3.1-8b on h100-sxm"),
+    ],
+)
+def test_a_measured_figure_no_device_reaches_is_refused(
+    tmp_path: Path, value: str, message: str
+) -> None:
+    path = _measured(tmp_path, f"{ROW}, value: {value}")
+    code, out = run("estimate", "-m", "llama-3.1-8b", "-d", "h100-sxm", "--measured", path)
+    assert code == 2 and f"{path}:2:" in out and message in out, out
+    if value == "1.0e9":
+        assert "faster than reading its active weights" in out and "tokens/s at most" in out
+
+
+def test_measured_rows_the_estimate_does_not_use_are_noted(tmp_path: Path) -> None:
+    # Once silently ignored: a metric estimate does not read, an unknown model, another format.
+    path = _measured(
+        tmp_path,
+        f"{ROW}, value: 150",
+        ROW.replace("decode_tokens_per_s", "ms_per_output_token") + ", value: 1000",
+        ROW.replace("llama-3.1-8b", "nosuch") + ", value: 100",
+        ROW.replace("fp16", "fp8") + ", value: 200",
+    )
+    code, out = run("estimate", "-m", "llama-3.1-8b", "-d", "h100-sxm", "--measured", path)
+    assert code == 0 and "150.0 tokens/s (measured)" in out
+    assert "measurements[0] not used" not in out
+    assert f"{path}:3:5: measurements[1] not used: metric `ms_per_output_token`" in out
+    assert "measurements[2] not used: model `nosuch` is not in the catalog" in out
+    assert "measurements[3] not used: weights `fp8`; this estimate is of fp16" in out
+    # JSON: the notes on stderr, the document on stdout stays one JSON value.
+    args = ["estimate", "-m", "llama-3.1-8b", "-d", "h100-sxm", "--measured", path]
+    r = CliRunner().invoke(app, [*args, "--format", "json"])
+    assert json.loads(r.stdout)["tokens_per_s"] == 150.0 and "not used" in r.stderr
+
+
+def test_the_estimate_json_writer_writes_no_infinity() -> None:
+    from planner.report.json_text import json_text
+
+    text = json_text({"a": [1.0, float("inf")], "b": (float("nan"), {"c": -float("inf")})})
+    assert json.loads(text) == {"a": [1.0, None], "b": [None, {"c": None}]}

@@ -6,7 +6,7 @@ Vectorized over devices: one call evaluates every device of a DeviceTable at onc
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -54,9 +54,15 @@ class InferenceQuery:
 
 @dataclass(frozen=True)
 class TrainingQuery:
+    """`setup.zero_stage` and `setup.data_parallel` are what the user gave only when `stage`
+    and `ranks` say so: otherwise the estimate picks the fewest devices that hold the model,
+    with ZeRO-3 across them (every model state sharded)."""
+
     setup: TrainingSetup = field(default_factory=TrainingSetup)
     precision: str = "bf16"  # compute precision of the matmuls
     token_budget: float | None = None
+    ranks: int | None = None  # data-parallel ranks given (--dp); None: the fewest that fit
+    stage: int | None = None  # ZeRO stage given (--zero); None: 3 on more than one device
 
 
 @dataclass(frozen=True)
@@ -73,15 +79,18 @@ class Estimate:
     bound: str  # "memory" or "compute" for decode; "compute" or "routing" (MoE) for training
     tokens_per_s: float  # decode output tokens/s summed over the batch, or training tokens/s
     ms_per_token: float | None  # decode time per output token per sequence
-    prefill_s: float | None  # time to first token for one batch of prompts
+    prefill_s: float | None  # time to first token for one batch of prompts (None: no layout)
     step_s: float | None  # training step (global batch over these devices)
     budget_s: float | None  # training: time for the token budget
-    power_w: float  # all devices at this load
-    tokens_per_joule: float
+    power_w: float | None  # all devices at this load (None: nothing holds the model)
+    tokens_per_joule: float | None
     usd_per_mtok_bought: float | None
     usd_per_mtok_rented: float | None
     measured: bool
     engine: str = ""  # inference: the serving engine the figures assume (support matrix id)
+    measured_row: int | None = None  # the measurement table's row used (0-based)
+    no_fit_reason: str = ""  # when devices_needed is 0: why, and what it would take
+    memory_ranks: int = 1  # training at a given --dp: `memory` is per device of these ranks
 
     @property
     def fits(self) -> bool:
@@ -121,21 +130,24 @@ def estimate_inference(
     fmt = weight_format(q.weights)
     kvb = kv_bytes(q.kv)
     one = inference_memory(m, fmt, kvb, batch=q.batch, context=q.context)
-    fixed_tp = q.tp or 1
     # Stages: each holds at least one layer, so there are never more stages than layers.
     counts = [c for c in _counts() if c <= m.num_layers]
-    # Per-device memory when the layers are split n ways (each of the tp ranks of a stage holding
-    # 1/tp of it): weights, KV cache and activations divide; the framework overhead stays.
-    per_n = [(one.total - one.framework) / (n * fixed_tp) + one.framework for n in counts]
     out: list[Estimate] = []
-    step1 = decode_step_seconds(m, fmt, kvb, dev, batch=q.batch, context=q.context, tp=fixed_tp)
-    pre1 = prefill_seconds(m, fmt, dev, batch=1, prompt=q.prompt, tp=fixed_tp)
+    step1 = decode_step_seconds(m, fmt, kvb, dev, batch=q.batch, context=q.context, tp=q.tp or 1)
+    pre1 = prefill_seconds(m, fmt, dev, batch=1, prompt=q.prompt, tp=q.tp or 1)
     compute_bound = decode_compute_bound(m, fmt, kvb, dev, batch=q.batch, context=q.context)
     hop = float(p2p_seconds(pipeline_activation_bytes(q.batch, 1, m.hidden_size), *ETHERNET_HOP))
     for i, did in enumerate(dev.ids):
-        need = _devices_needed(per_n, float(dev.usable_memory_bytes[i]))
-        stages = counts[need - 1] if need else 0
-        n, step, pre, par = _layout(m, q, dev, i, stages, float(step1[i]), float(pre1[i]), hop)
+        qi, stages = _stages(m, q, dev, i, one, counts)
+        if qi.tp != q.tp:  # stages of tensor-parallel groups: their own step times
+            sub = dev.take([i])
+            s1 = decode_step_seconds(
+                m, fmt, kvb, sub, batch=q.batch, context=q.context, tp=qi.tp or 1
+            )
+            p1 = prefill_seconds(m, fmt, sub, batch=1, prompt=q.prompt, tp=qi.tp or 1)
+            n, step, pre, par = _layout(m, qi, dev, i, stages, float(s1[0]), float(p1[0]), hop)
+        else:
+            n, step, pre, par = _layout(m, q, dev, i, stages, float(step1[i]), float(pre1[i]), hop)
         engine, t = engines[i] if engines else ("", None)
         if t is not None:
             fixed = m.num_layers * t["engine_layer_s"] + t["engine_step_s"]
@@ -143,17 +155,24 @@ def estimate_inference(
             pre += fixed
         tps = q.batch / step if n else 0.0
         ms = step * 1e3 if n else None
-        row = find(
-            measured,
-            model=m.id,
-            device=did,
-            weights=q.weights,
-            metric="decode_tokens_per_s",
-            batch=q.batch,
-            devices=max(n, 1),
+        # A measurement stands for a layout the estimate finds; none stands for no layout.
+        used = (
+            find(
+                measured,
+                model=m.id,
+                device=did,
+                weights=q.weights,
+                kv=q.kv,
+                metric="decode_tokens_per_s",
+                batch=q.batch,
+                devices=n,
+            )
+            if n
+            else None
         )
-        if row is not None:
-            tps, ms = row.value, q.batch / row.value * 1e3
+        if measured is not None and used is not None:
+            value = measured.measurements[used].value
+            tps, ms = value, q.batch / value * 1e3
         # Activity: share of the step the memory system streams at peak (decode is memory-bound).
         ideal = (one.weights + one.kv_cache) / dev.bandwidth_bytes_s[i] / max(n, 1)
         activity = np.array([min(1.0, ideal / step)]) if n else np.array([0.0])
@@ -165,29 +184,89 @@ def estimate_inference(
                 dev.power_activity_floor[i : i + 1],
             )[0]
         ) * max(n, 1)
-        out.append(
-            _finish(
-                m.id,
-                did,
-                "inference",
-                one,
-                dev,
-                i,
-                n,
-                par,
-                "compute" if compute_bound[i] else "memory",
-                tps,
-                ms,
-                pre,
-                None,
-                None,
-                watts,
-                econ,
-                row is not None,
-                engine,
-            )
+        row = _finish(
+            m.id,
+            did,
+            "inference",
+            one,
+            dev,
+            i,
+            n,
+            par,
+            "compute" if compute_bound[i] else "memory",
+            tps,
+            ms,
+            pre,
+            None,
+            None,
+            watts,
+            econ,
+            used is not None,
+            engine,
         )
+        reason = "" if n else _unheld_inference(m, qi, one, float(dev.usable_memory_bytes[i]))
+        out.append(replace(row, measured_row=used, no_fit_reason=reason))
     return out
+
+
+def _auto_tp(m: ModelArch, dev: DeviceTable, i: int) -> int:
+    """The tensor-parallel degree a stage takes when one device per stage is too little: the
+    largest power of two within the device's scale-up domain that divides the heads."""
+    domain, tp = int(dev.domain_size[i]), 1
+    while tp * 2 <= domain and m.num_attention_heads % (tp * 2) == 0:
+        tp *= 2
+    return tp
+
+
+def _stages(
+    m: ModelArch,
+    q: InferenceQuery,
+    dev: DeviceTable,
+    i: int,
+    one: MemoryBreakdown,
+    counts: list[int],
+) -> tuple[InferenceQuery, int]:
+    """The query and the fewest stages (0: none) that hold the model: stages of `q.tp` devices,
+    or of one device each without a degree; and when even a stage per layer of one device is
+    too little, stages of a tensor-parallel group filling the scale-up domain (_auto_tp), so
+    that a model whose KV cache needs 48 H100s is laid out on 48 rather than called unfit."""
+    usable = float(dev.usable_memory_bytes[i])
+
+    def fewest(tp: int) -> int:
+        # Per-device memory when the layers are split n ways (each of the tp ranks of a stage
+        # holding 1/tp of it): weights, KV cache and activations divide; the framework stays.
+        # At most MAX_DEVICES devices in all.
+        fit = [n for n in counts if n * tp <= MAX_DEVICES]
+        per_n = [(one.total - one.framework) / (n * tp) + one.framework for n in fit]
+        need = _devices_needed(per_n, usable)
+        return fit[need - 1] if need else 0
+
+    stages = fewest(q.tp or 1)
+    if stages or q.tp is not None or _auto_tp(m, dev, i) == 1:
+        return q, stages
+    tp = _auto_tp(m, dev, i)
+    return replace(q, tp=tp), fewest(tp)
+
+
+def _unheld_inference(m: ModelArch, q: InferenceQuery, one: MemoryBreakdown, usable: float) -> str:
+    """Why no layout holds the model, and what it would take (estimate conventions)."""
+    tp = q.tp or 1
+    stages = max(c for c in _counts() if c <= m.num_layers and c * tp <= MAX_DEVICES)
+    most = stages * tp
+    if usable <= one.framework:
+        return (
+            f"the framework's own {one.framework / 1e9:,.1f} GB leaves nothing of the "
+            f"device's {usable / 1e9:,.1f} GB usable"
+        )
+    need = math.ceil((one.total - one.framework) / (usable - one.framework))
+    layout = f"{stages} pipeline stages, at most one per layer," + (
+        f" of {tp} tensor-parallel devices each" if tp > 1 else " of one device each"
+    )
+    return (
+        f"by memory alone it would take about {need:,} devices; the estimate lays out at most "
+        f"{most:,} ({layout}): shorten --context or --batch, choose a smaller --weights "
+        "format, or a larger device"
+    )
 
 
 def _layout(
@@ -244,21 +323,22 @@ def estimate_training(
     q: TrainingQuery,
     econ: Economics,
 ) -> list[Estimate]:
-    """Training or fine-tuning figures for `m` on every device of `dev`."""
+    """Training or fine-tuning figures for `m` on every device of `dev`: on the data-parallel
+    ranks and at the ZeRO stage the query gives, or on the fewest devices that hold the model
+    (TrainingQuery)."""
     setup = q.setup
     if task in ("lora", "qlora", "full"):
-        setup = TrainingSetup(**{**setup.__dict__, "method": task})
-    one = training_memory(m, setup)
+        setup = replace(setup, method=task)
+    # Split n ways: ZeRO across n data-parallel ranks shards model states (stage 1 optimizer
+    # states, 2 also gradients, 3 also weights; Rajbhandari et al. 2020); activations per device
+    # stay those of one micro-batch.
+    stage = 3 if q.stage is None else q.stage
+    counts = [q.ranks] if q.ranks else _counts()
+    per_n = [
+        training_memory(m, replace(setup, zero_stage=stage, data_parallel=n)).total for n in counts
+    ]
+    one = training_memory(m, replace(setup, zero_stage=stage, data_parallel=q.ranks or 1))
     fmt: WeightFormat = weight_format(q.precision)
-    counts = _counts()
-    per_n = []
-    for n in counts:
-        # Split n ways: ZeRO-3 across n data-parallel ranks shards all model states
-        # (Rajbhandari et al. 2020); activations per device stay those of one micro-batch.
-        sharded = training_memory(
-            m, TrainingSetup(**{**setup.__dict__, "zero_stage": 3, "data_parallel": n})
-        )
-        per_n.append(one.total if n == 1 else sharded.total)
     tps1 = training_tokens_per_second(
         m,
         dev,
@@ -271,36 +351,58 @@ def estimate_training(
     routing = moe_routing_seconds_per_token(m, dev) * tps1
     out = []
     for i, did in enumerate(dev.ids):
-        need = _devices_needed(per_n, float(dev.usable_memory_bytes[i]))
+        usable = float(dev.usable_memory_bytes[i])
+        need = _devices_needed(per_n, usable)
         n = counts[need - 1] if need else 0
         tps = float(tps1[i]) * n
         tokens_per_step = setup.seq_len * setup.micro_batch * max(n, 1)
         step = tokens_per_step / tps if tps else None
         budget = q.token_budget / tps if (q.token_budget and tps) else None
         watts = float(dev.tdp_w[i]) * max(n, 1) * 0.9  # training holds near TDP (MLPerf power runs)
-        par = "single" if n == 1 else f"data-parallel {n} (ZeRO-3)"
-        out.append(
-            _finish(
-                m.id,
-                did,
-                task,
-                one,
-                dev,
-                i,
-                n,
-                par,
-                "routing" if routing[i] > 0.5 else "compute",
-                tps,
-                None,
-                None,
-                step,
-                budget,
-                watts,
-                econ,
-                False,
-            )
+        par = "single" if n == 1 else f"data-parallel {n} (ZeRO-{stage})"
+        row = _finish(
+            m.id,
+            did,
+            task,
+            one,
+            dev,
+            i,
+            n,
+            par,
+            "routing" if routing[i] > 0.5 else "compute",
+            tps,
+            None,
+            None,
+            step,
+            budget,
+            watts,
+            econ,
+            False,
         )
+        reason = "" if n else _unheld_training(q, stage, counts[-1], per_n[-1], usable)
+        out.append(replace(row, no_fit_reason=reason, memory_ranks=q.ranks or 1))
     return out
+
+
+def _unheld_training(q: TrainingQuery, stage: int, most: int, need: float, usable: float) -> str:
+    """Why no count of devices holds the training job, and what might."""
+    at = (
+        f"at --dp {most:,}"
+        if q.ranks
+        else ("on any number of devices" if stage == 0 else f"at the most devices tried ({most:,})")
+    )
+    more = " or raise --dp" if q.ranks else ""
+    hint = {
+        0: "ZeRO-0 shards nothing, so every rank holds the whole model: give --zero 3",
+        1: f"ZeRO-1 shards only optimizer states: give --zero 3{more}",
+        2: f"ZeRO-2 keeps the weights whole on every rank: give --zero 3{more}",
+        3: ("raise --dp, or " if q.ranks else "")
+        + "lower --seq or --micro-batch, or give --recompute full (activations do not shard)",
+    }[stage]
+    return (
+        f"{at} with ZeRO-{stage} each device needs {need / 1e9:,.1f} GB of its "
+        f"{usable / 1e9:,.1f} GB usable; {hint}"
+    )
 
 
 def _finish(
@@ -324,6 +426,8 @@ def _finish(
     engine: str = "",
 ) -> Estimate:
     k = max(n, 1)
+    if not n:  # no layout: no time to first token and no power, rather than figures of none
+        pre, watts = None, 0.0
     price = float(dev.purchase_usd[i])
     rent = float(dev.rent_usd_per_hour[i])
     bought = rented = None
@@ -351,8 +455,8 @@ def _finish(
         prefill_s=pre,
         step_s=step,
         budget_s=budget,
-        power_w=watts,
-        tokens_per_joule=tps / watts if watts else 0.0,
+        power_w=watts if n else None,
+        tokens_per_joule=(tps / watts if watts else 0.0) if n else None,
         usd_per_mtok_bought=bought,
         usd_per_mtok_rented=rented,
         measured=measured,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rich.console import RenderableType
 from rich.table import Table
+from rich.text import Text
 
 from planner.catalog import Catalog
 from planner.estimator.architecture import active_params, total_params
@@ -161,11 +163,28 @@ def estimate_dict(e: Estimate) -> dict[str, Any]:
         "usd_per_million_tokens_rented": e.usd_per_mtok_rented,
         "measured": e.measured,
         **({"engine": e.engine} if e.engine else {}),
+        **({"memory_per_device_of_ranks": e.memory_ranks} if e.memory_ranks > 1 else {}),
+        **({"does_not_fit_because": e.no_fit_reason} if e.no_fit_reason else {}),
     }
 
 
-def estimate_tables(e: Estimate) -> list[Table]:
-    """Memory breakdown and performance of one estimate."""
+def _verdict(e: Estimate) -> str:
+    """The memory table's caption: whether the model fits, and on how many devices."""
+    short = gb(e.shortfall_bytes)
+    if e.memory_ranks > 1:  # training at the --dp given: `memory` is per device of the ranks
+        if e.fits:
+            return f"fits: each of the {e.memory_ranks:,} data-parallel ranks holds this"
+        return f"does NOT fit: short by {short} GB on each of the {e.memory_ranks:,} ranks"
+    if e.fits:
+        return "fits on one device"
+    if e.devices_needed:
+        return f"does NOT fit one device: short by {short} GB; needs {e.devices_needed:,} devices"
+    return f"does NOT fit: short by {short} GB on one device, and no layout tried holds it"
+
+
+def estimate_tables(e: Estimate) -> list[RenderableType]:
+    """Memory breakdown and performance of one estimate; when nothing holds the model, why
+    and what it would take instead of performance figures of a layout there is not."""
     mem = Table(title=f"{e.model} on {e.device} ({e.task})", title_justify="left", min_width=44)
     mem.add_column("memory per device")
     mem.add_column("GB", justify="right")
@@ -174,22 +193,14 @@ def estimate_tables(e: Estimate) -> list[Table]:
             mem.add_row(part.replace("_", " "), gb(nbytes))
     mem.add_row("total", gb(e.memory.total), style="bold")
     mem.add_row("usable on one device", gb(e.usable_bytes))
-    verdict = (
-        "fits on one device"
-        if e.fits
-        else f"does NOT fit: short by {gb(e.shortfall_bytes)} GB"
-        + (
-            f"; needs {e.devices_needed} devices"
-            if e.devices_needed
-            else "; no device count we tried holds it"
-        )
-    )
-    mem.caption = verdict
+    mem.caption = _verdict(e)
+    if not e.devices_needed:
+        return [mem, Text(f"no performance figures: {e.no_fit_reason or 'nothing holds it'}")]
 
     perf = Table(title="performance", title_justify="left", show_header=False, min_width=44)
     perf.add_column("figure")
     perf.add_column("value", justify="right")
-    perf.add_row("devices", f"{max(e.devices_needed, 1)} ({e.parallelism})")
+    perf.add_row("devices", f"{e.devices_needed:,} ({e.parallelism})")
     if e.task == "inference":
         if e.engine:
             perf.add_row("serving engine", e.engine)
@@ -245,7 +256,7 @@ def estimates_table(rows: list[Estimate]) -> Table:
             gb(e.memory.total),
             "yes" if e.fits else "no",
             str(e.devices_needed or "-"),
-            _num(e.tokens_per_s),
+            _num(e.tokens_per_s if e.devices_needed else None),
             _num(e.ms_per_token, ",.2f"),
             _num(e.power_w, ",.0f"),
             _num(e.tokens_per_joule, ",.3f"),

@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field
 
 from planner.schema.catalog import Frozen, Reference
-from planner.schema.yaml_io import read_yaml, validate
+from planner.schema.yaml_io import Located, read_yaml, validate
 
 Metric = Literal[
     "decode_tokens_per_s",
@@ -61,6 +61,12 @@ def load_measurements(path: Path) -> MeasurementFile:
     return validate(read_yaml(path), MeasurementFile)
 
 
+def read_measurements(path: Path) -> tuple[MeasurementFile, Located]:
+    """The table and its parsed document (for messages that name a row's line)."""
+    doc = read_yaml(path)
+    return validate(doc, MeasurementFile), doc
+
+
 def find(
     table: MeasurementFile | None,
     *,
@@ -70,21 +76,17 @@ def find(
     metric: Metric,
     batch: int,
     devices: int = 1,
-) -> Measurement | None:
-    """The measurement for exactly this configuration, if the table has one (last one wins)."""
+    kv: str = "fp16",
+) -> int | None:
+    """The index of the measurement for exactly this configuration, if the table has one (the
+    last one wins)."""
     if table is None:
         return None
     hit = None
-    for row in table.measurements:
-        if (row.model, row.device, row.weights, row.metric, row.batch, row.devices) == (
-            model,
-            device,
-            weights,
-            metric,
-            batch,
-            devices,
-        ):
-            hit = row
+    key = (model, device, weights, kv, metric, batch, devices)
+    for i, row in enumerate(table.measurements):
+        if (row.model, row.device, row.weights, row.kv, row.metric, row.batch, row.devices) == key:
+            hit = i
     return hit
 
 
