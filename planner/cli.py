@@ -333,7 +333,10 @@ def _say_output_lost(e: OSError) -> None:
 
 
 def emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    """Strict JSON on stdout: a figure that is not a finite number is written as null."""
+    from planner.report.json_text import json_text
+
+    sys.stdout.write(json_text(data))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1139,7 +1142,9 @@ def _write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
     import io
 
     if path.suffix.lower() == ".json":
-        write_atomic(path, json.dumps(rows, indent=2, default=str) + "\n")
+        from planner.report.json_text import json_text
+
+        write_atomic(path, json_text(rows))
         return
     if path.suffix.lower() != ".csv":
         raise InputError(f"{path}: write rows to a .csv or .json file")
