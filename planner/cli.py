@@ -4,7 +4,6 @@ Long because every command declares its options here (typer reads them from the 
 each command body only parses, calls one function and hands the result to planner/report."""
 
 import errno
-import json
 import os
 import shutil
 import sys
