@@ -170,3 +170,35 @@ def test_an_overlay_mac_must_say_what_macos_lets_its_gpu_hold(tmp_path: Path) ->
             load_catalog()
     finally:
         use_overlays([])
+
+
+def _overlay_entry(tmp_path: Path, kind: str, entry: dict[str, object]) -> None:
+    overlay = tmp_path / kind
+    overlay.mkdir()
+    (overlay / f"{kind}.yaml").write_text(json.dumps({kind: [entry]}), encoding="utf-8")
+    use_overlays([overlay])
+
+
+def test_an_overlay_device_idling_above_its_tdp_is_refused(tmp_path: Path) -> None:
+    """Idle 5,000 W against a 700 W TDP once planned an H100 drawing 2,262 W."""
+    h100 = load_catalog().accelerator("h100-sxm").model_dump(mode="json", exclude_none=True)
+    h100["power"]["idle_w"] = 5000
+    _overlay_entry(tmp_path, "accelerators", h100)
+    with pytest.raises(InputError, match=r"power\.idle_w: `h100-sxm` idles at 5000 W.*tdp_w"):
+        load_catalog()
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expect"),
+    [("bandwidth_gb_s", 1e-7, "under 1 Mb/s"), ("latency_us", 1e12, "over a second")],
+)
+def test_an_overlay_link_past_plausible_bounds_is_refused(
+    tmp_path: Path, key: str, value: float, expect: str
+) -> None:
+    """A link of 1e-7 GB/s or 1e12 us once gave `OPTIMAL max_throughput = 1.2e-05`: catalog
+    links keep the bounds a problem file's stated links do."""
+    eth = load_catalog().links["eth-100g"].model_dump(mode="json", exclude_none=True)
+    eth[key] = value
+    _overlay_entry(tmp_path, "links", eth)
+    with pytest.raises(InputError, match=rf"links\[0\]\.{key}: link `eth-100g` .*{expect}"):
+        load_catalog()

@@ -24,6 +24,15 @@ class Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class KeyValueError(ValueError):
+    """A cross-field error about one key, `at` relative to the model that raises it, so the
+    message can point at that key's line rather than at the whole section."""
+
+    def __init__(self, message: str, at: tuple[str | int, ...]) -> None:
+        super().__init__(message)
+        self.at = at
+
+
 class Reference(Frozen):
     """A published source: a spec sheet, a paper, a price list, a benchmark post."""
 
@@ -145,7 +154,9 @@ class DenseCompute(Frozen):
 
 class Power(Frozen):
     tdp_w: float = Field(gt=0, description="Board power / TDP at full load, watts.")
-    idle_w: float = Field(ge=0, description="Power when idle with memory loaded, watts.")
+    idle_w: float = Field(
+        ge=0, description="Power when idle with memory loaded, watts (at most tdp_w)."
+    )
 
 
 class Interconnect(Frozen):
@@ -238,6 +249,17 @@ class Accelerator(Sourced):
         description="Emissions of making one device (and its share of the board), kg CO2e.",
     )
     notes: str | None = None
+
+    @model_validator(mode="after")
+    def _idle_below_tdp(self) -> Accelerator:
+        if self.power.idle_w > self.power.tdp_w:  # a plan would draw more idle than at load
+            raise KeyValueError(
+                f"`{self.id}` idles at {self.power.idle_w:g} W, above its tdp_w of "
+                f"{self.power.tdp_w:g} W: a device idles below its full-load power; give both "
+                "in watts from the spec sheet (idle_w at most tdp_w)",
+                ("power", "idle_w"),
+            )
+        return self
 
     @model_validator(mode="after")
     def _achievable_sourced(self) -> Accelerator:
@@ -428,6 +450,11 @@ class SwitchSpec(Frozen):
     rack_units: int = Field(ge=0, description="Rack units of one switch.")
 
 
+# The floor and ceiling of a link's figures: 1 Mb/s (in 1e9 bytes/s) and one second one way.
+LINK_MIN_GB_S = 1e6 / 8 / 1e9
+LINK_MAX_LATENCY_US = 1e6
+
+
 class Link(Sourced):
     """An interconnect: bandwidth per direction per port and one-way latency."""
 
@@ -436,9 +463,11 @@ class Link(Sourced):
     kind: LinkKind
     scope: Literal["intra-node", "inter-node", "both"]
     bandwidth_gb_s: float = Field(
-        gt=0, description="Per direction, 1e9 bytes/s, per port or per device."
+        gt=0, description="Per direction, 1e9 bytes/s, per port or per device (>= 1 Mb/s)."
     )
-    latency_us: float = Field(ge=0, description="One-way small-message latency, microseconds.")
+    latency_us: float = Field(
+        ge=0, description="One-way small-message latency, microseconds (at most 1 s)."
+    )
     allreduce_us: dict[Annotated[int, Field(ge=2)], PositiveFloat] | None = Field(
         None,
         description="Measured time of one small all-reduce (64 KB or less: a tensor-parallel "
@@ -457,6 +486,25 @@ class Link(Sourced):
         None, description="The switch joining hosts on this link; none: point-to-point cables."
     )
     notes: str | None = None
+
+    @model_validator(mode="after")
+    def _plausible(self) -> Link:
+        """The bounds a problem file's stated links keep (problem.StatedLink), in these units."""
+        if self.bandwidth_gb_s < LINK_MIN_GB_S:
+            raise KeyValueError(
+                f"link `{self.id}` carries {self.bandwidth_gb_s:g} GB/s, under 1 Mb/s "
+                f"({LINK_MIN_GB_S:g} GB/s): no network that slow carries a model's activations; "
+                "give bandwidth_gb_s in 1e9 bytes/s per direction (100 GbE: 12.5)",
+                ("bandwidth_gb_s",),
+            )
+        if self.latency_us > LINK_MAX_LATENCY_US:
+            raise KeyValueError(
+                f"link `{self.id}` takes {self.latency_us:g} us one way, over a second: that is "
+                "not a network to split a model over; give latency_us in microseconds "
+                "(Ethernet TCP: about 15)",
+                ("latency_us",),
+            )
+        return self
 
     @model_validator(mode="after")
     def _allreduce_source(self) -> Link:

@@ -29,7 +29,7 @@ from pydantic import (
 )
 
 from planner.errors import did_you_mean
-from planner.schema.catalog import Frozen
+from planner.schema.catalog import Frozen, KeyValueError
 from planner.schema.units import (
     YEAR_S,
     Count,
@@ -75,15 +75,6 @@ class ProblemModel(Frozen):
     dumped problem reads back."""
 
     model_config = ConfigDict(allow_inf_nan=False, serialize_by_alias=True)
-
-
-class KeyValueError(ValueError):
-    """A cross-field error about one key, `at` relative to the model that raises it, so the
-    message can point at that key's line rather than at the whole section."""
-
-    def __init__(self, message: str, at: tuple[str | int, ...]) -> None:
-        super().__init__(message)
-        self.at = at
 
 
 def _spelled(pattern: str, what: str, rule: str) -> Callable[[str], str]:
