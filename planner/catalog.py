@@ -35,6 +35,7 @@ from planner.schema.catalog import (
     RegionFile,
     Sourced,
 )
+from planner.schema.model_params import total_params
 from planner.schema.support import Architecture, Engine, SupportFile, SupportRow
 from planner.schema.yaml_io import read_validated, read_yaml, validate
 
@@ -367,6 +368,7 @@ def _cross_check(cat: Catalog, root: Path) -> None:
                         f"{did_you_mean(ref, cat.references)}"
                     )
     _check_support(cat, root)
+    _check_params(cat, root)
     for m in cat.models.values():
         for api in m.api_prices:
             if api.source not in cat.references:
@@ -399,6 +401,26 @@ def _cross_check(cat: Catalog, root: Path) -> None:
                     f"{root / FILES['nodes']}: {n.id}.accepts_devices: unknown device `{dev}`"
                     f"{did_you_mean(dev, cat.accelerators)}"
                 )
+
+
+# How far a model's published total may sit from the parameters its architecture implies: model
+# cards round to two or three figures (7B for 7.24B), and every shipped model is within 0.6 %;
+# further off is a typo or a wrong architecture. Active counts are not checked: cards leave out
+# the embedding table the planner's active count includes (gpt-oss-20b: 16 % apart).
+PARAMS_TOLERANCE = 0.05
+
+
+def _check_params(cat: Catalog, root: Path) -> None:
+    """Each model's published_params within PARAMS_TOLERANCE of its architecture's count."""
+    for m in cat.models.values():
+        counted = total_params(m)
+        if abs(m.published_params / counted - 1) > PARAMS_TOLERANCE:
+            raise CatalogError(
+                f"{root / FILES['models']}: {m.id}.published_params: {m.published_params:.3g} is "
+                f"not the {counted:.4g} parameters its architecture implies (hidden_size, layers, "
+                f"heads, widths, vocab_size; {PARAMS_TOLERANCE:.0%} allowed): give the model "
+                "card's total, or check the architecture against its config.json"
+            )
 
 
 def _check_support(cat: Catalog, root: Path) -> None:

@@ -202,3 +202,24 @@ def test_an_overlay_link_past_plausible_bounds_is_refused(
     _overlay_entry(tmp_path, "links", eth)
     with pytest.raises(InputError, match=rf"links\[0\]\.{key}: link `eth-100g` .*{expect}"):
         load_catalog()
+
+
+@pytest.mark.parametrize("published", [8.03e3, 8.03e15, 7.0e9])
+def test_an_overlay_model_published_params_far_from_its_architecture_is_refused(
+    tmp_path: Path, published: float
+) -> None:
+    """published_params is checked against the count the architecture implies, within 5 %."""
+    llama = load_catalog().model("llama-3.1-8b").model_dump(mode="json", exclude_none=True)
+    llama["published_params"] = published
+    _overlay_entry(tmp_path, "models", llama)
+    with pytest.raises(CatalogError, match=r"llama-3\.1-8b\.published_params: .*8\.03e\+09"):
+        load_catalog()
+
+
+def test_an_overlay_model_published_params_rounded_as_cards_do_is_accepted(
+    tmp_path: Path,
+) -> None:
+    llama = load_catalog().model("llama-3.1-8b").model_dump(mode="json", exclude_none=True)
+    llama["published_params"] = 8e9  # the card's "8B", 0.4 % under 8.03B
+    _overlay_entry(tmp_path, "models", llama)
+    assert load_catalog().model("llama-3.1-8b").published_params == 8e9

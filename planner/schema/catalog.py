@@ -598,7 +598,11 @@ class ModelArch(Sourced):
         ge=0,
         description="Layers that attend within sliding_window; the rest attend to the whole context.",
     )
-    published_params: float = Field(gt=0, description="Total parameters as published.")
+    published_params: float = Field(
+        gt=0,
+        description="Total parameters as published; within 5 % of the count the architecture "
+        "implies (planner.catalog.PARAMS_TOLERANCE), else the catalog is refused.",
+    )
     published_active_params: float | None = Field(None, gt=0, description="Active per token (MoE).")
     notes: str | None = None
 
