@@ -1462,6 +1462,13 @@ def compare(
 
         if (second is None) == (force_device is None):
             raise InputError("compare: give a second plan or problem, or --force-device DEVICE")
+        if force_device is not None:  # a typo is an unknown device, not an infeasible plan
+            from planner.catalog import load_catalog
+
+            try:
+                load_catalog().accelerator(force_device)
+            except InputError as e:
+                raise InputError(f"--force-device: {e}") from None
         a = _plan_of(first, sets or [], time_limit, seed)
         label_a, label_b = first.stem, second.stem if second else f"only {force_device}"
         if second is not None:

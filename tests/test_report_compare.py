@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 from rich.console import Console
+from typer.testing import CliRunner
 
+from planner.cli import app
 from planner.load import load_problem
 from planner.plan.types import DeviceLine, NodeLine, Plan, WorkloadPlan
 from planner.report.compare import (
@@ -325,3 +327,11 @@ def test_real_plans() -> None:
     tokens = next(x for x in w.rows if x.metric == "tokens_per_s")
     assert tokens.a == pytest.approx(sum(x["tokens_per_s"] for x in a["workloads"]))
     assert tokens.b == pytest.approx(sum(x["tokens_per_s"] for x in b["workloads"]))
+
+
+def test_force_device_typo_is_an_unknown_device() -> None:
+    """`--force-device nosuch` once exited 0 with "only nosuch has no plan (INFEASIBLE)"."""
+    chat = str(Path(__file__).resolve().parent.parent / "problems" / "chat-70b.yaml")
+    result = CliRunner().invoke(app, ["compare", chat, "--force-device", "h100-sxn"])
+    assert result.exit_code == 2, result.output
+    assert "--force-device: unknown device `h100-sxn`; did you mean `h100-sxm`" in result.output
