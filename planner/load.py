@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from planner.catalog import Catalog, add_file_model, load_catalog
 from planner.errors import InputError, did_you_mean
 from planner.estimator.architecture import block_groups
-from planner.estimator.economics import available_modes
+from planner.estimator.economics import available_modes, carbon_promise
 from planner.estimator.efficiency import Efficiency, load_efficiency
 from planner.estimator.formats import kv_bytes, weight_format
 from planner.estimator.hosts import placeable
@@ -176,6 +176,26 @@ def check_names(problem: Problem, cat: Catalog, doc: Located | None = None) -> N
             )
     _check_network(problem, cat, where)
     _check_more_names(problem, cat, where)
+    _check_embodied(problem, cat, where)
+
+
+def _check_embodied(problem: Problem, cat: Catalog, where: Callable[[Loc], str]) -> None:
+    """Under a carbon promise, every device named (allowed or owned) has an embodied figure."""
+    promise, c = carbon_promise(problem), problem.constraints
+    named: list[tuple[Loc, str]] = [
+        (("constraints", "allowed_devices", j), n) for j, n in enumerate(c.allowed_devices or [])
+    ]
+    named += [
+        (("constraints", "inventory", j, "device"), o.device) for j, o in enumerate(c.inventory)
+    ]
+    for loc, n in named if promise else []:
+        if cat.accelerator(n).embodied_kgco2e is None:
+            raise InputError(
+                f"{where(loc)}the catalog has no "
+                f"embodied-carbon figure for `{n}`, and {promise} cannot count making it as 0 kg: "
+                "give its embodied_kgco2e (with a source) in a catalog overlay (--catalog DIR, "
+                f"accelerators.yaml), or take `{n}` out of constraints.{loc[1]}"
+            )
 
 
 def _check_context(
@@ -377,6 +397,9 @@ def why_no_device(problem: Problem, cat: Catalog) -> str:
             ),
         ),
     ]
+    promise = carbon_promise(problem)
+    why = f"{promise} (no embodied-carbon figure: give embodied_kgco2e in a catalog overlay)"
+    filters.append((why, lambda d: promise is None or d.embodied_kgco2e is not None))
     left = list(cat.accelerators.values())
     for name, keeps in filters:
         kept = [d for d in left if keeps(d)]

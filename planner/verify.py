@@ -20,10 +20,12 @@ from planner.estimator.economics import (
     RENT_MODES,
     Period,
     Prices,
+    carbon_promise,
     demand_periods,
     device_prices,
     embodied_kg_per_hour,
     embodied_share,
+    embodied_unknown,
     energy_usd_per_watt_hour,
     grid_intensity,
     horizon_hours,
@@ -732,6 +734,16 @@ def _check_energy_and_carbon(
         ("sci_g_per_million_tokens", total * 1000 / (tokens / 1e6) if tokens else None),
     ):
         same(problem, f"carbon.{key}", getattr(cl, key), want)
+    kinds = [x.type for x in plan.devices]
+    kinds += [st.device for wp in plan.workloads if wp.kind == "training" for st in wp.stages]
+    unknown = embodied_unknown(kinds, cat)
+    if tuple(cl.embodied_unknown) != unknown:
+        fail(
+            problem, f"`carbon.embodied_unknown`: {list(cl.embodied_unknown)}, not {list(unknown)}"
+        )
+    promise = carbon_promise(problem)
+    if promise is not None and unknown:
+        fail(problem, f"`devices`: {', '.join(unknown)} without an embodied figure under {promise}")
     cap = problem.constraints.max_carbon_kgco2e
     f.limit("carbon", total, cap)
     if cap is not None and total > cap * (1 + REL_TOL):

@@ -9,12 +9,14 @@ import re
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from planner.catalog import load_catalog
 from planner.errors import InputError, InternalError
 from planner.load import load_problem
 from planner.model.scale import SHARE_STEPS
 from planner.plan.types import Plan
+from planner.report.plan_table import plan_renderable
 from planner.report.tco import tco_report
 from planner.schema.problem import Problem
 from planner.schema.status import Status
@@ -120,7 +122,7 @@ objective:
 
 
 def test_carbon_cap_changes_the_plan() -> None:
-    free = solved("carbon-cap", "constraints.max_carbon_kgco2e=1e9")
+    free = solved("carbon-cap", "constraints.max_carbon_kgco2e=null")
     capped = solved("carbon-cap")
     assert free.carbon is not None and capped.carbon is not None
     # problems/carbon-cap.yaml: 200,000 kg (the cheapest plan emits ~246,000, the least-carbon
@@ -136,13 +138,57 @@ def test_carbon_cap_changes_the_plan() -> None:
 
 
 def test_min_carbon_emits_no_more_than_the_cheapest_plan() -> None:
-    cheapest = solved("carbon-cap", "constraints.max_carbon_kgco2e=1e9")
+    cheapest = solved("carbon-cap", "constraints.max_carbon_kgco2e=null")
     cleanest = solved(
-        "carbon-cap", "constraints.max_carbon_kgco2e=1e9", "objective.goal=min_carbon"
+        "carbon-cap", "constraints.max_carbon_kgco2e=null", "objective.goal=min_carbon"
     )
     assert cheapest.carbon is not None and cleanest.carbon is not None
     assert cleanest.carbon.total_kgco2e <= cheapest.carbon.total_kgco2e
     assert cleanest.objective == pytest.approx(cleanest.carbon.total_kgco2e, rel=1e-3)
+
+
+def test_unknown_embodied_carbon_is_a_lower_bound_not_a_zero() -> None:
+    """Gaudi2 and Gaudi3 have no embodied figure: the uncapped plan on them once printed
+    `embodied_kgco2e: 0.0` as a fact, with no word in the text."""
+    cat = load_catalog()
+    plan = solved("carbon-cap", "constraints.max_carbon_kgco2e=null")
+    assert plan.carbon is not None and plan.carbon.embodied_unknown
+    assert {x.type for x in plan.devices} >= set(plan.carbon.embodied_unknown)
+    assert all(cat.accelerator(d).embodied_kgco2e is None for d in plan.carbon.embodied_unknown)
+    assert any("lower bounds" in n for n in plan.notes)
+    console = Console(width=400, record=True)
+    console.print(plan_renderable(plan, timings=False))
+    text = console.export_text()
+    assert "embodied at least" in text and "total at least" in text
+    bad = dataclasses.replace(plan, carbon=dataclasses.replace(plan.carbon, embodied_unknown=()))
+    with pytest.raises(InternalError, match="embodied_unknown"):
+        verify(
+            bad,
+            load_problem(PROBLEMS / "carbon-cap.yaml", ["constraints.max_carbon_kgco2e=null"]),
+            cat,
+        )
+
+
+@pytest.mark.parametrize(
+    "sets", [[], ["constraints.max_carbon_kgco2e=null", "objective.goal=min_carbon"]]
+)
+def test_a_carbon_promise_plans_only_with_known_embodied_carbon(sets: list[str]) -> None:
+    """Under a carbon cap or min_carbon, devices without the figure are left out, with a note."""
+    cat = load_catalog()
+    plan = solved("carbon-cap", *sets)
+    assert plan.carbon is not None and plan.carbon.embodied_unknown == ()
+    assert all(cat.accelerator(x.type).embodied_kgco2e is not None for x in plan.devices)
+    left_out = [n for n in plan.notes if "without an embodied-carbon figure" in n]
+    assert left_out and "gaudi3" in left_out[0]
+
+
+def test_a_carbon_promise_refuses_a_named_device_without_embodied_carbon() -> None:
+    with pytest.raises(
+        InputError, match=r"allowed_devices\[1\]: .*no embodied-carbon figure for `gaudi3`"
+    ):
+        load_problem(
+            PROBLEMS / "carbon-cap.yaml", ["constraints.allowed_devices=[h100-sxm, gaudi3]"]
+        )
 
 
 def test_spot_covers_its_availability_and_share() -> None:

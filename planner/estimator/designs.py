@@ -35,7 +35,7 @@ from planner.estimator.comm import p2p_seconds, pipeline_activation_bytes
 from planner.estimator.confidence import CONFIDENCE, design_confidence, kept_share
 from planner.estimator.cost import power_w
 from planner.estimator.devices import DeviceTable, device_table
-from planner.estimator.economics import available_modes, peak_scale
+from planner.estimator.economics import available_modes, carbon_promise, peak_scale
 from planner.estimator.formats import kv_bytes, weight_format
 from planner.estimator.hosts import (
     derates,
@@ -150,7 +150,23 @@ def stage_specs(cat: Catalog, problem: Problem, d: Design) -> list[StageSpec]:
 
 
 def allowed_devices(problem: Problem, cat: Catalog) -> list[Accelerator]:
-    """Devices the constraints allow, with a node to host them and a price for the procurement."""
+    """Devices the constraints allow, with a node to host them and a price for the procurement;
+    under a carbon promise only those with an embodied-carbon figure (economics.carbon_promise)."""
+    promised = carbon_promise(problem) is not None
+    return [
+        d for d in _placeable_devices(problem, cat) if not promised or d.embodied_kgco2e is not None
+    ]
+
+
+def carbon_unknown_left_out(problem: Problem, cat: Catalog) -> list[str]:
+    """Devices the constraints would allow but a carbon promise leaves out: the catalog has no
+    embodied-carbon figure for them."""
+    if carbon_promise(problem) is None:
+        return []
+    return [d.id for d in _placeable_devices(problem, cat) if d.embodied_kgco2e is None]
+
+
+def _placeable_devices(problem: Problem, cat: Catalog) -> list[Accelerator]:
     c = problem.constraints
     owned = {o.device for o in c.inventory}
     out = []

@@ -356,6 +356,23 @@ def embodied_share(problem: Problem) -> float:
     return min(1.0, problem.horizon.lifetime_years / problem.carbon.device_life_years)
 
 
+def carbon_promise(problem: Problem) -> str | None:
+    """The setting that makes the plan a promise about carbon (a ceiling, or the least carbon as
+    the goal), or None. Under one, a device without an embodied-carbon figure is not planned
+    with: its making would count as 0 kg, favouring it because its figure is unknown."""
+    if problem.carbon is None:
+        return None
+    if problem.constraints.max_carbon_kgco2e is not None:
+        return "constraints.max_carbon_kgco2e"
+    return "objective.goal: min_carbon" if problem.objective.goal == "min_carbon" else None
+
+
+def embodied_unknown(devices: Sequence[str], cat: Catalog) -> tuple[str, ...]:
+    """The device ids among `devices` (once each, in order) without an embodied-carbon figure."""
+    ids = dict.fromkeys(d for d in devices if cat.accelerator(d).embodied_kgco2e is None)
+    return tuple(ids)
+
+
 def embodied_kg_per_hour(problem: Problem, d: Accelerator) -> float:
     """Embodied kg CO2e a rented device carries per hour it is held."""
     assert problem.carbon is not None

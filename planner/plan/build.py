@@ -12,17 +12,19 @@ import math
 from dataclasses import dataclass, field
 
 from planner.catalog import Catalog
-from planner.estimator.designs import Design, stage_specs
+from planner.estimator.designs import Design, carbon_unknown_left_out, stage_specs
 from planner.estimator.economics import (
     RENT_MODES,
     DeviceEconomics,
     break_even_utilization,
+    carbon_promise,
     cloud_host_watts,
     demand_quantization,
     earlier_phase,
     earlier_phases_hours,
     embodied_kg_per_hour,
     embodied_share,
+    embodied_unknown,
     energy_usd_per_watt_hour,
     facility_usd_per_rack_unit,
     facility_usd_per_watt,
@@ -415,12 +417,37 @@ def _energy_and_periods(
     plan.tokens_per_joule = sum(tally.tokens) / joules if joules else None
     if problem.carbon is not None:
         plan.carbon = _carbon(plan, problem, cat, energy_kwh, other_kwh, sum(tally.tokens))
-        unknown = [x.type for x in plan.devices if cat.accelerator(x.type).embodied_kgco2e is None]
-        if unknown:
-            plan.notes.append(
-                f"the catalog has no embodied-carbon figure for {', '.join(unknown)}: counted as "
-                "0 kg, so embodied carbon is understated"
-            )
+        plan.notes += _carbon_notes(plan, problem, cat)
+
+
+def _carbon_devices(plan: Plan) -> list[str]:
+    """Device types whose making the plan's carbon counts: its fleet and cloud training jobs."""
+    jobs = [st.device for wp in plan.workloads if wp.kind == "training" for st in wp.stages]
+    return [x.type for x in plan.devices] + jobs
+
+
+def _carbon_notes(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    """What the carbon figures leave out: devices of the plan without an embodied figure (the
+    figures are lower bounds), or those a carbon promise kept out of the plan for lacking one."""
+    notes = []
+    unknown = plan.carbon.embodied_unknown if plan.carbon else ()
+    if unknown:
+        notes.append(
+            f"the catalog has no embodied-carbon figure for {', '.join(unknown)}: their making "
+            "is not counted, so embodied and total carbon are lower bounds (give embodied_kgco2e "
+            "in a catalog overlay to count it)"
+        )
+    left_out = carbon_unknown_left_out(problem, cat)
+    if left_out:
+        shown = ", ".join(left_out[:8]) + (
+            f" and {len(left_out) - 8} more" if len(left_out) > 8 else ""
+        )
+        notes.append(
+            f"{carbon_promise(problem)}: {len(left_out)} devices without an embodied-carbon "
+            f"figure in the catalog were left out ({shown}), so the promise does not rest on a "
+            "0 kg that means unknown; give embodied_kgco2e in a catalog overlay to plan with them"
+        )
+    return notes
 
 
 def objective_figures(plan: Plan, problem: Problem) -> Figures:
@@ -823,6 +850,7 @@ def _carbon(
                 )
     total = operational + embodied
     kwh = sum(energy_kwh) + other_kwh
+    sci = total * 1000 / (tokens / 1e6) if tokens else None
     return CarbonLine(
-        kwh, operational, embodied, total, tokens, total * 1000 / (tokens / 1e6) if tokens else None
+        kwh, operational, embodied, total, tokens, sci, embodied_unknown(_carbon_devices(plan), cat)
     )

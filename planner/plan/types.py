@@ -157,6 +157,9 @@ class CarbonLine:
     total_kgco2e: float
     tokens: float
     sci_g_per_million_tokens: float | None
+    # Devices of the plan the catalog has no embodied-carbon figure for: their making counts
+    # 0 kg, so embodied_kgco2e and total_kgco2e are lower bounds (none under a carbon promise).
+    embodied_unknown: tuple[str, ...] = ()
 
 
 @with_config(_FORBID)

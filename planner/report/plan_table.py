@@ -199,12 +199,15 @@ def _energy_line(plan: Plan) -> Text:
     c = plan.carbon
     if c is not None:
         line.append("\ncarbon ", style="bold")
+        # Without a device's embodied figure the plan's are lower bounds, not facts.
+        least = "at least " if c.embodied_unknown else ""
+        unknown = f" (unknown for {', '.join(c.embodied_unknown)})" if c.embodied_unknown else ""
         line.append(
-            f"over the horizon: operational {c.operational_kgco2e:,.0f} kg, embodied "
-            f"{c.embodied_kgco2e:,.0f} kg, total {c.total_kgco2e:,.0f} kg CO2e"
+            f"over the horizon: operational {c.operational_kgco2e:,.0f} kg, embodied {least}"
+            f"{c.embodied_kgco2e:,.0f} kg{unknown}, total {least}{c.total_kgco2e:,.0f} kg CO2e"
         )
         if c.sci_g_per_million_tokens is not None:
-            line.append(f"; SCI {c.sci_g_per_million_tokens:,.1f} g CO2e per million tokens")
+            line.append(f"; SCI {least}{c.sci_g_per_million_tokens:,.1f} g CO2e per million tokens")
     return line
 
 
