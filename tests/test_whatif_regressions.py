@@ -10,7 +10,7 @@ from planner.load import load_problem, parse_problem
 from planner.schema.yaml_io import parse_text, read_yaml
 from planner.solve import Solver
 from planner.whatif.executor import Executor, Settings
-from planner.whatif.explain import explain
+from planner.whatif.explain import _latency_sentence, explain
 from planner.whatif.sweep import parse_vary, sweep
 
 PROBLEMS = Path(__file__).parent.parent / "problems"
@@ -40,6 +40,16 @@ def test_recommended_latency_ceiling_admits_a_plan_or_is_not_offered() -> None:
             [f"workloads.chat.max_ms_per_token={value}"],
         )
         assert Solver(time_limit=10).solve(relaxed).has_plan, r
+
+
+def test_latency_ceiling_stated_is_the_value_suggested() -> None:
+    # Before: "a ceiling of 6.3 ms admits a plan" beside `--set ...=6.4` (6.34 rounded to
+    # nearest for the text, up for the suggestion); 6.3 admits none when the least is 6.34.
+    for need, shown in ((6.34, "6.4"), (6.31, "6.4"), (6.4, "6.4"), (12.05, "12.1")):
+        text = _latency_sentence("chat", 3.0, need)
+        assert f"a ceiling of {shown} ms per token (now 3.0)" in text, text
+        assert text.endswith(f"--set workloads.chat.max_ms_per_token={shown}"), text
+        assert float(shown) >= need
 
 
 def test_explain_prints_carbon_in_kg() -> None:

@@ -87,11 +87,7 @@ def explain(problem: Problem, solver: Solver) -> Explanation:
                         "alone": True,
                     }
                 )
-                ex.sentences.append(
-                    f"latency:{w.name}: a ceiling of {need_ms:,.1f} ms per token (now "
-                    f"{w.max_ms_per_token:,.1f}) admits a plan; "
-                    f"--set workloads.{w.name}.max_ms_per_token={math.ceil(need_ms * 10) / 10}"
-                )
+                ex.sentences.append(_latency_sentence(w.name, w.max_ms_per_token, need_ms))
     headroom = _least_headroom_change(problem, solver)
     if headroom is not None:
         ex.relaxations.append(
@@ -127,6 +123,16 @@ def _relax_sentence(
     if not alone:
         text += f", together with lifting {', '.join(f'`{o}`' for o in others)}"
     return text
+
+
+def _latency_sentence(workload: str, current: float, need_ms: float) -> str:
+    """The least ceiling that admits a plan, rounded up to 0.1 ms: the figure stated is the
+    value suggested, and both admit a plan (rounded to nearest, 6.34 ms read 6.3 beside 6.4)."""
+    value = math.ceil(need_ms * 10) / 10
+    return (
+        f"latency:{workload}: a ceiling of {value:,.1f} ms per token (now {current:,.1f}) admits "
+        f"a plan; --set workloads.{workload}.max_ms_per_token={value}"
+    )
 
 
 def _least_latency(problem: Problem, w: InferenceWorkload, solver: Solver) -> float | None:
