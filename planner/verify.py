@@ -737,7 +737,7 @@ def _check_energy_and_carbon(
     kinds = [x.type for x in plan.devices]
     kinds += [st.device for wp in plan.workloads if wp.kind == "training" for st in wp.stages]
     unknown = embodied_unknown(kinds, cat)
-    if tuple(cl.embodied_unknown) != unknown:
+    if cl.embodied_unknown is not None and tuple(cl.embodied_unknown) != unknown:
         fail(
             problem, f"`carbon.embodied_unknown`: {list(cl.embodied_unknown)}, not {list(unknown)}"
         )

@@ -430,7 +430,7 @@ def _carbon_notes(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
     """What the carbon figures leave out: devices of the plan without an embodied figure (the
     figures are lower bounds), or those a carbon promise kept out of the plan for lacking one."""
     notes = []
-    unknown = plan.carbon.embodied_unknown if plan.carbon else ()
+    unknown = (plan.carbon.embodied_unknown if plan.carbon else None) or ()
     if unknown:
         notes.append(
             f"the catalog has no embodied-carbon figure for {', '.join(unknown)}: their making "

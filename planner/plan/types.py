@@ -159,7 +159,8 @@ class CarbonLine:
     sci_g_per_million_tokens: float | None
     # Devices of the plan the catalog has no embodied-carbon figure for: their making counts
     # 0 kg, so embodied_kgco2e and total_kgco2e are lower bounds (none under a carbon promise).
-    embodied_unknown: tuple[str, ...] = ()
+    # None: a plan written before the field was recorded.
+    embodied_unknown: tuple[str, ...] | None = None
 
 
 @with_config(_FORBID)

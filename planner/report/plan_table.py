@@ -200,8 +200,9 @@ def _energy_line(plan: Plan) -> Text:
     if c is not None:
         line.append("\ncarbon ", style="bold")
         # Without a device's embodied figure the plan's are lower bounds, not facts.
-        least = "at least " if c.embodied_unknown else ""
-        unknown = f" (unknown for {', '.join(c.embodied_unknown)})" if c.embodied_unknown else ""
+        missing = c.embodied_unknown or ()
+        least = "at least " if missing else ""
+        unknown = f" (unknown for {', '.join(missing)})" if missing else ""
         line.append(
             f"over the horizon: operational {c.operational_kgco2e:,.0f} kg, embodied {least}"
             f"{c.embodied_kgco2e:,.0f} kg{unknown}, total {least}{c.total_kgco2e:,.0f} kg CO2e"
