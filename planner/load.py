@@ -202,9 +202,8 @@ def _check_context(
     w: InferenceWorkload | TrainingWorkload, m: ModelArch, where: Callable[[Loc], str], i: int
 ) -> None:
     """A sequence no longer than the model's maximum context (its config's
-    max_position_embeddings): past it the model was never trained and its KV cache is not a
-    plan anyone can run; a training sequence past it needs the positions extended first
-    (a long-context recipe the plan does not cost)."""
+    max_position_embeddings): past it the model was never trained, a plan no one can run (a
+    training sequence past it needs the positions extended first, which no plan costs)."""
     loc: Loc
     if isinstance(w, TrainingWorkload):
         longest, loc = w.seq_len, ("workloads", i, "seq_len")
