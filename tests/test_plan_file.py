@@ -134,6 +134,57 @@ def test_a_mistyped_field_is_located(chat_doc: dict[str, Any], tmp_path: Path) -
     assert "workloads.0.stages.0.tp" in text
 
 
+# Numbers beyond any plan's figures, wrong JSON types and keys written twice are refused by
+# their path, exit 2, before anything is recomputed from them (a 400-digit count once stopped
+# the verifier with an OverflowError; "8", false and 8.0 once passed as counts).
+REFUSED = {
+    "a 400-digit count": (_set("devices.0.bought", 10**400), "devices.0.bought", "out of range"),
+    "a count beyond any fleet": (_set("devices.0.bought", 10**10), "devices.0.bought", "count"),
+    "a figure beyond any plan": (_set("tco_usd", 1e300), "tco_usd", "out of range"),
+    "a huge problem figure": (
+        _set("problem_document.constraints.budget_usd", 10**40),
+        "problem_document.constraints.budget_usd",
+        "out of range",
+    ),
+    "a count in quotes": (_set("devices.0.bought", "8"), "devices.0.bought", '"8"'),
+    "a boolean count": (_set("devices.0.owned", False), "devices.0.owned", "false"),
+    "a count with a point": (_set("devices.0.bought", 8.0), "devices.0.bought", "8.0"),
+    "a figure in quotes": (_set("tco_usd", "313015"), "tco_usd", "valid number"),
+    "a boolean gap": (_set("gap", False), "gap", "false"),
+    "a summary in quotes": (
+        _set("summary.tokens_per_joule", "1"),
+        "summary.tokens_per_joule",
+        "valid number",
+    ),
+    "a version with a point": (_set("format_version", 2.0), "format version", "2.0"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_out_of_range_and_mistyped_numbers_are_refused_by_path(
+    case: str, chat_doc: dict[str, Any], tmp_path: Path
+) -> None:
+    doc = json.loads(json.dumps(chat_doc))
+    edit, where, word = REFUSED[case]
+    edit(doc)
+    code, text = run("verify", str(_write(tmp_path, doc)))
+    assert code == 2, text
+    assert where in text and word in text, text
+    assert "Traceback" not in text
+
+
+def test_a_key_written_twice_is_refused_by_path(chat_doc: dict[str, Any], tmp_path: Path) -> None:
+    text = json.dumps(chat_doc)
+    top = text.replace('"tco_usd": ', '"tco_usd": 1.0, "tco_usd": ', 1)
+    nested = text.replace('"bought": ', '"bought": 4, "bought": ', 1)
+    for doc, where in ((top, "`tco_usd`"), (nested, "`devices.0.bought`")):
+        path = tmp_path / "dup.json"
+        path.write_text(doc)
+        code, out = run("verify", str(path))
+        assert code == 2, out
+        assert where in out and "twice" in out, out
+
+
 MALFORMED = [
     "",
     "[]",

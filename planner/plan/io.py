@@ -14,6 +14,7 @@ import functools
 import hashlib
 import json
 import math
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,20 @@ def _plan_adapter() -> TypeAdapter[Plan]:
     """The validator of a plan file's fields, built when a plan is read (a solve that only
     writes one needs none)."""
     return TypeAdapter(Plan)
+
+
+@dataclass
+class _Derived:
+    """The fields derived from the plan, which verify recomputes (planner.verify_plan): each a
+    number or null, never a string or a boolean."""
+
+    gap: float | None = None
+    summary: dict[str, float | None] = dataclasses.field(default_factory=dict)
+
+
+@functools.cache
+def _derived_adapter() -> TypeAdapter[_Derived]:
+    return TypeAdapter(_Derived)
 
 
 def canonical_json(data: Any) -> str:
@@ -174,6 +189,75 @@ class PlanFile:
     catalog_sha256: str
 
 
+# The largest magnitude of any number in a plan file: beyond every figure a plan holds (a
+# fleet's tokens over ten years are under 1e17), and small enough that no sum or product the
+# verifier forms overflows a float. Counts have their own, tighter bound (plan.types.MAX_COUNT).
+MAX_FIGURE = 1e18
+
+
+class _Object(dict[str, Any]):
+    """A JSON object as read, remembering the first key written twice in it (json keeps the
+    last value silently, so an edit could hide behind the planner's own figure)."""
+
+    twice: str | None = None
+
+
+def _object(pairs: list[tuple[str, Any]]) -> _Object:
+    obj = _Object()
+    for key, value in pairs:
+        if key in obj and obj.twice is None:
+            obj.twice = key
+        obj[key] = value
+    return obj
+
+
+def _nodes(data: Any) -> Iterator[tuple[str, Any]]:
+    """Every value in parsed JSON with its dotted path, parents first (without recursion)."""
+    todo: list[tuple[str, Any]] = [("", data)]
+    while todo:
+        path, value = todo.pop()
+        yield path, value
+        if isinstance(value, dict):
+            items: Iterable[tuple[Any, Any]] = value.items()
+        elif isinstance(value, list):
+            items = enumerate(value)
+        else:
+            continue
+        todo.extend((f"{path}.{k}" if path else str(k), v) for k, v in reversed(list(items)))
+
+
+def _duplicate_key(data: Any, source: str) -> None:
+    """Refuse an object that names a key twice, by the key's path."""
+    for path, value in _nodes(data):
+        if isinstance(value, _Object) and value.twice is not None:
+            at = f"{path}.{value.twice}" if path else value.twice
+            raise InputError(
+                f"{source}: `{at}`: the key appears twice in one object; a plan file names "
+                "each field once: remove the copy, or solve the problem again to write the "
+                "plan afresh"
+            )
+
+
+def _out_of_range(data: Any, source: str) -> None:
+    """Refuse a number beyond MAX_FIGURE anywhere in the file, by its path."""
+    for path, value in _nodes(data):
+        if (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and abs(value) > MAX_FIGURE
+        ):
+            shown = (
+                f"a {len(str(abs(value)))}-digit integer"
+                if isinstance(value, int)
+                else f"{value:.3g}"
+            )
+            raise InputError(
+                f"{source}: `{path or '(top level)'}`: {shown} is out of range: no figure "
+                f"of a plan exceeds {MAX_FIGURE:.0e} in magnitude; solve the problem again "
+                "to write the plan afresh"
+            )
+
+
 def _finite(text: str) -> float:
     v = float(text)
     if not math.isfinite(v):
@@ -188,7 +272,9 @@ def _refuse_constant(name: str) -> float:
 def parse_plan_text(text: str, source: str) -> dict[str, Any]:
     """JSON text to a dict, refusing NaN, infinities and numbers beyond float range."""
     try:
-        data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite)
+        data = json.loads(
+            text, parse_constant=_refuse_constant, parse_float=_finite, object_pairs_hook=_object
+        )
     except json.JSONDecodeError as e:
         hint = (
             " (a problem file? this command takes a plan written by "
@@ -210,6 +296,7 @@ def parse_plan_text(text: str, source: str) -> dict[str, Any]:
             f"{source}: not a plan: objects and lists nested deeper than {MAX_DEPTH} levels "
             "(a plan written by `planner solve --out PLAN.json` nests far less)"
         )
+    _duplicate_key(data, source)
     if not isinstance(data, dict) or "status" not in data or "devices" not in data:
         raise InputError(
             f"{source}: not a plan written by `planner solve --format json` "
@@ -246,7 +333,7 @@ def _dotted(loc: tuple[int | str, ...]) -> str:
 def plan_from_data(data: dict[str, Any], source: str) -> PlanFile:
     """Check a parsed plan document against the format and build its Plan and Problem."""
     version = data.get("format_version", 1)
-    if version != FORMAT_VERSION:
+    if type(version) is not int or version != FORMAT_VERSION:
         raise InputError(
             f"{source}: plan format version {version!r}; this planner reads version "
             f"{FORMAT_VERSION}. Solve the problem again to write a current plan: "
@@ -269,17 +356,14 @@ def plan_from_data(data: dict[str, Any], source: str) -> PlanFile:
             + "; remove it, or solve the problem again to write the plan afresh"
         )
     fields.setdefault("solve_seconds", 0.0)
-    try:
-        plan = _plan_adapter().validate_python(fields)
+    _out_of_range(data, source)
+    try:  # strict: `"8"` or `true` is no count, `8.0` no integer (the planner writes neither)
+        plan = _plan_adapter().validate_json(json.dumps(fields), strict=True)
+        _derived_adapter().validate_json(
+            json.dumps({k: data[k] for k in ("gap", "summary") if k in data}), strict=True
+        )
     except ValidationError as e:
-        first = e.errors()[0]
-        msg = first["msg"]
-        if first["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
-            msg = "not a field the planner writes there; remove it, or solve again"
-        raise InputError(
-            f"{source}: `{_dotted(first['loc'])}`: {msg}"
-            + (f" ({e.error_count() - 1} more)" if e.error_count() > 1 else "")
-        ) from None
+        raise InputError(_schema_error(e, source)) from None
     _check_counts(plan, source)
     if not isinstance(data["problem_document"], dict):
         raise InputError(f"{source}: `problem_document`: an object (the problem) is expected")
@@ -288,6 +372,28 @@ def plan_from_data(data: dict[str, Any], source: str) -> PlanFile:
         Problem,
     )
     return PlanFile(source, data, plan, problem, data["problem_sha256"], data["catalog_sha256"])
+
+
+def _schema_error(e: ValidationError, source: str) -> str:
+    """The first field of a plan that fails its type, by path, with what the file holds there
+    and the fix."""
+    first = e.errors()[0]
+    more = f" ({e.error_count() - 1} more)" if e.error_count() > 1 else ""
+    if first["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
+        msg = "not a field the planner writes there; remove it, or solve again"
+    else:
+        held = json.dumps(first.get("input"), default=str)
+        held = held if len(held) <= 40 else held[:37] + "..."
+        fix = (
+            "a count of no fleet"
+            if first["type"] == "less_than_equal"
+            else "the planner writes numbers bare (no quotes) and counts as whole numbers"
+        )
+        msg = (
+            f"{first['msg']}, not {held}: {fix}; write the planner's figure, or solve the "
+            "problem again (`planner solve PROBLEM.yaml --out PLAN.json`)"
+        )
+    return f"{source}: `{_dotted(first['loc'])}`: {msg}{more}"
 
 
 def _check_counts(plan: Plan, source: str) -> None:

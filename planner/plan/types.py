@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, with_config
+from pydantic import ConfigDict, Field, with_config
 
 from planner.catalog import Catalog
 from planner.estimator.confidence import Confidence
@@ -21,6 +21,11 @@ from planner.schema.status import Site, Status
 
 # A plan file holds what the planner writes: any other key, at any level, is refused when read.
 _FORBID = ConfigDict(extra="forbid")
+# A count a plan file may hold (devices, hosts, replicas, layers, ...): far beyond any fleet
+# (a problem caps a device type at 100,000), so a count read from a file keeps every figure
+# made from it finite. Negative counts are refused by planner.plan.io with their own message.
+MAX_COUNT = 10**9
+Count = Annotated[int, Field(le=MAX_COUNT)]
 
 
 @with_config(_FORBID)
@@ -34,14 +39,14 @@ class DeviceLine:
     """
 
     type: str
-    count: int
-    owned: int
-    bought: int
+    count: Count
+    owned: Count
+    bought: Count
     unit_price_usd: float  # purchase price (0 when none is bought)
     total_usd: float  # purchase of the bought devices
-    reserved: int = 0
-    on_demand: int = 0  # most rented at once
-    spot: int = 0  # most rented at once (including the share expected to be down)
+    reserved: Count = 0
+    on_demand: Count = 0  # most rented at once
+    spot: Count = 0  # most rented at once (including the share expected to be down)
     device_hours: dict[str, float] = field(default_factory=dict)  # mode -> device-hours used
     rent_usd: dict[str, float] = field(default_factory=dict)  # mode -> rent over the horizon
     rent_usd_per_hour: dict[str, float] = field(default_factory=dict)  # mode -> rate paid
@@ -53,7 +58,7 @@ class DeviceLine:
     # reserved, on-demand and spot counts are multiples of devices_per_instance. None: rented
     # one device at a time, or not rented.
     instance: str | None = None
-    devices_per_instance: int = 1
+    devices_per_instance: Count = 1
 
 
 @with_config(_FORBID)
@@ -61,10 +66,10 @@ class DeviceLine:
 class NodeLine:
     type: str
     hosts: str
-    count: int
+    count: Count
     unit_price_usd: float
     total_usd: float
-    rack_units: int
+    rack_units: Count
     # Electricity of these hosts over the horizon (with PUE): their overhead through every hour,
     # at load in the working hours and as their idle draw in the others.
     energy_usd: float = 0.0
@@ -77,14 +82,14 @@ class NetworkLine:
     """Ports and switches bought to join the hosts over `link` (planner.estimator.network)."""
 
     link: str
-    ports: int
+    ports: Count
     unit_price_usd: float  # one port: NIC (or its share) with optics or cable
     switch: str | None  # the switch model, None when the hosts are cabled point to point
-    switches: int
+    switches: Count
     switch_price_usd: float
     total_usd: float  # ports and switches
     power_w: float  # the switches, drawn at all hours
-    rack_units: int
+    rack_units: Count
     energy_usd: float  # the switches' electricity over the horizon (with PUE)
 
 
@@ -92,8 +97,8 @@ class NetworkLine:
 @dataclass(frozen=True)
 class StageLine:
     device: str
-    tp: int
-    layers: tuple[int, int]  # first and last layer, inclusive, 0-based
+    tp: Count
+    layers: tuple[Count, Count]  # first and last layer, inclusive, 0-based
     memory_bytes: dict[str, float]
     seconds_per_step: float
     boundary_bytes_per_step: float  # hidden states sent to the next stage per step
@@ -110,7 +115,7 @@ class PeriodLine:
     name: str
     hours: float  # over the whole horizon
     scale: float  # demand as a multiple of the workloads' stated rates
-    devices: dict[str, dict[str, int]]  # device -> mode (owned/bought/reserved/...) -> in use
+    devices: dict[str, dict[str, Count]]  # device -> mode (owned/bought/reserved/...) -> in use
     power_w: float  # devices and hosts at load, before PUE
     energy_kwh: float  # at the wall (with PUE), over this period's hours
     tokens: float  # output tokens served over this period's hours
@@ -125,7 +130,9 @@ class PhaseLine:
     name: str
     workloads: list[str]
     hours: float  # of the horizon: an earlier phase its jobs' longest deadline, the last the rest
-    devices: dict[str, int]  # device -> on-premises devices at work (the last: its busiest period)
+    devices: dict[
+        str, Count
+    ]  # device -> on-premises devices at work (the last: its busiest period)
 
 
 @with_config(_FORBID)
@@ -169,11 +176,11 @@ class Recipe:
     """How to launch one replica so it runs as the plan's figures assume."""
 
     engine: str
-    tensor_parallel: tuple[int, ...]  # per stage
-    pipeline_parallel: int  # stages
-    layer_split: tuple[int, ...]  # layers per stage, in order
-    max_sequences: int  # per replica: batch x stages
-    token_budget: int | None  # tokens per iteration (decodes plus prefill room)
+    tensor_parallel: tuple[Count, ...]  # per stage
+    pipeline_parallel: Count  # stages
+    layer_split: tuple[Count, ...]  # layers per stage, in order
+    max_sequences: Count  # per replica: batch x stages
+    token_budget: Count | None  # tokens per iteration (decodes plus prefill room)
     kv_cache_dtype: str  # the workload's KV format
     weights: str  # the checkpoint's weight format
     command: str  # the launch line with those settings (MODEL stands for the checkpoint)
@@ -185,8 +192,8 @@ class WorkloadPlan:
     name: str
     kind: str
     model: str
-    replicas: int  # inference replicas of this design (training: data-parallel degree)
-    batch: int
+    replicas: Count  # inference replicas of this design (training: data-parallel degree)
+    batch: Count
     stages: tuple[StageLine, ...]
     tokens_per_s: float  # all replicas of this design
     ms_per_token: float | None
@@ -205,9 +212,9 @@ class WorkloadPlan:
     sized_for: str | None = None  # request class whose lengths size this design (mixes)
     # Fixed-rate workloads with a concurrency: the sequences these replicas hold (of their
     # batch x stages x replicas slots); tokens_per_s is then what those sequences make.
-    sequences: int | None = None
+    sequences: Count | None = None
     # Serving engines: tokens per iteration the figures assume (max_num_batched_tokens).
-    token_budget: int | None = None
+    token_budget: Count | None = None
     # The serving engine every replica runs (support matrix id) and its backend per device.
     engine: str | None = None
     backends: dict[str, str] = field(default_factory=dict)
@@ -293,7 +300,7 @@ class Plan:
     tco_usd: float = 0.0
     power_w: float = 0.0  # devices and hosts at load
     wall_power_w: float = 0.0  # times PUE
-    rack_units: int = 0
+    rack_units: Count = 0
     workloads: list[WorkloadPlan] = field(default_factory=list)
     costs: Costs = field(default_factory=Costs)
     periods: list[PeriodLine] = field(default_factory=list)
