@@ -1513,22 +1513,52 @@ def verify_cmd(
         Path | None,
         typer.Argument(help="The problem file (default: the problem embedded in the plan)."),
     ] = None,
+    time_limit: Annotated[
+        float,
+        typer.Option(
+            "--time-limit",
+            min=0.1,
+            help="Seconds the re-solve that checks the plan's OPTIMAL (or bound) may take.",
+        ),
+    ] = 30.0,
+    workers: Workers = 1,
+    seed: Seed = 0,
+    no_resolve: Annotated[
+        bool,
+        typer.Option(
+            "--no-resolve",
+            help="Check the plan's figures and constraints only, not its optimality claim "
+            "(no re-solve).",
+        ),
+    ] = False,
 ) -> None:
-    """Re-check a plan file: recompute every figure and constraint; exit 5 if any fails."""
+    """Re-check a plan file: recompute every figure and constraint, then re-solve its problem
+    to check its OPTIMAL (or bound); exit 5 if either fails."""
     with user_errors():
         from planner.catalog import load_catalog
         from planner.load import load_problem
         from planner.plan.io import read_plan
-        from planner.verify_plan import verified
+        from planner.verify_plan import PlanFailsVerification, verified
 
         pf = read_plan(plan_path)
         problem = load_problem(problem_path) if problem_path is not None else None
-        verified(pf, load_catalog(), problem)
+        cat = load_catalog()
+        verified(pf, cat, problem)
         out.print(
             f"{plan_path}: the plan holds: every figure recomputed from the problem, the catalog "
             "and the estimator, every constraint checked",
             highlight=False,
         )
+        if no_resolve:
+            return
+        from planner.whatif.optimality import check_claim
+
+        claim = check_claim(
+            pf.plan, problem or pf.problem, cat, time_limit=time_limit, workers=workers, seed=seed
+        )
+        if claim.verdict == "refuted":
+            raise PlanFailsVerification(f"{plan_path}: {claim.message}")
+        out.print(f"{plan_path}: {claim.message}", highlight=False, soft_wrap=True)
 
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")

@@ -59,6 +59,7 @@ def test_a_solved_plan_holds_from_its_file(tmp_path: Path) -> None:
     assert code == 0, text
     code, text = run("verify", str(path), str(CHAT))
     assert code == 0, text
+    assert "optimality confirmed" in text and f"${data['objective']:,.0f}" in text, text
 
 
 def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
@@ -305,3 +306,78 @@ def test_a_plan_written_with_null_concurrency_still_reads_and_hashes(
     assert isinstance(w, InferenceWorkload) and w.concurrency is None  # unbounded
     found = plan_failures(pf, load_catalog())
     assert not any("problem_sha256" in f for f in found), found
+
+
+# --- The optimality claim: `planner verify` re-solves the plan's problem (planner.whatif.
+# optimality). Objectives are compared, never assignments: tied plans may differ.
+
+
+@pytest.fixture(scope="module")
+def restricted_doc(chat_doc: dict[str, Any]) -> dict[str, Any]:
+    """A plan solved over B200s alone, with the whole problem pasted in: every figure holds,
+    and its OPTIMAL is false (the whole problem's optimum is lower)."""
+    problem = load_problem(CHAT, ["constraints.allowed_devices=[b200]"])
+    plan = solve_problem(problem, time_limit=30)
+    doc: dict[str, Any] = json.loads(dumps_plan(plan_document(plan, problem, load_catalog())))
+    for key in ("problem_document", "problem_sha256", "design_space"):
+        doc[key] = chat_doc[key]
+    return doc
+
+
+def test_a_false_optimal_is_refused_with_both_figures(
+    restricted_doc: dict[str, Any], chat_doc: dict[str, Any], tmp_path: Path
+) -> None:
+    assert restricted_doc["status"] == "OPTIMAL"
+    assert restricted_doc["objective"] > chat_doc["objective"] * 1.1
+    path = _write(tmp_path, restricted_doc)
+    assert plan_failures(read_plan(path), load_catalog()) == []  # the figures all hold
+    code, text = run("verify", str(path), str(CHAT))
+    assert code == FAILS, text
+    assert f"OPTIMAL at ${restricted_doc['objective']:,.0f}" in text, text
+    assert f"found a plan at ${chat_doc['objective']:,.0f}" in text, text
+    code, text = run("verify", str(path), "--no-resolve")  # the figures alone hold
+    assert code == 0 and "the plan holds" in text, text
+
+
+def test_a_bound_below_the_optimum_holds_one_above_it_is_refused(
+    chat_doc: dict[str, Any], tmp_path: Path
+) -> None:
+    best = chat_doc["objective"]
+    for bound, code_wanted, words in (
+        (best * 0.95, 0, "holds"),  # a loose bound is still a bound
+        (best * 1.05, FAILS, "the claim does not hold"),  # a plan beats this "bound"
+    ):
+        doc = json.loads(json.dumps(chat_doc))
+        doc["status"], doc["bound"] = "FEASIBLE", bound
+        doc["gap"] = abs(best - bound) / best
+        code, text = run("verify", str(_write(tmp_path, doc)))
+        assert code == code_wanted, text
+        assert f"the bound ${bound:,.0f}" in text and words in text, text
+
+
+def test_a_claim_the_resolve_does_not_prove_is_left_unconfirmed(chat_doc: dict[str, Any]) -> None:
+    """Judged on a stand-in for a re-solve stopped by its time limit (no timing involved)."""
+    import dataclasses
+
+    from planner.schema.status import Status
+    from planner.whatif.optimality import _judge, allowance
+
+    plan = plan_from(chat_doc)
+    best = plan.objective
+    assert best is not None
+    stopped = dataclasses.replace(plan, status=Status.FEASIBLE, bound=best * 0.5)
+    claim = _judge(plan, stopped, "within 30 s")
+    assert claim.verdict == "unconfirmed"
+    assert claim.message.startswith("optimality not confirmed within 30 s"), claim.message
+    # A plan cheaper by less than the model's rounding ties; one cheaper beyond it refutes.
+    by = allowance(plan, "min_cost", best)
+    tie = dataclasses.replace(plan, objective=best - by / 2)
+    assert _judge(plan, tie, "within 30 s").verdict == "confirmed"
+    cheaper = dataclasses.replace(plan, objective=best - 2 * by)
+    assert _judge(plan, cheaper, "within 30 s").verdict == "refuted"
+
+
+def plan_from(doc: dict[str, Any]) -> Any:
+    from planner.plan.io import plan_from_data
+
+    return plan_from_data(json.loads(json.dumps(doc)), "chat").plan
