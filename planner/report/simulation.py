@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from rich.text import Text
 
 from planner.catalog import Catalog
 from planner.plan.types import WorkloadPlan
+from planner.report.json_text import finite
 from planner.report.plot import _figure, _save, _style, chart_format
 from planner.schema.problem import Problem
 from planner.simulate import SimulationReport, analytic, simulation_notes
@@ -34,9 +36,12 @@ def simulation_summary(
     """Per replica group: simulated and analytic percentiles; fleet: pooled percentiles,
     output tokens/s, the longest queue and the highest KV use."""
     out_groups = []
+    unbounded = []
     for g in rep.groups:
         wp = groups[g.plan_index]
         model = analytic(problem, cat, wp, load=load, plan_groups=groups)
+        if any(math.isinf(v) for m, _ in METRICS for v in model[m].values()):
+            unbounded.append(f"`{g.workload}` {g.label}")
         res = g.result
         sim = {m: {str(p): float(v) for p, v in _pct(getattr(res, m)).items()} for m, _ in METRICS}
         out_groups.append(
@@ -52,15 +57,30 @@ def simulation_summary(
                 "max_kv_share": max((k for _, k in res.kv_share), default=0.0),
             }
         )
-    return {
-        "seed": rep.seed,
-        "requests": rep.requests,
-        "load": load,
-        "output_tokens_per_s": rep.tokens_per_s,
-        "fleet": {m: {str(p): v for p, v in rep.percentiles(m).items()} for m, _ in METRICS},
-        "groups": out_groups,
-        "notes": simulation_notes(rep, problem, groups, load),
-    }
+    # Standard JSON: an unbounded model figure (no steady state) or one of no samples is None
+    # (null), which the note above and the table (`unbounded`, `-`) say in words.
+    return finite(
+        {
+            "seed": rep.seed,
+            "requests": rep.requests,
+            "load": load,
+            "output_tokens_per_s": rep.tokens_per_s,
+            "fleet": {m: {str(p): v for p, v in rep.percentiles(m).items()} for m, _ in METRICS},
+            "groups": out_groups,
+            "notes": simulation_notes(rep, problem, groups, load) + _unbounded_note(unbounded),
+        }
+    )
+
+
+def _unbounded_note(groups: list[str]) -> list[str]:
+    """Why a model figure reads `unbounded` (null in JSON)."""
+    if not groups:
+        return []
+    return [
+        f"the serving model has no steady state for {', '.join(groups)} at this traffic (more "
+        "work arrives than its engines do): its queue grows without bound, so its model figures "
+        "are unbounded (null in JSON); the simulated ones are those of the replayed requests"
+    ]
 
 
 def _pct(xs: list[float]) -> dict[int, float]:
@@ -95,7 +115,7 @@ def simulation_renderable(summary: dict[str, Any]) -> Group:
         for m, label in METRICS:
             row = [label]
             for p in ("50", "95", "99"):
-                row += [_s(g["simulated"][m][p]), _s(g["model"][m][p])]
+                row += [_s(g["simulated"][m][p]), _s(g["model"][m][p], "unbounded")]
             t.add_row(*row)
         parts.append(t)
         parts.append(
@@ -107,8 +127,10 @@ def simulation_renderable(summary: dict[str, Any]) -> Group:
     return Group(*parts)
 
 
-def _s(x: float) -> str:
-    return "-" if x != x else f"{x:.3f}"
+def _s(x: float | None, none: str = "-") -> str:
+    """A figure in seconds; `none` where the summary has None: `-` for a simulated figure (no
+    samples), `unbounded` for a model one (no steady state: a queue past its capacity)."""
+    return none if x is None else f"{x:.3f}"
 
 
 def save_latency_plot(rep: SimulationReport, path: Path) -> None:
