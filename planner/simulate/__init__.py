@@ -25,31 +25,25 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.catalog import Catalog
+from planner.errors import InputError
 from planner.estimator.economics import demand_periods
-from planner.estimator.formats import kv_bytes
-from planner.estimator.hosts import with_machines
 from planner.estimator.measured import measured_classes
-from planner.estimator.memory import kv_bytes_per_token
-from planner.estimator.network import network_link
 from planner.estimator.replica import IterationTime
-from planner.estimator.request_mix import class_workload
 from planner.estimator.serving import (
     PERCENTILES,
     chunk_mix,
     closed_ttft,
     decode_latency,
-    kv_transfer_s,
     open_latency,
     prefill_latency,
-    prefill_pool_budget,
     prefill_prompt,
-    token_budget,
 )
-from planner.estimator.support import engine_times
 from planner.plan.types import WorkloadPlan
 from planner.schema.problem import InferenceWorkload, Problem
 from planner.simulate.engine import EngineResult, simulate_disaggregated, simulate_engine
+from planner.simulate.groups import arrivals, engine_of, shape_of, transfer_of
 from planner.simulate.plan_file import check_groups, check_same_fleet, workloads_from_json
+from planner.simulate.pools import pool_factor, replay_pools
 
 __all__ = [
     "EngineResult",
@@ -102,64 +96,10 @@ class SimulationReport:
 
     @property
     def tokens_per_s(self) -> float:
-        """Output tokens/s of the fleet: each engine's rate times its group's engines."""
-        return sum(
-            g.engines * g.result.output_tokens / g.result.seconds
-            for g in self.groups
-            if g.result.seconds > 0
-        )
-
-
-def _shape(w: InferenceWorkload, wp: WorkloadPlan) -> InferenceWorkload:
-    if w.request_mix is None:
-        return w
-    names = [c.name for c in w.request_mix]
-    return class_workload(w, names.index(wp.sized_for or names[0]))
-
-
-def engine_of(
-    problem: Problem, cat: Catalog, w: InferenceWorkload, wp: WorkloadPlan
-) -> tuple[IterationTime, int, float, float]:
-    """The iteration time, slots, KV tokens and token budget of one engine of a replica group
-    (its devices as the problem's stated machines join them: planner.estimator.hosts)."""
-    cat = with_machines(cat, problem)
-    shape = _shape(w, wp)
-    it = IterationTime(
-        cat.model(w.model),
-        w.weights,
-        w.kv,
-        batch=wp.batch,
-        context=shape.context_tokens,
-        prompt=prefill_prompt(shape.prompt_tokens, w.prefix_cache_hit),
-        output=shape.output_tokens,
-        stages=wp.stage_specs(cat, problem),
-        link=network_link(problem, cat),
-        budget=(
-            prefill_pool_budget(prefill_prompt(shape.prompt_tokens, w.prefix_cache_hit))
-            if wp.role == "prefill"
-            else None
-        ),
-        **engine_times(cat, wp.engine),
-    )
-    kv = float(wp.batch * shape.context_tokens)
-    budget = token_budget(
-        wp.batch, prefill_prompt(shape.prompt_tokens, w.prefix_cache_hit), shape.output_tokens
-    )
-    if wp.role == "prefill":  # whole prompts, no decodes: no slot or KV limit of its own
-        return it, 1 << 30, math.inf, it.budget
-    return it, wp.batch, kv, budget
-
-
-def transfer_of(problem: Problem, cat: Catalog, w: InferenceWorkload, wp: WorkloadPlan) -> float:
-    """Seconds to send the prompt KV of a prefill group's sized class to a decode pool."""
-    shape = _shape(w, wp)
-    link = network_link(problem, cat)
-    m = cat.model(w.model)
-    kv = kv_bytes_per_token(m, kv_bytes(w.kv)) * prefill_prompt(
-        shape.prompt_tokens, w.prefix_cache_hit
-    )
-    ports = link.bandwidth_gb_s * 1e9 * sum(s.tp for s in wp.stages)
-    return kv_transfer_s(kv, ports, link.latency_us * 1e-6)
+        """Output tokens/s of the fleet: each engine's rate over its steady window
+        (EngineResult.tokens_per_s) times its group's engines; a prefill pool's first tokens
+        are its decode pools' (which count each request's output whole)."""
+        return sum(g.engines * g.result.tokens_per_s for g in self.groups if g.role != "prefill")
 
 
 def period_scale(problem: Problem, period: str | None) -> float:
@@ -230,8 +170,8 @@ def _allocate(groups: list[WorkloadPlan], problem: Problem, load: float) -> dict
     return out
 
 
-# A replay's output below the demand by less than this is its ramp-up (a short replay starts
-# empty), not a shortfall worth a note.
+# A replay's output below the demand by less than this is the noise of its Poisson arrivals
+# (measured over the steady window: EngineResult.tokens_per_s), not a shortfall worth a note.
 SHORTFALL = 0.1
 
 
@@ -247,11 +187,7 @@ def simulation_notes(
         if not isinstance(w, InferenceWorkload) or not mine:
             continue
         scale = period_scale(problem, groups[mine[0].plan_index].period) * load
-        made = sum(
-            g.engines * g.result.output_tokens / g.result.seconds
-            for g in mine
-            if g.result.seconds > 0 and g.role != "prefill"
-        )
+        made = sum(g.engines * g.result.tokens_per_s for g in mine if g.role != "prefill")
         measured = [g.label for g in mine if _measured(w, groups[g.plan_index])]
         if measured:
             notes.append(
@@ -334,116 +270,104 @@ def simulate_plan(
 ) -> SimulationReport:
     """Simulate every serving replica group of the plan's first period under `load` x the
     problem's traffic (traffic_scale: request mixes' requests/s, fixed-rate workloads'
-    sequences)."""
+    sequences). `requests` are split over the groups in their shares of the traffic; a
+    disaggregated workload's requests each go through a prefill and a decode engine
+    (planner.simulate.pools), so they are counted once, at the decode groups."""
     rng = np.random.default_rng(seed)
     by_name = {w.name: w for w in problem.workloads}
     period = workloads[0].period if workloads else None
     groups = [
         wp for wp in workloads if wp.kind == "inference" and wp.period == period and wp.replicas > 0
     ]
-    weights = []
-    for wp in groups:
-        w = by_name[wp.name]
-        assert isinstance(w, InferenceWorkload)
-        weights.append(
-            sum(wp.requests_per_s.values())
-            if w.request_mix is not None
-            else wp.tokens_per_s / _shape(w, wp).output_tokens
-        )
+    weights = [_weight(by_name[wp.name], wp, groups) for wp in groups]
     total = sum(weights) or 1.0
     out: list[GroupReport] = []
     sequences = _allocate(groups, problem, load)
-    scales = {w.name: traffic_scale(problem, groups, w.name) for w in problem.workloads}
-    first: dict[str, list[float]] = {}  # workload -> prefill pools' first tokens (s)
-    rank = {"prefill": 0, "both": 1, "decode": 2}
-    order = sorted(range(len(groups)), key=lambda i: (rank[groups[i].role], i))
-    for wp, wt in ((groups[i], weights[i]) for i in order):
-        index = workloads.index(wp)
+    scales = {w.name: load * traffic_scale(problem, groups, w.name) for w in problem.workloads}
+    prefilled: dict[int, list[EngineResult]] = {}  # prefill group (id) -> its chains' figures
+    for wp, wt in zip(groups, weights, strict=True):
         w = by_name[wp.name]
         assert isinstance(w, InferenceWorkload)
+        index, n = workloads.index(wp), max(50, round(requests * wt / total))
         engines = wp.replicas * len(wp.stages)
-        n = max(50, round(requests * wt / total))
-        it, slots, kv, budget = engine_of(problem, cat, w, wp)
         label = "+".join(f"{s.tp}x{s.device}" for s in wp.stages)
-        if w.request_mix is not None:
-            scaled = load * scales[wp.name]
-            rate = scaled * sum(wp.requests_per_s.values()) / engines
-            reqs = _arrivals(w, wp, rate, n, rng)
-            if wp.role == "both":
-                res = simulate_engine(it, slots=slots, kv_tokens=kv, budget=budget, requests=reqs)
-            elif wp.role == "prefill":
-                res = simulate_engine(
-                    it,
-                    slots=slots,
-                    kv_tokens=kv,
-                    budget=budget,
-                    requests=[(t, p, 1) for t, p, _ in reqs],
+        if w.request_mix is not None and wp.role == "decode":
+            pre = [g for g in groups if g.name == wp.name and g.role == "prefill"]
+            if not pre:
+                raise InputError(
+                    f"workload `{wp.name}`: the plan's decode pools have no prefill pool in the "
+                    "period replayed; re-create the plan with `planner solve --out`"
                 )
-                res.ttft = [x + transfer_of(problem, cat, w, wp) for x in res.ttft]
-                res.e2e = list(res.ttft)
-                first.setdefault(wp.name, []).extend(res.ttft)
-            else:
-                res = _decode_pool(it, slots, kv, reqs, first.get(wp.name, [0.0]), rng)
-            label = label if wp.role == "both" else f"{wp.role} {label}"
-            out.append(GroupReport(index, wp.name, label, engines, rate * engines, res, wp.role))
-        elif sequences[id(wp)] > 0:  # a group left without sequences makes nothing
-            # Sequences past the slots only wait for one (simulation_notes says so): the
-            # engine runs full.
-            per, engines = _closed_sequences(sequences[id(wp)], engines)
-            per = min(slots, per)
-            prompt = prefill_prompt(w.prompt_tokens, w.prefix_cache_hit)
-            reqs = [(0.0, prompt, w.output_tokens)] * (n + per)
-            res = simulate_engine(
-                it, slots=slots, kv_tokens=kv, budget=budget, requests=reqs, closed=per, warmup=per
-            )
+            figures, res = replay_pools(problem, cat, w, pre, wp, scales[wp.name], n, rng)
+            for g, f in zip(pre, figures, strict=True):
+                prefilled.setdefault(id(g), []).append(f)
+            rate = scales[wp.name] * pool_factor(groups, wp.name) * sum(wp.requests_per_s.values())
+            out.append(GroupReport(index, wp.name, f"decode {label}", engines, rate, res, "decode"))
+        elif w.request_mix is not None and wp.role == "both":
+            it, slots, kv, budget = engine_of(problem, cat, w, wp)
+            rate = scales[wp.name] * sum(wp.requests_per_s.values()) / engines
+            reqs = arrivals(w, wp, rate, n, rng)
+            res = simulate_engine(it, slots=slots, kv_tokens=kv, budget=budget, requests=reqs)
+            out.append(GroupReport(index, wp.name, label, engines, rate * engines, res))
+        elif w.request_mix is None and sequences[id(wp)] > 0:  # one without sequences makes none
+            res, engines = _closed(problem, cat, w, wp, sequences[id(wp)], n)
             out.append(GroupReport(index, wp.name, label, engines, wp.tokens_per_s, res))
-    return SimulationReport(seed, requests, out)
-
-
-def _arrivals(
-    w: InferenceWorkload, wp: WorkloadPlan, rate: float, n: int, rng: np.random.Generator
-) -> list[tuple[float, int, int]]:
-    """Poisson arrivals at `rate` of the classes a replica group serves, in its shares."""
-    assert w.request_mix is not None
-    names = [c.name for c in w.request_mix]
-    served = [wp.requests_per_s.get(c, 0.0) for c in names]
-    probs = np.array(served) / (sum(served) or 1.0)
-    cls = rng.choice(len(names), size=n, p=probs)
-    gaps = rng.exponential(1.0 / rate, size=n) if rate > 0 else np.full(n, math.inf)
-    times = np.cumsum(gaps)
-    return [
-        (
-            float(t),
-            prefill_prompt(w.request_mix[c].input_tokens, w.prefix_cache_hit),
-            w.request_mix[c].output_tokens,
+    pools = [
+        GroupReport(
+            workloads.index(wp),
+            wp.name,
+            "prefill " + "+".join(f"{s.tp}x{s.device}" for s in wp.stages),
+            wp.replicas * len(wp.stages),
+            scales[wp.name] * sum(wp.requests_per_s.values()),
+            _joined(prefilled[id(wp)]),
+            "prefill",
         )
-        for t, c in zip(times.tolist(), cls.tolist(), strict=True)
+        for wp in groups
+        if id(wp) in prefilled
     ]
+    return SimulationReport(seed, requests, pools + out)
 
 
-def _decode_pool(
-    it: IterationTime,
-    slots: int,
-    kv: float,
-    reqs: list[tuple[float, int, int]],
-    first: list[float],
-    rng: np.random.Generator,
-) -> EngineResult:
-    """A decode pool's engine fed prefilled requests (Poisson arrivals at its rate, an
-    approximation of the prefill pools' departures), each paired with a first-token time drawn
-    from the prefill pools' simulated ones: ttft = that draw, e2e = draw + slot wait + decode."""
+def _weight(w: object, wp: WorkloadPlan, groups: list[WorkloadPlan]) -> float:
+    """A group's share of the replayed requests: the requests/s it serves whole or decodes (a
+    prefill pool's requests are its decode pools'), or a fixed-rate group's requests/s."""
+    assert isinstance(w, InferenceWorkload)
+    if w.request_mix is None:
+        return wp.tokens_per_s / shape_of(w, wp).output_tokens
+    rate = sum(wp.requests_per_s.values())
+    return {"prefill": 0.0, "decode": rate * pool_factor(groups, wp.name)}.get(wp.role, rate)
+
+
+def _closed(
+    problem: Problem, cat: Catalog, w: InferenceWorkload, wp: WorkloadPlan, total: int, n: int
+) -> tuple[EngineResult, int]:
+    """One engine of a fixed-rate group holding `total` sequences over its engines, `n`
+    requests after the first round; and the engines that hold any. Sequences past the slots
+    only wait for one (simulation_notes says so): the engine runs full."""
+    it, slots, kv, budget = engine_of(problem, cat, w, wp)
+    per, engines = _closed_sequences(total, wp.replicas * len(wp.stages))
+    per = min(slots, per)
+    prompt = prefill_prompt(w.prompt_tokens, w.prefix_cache_hit)
+    reqs = [(0.0, prompt, w.output_tokens)] * (n + per)
     res = simulate_engine(
-        it,
-        slots=slots,
-        kv_tokens=kv,
-        budget=float(slots),
-        requests=[(t, p, max(o - 1, 1)) for t, p, o in reqs],
-        prefilled=True,
+        it, slots=slots, kv_tokens=kv, budget=budget, requests=reqs, closed=per, warmup=per
     )
-    draws = rng.choice(np.asarray(first), size=len(res.e2e)).tolist()
-    res.ttft = draws
-    res.e2e = [d + e for d, e in zip(draws, res.e2e, strict=True)]
-    return res
+    return res, engines
+
+
+def _joined(parts: list[EngineResult]) -> EngineResult:
+    """A prefill group's figures over the chains of every decode group it feeds (request
+    numbers made unique by an offset per chain)."""
+    out = EngineResult()
+    offset = 0
+    for f in parts:
+        out.index += [offset + i for i in f.index]
+        out.ttft += f.ttft
+        out.e2e += f.e2e
+        out.output_tokens += f.output_tokens
+        out.seconds = max(out.seconds, f.seconds)
+        offset += len(f.index)
+    return out
 
 
 def analytic(
@@ -532,7 +456,10 @@ def _pool_analytic(
         if g.name == wp.name and g.role == "prefill" and g.period == wp.period
     ]
     first = {p: max((x[p] for x in pre), default=0.0) for p in PERCENTILES}
-    lat = decode_latency(it, slots=wp.batch, rate=rate / engines, prompt=P, output=out)
+    # Every request the prefill pools take is decoded once: the decode pools' share of it.
+    same = [g for g in plan_groups if g.period == wp.period]
+    sent = rate * pool_factor(same, w.name) / engines
+    lat = decode_latency(it, slots=wp.batch, rate=sent, prompt=P, output=out)
     return {
         "ttft": first,
         "e2e": {p: first[p] + lat.e2e_s[p] for p in PERCENTILES},

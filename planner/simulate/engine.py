@@ -39,6 +39,19 @@ class EngineResult:
     seconds: float = 0.0
     queue: list[tuple[float, int]] = field(default_factory=list)  # (time, requests waiting)
     kv_share: list[tuple[float, float]] = field(default_factory=list)  # (time, KV in use / cap)
+    # Output tokens made over the steady window (tokens_per_s) and its length, s.
+    window_tokens: float = 0.0
+    window_seconds: float = 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Output tokens/s over the steady window: from the arrival of the request a tenth of
+        the way in (the engine starts empty: ramp-up) to the last arrival (after it the engine
+        only drains), so a short replay is not read as a slow one; the whole run where the
+        window is empty."""
+        if self.window_seconds > 0:
+            return self.window_tokens / self.window_seconds
+        return self.output_tokens / self.seconds if self.seconds > 0 else 0.0
 
 
 def simulate_engine(
@@ -56,7 +69,8 @@ def simulate_engine(
     > 0: that many sequences exist; `requests` then gives the shapes, each arriving when one
     ends (the first `closed` at time 0). The first `warmup` completed requests are not counted.
     `prefilled`: a disaggregated decode pool's engine, whose requests arrive with their prompt's
-    KV (it counts against `kv_tokens`) and decode `output` tokens from admission.
+    KV (it counts against `kv_tokens`) and their first token (made by the prefill engine: counted
+    at admission) and decode `output` tokens from admission.
 
     Long because the event loop keeps its state in locals for speed (10,000 requests in about a
     second).
@@ -83,8 +97,13 @@ def simulate_engine(
     k = 0
     done = 0
     sample_every = max(1, n_req // 500)
+    made = 0.0  # output tokens made so far
+    marks = (max(warmup, n_req // 10), n_req - 1)  # arrivals that open and close the window
+    window: list[tuple[float, float]] = []  # (clock, made) at those arrivals
     while done < n_req:
         while nxt < released and arrival[nxt] <= clock:
+            if nxt in marks:
+                window.append((clock, made))
             waiting.append(nxt)
             nxt += 1
         while waiting and held < slots:
@@ -97,6 +116,7 @@ def simulate_engine(
             kv_used += need
             if prefilled:  # a decode pool's request: its prompt's KV arrived with it
                 first[i] = clock
+                made += 1
                 heapq.heappush(decoding, (k + max(output[i], 1), i))
                 continue
             prefilling.append([float(i), float(prompt[i])])
@@ -116,6 +136,7 @@ def simulate_engine(
             if skip > 0:
                 clock += skip * dt
                 k += skip
+                made += skip * d
         room = max(budget - d, 0.0)
         p = 0.0
         finished_prefill: list[int] = []
@@ -133,6 +154,7 @@ def simulate_engine(
         dt = it(d, p)
         clock += dt
         k += 1
+        made += d + len(finished_prefill)
         ended: list[int] = []
         for i in finished_prefill:
             first[i] = clock
@@ -160,6 +182,9 @@ def simulate_engine(
             out.queue.append((clock, len(waiting)))
             out.kv_share.append((clock, kv_used / kv_tokens if kv_tokens else 0.0))
     out.seconds = clock
+    if len(window) == 2:
+        out.window_seconds = window[1][0] - window[0][0]
+        out.window_tokens = window[1][1] - window[0][1]
     return out
 
 

@@ -1,0 +1,171 @@
+"""A disaggregated workload's replay: every request through a prefill engine, then (its KV sent
+over the link) a decode engine, one chain per decode group.
+
+The plan's pools are sized apart, each with spare room: `requests_per_s` of a prefill group is
+what its replicas can prefill, of a decode group what they can decode, and the two sides' sums
+differ (whole replicas). The requests that take the pool path are the problem's traffic less
+what whole-request groups take (prefill side: traffic_scale), and each of them is prefilled
+once and decoded once: the decode groups share that rate in proportion to what the plan has
+them decode (pool_factor), the prefill groups in proportion to what it has them prefill.
+
+One engine per decode group is replayed with its share of the requests. Each of its requests
+is prefilled by an engine of a prefill group chosen in that group's share of its class; the
+prefill engines replayed for it carry the rest of their traffic (other decode engines'
+requests) as Poisson background, so they queue as loaded as the plan's, and hand each request
+to the decode engine when its prefill ends and its KV has crossed the link.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from planner.catalog import Catalog
+from planner.estimator.serving import prefill_prompt
+from planner.plan.types import WorkloadPlan
+from planner.schema.problem import InferenceWorkload, Problem
+from planner.simulate.engine import EngineResult, simulate_engine
+from planner.simulate.groups import arrival_classes, engine_of, transfer_of
+
+# A request on the pool path: (arrival s, class, prefill group, engine of it, prompt, output).
+Request = tuple[float, int, int, int, int, int]
+
+
+def pool_factor(groups: list[WorkloadPlan], name: str) -> float:
+    """Requests/s the plan's prefill pools of workload `name` take over those its decode pools
+    can decode: the factor from a decode group's planned rate to the rate it is sent (every
+    prefilled request is decoded once). 1 without both sides."""
+    pre = sum(
+        sum(g.requests_per_s.values()) for g in groups if g.name == name and g.role == "prefill"
+    )
+    dec = sum(
+        sum(g.requests_per_s.values()) for g in groups if g.name == name and g.role == "decode"
+    )
+    return pre / dec if pre > 0 and dec > 0 else 1.0
+
+
+def replay_pools(
+    problem: Problem,
+    cat: Catalog,
+    w: InferenceWorkload,
+    prefill: list[WorkloadPlan],
+    decode: WorkloadPlan,
+    scale: float,
+    n: int,
+    rng: np.random.Generator,
+) -> tuple[list[EngineResult], EngineResult]:
+    """One engine of `decode` fed `n` requests through the `prefill` groups' engines, `scale`
+    x the planned rates (traffic_scale x load: the prefill side's). Returns per prefill group
+    the figures of the chain's requests it prefilled (first token with the transfer), and the
+    decode engine's: each request's first token from its prefill, end-to-end over both, output
+    tokens counted whole (the first made by the prefill engine)."""
+    assert w.request_mix is not None
+    engines = decode.replicas * len(decode.stages)
+    planned = sum(decode.requests_per_s.values())
+    rate = scale * pool_factor([*prefill, decode], w.name) * planned / engines
+    times, cls = arrival_classes(w, decode.requests_per_s, rate, n, rng)
+    chain = _route(w, prefill, times, cls, engines, rng)
+    ready = [math.inf] * n
+    out: list[EngineResult] = []
+    for g_i, g in enumerate(prefill):
+        mine = [r for r in range(n) if chain[r][2] == g_i]
+        res = EngineResult()
+        res.index = mine
+        copies = max(1, math.ceil(g.replicas * len(g.stages) / engines))
+        per_engine = scale * sum(g.requests_per_s.values()) / (g.replicas * len(g.stages))
+        for e in range(copies):
+            ours = [r for r in mine if chain[r][3] == e]
+            firsts = _prefill_engine(problem, cat, w, g, chain, ours, per_engine, rng)
+            for r, first in zip(ours, firsts, strict=True):
+                ready[r] = times[r] + first
+        res.ttft = [ready[r] - times[r] for r in mine]
+        res.e2e = list(res.ttft)
+        res.output_tokens = len(mine)
+        out.append(res)
+    order = sorted(range(n), key=lambda r: (ready[r], r))
+    it, slots, kv, _ = engine_of(problem, cat, w, decode)
+    dec = simulate_engine(
+        it,
+        slots=slots,
+        kv_tokens=kv,
+        budget=float(slots),
+        requests=[(ready[r], chain[r][4], max(chain[r][5] - 1, 1)) for r in order],
+        prefilled=True,
+    )
+    res = EngineResult(seconds=dec.seconds, queue=dec.queue, kv_share=dec.kv_share, tpot=dec.tpot)
+    res.window_tokens, res.window_seconds = dec.window_tokens, dec.window_seconds
+    for pos, e2e in zip(dec.index, dec.e2e, strict=True):
+        r = order[pos]
+        res.index.append(r)
+        res.ttft.append(ready[r] - times[r])
+        res.e2e.append(ready[r] - times[r] + e2e)
+        res.output_tokens += chain[r][5]
+    return out, res
+
+
+def _route(
+    w: InferenceWorkload,
+    prefill: list[WorkloadPlan],
+    times: list[float],
+    cls: list[int],
+    engines: int,
+    rng: np.random.Generator,
+) -> list[Request]:
+    """Each request's prefill group (in the groups' shares of its class; of all classes where
+    none prefills it) and engine among the ceil(E_g / E_d) of that group replayed for one
+    decode engine (E: engines of a group)."""
+    assert w.request_mix is not None
+    names = [c.name for c in w.request_mix]
+    totals = np.array([sum(g.requests_per_s.values()) for g in prefill])
+    out: list[Request] = []
+    for t, c in zip(times, cls, strict=True):
+        by = np.array([g.requests_per_s.get(names[c], 0.0) for g in prefill])
+        p = by if by.sum() > 0 else totals
+        g_i = int(rng.choice(len(prefill), p=p / p.sum()))
+        g = prefill[g_i]
+        copies = max(1, math.ceil(g.replicas * len(g.stages) / engines))
+        m = w.request_mix[c]
+        prompt = prefill_prompt(m.input_tokens, w.prefix_cache_hit)
+        out.append((t, c, g_i, int(rng.integers(copies)), prompt, m.output_tokens))
+    return out
+
+
+def _prefill_engine(
+    problem: Problem,
+    cat: Catalog,
+    w: InferenceWorkload,
+    g: WorkloadPlan,
+    chain: list[Request],
+    ours: list[int],
+    rate: float,
+    rng: np.random.Generator,
+) -> list[float]:
+    """One prefill engine of group `g` serving the chain's requests `ours` among Poisson
+    background traffic that brings its arrivals to `rate` requests/s over the same span: each
+    of `ours`' first-token seconds after arrival, its KV transfer included."""
+    assert w.request_mix is not None
+    if not ours:
+        return []
+    span = chain[ours[-1]][0]
+    extra = rate - len(ours) / span if span > 0 else 0.0
+    background: list[tuple[float, int, int]] = []
+    if extra > 0:
+        count = int(rng.poisson(extra * span))
+        b_times = np.sort(rng.uniform(0.0, span, size=count)).tolist()
+        _, b_cls = arrival_classes(w, g.requests_per_s, 1.0, count, rng)
+        background = [
+            (t, prefill_prompt(w.request_mix[c].input_tokens, w.prefix_cache_hit), 1)
+            for t, c in zip(b_times, b_cls, strict=True)
+        ]
+    own = [(chain[r][0], chain[r][4], 1) for r in ours]
+    both = [*own, *background]
+    order = sorted(range(len(both)), key=lambda j: (both[j][0], j))
+    place = {j: pos for pos, j in enumerate(order)}  # own request j -> its place in the replay
+    it, slots, kv, budget = engine_of(problem, cat, w, g)
+    res = simulate_engine(
+        it, slots=slots, kv_tokens=kv, budget=budget, requests=[both[j] for j in order]
+    )
+    first = dict(zip(res.index, res.ttft, strict=True))
+    sent = {p: transfer_of(problem, cat, w, g, p) for p in {x[1] for x in own}}
+    return [first[place[j]] + sent[x[1]] for j, x in enumerate(own)]
