@@ -940,7 +940,7 @@ def simulate(
         if problem is None:
             from planner.solve import solve_problem
 
-            prob = load_problem(first, sets or [])
+            prob = solved = load_problem(first, sets or [])
             plan = solve_problem(prob, time_limit=time_limit)
             if not plan.status.has_plan:
                 raise InputError(f"{first}: no plan to simulate ({plan.status})")
@@ -969,8 +969,8 @@ def simulate(
             # problem it embeds (exit 5 as `planner verify`); the given problem and --set may
             # change the traffic, and no more (check_same_fleet).
             verified(saved := read_plan(first), cat)
-            check_same_fleet(saved.problem, prob, str(first))
-        rep = simulate_plan(groups, prob, cat, requests=requests, seed=seed, load=load)
+            check_same_fleet(solved := saved.problem, prob, str(first))
+        rep = simulate_plan(groups, prob, cat, solved, requests=requests, seed=seed, load=load)
         summary = simulation_summary(rep, prob, cat, groups, load=load)
         if plot_path is not None:
             from planner.report.simulation import save_latency_plot

@@ -17,6 +17,7 @@ from planner.load import load_problem
 from planner.report.json_text import finite, json_text
 from planner.schema.problem import InferenceWorkload
 from planner.simulate import simulate_plan
+from planner.simulate.groups import admitted
 from planner.solve import solve_problem
 
 PROBLEMS = Path(__file__).resolve().parent.parent / "problems"
@@ -107,3 +108,21 @@ def test_throughput_is_measured_over_the_steady_window() -> None:
     assert res.tokens_per_s > whole  # ramp-up and drain left out
     long = simulate_plan(plan.workloads, problem, cat, requests=8000, seed=2)
     assert short.tokens_per_s == pytest.approx(long.tokens_per_s, rel=0.06)
+
+
+LONG = "workloads.assistant.request_mix=[{name: chat, input_tokens: 100000, output_tokens: 200, share: 100%}]"
+
+
+def test_requests_longer_than_the_engines_admit_are_refused_and_counted(p95_plan: Path) -> None:
+    """The plan launches its engines with --max-model-len 1200; 100,000-token prompts were
+    replayed as served (and given KV the engines do not have) where a real engine refuses
+    them. They are refused, counted in a note, and in no figure."""
+    out = _strict(_simulate(p95_plan, "--set", LONG))
+    assert out["groups"][0]["requests"] == 0 and out["output_tokens_per_s"] == 0
+    assert out["fleet"]["e2e"]["95"] is None
+    assert any("300 of the 300 requests" in n and "1,200 tokens" in n for n in out["notes"])
+    # Lengths a real engine admits: prompt + output up to its limit, one token more refused.
+    w = load_problem(P95_PATH).workloads[0]
+    assert isinstance(w, InferenceWorkload)
+    assert admitted(w, [0.0, 1.0], [0, 0], 1200) == ([0.0, 1.0], [0, 0], 0)
+    assert admitted(w, [0.0, 1.0], [0, 0], 1199) == ([], [], 2)

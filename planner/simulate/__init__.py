@@ -41,7 +41,7 @@ from planner.estimator.serving import (
 from planner.plan.types import WorkloadPlan
 from planner.schema.problem import InferenceWorkload, Problem
 from planner.simulate.engine import EngineResult, simulate_disaggregated, simulate_engine
-from planner.simulate.groups import arrivals, engine_of, shape_of, transfer_of
+from planner.simulate.groups import arrivals, engine_of, launched_context, shape_of, transfer_of
 from planner.simulate.plan_file import check_groups, check_same_fleet, workloads_from_json
 from planner.simulate.pools import pool_factor, replay_pools
 
@@ -188,6 +188,7 @@ def simulation_notes(
             continue
         scale = period_scale(problem, groups[mine[0].plan_index].period) * load
         made = sum(g.engines * g.result.tokens_per_s for g in mine if g.role != "prefill")
+        notes += _refused_note(w.name, mine)
         measured = [g.label for g in mine if _measured(w, groups[g.plan_index])]
         if measured:
             notes.append(
@@ -213,6 +214,22 @@ def simulation_notes(
                 f"the {want:,.0f} the problem asks"
             )
     return notes
+
+
+def _refused_note(name: str, mine: list[GroupReport]) -> list[str]:
+    """How many replayed requests a workload's engines refused as longer than they admit."""
+    refused = sum(g.result.refused for g in mine)
+    if not refused:
+        return []
+    served = sum(len(g.result.e2e) for g in mine if g.role != "prefill")
+    admits = min(g.result.admits for g in mine if g.result.refused)
+    return [
+        f"workload `{name}`: {refused:,} of the {refused + served:,} requests replayed were "
+        f"refused: longer than the {admits:,.0f} tokens (prompt + output) the plan's engines "
+        "were launched to admit (its recipes' --max-model-len or context length), as the "
+        "engine refuses them; they are in no figure (solve the changed problem for engines "
+        "that take them)"
+    ]
 
 
 def _measured(w: InferenceWorkload, wp: WorkloadPlan) -> bool:
@@ -263,6 +280,7 @@ def simulate_plan(
     workloads: list[WorkloadPlan],
     problem: Problem,
     cat: Catalog,
+    launched: Problem | None = None,
     *,
     requests: int = 10_000,
     seed: int = 0,
@@ -272,7 +290,9 @@ def simulate_plan(
     problem's traffic (traffic_scale: request mixes' requests/s, fixed-rate workloads'
     sequences). `requests` are split over the groups in their shares of the traffic; a
     disaggregated workload's requests each go through a prefill and a decode engine
-    (planner.simulate.pools), so they are counted once, at the decode groups."""
+    (planner.simulate.pools), so they are counted once, at the decode groups. `launched`: the
+    problem the plan was solved for (default `problem`), whose lengths its engines were launched
+    to admit (launched_context): longer requests are refused and counted (EngineResult.refused)."""
     rng = np.random.default_rng(seed)
     by_name = {w.name: w for w in problem.workloads}
     period = workloads[0].period if workloads else None
@@ -298,7 +318,9 @@ def simulate_plan(
                     f"workload `{wp.name}`: the plan's decode pools have no prefill pool in the "
                     "period replayed; re-create the plan with `planner solve --out`"
                 )
-            figures, res = replay_pools(problem, cat, w, pre, wp, scales[wp.name], n, rng)
+            limit = launched_context(launched or problem, wp)
+            figures, res = replay_pools(problem, cat, w, pre, wp, scales[wp.name], n, rng, limit)
+            res.admits = limit
             for g, f in zip(pre, figures, strict=True):
                 prefilled.setdefault(id(g), []).append(f)
             rate = scales[wp.name] * pool_factor(groups, wp.name) * sum(wp.requests_per_s.values())
@@ -306,11 +328,16 @@ def simulate_plan(
         elif w.request_mix is not None and wp.role == "both":
             it, slots, kv, budget = engine_of(problem, cat, w, wp)
             rate = scales[wp.name] * sum(wp.requests_per_s.values()) / engines
-            reqs = arrivals(w, wp, rate, n, rng)
+            limit = launched_context(launched or problem, wp)
+            reqs, refused = arrivals(w, wp, rate, n, rng, limit)
             res = simulate_engine(it, slots=slots, kv_tokens=kv, budget=budget, requests=reqs)
+            res.refused, res.admits = refused, limit
             out.append(GroupReport(index, wp.name, label, engines, rate * engines, res))
         elif w.request_mix is None and sequences[id(wp)] > 0:  # one without sequences makes none
             res, engines = _closed(problem, cat, w, wp, sequences[id(wp)], n)
+            limit = launched_context(launched or problem, wp)
+            if w.prompt_tokens + w.output_tokens > limit:  # every one refused, as the engine does
+                res = EngineResult(refused=len(res.e2e), admits=limit)
             out.append(GroupReport(index, wp.name, label, engines, wp.tokens_per_s, res))
     pools = [
         GroupReport(

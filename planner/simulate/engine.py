@@ -42,6 +42,10 @@ class EngineResult:
     # Output tokens made over the steady window (tokens_per_s) and its length, s.
     window_tokens: float = 0.0
     window_seconds: float = 0.0
+    # Requests longer than the engine was launched to admit (`admits` tokens, prompt + output):
+    # refused, in no figure above.
+    refused: int = 0
+    admits: float = math.inf
 
     @property
     def tokens_per_s(self) -> float:

@@ -21,6 +21,7 @@ from planner.estimator.serving import (
     token_budget,
 )
 from planner.estimator.support import engine_times
+from planner.plan.recipe import served_context
 from planner.plan.types import WorkloadPlan
 from planner.schema.problem import InferenceWorkload, Problem
 
@@ -93,13 +94,43 @@ def arrival_classes(
     return np.cumsum(gaps).tolist(), cls.tolist()
 
 
-def arrivals(
-    w: InferenceWorkload, wp: WorkloadPlan, rate: float, n: int, rng: np.random.Generator
-) -> list[tuple[float, int, int]]:
-    """Poisson arrivals at `rate` of the classes a replica group serves, in its shares:
-    (time s, prompt tokens computed, output tokens)."""
+def launched_context(solved: Problem, wp: WorkloadPlan) -> float:
+    """The longest request (prompt + output tokens) the engines of a replica group were launched
+    to admit (its recipe's vLLM --max-model-len, SGLang --context-length), from the problem the
+    plan was solved for: planner.plan.recipe.served_context. A longer one is refused by a real
+    engine. Unbounded where that problem has no such serving workload."""
+    w = next((x for x in solved.workloads if x.name == wp.name), None)
+    if not isinstance(w, InferenceWorkload):
+        return math.inf
+    if w.request_mix is not None and wp.sized_for not in {c.name for c in w.request_mix}:
+        return math.inf
+    return float(served_context(w, shape_of(w, wp), wp.requests_per_s))
+
+
+def admitted(
+    w: InferenceWorkload, times: list[float], cls: list[int], limit: float
+) -> tuple[list[float], list[int], int]:
+    """The arrivals (times, classes) whose requests fit the engines' context `limit`, and how
+    many do not (refused, as the engine refuses them: not served, not in any figure)."""
     assert w.request_mix is not None
-    times, cls = arrival_classes(w, wp.requests_per_s, rate, n, rng)
+    fits = [c.input_tokens + c.output_tokens <= limit for c in w.request_mix]
+    keep = [i for i, c in enumerate(cls) if fits[c]]
+    return [times[i] for i in keep], [cls[i] for i in keep], len(cls) - len(keep)
+
+
+def arrivals(
+    w: InferenceWorkload,
+    wp: WorkloadPlan,
+    rate: float,
+    n: int,
+    rng: np.random.Generator,
+    limit: float = math.inf,
+) -> tuple[list[tuple[float, int, int]], int]:
+    """Poisson arrivals at `rate` of the classes a replica group serves, in its shares, as
+    (time s, prompt tokens computed, output tokens), those longer than `limit` left out; and
+    how many were (admitted)."""
+    assert w.request_mix is not None
+    times, cls, refused = admitted(w, *arrival_classes(w, wp.requests_per_s, rate, n, rng), limit)
     return [
         (
             float(t),
@@ -107,4 +138,4 @@ def arrivals(
             w.request_mix[c].output_tokens,
         )
         for t, c in zip(times, cls, strict=True)
-    ]
+    ], refused

@@ -26,7 +26,7 @@ from planner.estimator.serving import prefill_prompt
 from planner.plan.types import WorkloadPlan
 from planner.schema.problem import InferenceWorkload, Problem
 from planner.simulate.engine import EngineResult, simulate_engine
-from planner.simulate.groups import arrival_classes, engine_of, transfer_of
+from planner.simulate.groups import admitted, arrival_classes, engine_of, transfer_of
 
 # A request on the pool path: (arrival s, class, prefill group, engine of it, prompt, output).
 Request = tuple[float, int, int, int, int, int]
@@ -54,17 +54,21 @@ def replay_pools(
     scale: float,
     n: int,
     rng: np.random.Generator,
+    limit: float = math.inf,
 ) -> tuple[list[EngineResult], EngineResult]:
     """One engine of `decode` fed `n` requests through the `prefill` groups' engines, `scale`
     x the planned rates (traffic_scale x load: the prefill side's). Returns per prefill group
     the figures of the chain's requests it prefilled (first token with the transfer), and the
     decode engine's: each request's first token from its prefill, end-to-end over both, output
-    tokens counted whole (the first made by the prefill engine)."""
+    tokens counted whole (the first made by the prefill engine). Requests longer than `limit`
+    (prompt + output: the engines' launched context) are refused, and counted."""
     assert w.request_mix is not None
     engines = decode.replicas * len(decode.stages)
     planned = sum(decode.requests_per_s.values())
     rate = scale * pool_factor([*prefill, decode], w.name) * planned / engines
     times, cls = arrival_classes(w, decode.requests_per_s, rate, n, rng)
+    times, cls, refused = admitted(w, times, cls, limit)
+    n = len(times)
     chain = _route(w, prefill, times, cls, engines, rng)
     ready = [math.inf] * n
     out: list[EngineResult] = []
@@ -94,6 +98,7 @@ def replay_pools(
         prefilled=True,
     )
     res = EngineResult(seconds=dec.seconds, queue=dec.queue, kv_share=dec.kv_share, tpot=dec.tpot)
+    res.refused = refused
     res.window_tokens, res.window_seconds = dec.window_tokens, dec.window_seconds
     for pos, e2e in zip(dec.index, dec.e2e, strict=True):
         r = order[pos]
