@@ -442,5 +442,7 @@ def test_a_tiny_rented_job_pays_the_clouds_minimum_for_each_device() -> None:
     job = plan.workloads[0]
     assert job.finish_hours is not None and job.finish_hours < MIN_BILLED_HOURS
     assert job.job_usd is not None and job.job_usd > 0
-    # Each device now costs its minimum: the plan no longer takes the most it may (64).
-    assert sum(job.devices().values()) < 16
+    # Each device now costs its minimum: the plan no longer takes the most it may (64). (Which
+    # smaller count it takes is a tie: the model counts cost in whole dollars, and any job of
+    # up to 44 devices at 60 s each costs under one.)
+    assert sum(job.devices().values()) < 64
