@@ -590,7 +590,14 @@ def estimate(
             "matrix lists for it and the formats.",
         ),
     ] = None,
-    seq: Annotated[int, typer.Option(min=1, help="Training sequence length.")] = _TRN["seq_len"],
+    seq: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help=f"Training sequence length. Default: {_TRN['seq_len']:,}, or the model's "
+            "context where that is shorter.",
+        ),
+    ] = None,
     micro_batch: Annotated[
         int, typer.Option("--micro-batch", min=1, help="Training micro-batch per device.")
     ] = _TRN["micro_batch"],
@@ -758,6 +765,14 @@ def estimate(
             if optimizer not in ("adamw", "adamw-8bit", "sgd", "adafactor"):
                 raise InputError(
                     f"--optimizer `{optimizer}`: choose adamw, adamw-8bit, sgd or adafactor"
+                )
+            if seq is None:
+                seq = min(int(_TRN["seq_len"]), arch.max_context)
+            elif seq > arch.max_context:  # as a problem file's training seq_len (planner.load)
+                raise InputError(
+                    f"--seq {seq:,} is longer than {arch.id}'s maximum context of "
+                    f"{arch.max_context:,} tokens: give --seq of at most {arch.max_context:,}, "
+                    "or pick a model with a longer context"
                 )
             setup = TrainingSetup(
                 method=cast(Method, task.value),

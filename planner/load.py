@@ -201,13 +201,13 @@ def _check_embodied(problem: Problem, cat: Catalog, where: Callable[[Loc], str])
 def _check_context(
     w: InferenceWorkload | TrainingWorkload, m: ModelArch, where: Callable[[Loc], str], i: int
 ) -> None:
-    """A sequence no longer than the model's maximum context (its config's
-    max_position_embeddings): past it the model was never trained, a plan no one can run (a
-    training sequence past it needs the positions extended first, which no plan costs)."""
+    """A sequence no longer than the model's maximum context (max_position_embeddings): past
+    it the model was never trained (a training sequence needs its positions extended first)."""
     loc: Loc
     if isinstance(w, TrainingWorkload):
         longest, loc = w.seq_len, ("workloads", i, "seq_len")
-        what = f"training seq_len of {w.seq_len:,}"
+        said = "" if "seq_len" in w.model_fields_set else " (the default)"
+        what = f"training seq_len of {w.seq_len:,}{said}"
     elif w.request_mix is None:
         longest, loc = w.context_tokens, ("workloads", i, "context_tokens")
         what = f"context_tokens of {w.context_tokens:,}"

@@ -106,6 +106,8 @@ def test_never_more_stages_than_layers(device: str) -> None:
         (["--batch", "99999999999999999999999"], "at most 65,536: more sequences than any"),
         (["--task", "full", "--seq", "9999999999"], "--seq 9,999,999,999: at most 2,097,152"),
         (["--zero", "3"], "--dp and --zero shard training state"),
+        # As a problem file's seq_len: longer than Llama 3.1 8B's 131,072 positions.
+        (["--task", "lora", "--seq", "200000"], "--seq 200,000 is longer than llama-3.1-8b's"),
     ],
 )
 def test_options_past_the_problem_files_limits_are_refused(args: list[str], message: str) -> None:
@@ -141,3 +143,10 @@ def test_a_cache_past_one_device_per_layer_takes_tensor_parallel_stages() -> Non
     out = " ".join(r.output.split())
     assert r.exit_code == 3 and "time to first token" not in out and "power" not in out
     assert "no performance figures: by memory alone it would take about" in out
+
+
+def test_the_default_training_sequence_fits_the_models_context() -> None:
+    """TinyLlama holds 2,048 positions: the default --seq (4,096) takes the model's context
+    rather than a length it was never trained on, and says nothing the user did not write."""
+    r = runner.invoke(app, ["estimate", "-m", "tinyllama-1.1b", "-d", "rtx-4090", "--task", "lora"])
+    assert r.exit_code == 0, r.output

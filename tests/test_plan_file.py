@@ -375,6 +375,19 @@ def test_a_claim_the_resolve_does_not_prove_is_left_unconfirmed(chat_doc: dict[s
     assert _judge(plan, tie, "within 30 s").verdict == "confirmed"
     cheaper = dataclasses.replace(plan, objective=best - 2 * by)
     assert _judge(plan, cheaper, "within 30 s").verdict == "refuted"
+    # A re-solve stopped with no bound at all says so: "its bound $0" was no bound.
+    unbounded = dataclasses.replace(plan, status=Status.FEASIBLE, bound=None)
+    claim = _judge(plan, unbounded, "within 30 s")
+    assert claim.verdict == "unconfirmed" and "no bound yet" in claim.message, claim.message
+
+
+def test_every_figure_a_problem_admits_fits_a_plan_file() -> None:
+    """A plan the solver writes must read back: 64 workloads at the schema's 1e7 requests/s of
+    up to 1e6 tokens for 20 years make about 4e26 tokens, past the old 1e18 bound (a plan of
+    1.5e18 tokens was written and then refused)."""
+    from planner.plan.io import MAX_FIGURE
+
+    assert 64 * 1e7 * 1e6 * 20 * 8760 * 3600 < MAX_FIGURE < 1e300
 
 
 def plan_from(doc: dict[str, Any]) -> Any:

@@ -126,3 +126,15 @@ def test_requests_longer_than_the_engines_admit_are_refused_and_counted(p95_plan
     assert isinstance(w, InferenceWorkload)
     assert admitted(w, [0.0, 1.0], [0, 0], 1200) == ([0.0, 1.0], [0, 0], 0)
     assert admitted(w, [0.0, 1.0], [0, 0], 1199) == ([], [], 2)
+
+
+def test_a_class_the_plan_was_not_solved_for_is_refused(p95_plan: Path) -> None:
+    """An added class was replayed as the plan's own (half the traffic 30,000-token prompts,
+    replayed as 1,000-token chats that met every target)."""
+    added = (
+        "workloads.assistant.request_mix=[{name: chat, input_tokens: 1000, output_tokens: 200, "
+        "share: 50%}, {name: long, input_tokens: 30000, output_tokens: 200, share: 50%}]"
+    )
+    res = runner.invoke(app, ["simulate", str(p95_plan), P95, "--set", added])
+    assert res.exit_code == 2, res.output
+    assert "class `long` is not one the plan was solved for" in res.output

@@ -49,20 +49,23 @@ def job_tokens_per_s(
     S: int,
     D: npt.NDArray[np.int64],
     tp_layer_s: npt.NDArray[np.float64] | float = 0.0,
-    layers: int = 0,
+    layers: tuple[int, int] = (1, 1),
 ) -> npt.NDArray[np.float64]:
     """Tokens/s of jobs of D replicas of S stages of k devices, each device making `base_tps`
     alone: the pipeline bubble (Narayanan et al. 2021: m + S - 1 slots of one stage's time per
-    step of m micro-batches), each stage's micro-batch slot lengthened by its tensor-parallel
-    all-reduces (`tp_layer_s` per block, perf.training_tp_seconds_per_layer, times the
-    `layers` of the fullest stage), and the gradient all-reduce across D over the network,
-    once per step (ZeRO-1/2 reduce-scatter + all-gather move the same bytes), which does not
-    overlap."""
+    step of m micro-batches, a slot being the fullest stage's time: `layers` = (its blocks,
+    the model's)), the slot lengthened by the stage's tensor-parallel all-reduces (`tp_layer_s`
+    per block, perf.training_tp_seconds_per_layer), and the gradient all-reduce across D over
+    the network, once per step (ZeRO-1/2 reduce-scatter + all-gather move the same bytes),
+    which does not overlap."""
     micro = micro_batches(S)
     per_micro = w.seq_len * w.micro_batch
-    # One micro-batch through one stage: its share of the model's FLOPs on k devices, plus
-    # the group's all-reduces.
-    slot = per_micro / (base_tps * k * S) + np.asarray(tp_layer_s)[..., None] * layers
+    fullest, total = layers
+    # One micro-batch through the fullest stage: its blocks' share of the model's FLOPs on k
+    # devices, plus the group's all-reduces.
+    slot = (
+        per_micro * fullest / (total * base_tps * k) + np.asarray(tp_layer_s)[..., None] * fullest
+    )
     step_tokens = per_micro * micro * D
     step_s = (micro + S - 1) * slot * np.ones_like(D, dtype=np.float64)
     ar = np.where(
@@ -127,7 +130,8 @@ def training_job(
     per_micro = w.seq_len * w.micro_batch
     tp_s = training_tp_seconds_per_layer(m, table, per_micro, tp, w.recompute)
     trainable = _trainable_params(m, w)
-    tps = job_tokens_per_s(base[:, None], w, trainable, net, tp, S, D, tp_s, max(layers))
+    fullest = (max(layers), m.num_layers)
+    tps = job_tokens_per_s(base[:, None], w, trainable, net, tp, S, D, tp_s, fullest)
     one = float(base[0]) * tp  # tokens/s of one stage's devices over the whole model
     return TrainingJob(
         float(tps[0, 0]),
@@ -191,7 +195,7 @@ def training_designs(
             n = k * S * fits
             tp_s = tp_layer_s[k][rows]
             tps = job_tokens_per_s(
-                base_tps[rows, None], w, trainable, net, k, S, fits, tp_s, fullest
+                base_tps[rows, None], w, trainable, net, k, S, fits, tp_s, (fullest, m.num_layers)
             )
             ok = mem <= usable[rows, None]
             if w.deadline_hours is not None:

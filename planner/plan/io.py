@@ -189,10 +189,11 @@ class PlanFile:
     catalog_sha256: str
 
 
-# The largest magnitude of any number in a plan file: beyond every figure a plan holds (a
-# fleet's tokens over ten years are under 1e17), and small enough that no sum or product the
-# verifier forms overflows a float. Counts have their own, tighter bound (plan.types.MAX_COUNT).
-MAX_FIGURE = 1e18
+# The largest magnitude of any number in a plan file: beyond every figure a plan the problem
+# schema admits can hold (64 workloads at 1e7 requests/s of 1e6 tokens over 20 years is about
+# 4e26 tokens), and small enough that no sum or product the verifier forms overflows a float.
+# Counts have their own, tighter bound (plan.types.MAX_COUNT).
+MAX_FIGURE = 1e30
 
 
 class _Object(dict[str, Any]):

@@ -135,6 +135,7 @@ def check_same_fleet(solved: Problem, given: Problem, where: str) -> None:
         if not isinstance(w, InferenceWorkload) or w.name not in was:
             continue
         now = w.model_dump(mode="json")
+        _check_classes(w, was[w.name], where, i)
         for key in FLEET_FIELDS:
             if now.get(key) != was[w.name].get(key):
                 raise InputError(
@@ -163,6 +164,27 @@ def check_same_fleet(solved: Problem, given: Problem, where: str) -> None:
             f"({solved.horizon.consumer_derating}): it sets the speed of cards in multi-card "
             "hosts; replay it under its own (or solve the changed problem)"
         )
+
+
+def _check_classes(w: InferenceWorkload, was: dict[str, object], where: str, i: int) -> None:
+    """The replay draws requests of the classes the plan's replicas serve: a class the solved
+    problem lacked would be replayed as one of those (its shape changed, not its engines'
+    work), so it is refused; a class's shape may change, and a request its engines cannot
+    admit is then refused by the replay and counted."""
+    old_mix = was.get("request_mix")
+    known = (
+        {str(c["name"]) for c in old_mix if isinstance(c, dict)}
+        if isinstance(old_mix, list)
+        else set()
+    )
+    for j, cls in enumerate(w.request_mix or []):
+        if cls.name not in known:
+            raise InputError(
+                f"{where}: workloads[{i}].request_mix[{j}]: class `{cls.name}` is not one the "
+                f"plan was solved for ({', '.join(f'`{k}`' for k in sorted(known)) or 'none'}): "
+                "a replay changes the traffic of the plan's classes; solve the problem with "
+                "the new class instead"
+            )
 
 
 def _short(value: object) -> str:

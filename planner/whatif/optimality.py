@@ -145,8 +145,13 @@ def _judge(plan: Plan, again: Plan, within: str) -> Claim:
         return Claim(
             "unconfirmed",
             f"optimality not confirmed {within}: the re-solve's best plan is "
-            f"{show(goal, found)}, its bound {show(goal, again.bound or 0.0)} "
-            "(raise --time-limit to try longer)",
+            f"{show(goal, found)}, "
+            + (
+                "with no bound yet "
+                if again.bound is None
+                else f"its bound {show(goal, again.bound)} "
+            )
+            + "(raise --time-limit to try longer)",
         )
     if optimal and again.status == Status.OPTIMAL and _better(claimed, found, minimize, by):
         return Claim(
@@ -163,7 +168,11 @@ def _judge(plan: Plan, again: Plan, within: str) -> Claim:
     best = (
         f"proves {show(goal, found)} optimal"
         if proved
-        else f"bounds the optimum by {show(goal, again.bound or 0.0)}"
+        else (
+            "finds no bound on the optimum"
+            if again.bound is None
+            else f"bounds the optimum by {show(goal, again.bound)}"
+        )
     )
     return Claim(
         "confirmed",
