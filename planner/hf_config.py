@@ -177,9 +177,12 @@ def _arch(path: Path, cfg: dict[str, Any]) -> ModelArch:
         if model_type.startswith("qwen2")
         else ("all" if cfg.get("attention_bias") else "none")
     )
+    # A model folder's config.json takes the folder's name (as the Hub lays them out); a file
+    # named otherwise its own, so two configs side by side are two models.
+    stem = path.parent.name if path.name == "config.json" else path.stem
     fields: dict[str, Any] = {
-        "id": path.parent.name.lower().replace("_", "-") or "custom-model",
-        "name": str(cfg.get("_name_or_path") or path.parent.name or "custom model"),
+        "id": stem.lower().replace("_", "-") or "custom-model",
+        "name": str(cfg.get("_name_or_path") or stem or "custom model"),
         "family": model_type,
         "released": "unknown",
         "hidden_size": hidden,

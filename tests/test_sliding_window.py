@@ -151,3 +151,13 @@ def test_config_json_oddities_are_refused_by_field(tmp_path: Path) -> None:
     kinds = ["sliding_attention", "chunked_attention"] * 31
     m = load_hf_config(_config(tmp_path, {**base, "layer_types": kinds}, "chunked"))
     assert m.local_layers == 31
+
+
+def test_configs_side_by_side_are_named_after_their_files(tmp_path: Path) -> None:
+    """A folder's config.json is the folder's model (the Hub's layout); other .json files in
+    one folder are as many models, each named after its file (all took the folder's name)."""
+    one = tmp_path / "configs"
+    one.mkdir()
+    (one / "gemma-3-27b.json").write_text(json.dumps(GEMMA3_27B))
+    assert load_hf_config(one / "gemma-3-27b.json").id == "gemma-3-27b"
+    assert load_hf_config(_config(tmp_path, GEMMA3_27B, "Gemma_3")).id == "gemma-3"
