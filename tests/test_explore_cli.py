@@ -327,3 +327,16 @@ def test_a_rule_across_fields_names_the_override_that_broke_it() -> None:
     code, text = run("solve", str(problem), "--set", "horizon.procurement=rent")
     assert code == 2
     assert "(as --set horizon.procurement=rent sets it)" in text
+
+
+def test_an_unmeetable_latency_target_is_named() -> None:
+    """A 1 ms first token is out of every design's reach: the request constraint was named as
+    the cause, and not the ceiling that emptied its prefill side."""
+    problem = Path(__file__).resolve().parent.parent / "problems" / "request-mix.yaml"
+    code, text = run(
+        "solve", str(problem), "--set", "workloads.assistant.max_ttft_s=0.001", "--time-limit", "20"
+    )
+    flat = " ".join(text.split())
+    assert code == 3, text
+    assert "no replica design prefills `chat` or `documents`" in flat
+    assert "max_ttft_s 0.001" in flat

@@ -142,9 +142,47 @@ def blocking_constraints(tables: Tables, *, time_limit: float, seed: int) -> lis
             f"no single constraint explains it: several limits block together ({', '.join(names)})"
         ]
     return [
-        f"infeasible because of `{n}`: without it a plan exists" + _concurrency_why(n, tables)
+        f"infeasible because of `{n}`: without it a plan exists"
+        + _concurrency_why(n, tables)
+        + _requests_why(n, tables)
         for n in freed
     ]
+
+
+def _requests_why(name: str, tables: Tables) -> str:
+    """For `requests:<workload>` of a request mix: the classes no replica design prefills, or
+    none decodes, within the workload's latency targets at any load (their ceilings, named,
+    are what to raise)."""
+    kind, _, wn = name.partition(":")
+    w = next((x for x in tables.problem.workloads if x.name == wn), None)
+    if kind != "requests" or not isinstance(w, InferenceWorkload) or w.request_mix is None:
+        return ""
+    designs, serves = tables.designs.get(wn, []), tables.serves.get(wn, [])
+    lacking: dict[str, list[str]] = {"prefill": [], "decode": []}
+    for k, cls in enumerate(w.request_mix):
+        sides = {
+            side
+            for d, rates in zip(designs, serves, strict=True)
+            if rates.get(k, 0.0) > 0
+            for side in (("prefill", "decode") if d.role == "both" else (d.role,))
+        }
+        for side, names in lacking.items():
+            if side not in sides:
+                names.append(f"`{cls.name}`")
+    verbs = {"prefill": "prefills", "decode": "decodes"}
+    said = [f"{verbs[side]} {' or '.join(names)}" for side, names in lacking.items() if names]
+    if not said:
+        return ""
+    targets = [
+        f"{key} {getattr(w, key):g}"
+        for key in ("max_ttft_s", "max_e2e_s", "max_ms_per_token")
+        if getattr(w, key) is not None
+    ]
+    return (
+        f" (no replica design {', and none '.join(said)} within the latency targets at any "
+        f"load: {', '.join(targets) or 'none stated'} at the {w.latency_percentile}th "
+        "percentile; raise them, or allow faster devices)"
+    )
 
 
 def _concurrency_why(name: str, tables: Tables) -> str:
