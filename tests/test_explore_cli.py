@@ -340,3 +340,22 @@ def test_an_unmeetable_latency_target_is_named() -> None:
     assert code == 3, text
     assert "no replica design prefills `chat` or `documents`" in flat
     assert "max_ttft_s 0.001" in flat
+
+
+def test_a_deadline_no_shape_meets_names_the_shortest_that_has_a_plan(tmp_path: Path) -> None:
+    """The advice was to lower micro_batch or seq_len; the fastest shape's hours are the
+    deadline to ask for, and that deadline has a plan."""
+    doc = (
+        "name: t\nworkloads:\n  - {name: ft, kind: training, model: llama-3.1-8b, method: full,"
+        " seq_len: 4096, micro_batch: 1, token_budget: 1e9, deadline_hours: 0.5}\n"
+        "constraints: {allowed_devices: [rtx-4090], max_devices: 64}\n"
+        "horizon: {procurement: buy, lifetime_years: 3}\nobjective: {goal: min_cost}\n"
+    )
+    path = tmp_path / "t.yaml"
+    path.write_text(doc)
+    code, text = run("solve", str(path))
+    flat = " ".join(text.split())
+    assert code == 3 and "no shape of at most 64 devices" in flat, text
+    hours = flat.split("relax deadline_hours to at least ")[1].split(",")[0]
+    code, _ = run("solve", str(path), "--set", f"workloads.ft.deadline_hours={hours}")
+    assert code == 0

@@ -35,6 +35,10 @@ def why_no_design(w: InferenceWorkload | TrainingWorkload, problem: Problem, cat
         u = d.memory.usable_bytes(c.memory_headroom)
         return w.capped_usable(d.id, u) if isinstance(w, InferenceWorkload) else u
 
+    if isinstance(w, TrainingWorkload) and w.deadline_hours:
+        late = _too_slow(w, problem, cat, devs)
+        if late:
+            return late
     biggest = max(devs, key=usable_on)
     usable = usable_on(biggest)
     capped = usable < biggest.memory.usable_bytes(c.memory_headroom)
@@ -69,6 +73,30 @@ def why_no_design(w: InferenceWorkload | TrainingWorkload, problem: Problem, cat
         )
     return (
         text + "; no configuration both fits in memory and meets the limits: " + kept + _limits(w)
+    )
+
+
+def _too_slow(
+    w: TrainingWorkload, problem: Problem, cat: Catalog, devs: list[Accelerator]
+) -> str | None:
+    """When shapes fit in memory but none finishes by the deadline: the fastest one's hours,
+    the shortest deadline that has a plan within the device limit."""
+    from planner.estimator.training_designs import training_designs
+
+    free = w.model_copy(update={"deadline_hours": None})
+    shapes = training_designs(free, problem, cat, devs, prune=False)
+    if not shapes:
+        return None  # nothing fits in memory: the memory sentence says why
+    fast = max(shapes, key=lambda d: d.tokens_per_s)
+    hours = w.token_budget / fast.tokens_per_s / 3600
+    n = sum(fast.devices.values())
+    most = problem.constraints.max_devices
+    cap = f"{most:,} devices (constraints.max_devices)" if most else "4,096 devices"
+    return (
+        f"workload `{w.name}`: no shape of at most {cap} finishes {w.token_budget:,.0f} tokens "
+        f"in deadline_hours {w.deadline_hours:g}: the fastest, {n} x {fast.stages[0].device}, "
+        f"takes {hours:,.1f} h; relax deadline_hours to at least {math.ceil(hours * 10) / 10:g}, "
+        "raise max_devices, or allow faster devices"
     )
 
 
