@@ -401,29 +401,26 @@ class PlannerModel(Constraints, Hints):
         at the least cost, else the cheapest plan. Any start reaches the same proved optimum,
         and the completed hint is found at once, where the cheapest plan was a whole search
         (tokens-per-joule-10kw: the same three steps after it, the same final plan)."""
+
+        def cheapest() -> Solution:
+            return self._optimize(
+                self.tco_expr(),
+                minimize=True,
+                time_limit=time_limit,
+                workers=workers,
+                seed=seed,
+                evaluate=(num, den),
+            )
+
         if self.hinted and not self.hint_only:
             self.hint_only = True
             try:
-                hinted = self._optimize(
-                    self.tco_expr(),
-                    minimize=True,
-                    time_limit=time_limit,
-                    workers=workers,
-                    seed=seed,
-                    evaluate=(num, den),
-                )
+                hinted = cheapest()
             finally:
                 self.hint_only = False
             if hinted.status.has_plan or self.interrupted:
                 return hinted
-        return self._optimize(
-            self.tco_expr(),
-            minimize=True,
-            time_limit=time_limit,
-            workers=workers,
-            seed=seed,
-            evaluate=(num, den),
-        )
+        return cheapest()
 
     def _dinkelbach(
         self,

@@ -22,7 +22,9 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from planner.estimator.replica import IterationTime
 
@@ -218,15 +220,7 @@ def simulate_disaggregated(
     ready = {
         i: requests[i][0] + ttft + transfer_s for i, ttft in zip(pre.index, pre.ttft, strict=True)
     }
-    order = sorted(ready, key=lambda i: (ready[i], i))
-    dec = simulate_engine(
-        decode,
-        slots=slots,
-        kv_tokens=kv_tokens,
-        budget=float(slots),
-        requests=[(ready[i], requests[i][1], max(requests[i][2] - 1, 1)) for i in order],
-        prefilled=True,
-    )
+    order, dec = decode_prefilled(decode, slots, kv_tokens, ready, requests)
     out = EngineResult(seconds=dec.seconds, queue=dec.queue, kv_share=dec.kv_share)
     for n, (pos, e2e) in enumerate(zip(dec.index, dec.e2e, strict=True)):
         if n < warmup:
@@ -239,3 +233,26 @@ def simulate_disaggregated(
         out.output_tokens += requests[i][2]
     out.tpot = dec.tpot[warmup:]  # the decode engine's time per token (its first is the prefill's)
     return out
+
+
+def decode_prefilled(
+    decode: IterationTime,
+    slots: int,
+    kv_tokens: float,
+    ready: Mapping[int, float],
+    requests: Sequence[tuple[Any, ...]],
+) -> tuple[list[int], EngineResult]:
+    """A decode engine fed prefilled requests: request i (its prompt and output tokens at
+    positions -2 and -1 of `requests[i]`) joins at `ready[i]` and decodes its other output - 1
+    tokens. Returns the requests in the order they joined (EngineResult.index counts in it)
+    and the engine's figures."""
+    order = sorted(ready, key=lambda i: (ready[i], i))
+    dec = simulate_engine(
+        decode,
+        slots=slots,
+        kv_tokens=kv_tokens,
+        budget=float(slots),
+        requests=[(ready[i], requests[i][-2], max(requests[i][-1] - 1, 1)) for i in order],
+        prefilled=True,
+    )
+    return order, dec

@@ -41,21 +41,18 @@ def engine_of(
     (its devices as the problem's stated machines join them: planner.estimator.hosts)."""
     cat = with_machines(cat, problem)
     shape = shape_of(w, wp)
+    prompt = prefill_prompt(shape.prompt_tokens, w.prefix_cache_hit)
     it = IterationTime(
         cat.model(w.model),
         w.weights,
         w.kv,
         batch=wp.batch,
         context=shape.context_tokens,
-        prompt=prefill_prompt(shape.prompt_tokens, w.prefix_cache_hit),
+        prompt=prompt,
         output=shape.output_tokens,
         stages=wp.stage_specs(cat, problem),
         link=network_link(problem, cat),
-        budget=(
-            prefill_pool_budget(prefill_prompt(shape.prompt_tokens, w.prefix_cache_hit))
-            if wp.role == "prefill"
-            else None
-        ),
+        budget=prefill_pool_budget(prompt) if wp.role == "prefill" else None,
         **engine_times(cat, wp.engine),
     )
     kv = float(wp.batch * shape.context_tokens)

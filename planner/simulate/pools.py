@@ -25,7 +25,7 @@ from planner.catalog import Catalog
 from planner.estimator.serving import prefill_prompt
 from planner.plan.types import WorkloadPlan
 from planner.schema.problem import InferenceWorkload, Problem
-from planner.simulate.engine import EngineResult, simulate_engine
+from planner.simulate.engine import EngineResult, decode_prefilled, simulate_engine
 from planner.simulate.groups import admitted, arrival_classes, engine_of, transfer_of
 
 # A request on the pool path: (arrival s, class, prefill group, engine of it, prompt, output).
@@ -36,12 +36,11 @@ def pool_factor(groups: list[WorkloadPlan], name: str) -> float:
     """Requests/s the plan's prefill pools of workload `name` take over those its decode pools
     can decode: the factor from a decode group's planned rate to the rate it is sent (every
     prefilled request is decoded once). 1 without both sides."""
-    pre = sum(
-        sum(g.requests_per_s.values()) for g in groups if g.name == name and g.role == "prefill"
-    )
-    dec = sum(
-        sum(g.requests_per_s.values()) for g in groups if g.name == name and g.role == "decode"
-    )
+    planned = {"prefill": 0.0, "decode": 0.0, "both": 0.0}
+    for g in groups:
+        if g.name == name:
+            planned[g.role] += sum(g.requests_per_s.values())
+    pre, dec = planned["prefill"], planned["decode"]
     return pre / dec if pre > 0 and dec > 0 else 1.0
 
 
@@ -76,9 +75,8 @@ def replay_pools(
         mine = [r for r in range(n) if chain[r][2] == g_i]
         res = EngineResult()
         res.index = mine
-        copies = max(1, math.ceil(g.replicas * len(g.stages) / engines))
         per_engine = scale * sum(g.requests_per_s.values()) / (g.replicas * len(g.stages))
-        for e in range(copies):
+        for e in range(_copies(g, engines)):
             ours = [r for r in mine if chain[r][3] == e]
             firsts = _prefill_engine(problem, cat, w, g, chain, ours, per_engine, rng)
             for r, first in zip(ours, firsts, strict=True):
@@ -87,16 +85,8 @@ def replay_pools(
         res.e2e = list(res.ttft)
         res.output_tokens = len(mine)
         out.append(res)
-    order = sorted(range(n), key=lambda r: (ready[r], r))
     it, slots, kv, _ = engine_of(problem, cat, w, decode)
-    dec = simulate_engine(
-        it,
-        slots=slots,
-        kv_tokens=kv,
-        budget=float(slots),
-        requests=[(ready[r], chain[r][4], max(chain[r][5] - 1, 1)) for r in order],
-        prefilled=True,
-    )
+    order, dec = decode_prefilled(it, slots, kv, dict(enumerate(ready)), chain)
     res = EngineResult(seconds=dec.seconds, queue=dec.queue, kv_share=dec.kv_share, tpot=dec.tpot)
     res.refused = refused
     res.window_tokens, res.window_seconds = dec.window_tokens, dec.window_seconds
@@ -107,6 +97,12 @@ def replay_pools(
         res.e2e.append(ready[r] - times[r] + e2e)
         res.output_tokens += chain[r][5]
     return out, res
+
+
+def _copies(g: WorkloadPlan, engines: int) -> int:
+    """Engines of prefill group `g` replayed for one of `engines` decode engines: ceil(E_g /
+    E_d), at least one (E: a group's engines)."""
+    return max(1, math.ceil(g.replicas * len(g.stages) / engines))
 
 
 def _route(
@@ -129,10 +125,9 @@ def _route(
         p = by if by.sum() > 0 else totals
         g_i = int(rng.choice(len(prefill), p=p / p.sum()))
         g = prefill[g_i]
-        copies = max(1, math.ceil(g.replicas * len(g.stages) / engines))
         m = w.request_mix[c]
         prompt = prefill_prompt(m.input_tokens, w.prefix_cache_hit)
-        out.append((t, c, g_i, int(rng.integers(copies)), prompt, m.output_tokens))
+        out.append((t, c, g_i, int(rng.integers(_copies(g, engines))), prompt, m.output_tokens))
     return out
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from planner.catalog import Catalog
+from planner.model.objectives import objective_for
 from planner.plan.types import Plan
 from planner.schema.problem import Problem
 from planner.schema.status import Status
@@ -116,7 +117,7 @@ def _judge(plan: Plan, again: Plan, within: str) -> Claim:
     """The claim of a plan with a plan (OPTIMAL, or FEASIBLE with a bound) against the
     re-solve's plan `again`."""
     goal = plan.objective_name
-    minimize = not goal.startswith("max_")
+    minimize = objective_for(goal).minimize
     optimal = plan.status == Status.OPTIMAL
     claimed = plan.objective if optimal else plan.bound
     assert claimed is not None  # a plan has an objective; FEASIBLE without a bound returned
