@@ -702,7 +702,9 @@ def _check_energy_and_carbon(
     same(problem, "energy_kwh_per_year", plan.energy_kwh_per_year, total_kwh / h.lifetime_years)
     tokens = sum(f.tokens)
     joules = total_kwh * 3.6e6
-    same(problem, "tokens_per_joule", plan.tokens_per_joule, tokens / joules if joules else None)
+    serves = any(w.kind != "training" for w in problem.workloads)
+    per_joule = tokens / joules if joules and serves else None
+    same(problem, "tokens_per_joule", plan.tokens_per_joule, per_joule)
     if problem.carbon is None:
         if plan.carbon is not None:
             fail(problem, "`carbon`: carbon figures without a carbon section in the problem")

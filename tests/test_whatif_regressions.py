@@ -3,12 +3,18 @@ and its own copies of plan figures (each failed before the architecture change).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
+import pytest
+
+from planner.catalog import load_catalog
+from planner.errors import InternalError
 from planner.load import load_problem, parse_problem
 from planner.schema.yaml_io import parse_text, read_yaml
 from planner.solve import Solver
+from planner.verify import verify
 from planner.whatif.executor import Executor, Settings
 from planner.whatif.explain import _latency_sentence, explain
 from planner.whatif.sweep import parse_vary, sweep
@@ -91,3 +97,14 @@ def test_solve_prints_one_tokens_per_joule_per_definition() -> None:
     assert kwh > sum(p.energy_kwh for p in plan.periods)
     assert plan.tokens_per_joule is not None
     assert math.isclose(plan.tokens_per_joule, plan.served_tokens / (kwh * 3.6e6), rel_tol=1e-12)
+
+
+def test_a_fleet_that_serves_nothing_has_no_tokens_per_joule() -> None:
+    # A training-only plan served no token: its tokens per joule is absent, not 0.000 (which
+    # read as a measured figure), and the verifier holds the plan to the same rule.
+    problem = load_problem(PROBLEMS / "train-13b-2m.yaml")
+    plan = Solver(time_limit=20).solve(problem)
+    assert plan.served_tokens == 0
+    assert plan.tokens_per_joule is None
+    with pytest.raises(InternalError, match="tokens_per_joule"):
+        verify(dataclasses.replace(plan, tokens_per_joule=0.0), problem, load_catalog())

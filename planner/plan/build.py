@@ -414,7 +414,9 @@ def _energy_and_periods(
     other_kwh = job_kwh + idle_wh * h.pue / 1000
     plan.energy_kwh_per_year = (sum(energy_kwh) + other_kwh) / h.lifetime_years
     joules = (sum(energy_kwh) + other_kwh) * 3.6e6
-    plan.tokens_per_joule = sum(tally.tokens) / joules if joules else None
+    # A fleet that serves nothing has no tokens per joule (0 would read as a measured figure).
+    serves = any(w.kind != "training" for w in problem.workloads)
+    plan.tokens_per_joule = sum(tally.tokens) / joules if joules and serves else None
     if problem.carbon is not None:
         plan.carbon = _carbon(plan, problem, cat, energy_kwh, other_kwh, sum(tally.tokens))
         plan.notes += _carbon_notes(plan, problem, cat)
