@@ -108,7 +108,7 @@ def verify(plan: Plan, problem: Problem, cat: Catalog) -> None:
             if wp.site != PREM:
                 _check_rented_tp(problem, cat, wp, at)
             if isinstance(w, TrainingWorkload):
-                check_training(problem, cat, w, wp, f, at)
+                check_training(problem, cat, w, wp, f, at, sum(p.hours for p in periods))
             else:
                 assert fig is not None
                 check_replicas(problem, cat, w, wp, fig, f, periods, at)

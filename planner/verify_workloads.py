@@ -98,7 +98,8 @@ class Fleet:
     training_usd: float = 0.0
     training_kwh: float = 0.0
     training_embodied_kg: float = 0.0
-    phase_hours: dict[str, float] = field(default_factory=dict)  # earlier phases' device-hours
+    # Training jobs on the fleet: device-hours at work beyond what the periods count.
+    phase_hours: dict[str, float] = field(default_factory=dict)
     idle_wh: float = 0.0  # owned and bought devices held but not at work
     capacity: dict[tuple[str, int], float] = field(default_factory=dict)  # fixed-rate tokens/s
     # Request mixes: (workload, period) -> requests/s per class name decoded, and prefilled.
@@ -271,8 +272,17 @@ def devices_of(wp: WorkloadPlan) -> dict[str, int]:
 
 
 def check_training(
-    problem: Problem, cat: Catalog, w: TrainingWorkload, wp: WorkloadPlan, f: Fleet, at: str
+    problem: Problem,
+    cat: Catalog,
+    w: TrainingWorkload,
+    wp: WorkloadPlan,
+    f: Fleet,
+    at: str,
+    period_hours: float,
 ) -> None:
+    """A training job's figures, and what it adds to the fleet: on the fleet it is at work
+    for its own hours and held idle for the rest (`period_hours`: the demand periods' hours,
+    in each of which a job beside the serving holds its devices)."""
     """The job's throughput, power and finish time recomputed from its shape; its energy or
     rent added to the fleet's."""
     s0 = wp.stages[0]
@@ -309,11 +319,11 @@ def check_training(
         if wp.site != PREM:
             fail(problem, f"`{at}.site`: `{wp.site}`, but the job runs on the owned fleet")
         phase = earlier_phase(problem, w.name)  # before serving: held in its phase alone
+        counted = period_hours if phase is None else 0.0  # hours the periods count at work
         for dev, k in devices.items():
             for q in range(f.n) if phase is None else [f.n + phase]:
                 f.add(dev, q, PREM, k)
-            if phase is not None:  # at work for the job's own hours
-                f.phase_hours[dev] = f.phase_hours.get(dev, 0.0) + k * hours
+            f.phase_hours[dev] = f.phase_hours.get(dev, 0.0) + k * (hours - counted)
         f.training_w += job.power_w
         cost = job.power_w * hours * energy_usd_per_watt_hour(problem)
         same(problem, f"{at}.job_usd", wp.job_usd, cost, " (the job's energy on the fleet)")

@@ -80,11 +80,14 @@ GOLDEN: dict[str, tuple[float, float]] = {
     # tokens/s at ~51 ms/token under the 60 ms ceiling with 2,000-token prompts per 256 output
     # tokens (16 x mi300x at $278,918 before AMD's own figure).
     "serve-405b.yaml": (419_078.0, 0.01),
-    # 16 x gaudi3 in two gaudi3-8 kits, one job of two tp-8 pipeline stages: 200B tokens in
-    # ~506 h (deadline 720 h); $250,000 of devices and $90,000 of hosts, their ports on ib-ndr,
-    # host energy, idle draw and the run's energy. (It was 12 gaudi3 in two hosts, $307,251,
-    # with 4 slots left empty in kits sold full.)
-    "train-13b-2m.yaml": (369_842.0, 0.01),
+    # 16 x gaudi3 in two gaudi3-8 kits, one job of two data-parallel eight-stage pipelines:
+    # 200B tokens in ~562 h (deadline 720 h); $250,000 of devices and $90,000 of hosts, their
+    # ports on ib-ndr, host energy, the run's energy, and the cards' idle draw for the rest of
+    # the three years (16 x idle_w x (26,280 - 562) h at PUE 1.3 and $0.10/kWh). (It was
+    # $369,842 while the cards counted as at work through all the working hours, drawing
+    # nothing beyond the run; and 12 gaudi3 in two hosts, $307,251, with 4 slots left empty in
+    # kits sold full.)
+    "train-13b-2m.yaml": (374_259.0, 0.01),
     # 8 x l40s bought ($8,000 each, catalog) in one pcie-server-8 ($25,000): $89,000 capex,
     # 3 % upkeep a year for 3 years $8,010, and energy ~$9,620 (README, "Buy, rent instances").
     # Passively cooled datacenter cards go only in servers, not in workstations.

@@ -142,19 +142,23 @@ class Quantities(ModelBase):
                 at_work = self.use_expr(dev, q, PREM)
                 coef = to_int(idle_w * period.hours * per_wh, f"{dev}.at work", up=False)
                 terms.append(-coef * at_work)
-        # A job of an earlier phase is at work for its own hours (its energy is its job cost).
+        # A training job on the fleet is at work for its own hours (its energy is its job
+        # cost), held idle for the rest: one of an earlier phase is outside the periods above;
+        # one running beside the serving holds its devices in every period, which the loop
+        # above counted as at work, so the periods' hours beyond the job's are idle again.
         earlier = {w.name for w in self.p.workloads if earlier_phase(self.p, w.name) is not None}
+        period_hours = sum(p.hours for p in self.periods)
         for (wn, j, _, site), var in self.R.items():
-            if site != PREM or wn not in earlier:
+            w = self._workload(wn)
+            if site != PREM or not isinstance(w, TrainingWorkload):
                 continue
             d = self.t.designs[wn][j]
-            w = self._workload(wn)
-            assert isinstance(w, TrainingWorkload)
             hours = w.token_budget / d.tokens_per_s / 3600
+            idle_hours = (0.0 if wn in earlier else period_hours) - hours
             for dev, n in d.devices.items():
-                idle_w = self.t.econ[dev].device.power.idle_w
-                coef = to_int(idle_w * n * hours * per_wh, f"{dev}.job at work", up=False)
-                terms.append(-coef * var)
+                wh = self.t.econ[dev].device.power.idle_w * n * idle_hours * per_wh
+                coef = to_int(wh, f"{dev}.job idle") if wh >= 0 else -to_int(-wh, "", up=False)
+                terms.append(coef * var)
         return terms
 
     def carbon_expr(self) -> cp_model.LinearExpr:

@@ -95,7 +95,9 @@ class _Tally:
     prefilled: dict[tuple[str, int], dict[str, float]] = field(default_factory=dict)
     training_w: float = 0.0  # training jobs on the owned fleet (at every period's peak)
     training_usd: float = 0.0
-    # Jobs of the phases before the last: device -> device-hours at work (their own hours).
+    # Training jobs on the fleet: device -> device-hours at work beyond what the demand
+    # periods count (a job of an earlier phase: its own hours; one beside the serving, held in
+    # every period: its own hours less the periods').
     phase_hours: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -264,9 +266,11 @@ def _add_training(
     )
     if site == PREM:
         tally.training_w += d.power_w
+        counted = sum(p.hours for p in tables.periods)
         if earlier_phase(problem, w.name) is not None:
-            for x, n in d.devices.items():
-                tally.phase_hours[x] = tally.phase_hours.get(x, 0.0) + n * hours
+            counted = 0.0
+        for x, n in d.devices.items():
+            tally.phase_hours[x] = tally.phase_hours.get(x, 0.0) + n * (hours - counted)
 
 
 def _add_serving(
