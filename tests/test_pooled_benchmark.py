@@ -94,45 +94,61 @@ def test_layer_split_follows_memory(run: ModuleType) -> None:
 
 def test_two_pi5_tensor_parallel_row_is_the_hand_arithmetic(run: ModuleType) -> None:
     """dllama-rpi5-2x-llama3-8b: Llama 3.1 8B architecture in q4_0 (4.5 bits/weight), tensor
-    parallel over 2 Raspberry Pi 5 8GB on eth-1g, batch 1, context 256 (the script's default).
+    parallel over 2 Raspberry Pi 5 8GB on eth-1g, batch 1, context 256 (the script's default),
+    under release 0.3.1 (catalog engine distributed-llama-0.3: a star whose root runs attention
+    and the output head alone, ten exchanges per block; benchmarks/pooled/distributed-llama.md).
 
     Catalog / device-table figures: Pi 5 17.1 GB/s x 0.905 achieved = 15.48e9 B/s, FP32 vector
     0.154e12 FLOP/s, 4 dequantization ops per weight, 68.6 us per block, 1.557 ms per step;
     eth-1g 0.125e9 B/s, 50 us one way. llama-3.1-8b: 32 blocks, block weights 3.926e9 B in q4_0
-    (6.98e9 params, 218.1e6 per block), hidden 4096, 8 KV heads x 128, vocab 128,256.
+    (6.98e9 params, 218.1e6 per block), hidden 4096, FFN 14336, 8 KV heads x 128, vocab 128,256.
 
-    Per block, per Pi (each holds half of it):
+    Per block, on the root (it holds half of the seven matrices and reads the whole KV cache):
       weights 3.926e9 / 32 / 2                       = 61.34e6 B
-      KV read 256 tokens x 2 x 8 x 128 x 2 B / 2      =  0.52e6 B
-      memory time 61.86e6 / 15.48e9                   = 3.998 ms   (compute is far below this)
+      KV read 256 tokens x 2 x 8 x 128 x 2 B          =  1.05e6 B
+      memory time 62.39e6 / 15.48e9                   = 4.031 ms   (compute is far below this)
       per-block overhead                              = 0.0686 ms
       dequantization 218.1e6 / 2 x 4 / 0.154e12       = 2.832 ms
-      two ring all-reduces of 4096 x 2 B over 2 Pis, each with distributed-llama's own
-      716 us per exchange (catalog, from PR #64's 2 x Pi 5 transfer time):
-        2 x (2 x 1/2 x 8192 / 0.125e9 + 2 x 1 x 50e-6 + 716e-6) = 1.763 ms
-      block total                                      = 8.662 ms; x 32 = 277.2 ms
-    Head: 128,256 x 4096 x 4.5 / 8 B = 295.5e6 B / 15.48e9 / 2 = 9.55 ms; step 1.56 ms.
-    Token: 277.2 + 9.55 + 1.56 = 288.3 ms -> 3.469 tokens/s (measured: 2.25 under release
-    0.3.1, whose layout the planner does not model; 3.07 under PR #64's).
+      ten star exchanges, each 50 us of latency and the engine's own 172 us (catalog, fitted
+      on this row's T), and 35,904 B through the root's port (Q80, 34/32 B per value):
+        10 x (50 + 172) us + 35,904 / 0.125e9 s      = 2.507 ms
+      block total                                      = 9.438 ms; x 32 = 302.0 ms
+    Head on the root alone: 128,256 x 4096 x 4.5 / 8 B = 295.5e6 B / 15.48e9 = 19.09 ms; step
+    1.56 ms. Token: 302.0 + 19.09 + 1.56 = 322.7 ms -> 3.099 tokens/s (measured: 2.25).
     """
     rows = {r.id: r for r in run.load_rows()}
     r = rows["dllama-rpi5-2x-llama3-8b"]
+    assert r.spec["engine"] == "distributed-llama-0.3"
     bw = 17.1e9 * 0.905
     block = (
-        (3.926e9 / 32 / 2 + 256 * 2 * 8 * 128 * 2 / 2) / bw
+        (3.926e9 / 32 / 2 + 256 * 2 * 8 * 128 * 2) / bw
         + 68.6e-6
         + 218.1e6 / 2 * 4 / 0.154e12
-        + 2 * (8192 / 0.125e9 + 2 * 50e-6 + 716e-6)
+        + 10 * (50e-6 + 172e-6)
+        + 35904 / 0.125e9
     )
-    token_s = 32 * block + 128256 * 4096 * 4.5 / 8 / bw / 2 + 1.557e-3
-    assert 1 / token_s == pytest.approx(3.469, rel=0.005)
+    token_s = 32 * block + 128256 * 4096 * 4.5 / 8 / bw + 1.557e-3
+    assert 1 / token_s == pytest.approx(3.099, rel=0.005)
     assert run.predict(r.spec) == pytest.approx(1 / token_s, rel=0.02)
-    # The planner's share of that token spent between the machines (the all-reduces and
-    # distributed-llama's 716 us per exchange, catalog) against the 80.11 ms the source
-    # states for network transfer:
-    assert run.link_ms(r.spec) == pytest.approx(
-        32 * 2 * (8192 / 0.125e9 + 2 * 50e-6 + 716e-6) * 1e3, rel=0.02
-    )
+    # The planner's share of that token spent between the machines (the exchanges and the
+    # engine's 172 us each) against the 80.11 ms the source states for network transfer, the
+    # figure the engine's time per exchange was fitted on:
+    exchanges_ms = 32 * (10 * (50e-6 + 172e-6) + 35904 / 0.125e9) * 1e3
+    assert run.link_ms(r.spec) == pytest.approx(exchanges_ms, rel=0.02)
+    assert exchanges_ms == pytest.approx(r.network_ms, rel=0.01)
+
+
+def test_current_release_row_is_the_mesh_arithmetic(run: ModuleType) -> None:
+    """dllama-pr64-rpi5-2x-llama3-8b (PR #64, the mesh release, catalog engine
+    distributed-llama): two all-gathers per block, each 50 us of latency, 4,096 x 34/32 B over
+    0.125e9 B/s (34.8 us) and the engine's own 796 us (catalog, from this PR's 0.881 ms per
+    exchange): 2 x 880.8 us x 32 blocks = 56.37 ms, the PR's 56.39 ms of transfer."""
+    rows = {r.id: r for r in run.load_rows()}
+    r = rows["dllama-pr64-rpi5-2x-llama3-8b"]
+    assert r.spec["engine"] == "distributed-llama"
+    per_exchange = 50e-6 + 4096 * 34 / 32 / 0.125e9 + 796e-6
+    assert run.link_ms(r.spec) == pytest.approx(2 * 32 * per_exchange * 1e3, rel=0.02)
+    assert 2 * 32 * per_exchange * 1e3 == pytest.approx(r.network_ms, rel=0.01)
 
 
 def test_llama_cpp_rpc_hop_is_the_catalog_time_per_hop(run: ModuleType) -> None:

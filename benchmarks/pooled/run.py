@@ -87,6 +87,7 @@ from typing import Any
 import yaml
 
 from planner.catalog import load_catalog
+from planner.estimator.engine_topology import exchange_layout
 from planner.estimator.replica import IterationTime, StageSpec, single_stream_seconds
 from planner.estimator.support import exchange_overhead_s, hop_overhead_s
 from planner.schema.catalog import Accelerator, Link, ModelArch
@@ -139,7 +140,7 @@ def _row(r: dict[str, Any]) -> Row:
         why_not=why,
         link_only=bool(why) and bool(cat) and cat.get("link") is None,
         network_ms=r["measured"].get("network_transfer_ms"),
-        spec=dict(cat, context=_context(r), engine=r["engine"]),
+        spec=dict(cat, context=_context(r), engine=cat.get("engine") or ENGINES.get(r["engine"])),
         source=r["source"].get("url") or r["source"].get("title", ""),
     )
 
@@ -179,10 +180,11 @@ def pipeline_seconds(
     link: Link | None,
     context: int,
     engine: str = "",
+    own: bool = True,
 ) -> float:
     """Seconds per token of one sequence through one stage per machine: the sum of the stages
     (planner.estimator.replica.single_stream_seconds), each hop over the row's link plus the
-    engine's own time per hop."""
+    engine's own time per hop (`own` False: without it)."""
     stages = [
         StageSpec(device=d, tp=1, layers=n)
         for d, n in zip(devices, layer_split(devices, m.num_layers), strict=True)
@@ -200,7 +202,7 @@ def pipeline_seconds(
         output=1,
         stages=stages,
         link=link,
-        hop_overhead_s=hop_overhead_s(load_catalog(), ENGINES.get(engine)),
+        hop_overhead_s=hop_overhead_s(load_catalog(), engine) if own else 0.0,
     )
     return single_stream_seconds(it)
 
@@ -212,15 +214,24 @@ def tensor_seconds(
     link: Link,
     context: int,
     engine: str = "",
+    own: bool = True,
 ) -> float:
     """Seconds per token of one sequence on one tensor-parallel stage spanning the machines,
     its all-reduces over the row's link (planner.estimator.replica.StageSpec.link), each with
-    the engine's own time per exchange (planner.schema.support.Engine.exchange_overhead_us).
-    Machines of one chip with different memory sizes run at the pace of the slowest memory."""
+    the engine's own time per exchange (planner.schema.support.Engine.exchange_overhead_us;
+    `own` False: without it), in the engine release's layout where it has its own
+    (planner.estimator.engine_topology: distributed-llama's mesh all-gathers, or its early
+    releases' star through a root that runs attention and the head alone). Machines of one chip with different memory sizes run at the pace of the slowest memory."""
     slowest = min(devices, key=lambda d: d.memory.bandwidth_gb_s)
-    exchange_s = exchange_overhead_s(load_catalog(), ENGINES.get(engine))
+    cat = load_catalog()
+    exchange_s = exchange_overhead_s(cat, engine) if own else 0.0
     stage = StageSpec(
-        device=slowest, tp=len(devices), layers=m.num_layers, link=link, exchange_s=exchange_s
+        device=slowest,
+        tp=len(devices),
+        layers=m.num_layers,
+        link=link,
+        exchange_s=exchange_s,
+        layout=exchange_layout(cat, engine, m),
     )
     it = IterationTime(
         m, weights, KV, batch=1, context=context, prompt=1, output=1, stages=[stage], link=link
@@ -228,7 +239,7 @@ def tensor_seconds(
     return single_stream_seconds(it)
 
 
-def _seconds(spec: dict[str, Any], link: Link | None) -> float:
+def _seconds(spec: dict[str, Any], link: Link | None, own: bool = True) -> float:
     cat = load_catalog()
     m = cat.model(spec["model"])
     devices = [
@@ -236,11 +247,11 @@ def _seconds(spec: dict[str, Any], link: Link | None) -> float:
     ]
     if len(devices) > 1 and link is None:
         raise ValueError("several machines and no link")
-    engine = spec.get("engine", "")
+    engine = spec.get("engine") or ""
     if spec.get("split") == "tensor" and len(devices) > 1:
         assert link is not None
-        return tensor_seconds(m, spec["weights"], devices, link, spec["context"], engine)
-    return pipeline_seconds(m, spec["weights"], devices, link, spec["context"], engine)
+        return tensor_seconds(m, spec["weights"], devices, link, spec["context"], engine, own)
+    return pipeline_seconds(m, spec["weights"], devices, link, spec["context"], engine, own)
 
 
 def _link(spec: dict[str, Any], link_id: str | None) -> Link | None:
@@ -264,7 +275,7 @@ def link_ms(spec: dict[str, Any], link_id: str | None = None) -> float:
     ideal = link.model_copy(
         update={"bandwidth_gb_s": 1e12, "latency_us": 0.0, "allreduce_us": None}
     )
-    return (_seconds(spec, link) - _seconds({**spec, "engine": ""}, ideal)) * 1e3
+    return (_seconds(spec, link) - _seconds(spec, ideal, own=False)) * 1e3
 
 
 def scored(rows: list[Row], assume_link: str | None = None) -> list[tuple[Row, float]]:

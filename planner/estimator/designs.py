@@ -36,6 +36,12 @@ from planner.estimator.confidence import CONFIDENCE, design_confidence, kept_sha
 from planner.estimator.cost import power_w
 from planner.estimator.devices import DeviceTable, device_table
 from planner.estimator.economics import available_modes, carbon_promise, peak_scale
+from planner.estimator.engine_topology import (
+    ExchangeLayout,
+    exchange_layout,
+    head_divisor,
+    root_block_seconds,
+)
 from planner.estimator.formats import kv_bytes, weight_format
 from planner.estimator.hosts import (
     derates,
@@ -143,7 +149,8 @@ def stage_specs(cat: Catalog, problem: Problem, d: Design) -> list[StageSpec]:
         profile = layer_profile(w, s.device, s.tp)
         if s.across_machines:
             net, x = group_link(problem, cat, s.device), exchange_overhead_s(cat, d.engine)
-            out.append(StageSpec(acc, s.tp, s.layers, link=net, exchange_s=x, profile=profile))
+            lay = exchange_layout(cat, d.engine, cat.model(w.model)) if w else None
+            out.append(StageSpec(acc, s.tp, s.layers, net, x, layout=lay, profile=profile))
         else:
             out.append(StageSpec(acc, s.tp, s.layers, profile=profile))
     return out
@@ -237,7 +244,8 @@ class _Option:
     dense: bool = False  # the derated copy of a consumer card, for a multi-card chassis
     across: bool = False  # a group of tp machines (across_machine_degrees) ...
     exchange_s: float = 0.0  # ... its engine's own time per exchange between them ...
-    net: Link | None = None  # ... and the link joining them (network.group_link)
+    net: Link | None = None  # ... and the link joining them (network.group_link) ...
+    layout: ExchangeLayout | None = None  # ... in the engine release's layout (engine_topology)
 
 
 @dataclass(frozen=True)
@@ -395,7 +403,9 @@ def inference_designs(
         engine = _runtime(runs, d.id).engine
         x, net = exchange_overhead_s(cat, engine), group_link(problem, cat, d.id)
         options += [
-            _Option(d, i, k, across=True, exchange_s=x, net=net)
+            _Option(
+                d, i, k, across=True, exchange_s=x, net=net, layout=exchange_layout(cat, engine, m)
+            )
             for k in across_machine_degrees(d, cat, problem, m, engine)
         ]
     if not options:
@@ -694,18 +704,20 @@ def _setting(
     share = np.empty(len(levels))
     # Groups across machines all-reduce over the network: per degree and engine, one link
     # (StageSpec.link_args) and one call per level for all their devices.
-    across: dict[tuple[int, float, str], list[int]] = {}
+    across: dict[tuple[int, float, str, ExchangeLayout | None], list[int]] = {}
     for j, o in enumerate(opts):
         if o.across:
-            across.setdefault((o.tp, o.exchange_s, o.net.id if o.net else ""), []).append(j)
+            key = (o.tp, o.exchange_s, o.net.id if o.net else "", o.layout)
+            across.setdefault(key, []).append(j)
     groups = [
         (
             np.array(js, dtype=np.int64),
             sub.take(js),
-            StageSpec(opts[js[0]].device, k, 1, link=opts[js[0]].net, exchange_s=x).link_args(),
+            StageSpec(opts[js[0]].device, k, 1, opts[js[0]].net, x, layout=lay).link_args(),
             k,
+            lay,
         )
-        for (k, x, _), js in across.items()
+        for (k, x, _, lay), js in across.items()
     ]
     for bi, b in enumerate(levels.tolist()):
         # At capacity b / O requests start per iteration (Little's law): b x P / O prompt
@@ -731,7 +743,7 @@ def _setting(
         fixed[bi] = head_seconds(m, fmt, sub, b) / tp + sub.step_overhead_s
     # Every level at once: batches and chunks down the rows, the group's devices across.
     chunk_of = np.array([chunk_mix(b, P, out, b * P / out)[0] for b in levels.tolist()])
-    for idx, part, (bw, lat), k in groups:
+    for idx, part, (bw, lat), k, lay in groups:
         tau_d[:, idx], tau_c[:, idx] = (
             serving_layer_seconds(
                 m,
@@ -749,6 +761,12 @@ def _setting(
             )
             for p in (np.zeros((len(levels), 1)), chunk_of[:, None])
         )
+        # A release whose root works alone (engine_topology: the whole KV cache, the head).
+        batches: Any = levels[:, None].astype(np.float64)  # head_seconds takes a grid too
+        root = root_block_seconds(lay, m, kvb, part, batches, w.context_tokens, k)
+        tau_d[:, idx], tau_c[:, idx] = tau_d[:, idx] + root, tau_c[:, idx] + root
+        head_s = head_seconds(m, fmt, part, batches) / head_divisor(lay, k)
+        fixed[:, idx] = head_s + part.step_overhead_s
     tau[:] = (1.0 - share[:, None]) * tau_d + share[:, None] * tau_c
     chunks = np.array(
         [math.ceil(P / prefill_room(b, P, out)) for b in levels.tolist()], dtype=np.float64
@@ -1425,7 +1443,12 @@ def _with_profiles(st: _Setting, cat: Catalog, problem: Problem, table: DeviceTa
         if profile is None:
             continue
         spec = StageSpec(
-            o.device, o.tp, 1, link=o.net if o.across else None, exchange_s=o.exchange_s
+            o.device,
+            o.tp,
+            1,
+            link=o.net if o.across else None,
+            exchange_s=o.exchange_s,
+            layout=o.layout if o.across else None,
         )
         own = engine_times(cat, st.runtimes[j].engine)["engine_layer_s"]
         fmt, kvb = weight_format(w.weights), kv_bytes(w.kv)

@@ -30,6 +30,7 @@ from planner.estimator.architecture import attended_tokens
 from planner.estimator.comm import p2p_seconds, pipeline_activation_bytes
 from planner.estimator.cost import power_w
 from planner.estimator.devices import DeviceTable, device_table, small_allreduce_seconds
+from planner.estimator.engine_topology import ExchangeLayout, head_divisor, root_block_seconds
 from planner.estimator.formats import WeightFormat, kv_bytes, weight_format
 from planner.estimator.memory import (
     TrainingSetup,
@@ -50,14 +51,17 @@ class StageSpec:
     """What a stage is: `tp` devices of one type holding `layers` consecutive blocks. `link`:
     the link the tensor-parallel group's all-reduces cross when its devices sit in different
     machines (None: the devices' own scale-up link); `exchange_s`: the serving engine's own
-    time per all-reduce across those machines (Engine.exchange_overhead_us); `profile`: the
-    workload's measured times per block for this device and degree."""
+    time per all-reduce across those machines (Engine.exchange_overhead_us); `layout`: how
+    the engine release exchanges across those machines where it is not two ring all-reduces
+    per block (planner.estimator.engine_topology); `profile`: the workload's measured times
+    per block for this device and degree."""
 
     device: Accelerator
     tp: int
     layers: int
     link: Link | None = None
     exchange_s: float = 0.0
+    layout: ExchangeLayout | None = None
     # Measured times per block replacing the estimator's (planner.estimator.profiles).
     profile: LayerProfile | None = None
 
@@ -68,9 +72,13 @@ class StageSpec:
         the link's latency, or its share of the link's measured small all-reduce
         (Link.allreduce_us, a ring's time at tp devices, devices.small_allreduce_seconds),
         and its share of the engine's time per exchange, so each all-reduce costs exactly
-        those."""
+        those. An engine `layout` of its own gives the pair under which that formula takes
+        the layout's time (ExchangeLayout.ring_equivalent)."""
         if self.link is None or self.tp == 1:
             return None, 5e-6
+        if self.layout is not None:
+            bw, lat = self.link.bandwidth_gb_s * 1e9, self.link.latency_us * 1e-6
+            return self.layout.ring_equivalent(self.tp, bw, lat, self.exchange_s)
         steps = 2.0 * (self.tp - 1)
         per_step = self.link.latency_us * 1e-6
         if self.link.allreduce_us:
@@ -114,17 +122,20 @@ def _layer_seconds(
     link: tuple[float | None, float] = (None, 5e-6),
     engine_layer_s: float = 0.0,
     profile: LayerProfile | None = None,
+    layout: ExchangeLayout | None = None,
 ) -> tuple[float, float, float]:
     """(decode only, with a prefill chunk) seconds per block of one serving iteration at
     capacity, the engine's own time per block included, and the share of iterations with a
-    chunk (planner.estimator.serving.chunk_mix); scaled to the measured `profile` if any."""
+    chunk (planner.estimator.serving.chunk_mix); scaled to the measured `profile` if any; the
+    root's own work where the engine `layout` has one (engine_topology.root_block_seconds)."""
     c, f = chunk_mix(batch, prompt, output, batch * prompt / output)
     layer = layer_estimate(m, fmt, kvb, dev, tp, context, link, engine_layer_s)
     dec, tau_c = (_scalar(layer(batch, p, prompt)) for p in (0.0, c))
     if profile is not None:
         d, w = profiled_pair(profile, layer, float(batch), c, dec, tau_c)
         dec, tau_c = float(d[0]), float(w[0])
-    return dec, tau_c, f
+    root = _scalar(root_block_seconds(layout, m, kvb, dev, batch, context, tp))
+    return dec + root, tau_c + root, f
 
 
 def pipeline_round(decode: list[float], chunk: list[float], share: float) -> float:
@@ -184,9 +195,10 @@ def inference_replica(
             st.link_args(),
             engine_layer_s,
             st.profile,
+            st.layout,
         )
         fixed = (
-            _scalar(head_seconds(m, fmt, dev, batch)) / st.tp
+            _scalar(head_seconds(m, fmt, dev, batch)) / head_divisor(st.layout, st.tp)
             + _scalar(dev.step_overhead_s)
             + engine_step_s
             + host_s_per_token * batch
@@ -322,13 +334,14 @@ class IterationTime:
         for kind, st in _fullest(stages).items():
             dev = _one_device(st.device)
             key: tuple[object, ...] = (id(m), weights, kv, id(st.device), st.tp, st.link_args())
-            key += (st.profile, batch, self.budget, prompt, context, engine_layer_s)
+            key += (st.profile, st.layout, batch, self.budget, prompt, context, engine_layer_s)
             hit = grids.get(key) if grids is not None else None
             if hit is not None and hit[0] is st.device and hit[1] is m:
                 tau, head = hit[2], hit[3]
             else:
                 tau = _layer_grid(m, fmt, kvb, st, dev, n, p, context, prompt, engine_layer_s)
-                head = head_seconds(m, fmt, dev, np.maximum(n, 1.0)) / st.tp
+                head = head_seconds(m, fmt, dev, np.maximum(n, 1.0))
+                head = head / head_divisor(st.layout, st.tp)
                 if grids is not None:
                     if len(grids) > 4096:
                         grids.clear()
@@ -432,6 +445,7 @@ def _layer_grid(
     (planner.estimator.profiles) where it has one."""
     layer = layer_estimate(m, fmt, kvb, dev, st.tp, context, st.link_args(), engine_layer_s)
     tau = layer(n.ravel(), p.ravel(), prompt).reshape(n.shape)
+    tau = tau + root_block_seconds(st.layout, m, kvb, dev, n, context, st.tp)
     if st.profile is None:
         return tau
     decode_only = layer(n.ravel(), np.zeros(n.size), prompt).reshape(n.shape)
@@ -467,7 +481,8 @@ def _alone(
         total = total + st.layers * tau + step + hop
     last = stages[-1]
     batch: Any = np.maximum(n, 1.0)  # head_seconds takes a grid of batch sizes too
-    head = head_seconds(m, fmt, _one_device(last.device), batch) / last.tp
+    head = head_seconds(m, fmt, _one_device(last.device), batch)
+    head = head / head_divisor(last.layout, last.tp)
     return np.asarray(total + head, dtype=np.float64)
 
 

@@ -10,6 +10,7 @@ from pydantic import ConfigDict, Field, with_config
 
 from planner.catalog import Catalog
 from planner.estimator.confidence import Confidence
+from planner.estimator.engine_topology import exchange_layout
 from planner.estimator.hosts import derates, sustained
 from planner.estimator.network import group_link
 from planner.estimator.profiles import layer_profile
@@ -273,7 +274,8 @@ class WorkloadPlan:
             profile = layer_profile(w, s.device, s.tp)
             if s.across_machines and problem is not None:
                 net, x = group_link(problem, cat, s.device), exchange_overhead_s(cat, self.engine)
-                out.append(StageSpec(acc, s.tp, layers, link=net, exchange_s=x, profile=profile))
+                lay = exchange_layout(cat, self.engine, cat.model(w.model)) if w else None
+                out.append(StageSpec(acc, s.tp, layers, net, x, layout=lay, profile=profile))
             else:
                 out.append(StageSpec(acc, s.tp, layers, profile=profile))
         return out

@@ -113,6 +113,21 @@ class Engine(Sourced):
         "link's own latency and transfer (socket polling, synchronization), microseconds. 0 "
         "where no measurement isolates it.",
     )
+    tensor_layout: Literal["ring-allreduce", "mesh-allgather", "star-root"] = Field(
+        "ring-allreduce",
+        description="How a tensor-parallel group across machines divides a block and exchanges "
+        "its activations (planner.estimator.engine_topology): ring-allreduce, every matrix "
+        "split and two ring all-reduces per block (Megatron-LM's layout); mesh-allgather, two "
+        "all-gathers of the block's partial sums per block over a full mesh (distributed-llama "
+        "from 0.7); star-root, ten exchanges per block through a root that runs attention, the "
+        "norms and the output head alone (distributed-llama 0.1.0 to 0.3.x).",
+    )
+    exchange_value_bytes: float | None = Field(
+        None,
+        gt=0,
+        description="Bytes per activation value the engine sends between machines "
+        "(distributed-llama's Q80 sync buffer: 34 bytes per 32 values); None: 2 (fp16/bf16).",
+    )
     named_only: bool = Field(
         False,
         description="Planned only where a workload (or `planner estimate --engine`) names it, "
