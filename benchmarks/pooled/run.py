@@ -12,44 +12,60 @@ deviation (planner / measured - 1). Single-machine baseline rows are scored too 
 the pooled summary (they separate the device model's error from the split's).
 
 Result (catalog as of this commit): 84 rows (69 pooled, 15 one-machine baselines) from 26
-sources, 38 expressible: 30 pooled rows and 8 baselines. Pooled: median |deviation| 35.9 %,
-worst 211.2 % (8 x Pi 4B, Llama 2 70B, under distributed-llama 0.1.0). By engine:
-distributed-llama, 20 rows, median 32.6 %: each of its exchanges between machines now carries
-the engine's own 716 us beside the link's latency and bytes (catalog engine distributed-llama,
-from PR #64's 0.88 ms per exchange on two Pi 5s less the link's 0.17 ms; that PR's two-machine
-row is the figure's source, +13.0 %). Under the releases that split all of a block's work
-over the machines (0.6.0; PR #64's head, 0.7.0 and 0.10.6, which also exchange twice per block
-as the planner's layout does) two Pi 5s are +13.0 to +19.2 % and four +24.7 to +35.6 % on
-Llama 3 8B, and -17.6 % and -8.4 % on TinyLlama 1.1B (PR #64's head and 0.7.0: the planner
-charges 37.3 ms per token for its 44 exchanges, 716 us each as measured on Llama 3 8B's
-4,096-wide hidden state, where the source measured 8.6 and 13.5 ms for TinyLlama's 2,048-wide
-one: the engine's time per exchange grows with its size, which one constant does not say);
-under 0.1.0 and 0.3.1, which run attention, the norms and the output
-head on the root alone and exchange ten times per block through the root's port
-(benchmarks/pooled/distributed-llama.md, from the engine's code and its own published transfer
-sizes), +22.3 to +211.2 %. exo tensor parallel over Thunderbolt 5 RDMA on 4 Mac Studios, median
-21.8 % (+17.0 %, +21.8 %; Kimi K2 +86.2 %); llama.cpp RPC pipelines of 2-3 DGX Sparks (two
-sources), +23.5 to +50.5 %; vLLM tensor parallel on 2 DGX Sparks, +8.7 % (Llama 3.3 70B in
-BF16, CUDA graphs) and +64.7 % (Qwen3-235B in GPTQ-Int4 with expert parallelism), each
-all-reduce at NCCL's measured 31.9 us between two Sparks (roce-200g's allreduce_us; +10.4 and
-+93.0 % at two ring steps of the link's 2 us). The llama.cpp
-RPC error is mostly the one machine's: the same sources' one-Spark runs are over-predicted by
-+41.0 % and +66.6 % (an MoE model in Q2_K; the same Spark's other llama.cpp rows in the
-calibration table, dense and MoE in Q4_0, Q8_0 and MXFP4, are within 20 %); the other
-baselines: Strix Halo +17.6 % and +27.8 %, M3 Ultra +22.2 %, Pi 5 +5.2 % and +22.8 %, Pi 4B
-+33.1 %. Given the source's own one-machine measurement (the second table), the split model is
-within 16.3 % at the median of 11 rows: llama.cpp RPC +3.4 %, +4.2 %, -9.7 %, -18.2 % (the
-per-hop time comes from another source), distributed-llama +8.2 % to +96.9 %. 46 rows are not
-expressible, each saying why: devices the catalog lacks (BC250, NUC, cloud VMs, the prima.cpp
-phone and laptops, RTX 2060 Super and a laptop RTX 5060), models it lacks (GLM-5, GLM-5.1,
-GLM-4.7, Ministral 3, Qwen3.6), weights it lacks (Unsloth's UD-Q2_K_XL), vLLM runs
-with --enforce-eager (a mode the planner's vLLM figures do not model), and rows whose link is
-not stated (or not which of two): `--assume-link eth-1g` scores the 11 of those that map
-otherwise apart, median 26.4 %, worst 229.2 %, not part of the result.
+sources, 40 expressible: 32 pooled rows and 8 baselines. Pooled: median |deviation| 35.1 %,
+worst 175.0 % (8 x Pi 4B, Llama 2 70B, under distributed-llama 0.1.0). By engine:
+
+- distributed-llama, 20 rows, median 35.1 %. Each release is scored as it runs (catalog
+  engines distributed-llama-0.3 and distributed-llama, planner.estimator.engine_topology;
+  benchmarks/pooled/distributed-llama.md). The README's 0.1.0 and 0.3.1 rows run a star:
+  ten exchanges per block through the root, which reads the whole KV cache and runs the
+  output head alone, each exchange with the engine's own 172 us (fitted on the 2 x Pi 5 Llama
+  3 8B row's T, 80.11 ms, which the planner's 80.2 ms reproduces); two to four Pi 5s are
+  +3.3 to +44.8 % (were +22.3 to +75.7 % as ring all-reduces), two to four Pi 4Bs +34.5 to
+  +38.6 % (the one Pi 4B alone is +33.1 %, the device model's share), eight Pi 4Bs +122 to
+  +175 % (their T jumps from 34 to 290 ms between four and eight, which issue #20 puts down to
+  the switch). Releases from PR #64 exchange twice per block over a full mesh, each exchange
+  with the engine's own 796 us (PR #64's 0.881 ms on two Pi 5s less the 84.8 us the link
+  takes): two Pi 5s +13.0 to +19.2 % on Llama 3 8B, four +32.0 to +43.5 % (PR #64's four
+  Pis take 1.18 ms per exchange, where one constant charges 0.95), TinyLlama 1.1B -18.3 and
+  -9.2 % (under PR #64 and 0.7.0 its exchanges take 0.20 and 0.31 ms where Llama 3 8B's take
+  0.88 and 1.20: the time per exchange grows with the work per block, not with the bytes, so
+  no latency + bytes / throughput pair fits both sizes; the .md page gives the figures). 0.6.0's rows are scored
+  under the mesh although that release still exchanged through the root (its exchange count
+  is not recorded).
+- exo tensor parallel over Thunderbolt 5 RDMA on 4 Mac Studios, 3 rows, median 21.8 %
+  (+17.0 %, +21.8 %; Kimi K2 +86.2 %); the one-machine Qwen3-235B run of another source is
+  +22.2 %, so the split itself adds almost nothing to the error (no engine time per exchange
+  is charged: no source isolates one).
+- llama.cpp RPC, 6 rows, median 41.0 %: pipelines of 2-3 DGX Sparks (two sources), +23.5 to
+  +50.5 %, and an RTX 2060 Super with a laptop RTX 5060 over 1 GbE, -9.7 %. The engine's own
+  1.29 ms per hop comes from a third source (LLMKube's two Sparks); given each source's own
+  one-Spark run, the four Spark rows are +3.4, +4.2, -9.7 and -18.2 % (median 6.9 %): the
+  error is the one machine's (the one-Spark runs are +41.0 and +66.6 %, an MoE model in Q2_K;
+  the same Spark's other llama.cpp rows in the calibration table are within 20 %).
+- SGLang tensor parallel over four DGX Sparks on RoCE, GLM-4.7 in FP8, +6.7 %.
+- vLLM tensor parallel on 2 DGX Sparks, +8.7 % (Llama 3.3 70B in BF16, CUDA graphs) and
+  +64.7 % (Qwen3-235B in GPTQ-Int4 with expert parallelism), each all-reduce at NCCL's
+  measured 31.9 us between two Sparks (roce-200g's allreduce_us).
+
+Baselines: 8 rows, median 25.3 % (Strix Halo +17.6 % and +27.8 %, M3 Ultra +22.2 %, Pi 5
++5.2 % and +22.8 %, Pi 4B +33.1 %, the Spark's Q2_K runs +41.0 and +66.6 %). Given the
+source's own one-machine measurement (the second table), the split model is within 8.9 % at
+the median of 11 rows (distributed-llama 7 rows, 8.9 %; llama.cpp RPC 4 rows, 6.9 %), worst
++67.1 % (eight Pi 4Bs). 44 rows are not expressible, each saying why: devices the catalog
+lacks (BC250, whose vendor bandwidth no source gives; the NUC, whose model the source does not
+name; cloud VMs; the prima.cpp phone and laptops), models it lacks (GLM-5, GLM-5.1, Ministral
+3, whose FFN width and vocabulary no stored source gives; Qwen3.6, a hybrid of linear and full
+attention), weights it lacks (Unsloth's UD-Q2_K_XL), vLLM runs with --enforce-eager (no
+source gives eager mode's time per layer apart from these rows, and published eager /
+CUDA-graph pairs disagree in sign), and rows whose link is not stated (or not which of two):
+`--assume-link eth-1g` scores the 11 of those that map otherwise apart, median 26.4 %, worst
+248.1 %, not part of the result.
 
 How a row is computed (planner estimator functions only; nothing is fitted on these rows, but
-one catalog figure comes from one of them: distributed-llama's time per exchange, from
-dllama-pr64-rpi5-2x-llama3-8b's transfer time):
+two catalog figures come from one each: distributed-llama's time per exchange, from
+dllama-pr64-rpi5-2x-llama3-8b's transfer time, and distributed-llama-0.3's, from
+dllama-rpi5-2x-llama3-8b's):
 
 - split: pipeline (exo, llama.cpp RPC, prima.cpp): one stage per machine
   (planner.estimator.replica.StageSpec, tp 1), layers in proportion to each machine's catalog
@@ -60,13 +76,16 @@ dllama-pr64-rpi5-2x-llama3-8b's transfer time):
   link (latency + bytes / bandwidth) + the engine's own time per hop
   (planner.schema.support.Engine.hop_overhead_us, sourced in the catalog; engines the catalog
   lacks add none).
-- split: tensor (distributed-llama, exo RDMA, vLLM TP): one stage of tp = machines whose
-  all-reduces cross the row's link (StageSpec.link: two ring all-reduces of the hidden state per
-  block, latency + bytes / bandwidth per step, or the link's measured all-reduce time where
-  the catalog has one (Link.allreduce_us), and per all-reduce the engine's own time per
-  exchange, planner.schema.support.Engine.exchange_overhead_us: distributed-llama's 716 us,
-  none for engines without a measurement), in the same single-stream sum. Machines of one chip
-  with different memory sizes run at the slowest memory's pace.
+- split: tensor (distributed-llama, exo RDMA, vLLM and SGLang TP): one stage of tp = machines
+  whose exchanges cross the row's link (StageSpec.link: two ring all-reduces of the hidden
+  state per block, latency + bytes / bandwidth per step, or the link's measured all-reduce
+  time where the catalog has one (Link.allreduce_us), and per all-reduce the engine's own time
+  per exchange, planner.schema.support.Engine.exchange_overhead_us, none for engines without a
+  measurement; an engine release with a layout of its own, Engine.tensor_layout, is charged
+  that layout's exchanges and root-only work instead: planner.estimator.engine_topology), in
+  the same single-stream sum. Machines of one chip with different memory sizes run at the
+  slowest memory's pace. A row's `catalog.engine` names the catalog engine (release) where it
+  is not the one ENGINES gives for the row's engine.
 - one machine (baselines): the pipeline formula with one stage.
 
 Assumptions where the sources are silent (stated, not fitted): context = prompt + half the
@@ -303,12 +322,16 @@ def _table(pairs: list[tuple[Row, float]], link: str | None = None) -> list[str]
 
 
 def _machine_of(r: Row) -> tuple[str, str, str]:
-    """(model, weights, the one device type) of a row whose machines are all of one type."""
-    kinds = {m["accelerator"] for m in r.spec.get("machines", [])}
+    """(model, weights, the one chip) of a row whose machines are all of one chip: one
+    architecture and one memory bandwidth (machines of one chip with different memory sizes run
+    a token at one pace, so a source's one-machine run of either size stands for all)."""
+    cat = load_catalog()
+    devices = [cat.accelerator(m["accelerator"]) for m in r.spec.get("machines", [])]
+    chips = {f"{d.architecture} at {d.memory.bandwidth_gb_s:g} GB/s" for d in devices}
     return (
         r.spec.get("model", ""),
         r.spec.get("weights", ""),
-        kinds.pop() if len(kinds) == 1 else "",
+        chips.pop() if len(chips) == 1 else "",
     )
 
 
@@ -376,6 +399,10 @@ def report(rows: list[Row], assume_link: str | None = None) -> list[str]:
         ),
         "",
         f"Given the one machine: {_stats([(r, p) for r, p, _ in split])}.",
+        *(
+            f"Given the one machine, {e}: {_stats([(r, p) for r, p, _ in split if r.engine == e])}."
+            for e in sorted({r.engine for r, _, _ in split})
+        ),
     ]
     if assume_link is not None:
         extra = scored(rows, assume_link)
