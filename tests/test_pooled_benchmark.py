@@ -172,3 +172,26 @@ def test_llama_cpp_rpc_hop_is_the_catalog_time_per_hop(run: ModuleType) -> None:
     # The split model given the measured machine: within a few per cent of the pooled run.
     split = {r.id: p for r, p, _ in run.given_baseline(run.load_rows())}
     assert split[pooled.id] == pytest.approx(pooled.measured, rel=0.05)
+
+
+def test_unsloth_dynamic_q2_bits_are_the_published_files() -> None:
+    # lhl/strix-halo-testing rpc-test README, llama-bench: "deepseek2 671B Q2_K - Medium |
+    # 211.03 GiB | 671.03 B" for Unsloth's DeepSeek-R1 UD-Q2_K_XL: 211.03 x 2^33 bits over
+    # 671.03e9 weights = 2.701 bits per weight (q2_k's file is 2.916).
+    assert weight_format("ud-q2_k_xl").bits_per_weight == pytest.approx(
+        211.03 * 2**33 / 671.03e9, rel=1e-3
+    )
+    assert weight_format("ud-q2_k_xl").bits_per_weight < weight_format("q2_k").bits_per_weight
+
+
+def test_a_one_machine_run_stands_for_machines_of_its_chip(run: ModuleType) -> None:
+    # The split model given the one machine pairs a pooled row with its source's one-machine
+    # run when every pooled machine has that machine's chip (architecture and bandwidth), so a
+    # pool of 512 GB and 256 GB M3 Ultras matches a 512 GB baseline, and a mixed pool nothing.
+    rows = {r.id: r for r in run.load_rows()}
+    mixed_sizes = rows["exo-rdma-4x-m3ultra-qwen3-235b"]
+    alone = rows["exo-rdma-1x-m3ultra-qwen3-235b-baseline"]
+    assert run._machine_of(mixed_sizes) == run._machine_of(alone)
+    assert run._machine_of(mixed_sizes)[2]
+    mixed_chips = rows["odysseus-rpc-2060s-plus-5060-qwen25-14b-q4km"]
+    assert run._machine_of(mixed_chips)[2] == ""

@@ -56,11 +56,12 @@ the median of 11 rows (distributed-llama 7 rows, 8.9 %; llama.cpp RPC 4 rows, 6.
 lacks (BC250, whose vendor bandwidth no source gives; the NUC, whose model the source does not
 name; cloud VMs; the prima.cpp phone and laptops), models it lacks (GLM-5, GLM-5.1, Ministral
 3, whose FFN width and vocabulary no stored source gives; Qwen3.6, a hybrid of linear and full
-attention), weights it lacks (Unsloth's UD-Q2_K_XL), vLLM runs with --enforce-eager (no
+attention), vLLM runs with --enforce-eager (no
 source gives eager mode's time per layer apart from these rows, and published eager /
 CUDA-graph pairs disagree in sign), and rows whose link is not stated (or not which of two):
-`--assume-link eth-1g` scores the 11 of those that map otherwise apart, median 26.4 %, worst
-248.1 %, not part of the result.
+`--assume-link eth-1g` scores the 13 of those that map otherwise apart (two of them Unsloth's
+UD-Q2_K_XL, a weight format added from its file's size: 2.701 bits per weight), median 37.8 %,
+worst 248.1 %, not part of the result.
 
 How a row is computed (planner estimator functions only; nothing is fitted on these rows, but
 two catalog figures come from one each: distributed-llama's time per exchange, from

@@ -52,6 +52,13 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
         # tensors kept in Q3_K/Q4_K): whole-file bits of a published file, llama-bench's
         # "qwen3moe 235B.A22B Q2_K - Medium, 79.80 GiB, 235.09 B" = 79.80 x 2^33 / 235.09e9.
         WeightFormat("q2_k", 2.916, 2.916, _F16, True, "llama-bench Qwen3-235B-A22B Q2_K file"),
+        # Unsloth's dynamic 2-bit mix UD-Q2_K_XL (Q2_K blocks for most expert tensors, higher
+        # K-quants for attention, shared experts and the first layers): whole-file bits of the
+        # published DeepSeek-R1 file, llama-bench's "deepseek2 671B Q2_K - Medium, 211.03 GiB,
+        # 671.03 B" = 211.03 x 2^33 / 671.03e9 = 2.701 bits.
+        WeightFormat(
+            "ud-q2_k_xl", 2.701, 2.701, _F16, True, "llama-bench DeepSeek-R1 UD-Q2_K_XL file"
+        ),
         WeightFormat("q5_k_m", 5.68, 5.68, _F16, True, "llama.cpp quantize README (Llama 2 7B)"),
         WeightFormat("q6_k", 6.5625, 6.5625, _F16, True, "llama.cpp block_q6_K: 210 B / 256"),
         # block_q8_0: fp16 scale + 32 x int8 = 34 bytes per 32 weights = 8.5 bits.

@@ -28,6 +28,7 @@ WEIGHT_FORMAT_IDS: tuple[str, ...] = (
     "q4_0",
     "q4_k_m",
     "q2_k",
+    "ud-q2_k_xl",
     "q5_k_m",
     "q6_k",
     "q8_0",
