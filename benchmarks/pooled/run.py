@@ -35,7 +35,8 @@ worst 175.0 % (8 x Pi 4B, Llama 2 70B, under distributed-llama 0.1.0). By engine
   is not recorded).
 - exo tensor parallel over Thunderbolt 5 RDMA on 4 Mac Studios, 3 rows, median 21.8 %
   (+17.0 %, +21.8 %; Kimi K2 +86.2 %); the one-machine Qwen3-235B run of another source is
-  +22.2 %, so the split itself adds almost nothing to the error (no engine time per exchange
+  +22.2 %, and scaled by it the pooled Qwen3-235B row is -0.4 %: the split itself adds almost
+  nothing to the error (no engine time per exchange
   is charged: no source isolates one).
 - llama.cpp RPC, 6 rows, median 41.0 %: pipelines of 2-3 DGX Sparks (two sources), +23.5 to
   +50.5 %, and an RTX 2060 Super with a laptop RTX 5060 over 1 GbE, -9.7 %. The engine's own
