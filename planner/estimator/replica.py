@@ -126,16 +126,17 @@ def _layer_seconds(
 ) -> tuple[float, float, float]:
     """(decode only, with a prefill chunk) seconds per block of one serving iteration at
     capacity, the engine's own time per block included, and the share of iterations with a
-    chunk (planner.estimator.serving.chunk_mix); scaled to the measured `profile` if any; the
-    root's own work where the engine `layout` has one (engine_topology.root_block_seconds)."""
+    chunk (planner.estimator.serving.chunk_mix), the root's own work included where the engine
+    `layout` has one (engine_topology.root_block_seconds); scaled to the measured `profile` if
+    any (as design enumeration scales its columns)."""
     c, f = chunk_mix(batch, prompt, output, batch * prompt / output)
     layer = layer_estimate(m, fmt, kvb, dev, tp, context, link, engine_layer_s)
-    dec, tau_c = (_scalar(layer(batch, p, prompt)) for p in (0.0, c))
+    root = _scalar(root_block_seconds(layout, m, kvb, dev, batch, context, tp))
+    dec, tau_c = (_scalar(layer(batch, p, prompt)) + root for p in (0.0, c))
     if profile is not None:
         d, w = profiled_pair(profile, layer, float(batch), c, dec, tau_c)
         dec, tau_c = float(d[0]), float(w[0])
-    root = _scalar(root_block_seconds(layout, m, kvb, dev, batch, context, tp))
-    return dec + root, tau_c + root, f
+    return dec, tau_c, f
 
 
 def pipeline_round(decode: list[float], chunk: list[float], share: float) -> float:
@@ -445,11 +446,11 @@ def _layer_grid(
     (planner.estimator.profiles) where it has one."""
     layer = layer_estimate(m, fmt, kvb, dev, st.tp, context, st.link_args(), engine_layer_s)
     tau = layer(n.ravel(), p.ravel(), prompt).reshape(n.shape)
-    tau = tau + root_block_seconds(st.layout, m, kvb, dev, n, context, st.tp)
+    root = root_block_seconds(st.layout, m, kvb, dev, n, context, st.tp)
     if st.profile is None:
-        return tau
-    decode_only = layer(n.ravel(), np.zeros(n.size), prompt).reshape(n.shape)
-    return profiled(st.profile, layer, n, p, decode_only, tau)
+        return tau + root
+    decode_only = layer(n.ravel(), np.zeros(n.size), prompt).reshape(n.shape) + root
+    return profiled(st.profile, layer, n, p, decode_only, tau + root)
 
 
 def _fullest(stages: list[StageSpec]) -> dict[tuple[int, int], StageSpec]:
