@@ -76,7 +76,8 @@ def test_a_link_between_machines_charges_its_measured_all_reduce() -> None:
     # dgx-spark-playbooks PR #103: NCCL's 16 KB all-reduce between two DGX Sparks, 31.9 us.
     # The ring's 2 (tp - 1) = 2 steps share it, so the per-layer estimator charges 31.9 us per
     # all-reduce where two steps of the link's 2 us latency gave 4 us; an engine's own time per
-    # exchange (here 716 us, a time of the size distributed-llama's releases take) adds on top, once per all-reduce.
+    # exchange (here 716 us, of the size distributed-llama's releases take) adds on top, once
+    # per all-reduce.
     spark, link = CAT.accelerator("dgx-spark"), CAT.link("roce-200g")
     bytes_s, step = StageSpec(device=spark, tp=2, layers=80, link=link).link_args()
     assert bytes_s == pytest.approx(25e9)
