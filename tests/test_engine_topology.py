@@ -161,3 +161,9 @@ def test_a_workload_naming_the_release_plans_its_layout(tmp_path: object, engine
         )
         assert math.isclose(d.tokens_per_s, fig.tokens_per_s, rel_tol=1e-9), (d, fig)
         assert math.isclose(d.ms_per_token, fig.ms_per_token, rel_tol=1e-9), (d, fig)
+
+
+def test_one_device_exchanges_nothing() -> None:
+    layout = ExchangeLayout(STAR, d=4096, h=14336, kv=1024, value_bytes=Q80)
+    assert layout.block_seconds(1, 1.0, 0.125e9, 50e-6, 172e-6) == 0.0
+    assert layout.ring_equivalent(1, 0.125e9, 50e-6, 172e-6) == (0.125e9, 50e-6)

@@ -19,6 +19,8 @@ work otherwise (benchmarks/pooled/distributed-llama.md records each from the eng
   published for those releases), one after another, so a block takes 10 (latency + the
   engine's own time) + (sent + received) / bandwidth. The root alone runs attention over the
   whole KV cache, the norms and the output head; only the seven matrices of a block are split.
+  The formula is the Llama tasks' (dense blocks, h the FFN width); the releases' Mixtral and
+  Grok tasks exchange expert outputs otherwise and are not modelled.
 
 Notation: d hidden size, h FFN width, kv = KV heads x head size, n machines, b the engine's
 bytes per exchanged value (Engine.exchange_value_bytes; Q80's 34 / 32 for distributed-llama).
@@ -91,7 +93,9 @@ class ExchangeLayout:
         tokens x d x 2 bytes over n ranks (planner.estimator.comm.ring_allreduce_seconds: per
         all-reduce 2 (n - 1) / n x bytes / bandwidth + 2 (n - 1) x latency) take exactly
         `block_seconds`: the ring moves LAYER_ALLREDUCES x 2 (n - 1) / n x 2d bytes per token
-        in LAYER_ALLREDUCES x 2 (n - 1) steps."""
+        in LAYER_ALLREDUCES x 2 (n - 1) steps. One device exchanges nothing: the link as given."""
+        if n <= 1:
+            return bandwidth_bytes_s, latency_s
         ring_bytes = LAYER_ALLREDUCES * 2.0 * (n - 1) / n * 2.0 * self.d
         steps = LAYER_ALLREDUCES * 2.0 * (n - 1)
         fixed = EXCHANGES_PER_BLOCK[self.kind] * (latency_s + own_s)
