@@ -82,7 +82,9 @@ def design_confidence(
         return acc.device_class if acc else ""
 
     worst, behind = 0, list(table)
-    for d in devices:
+    # In id order: among devices of one label the last one's rows back the design, so the
+    # stage order (the plan builder's) and a sorted set (the verifier's) give the same rows.
+    for d in sorted(devices, key=lambda a: a.id):
         rows = [r for r in table if r.device == d.id]
         label = CONFIDENCE.index(_label(rows, engine, batch))
         under = [r for r in rows if r.engine == engine]
