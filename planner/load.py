@@ -20,6 +20,7 @@ from planner.estimator.hosts import placeable
 from planner.estimator.perf import beats_weight_read, weight_read_seconds
 from planner.estimator.support import architecture_allowed
 from planner.hf_config import load_hf_config
+from planner.load_network import check_machines, check_network, check_segments
 from planner.schema.catalog import Accelerator, Link, ModelArch
 from planner.schema.overrides import apply_overrides, blame
 from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload
@@ -174,7 +175,7 @@ def check_names(problem: Problem, cat: Catalog, doc: Located | None = None) -> N
                 f"{where(('constraints', 'vendors', j))}unknown vendor `{v}`"
                 f"{did_you_mean(v, vendors)} (vendors: {', '.join(sorted(vendors))})"
             )
-    _check_network(problem, cat, where)
+    check_network(problem, cat, where)
     _check_more_names(problem, cat, where)
     _check_embodied(problem, cat, where)
 
@@ -221,84 +222,6 @@ def _check_context(
             f"of {m.max_context:,} tokens: lower it to at most {m.max_context:,} or pick a model "
             "with a longer context"
         )
-
-
-def _check_network(problem: Problem, cat: Catalog, where: Callable[[Loc], str]) -> None:
-    """constraints.network names a link between hosts: one the problem states under `links`
-    (whose ids must not be catalog links'), else a catalog link of inter-node scope."""
-    c = problem.constraints
-    stated = {s.id for s in problem.links}
-    for i, s in enumerate(problem.links):
-        if s.id in cat.links:
-            raise InputError(
-                f"{where(('links', i, 'id'))}`{s.id}` is a catalog link; give the stated link "
-                f"another name, or name the catalog's `{s.id}` in constraints.network and drop "
-                "this entry"
-            )
-    if c.network in stated:
-        pass  # a link the problem states by its figures: always between hosts
-    elif c.network not in cat.links:
-        names = [*stated, *cat.links]
-        raise InputError(
-            f"{where(('constraints', 'network'))}unknown link `{c.network}`"
-            f"{did_you_mean(c.network, names)} (links: {', '.join(names)}; or state one "
-            "under `links` with its bandwidth_gbit_s and latency_ms)"
-        )
-    elif cat.links[c.network].scope == "intra-node":
-        between = sorted(k for k, v in cat.links.items() if v.scope != "intra-node")
-        raise InputError(
-            f"{where(('constraints', 'network'))}`{c.network}` is a link inside one server "
-            f"(scope intra-node); the network between hosts must be an inter-node link: "
-            f"{', '.join(between)}"
-        )
-    used = {c.network, *(mc.network for mc in problem.machines)}
-    if problem.links and "network" not in c.model_fields_set and not used & stated:
-        s0 = problem.links[0]
-        raise InputError(
-            f"{where(('links', 0, 'id'))}`{s0.id}` is stated but nothing uses it: the network "
-            f"between hosts is the default `{c.network}`; set `constraints.network: {s0.id}` "
-            "(or name it in a machine's `network`), or drop the entry"
-        )
-
-
-def _check_machines(problem: Problem, cat: Catalog, where: Callable[[Loc], str]) -> None:
-    """A stated machine is named apart from the catalog's nodes, joins its devices over a link
-    inside one machine, and its own network (if any) is a link between machines."""
-    for j, mc in enumerate(problem.machines):
-        if mc.id in cat.nodes:
-            raise InputError(
-                f"{where(('machines', j, 'id'))}`{mc.id}` is a catalog node; give the stated "
-                f"machine another name (or drop it: inventory devices without a `machine` sit in "
-                "the catalog's host)"
-            )
-        stated = {x.id for x in problem.links}
-        if (
-            mc.network is not None
-            and mc.network not in stated
-            and (mc.network not in cat.links or cat.links[mc.network].scope == "intra-node")
-        ):
-            between = [
-                *sorted(stated),
-                *(k for k, v in cat.links.items() if v.scope != "intra-node"),
-            ]
-            raise InputError(
-                f"{where(('machines', j, 'network'))}`{mc.network}` is no link between machines"
-                f"{did_you_mean(mc.network, between)} (links between machines: "
-                f"{', '.join(between)}; or state one under `links`)"
-            )
-        inside = sorted(k for k, v in cat.links.items() if v.scope != "inter-node")
-        if mc.link not in cat.links:
-            raise InputError(
-                f"{where(('machines', j, 'link'))}unknown link `{mc.link}`"
-                f"{did_you_mean(mc.link, inside)} (a catalog link between the machine's "
-                f"devices: {', '.join(inside)})"
-            )
-        if cat.links[mc.link].scope == "inter-node":
-            raise InputError(
-                f"{where(('machines', j, 'link'))}`{mc.link}` is a network between machines; "
-                f"the link between one machine's devices is one of {', '.join(inside)} (the "
-                "network between machines is constraints.network)"
-            )
 
 
 def _check_more_names(problem: Problem, cat: Catalog, where: Callable[[Loc], str]) -> None:
@@ -348,7 +271,8 @@ def _check_more_names(problem: Problem, cat: Catalog, where: Callable[[Loc], str
             f"{where(('carbon', 'region'))}unknown region `{region}`"
             f"{did_you_mean(region, cat.regions)} (regions: {', '.join(sorted(cat.regions))})"
         )
-    _check_machines(problem, cat, where)
+    check_machines(problem, cat, where)
+    check_segments(problem, cat, where)
     _check_owned(problem, cat, where)
     _check_fabrics(problem, cat, where)
     for i, w in enumerate(problem.workloads):

@@ -43,12 +43,14 @@ from planner.estimator.hosts import (
     tp_limit,
     with_machines,
 )
-from planner.estimator.network import group_link, network_gear, network_link, ports_per_host
+from planner.estimator.network import network_gear, network_link, ports_per_host
 from planner.estimator.request_mix import mix_served_rate
+from planner.estimator.routes import route_link_ids
 from planner.plan.slack import BINDING_SLACK
 from planner.plan.types import Costs, DeviceLine, Plan, WorkloadPlan
 from planner.schema.catalog import Node
 from planner.schema.problem import MAX_DEVICES, InferenceWorkload, Problem, TrainingWorkload
+from planner.verify_hops import check_hops
 from planner.verify_workloads import (
     CLOUD,
     COLLECT,
@@ -105,6 +107,7 @@ def verify(plan: Plan, problem: Problem, cat: Catalog) -> None:
             if wp.model != w.model:
                 fail(problem, f"`{at}.model`: `{wp.model}`, the workload's is `{w.model}`")
             fig = check_stages(problem, cat, w, wp, f, at)
+            check_hops(problem, cat, wp, at)
             if wp.site != PREM:
                 _check_rented_tp(problem, cat, wp, at)
             if isinstance(w, TrainingWorkload):
@@ -523,10 +526,10 @@ def _check_hosts(
     )
     links = [nd.intra_node_link for x in plan.nodes if (nd := cat.node(x.type))]
     want = list(dict.fromkeys(links)) + ([c.network] if joined else [])
-    for w in plan.workloads:  # a group across machines joins them over its link
-        for st in w.stages:
-            net = group_link(problem, cat, st.device).id if st.across_machines else None
-            if net is not None and net not in want:
+    for w in plan.workloads:  # groups across machines and hops cross their routes' links
+        devices, across = [s.device for s in w.stages], [s.across_machines for s in w.stages]
+        for net in route_link_ids(problem, cat, devices, across, w.kind == "inference"):
+            if net not in want:
                 want.append(net)
     if sorted(plan.links) != sorted(want):
         fail(problem, f"`links`: {plan.links}, the hosts and network make {want}")

@@ -19,8 +19,9 @@ from planner.catalog import Catalog
 from planner.errors import PlannerError
 from planner.estimator.confidence import CONFIDENCE, design_confidence
 from planner.estimator.hosts import carries_scale_up, host_options, tp_limit
-from planner.estimator.network import group_link, network_link
+from planner.estimator.network import network_link
 from planner.estimator.request_mix import class_workload
+from planner.estimator.routes import group_route
 from planner.plan.recipe import launch_command, served_context, served_sequences
 from planner.plan.types import Plan, StageLine, WorkloadPlan
 from planner.schema.catalog import Node
@@ -245,9 +246,9 @@ def _across_machines(
             f"workloads.engine: {where} under {wp.engine or 'no engine'}, which runs no "
             "tensor-parallel group over machines"
         )
-    net = group_link(problem, cat, s.device).id
-    if net not in plan.links:
-        out.append(f"constraints.network: {where}, but the plan joins no machines over {net}")
+    for net in [lk.id for lk in group_route(problem, cat, s.device).links]:
+        if net not in plan.links:
+            out.append(f"constraints.network: {where}, but the plan joins no machines over {net}")
     return out
 
 

@@ -18,11 +18,13 @@ STAGES = [
     "catalog",
     "estimator",
     "hf_config",  # a config.json into a model architecture (checked with the estimator)
+    "load_network",  # a problem's networks checked against the catalog (load calls it)
     "load",  # a problem file: read, override, validate, names checked against the catalog
     "prices",  # cloud price lists (SkyPilot, gpuhunt) into a user catalog overlay
     "model",
     "plan",
     "verify_workloads",  # the verifier's half that recomputes each workload's figures
+    "verify_hops",  # each pipeline split's route, bytes and time recomputed from the problem
     "verify",
     "verify_rules",  # one structural check per constraint field of the schema
     "verify_plan",  # a plan file checked: hashes, derived fields, every failure of verify listed

@@ -14,6 +14,7 @@ from planner.estimator.designs import allowed_devices, inference_designs
 from planner.estimator.hosts import sustained
 from planner.estimator.network import network_link
 from planner.estimator.replica import StageSpec, inference_replica
+from planner.estimator.routes import group_link, hop_routes
 from planner.estimator.support import exchange_overhead_s, hop_overhead_s
 from planner.load import load_problem
 from planner.schema.problem import InferenceWorkload
@@ -32,6 +33,7 @@ def test_designs_match_scalar_replica_figures(path: Path) -> None:
             continue
         designs = inference_designs(w, problem, cat, devs, prune=False)
         for d in designs[:: max(1, len(designs) // 200)]:  # an even sample of at most ~200
+            hops = hop_routes(problem, cat, [s.device for s in d.stages])
             fig = inference_replica(
                 cat.model(w.model),
                 w.weights,
@@ -41,8 +43,9 @@ def test_designs_match_scalar_replica_figures(path: Path) -> None:
                 prompt=w.prompt_tokens,
                 output=w.output_tokens,
                 # A consumer card in a multi-card chassis runs derated (`dense`).
-                # A group across machines all-reduces over the network, with the engine's own
-                # time per exchange.
+                # A group across machines all-reduces over its machines' link, with the
+                # engine's own time per exchange; each hop crosses the route joining its
+                # stages' machines (planner.estimator.routes).
                 stages=[
                     StageSpec(
                         sustained(cat.accelerator(s.device), problem)
@@ -50,10 +53,11 @@ def test_designs_match_scalar_replica_figures(path: Path) -> None:
                         else cat.accelerator(s.device),
                         s.tp,
                         s.layers,
-                        link=link if s.across_machines else None,
+                        link=group_link(problem, cat, s.device) if s.across_machines else None,
                         exchange_s=exchange_overhead_s(cat, d.engine) if s.across_machines else 0.0,
+                        hop=hops[j] if hops else None,
                     )
-                    for s in d.stages
+                    for j, s in enumerate(d.stages)
                 ],
                 link=link,
                 hop_overhead_s=hop_overhead_s(cat, d.engine),

@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from planner.catalog import Catalog
 from planner.estimator.architecture import attended_tokens
-from planner.estimator.comm import p2p_seconds, pipeline_activation_bytes
+from planner.estimator.comm import pipeline_activation_bytes
 from planner.estimator.confidence import CONFIDENCE, design_confidence, kept_share
 from planner.estimator.cost import power_w
 from planner.estimator.devices import DeviceTable, device_table
@@ -60,10 +60,10 @@ from planner.estimator.memory import (
     kv_shard_divisor,
     weight_bytes,
 )
-from planner.estimator.network import group_link, network_link
 from planner.estimator.perf import head_seconds, serving_layer_seconds
 from planner.estimator.profiles import layer_profile, profiled_pair
 from planner.estimator.replica import StageSpec, layer_estimate
+from planner.estimator.routes import group_link, hop_routes, kind_route
 from planner.estimator.serving import chunk_mix, prefill_prompt, prefill_room, serial_engine
 from planner.estimator.support import (
     Runtime,
@@ -138,11 +138,14 @@ class Design:
 def stage_specs(cat: Catalog, problem: Problem, d: Design) -> list[StageSpec]:
     """A design's stages as the estimator takes them: derated devices where a stage assumed a
     multi-card chassis; a group across machines with the network's link and the engine's own
-    time per exchange between machines."""
+    time per exchange between machines; each stage's hop to the next over the route joining
+    their machines (planner.estimator.routes)."""
     out = []
     derated: dict[str, Accelerator] = {}  # one derated copy per device (stages share it)
     w = next((x for x in problem.workloads if x.name == d.workload), None)
-    for s in d.stages:
+    hops = hop_routes(problem, cat, [s.device for s in d.stages])
+    for j, s in enumerate(d.stages):
+        hop = hops[j] if hops else None
         acc = cat.accelerator(s.device)
         if s.dense:
             acc = derated.get(s.device) or derated.setdefault(s.device, sustained(acc, problem))
@@ -150,9 +153,13 @@ def stage_specs(cat: Catalog, problem: Problem, d: Design) -> list[StageSpec]:
         if s.across_machines:
             net, x = group_link(problem, cat, s.device), exchange_overhead_s(cat, d.engine)
             lay = exchange_layout(cat, d.engine, cat.model(w.model)) if w else None
-            out.append(StageSpec(acc, s.tp, s.layers, net, x, layout=lay, profile=profile))
+            out.append(
+                StageSpec(
+                    acc, s.tp, s.layers, net, exchange_s=x, layout=lay, profile=profile, hop=hop
+                )
+            )
         else:
-            out.append(StageSpec(acc, s.tp, s.layers, profile=profile))
+            out.append(StageSpec(acc, s.tp, s.layers, profile=profile, hop=hop))
     return out
 
 
@@ -244,7 +251,7 @@ class _Option:
     dense: bool = False  # the derated copy of a consumer card, for a multi-card chassis
     across: bool = False  # a group of tp machines (across_machine_degrees) ...
     exchange_s: float = 0.0  # ... its engine's own time per exchange between them ...
-    net: Link | None = None  # ... and the link joining them (network.group_link) ...
+    net: Link | None = None  # ... and the link joining them (routes.group_link) ...
     layout: ExchangeLayout | None = None  # ... in the engine release's layout (engine_topology)
 
 
@@ -265,7 +272,10 @@ class _Setting:
     opts: list[_Option]
     tp: npt.NDArray[np.int64]
     levels: npt.NDArray[np.int64]
-    hop: npt.NDArray[np.float64]  # per level: one pipeline hop, seconds
+    # [bi, p, q]: one pipeline hop from a machine of place p to one of place q, seconds
+    # (planner.estimator.routes); place[o]: the place of option o's device (its machine kind).
+    hop: npt.NDArray[np.float64]
+    place: npt.NDArray[np.int64]
     tau: npt.NDArray[np.float64]
     fixed: npt.NDArray[np.float64]
     chunks: npt.NDArray[np.float64]  # per level: iterations to the first token (closed load)
@@ -674,7 +684,6 @@ def _setting(
     kvb = kv_bytes(w.kv)
     c = problem.constraints
     table.peak_flops(fmt)  # once per device, before the rows repeat per degree
-    net = network_link(problem, cat)
     L = m.num_layers
     rows = np.array([o.row for o in opts], dtype=np.int64)
     tp = np.array([o.tp for o in opts], dtype=np.int64)
@@ -683,18 +692,7 @@ def _setting(
     # (its figures at a full batch are then conservative), and a smaller concurrency must
     # never lose a design a larger one has (the optimum is monotone in it; docs/serving.md).
     levels = np.array(BATCH_LEVELS, dtype=np.int64)
-    hop = np.array(
-        [
-            float(
-                p2p_seconds(
-                    pipeline_activation_bytes(int(b), 1, m.hidden_size),
-                    net.bandwidth_gb_s * 1e9,
-                    net.latency_us * 1e-6,
-                )
-            )
-            for b in levels
-        ]
-    )
+    hop, place = _hops(problem, cat, m, levels, opts)
     tau = np.empty((len(levels), len(opts)))
     fixed = np.empty((len(levels), len(opts)))
     serial = serial_engine(fmt)
@@ -807,6 +805,7 @@ def _setting(
         tp=tp,
         levels=levels,
         hop=hop,
+        place=place,
         tau=tau,
         fixed=fixed,
         chunks=chunks,
@@ -822,6 +821,59 @@ def _setting(
         floor=sub.power_activity_floor,
         price=price,
     )
+
+
+def _hops(
+    problem: Problem,
+    cat: Catalog,
+    m: ModelArch,
+    levels: npt.NDArray[np.int64],
+    opts: list[_Option],
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+    """Seconds of one pipeline hop at each batch level between the places the options'
+    devices sit (their stated machine kinds, planner.estimator.routes), [bi, p, q], and each
+    option's place."""
+    kinds = [problem.machine_of(o.device.id) for o in opts]
+    names = list(dict.fromkeys(k.id if k is not None else "" for k in kinds))
+    place = np.array([names.index(k.id if k is not None else "") for k in kinds], dtype=np.int64)
+    of = {k.id if k is not None else "": k for k in kinds}
+    nbytes = np.array([pipeline_activation_bytes(int(b), 1, m.hidden_size) for b in levels])
+    hop = np.empty((len(levels), len(names), len(names)))
+    for p, a in enumerate(names):
+        for q, b in enumerate(names):
+            hop[:, p, q] = kind_route(problem, cat, of[a], of[b]).seconds(nbytes)
+    return hop, place
+
+
+def _pair_hops(
+    st: _Setting,
+    bi: npt.NDArray[np.int64],
+    o1: npt.NDArray[np.int64],
+    o2: npt.NDArray[np.int64],
+    s1: npt.NDArray[np.int64],
+    s2: npt.NDArray[np.int64],
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """The hop each kind of a two-type pipeline is charged (replica.kind_hops): the slowest
+    leaving one of its stages, to its own kind (when it has two stages or more) or to the
+    other (o1's last stage to o2's first, o2's last back to o1's first)."""
+    p1, p2 = st.place[o1], st.place[o2]
+    h11 = np.where(s1 > 1, st.hop[bi, p1, p1], 0.0)
+    h22 = np.where(s2 > 1, st.hop[bi, p2, p2], 0.0)
+    return np.maximum(h11, st.hop[bi, p1, p2]), np.maximum(h22, st.hop[bi, p2, p1])
+
+
+def _kind_hops(
+    st: _Setting, bi: npt.NDArray[np.int64], o: npt.NDArray[np.int64], s: npt.NDArray[np.int64]
+) -> npt.NDArray[np.float64]:
+    """[n, k]: the hop each kind of a k-type pipeline (kinds `o` in stage order, `s` stages
+    each) is charged (replica.kind_hops): the slowest leaving one of its stages, to its own
+    kind (with two stages or more) or to the next kind's first (the last kind's back to the
+    first's)."""
+    p = st.place[o]
+    nxt = np.roll(p, -1, axis=1)
+    lv = bi[:, None]
+    own = np.where(s > 1, st.hop[lv, p, p], 0.0)
+    return np.asarray(np.maximum(own, st.hop[lv, p, nxt]), dtype=np.float64)
 
 
 def _activity(
@@ -847,7 +899,8 @@ def _homogeneous(st: _Setting, max_stages: int) -> _Candidates:
     )
     lay = layers[None, :, None]
     # [bi, S - 1, o]: the link's hop and the engine's own time per hop
-    hop = np.where(S[None, :, None] > 1, st.hop[:, None, None] + st.hop_extra[None, None, :], 0.0)
+    own = st.hop[:, st.place, st.place]  # [bi, o]: to the next machine of the option's kind
+    hop = np.where(S[None, :, None] > 1, own[:, None, :] + st.hop_extra[None, None, :], 0.0)
     T = lay * st.tau[:, None, :] + st.fixed[:, None, :] + hop
     # Every stage draws power and prefills for its own layers: S - 1 of `lay`, the last the rest.
     last = (L - (S - 1) * layers)[None, :, None]
@@ -994,9 +1047,10 @@ def _two_type(
     order += s2[0, k] - 1
     bi, o1, o2, s1, s2 = bi[t], o1[t, 0], o2[t, 0], s1[0, k], s2[0, k]
     S = s1 + s2
-    a1, f1 = st.tau[bi, o1], st.fixed[bi, o1]
-    a2, f2 = st.tau[bi, o2], st.fixed[bi, o2]
-    hop = st.hop[bi] + np.maximum(st.hop_extra[o1], st.hop_extra[o2])
+    h1, h2 = _pair_hops(st, bi, o1, o2, s1, s2)  # each kind's hops, with its stages' work
+    a1, f1 = st.tau[bi, o1], st.fixed[bi, o1] + h1
+    a2, f2 = st.tau[bi, o2], st.fixed[bi, o2] + h2
+    hop = np.maximum(st.hop_extra[o1], st.hop_extra[o2])
     n1 = _best_split(lo, hi, a1, f1, a2, f2, hop, L, s1, s2)
     for i in np.flatnonzero(n1 < 0).tolist():  # a rounding tie: settle it by the full scan
         n1[i] = _best_split_exhaustive(
@@ -1014,8 +1068,10 @@ def _two_type(
     bi, o1, o2, s1, s2, S, order, n1, rest = (
         x[keep] for x in (bi, o1, o2, s1, s2, S, order, n1, rest)
     )
-    a1, f1, a2, f2 = st.tau[bi, o1], st.fixed[bi, o1], st.tau[bi, o2], st.fixed[bi, o2]
-    hop = st.hop[bi] + np.maximum(st.hop_extra[o1], st.hop_extra[o2])
+    h1, h2 = _pair_hops(st, bi, o1, o2, s1, s2)
+    a1, f1 = st.tau[bi, o1], st.fixed[bi, o1] + h1
+    a2, f2 = st.tau[bi, o2], st.fixed[bi, o2] + h2
+    hop = np.maximum(st.hop_extra[o1], st.hop_extra[o2])
     q, r = rest // s2, rest % s2
     top = q + (r > 0)  # layers of the fullest o2 stage
     # The layers are split on the stages' mean times; a round takes its slowest stage, which
@@ -1183,7 +1239,8 @@ def _k_type(
     layers, which only grows with T, so the least T is found by bisection; every kind but the
     last then holds its most and the last the rest (each stage at least one layer, taken back
     from the kinds before it, the latest first, where the last would hold none). Types are
-    unordered: blocks are identical, so the order of the stages changes no figure.
+    unordered for the split (blocks are identical); the stages run kind by kind in the order of
+    `o`, which sets the hops each kind is charged.
 
     Long because the split, the figures and the columns share their index arrays."""
     L = st.m.num_layers
@@ -1210,7 +1267,7 @@ def _k_type(
     S = s.sum(axis=1)
     gen = np.arange(len(bi), dtype=np.int64)  # generation order: level, types, stage counts
     tau = st.tau[bi[:, None], o]
-    fix = st.fixed[bi[:, None], o]
+    fix = st.fixed[bi[:, None], o] + _kind_hops(st, bi, o, s)  # each kind's hops with its work
     cap = np.minimum(st.cap[bi[:, None], (S - 1)[:, None], o], L)
 
     def most(T: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
@@ -1237,8 +1294,8 @@ def _k_type(
     bi, o, s, n, S, q, r, top, gen = (x[keep] for x in (bi, o, s, n, S, q, r, top, gen))
     n[:, last] = q
     lay = np.concatenate([n[:, :last], top[:, None]], axis=1)  # each kind's fullest stage
-    fix = st.fixed[bi[:, None], o]
-    hop = st.hop[bi] + st.hop_extra[o].max(axis=1)
+    fix = st.fixed[bi[:, None], o] + _kind_hops(st, bi, o, s)
+    hop = st.hop_extra[o].max(axis=1)
     T_c = (lay * st.tau_c[bi[:, None], o] + fix).max(axis=1) + hop
     T_d = (lay * st.tau_d[bi[:, None], o] + fix).max(axis=1) + hop
     T, ttft = _round(st, bi, S, T_d, T_c)

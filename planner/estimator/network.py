@@ -50,13 +50,6 @@ def network_link(problem: Problem, cat: Catalog, name: str | None = None) -> Lin
     return cat.link(net)
 
 
-def group_link(problem: Problem, cat: Catalog, device: str) -> Link:
-    """The link a tensor-parallel group across machines of `device` all-reduces over: the
-    `network` of the stated machine the device sits in, else `constraints.network`."""
-    mc = problem.machine_of(device)
-    return network_link(problem, cat, mc.network if mc is not None else None)
-
-
 def ports_per_host(node: Node, link: str) -> int:
     """Ports a host gets on `link`: the NICs its catalog entry lists on that link, else one."""
     listed = sum(n.count for n in node.nics if n.link == link)

@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.estimator.architecture import attended_tokens
-from planner.estimator.comm import p2p_seconds, pipeline_activation_bytes
+from planner.estimator.comm import pipeline_activation_bytes
 from planner.estimator.cost import power_w
 from planner.estimator.devices import DeviceTable, device_table, small_allreduce_seconds
 from planner.estimator.engine_topology import ExchangeLayout, head_divisor, root_block_seconds
@@ -42,6 +42,7 @@ from planner.estimator.memory import (
 )
 from planner.estimator.perf import head_seconds, serving_layer_seconds
 from planner.estimator.profiles import LayerProfile, profiled, profiled_pair
+from planner.estimator.routes import Route
 from planner.estimator.serving import chunk_mix, closed_ttft, serial_engine, token_budget
 from planner.schema.catalog import Accelerator, Link, ModelArch
 
@@ -64,6 +65,9 @@ class StageSpec:
     layout: ExchangeLayout | None = None
     # Measured times per block replacing the estimator's (planner.estimator.profiles).
     profile: LayerProfile | None = None
+    # The route of the hop to the next stage (the last: back to the first), where the problem
+    # places the stages' machines (planner.estimator.routes); None: the replica's `link`.
+    hop: Route | None = None
 
     def link_args(self) -> tuple[float | None, float]:
         """(bytes/s, latency s per ring step) of the group's all-reduces for the per-layer
@@ -173,15 +177,11 @@ def inference_replica(
     fmt, kvb = weight_format(weights), kv_bytes(kv)
     S = len(stages)
     boundary = float(pipeline_activation_bytes(batch, 1, m.hidden_size)) if S > 1 else 0.0
-    hop = (
-        _scalar(p2p_seconds(boundary, link.bandwidth_gb_s * 1e9, link.latency_us * 1e-6))
-        + hop_overhead_s
-        if S > 1
-        else 0.0
-    )
+    hops = kind_hops(stages, [_scalar(h) for h in hop_seconds(stages, link, boundary)])
     chunk_seconds: list[float] = []
     decode_seconds: list[float] = []
-    for st in stages:
+    for st, hop in zip(stages, hops, strict=True):
+        hop = hop + hop_overhead_s if S > 1 else 0.0
         dev = device_table([st.device])
         tau_d, tau_c, share = _layer_seconds(
             m,
@@ -228,6 +228,27 @@ def inference_replica(
         ttft_s=closed_ttft(S * T, S * max(chunk_seconds), batch, prompt, output),
         power_w=total_w,
     )
+
+
+def hop_seconds(stages: list[StageSpec], link: Link, nbytes: Any) -> list[npt.NDArray[np.float64]]:
+    """Seconds of each stage's hop to the next with `nbytes` of activations (a number or a
+    grid): along the stage's route (StageSpec.hop), else over `link`; 0 for one stage."""
+    if len(stages) < 2:
+        return [np.zeros_like(np.asarray(nbytes, dtype=np.float64)) for _ in stages]
+    alone = Route((link,))
+    return [(st.hop or alone).seconds(nbytes) for st in stages]
+
+
+def kind_hops(stages: list[StageSpec], hops: list[Any]) -> list[Any]:
+    """Each stage charged the slowest hop leaving a stage of its kind (device and degree):
+    stages of one kind are timed once, as the fullest of them (`_fullest`), so the design
+    enumeration, this module's scalar figures and its grids charge the same hop (an upper
+    bound where a kind's stages hop over unlike routes)."""
+    worst: dict[tuple[int, int], Any] = {}
+    for st, h in zip(stages, hops, strict=True):
+        k = (id(st.device), st.tp)
+        worst[k] = h if k not in worst else np.maximum(worst[k], h)
+    return [worst[(id(st.device), st.tp)] for st in stages]
 
 
 def _stage_memory(
@@ -322,11 +343,10 @@ class IterationTime:
         self.n_grid, self.p_grid, n, p = _grid(batch, self.budget, prompt)
         S = len(stages)
         boundary = pipeline_activation_bytes(np.maximum(n, 1.0), 1, m.hidden_size)
-        hop = (
-            p2p_seconds(boundary, link.bandwidth_gb_s * 1e9, link.latency_us * 1e-6)
-            + hop_overhead_s
-            if S > 1
-            else 0.0
+        extra = hop_overhead_s if S > 1 else 0.0
+        own = [h + extra for h in hop_seconds(stages, link, boundary)]
+        hops = dict(
+            zip(((id(x.device), x.tp) for x in stages), kind_hops(stages, own), strict=True)
         )
         worst = np.zeros_like(n)
         # The host's work: a token per decoding sequence and per prompt the iteration finishes.
@@ -347,13 +367,13 @@ class IterationTime:
                     if len(grids) > 4096:
                         grids.clear()
                     grids[key] = (st.device, m, tau, head)
-            own = dev.step_overhead_s + engine_step_s
-            step = st.layers * tau + head + own + hop + host
+            own_s = dev.step_overhead_s + engine_step_s
+            step = st.layers * tau + head + own_s + hops[kind] + host
             worst = np.maximum(worst, step)
-            per_layer[kind] = (tau, np.asarray(own, dtype=np.float64))
+            per_layer[kind] = (tau, np.asarray(own_s, dtype=np.float64))
         self.table = S * worst
         host_alone = host_s_per_token * np.maximum(n, 1.0)  # once per round for one sequence
-        self.alone = _alone(m, fmt, stages, per_layer, hop, n) + host_alone
+        self.alone = _alone(m, fmt, stages, per_layer, own, n) + host_alone
         self._xs: list[float] = self.n_grid.tolist()
         self._ys: list[float] = self.p_grid.tolist()
         self._z: list[list[float]] = self.table.tolist()
@@ -469,7 +489,7 @@ def _alone(
     fmt: WeightFormat,
     stages: list[StageSpec],
     per_layer: dict[tuple[int, int], tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]],
-    hop: npt.NDArray[np.float64] | float,
+    hops: list[npt.NDArray[np.float64]],
     n: npt.NDArray[np.float64],
 ) -> npt.NDArray[np.float64]:
     """One micro-batch alone in the pipeline passes every stage in turn (each its own step
@@ -477,7 +497,7 @@ def _alone(
     round the loop, as S x T counts them): a single stream. S x T charges every stage the
     head, as a bound on the slowest stage whichever holds it."""
     total = np.zeros_like(n)
-    for st in stages:
+    for st, hop in zip(stages, hops, strict=True):
         tau, step = per_layer[(id(st.device), st.tp)]
         total = total + st.layers * tau + step + hop
     last = stages[-1]

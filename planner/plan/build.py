@@ -39,7 +39,7 @@ from planner.estimator.economics import (
     working_hours,
 )
 from planner.estimator.hosts import derates, devices_bought, hosts_for, with_machines
-from planner.estimator.network import group_link, network_gear, network_link, ports_per_host
+from planner.estimator.network import network_gear, network_link, ports_per_host
 from planner.estimator.replica import ReplicaFigures, inference_replica, training_stage_memory
 from planner.estimator.request_mix import (
     add_served,
@@ -47,6 +47,7 @@ from planner.estimator.request_mix import (
     mix_served_rate,
     mix_tokens_served_per_s,
 )
+from planner.estimator.routes import hop_routes, route_link_ids
 from planner.estimator.serving import prefill_pool_budget, prefill_prompt, token_budget
 from planner.estimator.support import engine_times
 from planner.estimator.training_designs import training_job, training_setup
@@ -204,7 +205,9 @@ def stage_lines(
             first += st.layers
         return tuple(out), d.power_w, 0.0
     fig = replica_figures(w, cat, d, problem)
-    for st, f in zip(d.stages, fig.stages, strict=True):
+    hops = hop_routes(problem, cat, [st.device for st in d.stages])
+    for j, (st, f) in enumerate(zip(d.stages, fig.stages, strict=True)):
+        hop = hops[j] if hops else None
         out.append(
             StageLine(
                 st.device,
@@ -214,6 +217,9 @@ def stage_lines(
                 f.seconds,
                 f.boundary_bytes,
                 st.across_machines,
+                hop.id if hop else None,
+                f.boundary_bytes / d.batch if hop else 0.0,
+                float(hop.seconds(f.boundary_bytes)) if hop else 0.0,
             )
         )
         first += st.layers
@@ -750,11 +756,11 @@ def _bill(
         or any(x.reserved or x.on_demand or x.spot for x in plan.devices)
     ):
         plan.links.append(problem.constraints.network)
-    # A group across machines all-reduces over its link (a stated machine's own network).
+    # A group across machines all-reduces over its links, and a hop crosses its route's.
     for w in plan.workloads:
-        for st in w.stages:
-            net = group_link(problem, cat, st.device).id if st.across_machines else None
-            if net is not None and net not in plan.links:
+        devices, across = [s.device for s in w.stages], [s.across_machines for s in w.stages]
+        for net in route_link_ids(problem, cat, devices, across, w.kind == "inference"):
+            if net not in plan.links:
                 plan.links.append(net)
 
 

@@ -12,9 +12,9 @@ from planner.catalog import Catalog
 from planner.estimator.confidence import Confidence
 from planner.estimator.engine_topology import exchange_layout
 from planner.estimator.hosts import derates, sustained
-from planner.estimator.network import group_link
 from planner.estimator.profiles import layer_profile
 from planner.estimator.replica import StageSpec
+from planner.estimator.routes import group_link, hop_routes
 from planner.estimator.support import exchange_overhead_s
 from planner.schema.catalog import Node
 from planner.schema.problem import Problem
@@ -106,6 +106,14 @@ class StageLine:
     # The tensor-parallel group spans `tp` machines of one device each, its all-reduces over
     # the plan's network link; false: the group sits in one host.
     across_machines: bool = False
+    # Serving pipelines: the hop to the next stage (the last stage's: its token back to the
+    # first) crosses the links `hop_route` names in order (planner.estimator.routes), carrying
+    # `hop_bytes_per_token` per sequence (hidden x 2 bytes) and taking `hop_seconds` at the
+    # batch (every link's latency + boundary bytes / the slowest bandwidth; the engine's own
+    # time per hop is not in it). None and 0 for one stage and for training.
+    hop_route: str | None = None
+    hop_bytes_per_token: float = 0.0
+    hop_seconds: float = 0.0
 
 
 @with_config(_FORBID)
@@ -253,12 +261,16 @@ class WorkloadPlan:
         """The replica's stages as the estimator takes them (device entries from `cat`); with
         the `problem` and the plan's `hosts` per device, a serving replica on premises runs its
         consumer cards derated where they share a multi-card chassis
-        (planner.estimator.hosts.sustained), and a group across machines all-reduces over the
-        problem's network with the engine's own time per exchange (without a `problem`, over
-        the devices' own link)."""
+        (planner.estimator.hosts.sustained), a group across machines all-reduces over the
+        problem's network with the engine's own time per exchange, and each hop crosses the
+        route joining its stages' machines (without a `problem`, the devices' own link and the
+        replica's one network)."""
         out = []
         w = next((x for x in problem.workloads if x.name == self.name), None) if problem else None
-        for s in self.stages:
+        devices = [s.device for s in self.stages]
+        hops = hop_routes(problem, cat, devices) if problem is not None else []
+        for j, s in enumerate(self.stages):
+            hop = hops[j] if hops else None
             acc = cat.accelerator(s.device)
             host = hosts.get(s.device)
             if (
@@ -275,9 +287,13 @@ class WorkloadPlan:
             if s.across_machines and problem is not None:
                 net, x = group_link(problem, cat, s.device), exchange_overhead_s(cat, self.engine)
                 lay = exchange_layout(cat, self.engine, cat.model(w.model)) if w else None
-                out.append(StageSpec(acc, s.tp, layers, net, x, layout=lay, profile=profile))
+                out.append(
+                    StageSpec(
+                        acc, s.tp, layers, net, exchange_s=x, layout=lay, profile=profile, hop=hop
+                    )
+                )
             else:
-                out.append(StageSpec(acc, s.tp, layers, profile=profile))
+                out.append(StageSpec(acc, s.tp, layers, profile=profile, hop=hop))
         return out
 
 

@@ -245,8 +245,14 @@ def _workload(w: WorkloadPlan, show_site: bool) -> Table:
         "boundary KB",
     ):
         t.add_column(col, justify="right" if col not in ("device",) else "left")
+    # Where the problem places machines on segments and stated links, each split's route.
+    routes = any(s.hop_route and ">" in s.hop_route for s in w.stages)
+    if routes:
+        t.add_column("hop to next", justify="left")
+        t.add_column("hop ms", justify="right")
     for i, s in enumerate(w.stages):
         mb = s.memory_bytes
+        hop = (s.hop_route or "-", f"{s.hop_seconds * 1e3:,.2f}" if s.hop_route else "-")
         t.add_row(
             str(i),
             s.device,
@@ -259,6 +265,7 @@ def _workload(w: WorkloadPlan, show_site: bool) -> Table:
             gb(mb["total"]),
             f"{s.seconds_per_step * 1e3:,.2f}" if s.seconds_per_step else "-",
             f"{s.boundary_bytes_per_step / 1e3:,.1f}" if s.boundary_bytes_per_step else "-",
+            *(hop if routes else ()),
         )
     if w.kind == "inference" and w.role == "prefill":
         served = ", ".join(f"{k} {v:,.2f}" for k, v in w.requests_per_s.items())

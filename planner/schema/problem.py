@@ -1159,6 +1159,14 @@ class StatedLink(ProblemModel):
     price_usd_per_port: Annotated[
         Usd, Limit(ge=0, le=1e6, why="a million dollars is no port's price; check the units")
     ] = Field(0.0, description="What joining one more machine costs; 0: the network is there.")
+    between: tuple[StatedId, StatedId] | None = Field(
+        None,
+        description="What it joins directly, if not every machine: two `machines` kinds (a "
+        "Thunderbolt cable between a mac-studio and a mac-mini) or two `segments` (the uplink "
+        "between an office and a lab). A pipeline hop between those machines, or between "
+        "machines of those segments, crosses it (docs/networks.md). Unset: a network named by "
+        "`constraints.network`, a segment's `link`, a machine's `network` or `attach`.",
+    )
 
 
 class StatedMachine(ProblemModel):
@@ -1196,7 +1204,22 @@ class StatedMachine(ProblemModel):
         description="The link joining machines of this kind among themselves (a cable between "
         "two DGX Sparks, a Thunderbolt ring of Macs): a catalog link or one stated under "
         "`links`. Tensor-parallel groups across these machines all-reduce over it; pipeline "
-        "hops and everything else cross `constraints.network`. Unset: constraints.network.",
+        "hops between two of them cross it too (only it). Unset: their segment's link, or "
+        "constraints.network.",
+    )
+    segment: StatedId | None = Field(
+        None,
+        description="The network segment its machines sit on (a `segments` id: a home LAN, a "
+        "lab): hops to machines of the same segment cross the segment's `link`, to other "
+        "segments also the link `between` the two. Unset: the machines sit on "
+        "`constraints.network`.",
+    )
+    attach: CatalogId | None = Field(
+        None,
+        description="The link its machines hang off their segment (or constraints.network) by, "
+        "when it is not the segment's own: Wi-Fi to the access point, a slower port. A catalog "
+        "link or one stated under `links`; every hop leaving such a machine for another also "
+        "crosses it. Unset: a port of the segment's own link.",
     )
     price_usd: (
         Annotated[
@@ -1210,6 +1233,56 @@ class StatedMachine(ProblemModel):
         "its kind may then be bought (at their catalog or market price) into new machines of "
         "this kind to top up the pool. Unset: the pool is what is owned, none bought.",
     )
+
+
+class Segment(ProblemModel):
+    """A network segment machines sit on (a home LAN, a lab's switch), named by
+    `machines[].segment`; segments meet over a link stated `between` them, else over
+    `constraints.network`."""
+
+    id: StatedId = Field(description="The name machines' `segment` uses.")
+    name: str | None = Field(None, max_length=MAX_NAME, description="Shown on the plan.")
+    link: CatalogId = Field(
+        description="The link joining machines on this segment: a catalog link or one stated "
+        "under `links`."
+    )
+
+
+def _check_between(
+    lk: StatedLink, i: int, kinds: set[str], segs: set[str], pairs: dict[frozenset[str], str]
+) -> None:
+    """Link `lk` (entry `i` of `links`) joins two machine kinds or two segments, each pair by
+    one link only (`pairs`: what earlier links join)."""
+    at = ("links", i, "between")
+    a, b = lk.between or ("", "")
+    if a == b:
+        raise KeyValueError(
+            f"`{lk.id}` is between `{a}` and itself: machines of one kind join over the "
+            "machine's `network`, those of one segment over the segment's `link`",
+            at,
+        )
+    for x in (a, b):
+        if x not in kinds and x not in segs:
+            known = ", ".join(sorted(kinds | segs)) or "none: add `machines` or `segments`"
+            raise KeyValueError(
+                f"`{lk.id}` is between `{x}`, which is no machine or segment (names: {known})",
+                at,
+            )
+    if (a in kinds) != (b in kinds):
+        raise KeyValueError(
+            f"`{lk.id}` is between a machine and a segment (`{a}`, `{b}`): name two machine "
+            "kinds (a cable between them) or two segments (the link joining them); a machine "
+            "joins its segment by its `attach`",
+            at,
+        )
+    pair = frozenset((a, b))
+    if pair in pairs:
+        raise KeyValueError(
+            f"`{lk.id}` and `{pairs[pair]}` are both between `{a}` and `{b}`; state one link "
+            "per pair",
+            at,
+        )
+    pairs[pair] = lk.id
 
 
 class Phase(ProblemModel):
@@ -1249,6 +1322,13 @@ class Problem(ProblemModel):
         max_length=64,
         description="Kinds of machines owned devices sit in, stated by their figures, named by "
         "`constraints.inventory[].machine`: `[{id: lab-pc, slots: 1, power_w: 150}]`.",
+    )
+    segments: list[Segment] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Network segments machines sit on, each with the link joining its "
+        "machines: `[{id: home, link: home-lan}, {id: lab, link: lab-10g}]`; a link stated "
+        "`between: [home, lab]` joins two of them (docs/networks.md).",
     )
     phases: list[Phase] | None = Field(
         None,
@@ -1292,6 +1372,34 @@ class Problem(ProblemModel):
                     at,
                 )
             kind[o.device] = o.machine
+        return self
+
+    @model_validator(mode="after")
+    def _segments(self) -> Problem:
+        """Segment ids are unique and apart from machine ids, every machine's `segment` names
+        one, and a link `between` joins two machine kinds or two segments, once per pair."""
+        segs = [g.id for g in self.segments]
+        kinds = {mc.id for mc in self.machines}
+        for i, g in enumerate(self.segments):
+            if g.id in segs[:i]:
+                raise KeyValueError(f"two segments are named `{g.id}`", ("segments", i, "id"))
+            if g.id in kinds:
+                raise KeyValueError(
+                    f"`{g.id}` names a segment and a machine; a link `between` it would be "
+                    "ambiguous: rename one",
+                    ("segments", i, "id"),
+                )
+        for j, mc in enumerate(self.machines):
+            if mc.segment is not None and mc.segment not in segs:
+                known = ", ".join(segs) if segs else "none: add a `segments` section"
+                raise KeyValueError(
+                    f"unknown segment `{mc.segment}` (segments: {known})",
+                    ("machines", j, "segment"),
+                )
+        pairs: dict[frozenset[str], str] = {}
+        for i, lk in enumerate(self.links):
+            if lk.between is not None:
+                _check_between(lk, i, kinds, set(segs), pairs)
         return self
 
     def devices_in(self, machine: str) -> list[str]:

@@ -1,0 +1,165 @@
+"""Which links a message between two machines crosses: the route of a pipeline hop, or of a
+tensor-parallel group's all-reduces across machines.
+
+A problem places its machines on networks (docs/networks.md): a machine kind may sit on a
+`segments` entry (a home LAN, a lab) whose `link` joins its machines, hang off it by its own
+`attach` link (Wi-Fi), join others of its kind over its `network`, and a link stated `between`
+two machine kinds or two segments joins those directly. Between machines of kinds A and B the
+most specific statement wins:
+
+1. a link `between: [A, B]` (a cable between the two): that link alone;
+2. A and B the same kind with a `network`: that link alone;
+3. otherwise each end's `attach` (if any), and between them: the shared segment's `link` (or
+   `constraints.network` when neither sits on a segment); for two segments, the first
+   segment's link, the link `between` the two segments (else `constraints.network`) and the
+   second segment's link; for a machine on no segment and one on a segment,
+   `constraints.network` and the segment's link.
+
+A message crossing several links pays every link's one-way latency and the slowest link's
+bandwidth (Hockney's latency-bandwidth model of a point-to-point message, R. Hockney, "The
+communication challenge for MPP", Parallel Computing 20 (1994), taken along a path: each
+switch stores and forwards a small message, so the latencies add, and a larger one streams
+through the links in frames at the pace of the narrowest). A route of one link costs exactly
+what that link costs alone (planner.estimator.comm.p2p_seconds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from planner.catalog import Catalog
+from planner.estimator.comm import p2p_seconds
+from planner.estimator.network import network_link, stated_link
+from planner.schema.catalog import Link
+from planner.schema.problem import Problem, StatedMachine
+
+
+@dataclass(frozen=True)
+class Route:
+    """The links a message crosses between two machines, in order."""
+
+    links: tuple[Link, ...]
+
+    @property
+    def id(self) -> str:
+        """The link ids in order, e.g. `wifi > home-lan > uplink > lab-10g`."""
+        return " > ".join(lk.id for lk in self.links)
+
+    @property
+    def latency_s(self) -> float:
+        """Every link's one-way latency, seconds."""
+        return sum(lk.latency_us for lk in self.links) * 1e-6
+
+    @property
+    def bandwidth_bytes_s(self) -> float:
+        """The slowest link's bandwidth per direction, bytes/s."""
+        return min(lk.bandwidth_gb_s for lk in self.links) * 1e9
+
+    def seconds(self, nbytes: float | npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """One message of `nbytes` bytes along the route: latencies + bytes / slowest bandwidth."""
+        return p2p_seconds(nbytes, self.bandwidth_bytes_s, self.latency_s)
+
+    def as_link(self) -> Link:
+        """The route as one link (a tensor-parallel group's all-reduces over it): the link
+        itself for one link, else the route's latency and bandwidth, with no measured
+        all-reduce (a measurement on one link does not hold for a path)."""
+        if len(self.links) == 1:
+            return self.links[0]
+        slow = min(self.links, key=lambda lk: lk.bandwidth_gb_s)
+        return Link(
+            id="--".join(lk.id for lk in self.links),
+            name=self.id,
+            kind=slow.kind,
+            scope="inter-node",
+            bandwidth_gb_s=slow.bandwidth_gb_s,
+            latency_us=sum(lk.latency_us for lk in self.links),
+            sources={"spec": "problem-file"},
+            notes="A path of links (planner.estimator.routes).",
+        )
+
+
+def route(problem: Problem, cat: Catalog, a: str, b: str) -> Route:
+    """The route between a machine holding device `a` and another holding device `b` (device
+    ids; owned devices sit in their stated machine kind, others on constraints.network)."""
+    return kind_route(problem, cat, problem.machine_of(a), problem.machine_of(b))
+
+
+def kind_route(
+    problem: Problem, cat: Catalog, ka: StatedMachine | None, kb: StatedMachine | None
+) -> Route:
+    """The route between a machine of kind `ka` and another of kind `kb` (None: a catalog
+    host on constraints.network), by the module's rule."""
+    if ka is not None and kb is not None and ka.id != kb.id:
+        for s in problem.links:
+            if s.between is not None and set(s.between) == {ka.id, kb.id}:
+                return Route((stated_link(s),))
+    if ka is not None and kb is not None and ka.id == kb.id and ka.network is not None:
+        return Route((network_link(problem, cat, ka.network),))
+    sa = ka.segment if ka is not None else None
+    sb = kb.segment if kb is not None else None
+    path = [_lan(problem, cat, sa)]
+    if sa != sb:
+        via = next(
+            (s for s in problem.links if s.between is not None and set(s.between) == {sa, sb}),
+            None,
+        )
+        if via is not None:
+            path.append(stated_link(via))
+        elif sa is not None and sb is not None:
+            path.append(network_link(problem, cat))
+        path.append(_lan(problem, cat, sb))
+    ends = [network_link(problem, cat, k.attach) for k in (ka,) if k and k.attach]
+    tail = [network_link(problem, cat, k.attach) for k in (kb,) if k and k.attach]
+    return Route(tuple(ends + path + tail))
+
+
+def _lan(problem: Problem, cat: Catalog, segment: str | None) -> Link:
+    """The link joining machines on `segment` (None: constraints.network)."""
+    if segment is None:
+        return network_link(problem, cat)
+    return network_link(problem, cat, next(g.link for g in problem.segments if g.id == segment))
+
+
+def hop_routes(problem: Problem, cat: Catalog, devices: Sequence[str]) -> list[Route]:
+    """The route of each pipeline hop of stages holding `devices` in order: stage i sends its
+    activations to stage i + 1, the last its token back to the first (S hops round the loop,
+    planner.estimator.replica); none for one stage."""
+    S = len(devices)
+    if S < 2:
+        return []
+    return [route(problem, cat, devices[i], devices[(i + 1) % S]) for i in range(S)]
+
+
+def group_link(problem: Problem, cat: Catalog, device: str) -> Link:
+    """The link a tensor-parallel group across machines of `device` all-reduces over: the
+    route between two machines of the kind the device sits in (its `network`, else its
+    segment's link with its `attach` at both ends, else constraints.network), as one link."""
+    kind = problem.machine_of(device)
+    return kind_route(problem, cat, kind, kind).as_link()
+
+
+def group_route(problem: Problem, cat: Catalog, device: str) -> Route:
+    """The links group_link's all-reduces cross, one by one (the plan lists each)."""
+    kind = problem.machine_of(device)
+    return kind_route(problem, cat, kind, kind)
+
+
+def route_link_ids(
+    problem: Problem, cat: Catalog, devices: Sequence[str], across: Sequence[bool], hops: bool
+) -> list[str]:
+    """Ids of the links a replica of stages holding `devices` uses beyond its hosts: each group
+    across machines (`across`) all-reduces over its route's links, and with `hops` (a serving
+    pipeline) each hop crosses its route's; in order, once each."""
+    ids = [
+        lk.id
+        for d, a in zip(devices, across, strict=True)
+        if a
+        for lk in group_route(problem, cat, d).links
+    ]
+    if hops:
+        ids += [lk.id for r in hop_routes(problem, cat, devices) for lk in r.links]
+    return list(dict.fromkeys(ids))

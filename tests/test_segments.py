@@ -1,0 +1,258 @@
+"""Links per network segment and per machine pair (docs/networks.md): the route a pipeline hop
+crosses between two machines, what it costs, the optimizer keeping stages on the fast side of a
+slow uplink, the plan's split lines and the verifier's recomputation of them, and the loader's
+errors for names that do not fit."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from planner.catalog import load_catalog
+from planner.errors import InputError
+from planner.estimator.network import network_link
+from planner.estimator.replica import StageSpec, inference_replica
+from planner.estimator.routes import Route, hop_routes, kind_route, route
+from planner.load import load_problem, parse_problem
+from planner.plan.io import dumps_plan, plan_document, plan_from_data
+from planner.schema.problem import Problem
+from planner.schema.yaml_io import Located
+from planner.solve import solve_problem
+from planner.verify_plan import plan_failures
+
+PROBLEMS = Path(__file__).resolve().parent.parent / "problems"
+POOL = PROBLEMS / "home-and-lab-pool.yaml"
+HIDDEN = 8192  # Llama 3.1 70B's hidden size (its config.json)
+
+
+def _doc() -> dict[str, Any]:
+    return dict(yaml.safe_load(POOL.read_text()))
+
+
+def _problem(doc: dict[str, Any]) -> Problem:
+    return parse_problem(Located(copy.deepcopy(doc), {}, "test.yaml"), [])
+
+
+def _ids(r: Route) -> list[str]:
+    return [lk.id for lk in r.links]
+
+
+def test_the_most_specific_statement_picks_the_route() -> None:
+    """Machine pair > same kind's network > same segment > between segments; each end's
+    `attach` joins its segment."""
+    cat, problem = load_catalog(), load_problem(POOL)
+    studio, mini, xtx, lab = "m4-max-128gb", "m4-pro-64gb", "rx-7900-xtx", "rtx-5060-ti-16gb"
+    assert _ids(route(problem, cat, studio, mini)) == ["studio-mini-tb5"]  # the cable
+    assert _ids(route(problem, cat, mini, studio)) == ["studio-mini-tb5"]  # either way
+    assert _ids(route(problem, cat, mini, mini)) == ["home-lan"]  # two minis: the segment
+    assert _ids(route(problem, cat, xtx, mini)) == ["wifi-6", "home-lan"]
+    assert _ids(route(problem, cat, mini, xtx)) == ["home-lan", "wifi-6"]
+    assert _ids(route(problem, cat, xtx, xtx)) == ["wifi-6", "home-lan", "wifi-6"]
+    assert _ids(route(problem, cat, mini, lab)) == ["home-lan", "vpn", "lab-lan"]
+    assert _ids(route(problem, cat, lab, xtx)) == ["lab-lan", "vpn", "home-lan", "wifi-6"]
+    assert _ids(route(problem, cat, lab, lab)) == ["lab-lan"]
+
+
+def test_segments_no_link_joins_meet_on_the_network() -> None:
+    """Without the VPN, home and lab meet on constraints.network; a machine on no segment sits
+    on it; a kind's own `network` joins two of its machines."""
+    cat = load_catalog()
+    doc = _doc()
+    doc["links"] = [x for x in doc["links"] if x["id"] != "vpn"]
+    doc["machines"][3].pop("segment")  # the lab PCs on constraints.network (home-lan)
+    doc["machines"][1]["network"] = "thunderbolt5"  # a Thunderbolt ring of minis
+    problem = _problem(doc)
+    mini, lab = "m4-pro-64gb", "rtx-5060-ti-16gb"
+    assert _ids(route(problem, cat, lab, mini)) == ["home-lan", "home-lan"]
+    assert _ids(route(problem, cat, mini, mini)) == ["thunderbolt5"]
+    doc = _doc()
+    doc["links"] = [x for x in doc["links"] if x["id"] != "vpn"]
+    doc["constraints"]["network"] = "eth-10g"
+    assert _ids(route(_problem(doc), cat, mini, lab)) == ["home-lan", "eth-10g", "lab-lan"]
+
+
+def test_a_hop_pays_every_latency_and_the_slowest_bandwidth() -> None:
+    """Hand arithmetic: bytes = hidden x 2 bytes x batch; seconds = sum of latencies + bytes /
+    slowest bandwidth (Hockney's model along the path, docs/networks.md)."""
+    cat, problem = load_catalog(), load_problem(POOL)
+    nbytes = HIDDEN * 2 * 8  # batch 8: 131,072 bytes
+    # home-lan > vpn > lab-lan: 0.5 + 10 + 0.1 ms; the VPN's 0.1 Gb/s = 12.5e6 bytes/s
+    r = route(problem, cat, "m4-pro-64gb", "rtx-5060-ti-16gb")
+    assert math.isclose(float(r.seconds(nbytes)), 10.6e-3 + 131_072 / 12.5e6, rel_tol=1e-12)
+    # the Thunderbolt 5 cable alone: 8 us + 131,072 / 10e9 (80 Gb/s)
+    r = route(problem, cat, "m4-max-128gb", "m4-pro-64gb")
+    assert math.isclose(float(r.seconds(nbytes)), 8e-6 + 131_072 / 10e9, rel_tol=1e-12)
+    # wifi-6 (2 ms, 0.0625 GB/s in the catalog) > home-lan (0.5 ms, 1 Gb/s)
+    r = route(problem, cat, "rx-7900-xtx", "m4-pro-64gb")
+    assert math.isclose(float(r.seconds(nbytes)), 2.5e-3 + 131_072 / 62.5e6, rel_tol=1e-12)
+    # One link costs what it did alone: the route of constraints.network is that link.
+    net = network_link(problem, cat)
+    alone = kind_route(problem, cat, None, None)
+    assert alone.links == (net,)
+    assert float(alone.seconds(nbytes)) == net.latency_us * 1e-6 + nbytes / (
+        net.bandwidth_gb_s * 1e9
+    )
+
+
+def test_each_stage_is_charged_its_own_hop() -> None:
+    """A pipeline of the Wi-Fi desktop and two minis: each stage's step carries the hop to the
+    next stage over its own route (its kind's slowest), where one network charged every hop
+    alike. The difference per stage is exactly the routes' difference."""
+    cat, problem = load_catalog(), load_problem(POOL)
+    m = cat.model("llama-3.1-70b")
+    devs = ["rx-7900-xtx", "m4-pro-64gb", "m4-pro-64gb"]
+    routes = hop_routes(problem, cat, devs)
+    assert [r.id for r in routes] == ["wifi-6 > home-lan", "home-lan", "home-lan > wifi-6"]
+    link = network_link(problem, cat)  # home-lan
+
+    def figures(with_routes: bool) -> list[float]:
+        stages = [
+            StageSpec(cat.accelerator(d), 1, n, hop=routes[j] if with_routes else None)
+            for j, (d, n) in enumerate(zip(devs, [32, 24, 24], strict=True))
+        ]
+        fig = inference_replica(
+            m, "q4_k_m", "q8_0", batch=4, context=4096, prompt=512, output=256,
+            stages=stages, link=link,
+        )  # fmt: skip
+        return [s.seconds for s in fig.stages]
+
+    nbytes = HIDDEN * 2 * 4
+    wifi = 2.5e-3 + nbytes / 62.5e6  # wifi-6 > home-lan, the slowest hop of the minis too
+    lan = 0.5e-3 + nbytes / 125e6
+    got = [a - b for a, b in zip(figures(True), figures(False), strict=True)]
+    for g in got:  # the desktop's hop, and the minis' slowest (back to the desktop)
+        assert math.isclose(g, wifi - lan, rel_tol=1e-9), got
+
+
+def _solve(doc: dict[str, Any]) -> Any:
+    return solve_problem(_problem(doc), workers=1, seed=0, time_limit=30)
+
+
+def test_the_optimizer_keeps_pipelines_off_a_slow_uplink() -> None:
+    """Over the 100 Mb/s, 10 ms VPN no pipeline spans the two sites; with the VPN as fast as the
+    lab's switch (10 Gb/s, 0.1 ms) the optimum pipes the lab's RTX 5060 Ti into the Wi-Fi
+    desktop's RX 7900 XTX and serves more (measured: 153.0 tokens/s against 171.6)."""
+    slow = _solve(_doc())
+    doc = _doc()
+    doc["links"][2].update(bandwidth_gbit_s=10, latency_ms=0.1)
+    fast = _solve(doc)
+    hops = [[s.hop_route or "" for s in w.stages] for w in slow.workloads]
+    assert not any("vpn" in h for hs in hops for h in hs), hops
+    assert any("vpn" in (s.hop_route or "") for w in fast.workloads for s in w.stages)
+    assert slow.objective is not None and fast.objective is not None
+    assert slow.objective < fast.objective
+    assert "vpn" not in slow.links and "vpn" in fast.links
+
+
+def _plan_doc() -> tuple[dict[str, Any], Any]:
+    cat, problem = load_catalog(), load_problem(POOL)
+    plan = solve_problem(problem, workers=1, seed=0, time_limit=30)
+    return json.loads(dumps_plan(plan_document(plan, problem, cat))), cat
+
+
+def test_the_plan_shows_each_split_and_the_verifier_recomputes_it() -> None:
+    doc, cat = _plan_doc()
+    assert plan_failures(plan_from_data(copy.deepcopy(doc), "p"), cat) == []
+    w = next(i for i, x in enumerate(doc["workloads"]) if "rx-7900-xtx" in str(x["stages"]))
+    st = doc["workloads"][w]["stages"][0]
+    batch = doc["workloads"][w]["batch"]
+    assert st["hop_route"] == "wifi-6 > home-lan"
+    assert st["hop_bytes_per_token"] == HIDDEN * 2
+    assert math.isclose(st["hop_seconds"], 2.5e-3 + HIDDEN * 2 * batch / 62.5e6, rel_tol=1e-9)
+    at = f"workloads.{w}.stages.0"
+    for key, value, words in (
+        ("hop_route", "home-lan", f"`{at}.hop_route`"),  # claims the faster wired link
+        ("hop_bytes_per_token", HIDDEN, f"`{at}.hop_bytes_per_token`"),  # half the bytes
+        ("hop_seconds", st["hop_seconds"] / 2, f"`{at}.hop_seconds`"),
+    ):
+        bad = copy.deepcopy(doc)
+        bad["workloads"][w]["stages"][0][key] = value
+        found = plan_failures(plan_from_data(bad, "p"), cat)
+        assert any(words in f for f in found), (key, found)
+    bad = copy.deepcopy(doc)
+    bad["links"] = [x for x in bad["links"] if x != "wifi-6"]
+    found = plan_failures(plan_from_data(bad, "p"), cat)
+    assert any("`links`" in f for f in found), found
+
+
+@pytest.mark.parametrize(
+    ("edit", "where", "words"),
+    [
+        (
+            lambda d: d["machines"][3].update(segment="labb"),
+            "machines[3].segment",
+            "unknown segment `labb` (segments: home, lab)",
+        ),
+        (
+            lambda d: d["links"][2].update(between=["home", "office"]),
+            "links[2].between",
+            "`office`, which is no machine or segment",
+        ),
+        (
+            lambda d: d["links"][3].update(between=["mac-mini", "mac-mini"]),
+            "links[3].between",
+            "between `mac-mini` and itself",
+        ),
+        (
+            lambda d: d["links"][3].update(between=["mac-studio", "lab"]),
+            "links[3].between",
+            "between a machine and a segment",
+        ),
+        (
+            lambda d: d["links"].append({**d["links"][2], "id": "vpn2"}),
+            "links[4].between",
+            "`vpn2` and `vpn` are both between `home` and `lab`",
+        ),
+        (
+            lambda d: d["segments"][1].update(id="lab-pc"),
+            "segments[1].id",
+            "names a segment and a machine",
+        ),
+        (
+            lambda d: d["constraints"].update(network="vpn"),
+            "constraints.network",
+            "`vpn` is stated `between` `home` and `lab` and joins only those",
+        ),
+        (
+            lambda d: d["machines"][2].update(attach="wifi6"),
+            "machines[2].attach",
+            "`wifi6` is no link between machines; did you mean `wifi-6`?",
+        ),
+        (
+            lambda d: d["machines"][2].update(attach="pcie4"),
+            "machines[2].attach",
+            "`pcie4` is no link between machines",
+        ),
+        (
+            lambda d: d["segments"][0].update(link="home-lann"),
+            "segments[0].link",
+            "`home-lann` is no link between machines",
+        ),
+        (
+            lambda d: d["segments"][0].update(link="vpn"),
+            "segments[0].link",
+            "joins only those",
+        ),
+        (
+            lambda d: d["segments"].append({"id": "home", "link": "lab-lan"}),
+            "segments[2].id",
+            "two segments are named `home`",
+        ),
+    ],
+)
+def test_bad_networks_are_named(edit: Any, where: str, words: str, tmp_path: Path) -> None:
+    """Each error names the file, the place and what to do."""
+    doc = _doc()
+    edit(doc)
+    path = tmp_path / "pool.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    with pytest.raises(InputError) as e:
+        load_problem(path)
+    msg = str(e.value)
+    assert "pool.yaml" in msg and where in msg and words in msg, msg
