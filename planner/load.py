@@ -435,7 +435,8 @@ def _check_owned(problem: Problem, cat: Catalog, where: Callable[[Loc], str]) ->
 def _check_fabrics(problem: Problem, cat: Catalog, where: Callable[[Loc], str]) -> None:
     """A device fabric that also spans hosts (NVLink 5, TPU ICI, Gaudi's RoCE, NeuronLink)
     joins machines only of devices that carry it: as constraints.network some device of the
-    problem must, as a machine's own network every device in the machine."""
+    problem must, as a machine's own network or attach link every device in the machine, as
+    a segment's link every device on the segment."""
     c = problem.constraints
     names = _device_ids(problem, cat)
 
@@ -456,15 +457,24 @@ def _check_fabrics(problem: Problem, cat: Catalog, where: Callable[[Loc], str]) 
             f"{', '.join(sorted(carriers(net.id))) or 'other devices'}, which this problem "
             f"does not use: name {between}"
         )
+    # A machine's own network and attach link, and a segment's link (every machine on it).
+    named: list[tuple[str | None, list[str], Loc]] = []
     for j, mc in enumerate(problem.machines):
-        link = cat.links.get(mc.network or "")
+        held = problem.devices_in(mc.id)
+        named += [(mc.network, held, ("machines", j, "network"))]
+        named += [(mc.attach, held, ("machines", j, "attach"))]
+    for i, g in enumerate(problem.segments):
+        on = [x for mc in problem.machines if mc.segment == g.id for x in problem.devices_in(mc.id)]
+        named += [(g.link, on, ("segments", i, "link"))]
+    for name, held, at in named:
+        link = cat.links.get(name or "")
         if link is None or not fabric(link):
             continue
-        odd = [x for x in problem.devices_in(mc.id) if x not in carriers(link.id)]
+        odd = [x for x in held if x not in carriers(link.id)]
         if odd:
             raise InputError(
-                f"{where(('machines', j, 'network'))}`{link.id}` is a device fabric that "
-                f"{', '.join(odd)} does not carry: name {between}"
+                f"{where(at)}`{link.id}` is a device fabric that {', '.join(odd)} does not "
+                f"carry: name {between}"
             )
 
 

@@ -240,6 +240,16 @@ def test_the_plan_shows_each_split_and_the_verifier_recomputes_it() -> None:
             "joins only those",
         ),
         (
+            lambda d: d["machines"][2].update(attach="nvlink5"),
+            "machines[2].attach",
+            "`nvlink5` is a device fabric that rx-7900-xtx does not carry",
+        ),
+        (
+            lambda d: d["segments"][1].update(link="nvlink5"),
+            "segments[1].link",
+            "`nvlink5` is a device fabric that rtx-5060-ti-16gb does not carry",
+        ),
+        (
             lambda d: d["segments"].append({"id": "home", "link": "lab-lan"}),
             "segments[2].id",
             "two segments are named `home`",
