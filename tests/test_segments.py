@@ -266,3 +266,27 @@ def test_bad_networks_are_named(edit: Any, where: str, words: str, tmp_path: Pat
         load_problem(path)
     msg = str(e.value)
     assert "pool.yaml" in msg and where in msg and words in msg, msg
+
+
+def _drop_split_fields(doc: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(doc)
+    for w in out["workloads"]:
+        for st in w["stages"]:
+            for key in ("hop_route", "hop_bytes_per_token", "hop_seconds"):
+                st.pop(key, None)
+    return out
+
+
+def test_a_plan_without_split_lines_passes_only_on_one_network() -> None:
+    """A plan written before split lines were recorded passes where every hop crossed
+    constraints.network (what such plans meant); where the problem routes a hop otherwise,
+    the missing lines are named."""
+    cat = load_catalog()
+    problem = load_problem(PROBLEMS / "compute-owners-pool.yaml")
+    plan = solve_problem(problem, workers=1, seed=0, time_limit=30)
+    assert any(len(w.stages) > 1 for w in plan.workloads)
+    old = _drop_split_fields(json.loads(dumps_plan(plan_document(plan, problem, cat))))
+    assert plan_failures(plan_from_data(old, "p"), cat) == []
+    doc, cat = _plan_doc()
+    found = plan_failures(plan_from_data(_drop_split_fields(doc), "p"), cat)
+    assert any("hop_route`: `None`" in f for f in found), found

@@ -229,7 +229,7 @@ def _workload_title(w: WorkloadPlan, show_site: bool) -> str:
     return escape(f"{head}: {w.replicas} x {kind}, batch {w.batch}{budget}{held}")
 
 
-def _workload(w: WorkloadPlan, show_site: bool) -> Table:
+def _workload(w: WorkloadPlan, show_site: bool, show_hops: bool = False) -> Table:
     t = Table(title=_workload_title(w, show_site), title_justify="left")
     for col in (
         "stage",
@@ -245,8 +245,7 @@ def _workload(w: WorkloadPlan, show_site: bool) -> Table:
         "boundary KB",
     ):
         t.add_column(col, justify="right" if col not in ("device",) else "left")
-    # Where the problem places machines on segments and stated links, each split's route.
-    routes = any(s.hop_route and ">" in s.hop_route for s in w.stages)
+    routes = show_hops and len(w.stages) > 1
     if routes:
         t.add_column("hop to next", justify="left")
         t.add_column("hop ms", justify="right")
@@ -335,8 +334,11 @@ def plan_renderable(plan: Plan, *, timings: bool = True) -> Group:
     parts.append(_energy_line(plan))
 
     show_site = any(w.site != "on-premises" for w in plan.workloads)
+    # Each split's route where hops cross more than one network (segments, stated links).
+    routes = {s.hop_route for w in plan.workloads for s in w.stages} - {None}
+    show_hops = len(routes) > 1 or any(">" in r for r in routes if r)
     for w in plan.workloads:
-        parts.append(_workload(w, show_site))
+        parts.append(_workload(w, show_site, show_hops))
     if plan.binding_constraints:
         bind = [f"{k} ({plan.slack.get(k, 0.0):.1%} room)" for k in plan.binding_constraints]
         parts.append(Text("binding constraints: " + ", ".join(bind)))
