@@ -7,7 +7,9 @@ as numpy columns over every candidate at once; a test holds the two to each othe
 
 A replica of S stages keeps S micro-batches of b sequences in flight. Stage s of `layers`
 blocks on k devices takes layers x (time per block) + the head and fixed step work + the hop to
-the next stage (when S > 1: the link's latency and transfer, plus the engine's own time per hop,
+the next stage (when S > 1: the latency and transfer of the route joining the two stages'
+machines, planner.estimator.routes, each stage charged the slowest hop leaving a stage of its
+kind, `kind_hops`; plus the engine's own time per hop,
 planner.schema.support.Engine.hop_overhead_us); the slowest stage sets the step T, a token
 advances every S x T and the replica makes b / T tokens/s. One sequence alone (nothing else in
 flight) waits for the sum of the stages instead (`single_stream_seconds`). Each device draws power at the share of T its memory is busy

@@ -1131,10 +1131,13 @@ class Objective(ProblemModel):
 
 class StatedLink(ProblemModel):
     """A network the problem states by its figures (a home router, an office switch, a
-    measured Wi-Fi), usable wherever a catalog link id is (`constraints.network`)."""
+    measured Wi-Fi), usable wherever a catalog link id is (`constraints.network`, a segment's
+    `link`, a machine's `network` or `attach`), or a link `between` two machine kinds or two
+    segments."""
 
     id: StatedId = Field(
-        description="The name `constraints.network` uses; not a catalog link's id."
+        description="The name `constraints.network` (or a segment, a machine) uses; not a "
+        "catalog link's id."
     )
     name: str | None = Field(None, max_length=MAX_NAME, description="Shown on the plan.")
     kind: Literal["ethernet", "wifi", "thunderbolt", "roce", "infiniband"] = Field(
@@ -1314,8 +1317,10 @@ class Problem(ProblemModel):
     links: list[StatedLink] = Field(
         default_factory=list,
         max_length=64,
-        description="Networks stated by their figures, named in `constraints.network` like a "
-        "catalog link: `[{id: home-lan, bandwidth_gbit_s: 1, latency_ms: 1}]`.",
+        description="Networks stated by their figures, named in `constraints.network` (or a "
+        "segment's `link`, a machine's `network` or `attach`) like a catalog link: "
+        "`[{id: home-lan, bandwidth_gbit_s: 1, latency_ms: 1}]`; with `between: [a, b]`, a "
+        "link joining only two machine kinds or two segments.",
     )
     machines: list[StatedMachine] = Field(
         default_factory=list,
