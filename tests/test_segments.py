@@ -250,6 +250,11 @@ def test_the_plan_shows_each_split_and_the_verifier_recomputes_it() -> None:
             "`nvlink5` is a device fabric that rtx-5060-ti-16gb does not carry",
         ),
         (
+            lambda d: d["links"][2].update(between=["home"]),
+            "links[2].between",
+            "needs at least 2 items",
+        ),
+        (
             lambda d: d["segments"].append({"id": "home", "link": "lab-lan"}),
             "segments[2].id",
             "two segments are named `home`",

@@ -1162,8 +1162,10 @@ class StatedLink(ProblemModel):
     price_usd_per_port: Annotated[
         Usd, Limit(ge=0, le=1e6, why="a million dollars is no port's price; check the units")
     ] = Field(0.0, description="What joining one more machine costs; 0: the network is there.")
-    between: tuple[StatedId, StatedId] | None = Field(
+    between: list[StatedId] | None = Field(
         None,
+        min_length=2,
+        max_length=2,
         description="What it joins directly, if not every machine: two `machines` kinds (a "
         "Thunderbolt cable between a mac-studio and a mac-mini) or two `segments` (the uplink "
         "between an office and a lab). A pipeline hop between those machines, or between "
