@@ -295,3 +295,11 @@ def test_a_plan_without_split_lines_passes_only_on_one_network() -> None:
     doc, cat = _plan_doc()
     found = plan_failures(plan_from_data(_drop_split_fields(doc), "p"), cat)
     assert any("hop_route`: `None`" in f for f in found), found
+
+
+def test_the_example_optimum_is_the_exhaustive_optimum() -> None:
+    """The example's 8 machines: the proved optimum equals the best multiset of unpruned
+    replica designs (tests/test_pool_optimality.py's search), routes and all."""
+    from test_pool_optimality import _assert_solver_meets_exhaustive
+
+    _assert_solver_meets_exhaustive(load_problem(POOL), "home-and-lab-pool")
