@@ -112,9 +112,9 @@ def kind_route(
         elif sa is not None and sb is not None:
             path.append(network_link(problem, cat))
         path.append(_lan(problem, cat, sb))
-    ends = [network_link(problem, cat, k.attach) for k in (ka,) if k and k.attach]
-    tail = [network_link(problem, cat, k.attach) for k in (kb,) if k and k.attach]
-    return Route(tuple(ends + path + tail))
+    head = [network_link(problem, cat, ka.attach)] if ka is not None and ka.attach else []
+    tail = [network_link(problem, cat, kb.attach)] if kb is not None and kb.attach else []
+    return Route(tuple(head + path + tail))
 
 
 def _lan(problem: Problem, cat: Catalog, segment: str | None) -> Link:
