@@ -25,7 +25,7 @@ import datetime
 import json
 import re
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -560,9 +560,13 @@ OWN_FIT: dict[str, str] = {"dgx-spark": "unified-memory"}
 # Training MFU per GPU generation within a class: published runs of one framework and model put
 # A100s at 0.5-0.65 MFU and H100s at 0.4-0.45 (llm-foundry's tables, torchtitan's; the Llama 3
 # paper's 38-43 % on H100): a newer part's peak grows faster than what feeds it, so one class
-# figure makes an H100 about 3.2x an A100 in training where runs measure 2-2.5x. Generations
-# without rows take the lowest fitted figure (borrowed_architectures).
-ARCHITECTURE_FIT = ("datacenter",)
+# figure makes an H100 about 3.2x an A100 in training where runs measure 2-2.5x. A generation's
+# tensor cores are one design across market segments (the RTX A6000 and the A100 are both Ampere,
+# the RTX 4090 and the L40S both Ada Lovelace), so the workstation and consumer classes are
+# fitted per generation too, and a generation without rows in its class takes the same
+# generation's figure from another class, else the lowest any measured generation reaches
+# (borrowed_architectures).
+ARCHITECTURE_FIT = ("datacenter", "workstation", "consumer")
 
 
 def group_rows(rows: Sequence[Row], key: str, sel: Callable[[Row], bool]) -> list[Row]:
@@ -586,37 +590,46 @@ def architecture_groups(rows: Sequence[Row]) -> dict[str, list[Row]]:
 
 
 def borrowed_architectures(params: Params) -> Params:
-    """Training MFU for every other architecture of a class fitted per generation: the lowest
-    figure any fitted generation of the class reaches. A part no run measured is not credited
-    with more than measured parts reach (the class's figure, an average over older and newer
-    parts, sat at an A100's MFU while H100 runs measured a third less, and would have let an
-    unmeasured MI300X or V100 out-train measured parts on a prior)."""
+    """Training MFU for every other architecture of a class fitted per generation (lender): the
+    same generation measured in another class, else the lowest figure any measured generation
+    reaches. A part no run measured is not credited with more than
+    measured parts reach (the class's figure, an average over older and newer parts, sat at an
+    A100's MFU while H100 runs measured a third less, and would have let an unmeasured MI300X or
+    V100 out-train measured parts on a prior)."""
     cat = load_catalog()
+    measured = [k for k in params if "/" in k and k.split("/", 1)[0] in ARCHITECTURE_FIT]
     out: Params = {}
+    if not measured:
+        return out
     for cls in ARCHITECTURE_FIT:
-        fitted = {k.split("/", 1)[1]: v for k, v in params.items() if k.startswith(f"{cls}/")}
-        if not fitted:
-            continue
-        lowest = lowest_fitted(fitted)
         archs = {d.architecture for d in cat.accelerators.values() if d.device_class == cls}
-        for arch in sorted(archs - set(fitted)):
-            out[f"{cls}/{arch}"] = dict(fitted[lowest])
+        for arch in sorted(archs):
+            key = f"{cls}/{arch}"
+            lent = lender(key, params, measured)
+            if lent is not None:
+                out[key] = dict(params[lent])
     return out
 
 
-def lowest_fitted(fitted: Mapping[str, Mapping[str, float]]) -> str:
-    """The fitted architecture with the lowest training MFU (the first by name on a tie)."""
-    return min(sorted(fitted), key=lambda a: fitted[a]["training_mfu"])
+def lender(key: str, params: Params, measured: Iterable[str]) -> str | None:
+    """For a `class/architecture` entry: None where it was fitted on rows of its own (a key of
+    `measured`), else the fitted entry it takes its figure from: the same generation in another
+    class, else the lowest fitted generation of any class (the lowest, on a tie the first by
+    name)."""
+    measured = sorted(set(measured))
+    if key in measured:
+        return None
+    arch = key.split("/", 1)[1]
+    same = [m for m in measured if m.split("/", 1)[1] == arch]
+    return min(same or measured, key=lambda m: params[m]["training_mfu"])
 
 
 def arch_note(
     key: str, params: Params, measured: Iterable[str], moe_measured: Iterable[str] = ()
 ) -> str:
     """Where a `class/architecture` entry's figures come from, factor by factor."""
-    lent = borrowed_from(key, params, measured)
-    notes = [
-        "training_mfu fitted" if lent is None else f"training_mfu: no rows, {lent}'s, the lowest"
-    ]
+    lent = lender(key, params, measured)
+    notes = ["training_mfu fitted" if lent is None else f"training_mfu: no rows, {lent}'s"]
     if "moe_routed_bytes" in params.get(key, {}):
         moe = set(moe_measured)
         cls = key.split("/", 1)[0]
@@ -629,17 +642,6 @@ def arch_note(
         else:
             notes.append("moe_routed_bytes: no rows, the class's")
     return "; ".join(notes)
-
-
-def borrowed_from(key: str, params: Params, measured: Iterable[str]) -> str | None:
-    """For a `class/architecture` entry: None where it was fitted on rows of its own (a key of
-    `measured`), else the fitted generation of its class it took its figure from."""
-    measured = set(measured)
-    if key in measured:
-        return None
-    cls = key.split("/", 1)[0]
-    mine = {m.split("/", 1)[1]: params[m] for m in measured if m.startswith(f"{cls}/")}
-    return lowest_fitted(mine)
 
 
 def fit_all(rows: Sequence[Row]) -> Params:
@@ -898,9 +900,8 @@ def report(
             out.append(f"| {e} (engine release, {n} rows) | {k} (added) | 0 | {v:g} |")
     measured = architecture_groups(rows)
     for key in sorted(k for k in fitted if "/" in k):
-        cls, lent = key.split("/", 1)[0], borrowed_from(key, fitted, measured)
-        what = f"{len(measured[key])} dense rows" if lent is None else f"no rows: {cls}/{lent}'s"
-        what += "" if lent is None else ", the lowest"
+        cls, lent = key.split("/", 1)[0], lender(key, fitted, measured)
+        what = f"{len(measured[key])} dense rows" if lent is None else f"no rows: {lent}'s"
         prior = f"{fitted[cls]['training_mfu']:g} (class)" if lent is None else "-"
         out.append(f"| {key} ({what}) | training_mfu | {prior} | {fitted[key]['training_mfu']:g} |")
         moe = moe_architecture_groups(rows).get(key, [])
@@ -913,8 +914,9 @@ def report(
     out.append(
         "Factors not listed kept their prior (no rows for that class and metric; "
         "dequant_ops_per_weight is held at its prior). Training MFU is fitted per GPU "
-        "generation of the datacenter class on its dense-model rows; a generation without "
-        "rows takes the lowest fitted figure. Mixture-of-experts training rows fit "
+        "generation of the datacenter, workstation and consumer classes on their dense-model "
+        "rows; a generation without rows in its class takes the same generation's figure from "
+        "another class, else the lowest fitted figure of any generation. Mixture-of-experts training rows fit "
         "moe_routed_bytes given that MFU (a class without such rows takes the largest fitted "
         "figure; the prior is a count of the passes routing makes, a floor). These are this "
         "fit's figures; "
@@ -1140,9 +1142,10 @@ HEADER = """\
 ARCHITECTURES_HEADER = """\
 # Training factors per GPU generation of a class (calibration/fit.py ARCHITECTURE_FIT). The MFU is
 # fitted on the dense-model training rows of each generation that has some (prior: the class's
-# figure), and every other generation of the class takes the lowest fitted figure; the routing
-# cost of MoE training (moe_routed_bytes) on its mixture-of-experts rows, every other generation
-# taking the largest fitted figure (no run measured it).
+# figure); a generation without rows in its class takes the same generation's figure from
+# another class (one tensor-core design), else the lowest figure any fitted generation reaches;
+# the routing cost of MoE training (moe_routed_bytes) on its mixture-of-experts rows, every
+# other generation taking the largest fitted figure (no run measured it).
 """
 # `--only` groups: the factors a partial refit rewrites.
 ENGINES_HEADER = """\
