@@ -70,3 +70,18 @@ def attention_flops_per_token_per_layer(m: ModelArch, context: float) -> float:
         a = m.mla
         return 2.0 * nh * context * (2 * a.kv_lora_rank + a.qk_rope_head_dim)
     return 4.0 * nh * m.attn_head_dim * context
+
+
+def training_attention_flops_per_token_per_layer(m: ModelArch, context: float) -> float:
+    """Score and value matmuls per token against `context` tokens when training: as
+    attention_flops_per_token_per_layer, except that MLA is not absorbed. Training up-projects the
+    latent into per-head keys of qk_nope + qk_rope dims and values of v_head dims and attends in
+    that space (DeepSeek-V2, section 2.1.2-2.1.3; Megatron-Core's MLASelfAttention): 2 x heads x
+    context x (qk_nope + qk_rope + v_head). Folding W^UK into the query and W^UV into the output
+    (the absorbed form, 2 x kv_lora + rope per head) saves decode's memory reads, not FLOPs: for
+    DeepSeek-V3 it costs 3.4x the per-head attention's."""
+    if m.mla is None:
+        return attention_flops_per_token_per_layer(m, context)
+    a = m.mla
+    dims = a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim
+    return 2.0 * m.num_attention_heads * context * dims

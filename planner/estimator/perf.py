@@ -22,6 +22,7 @@ from planner.estimator.architecture import (
     embedding_params,
     head_params,
     kv_elements_per_token_per_layer,
+    training_attention_flops_per_token_per_layer,
 )
 from planner.estimator.comm import ring_allreduce_seconds, tensor_parallel_allreduce_seconds
 from planner.estimator.devices import Array, Degree, DeviceTable
@@ -246,7 +247,7 @@ def training_flops_split(
     ColumnParallelLinear outside those modules (BF16)."""
     blocks = float(active_params(m) - embedding_params(m) - head_params(m))
     attended = causal_attended_tokens(m, seq_len)
-    attention = m.num_layers * attention_flops_per_token_per_layer(m, attended)
+    attention = m.num_layers * training_attention_flops_per_token_per_layer(m, attended)
     mult = 3.0 if method == "full" else 2.0
     recomputed = 1.0 if recompute == "full" else 0.0
     return (mult + recomputed) * 2.0 * blocks, (mult + recomputed) * attention + mult * 2.0 * (
