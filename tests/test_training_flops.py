@@ -25,9 +25,10 @@ from planner.estimator.perf import (
 # Llama 3.1 8B (Meta's config.json): 32 layers, hidden 4,096, MLP 14,336, 32 query heads and 8 KV
 # heads of 128, vocabulary 128,256, untied head.
 # One block: q and o 2 x 4,096^2, k and v 2 x 4,096 x 1,024, MLP 3 x 4,096 x 14,336, two norms
-# 2 x 4,096: 218,112,000; 32 blocks 6,979,584,000. Head 128,256 x 4,096 + the final norm 4,096.
+# 2 x 4,096: 218,112,000; 32 blocks 6,979,584,000. Output projection 128,256 x 4,096 (the final
+# norm's 4,096 weights are no matmul).
 BLOCKS_8B = 32 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096)
-HEAD_8B = 128256 * 4096 + 4096
+HEAD_8B = 128256 * 4096
 # Causal attention over 8,192 tokens: 4,096 attended on average, 4 x 32 heads x 128 x 4,096 per
 # layer (Kaplan et al. 2020, table 1), 32 layers.
 ATTENTION_8B_8K = 32 * 4 * 32 * 128 * 4096
@@ -46,6 +47,16 @@ def test_llama_8b_training_flops_by_hand() -> None:
     # LoRA: forward and activation gradients through the frozen matrices, 4N.
     lora, _ = training_flops_split(m, 8192, "lora", "selective")
     assert lora == 2 * 2 * BLOCKS_8B
+
+
+def test_a_tied_output_projection_still_costs_its_matmul() -> None:
+    """Llama 3.2 1B ties its output projection to the embedding (128,256 x 2,048): no weights of
+    its own, but the logits are still 2 V h FLOPs per token forward, 6 V h in training."""
+    m = load_catalog().model("llama-3.2-1b")
+    assert m.tie_word_embeddings
+    _, rest = training_flops_split(m, 2, "full", "none")
+    attention = 16 * 4 * 32 * 64 * 1.0  # 16 layers, 32 heads of 64, one token attended
+    assert rest == pytest.approx(3 * attention + 3 * 2 * 128256 * 2048)
 
 
 def test_fp8_speeds_up_the_linear_layers_only() -> None:

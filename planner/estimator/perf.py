@@ -240,19 +240,20 @@ def training_flops_split(
     m: ModelArch, seq_len: int, method: str, recompute: str
 ) -> tuple[float, float]:
     """training_flops_per_token in two parts: (the blocks' linear layers, the rest: attention's
-    score and value matmuls, the embedding and the output head). A low-precision training recipe
+    score and value matmuls and the output projection, 2 V h per token forward, tied to the
+    embedding or not; the embedding itself is a lookup, no FLOPs). A low-precision training recipe
     runs only the first part on its FP8 tensor path: Transformer Engine's FP8 recipes cover its
     Linear, LayerNormLinear and LayerNormMLP modules, while DotProductAttention stays in BF16
     unless the recipe sets fp8_dpa (off by default), and Megatron-LM's output layer is a plain
-    ColumnParallelLinear outside those modules (BF16)."""
+    ColumnParallelLinear outside those modules (BF16). Full recomputation repeats the blocks'
+    forward, not the output layer's (Narayanan et al. 2021, appendix)."""
     blocks = float(active_params(m) - embedding_params(m) - head_params(m))
     attended = causal_attended_tokens(m, seq_len)
     attention = m.num_layers * training_attention_flops_per_token_per_layer(m, attended)
+    logits = 2.0 * m.vocab_size * m.hidden_size
     mult = 3.0 if method == "full" else 2.0
     recomputed = 1.0 if recompute == "full" else 0.0
-    return (mult + recomputed) * 2.0 * blocks, (mult + recomputed) * attention + mult * 2.0 * (
-        head_params(m)
-    )
+    return (mult + recomputed) * 2.0 * blocks, (mult + recomputed) * attention + mult * logits
 
 
 def training_tokens_per_second(
