@@ -28,6 +28,7 @@ from planner.estimator.comm import ring_allreduce_seconds, tensor_parallel_allre
 from planner.estimator.devices import Array, Degree, DeviceTable
 from planner.estimator.formats import WeightFormat, weight_format
 from planner.estimator.memory import kv_shards
+from planner.estimator.moe_kernels import layer_overhead_scale
 from planner.schema.catalog import ModelArch
 
 LAYER_ALLREDUCES = 2  # Megatron-LM: after attention and after the MLP (Shoeybi et al. 2019)
@@ -153,9 +154,10 @@ def decode_layer_seconds(
     link_latency_s: float = 5e-6,
 ) -> Array:
     """Seconds for one block to advance `batch` sequences by one token, on `tp` devices:
-    the roofline, a fixed per-layer time, dequantization work and the TP all-reduces."""
+    the roofline, a fixed per-layer time (a MoE block's scaled by the kernels it adds,
+    moe_kernels.layer_overhead_scale), dequantization work and the TP all-reduces."""
     weights, t_mem, t_cmp = _decode_roofline(m, fmt, kv_dtype_bytes, dev, batch, context, tp)
-    t = np.maximum(t_mem, t_cmp) + dev.layer_overhead_s
+    t = np.maximum(t_mem, t_cmp) + dev.layer_overhead_s * layer_overhead_scale(m)
     if fmt.weight_only:
         # Unpacking each weight costs a few vector ops; FP32 vector units do it (llama.cpp/Marlin).
         t = t + weights / tp * dev.dequant_ops_per_weight / dev.fp32_flops
@@ -419,7 +421,7 @@ def serving_layer_seconds(
     else:
         touched = weight_params_touched_per_layer(m, tokens)
     t = _kernel_seconds(m, fmt, kv_dtype_bytes, dev, touched, b, p, tp, (context, prompt))
-    t = t + dev.layer_overhead_s
+    t = t + dev.layer_overhead_s * layer_overhead_scale(m)
     if fmt.weight_only:
         t = t + touched / tp * dev.dequant_ops_per_weight / dev.fp32_flops
     t = t + _tp_allreduce_seconds(m, dev, tokens, tp, link_bytes_s, link_latency_s)
