@@ -12,8 +12,8 @@ deviation (planner / measured - 1). Single-machine baseline rows are scored too 
 the pooled summary (they separate the device model's error from the split's).
 
 Result (catalog as of this commit): 84 rows (69 pooled, 15 one-machine baselines) from 26
-sources, 40 expressible: 32 pooled rows and 8 baselines. Pooled: median |deviation| 35.1 %,
-worst 175.0 % (8 x Pi 4B, Llama 2 70B, under distributed-llama 0.1.0). By engine:
+sources, 40 expressible: 32 pooled rows and 8 baselines. Pooled: median |deviation| 34.4 %,
+worst 174.9 % (8 x Pi 4B, Llama 2 70B, under distributed-llama 0.1.0). By engine:
 
 - distributed-llama, 20 rows, median 35.1 %. Each release is scored as it runs (catalog
   engines distributed-llama-0.3 and distributed-llama, planner.estimator.engine_topology;
@@ -21,38 +21,44 @@ worst 175.0 % (8 x Pi 4B, Llama 2 70B, under distributed-llama 0.1.0). By engine
   ten exchanges per block through the root, which reads the whole KV cache and runs the
   output head alone, each exchange with the engine's own 172 us (fitted on the 2 x Pi 5 Llama
   3 8B row's T, 80.11 ms, which the planner's 80.2 ms reproduces); two to four Pi 5s are
-  +3.3 to +44.8 % (were +22.3 to +75.7 % as ring all-reduces), two to four Pi 4Bs +34.5 to
+  +3.5 to +45.1 % (were +22.3 to +75.7 % as ring all-reduces), two to four Pi 4Bs +34.5 to
   +38.6 % (the one Pi 4B alone is +33.1 %, the device model's share), eight Pi 4Bs +122 to
   +175 % (their T jumps from 34 to 290 ms between four and eight, which issue #20 puts down to
   the switch). Releases from PR #64 exchange twice per block over a full mesh, each exchange
   with the engine's own 796 us (PR #64's 0.881 ms on two Pi 5s less the 84.8 us the link
-  takes): two Pi 5s +13.0 to +19.2 % on Llama 3 8B, four +32.0 to +43.5 % (PR #64's four
-  Pis take 1.18 ms per exchange, where one constant charges 0.95), TinyLlama 1.1B -18.3 and
-  -9.2 % (under PR #64 and 0.7.0 its exchanges take 0.20 and 0.31 ms where Llama 3 8B's take
+  takes): two Pi 5s +13.3 to +19.5 % on Llama 3 8B, four +32.3 to +43.8 % (PR #64's four
+  Pis take 1.18 ms per exchange, where one constant charges 0.95), TinyLlama 1.1B -18.2 and
+  -9.1 % (under PR #64 and 0.7.0 its exchanges take 0.20 and 0.31 ms where Llama 3 8B's take
   0.88 and 1.20: the time per exchange grows with the work per block, not with the bytes, so
   no latency + bytes / throughput pair fits both sizes; the .md page gives the figures). 0.6.0's rows are scored
   under the mesh although that release still exchanged through the root (its exchange count
   is not recorded).
-- exo tensor parallel over Thunderbolt 5 RDMA on 4 Mac Studios, 3 rows, median 21.8 %
-  (+17.0 %, +21.8 %; Kimi K2 +86.2 %); the one-machine Qwen3-235B run of another source is
-  +22.2 %, and scaled by it the pooled Qwen3-235B row is -0.4 %: the split itself adds almost
-  nothing to the error (no engine time per exchange
-  is charged: no source isolates one).
-- llama.cpp RPC, 6 rows, median 41.0 %: pipelines of 2-3 DGX Sparks (two sources), +23.5 to
-  +50.5 %, and an RTX 2060 Super with a laptop RTX 5060 over 1 GbE, -9.7 %. The engine's own
+- exo tensor parallel over Thunderbolt 5 RDMA on 4 Mac Studios, 3 rows, median 2.2 %
+  (+1.2 %, +2.2 %; Kimi K2 +51.9 %); the one-machine Qwen3-235B run of another source is
+  +9.7 %, and scaled by it the pooled Qwen3-235B row is -6.8 %: the split itself adds little
+  to the error (no engine time per exchange is charged: no source isolates one). These rows
+  were +17.0, +21.8 and +86.2 % (the one machine +22.2 %) before a MoE block's fixed time
+  counted the kernels it adds to a dense block's (planner.estimator.moe_kernels: routing, the
+  weighting of the k experts' outputs and their k - 1 adds, each shared expert's FFN).
+- llama.cpp RPC, 6 rows, median 38.9 %: pipelines of 2-3 DGX Sparks (two sources), +22.1 to
+  +48.2 %, and an RTX 2060 Super with a laptop RTX 5060 over 1 GbE, -10.8 %. The engine's own
   1.29 ms per hop comes from a third source (LLMKube's two Sparks); given each source's own
-  one-Spark run, the four Spark rows are +3.4, +4.2, -9.7 and -18.2 % (median 6.9 %): the
-  error is the one machine's (the one-Spark runs are +41.0 and +66.6 %, an MoE model in Q2_K;
-  the same Spark's other llama.cpp rows in the calibration table are within 20 %).
-- SGLang tensor parallel over four DGX Sparks on RoCE, GLM-4.7 in FP8, +6.7 %.
+  one-Spark run, the four Spark rows are +3.5, +4.3, -9.6 and -18.2 % (median 6.9 %): the
+  error is the one machine's (the one-Spark runs are +38.8 and +64.0 %, an MoE model in Q2_K;
+  the same Spark's other llama.cpp rows in the calibration table, MoE models in MXFP4 and
+  Q8_0 among them, are within 20 %).
+- SGLang tensor parallel over four DGX Sparks on RoCE, GLM-4.7 in FP8, +4.6 %.
 - vLLM tensor parallel on 2 DGX Sparks, +8.7 % (Llama 3.3 70B in BF16, CUDA graphs) and
-  +64.7 % (Qwen3-235B in GPTQ-Int4 with expert parallelism), each all-reduce at NCCL's
+  +62.0 % (Qwen3-235B in GPTQ-Int4 with expert parallelism), each all-reduce at NCCL's
   measured 31.9 us between two Sparks (roce-200g's allreduce_us).
 
-Baselines: 8 rows, median 25.3 % (Strix Halo +17.6 % and +27.8 %, M3 Ultra +22.2 %, Pi 5
-+5.2 % and +22.8 %, Pi 4B +33.1 %, the Spark's Q2_K runs +41.0 and +66.6 %). Given the
-source's own one-machine measurement (the second table), the split model is within 8.9 % at
-the median of 11 rows (distributed-llama 7 rows, 8.9 %; llama.cpp RPC 4 rows, 6.9 %), worst
+Baselines: 8 rows, median 22.6 % (Strix Halo +13.4 % and +21.9 %, M3 Ultra +9.7 %, Pi 5
++5.5 % and +23.2 %, Pi 4B +33.1 %, the Spark's Q2_K runs +38.8 and +64.0 %). The Pi rows run
+distributed-llama: the same Pi 5 under llama.cpp (Ollama, calibration/measurements.yaml,
+three models) is predicted within 10 %, so their error is the engine's kernels, not the
+device's bandwidth. Given the
+source's own one-machine measurement (the second table), the split model is within 8.8 % at
+the median of 11 rows (distributed-llama 7 rows, 8.8 %; llama.cpp RPC 4 rows, 6.9 %), worst
 +67.1 % (eight Pi 4Bs). 44 rows are not expressible, each saying why: devices the catalog
 lacks (BC250, whose vendor bandwidth no source gives; the NUC, whose model the source does not
 name; cloud VMs; the prima.cpp phone and laptops), models it lacks (GLM-5, GLM-5.1, Ministral
@@ -61,8 +67,8 @@ attention), vLLM runs with --enforce-eager (no
 source gives eager mode's time per layer apart from these rows, and published eager /
 CUDA-graph pairs disagree in sign), and rows whose link is not stated (or not which of two):
 `--assume-link eth-1g` scores the 13 of those that map otherwise apart (two of them Unsloth's
-UD-Q2_K_XL, a weight format added from its file's size: 2.701 bits per weight), median 37.8 %,
-worst 248.1 %, not part of the result.
+UD-Q2_K_XL, a weight format added from its file's size: 2.701 bits per weight), median 35.4 %,
+worst 248.6 %, not part of the result.
 
 How a row is computed (planner estimator functions only; nothing is fitted on these rows, but
 two catalog figures come from one each: distributed-llama's time per exchange, from
