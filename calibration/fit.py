@@ -192,7 +192,9 @@ def load_rows() -> tuple[list[Row], Skipped]:
         elif r.weights not in WEIGHT_FORMATS:
             skipped.append((r, f"weight format `{r.weights}` is not known to the estimator"))
         else:
-            rows.append(Row(r, cat.models[r.model], cat.accelerators[r.device], mean_context(r)))
+            rows.append(
+                Row(r, cat.models[r.model or ""], cat.accelerators[r.device], mean_context(r))
+            )
     return rows, skipped
 
 
@@ -327,7 +329,7 @@ def decode_tps(r: Row, params: Params) -> float:
     # every layer (link hops are negligible at batch 1). Other multi-device rows are tensor
     # parallel.
     tp = 1 if is_layer_split(r) else m.devices
-    fmt = weight_format(m.weights)
+    fmt = weight_format(m.weights or "")
     step = float(
         decode_step_seconds(
             r.model, fmt, kv_bytes(m.kv), dev, batch=batch, context=r.context, tp=tp
@@ -349,7 +351,7 @@ def prefill_tps(r: Row, params: Params) -> float:
     dev = device_table([r.device], params)
     batch = float(m.batch or 1)
     prompt = float(m.context or 512)
-    t = prefill_seconds(r.model, weight_format(m.weights), dev, batch=batch, prompt=prompt)
+    t = prefill_seconds(r.model, weight_format(m.weights or ""), dev, batch=batch, prompt=prompt)
     return batch * prompt / (float(t[0]) + engine_seconds(r, params))
 
 
@@ -378,7 +380,7 @@ def training_value(r: Row, params: Params) -> float:
     m = r.meas
     method, recompute = training_setup(r)
     seq = int(m.context or 2048)
-    fmt = weight_format("bf16" if m.weights == "nf4" else m.weights)
+    fmt = weight_format("bf16" if m.weights == "nf4" else m.weights or "")
     dev = device_table([r.device], params)
     tps = float(
         training_tokens_per_second(
@@ -401,7 +403,7 @@ def predict(r: Row, params: Params) -> float:
 
 def naive_tps(r: Row) -> float:
     """0.7 x peak bandwidth / bytes of weights read per token (active experts only for MoE)."""
-    m, fmt = r.model, weight_format(r.meas.weights)
+    m, fmt = r.model, weight_format(r.meas.weights or "")
     block = float(weight_params_touched_per_layer(m, 1.0)) * m.num_layers * fmt.bits_per_weight / 8
     head = head_params(m) * fmt.embedding_bits / 8
     return NAIVE_EFF * r.device.memory.bandwidth_gb_s * 1e9 / (block + head)

@@ -3,7 +3,6 @@ uses against the catalog (located errors with did-you-mean)."""
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -12,15 +11,14 @@ from pydantic import ValidationError
 
 from planner.catalog import Catalog, add_file_model, load_catalog
 from planner.errors import InputError, did_you_mean
-from planner.estimator.architecture import block_groups
 from planner.estimator.economics import available_modes, carbon_promise
 from planner.estimator.efficiency import Efficiency, load_efficiency
 from planner.estimator.formats import kv_bytes, weight_format
 from planner.estimator.hosts import placeable
-from planner.estimator.perf import beats_weight_read, weight_read_seconds
 from planner.estimator.support import architecture_allowed
 from planner.hf_config import load_hf_config
 from planner.load_network import check_machines, check_network, check_segments
+from planner.load_measured import check_devices, check_measured, read_tables
 from planner.schema.catalog import Accelerator, Link, ModelArch
 from planner.schema.overrides import apply_overrides, blame
 from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload
@@ -60,6 +58,7 @@ def parse_problem(
     `PATH=VALUE` assignments of a sweep point, applied after the `--set` overrides."""
     doc, origin = apply_overrides(doc, overrides, points)
     try:
+        doc = read_tables(doc, base, confine)
         problem = validate(doc, Problem)
         _file_models(problem, doc, base, confine)
         check_names(problem, load_catalog(), doc)
@@ -248,23 +247,7 @@ def _check_more_names(problem: Problem, cat: Catalog, where: Callable[[Loc], str
                 f"{', '.join(sorted({i.provider for i in cat.instances.values()}))} or an "
                 "instance id; see `planner catalog list instances`)"
             )
-    for i, w in enumerate(problem.workloads):
-        for key in ("capacity", "profiles"):
-            for j, m in enumerate(getattr(w, key, [])):
-                if m.device not in cat.accelerators:
-                    raise InputError(
-                        f"{where(('workloads', i, key, j, 'device'))}workload `{w.name}`: "
-                        f"unknown device `{m.device}`{did_you_mean(m.device, cat.accelerators)}"
-                    )
-        heads = cat.models[w.model].num_attention_heads if w.model in cat.models else None
-        for j, pr in enumerate(getattr(w, "profiles", [])):
-            if heads is not None and heads % pr.tp:
-                raise InputError(
-                    f"{where(('workloads', i, 'profiles', j, 'tp'))}workload `{w.name}`: a "
-                    f"group of {pr.tp} does not split {w.model}'s {heads} attention heads, so no "
-                    "stage runs at that degree and the figure would go unused; give the degree "
-                    "it was measured at"
-                )
+    check_devices(problem, cat, where)
     region = problem.carbon.region if problem.carbon else None
     if region is not None and region not in cat.regions:
         raise InputError(
@@ -275,9 +258,10 @@ def _check_more_names(problem: Problem, cat: Catalog, where: Callable[[Loc], str
     check_segments(problem, cat, where)
     _check_owned(problem, cat, where)
     _check_fabrics(problem, cat, where)
+    names = _device_ids(problem, cat) - set(problem.constraints.excluded_devices)
     for i, w in enumerate(problem.workloads):
-        if isinstance(w, InferenceWorkload) and w.profiles:
-            _check_profiles(problem, cat, where, i, w)
+        if isinstance(w, InferenceWorkload) and w.measured_entries:
+            check_measured(problem, cat, where, i, w, names)
     seen: dict[str, int] = {}
     for j, owned in enumerate(problem.constraints.inventory):
         if owned.device in seen:
@@ -476,59 +460,3 @@ def _check_fabrics(problem: Problem, cat: Catalog, where: Callable[[Loc], str]) 
                 f"{where(at)}`{link.id}` is a device fabric that {', '.join(odd)} does not "
                 f"carry: name {between}"
             )
-
-
-def _check_profiles(
-    problem: Problem, cat: Catalog, where: Callable[[Loc], str], i: int, w: InferenceWorkload
-) -> None:
-    """A workload's measured figures are of devices the problem may use, at degrees its
-    stages may take; times per block no faster than reading the block's weights at the
-    device's peak bandwidth allows (by half), and not falling as the batch grows."""
-    c = problem.constraints
-    names = _device_ids(problem, cat) - set(c.excluded_devices)
-    m = cat.models.get(w.model)
-    # The least a token reads of one block's weights: the smallest block's (an MoE block's
-    # active experts), in the workload's format.
-    read = (
-        min(g.active_params for g in block_groups(m)) * weight_format(w.weights).bits_per_weight / 8
-        if m is not None
-        else 0.0
-    )
-    decode: dict[tuple[str, int], list[tuple[int, float, int]]] = {}
-    for j, p in enumerate(w.profiles):
-        at = ("workloads", i, "profiles", j)
-        if p.device not in names:
-            raise InputError(
-                f"{where((*at, 'device'))}workload `{w.name}`: `{p.device}` is not a device "
-                "this problem may use (constraints.allowed_devices, excluded_devices, "
-                "inventory), so the figure would go unused: drop it or allow the device"
-            )
-        if p.tp > c.max_tensor_parallel:
-            raise InputError(
-                f"{where((*at, 'tp'))}workload `{w.name}`: no stage runs at tp {p.tp} under "
-                f"constraints.max_tensor_parallel {c.max_tensor_parallel}, so the figure would "
-                "go unused: drop it or raise the limit"
-            )
-        if p.ms is None or m is None:
-            continue
-        d = cat.accelerators[p.device]
-        least = weight_read_seconds(read, p.tp, d.memory.bandwidth_gb_s)
-        if beats_weight_read(p.ms * 1e-3, least):
-            raise InputError(
-                f"{where((*at, 'ms'))}workload `{w.name}`: {p.ms:g} ms per block on {p.device} "
-                f"is faster than reading the block's weights ({least * 1e3:.3g} ms at the "
-                f"device's peak {d.memory.bandwidth_gb_s:g} GB/s{' over tp ' + str(p.tp) if p.tp > 1 else ''}) "
-                "allows: check the unit (ms per block, one transformer layer)"
-            )
-        if p.metric == "decode_ms_per_layer" and p.batch is not None:
-            decode.setdefault((p.device, p.tp), []).append((p.batch, p.ms, j))
-    for points in decode.values():
-        points.sort()
-        for (b0, t0, _), (b1, t1, j) in itertools.pairwise(points):
-            if t1 < t0 * 0.95:
-                raise InputError(
-                    f"{where(('workloads', i, 'profiles', j, 'ms'))}workload `{w.name}`: a "
-                    f"decode step of {b1} sequences at {t1:g} ms per block is faster than one "
-                    f"of {b0} at {t0:g} ms: a larger batch never takes less time; check the "
-                    "figures"
-                )

@@ -500,8 +500,8 @@ def only_device(problem: Problem, dev: str) -> Problem:
     entries kept: an entry for another device names a replica this problem cannot have)."""
     c = problem.constraints
     workloads = [
-        w.model_copy(update={"capacity": [m for m in w.capacity if m.device == dev]})
-        if isinstance(w, InferenceWorkload) and w.capacity
+        w.keeping(lambda m: m.metric != "requests_per_s" or m.device == dev)
+        if isinstance(w, InferenceWorkload) and w.capacities
         else w
         for w in problem.workloads
     ]

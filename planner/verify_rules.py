@@ -149,7 +149,7 @@ def _headroom(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
             if isinstance(w, InferenceWorkload):  # a stated memory_gb caps it
                 capped = w.capped_usable(s.device, usable)
                 if capped < usable:
-                    usable, limit = capped, f"workloads.{w.name}.profiles (memory_gb)"
+                    usable, limit = capped, f"{w.memory_cap_where(s.device)} (memory_gb)"
             used = s.memory_bytes.get("total", 0.0)
             if _over(used, usable):
                 out.append(

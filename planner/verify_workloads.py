@@ -240,7 +240,7 @@ def check_stages(
         if isinstance(w, InferenceWorkload):  # a stated memory_gb caps it
             capped = w.capped_usable(s.device, usable)
             if capped < usable:
-                usable, cap = capped, f" (the memory_gb of workloads.{w.name}.profiles)"
+                usable, cap = capped, f" (the memory_gb of {w.memory_cap_where(s.device)})"
         f.limit(f"memory:{w.name}", mem["total"], usable)
         if mem["total"] > usable * (1 + REL_TOL):
             fail(
@@ -600,7 +600,7 @@ def _measured(w: InferenceWorkload, wp: WorkloadPlan, name: str) -> float | None
     if len(wp.stages) != 1:
         return None
     st = wp.stages[0]
-    for m in w.capacity:
+    for m in w.capacities:
         if (m.device, m.tp, m.request_class) == (st.device, st.tp, name):
             return m.requests_per_s
     return None

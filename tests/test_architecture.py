@@ -19,6 +19,7 @@ STAGES = [
     "estimator",
     "hf_config",  # a config.json into a model architecture (checked with the estimator)
     "load_network",  # a problem's networks checked against the catalog (load calls it)
+    "load_measured",  # a workload's measured figures: tables read in, checked against the catalog
     "load",  # a problem file: read, override, validate, names checked against the catalog
     "prices",  # cloud price lists (SkyPilot, gpuhunt) into a user catalog overlay
     "model",

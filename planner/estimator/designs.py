@@ -149,7 +149,7 @@ def stage_specs(cat: Catalog, problem: Problem, d: Design) -> list[StageSpec]:
         acc = cat.accelerator(s.device)
         if s.dense:
             acc = derated.get(s.device) or derated.setdefault(s.device, sustained(acc, problem))
-        profile = layer_profile(w, s.device, s.tp)
+        profile = layer_profile(w, s.device, s.tp, cat, acc, d.engine)
         if s.across_machines:
             net, x = group_link(problem, cat, s.device), exchange_overhead_s(cat, d.engine)
             lay = exchange_layout(cat, d.engine, cat.model(w.model)) if w else None
@@ -422,7 +422,7 @@ def inference_designs(
         return []
     st = _setting(w, problem, cat, shared.table(devs, cat), m, sorted(options, key=lambda o: o.tp))
     st = _with_runtimes(st, cat, [_runtime(runs, o.device.id) for o in st.opts])
-    if w.profiles:
+    if w.has_profiles:
         st = _with_profiles(st, cat, problem, shared.table(devs, cat))
     parts = [_homogeneous(st, c.max_stages)]
     pairs = _pairable(st, cat, problem) if c.heterogeneous_pipelines and len(devs) > 1 else None
@@ -778,7 +778,7 @@ def _setting(
     emb, head = end_weight_bytes(m, fmt)
     kv_layer_seq = kv_bytes_per_token(m, kvb) / L * attended_tokens(m, w.context_tokens)
     usable = table.usable_bytes(c.memory_headroom)[rows]
-    if w.profiles:  # a stated memory_gb caps what one device may fill (a desktop, an OS share)
+    if w.layer_times:  # a stated memory_gb caps what one device may fill (a desktop, an OS share)
         stated = {d: w.memory_cap_bytes(d) for d in {o.device.id for o in opts}}
         usable = np.minimum(usable, [stated[o.device.id] or math.inf for o in opts])
     div_of = {k: kv_shard_divisor(m, k) for k in set(tp.tolist())}
@@ -1496,7 +1496,7 @@ def _with_profiles(st: _Setting, cat: Catalog, problem: Problem, table: DeviceTa
     chunks = np.array([chunk_mix(int(b), P, out, b * P / out)[0] for b in st.levels.tolist()])
     tau_d, tau_c = st.tau_d.copy(), st.tau_c.copy()
     for j, o in enumerate(st.opts):
-        profile = layer_profile(w, o.device.id, o.tp)
+        profile = layer_profile(w, o.device.id, o.tp, cat, o.device, st.runtimes[j].engine)
         if profile is None:
             continue
         spec = StageSpec(

@@ -12,13 +12,14 @@ from planner.estimator.designs import Design, inference_designs
 from planner.estimator.devices import device_table
 from planner.estimator.formats import weight_format
 from planner.schema.catalog import Accelerator
-from planner.schema.problem import InferenceWorkload, MeasuredCapacity, Problem, RequestClass
+from planner.schema.measurements import Measurement
+from planner.schema.problem import InferenceWorkload, Problem, RequestClass
 
 
 def measured_classes(w: InferenceWorkload, device: str, tp: int) -> set[str]:
     """The request classes measured on one stage of `tp` x `device` (their rates stand for
     any replica of that device and degree)."""
-    return {m.request_class for m in w.capacity if (m.device, m.tp) == (device, tp)}
+    return {str(m.request_class) for m in w.capacities if (m.device, m.tp) == (device, tp)}
 
 
 def measured_rate(w: InferenceWorkload, d: Design, k: int) -> float | None:
@@ -27,7 +28,7 @@ def measured_rate(w: InferenceWorkload, d: Design, k: int) -> float | None:
         return None
     st = d.stages[0]
     name = w.request_mix[k].name
-    for m in w.capacity:
+    for m in w.capacities:
         if m.device == st.device and m.tp == st.tp and m.request_class == name:
             return m.requests_per_s
     return None
@@ -51,7 +52,7 @@ def with_measured(
     out."""
     assert w.request_mix is not None
     cls = w.request_mix[c_i]
-    measured = [m for m in w.capacity if m.request_class == cls.name]
+    measured = [m for m in w.capacities if m.request_class == cls.name]
     if measured and prune:
         # A measured replica may be one pruning dropped (dominated by the estimate); it
         # must stay a candidate, so its single-stage designs come from the full list.
@@ -89,7 +90,7 @@ def with_measured(
 def _check_measured(
     w: InferenceWorkload,
     cls: RequestClass,
-    m: MeasuredCapacity,
+    m: Measurement,
     m_i: int,
     cat: Catalog,
     where: str,

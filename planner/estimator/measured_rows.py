@@ -21,7 +21,7 @@ def check_speeds(table: MeasurementFile, doc: Located, m: ModelArch, cat: Catalo
     blocks = sum(g.count * g.active_params for g in block_groups(m))
     for j, r in enumerate(table.measurements):
         acc = cat.accelerators.get(r.device)
-        fmt = WEIGHT_FORMATS.get(r.weights)
+        fmt = WEIGHT_FORMATS.get(r.weights or "")
         if r.model != m.id or r.metric != "decode_tokens_per_s" or not (acc and fmt and r.batch):
             continue
         read = blocks * fmt.bits_per_weight / 8
@@ -64,6 +64,11 @@ def _why_unused(
     r: Measurement, m: ModelArch, e: Estimate | None, q: InferenceQuery, cat: Catalog
 ) -> str:
     """The first way row `r` differs from the estimate of its device, `e`."""
+    if not r.replica:
+        return (
+            f"metric `{r.metric}` is a serving workload's figure (a problem file's "
+            "`measured:` applies it); estimate replaces only decode_tokens_per_s"
+        )
     if r.model != m.id:
         if r.model not in cat.models:
             return f"model `{r.model}` is not in the catalog (`planner catalog list models`)"

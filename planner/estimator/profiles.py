@@ -1,4 +1,5 @@
-"""Measured times per block in place of the estimator's (InferenceWorkload.profiles).
+"""Measured times per block in place of the estimator's (a serving workload's `measured`
+entries, planner.schema.measurements; `profiles` is their older spelling).
 
 A profile gives, for one device type at one tensor-parallel degree and the workload's model and
 formats, the time one block takes for a decode step at some batch sizes and for one prompt's
@@ -19,6 +20,14 @@ per block (t the estimate): a profile of decode points alone leaves the prompt w
 estimator's, and at a measured point the time is exactly the measurement. The estimate includes
 everything the replica's per-block time does (the serving engine's own time per block, the
 all-reduces of a tensor-parallel group), since a measurement does.
+
+A whole-replica figure of a single-stage replica (decode tokens/s of `devices` devices in tensor
+parallel at a batch, or ms per output token) is a decode point too: the step it measures,
+batch / tokens/s, less the work outside the blocks that the replica's step adds to them (the
+output head on the group, the device's step overhead, the engine's time per step and its host
+work per sequence: planner.estimator.replica.inference_replica, designs._setting), spread over
+the model's blocks. A single-stage replica at that batch then takes exactly the measured step,
+as `planner estimate --measured` reports it (planner.estimator.estimate.estimate_inference).
 """
 
 from __future__ import annotations
@@ -29,6 +38,13 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from planner.catalog import Catalog
+from planner.estimator.devices import device_table
+from planner.estimator.formats import weight_format
+from planner.estimator.perf import head_seconds
+from planner.estimator.support import engine_times
+from planner.schema.catalog import Accelerator
+from planner.schema.measurements import Measurement
 from planner.schema.problem import InferenceWorkload, Workload
 
 Floats = npt.NDArray[np.float64]
@@ -45,26 +61,81 @@ class LayerProfile:
     prefill: tuple[tuple[float, float], ...] = ()
 
 
-def layer_profile(w: Workload | None, device: str, tp: int) -> LayerProfile | None:
-    """The workload's measured times for `device` at degree `tp`, if it states any."""
-    if not isinstance(w, InferenceWorkload) or not w.profiles:
+def layer_profile(
+    w: Workload | None,
+    device: str,
+    tp: int,
+    cat: Catalog | None = None,
+    acc: Accelerator | None = None,
+    engine: str | None = None,
+) -> LayerProfile | None:
+    """The workload's measured times for `device` at degree `tp`, if it states any. Its
+    whole-replica decode figures need the catalog, the stage's accelerator `acc` (the
+    catalog's `device` unless given: a derated copy) and the serving `engine`."""
+    if not isinstance(w, InferenceWorkload) or not w.has_profiles:
         return None
-    rows = [p for p in w.profiles if p.device == device and p.tp == tp]
-    if not rows:
-        return None
-    decode = sorted(
-        (float(p.batch), p.ms * 1e-3)
+    rows = [p for p in w.layer_times if p.device == device and p.tp == tp]
+    decode = [
+        (float(p.batch), p.value * 1e-3)
         for p in rows
-        if p.metric == "decode_ms_per_layer" and p.batch is not None and p.ms is not None
-    )
+        if p.metric == "decode_ms_per_layer" and p.batch is not None
+    ]
+    whole = [m for m in w.replica_figures if replica_decode_step(m, w, device, tp) is not None]
+    if whole:
+        if cat is None:
+            raise ValueError("whole-replica figures need the catalog to become per-block times")
+        acc = acc or cat.accelerator(device)
+        decode += [(float(m.batch or 1), block_seconds(m, w, cat, acc, engine)) for m in whole]
     prefill = sorted(
-        (float(p.prompt_tokens), p.ms * 1e-3)
+        (float(p.prompt_tokens), p.value * 1e-3)
         for p in rows
-        if p.metric == "prefill_ms_per_layer" and p.prompt_tokens is not None and p.ms is not None
+        if p.metric == "prefill_ms_per_layer" and p.prompt_tokens is not None
     )
     if not decode and not prefill:
         return None  # only a memory figure for this device (InferenceWorkload.memory_cap_bytes)
-    return LayerProfile(tuple(decode), tuple(prefill))
+    return LayerProfile(tuple(sorted(decode)), tuple(prefill))
+
+
+def replica_decode_step(m: Measurement, w: InferenceWorkload, device: str, tp: int) -> float | None:
+    """Seconds of the decode step a whole-replica figure measures on `tp` x `device` for `w`
+    (batch / tokens/s, or ms per output token), or None where it is not one: another metric,
+    device, degree, model or format, or a saturated server's unknown batch."""
+    if m.metric not in ("decode_tokens_per_s", "ms_per_output_token") or m.batch is None:
+        return None
+    if (m.device, m.devices) != (device, tp):
+        return None
+    said = {"model": w.model, "weights": w.weights}
+    if any(getattr(m, k) not in (None, v) for k, v in said.items()) or m.kv != w.kv:
+        return None
+    if m.metric == "ms_per_output_token":
+        return m.value * 1e-3
+    return m.batch / m.value
+
+
+def outside_blocks(
+    w: InferenceWorkload, cat: Catalog, acc: Accelerator, tp: int, batch: float, engine: str | None
+) -> float:
+    """Seconds a single-stage replica's decode step of `batch` sequences spends outside its
+    blocks: the output head on the group, the device's step overhead, the engine's time per
+    step and its host work per sequence (planner.estimator.replica.inference_replica)."""
+    t = engine_times(cat, engine)
+    dev = device_table([acc])
+    fmt = weight_format(w.weights)
+    head = float(np.ravel(head_seconds(cat.model(w.model), fmt, dev, batch))[0]) / tp
+    fixed = float(dev.step_overhead_s[0]) + t["engine_step_s"]
+    return head + fixed + t["host_s_per_token"] * batch
+
+
+def block_seconds(
+    m: Measurement, w: InferenceWorkload, cat: Catalog, acc: Accelerator, engine: str | None
+) -> float:
+    """The time per block a whole-replica decode figure stands for (module docstring); at
+    least a microsecond (the loader refuses a figure faster than the work outside the blocks,
+    planner.load_measured)."""
+    step = replica_decode_step(m, w, m.device, m.devices)
+    assert step is not None and m.batch is not None
+    rest = outside_blocks(w, cat, acc, m.devices, float(m.batch), engine)
+    return max(step - rest, 1e-6) / cat.model(w.model).num_layers
 
 
 def _ratio(

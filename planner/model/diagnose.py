@@ -63,8 +63,8 @@ def why_no_design(w: InferenceWorkload | TrainingWorkload, problem: Problem, cat
         and not capped
         else ""
     )
-    if capped:
-        kept = f"raise the memory_gb profile figures (workloads.{w.name}.profiles), "
+    if capped and isinstance(w, InferenceWorkload):
+        kept = f"raise the memory_gb profile figures ({w.memory_cap_where(biggest.id)}), "
     if need > most:
         return text + (
             f", and at most {c.max_stages} stages x {tp}-way tensor "
@@ -254,7 +254,7 @@ def capped_out(tables: Tables) -> list[str]:
             continue
         used = {dev for d in tables.designs.get(w.name, []) for dev in d.devices}
         headroom = tables.problem.constraints.memory_headroom
-        for p in w.profiles:
+        for p in w.layer_times:
             e = tables.econ.get(p.device)
             if p.metric != "memory_gb" or e is None or p.device in used:
                 continue
@@ -262,6 +262,6 @@ def capped_out(tables: Tables) -> list[str]:
             if w.capped_usable(p.device, usable) < usable:
                 out.append(
                     f"workload `{w.name}`: no design on {p.device} fits in its memory_gb figure "
-                    f"({p.gb:g} GB, workloads.{w.name}.profiles); raise it to plan with {p.device}"
+                    f"({p.gb:g} GB, workloads.{w.name}.measured); raise it to plan with {p.device}"
                 )
     return out

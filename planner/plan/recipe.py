@@ -56,7 +56,7 @@ def served_sequences(
     workload's ceiling where it states one, else the design's): a measured replica launched at
     the sized design's batch would hold too few of them."""
     seqs = batch * len(stages)
-    if len(stages) != 1 or role != "both" or not w.capacity or w.request_mix is None:
+    if len(stages) != 1 or role != "both" or not w.capacities or w.request_mix is None:
         return seqs
     if not any(served.get(c, 0.0) > 0 for c in measured_classes(w, *stages[0])):
         return seqs

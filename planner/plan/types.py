@@ -283,7 +283,7 @@ class WorkloadPlan:
             ):
                 acc = sustained(acc, problem)
             layers = s.layers[1] - s.layers[0] + 1
-            profile = layer_profile(w, s.device, s.tp)
+            profile = layer_profile(w, s.device, s.tp, cat, acc, self.engine)
             if s.across_machines and problem is not None:
                 net, x = group_link(problem, cat, s.device), exchange_overhead_s(cat, self.engine)
                 lay = exchange_layout(cat, self.engine, cat.model(w.model)) if w else None

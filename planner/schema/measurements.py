@@ -1,19 +1,39 @@
-"""Measured performance: a table of (model, device, format, batch) -> measured figure.
+"""Measured performance: one entry format for every measured figure.
 
-The same format serves two purposes: the calibration table in the repository (published
-measurements with sources) and a user's own measurements, which replace the estimate.
+An entry names a device (a tensor-parallel group of `devices`, or `tp`, of them), the
+conditions it was measured at (batch, context or prompt_tokens, request class) and a metric
+with its value in the metric's unit. The same format serves the calibration table in the
+repository (published measurements with sources), a user's table for `planner estimate
+--measured`, and a serving workload's `measured:` list in a problem file (inline, or the path
+of such a table), where it replaces the estimate.
 """
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 
-from planner.schema.catalog import Frozen, Reference
+from planner.schema.catalog import Frozen, KeyValueError, Reference
+from planner.schema.units import DATA_SIZE, DURATION, SHARE, TOKEN_RATE, Family, parse_quantity
 from planner.schema.yaml_io import Located, read_yaml, validate
 
+# Whole-replica figures: a replica of `devices` devices at a batch (the calibration table's rows).
+REPLICA_METRICS = (
+    "decode_tokens_per_s",
+    "prefill_tokens_per_s",
+    "train_tokens_per_s_per_device",
+    "train_mfu",
+    "peak_memory_gb",
+    "ms_per_output_token",
+)
+# Figures of one device type in a serving workload: the time per transformer block of a decode
+# step (by batch) or of one prompt's prefill (by prompt length), the memory one device may fill,
+# and the requests/s of one request class a single-stage replica sustains.
+WORKLOAD_METRICS = ("decode_ms_per_layer", "prefill_ms_per_layer", "memory_gb", "requests_per_s")
 Metric = Literal[
     "decode_tokens_per_s",
     "prefill_tokens_per_s",
@@ -21,40 +41,232 @@ Metric = Literal[
     "train_mfu",
     "peak_memory_gb",
     "ms_per_output_token",
+    "decode_ms_per_layer",
+    "prefill_ms_per_layer",
+    "memory_gb",
+    "requests_per_s",
 ]
+
+REQUEST_RATE = Family(
+    "a rate of requests",
+    "requests/s",
+    {u: Fraction(1) for u in ("", "/s", "requests/s", "request/s", "req/s", "rps")},
+    "requests/s",
+    "`30` or `30 requests/s`",
+)
+_MS = DURATION.per(Fraction(1, 1000), "ms", "`2.4 ms` or `900 us`")
+# Each metric's unit (the unit its value is kept in) and how it may be written.
+UNITS: dict[str, Family] = {
+    "decode_tokens_per_s": TOKEN_RATE,
+    "prefill_tokens_per_s": TOKEN_RATE,
+    "train_tokens_per_s_per_device": TOKEN_RATE,
+    "train_mfu": SHARE,
+    "peak_memory_gb": DATA_SIZE,
+    "ms_per_output_token": _MS,
+    "decode_ms_per_layer": _MS,
+    "prefill_ms_per_layer": _MS,
+    "memory_gb": DATA_SIZE,
+    "requests_per_s": REQUEST_RATE,
+}
+# The most a value may be, in its unit, and why (a slip of units shows here first).
+_MOST: dict[str, tuple[float, str]] = {
+    "decode_ms_per_layer": (60_000, "a minute per block is no measurement of a serving step"),
+    "prefill_ms_per_layer": (60_000, "a minute per block is no measurement of a serving step"),
+    "ms_per_output_token": (600_000, "ten minutes per token is no measurement of decoding"),
+    "memory_gb": (100_000, "no device holds 100 TB"),
+    "peak_memory_gb": (100_000, "no device holds 100 TB"),
+    "requests_per_s": (1e6, "a million requests/s from one replica is not a measurement"),
+    "train_mfu": (1.0, "a model FLOPs utilization is at most 100 %"),
+}
+# The conditions each metric is measured at: required (True) or allowed (False); any other
+# condition is refused. Whole-replica rows keep their old defaults (batch 1, context 0).
+_CONDITIONS: dict[str, dict[str, bool]] = {
+    "decode_ms_per_layer": {"batch": True},
+    "prefill_ms_per_layer": {"prompt_tokens": True},
+    "memory_gb": {},
+    "requests_per_s": {"class": True},
+}
+_WHY = {
+    "batch": "the sequences decoding at once",
+    "prompt_tokens": "the prompt's length in tokens",
+    "class": "the request class (a name in the workload's request_mix)",
+}
+
+
+def _value(metric: str, value: object, unit: object) -> float:
+    """A measurement's value in its metric's unit: a number (in `unit` where given), or a string
+    with its unit (`2.4 ms`, `22 GiB`); a unit of another kind is an error naming both."""
+    family = UNITS[metric]
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise KeyValueError("`value` must be a number or a number with its unit", ("value",))
+    if unit is not None and not isinstance(unit, str):
+        raise KeyValueError(f"`unit` must be a unit's name, e.g. {family.unit}", ("unit",))
+    if isinstance(value, str) and unit is not None:
+        raise KeyValueError(
+            f"the unit is given twice (`value: {value}` and `unit: {unit}`): keep one", ("unit",)
+        )
+    if isinstance(value, float) and not math.isfinite(value):
+        raise KeyValueError(f"got {value}; write a finite number", ("value",))
+    text = f"{value} {unit}" if unit is not None else value
+    try:
+        got = parse_quantity(text, family) if isinstance(text, str) else Fraction(text)
+    except ValueError as e:
+        raise KeyValueError(
+            f"{metric} is {family.kind} in {family.unit or 'a plain number'}: {e}",
+            ("unit",) if unit is not None else ("value",),
+        ) from None
+    out = float(got)
+    if not math.isfinite(out) or out <= 0:
+        raise KeyValueError(f"`value` must be more than 0, got {out:g}", ("value",))
+    most, why = _MOST.get(metric, (math.inf, ""))
+    if out > most:
+        raise KeyValueError(
+            f"{metric} must be at most {most:,g} {family.unit}, got {out:,g}: {why}; check the "
+            "unit",
+            ("value",),
+        )
+    return out
 
 
 class Measurement(Frozen):
-    """One measured figure. Infinity and NaN are not measurements (a `.inf` value once printed
-    "inf tokens/s" and wrote `Infinity` into JSON)."""
+    """One measured figure: a device (a tensor-parallel group of `devices` of them), the
+    conditions it was measured at, and a metric with its value in the metric's unit (UNITS).
+    Infinity and NaN are not measurements (a `.inf` value once printed "inf tokens/s" and wrote
+    `Infinity` into JSON).
 
-    model_config = ConfigDict(allow_inf_nan=False)
+    Whole-replica rows (REPLICA_METRICS) name their model and weight format in a table of their
+    own (the calibration table, `planner estimate --measured`); in a problem file's workload
+    they default to the workload's. Workload figures (WORKLOAD_METRICS) are of the workload's
+    model and formats."""
 
-    model: str = Field(description="Catalog model id.")
-    device: str = Field(description="Catalog device id.")
-    devices: int = Field(1, ge=1, description="Devices used (tensor parallel), all of this type.")
-    weights: str = Field(description="Weight format id (fp16, q4_0, awq-int4...).")
+    model_config = ConfigDict(allow_inf_nan=False, serialize_by_alias=True)
+
+    model: str | None = Field(None, description="Catalog model id (a problem: the workload's).")
+    device: str = Field(min_length=1, description="Catalog device id.")
+    devices: int = Field(
+        1,
+        ge=1,
+        le=100_000,
+        description="Devices used (tensor parallel), all of this type; `tp` is the same key.",
+    )
+    weights: str | None = Field(
+        None, description="Weight format id (fp16, q4_0, awq-int4...; a problem: the workload's)."
+    )
     kv: str = Field("fp16", description="KV-cache format id.")
     metric: Metric
     batch: int | None = Field(
-        1,
+        None,
         ge=1,
-        description="Concurrent sequences; null for a saturated server whose batch is not published.",
+        le=65_536,
+        description="Concurrent sequences; null for a saturated server whose batch is not "
+        "published. Whole-replica rows: 1 where left out.",
     )
     context: int | None = Field(
-        0, ge=0, description="Tokens in context while decoding, or prompt length."
+        None,
+        ge=0,
+        description="Tokens in context while decoding, or prompt length (whole-replica rows; "
+        "0 where left out).",
     )
-    value: float = Field(gt=0)
+    prompt_tokens: int | None = Field(
+        None, ge=1, le=2 * 2**20, description="prefill_ms_per_layer: the prompt's length."
+    )
+    request_class: str | None = Field(
+        None, alias="class", description="requests_per_s: the request class measured."
+    )
+    value: float = Field(gt=0, description="The figure, in the metric's unit (`unit`).")
+    unit: str = Field("", description="The metric's unit (filled in; given, it must agree).")
     engine: str | None = None
     source: str | None = Field(
         None, description="Reference id (required in the calibration table)."
     )
     notes: str | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _read(cls, data: Any) -> Any:
+        """`tp` for `devices`; the value in its metric's unit; each metric's conditions."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if "tp" in data:
+            if "devices" in data:
+                raise KeyValueError("`tp` and `devices` are the same key: give one", ("tp",))
+            data["devices"] = data.pop("tp")
+        metric = data.get("metric")
+        if metric not in UNITS or "value" not in data:
+            return data  # the field validators name what is wrong
+        data["value"] = _value(metric, data["value"], data.get("unit"))
+        data["unit"] = UNITS[metric].unit
+        if metric in _CONDITIONS:
+            _conditions(metric, data)
+        else:
+            data.setdefault("batch", 1)
+            data.setdefault("context", 0)
+        return data
+
+    @property
+    def tp(self) -> int:
+        """The tensor-parallel degree measured (`devices`)."""
+        return self.devices
+
+    @property
+    def ms(self) -> float | None:
+        """A time per block (decode_ms_per_layer, prefill_ms_per_layer), ms."""
+        return self.value if self.metric.endswith("_ms_per_layer") else None
+
+    @property
+    def gb(self) -> float | None:
+        """The memory one device may fill (memory_gb), GB."""
+        return self.value if self.metric == "memory_gb" else None
+
+    @property
+    def requests_per_s(self) -> float:
+        """Requests/s of one replica (requests_per_s; 0 for any other metric)."""
+        return self.value if self.metric == "requests_per_s" else 0.0
+
+    @property
+    def replica(self) -> bool:
+        """A whole-replica figure (the calibration table's kind)."""
+        return self.metric in REPLICA_METRICS
+
+
+def _conditions(metric: str, data: dict[str, Any]) -> None:
+    """A workload figure states the conditions it was measured at, and only those."""
+    need = _CONDITIONS[metric]
+    for key, required in need.items():
+        if required and data.get(key) is None:
+            raise KeyValueError(f"a {metric} figure needs {_WHY[key]} (`{key}`)", (key,))
+    for key in ("batch", "context", "prompt_tokens", "class"):
+        if key in data and key not in need:
+            hint = {
+                "context": " (a prefill_ms_per_layer entry gives its prompt as `prompt_tokens`)",
+                "prompt_tokens": " (a prompt's time per block is a prefill_ms_per_layer entry)",
+                "batch": " (a decode step's time per block is a decode_ms_per_layer entry)",
+            }.get(key, "")
+            raise KeyValueError(
+                f"a {metric} figure is not measured at a `{key}`: drop it{hint}", (key,)
+            )
+
 
 class MeasurementFile(Frozen):
+    """A table of measurements: the calibration table, a user's file for `planner estimate
+    --measured`, or the file a problem's workload points at (`measured: FILE`)."""
+
     references: dict[str, Reference] = Field(default_factory=dict)
     measurements: list[Measurement]
+
+    @model_validator(mode="after")
+    def _named(self) -> MeasurementFile:
+        """A whole-replica row stands alone in a table: it names its model and weights."""
+        for j, r in enumerate(self.measurements):
+            for key in ("model", "weights"):
+                if r.replica and getattr(r, key) is None:
+                    raise KeyValueError(
+                        f"a {r.metric} row of a table names its `{key}` (a workload's entries "
+                        "take the workload's)",
+                        ("measurements", j, key),
+                    )
+        return self
 
 
 def load_measurements(path: Path) -> MeasurementFile:

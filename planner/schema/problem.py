@@ -20,6 +20,7 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    PrivateAttr,
     StrictBool,
     Tag,
     WithJsonSchema,
@@ -30,6 +31,7 @@ from pydantic import (
 
 from planner.errors import did_you_mean
 from planner.schema.catalog import Frozen, KeyValueError
+from planner.schema.measurements import Measurement
 from planner.schema.units import (
     YEAR_S,
     Count,
@@ -153,6 +155,18 @@ class MeasuredCapacity(ProblemModel):
         Limit(gt=0, le=1e6, why="a million requests/s from one replica is not a measurement"),
     ] = Field(description="Requests per second one replica sustains.")
 
+    def entry(self) -> Measurement:
+        """The same figure as a `measured:` entry (the older spelling translated)."""
+        return Measurement.model_validate(
+            {
+                "device": self.device,
+                "tp": self.tp,
+                "metric": "requests_per_s",
+                "class": self.request_class,
+                "value": self.requests_per_s,
+            }
+        )
+
 
 class MeasuredLayerTime(ProblemModel):
     """A measured figure of one device type in this workload, as pooled-cluster profilers
@@ -241,6 +255,19 @@ class MeasuredLayerTime(ProblemModel):
                     ("batch",),
                 )
         return self
+
+    def entry(self) -> Measurement:
+        """The same figure as a `measured:` entry (the older spelling translated)."""
+        given = {"batch": self.batch, "prompt_tokens": self.prompt_tokens, "source": self.source}
+        return Measurement.model_validate(
+            {
+                "device": self.device,
+                "tp": self.tp,
+                "metric": self.metric,
+                "value": self.gb if self.metric == "memory_gb" else self.ms,
+                **{k: v for k, v in given.items() if v is not None},
+            }
+        )
 
     def _memory_figure(self) -> None:
         if self.gb is None:
@@ -404,19 +431,36 @@ class InferenceWorkload(ProblemModel):
         "their shares. Replaces context_tokens, prompt_tokens, output_tokens, concurrency and "
         "min_tokens_per_s.",
     )
+    measured: list[Measurement] = Field(
+        default_factory=list,
+        max_length=1024,
+        description="Measured figures replacing the estimate for the device and degree they "
+        "were measured on, in the format of `planner estimate --measured` tables "
+        "(planner.schema.measurements): per-block decode times by batch "
+        "(`decode_ms_per_layer`), prefill times by prompt length (`prefill_ms_per_layer`), the "
+        "memory a device may fill (`memory_gb`), a request class's requests/s of one replica "
+        "(`requests_per_s`), a replica's decode tokens/s at a batch (`decode_tokens_per_s`). "
+        "Inline, or the path of a measurement table relative to the problem file: "
+        "`[{device: t4, metric: decode_ms_per_layer, batch: 8, value: 2.4 ms}]` or "
+        "`measured/t4.yaml`.",
+    )
     capacity: list[MeasuredCapacity] = Field(
         default_factory=list,
         max_length=256,
-        description="Measured requests/s per replica and class, replacing the estimate.",
+        description="Older spelling of `measured` requests_per_s entries: measured requests/s "
+        "per replica and class, replacing the estimate.",
     )
     profiles: list[MeasuredLayerTime] = Field(
         default_factory=list,
         max_length=1024,
-        description="Measured times per block by device (decode by batch, prefill by prompt "
-        "length), replacing the estimator's for that device and degree, and the memory a "
-        "device may fill: `[{device: t4, metric: decode_ms_per_layer, batch: 8, ms: 2.4}, "
+        description="Older spelling of `measured` per-block and memory entries: measured "
+        "times per block by device (decode by batch, prefill by prompt length) and the memory "
+        "a device may fill: `[{device: t4, metric: decode_ms_per_layer, batch: 8, ms: 2.4}, "
         "{device: t4, metric: memory_gb, gb: 14}]`.",
     )
+    # Every measured figure, the older spellings translated, with where each stands in the
+    # workload: (("capacity" | "profiles" | "measured", index), entry).
+    _entries: list[tuple[tuple[str, int], Measurement]] = PrivateAttr(default_factory=list)
     disaggregation: Literal["auto", "on", "off"] = Field(
         "auto",
         description="Request mixes: prefill and decode in separate pools sized together "
@@ -449,31 +493,90 @@ class InferenceWorkload(ProblemModel):
         return data
 
     @model_validator(mode="after")
-    def _profiles(self) -> InferenceWorkload:
-        """One figure per device, degree and measured point (one memory figure per device)."""
-        seen: dict[tuple[object, ...], int] = {}
-        for i, p in enumerate(self.profiles):
-            key = (p.device, p.tp, p.metric, p.batch, p.prompt_tokens)
+    def _measured(self) -> InferenceWorkload:
+        """Every measured figure as one entry list; one figure per device, degree, metric and
+        measured point (one memory figure per device)."""
+        entries = [(("capacity", j), m.entry()) for j, m in enumerate(self.capacity)]
+        entries += [(("profiles", j), p.entry()) for j, p in enumerate(self.profiles)]
+        entries += [(("measured", j), m) for j, m in enumerate(self.measured)]
+        seen: dict[tuple[object, ...], tuple[str, int]] = {}
+        for at, m in entries:
+            key: tuple[object, ...] = (m.device, m.tp, m.metric, m.batch, m.prompt_tokens)
+            key += (m.request_class,)
+            if m.replica:
+                key += (m.context, m.model, m.weights, m.kv)
             if key in seen:
+                first = f"{seen[key][0]}[{seen[key][1]}]"
                 raise KeyValueError(
-                    f"{p.device} at tp {p.tp} has two {p.metric} figures at this point "
-                    f"(entries {seen[key] + 1} and {i + 1}); keep one",
-                    ("profiles", i),
+                    f"{m.device} at tp {m.tp} has two {m.metric} figures at this point "
+                    f"({first} and {at[0]}[{at[1]}]); keep one",
+                    at,
                 )
-            seen[key] = i
+            seen[key] = at
+        if any(m.metric == "memory_gb" and m.tp != 1 for _, m in entries):
+            at = next(a for a, m in entries if m.metric == "memory_gb" and m.tp != 1)
+            raise KeyValueError(
+                "a memory_gb entry is the memory of one device, whatever group it serves in: "
+                "drop `tp`",
+                (*at, "tp"),
+            )
+        self._entries = entries
         return self
+
+    @property
+    def measured_entries(self) -> list[tuple[tuple[str, int], Measurement]]:
+        """Every measured figure (`measured`, and the older `capacity` and `profiles`
+        translated), with where it stands in the workload."""
+        return list(self._entries)
+
+    @property
+    def capacities(self) -> list[Measurement]:
+        """Measured requests/s of one replica by request class."""
+        return [m for _, m in self._entries if m.metric == "requests_per_s"]
+
+    @property
+    def layer_times(self) -> list[Measurement]:
+        """Measured times per block and memory figures (planner.estimator.profiles)."""
+        kinds = ("decode_ms_per_layer", "prefill_ms_per_layer", "memory_gb")
+        return [m for _, m in self._entries if m.metric in kinds]
+
+    @property
+    def replica_figures(self) -> list[Measurement]:
+        """Measured whole-replica figures (decode tokens/s of a group at a batch)."""
+        return [m for _, m in self._entries if m.replica]
+
+    @property
+    def has_profiles(self) -> bool:
+        """Whether any measured figure changes a stage's time per block or its memory."""
+        return bool(self.layer_times or self.replica_figures)
+
+    def keeping(self, keep: Callable[[Measurement], bool]) -> InferenceWorkload:
+        """The workload with only the measured figures `keep` accepts, in every spelling."""
+        update = {
+            "capacity": [m for m in self.capacity if keep(m.entry())],
+            "profiles": [p for p in self.profiles if keep(p.entry())],
+            "measured": [m for m in self.measured if keep(m)],
+        }
+        return type(self).model_validate({**dict(self), **update})
 
     def capped_usable(self, device: str, usable: float) -> float:
         """`usable` bytes of one `device` (the catalog's), at most its memory_gb figure here."""
         cap = self.memory_cap_bytes(device)
         return usable if cap is None else min(usable, cap)
 
+    def memory_cap_where(self, device: str) -> str:
+        """Where `device`'s memory_gb figure stands (`workloads.chat.measured[2]`)."""
+        for (key, j), m in self._entries:
+            if m.metric == "memory_gb" and m.device == device:
+                return f"workloads.{self.name}.{key}[{j}]"
+        return f"workloads.{self.name}.measured"
+
     def memory_cap_bytes(self, device: str) -> float | None:
-        """Bytes one `device` may fill in this workload's stages (its memory_gb profile entry),
-        or None where the workload states none."""
-        for p in self.profiles:
-            if p.metric == "memory_gb" and p.device == device and p.gb is not None:
-                return p.gb * 1e9
+        """Bytes one `device` may fill in this workload's stages (its memory_gb entry), or None
+        where the workload states none."""
+        for m in self.layer_times:
+            if m.metric == "memory_gb" and m.device == device:
+                return m.value * 1e9
         return None
 
     @model_validator(mode="after")
@@ -490,6 +593,12 @@ class InferenceWorkload(ProblemModel):
             for key in ("requests_per_s", "capacity"):
                 if getattr(self, key):
                     raise KeyValueError(f"`{key}` goes with a request_mix", (key,))
+            for at, m in self._entries:
+                if m.metric == "requests_per_s":
+                    raise KeyValueError(
+                        "a requests_per_s figure is of a request class: it goes with a request_mix",
+                        at,
+                    )
             if self.disaggregation == "on":
                 raise KeyValueError(
                     "disaggregated pools are sized from a request rate: give a request_mix "
@@ -524,11 +633,12 @@ class InferenceWorkload(ProblemModel):
                 raise KeyValueError(
                     f"two request classes are named `{n}`", ("request_mix", i, "name")
                 )
-        for i, m in enumerate(self.capacity):
-            if m.request_class not in names:
+        for at, m in self._entries:
+            if m.metric == "requests_per_s" and m.request_class not in names:
                 raise KeyValueError(
-                    f"unknown request class `{m.request_class}` (classes: {', '.join(names)})",
-                    ("capacity", i, "class"),
+                    f"unknown request class `{m.request_class}`"
+                    f"{did_you_mean(str(m.request_class), names)} (classes: {', '.join(names)})",
+                    (*at, "class"),
                 )
         return self
 

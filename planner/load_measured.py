@@ -1,0 +1,219 @@
+"""Load a serving workload's measured figures (`measured:`, and the older `capacity:` and
+`profiles:` spellings): a `measured:` that names a measurement table is read relative to the
+problem file, and every entry is checked against the catalog and the problem it is to apply to.
+A figure that cannot apply is refused with the reason, never left unused."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from planner.catalog import Catalog
+from planner.errors import InputError, did_you_mean
+from planner.estimator.architecture import block_groups
+from planner.estimator.formats import weight_format
+from planner.estimator.perf import beats_weight_read, weight_read_seconds
+from planner.estimator.profiles import outside_blocks, replica_decode_step
+from planner.schema.measurements import Measurement, read_measurements
+from planner.schema.problem import InferenceWorkload, Problem
+from planner.schema.yaml_io import Loc, Located
+
+Where = Callable[[Loc], str]
+# Whole-replica metrics a problem applies: a single-stage replica's decode step at a batch.
+APPLIED = ("decode_tokens_per_s", "ms_per_output_token")
+
+
+@dataclass(frozen=True)
+class WithTables(Located):
+    """A problem document whose workloads' `measured:` tables were read in from their files:
+    a place inside one of them is named in its own file."""
+
+    tables: dict[int, Located] = field(default_factory=dict)
+
+    def where(self, loc: Loc) -> str:
+        i = loc[1] if len(loc) > 2 and loc[0] == "workloads" else None
+        if isinstance(i, int) and i in self.tables and loc[2] == "measured" and len(loc) > 3:
+            return self.tables[i].where(("measurements", *loc[3:]))
+        return super().where(loc)
+
+
+def read_tables(doc: Located, base: Path | None, confine: bool) -> Located:
+    """The problem document with each workload's `measured: FILE` replaced by the file's
+    entries (a measurement table, as `planner estimate --measured` reads it; its path relative
+    to the problem file). `confine`: the path stays inside `base`."""
+    workloads = doc.data.get("workloads") if isinstance(doc.data, dict) else None
+    if not isinstance(workloads, list):
+        return doc
+    named = [
+        (i, w["measured"])
+        for i, w in enumerate(workloads)
+        if isinstance(w, dict) and isinstance(w.get("measured"), str)
+    ]
+    if not named:
+        return doc
+    data = copy.deepcopy(doc.data)
+    tables: dict[int, Located] = {}
+    for i, name in named:
+        at = f"{doc.where(('workloads', i, 'measured'))}: workloads[{i}].measured"
+        if base is None:
+            raise InputError(f"{at}: a measurement file is not accepted here; list the entries")
+        path = base / name
+        inside = not Path(name).is_absolute() and path.resolve().is_relative_to(base.resolve())
+        if confine and not inside:
+            raise InputError(
+                f"{at}: the measurement file `{name}` leaves the problem's folder; give a path "
+                "relative to it, or list the entries"
+            )
+        if not path.is_file():
+            raise InputError(
+                f"{at}: no measurement file at `{path}` (a path relative to the problem file, "
+                "of a table with a `measurements:` list, as `planner estimate --measured` reads)"
+            )
+        table, located = read_measurements(path)
+        del table  # read for its errors, which name the file's own lines
+        data["workloads"][i]["measured"] = copy.deepcopy(located.data["measurements"])
+        tables[i] = located
+    return WithTables(data, doc.positions, doc.source, tables)
+
+
+def check_devices(problem: Problem, cat: Catalog, where: Where) -> None:
+    """Every measured figure names a catalog device."""
+    for i, w in enumerate(problem.workloads):
+        if not isinstance(w, InferenceWorkload):
+            continue
+        for (key, j), m in w.measured_entries:
+            if m.device not in cat.accelerators:
+                raise InputError(
+                    f"{where(('workloads', i, key, j, 'device'))}workload `{w.name}`: "
+                    f"unknown device `{m.device}`{did_you_mean(m.device, cat.accelerators)}"
+                )
+
+
+def check_measured(
+    problem: Problem, cat: Catalog, where: Where, i: int, w: InferenceWorkload, names: set[str]
+) -> None:
+    """A workload's measured figures are of devices the problem may use (`names`), at degrees
+    its stages may take; whole-replica figures of the workload's model and formats, at a known
+    batch; times no faster than reading the weights at the device's peak bandwidth allows (by
+    half), and decode steps not falling as the batch grows."""
+    c = problem.constraints
+    heads = cat.models[w.model].num_attention_heads if w.model in cat.models else None
+    for (key, j), m in w.measured_entries:
+        at: Loc = ("workloads", i, key, j)
+        if m.device not in names:
+            raise InputError(
+                f"{where((*at, 'device'))}workload `{w.name}`: `{m.device}` is not a device "
+                "this problem may use (constraints.allowed_devices, excluded_devices, "
+                "inventory), so the figure would go unused: drop it or allow the device"
+            )
+        if m.metric in ("requests_per_s", "memory_gb"):
+            continue
+        if m.tp > c.max_tensor_parallel:
+            raise InputError(
+                f"{where((*at, 'tp'))}workload `{w.name}`: no stage runs at tp {m.tp} under "
+                f"constraints.max_tensor_parallel {c.max_tensor_parallel}, so the figure would "
+                "go unused: drop it or raise the limit"
+            )
+        if heads is not None and heads % m.tp:
+            raise InputError(
+                f"{where((*at, 'tp'))}workload `{w.name}`: a group of {m.tp} does not split "
+                f"{w.model}'s {heads} attention heads, so no stage runs at that degree and the "
+                "figure would go unused; give the degree it was measured at"
+            )
+        if m.replica:
+            _check_replica(cat, where, at, w, m)
+    _check_speeds(cat, where, i, w)
+
+
+def _check_replica(
+    cat: Catalog, where: Where, at: Loc, w: InferenceWorkload, m: Measurement
+) -> None:
+    """A whole-replica figure applies to a single-stage replica of the workload's model and
+    formats at a known batch; any other is refused with what to do instead."""
+    lead = f"workload `{w.name}`: a {m.metric} figure"
+    if m.metric not in APPLIED:
+        raise InputError(
+            f"{where((*at, 'metric'))}{lead} is not used in a problem (only decode_tokens_per_s "
+            "and ms_per_output_token of a replica, and the per-block, memory and requests_per_s "
+            "entries are): give a prompt's time per block as prefill_ms_per_layer, or use the "
+            "figure with `planner estimate --measured`"
+        )
+    said = {"model": w.model, "weights": w.weights}
+    if "kv" in m.model_fields_set:
+        said["kv"] = w.kv
+    for key, want in said.items():
+        got = getattr(m, key)
+        if got is not None and got != want:
+            raise InputError(
+                f"{where((*at, key))}{lead} of {key} `{got}` cannot stand for this workload, "
+                f"whose {key} is `{want}`: drop the entry, or measure {want}"
+            )
+    if m.batch is None:
+        raise InputError(
+            f"{where((*at, 'batch'))}{lead} of a saturated server (batch null) gives no step "
+            "time: give the batch it was measured at"
+        )
+    step = replica_decode_step(m, w, m.device, m.devices)
+    assert step is not None
+    acc = cat.accelerator(m.device)
+    rest = outside_blocks(w, cat, acc, m.devices, float(m.batch), None)
+    if step <= rest:
+        raise InputError(
+            f"{where((*at, 'value'))}{lead}: a step of {step * 1e3:.3g} ms at batch {m.batch:,} "
+            f"is no longer than the work outside the blocks alone ({rest * 1e3:.3g} ms: the "
+            f"output head and the step overhead on {m.devices} {m.device}): check the unit "
+            "(output tokens per second summed over the batch), the batch and the devices"
+        )
+
+
+def _check_speeds(cat: Catalog, where: Where, i: int, w: InferenceWorkload) -> None:
+    """Times per block (measured, or a whole-replica step spread over the blocks) no faster
+    than reading a block's weights at the device's peak bandwidth allows (by half); a decode
+    step of more sequences never faster than one of fewer."""
+    m = cat.models.get(w.model)
+    if m is None:
+        return
+    # The least a token reads of one block's weights: the smallest block's (an MoE block's
+    # active experts), in the workload's format.
+    bits = weight_format(w.weights).bits_per_weight
+    read = min(g.active_params for g in block_groups(m)) * bits / 8
+    decode: dict[tuple[str, int], list[tuple[int, float, Loc]]] = {}
+    for (key, j), p in w.measured_entries:
+        at: Loc = ("workloads", i, key, j, "ms" if key == "profiles" else "value")
+        step = replica_decode_step(p, w, p.device, p.devices)
+        block = step / m.num_layers if step is not None else p.ms and p.ms * 1e-3
+        if not block:
+            continue
+        d = cat.accelerators[p.device]
+        least = weight_read_seconds(read, p.tp, d.memory.bandwidth_gb_s)
+        if beats_weight_read(block, least):
+            over = f" over tp {p.tp}" if p.tp > 1 else ""
+            what = f"{block * 1e3:.3g} ms per block on {p.device}"
+            unit = "ms per block, one transformer layer"
+            if step is not None:
+                what = f"a decode step of {step * 1e3:.3g} ms ({what} over {m.num_layers})"
+                unit = "output tokens per second summed over the batch, the batch, the devices"
+            raise InputError(
+                f"{where(at)}workload `{w.name}`: {what} is faster than reading the block's "
+                f"weights ({least * 1e3:.3g} ms at the device's peak "
+                f"{d.memory.bandwidth_gb_s:g} GB/s{over}) allows: check the unit ({unit})"
+            )
+        if p.metric == "decode_ms_per_layer" or step is not None:
+            decode.setdefault((p.device, p.tp), []).append((p.batch or 1, block, at))
+    for points in decode.values():
+        points.sort(key=lambda x: (x[0], x[1]))
+        for (b0, t0, _), (b1, t1, a1) in itertools.pairwise(points):
+            if b0 == b1:
+                raise InputError(
+                    f"{where(a1)}workload `{w.name}`: two decode figures at batch {b1} on "
+                    "this device and degree (a time per block and a whole replica's): keep one"
+                )
+            if t1 < t0 * 0.95:
+                raise InputError(
+                    f"{where(a1)}workload `{w.name}`: a decode step of {b1} sequences at "
+                    f"{t1 * 1e3:.3g} ms per block is faster than one of {b0} at "
+                    f"{t0 * 1e3:.3g} ms: a larger batch never takes less time; check the figures"
+                )
