@@ -16,14 +16,15 @@ from planner.errors import InputError, did_you_mean
 from planner.estimator.architecture import block_groups
 from planner.estimator.formats import weight_format
 from planner.estimator.perf import beats_weight_read, weight_read_seconds
-from planner.estimator.profiles import outside_blocks, replica_decode_step
+from planner.estimator.profiles import outside_blocks, replica_point
 from planner.schema.measurements import Measurement, read_measurements
 from planner.schema.problem import InferenceWorkload, Problem
 from planner.schema.yaml_io import Loc, Located
 
 Where = Callable[[Loc], str]
-# Whole-replica metrics a problem applies: a single-stage replica's decode step at a batch.
-APPLIED = ("decode_tokens_per_s", "ms_per_output_token")
+# Whole-replica metrics a problem applies: a single-stage replica's decode step at a batch, the
+# prefill of one prompt (planner.estimator.profiles).
+APPLIED = ("decode_tokens_per_s", "ms_per_output_token", "prefill_tokens_per_s")
 
 
 @dataclass(frozen=True)
@@ -136,10 +137,9 @@ def _check_replica(
     lead = f"workload `{w.name}`: a {m.metric} figure"
     if m.metric not in APPLIED:
         raise InputError(
-            f"{where((*at, 'metric'))}{lead} is not used in a problem (only decode_tokens_per_s "
-            "and ms_per_output_token of a replica, and the per-block, memory and requests_per_s "
-            "entries are): give a prompt's time per block as prefill_ms_per_layer, or use the "
-            "figure with `planner estimate --measured`"
+            f"{where((*at, 'metric'))}{lead} is not used in a problem (of a whole replica: "
+            f"{', '.join(APPLIED)}; and the per-block, memory_gb and requests_per_s entries): "
+            "use it with `planner estimate --measured`, or drop it"
         )
     said = {"model": w.model, "weights": w.weights}
     if "kv" in m.model_fields_set:
@@ -156,16 +156,27 @@ def _check_replica(
             f"{where((*at, 'batch'))}{lead} of a saturated server (batch null) gives no step "
             "time: give the batch it was measured at"
         )
-    step = replica_decode_step(m, w, m.device, m.devices)
-    assert step is not None
-    acc = cat.accelerator(m.device)
-    rest = outside_blocks(w, cat, acc, m.devices, float(m.batch), None)
-    if step <= rest:
+    if m.metric == "prefill_tokens_per_s" and (m.batch != 1 or not m.context):
+        key = "batch" if m.batch != 1 else "context"
         raise InputError(
-            f"{where((*at, 'value'))}{lead}: a step of {step * 1e3:.3g} ms at batch {m.batch:,} "
-            f"is no longer than the work outside the blocks alone ({rest * 1e3:.3g} ms: the "
-            f"output head and the step overhead on {m.devices} {m.device}): check the unit "
-            "(output tokens per second summed over the batch), the batch and the devices"
+            f"{where((*at, key))}{lead} stands for a prompt's time only at batch 1 with its "
+            f"length as `context` (got batch {m.batch}, context {m.context}): give one "
+            "prompt's figure, or its time per block as prefill_ms_per_layer"
+        )
+    point = replica_point(m, w, m.device, m.devices)
+    assert point is not None
+    kind, x, seconds = point
+    acc = cat.accelerator(m.device)
+    rest = outside_blocks(w, cat, acc, m.devices, x if kind == "decode" else 1.0, None)
+    if seconds <= rest:
+        what = f"a step of {seconds * 1e3:.3g} ms at batch {x:,.0f}"
+        if kind == "prefill":
+            what = f"a prompt of {x:,.0f} tokens in {seconds * 1e3:.3g} ms"
+        raise InputError(
+            f"{where((*at, 'value'))}{lead}: {what} is no longer than the work outside the "
+            f"blocks alone ({rest * 1e3:.3g} ms: the output head and the step overhead on "
+            f"{m.devices} {m.device}): check the unit (tokens per second summed over the "
+            "batch), the batch and the devices"
         )
 
 
@@ -183,8 +194,8 @@ def _check_speeds(cat: Catalog, where: Where, i: int, w: InferenceWorkload) -> N
     decode: dict[tuple[str, int], list[tuple[int, float, Loc]]] = {}
     for (key, j), p in w.measured_entries:
         at: Loc = ("workloads", i, key, j, "ms" if key == "profiles" else "value")
-        step = replica_decode_step(p, w, p.device, p.devices)
-        block = step / m.num_layers if step is not None else p.ms and p.ms * 1e-3
+        point = replica_point(p, w, p.device, p.devices)
+        block = point[2] / m.num_layers if point is not None else p.ms and p.ms * 1e-3
         if not block:
             continue
         d = cat.accelerators[p.device]
@@ -193,15 +204,15 @@ def _check_speeds(cat: Catalog, where: Where, i: int, w: InferenceWorkload) -> N
             over = f" over tp {p.tp}" if p.tp > 1 else ""
             what = f"{block * 1e3:.3g} ms per block on {p.device}"
             unit = "ms per block, one transformer layer"
-            if step is not None:
-                what = f"a decode step of {step * 1e3:.3g} ms ({what} over {m.num_layers})"
+            if point is not None:
+                what = f"{point[0]} of {point[2] * 1e3:.3g} ms ({what} over {m.num_layers} blocks)"
                 unit = "output tokens per second summed over the batch, the batch, the devices"
             raise InputError(
                 f"{where(at)}workload `{w.name}`: {what} is faster than reading the block's "
                 f"weights ({least * 1e3:.3g} ms at the device's peak "
                 f"{d.memory.bandwidth_gb_s:g} GB/s{over}) allows: check the unit ({unit})"
             )
-        if p.metric == "decode_ms_per_layer" or step is not None:
+        if p.metric == "decode_ms_per_layer" or (point and point[0] == "decode"):
             decode.setdefault((p.device, p.tp), []).append((p.batch or 1, block, at))
     for points in decode.values():
         points.sort(key=lambda x: (x[0], x[1]))

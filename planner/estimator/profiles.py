@@ -26,8 +26,13 @@ parallel at a batch, or ms per output token) is a decode point too: the step it 
 batch / tokens/s, less the work outside the blocks that the replica's step adds to them (the
 output head on the group, the device's step overhead, the engine's time per step and its host
 work per sequence: planner.estimator.replica.inference_replica, designs._setting), spread over
-the model's blocks. A single-stage replica at that batch then takes exactly the measured step,
-as `planner estimate --measured` reports it (planner.estimator.estimate.estimate_inference).
+the model's blocks. A single-stage replica's decode step at that batch then takes exactly the
+measured step, the figure `planner estimate --measured` reports
+(planner.estimator.estimate.estimate_inference). A prefill figure of one prompt (prefill
+tokens/s at batch 1, its `context` the prompt's length) is a prefill point the same way: the
+prompt's time, context / tokens/s, less an iteration's work outside the blocks at one sequence.
+The row's `context` of a decode figure is not matched, as `estimate --measured` does not match
+it either: the estimator's own shape carries the figure to the workload's context.
 """
 
 from __future__ import annotations
@@ -80,42 +85,53 @@ def layer_profile(
         for p in rows
         if p.metric == "decode_ms_per_layer" and p.batch is not None
     ]
-    whole = [m for m in w.replica_figures if replica_decode_step(m, w, device, tp) is not None]
-    if whole:
-        if cat is None:
-            raise ValueError("whole-replica figures need the catalog to become per-block times")
-        acc = acc or cat.accelerator(device)
-        decode += [(float(m.batch or 1), block_seconds(m, w, cat, acc, engine)) for m in whole]
-    prefill = sorted(
+    prefill = [
         (float(p.prompt_tokens), p.value * 1e-3)
         for p in rows
         if p.metric == "prefill_ms_per_layer" and p.prompt_tokens is not None
-    )
+    ]
+    whole = [(m, replica_point(m, w, device, tp)) for m in w.replica_figures]
+    for m, point in whole:
+        if point is None:
+            continue
+        if cat is None:
+            raise ValueError("whole-replica figures need the catalog to become per-block times")
+        kind, x, _ = point
+        block = block_seconds(m, w, cat, acc or cat.accelerator(device), engine)
+        (decode if kind == "decode" else prefill).append((x, block))
     if not decode and not prefill:
         return None  # only a memory figure for this device (InferenceWorkload.memory_cap_bytes)
-    return LayerProfile(tuple(sorted(decode)), tuple(prefill))
+    return LayerProfile(tuple(sorted(decode)), tuple(sorted(prefill)))
 
 
-def replica_decode_step(m: Measurement, w: InferenceWorkload, device: str, tp: int) -> float | None:
-    """Seconds of the decode step a whole-replica figure measures on `tp` x `device` for `w`
-    (batch / tokens/s, or ms per output token), or None where it is not one: another metric,
-    device, degree, model or format, or a saturated server's unknown batch."""
-    if m.metric not in ("decode_tokens_per_s", "ms_per_output_token") or m.batch is None:
-        return None
+def replica_point(
+    m: Measurement, w: InferenceWorkload, device: str, tp: int
+) -> tuple[str, float, float] | None:
+    """What a whole-replica figure measures on `tp` x `device` for `w`: ("decode", batch, the
+    step's seconds: batch / tokens/s, or ms per output token) or ("prefill", prompt tokens, the
+    prompt's seconds: its `context` / tokens/s, one prompt); None where it is not one of these
+    (another metric, device, degree, model or format, a saturated server's unknown batch, a
+    prefill of several prompts)."""
     if (m.device, m.devices) != (device, tp):
         return None
     said = {"model": w.model, "weights": w.weights}
-    if any(getattr(m, k) not in (None, v) for k, v in said.items()) or m.kv != w.kv:
+    if any(getattr(m, k) not in (None, v) for k, v in said.items()):
+        return None
+    if "kv" in m.model_fields_set and m.kv != w.kv:
+        return None
+    if m.metric == "prefill_tokens_per_s" and m.batch == 1 and m.context:
+        return "prefill", float(m.context), m.context / m.value
+    if m.metric not in ("decode_tokens_per_s", "ms_per_output_token") or m.batch is None:
         return None
     if m.metric == "ms_per_output_token":
-        return m.value * 1e-3
-    return m.batch / m.value
+        return "decode", float(m.batch), m.value * 1e-3
+    return "decode", float(m.batch), m.batch / m.value
 
 
 def outside_blocks(
     w: InferenceWorkload, cat: Catalog, acc: Accelerator, tp: int, batch: float, engine: str | None
 ) -> float:
-    """Seconds a single-stage replica's decode step of `batch` sequences spends outside its
+    """Seconds a single-stage replica's iteration of `batch` sequences spends outside its
     blocks: the output head on the group, the device's step overhead, the engine's time per
     step and its host work per sequence (planner.estimator.replica.inference_replica)."""
     t = engine_times(cat, engine)
@@ -129,13 +145,15 @@ def outside_blocks(
 def block_seconds(
     m: Measurement, w: InferenceWorkload, cat: Catalog, acc: Accelerator, engine: str | None
 ) -> float:
-    """The time per block a whole-replica decode figure stands for (module docstring); at
-    least a microsecond (the loader refuses a figure faster than the work outside the blocks,
-    planner.load_measured)."""
-    step = replica_decode_step(m, w, m.device, m.devices)
-    assert step is not None and m.batch is not None
-    rest = outside_blocks(w, cat, acc, m.devices, float(m.batch), engine)
-    return max(step - rest, 1e-6) / cat.model(w.model).num_layers
+    """The time per block a whole-replica figure stands for (module docstring): its step, or
+    its prompt's time, less the work outside the blocks of an iteration of that batch (of one
+    sequence, for a prompt), over the model's blocks. At least a nanosecond (the loader
+    refuses a figure no longer than the work outside the blocks, planner.load_measured)."""
+    point = replica_point(m, w, m.device, m.devices)
+    assert point is not None
+    kind, x, seconds = point
+    rest = outside_blocks(w, cat, acc, m.devices, x if kind == "decode" else 1.0, engine)
+    return max(seconds - rest, 1e-9) / cat.model(w.model).num_layers
 
 
 def _ratio(
