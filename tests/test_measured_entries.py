@@ -1,0 +1,241 @@
+"""One measurement format (planner.schema.measurements): the table `planner estimate --measured`
+reads is the list a problem's serving workload takes (`measured:`, inline or the table's path),
+and the older `capacity:` and `profiles:` spellings are the same entries."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from planner.catalog import load_catalog
+from planner.cli import app
+from planner.errors import InputError
+from planner.estimator.designs import allowed_devices, inference_designs, stage_specs
+from planner.estimator.network import network_link
+from planner.estimator.profiles import layer_profile
+from planner.estimator.replica import inference_replica
+from planner.estimator.support import engine_times
+from planner.load import load_problem
+from planner.schema.problem import InferenceWorkload
+from planner.solve import solve_problem
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "problems" / "measured" / "coding-assistant-spark.yaml"
+TABLE = ROOT / "problems" / "measured" / "qwen2.5-7b-dgx-spark.yaml"
+LEFTOVERS = ROOT / "problems" / "leftovers-pool.yaml"
+# The example table's llama.cpp rows (benches/dgx-spark.md, build 6918): Qwen2.5 7B Q8_0 on one
+# DGX Spark decodes 29.3 tokens/s at batch 1 (tg32) and 593.27 at batch 32 (S_TG).
+PUBLISHED = {1: 29.3, 32: 593.27}
+
+
+def _decode_only(problem: Any, batch: int) -> float:
+    """Decode tokens/s of the problem's single-stage, one-device replica at `batch`, with no
+    prompt work in its iterations (what a decode benchmark measures)."""
+    cat = load_catalog()
+    w = problem.workloads[0]
+    designs = inference_designs(w, problem, cat, allowed_devices(problem, cat), prune=False)
+    d = next(d for d in designs if len(d.stages) == 1 and d.stages[0].tp == 1 and d.batch == batch)
+    fig = inference_replica(
+        cat.model(w.model),
+        w.weights,
+        w.kv,
+        batch=batch,
+        context=w.context_tokens,
+        prompt=w.prompt_tokens,
+        output=w.output_tokens,
+        stages=stage_specs(cat, problem, d),
+        link=network_link(problem, cat),
+        decode_only=True,
+        **engine_times(cat, d.engine),
+    )
+    return fig.tokens_per_s
+
+
+@pytest.mark.parametrize("batch", [1, 32])
+def test_one_table_gives_estimate_and_problem_the_same_figure(batch: int) -> None:
+    args = ["estimate", "-m", "qwen2.5-7b", "-d", "dgx-spark", "--weights", "q8_0"]
+    args += ["--batch", str(batch), "--measured", str(TABLE), "--format", "json"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["tokens_per_s"] == PUBLISHED[batch]
+    # The problem points at the same table (`measured: qwen2.5-7b-dgx-spark.yaml`).
+    problem = load_problem(EXAMPLE)
+    assert math.isclose(_decode_only(problem, batch), PUBLISHED[batch], rel_tol=1e-9)
+
+
+def test_the_table_is_read_relative_to_the_problem_and_changes_the_plan() -> None:
+    problem = load_problem(EXAMPLE)
+    w = problem.workloads[0]
+    assert isinstance(w, InferenceWorkload)
+    assert [m.metric for m in w.measured] == [
+        "decode_tokens_per_s",
+        "decode_tokens_per_s",
+        "prefill_tokens_per_s",
+    ]
+    profile = layer_profile(w, "dgx-spark", 1, load_catalog(), None, "llama.cpp")
+    assert profile is not None
+    assert [b for b, _ in profile.decode] == [1.0, 32.0]
+    assert [p for p, _ in profile.prefill] == [2048.0]  # the pp2048 row: one prompt
+    # Without the table the estimator's figures stand: a different (slower) plan.
+    bare = problem.model_copy(update={"workloads": [w.keeping(lambda m: False)]})
+    with_table, without = solve_problem(problem), solve_problem(bare)
+    assert with_table.objective is not None and without.objective is not None
+    assert with_table.workloads[0].tokens_per_s != without.workloads[0].tokens_per_s
+
+
+# Made-up figures for a T4 running Llama 2 70B in fp16 (the per-block tests' profile), in the
+# older spelling and as `measured:` entries.
+T4_PROFILE = [
+    {"device": "t4", "metric": "decode_ms_per_layer", "batch": 1, "ms": 7.0},
+    {"device": "t4", "metric": "decode_ms_per_layer", "batch": 8, "ms": 8.8},
+    {"device": "t4", "metric": "prefill_ms_per_layer", "prompt_tokens": 256, "ms": 42.0},
+    {"device": "t4", "metric": "memory_gb", "gb": 14},
+]
+
+
+def _as_measured(row: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in row.items() if k not in ("ms", "gb")}
+    return {**out, "value": f"{row['gb']} GB" if "gb" in row else f"{row['ms']} ms"}
+
+
+def _write(tmp_path: Path, doc: dict[str, Any], name: str = "p.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def test_older_profiles_spelling_plans_alike(tmp_path: Path) -> None:
+    doc = yaml.safe_load(LEFTOVERS.read_text())
+    old, new = copy.deepcopy(doc), copy.deepcopy(doc)
+    old["workloads"][0]["profiles"] = T4_PROFILE
+    new["workloads"][0]["measured"] = [_as_measured(r) for r in T4_PROFILE]
+    a = solve_problem(load_problem(_write(tmp_path, old, "old.yaml")))
+    b = solve_problem(load_problem(_write(tmp_path, new, "new.yaml")))
+    assert a.objective is not None
+    assert a.objective == b.objective
+    assert a.workloads[0].tokens_per_s == b.workloads[0].tokens_per_s
+
+
+MIX = """
+name: readme-mix
+workloads:
+  - name: assistant
+    model: llama-3.1-8b
+    requests_per_s: 40
+    request_mix:
+      - {name: chat, input_tokens: 300, output_tokens: 200, share: 90%}
+      - {name: documents, input_tokens: 24k, output_tokens: 800, share: 10%}
+    max_ms_per_token: 60
+    ENTRIES
+constraints:
+  require_ecc: true
+  allowed_devices: [l4, l40s, h100-sxm]
+"""
+
+
+def test_older_capacity_spelling_plans_alike(tmp_path: Path) -> None:
+    old = MIX.replace("ENTRIES", "capacity: [{device: h100-sxm, class: chat, requests_per_s: 55}]")
+    new = MIX.replace(
+        "ENTRIES",
+        "measured: [{device: h100-sxm, metric: requests_per_s, class: chat, value: 55}]",
+    )
+    (tmp_path / "old.yaml").write_text(old)
+    (tmp_path / "new.yaml").write_text(new)
+    a = solve_problem(load_problem(tmp_path / "old.yaml"))
+    b = solve_problem(load_problem(tmp_path / "new.yaml"))
+    assert a.objective is not None
+    assert a.objective == b.objective
+
+
+def test_units_are_read_into_the_metric_unit(tmp_path: Path) -> None:
+    doc = yaml.safe_load(LEFTOVERS.read_text())
+    doc["workloads"][0]["measured"] = [
+        {"device": "t4", "metric": "decode_ms_per_layer", "batch": 1, "value": "7000 us"},
+        {"device": "t4", "metric": "memory_gb", "value": 20.5, "unit": "GiB"},
+    ]
+    w = load_problem(_write(tmp_path, doc)).workloads[0]
+    assert isinstance(w, InferenceWorkload)
+    assert w.measured[0].value == 7.0 and w.measured[0].unit == "ms"
+    # 20.5 GiB = 20.5 x 2^30 bytes = 22.011707392 GB.
+    assert w.memory_cap_bytes("t4") == pytest.approx(22.011707392e9, rel=1e-12)
+
+
+BAD = [
+    ({"device": "t4", "metric": "decode_ms_per_layr", "batch": 1, "value": 7}, "metric"),
+    ({"device": "t4", "metric": "decode_ms_per_layer", "value": 7}, "needs the sequences"),
+    ({"device": "t4", "metric": "prefill_ms_per_layer", "context": 256, "value": 40}, "prompt's"),
+    ({"device": "t4", "metric": "decode_ms_per_layer", "batch": 1, "value": "7 GB"}, "a data size"),
+    ({"device": "t4", "metric": "memory_gb", "value": 14, "unit": "ms"}, "a duration, not a data"),
+    ({"device": "t4", "metric": "memory_gb", "value": "14 GB", "unit": "GB"}, "given twice"),
+    ({"device": "t4", "metric": "memory_gb", "value": 14, "batch": 2}, "not measured at a `batch`"),
+    ({"device": "t4", "metric": "decode_ms_per_layer", "batch": 1, "value": 7, "tp": 1, "devices": 1}, "same key"),
+    ({"device": "t4", "metric": "requests_per_s", "class": "chat", "value": 3}, "request_mix"),
+    ({"device": "t4", "metric": "decode_ms_per_layer", "batch": 1, "value": 1e9}, "at most 60,000"),
+    ({"device": "t4", "metric": "decode_tokens_per_s", "model": "llama-3.1-8b", "batch": 1, "value": 9}, "cannot stand"),
+    ({"device": "t4", "metric": "decode_tokens_per_s", "batch": None, "value": 9}, "batch null"),
+    ({"device": "t4", "metric": "train_mfu", "value": 0.4}, "not used in a problem"),
+    ({"device": "t4", "metric": "prefill_tokens_per_s", "batch": 4, "context": 512, "value": 900}, "batch 1"),
+    # Llama 2 70B on a T4: a 1 ms step is shorter than the output head alone takes; a 10 ms step
+    # is 0.125 ms per block over its 80, under half the 5.35 ms a block's 1.71 GB take at 320 GB/s.
+    ({"device": "t4", "metric": "decode_tokens_per_s", "batch": 1, "value": 1000}, "outside the blocks"),
+    ({"device": "t4", "metric": "decode_tokens_per_s", "batch": 1, "value": 100}, "faster than reading"),
+    ({"device": "h100-sxm", "metric": "decode_ms_per_layer", "batch": 1, "value": 7}, "may use"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("row", "words"), BAD)
+def test_bad_entries_are_named(row: dict[str, Any], words: str, tmp_path: Path) -> None:
+    doc = yaml.safe_load(LEFTOVERS.read_text())
+    doc["workloads"][0]["measured"] = [row]
+    with pytest.raises(InputError) as e:
+        load_problem(_write(tmp_path, doc, "pool.yaml"))
+    text = str(e.value)
+    assert words in text and "pool.yaml:" in text and "measured" in text, text
+    assert "Traceback" not in text
+
+
+def test_a_table_error_names_the_table_and_its_line(tmp_path: Path) -> None:
+    (tmp_path / "t4.yaml").write_text(
+        "measurements:\n"
+        "  - {device: t4, metric: decode_ms_per_layer, batch: 1, value: 7 ms}\n"
+        "  - {device: t4, metric: decode_ms_per_layer, value: 9 ms}\n"
+    )
+    doc = yaml.safe_load(LEFTOVERS.read_text())
+    doc["workloads"][0]["measured"] = "t4.yaml"
+    with pytest.raises(InputError) as e:
+        load_problem(_write(tmp_path, doc))
+    assert "t4.yaml:3:" in str(e.value) and "needs the sequences" in str(e.value)
+
+
+def test_a_missing_table_is_named(tmp_path: Path) -> None:
+    doc = yaml.safe_load(LEFTOVERS.read_text())
+    doc["workloads"][0]["measured"] = "nosuch.yaml"
+    with pytest.raises(InputError, match="no measurement file at"):
+        load_problem(_write(tmp_path, doc))
+
+
+def test_one_point_in_two_spellings_is_refused(tmp_path: Path) -> None:
+    doc = yaml.safe_load(LEFTOVERS.read_text())
+    doc["workloads"][0]["profiles"] = T4_PROFILE[:1]
+    doc["workloads"][0]["measured"] = [_as_measured(T4_PROFILE[0])]
+    with pytest.raises(InputError, match=r"two decode_ms_per_layer figures .*profiles\[0\]"):
+        load_problem(_write(tmp_path, doc))
+
+
+def test_estimate_names_the_workload_entries_it_does_not_use(tmp_path: Path) -> None:
+    table = tmp_path / "t.yaml"
+    table.write_text(
+        "measurements:\n"
+        "  - {device: dgx-spark, metric: decode_ms_per_layer, batch: 1, value: 1.2 ms}\n"
+    )
+    args = ["estimate", "-m", "qwen2.5-7b", "-d", "dgx-spark", "--measured", str(table)]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert "measurements[0] not used: metric `decode_ms_per_layer`" in res.output
