@@ -201,6 +201,14 @@ def test_bad_entries_are_named(row: dict[str, Any], words: str, tmp_path: Path) 
     assert "Traceback" not in text
 
 
+def test_a_problem_with_measured_entries_reads_back_as_dumped() -> None:
+    problem = load_problem(EXAMPLE)
+    again = type(problem).model_validate(problem.model_dump())
+    assert again == problem
+    w = again.workloads[0]
+    assert isinstance(w, InferenceWorkload) and len(w.replica_figures) == 3
+
+
 def test_a_table_error_names_the_table_and_its_line(tmp_path: Path) -> None:
     (tmp_path / "t4.yaml").write_text(
         "measurements:\n"

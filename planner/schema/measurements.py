@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, WithJsonSchema, model_validator
 
 from planner.schema.catalog import Frozen, KeyValueError, Reference
 from planner.schema.units import DATA_SIZE, DURATION, SHARE, TOKEN_RATE, Family, parse_quantity
@@ -47,6 +47,7 @@ Metric = Literal[
     "requests_per_s",
 ]
 
+_TEXT = {"type": "string", "description": "a number with its unit"}
 REQUEST_RATE = Family(
     "a rate of requests",
     "requests/s",
@@ -173,7 +174,9 @@ class Measurement(Frozen):
     request_class: str | None = Field(
         None, alias="class", description="requests_per_s: the request class measured."
     )
-    value: float = Field(gt=0, description="The figure, in the metric's unit (`unit`).")
+    value: Annotated[
+        float, WithJsonSchema({"anyOf": [{"type": "number", "exclusiveMinimum": 0}, _TEXT]})
+    ] = Field(gt=0, description="The figure, in the metric's unit, or with its unit (`2.4 ms`).")
     unit: str = Field("", description="The metric's unit (filled in; given, it must agree).")
     engine: str | None = None
     source: str | None = Field(
@@ -237,7 +240,7 @@ def _conditions(metric: str, data: dict[str, Any]) -> None:
         if required and data.get(key) is None:
             raise KeyValueError(f"a {metric} figure needs {_WHY[key]} (`{key}`)", (key,))
     for key in ("batch", "context", "prompt_tokens", "class"):
-        if key in data and key not in need:
+        if data.get(key) is not None and key not in need:
             hint = {
                 "context": " (a prefill_ms_per_layer entry gives its prompt as `prompt_tokens`)",
                 "prompt_tokens": " (a prompt's time per block is a prefill_ms_per_layer entry)",

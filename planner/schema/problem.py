@@ -285,6 +285,13 @@ class MeasuredLayerTime(ProblemModel):
             )
 
 
+def _list_or_path(schema: dict[str, Any]) -> None:
+    """In the JSON Schema, `measured` is a list of entries or the path of a measurement table
+    (planner.load_measured reads it in before validation)."""
+    listed = {k: schema.pop(k) for k in ("type", "items", "maxLength", "maxItems") if k in schema}
+    schema["anyOf"] = [listed, {"type": "string", "description": "a measurement table's path"}]
+
+
 def _unbounded_schema(schema: dict[str, Any]) -> None:
     """In the JSON Schema, concurrency is a count or the word `unbounded` (null is refused)."""
     kinds = schema.get("anyOf", [])
@@ -443,6 +450,7 @@ class InferenceWorkload(ProblemModel):
         "Inline, or the path of a measurement table relative to the problem file: "
         "`[{device: t4, metric: decode_ms_per_layer, batch: 8, value: 2.4 ms}]` or "
         "`measured/t4.yaml`.",
+        json_schema_extra=_list_or_path,
     )
     capacity: list[MeasuredCapacity] = Field(
         default_factory=list,
