@@ -1,6 +1,6 @@
-"""Measured serving capacities (a request mix's `capacity` entries): the rate a measured replica
-serves each class, the replica kept for each measurement, and the check that a measurement is
-one hardware can reach. A measurement is authoritative: it stands for the engine on that device
+"""Measured serving capacities (a request mix's `measured:` entries of metric requests_per_s, or
+their older spelling, `capacity`): the rate a measured replica serves each class, the replica
+kept for each measurement, and the check that a measurement is one hardware can reach. A measurement is authoritative: it stands for the engine on that device
 and degree whatever class sized the replica."""
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def with_measured(
         if not single:
             raise InputError(
                 f"{where}workload `{w.name}`: the measured capacity of {m.device} x{m.tp} for "
-                f"class `{cls.name}` (capacity entry {m_i + 1} of that class) has no matching "
+                f"class `{cls.name}` (measured requests_per_s entry {m_i + 1} of that class) has no matching "
                 f"replica: by the estimator the model does not fit one stage of {m.tp} "
                 f"{m.device} at {cls.input_tokens + cls.output_tokens:,} tokens, or the "
                 "device is not allowed; check the entry or the constraints"
@@ -107,7 +107,7 @@ def _check_measured(
     if m.requests_per_s > most:
         raise InputError(
             f"{where}workload `{w.name}`: the measured capacity of {m.device} x{m.tp} for "
-            f"class `{cls.name}` (capacity entry {m_i + 1} of that class) is "
+            f"class `{cls.name}` (measured requests_per_s entry {m_i + 1} of that class) is "
             f"{m.requests_per_s:,.4g} requests/s, {m.requests_per_s / most:,.3f} times what "
             f"those devices compute at their full dense peak ({most:,.4g} requests/s of "
             f"{computed:,.0f} tokens computed each); check the measurement's units "

@@ -561,11 +561,11 @@ class InferenceWorkload(ProblemModel):
     def keeping(self, keep: Callable[[Measurement], bool]) -> InferenceWorkload:
         """The workload with only the measured figures `keep` accepts, in every spelling."""
         update = {
-            "capacity": [m for m in self.capacity if keep(m.entry())],
-            "profiles": [p for p in self.profiles if keep(p.entry())],
-            "measured": [m for m in self.measured if keep(m)],
+            "capacity": [m.model_dump() for m in self.capacity if keep(m.entry())],
+            "profiles": [p.model_dump() for p in self.profiles if keep(p.entry())],
+            "measured": [m.model_dump() for m in self.measured if keep(m)],
         }
-        return type(self).model_validate({**dict(self), **update})
+        return type(self).model_validate({**self.model_dump(), **update})
 
     def capped_usable(self, device: str, usable: float) -> float:
         """`usable` bytes of one `device` (the catalog's), at most its memory_gb figure here."""
