@@ -214,13 +214,14 @@ def _check_speeds(cat: Catalog, where: Where, i: int, w: InferenceWorkload) -> N
             )
         if p.metric == "decode_ms_per_layer" or (point and point[0] == "decode"):
             decode.setdefault((p.device, p.tp), []).append((p.batch or 1, block, at))
-    for points in decode.values():
+    for (dev, tp), points in decode.items():
         points.sort(key=lambda x: (x[0], x[1]))
         for (b0, t0, _), (b1, t1, a1) in itertools.pairwise(points):
             if b0 == b1:
                 raise InputError(
                     f"{where(a1)}workload `{w.name}`: two decode figures at batch {b1} on "
-                    "this device and degree (a time per block and a whole replica's): keep one"
+                    f"{dev} at tp {tp} (times per block or whole replicas', at any context): "
+                    "keep one"
                 )
             if t1 < t0 * 0.95:
                 raise InputError(

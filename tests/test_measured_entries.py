@@ -237,6 +237,15 @@ def test_one_point_in_two_spellings_is_refused(tmp_path: Path) -> None:
         load_problem(_write(tmp_path, doc))
 
 
+def test_a_whole_replica_figure_and_a_block_time_at_one_batch_are_refused(tmp_path: Path) -> None:
+    doc = yaml.safe_load(LEFTOVERS.read_text())
+    # 0.05 tokens/s at batch 1: a 20 s step, 250 ms per block over Llama 2 70B's 80.
+    whole = {"device": "t4", "metric": "decode_tokens_per_s", "batch": 1, "value": 0.05}
+    doc["workloads"][0]["measured"] = [_as_measured(T4_PROFILE[0]), whole]
+    with pytest.raises(InputError, match=r"two decode figures at batch 1 on t4 at tp 1"):
+        load_problem(_write(tmp_path, doc))
+
+
 def test_estimate_names_the_workload_entries_it_does_not_use(tmp_path: Path) -> None:
     table = tmp_path / "t.yaml"
     table.write_text(
