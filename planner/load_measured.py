@@ -14,9 +14,11 @@ from pathlib import Path
 from planner.catalog import Catalog
 from planner.errors import InputError, did_you_mean
 from planner.estimator.architecture import block_groups
+from planner.estimator.designs import across_machine_degrees, tp_degrees
 from planner.estimator.formats import weight_format
 from planner.estimator.perf import beats_weight_read, weight_read_seconds
 from planner.estimator.profiles import outside_blocks, replica_point
+from planner.estimator.support import runtime_for
 from planner.schema.measurements import Measurement, read_measurements
 from planner.schema.problem import InferenceWorkload, Problem
 from planner.schema.yaml_io import Loc, Located
@@ -126,6 +128,7 @@ def check_measured(
             )
         if m.replica:
             _check_replica(cat, where, at, w, m)
+            _check_plannable(problem, cat, where, at, w, m)
     _check_speeds(cat, where, i, w)
 
 
@@ -177,6 +180,33 @@ def _check_replica(
             f"blocks alone ({rest * 1e3:.3g} ms: the output head and the step overhead on "
             f"{m.devices} {m.device}): check the unit (tokens per second summed over the "
             "batch), the batch and the devices"
+        )
+
+
+def _check_plannable(
+    problem: Problem, cat: Catalog, where: Where, at: Loc, w: InferenceWorkload, m: Measurement
+) -> None:
+    """A whole-replica figure is of a replica the problem can plan: an engine it allows runs
+    the workload's formats on the device, and its hosts hold a group of that many devices."""
+    acc = cat.accelerator(m.device)
+    run = runtime_for(cat, acc, w, problem.constraints)
+    if run is None:
+        raise InputError(
+            f"{where((*at, 'device'))}workload `{w.name}`: no engine this problem allows runs "
+            f"{w.weights} weights with a {w.kv} KV cache on {m.device}, so the figure would go "
+            "unused: drop it, or allow an engine that runs them (`planner catalog list engines`)"
+        )
+    if m.devices == 1 or m.model not in (None, w.model):
+        return
+    arch = cat.model(w.model)
+    degrees = tp_degrees(acc, cat, problem, arch)
+    degrees += across_machine_degrees(acc, cat, problem, arch, run.engine)
+    if m.devices not in degrees:
+        held = ", ".join(map(str, sorted(set(degrees)))) or "none"
+        raise InputError(
+            f"{where((*at, 'devices'))}workload `{w.name}`: no host this problem allows holds a "
+            f"tensor-parallel group of {m.devices} {m.device} (degrees it can plan: {held}), so "
+            "the figure would go unused: drop it, or allow a host that holds such a group"
         )
 
 

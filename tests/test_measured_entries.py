@@ -246,6 +246,17 @@ def test_a_whole_replica_figure_and_a_block_time_at_one_batch_are_refused(tmp_pa
         load_problem(_write(tmp_path, doc))
 
 
+def test_a_whole_replica_figure_of_a_group_no_host_holds_is_refused(tmp_path: Path) -> None:
+    # A DGX Spark is a machine of one device, and llama.cpp runs no group across machines.
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    doc["workloads"][0]["measured"] = [
+        {"device": "dgx-spark", "devices": 2, "metric": "decode_tokens_per_s", "batch": 1,
+         "value": 20}
+    ]  # fmt: skip
+    with pytest.raises(InputError, match=r"measured\[0\]\.devices: .*group of 2 dgx-spark"):
+        load_problem(_write(tmp_path, doc))
+
+
 def test_estimate_names_the_workload_entries_it_does_not_use(tmp_path: Path) -> None:
     table = tmp_path / "t.yaml"
     table.write_text(
