@@ -14,7 +14,6 @@ from pathlib import Path
 from planner.catalog import Catalog
 from planner.errors import InputError, did_you_mean
 from planner.estimator.architecture import block_groups
-from planner.estimator.designs import across_machine_degrees, tp_degrees
 from planner.estimator.formats import weight_format
 from planner.estimator.perf import beats_weight_read, weight_read_seconds
 from planner.estimator.profiles import outside_blocks, replica_point
@@ -188,6 +187,9 @@ def _check_plannable(
 ) -> None:
     """A whole-replica figure is of a replica the problem can plan: an engine it allows runs
     the workload's formats on the device, and its hosts hold a group of that many devices."""
+    # Imported here: the design enumeration is loaded only for problems with such figures.
+    from planner.estimator.designs import across_machine_degrees, tp_degrees
+
     acc = cat.accelerator(m.device)
     run = runtime_for(cat, acc, w, problem.constraints)
     if run is None:
