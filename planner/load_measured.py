@@ -63,13 +63,12 @@ def read_tables(doc: Located, base: Path | None, confine: bool) -> Located:
         if base is None:
             raise InputError(f"{at}: a measurement file is not accepted here; list the entries")
         path = base / name
-        inside = not Path(name).is_absolute() and path.resolve().is_relative_to(base.resolve())
-        if confine and not inside:
+        if confine and not _inside(base, name):
             raise InputError(
                 f"{at}: the measurement file `{name}` leaves the problem's folder; give a path "
                 "relative to it, or list the entries"
             )
-        if not path.is_file():
+        if not _is_file(path):
             raise InputError(
                 f"{at}: no measurement file at `{path}` (a path relative to the problem file, "
                 "of a table with a `measurements:` list, as `planner estimate --measured` reads)"
@@ -79,6 +78,23 @@ def read_tables(doc: Located, base: Path | None, confine: bool) -> Located:
         data["workloads"][i]["measured"] = copy.deepcopy(located.data["measurements"])
         tables[i] = located
     return WithTables(data, doc.positions, doc.source, tables)
+
+
+def _inside(base: Path, name: str) -> bool:
+    """Whether `name`, links and `..` resolved, lies inside `base`; an absolute path never does."""
+    if "\x00" in name or Path(name).is_absolute() or "\\" in name:
+        return False
+    try:
+        return (base / name).resolve().is_relative_to(base.resolve())
+    except (OSError, RuntimeError, ValueError):  # a link loop, a name the system refuses
+        return False
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):  # a name too long, a NUL byte
+        return False
 
 
 def check_devices(problem: Problem, cat: Catalog, where: Where) -> None:

@@ -229,6 +229,19 @@ def test_a_missing_table_is_named(tmp_path: Path) -> None:
         load_problem(_write(tmp_path, doc))
 
 
+@pytest.mark.parametrize("name", ["../t4.yaml", "/etc/hostname", "a\x00b", "x" * 5000])
+def test_a_confined_problem_reads_no_table_outside_its_folder(name: str, tmp_path: Path) -> None:
+    from planner.load import parse_problem
+    from planner.schema.yaml_io import Located
+
+    doc = yaml.safe_load(LEFTOVERS.read_text())
+    doc["workloads"][0]["measured"] = name
+    inner = tmp_path / "inner"
+    inner.mkdir()
+    with pytest.raises(InputError, match="leaves the problem's folder"):
+        parse_problem(Located(doc, {}, "p.yaml"), [], base=inner, confine=True)
+
+
 def test_one_point_in_two_spellings_is_refused(tmp_path: Path) -> None:
     doc = yaml.safe_load(LEFTOVERS.read_text())
     doc["workloads"][0]["profiles"] = T4_PROFILE[:1]
