@@ -65,13 +65,15 @@ def read_tables(doc: Located, base: Path | None, confine: bool) -> Located:
         path = base / name
         if confine and not _inside(base, name):
             raise InputError(
-                f"{at}: the measurement file `{name}` leaves the problem's folder; give a path "
+                f"{at}: the measurement file `{name}` leaves the models folder; give a path "
                 "relative to it, or list the entries"
             )
         if not _is_file(path):
+            # A confined problem (one sent to a service) sees only its folder: name no more.
+            shown, of = (name, "the models folder") if confine else (path, "the problem file")
             raise InputError(
-                f"{at}: no measurement file at `{path}` (a path relative to the problem file, "
-                "of a table with a `measurements:` list, as `planner estimate --measured` reads)"
+                f"{at}: no measurement file at `{shown}` (a path relative to {of}, of a table "
+                "with a `measurements:` list, as `planner estimate --measured` reads)"
             )
         table, located = read_measurements(path)
         del table  # read for its errors, which name the file's own lines

@@ -232,9 +232,9 @@ def test_a_missing_table_is_named(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("name", "words"),
     [
-        ("../t4.yaml", "leaves the problem's folder"),
-        ("/etc/hostname", "leaves the problem's folder"),
-        ("a\x00b", "leaves the problem's folder"),
+        ("../t4.yaml", "leaves the models folder"),
+        ("/etc/hostname", "leaves the models folder"),
+        ("a\x00b", "leaves the models folder"),
         ("x" * 5000, "no measurement file at"),  # inside, but no file the system would open
     ],
 )
