@@ -18,7 +18,15 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, WithJsonSchema, model_validator
 
 from planner.schema.catalog import Frozen, KeyValueError, Reference
-from planner.schema.units import DATA_SIZE, DURATION, SHARE, TOKEN_RATE, Family, parse_quantity
+from planner.schema.units import (
+    DATA_SIZE,
+    DURATION,
+    SHARE,
+    TOKEN_RATE,
+    Family,
+    Limit,
+    parse_quantity,
+)
 from planner.schema.yaml_io import Located, read_yaml, validate
 
 # Whole-replica figures: a replica of `devices` devices at a batch (the calibration table's rows).
@@ -70,14 +78,20 @@ UNITS: dict[str, Family] = {
     "requests_per_s": REQUEST_RATE,
 }
 # The most a value may be, in its unit, and why (a slip of units shows here first).
-_MOST: dict[str, tuple[float, str]] = {
-    "decode_ms_per_layer": (60_000, "a minute per block is no measurement of a serving step"),
-    "prefill_ms_per_layer": (60_000, "a minute per block is no measurement of a serving step"),
-    "ms_per_output_token": (600_000, "ten minutes per token is no measurement of decoding"),
-    "memory_gb": (100_000, "no device holds 100 TB"),
-    "peak_memory_gb": (100_000, "no device holds 100 TB"),
-    "requests_per_s": (1e6, "a million requests/s from one replica is not a measurement"),
-    "train_mfu": (1.0, "a model FLOPs utilization is at most 100 %"),
+_BLOCK = Limit(gt=0, le=60_000, why="a minute per block is no measurement of a serving step")
+_MEMORY = Limit(gt=0, le=100_000, why="no device holds 100 TB")
+_LIMITS: dict[str, Limit] = {
+    "decode_ms_per_layer": _BLOCK,
+    "prefill_ms_per_layer": _BLOCK,
+    "ms_per_output_token": Limit(
+        gt=0, le=600_000, why="ten minutes per token is no measurement of decoding"
+    ),
+    "memory_gb": _MEMORY,
+    "peak_memory_gb": _MEMORY,
+    "requests_per_s": Limit(
+        gt=0, le=1e6, why="a million requests/s from one replica is not a measurement"
+    ),
+    "train_mfu": Limit(gt=0, le=1, why="a model FLOPs utilization is at most 100 %"),
 }
 # The conditions each metric is measured at: required (True) or allowed (False); any other
 # condition is refused. Whole-replica rows keep their old defaults (batch 1, context 0).
@@ -117,15 +131,12 @@ def _value(metric: str, value: object, unit: object) -> float:
             ("unit",) if unit is not None else ("value",),
         ) from None
     out = float(got)
-    if not math.isfinite(out) or out <= 0:
-        raise KeyValueError(f"`value` must be more than 0, got {out:g}", ("value",))
-    most, why = _MOST.get(metric, (math.inf, ""))
-    if out > most:
+    try:
+        _LIMITS.get(metric, Limit(gt=0)).check(out)
+    except ValueError as e:
         raise KeyValueError(
-            f"{metric} must be at most {most:,g} {family.unit}, got {out:,g}: {why}; check the "
-            "unit",
-            ("value",),
-        )
+            f"{metric} in {family.unit or 'a share'} {e}; check the unit", ("value",)
+        ) from None
     return out
 
 
