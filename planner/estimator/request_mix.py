@@ -76,6 +76,8 @@ def class_workload(w: InferenceWorkload, k: int) -> InferenceWorkload:
     """The fixed-rate workload a design for class `k` of `w` is sized by."""
     assert w.request_mix is not None
     c = w.request_mix[k]
+    if w.capacities:  # a class's rates are the mix's (measured.py), in neither spelling here
+        w = w.keeping(lambda m: m.metric != "requests_per_s")
     return w.model_copy(
         update={
             "context_tokens": c.input_tokens + c.output_tokens,

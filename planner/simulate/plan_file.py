@@ -122,7 +122,16 @@ def check_groups(groups: list[WorkloadPlan], problem: Problem, cat: Catalog, whe
 
 # What a fleet is and how fast it runs: a replay may change the traffic (requests/s, the mix,
 # concurrency, lengths, latency targets), not these.
-FLEET_FIELDS = ("model", "weights", "kv", "engine", "profiles", "capacity", "disaggregation")
+FLEET_FIELDS = (
+    "model",
+    "weights",
+    "kv",
+    "engine",
+    "measured",
+    "profiles",
+    "capacity",
+    "disaggregation",
+)
 
 
 def check_same_fleet(solved: Problem, given: Problem, where: str) -> None:
