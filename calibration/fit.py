@@ -332,7 +332,7 @@ def decode_tps(r: Row, params: Params) -> float:
     fmt = weight_format(m.weights or "")
     step = float(
         decode_step_seconds(
-            r.model, fmt, kv_bytes(m.kv), dev, batch=batch, context=r.context, tp=tp
+            r.model, fmt, kv_bytes(m.kv or "fp16"), dev, batch=batch, context=r.context, tp=tp
         )[0]
     ) + engine_seconds(r, params)
     e2e = END_TO_END.search(m.notes or "")

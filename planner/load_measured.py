@@ -75,9 +75,11 @@ def read_tables(doc: Located, base: Path | None, confine: bool) -> Located:
                 f"{at}: no measurement file at `{shown}` (a path relative to {of}, of a table "
                 "with a `measurements:` list, as `planner estimate --measured` reads)"
             )
-        table, located = read_measurements(path)
-        del table  # read for its errors, which name the file's own lines
-        data["workloads"][i]["measured"] = copy.deepcopy(located.data["measurements"])
+        table, located = read_measurements(path)  # its errors name the file's own lines
+        # The rows as the table reads them (a whole-replica row's kv filled in, as estimate
+        # --measured takes it).
+        rows = [r.model_dump() for r in table.measurements]
+        data["workloads"][i]["measured"] = rows
         tables[i] = located
     return WithTables(data, doc.positions, doc.source, tables)
 
@@ -162,7 +164,7 @@ def _check_replica(
             "use it with `planner estimate --measured`, or drop it"
         )
     said = {"model": w.model, "weights": w.weights}
-    if "kv" in m.model_fields_set:
+    if m.kv is not None:
         said["kv"] = w.kv
     for key, want in said.items():
         got = getattr(m, key)

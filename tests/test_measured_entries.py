@@ -209,6 +209,36 @@ def test_a_problem_with_measured_entries_reads_back_as_dumped() -> None:
     assert isinstance(w, InferenceWorkload) and len(w.replica_figures) == 3
 
 
+def test_an_entry_without_kv_is_the_workloads_and_stays_so_when_dumped(tmp_path: Path) -> None:
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    doc["workloads"][0]["kv"] = "q8_0"
+    doc["workloads"][0]["measured"] = [
+        {"device": "dgx-spark", "metric": "decode_tokens_per_s", "batch": 32, "value": 593.27}
+    ]
+    problem = load_problem(_write(tmp_path, doc))
+    again = type(problem).model_validate(problem.model_dump())
+    for p in (problem, again):
+        w = p.workloads[0]
+        assert isinstance(w, InferenceWorkload) and w.measured[0].kv is None
+        assert layer_profile(w, "dgx-spark", 1, load_catalog(), None, "llama.cpp") is not None
+    # The same row in a table measured an fp16 KV cache (the table's convention): refused here.
+    (tmp_path / "t.yaml").write_text(
+        yaml.safe_dump({"measurements": [{"model": "qwen2.5-7b", "weights": "q8_0",
+                                          **doc["workloads"][0]["measured"][0]}]})
+    )  # fmt: skip
+    doc["workloads"][0]["measured"] = "t.yaml"
+    with pytest.raises(InputError, match="kv `fp16` cannot stand for this workload"):
+        load_problem(_write(tmp_path, doc))
+
+
+def test_a_whole_replica_entry_takes_no_request_class(tmp_path: Path) -> None:
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    row = {"device": "dgx-spark", "metric": "decode_tokens_per_s", "batch": 1, "value": 29.3}
+    doc["workloads"][0]["measured"] = [{**row, "class": "chat"}]
+    with pytest.raises(InputError, match="not measured at a `class`"):
+        load_problem(_write(tmp_path, doc))
+
+
 def test_a_table_error_names_the_table_and_its_line(tmp_path: Path) -> None:
     (tmp_path / "t4.yaml").write_text(
         "measurements:\n"

@@ -117,7 +117,7 @@ def replica_point(
     said = {"model": w.model, "weights": w.weights}
     if any(getattr(m, k) not in (None, v) for k, v in said.items()):
         return None
-    if "kv" in m.model_fields_set and m.kv != w.kv:
+    if m.kv is not None and m.kv != w.kv:
         return None
     if m.metric == "prefill_tokens_per_s" and m.batch == 1 and m.context:
         return "prefill", float(m.context), m.context / m.value

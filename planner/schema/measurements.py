@@ -100,6 +100,7 @@ _CONDITIONS: dict[str, dict[str, bool]] = {
     "prefill_ms_per_layer": {"prompt_tokens": True},
     "memory_gb": {},
     "requests_per_s": {"class": True},
+    **{m: {"batch": False, "context": False} for m in REPLICA_METRICS},
 }
 _WHY = {
     "batch": "the sequences decoding at once",
@@ -164,7 +165,11 @@ class Measurement(Frozen):
     weights: str | None = Field(
         None, description="Weight format id (fp16, q4_0, awq-int4...; a problem: the workload's)."
     )
-    kv: str = Field("fp16", description="KV-cache format id.")
+    kv: str | None = Field(
+        None,
+        description="KV-cache format id: fp16 where a table's whole-replica row leaves it out; "
+        "the workload's where a workload's entry does.",
+    )
     metric: Metric
     batch: int | None = Field(
         None,
@@ -211,9 +216,8 @@ class Measurement(Frozen):
             return data  # the field validators name what is wrong
         data["value"] = _value(metric, data["value"], data.get("unit"))
         data["unit"] = UNITS[metric].unit
-        if metric in _CONDITIONS:
-            _conditions(metric, data)
-        else:
+        _conditions(metric, data)
+        if metric in REPLICA_METRICS:
             data.setdefault("batch", 1)
             data.setdefault("context", 0)
         return data
@@ -269,6 +273,22 @@ class MeasurementFile(Frozen):
     references: dict[str, Reference] = Field(default_factory=dict)
     measurements: list[Measurement]
 
+    @model_validator(mode="before")
+    @classmethod
+    def _kv(cls, data: Any) -> Any:
+        """A table's whole-replica row without `kv` measured an fp16 KV cache (llama.cpp's
+        default, and the calibration table's convention)."""
+        rows = data.get("measurements") if isinstance(data, dict) else None
+        if not isinstance(rows, list):
+            return data
+        filled = [
+            {**r, "kv": "fp16"}
+            if isinstance(r, dict) and r.get("metric") in REPLICA_METRICS and "kv" not in r
+            else r
+            for r in rows
+        ]
+        return {**data, "measurements": filled}
+
     @model_validator(mode="after")
     def _named(self) -> MeasurementFile:
         """A whole-replica row stands alone in a table: it names its model and weights."""
@@ -311,7 +331,8 @@ def find(
     hit = None
     key = (model, device, weights, kv, metric, batch, devices)
     for i, row in enumerate(table.measurements):
-        if (row.model, row.device, row.weights, row.kv, row.metric, row.batch, row.devices) == key:
+        kv = row.kv or "fp16"
+        if (row.model, row.device, row.weights, kv, row.metric, row.batch, row.devices) == key:
             hit = i
     return hit
 
