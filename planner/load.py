@@ -17,8 +17,8 @@ from planner.estimator.formats import kv_bytes, weight_format
 from planner.estimator.hosts import placeable
 from planner.estimator.support import architecture_allowed
 from planner.hf_config import load_hf_config
-from planner.load_network import check_machines, check_network, check_segments
 from planner.load_measured import check_devices, check_measured, read_tables
+from planner.load_network import check_machines, check_network, check_segments
 from planner.schema.catalog import Accelerator, Link, ModelArch
 from planner.schema.overrides import apply_overrides, blame
 from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload
