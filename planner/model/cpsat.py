@@ -197,6 +197,10 @@ class PlannerModel(Constraints, Hints):
                 seed=seed,
             )
         else:
+            lex = None if gap > 0 else self._lexicographic(goal, relax, time_limit, workers, seed)
+            if lex is not None:
+                lex.seconds = time.perf_counter() - start
+                return lex
             sol = self._optimize(
                 goal.expression(self),
                 minimize=goal.minimize,
@@ -208,6 +212,60 @@ class PlannerModel(Constraints, Hints):
         sol = self._tie_break(goal, sol, time_limit - (time.perf_counter() - start), workers, seed)
         sol.seconds = time.perf_counter() - start
         return sol
+
+    def _lexicographic(
+        self, goal: Objective, relax: frozenset[str], time_limit: float, workers: int, seed: int
+    ) -> Solution | None:
+        """The goal and its tie-break in one search: the goal's integer value weighted by one
+        more than the span the tie-break's can take over every plan, plus the tie-break's, so
+        one unit of the goal outweighs any difference of the tie-break and the optimum of the
+        sum is the goal's optimum and, among plans at it, the tie-break's. One search proves
+        both, where the goal's search and then the tie-break's each proved its own optimum:
+        max-throughput-500k's light passes took 0.33 + 0.34 of CP-SAT's deterministic time,
+        the weighted one 0.35; owners-pool 0.07 + 0.25 against 0.07 (one thread each).
+
+        None (the two searches then run one after the other) without a tie-break, for a ratio
+        goal, while completing the starting plan, or when the weighted sum could overflow
+        CP-SAT's 64-bit integers."""
+        tie = tie_break_of(goal.goal, self.p.objective.tie_break)
+        if not tie or goal.ratio or self.hint_only:
+            return None
+        second = TIE_BREAKS[tie]
+        first_expr, second_expr = goal.expression(self), second.expression(self)
+        low, high = self.span(second_expr)
+        ceiling = self.ceiling(tie, relax)
+        if ceiling is not None:
+            high = min(high, ceiling)  # no plan over the ceiling is feasible
+        weight = max(1, high - low + 1)
+        if weight * self.reach(first_expr) + self.reach(second_expr) >= 2**62:
+            return None
+        sign = 1 if goal.minimize == second.minimize else -1
+        self.progress_label = f"solving ({goal.goal}, then {tie} among plans at its optimum)"
+        # The goal's part of the sum: the tie-break's part is within [low, high], which spans
+        # less than the weight, so one floor division recovers it.
+        shift = -low if sign == 1 else high
+        shown = _shown(goal)
+        self.progress_show = lambda raw: shown(float((round(raw) + shift) // weight))
+        sol = self._optimize(
+            weight * first_expr + sign * second_expr,
+            minimize=goal.minimize,
+            time_limit=time_limit,
+            workers=workers,
+            seed=seed,
+            evaluate=(first_expr,),
+        )
+        if not sol.status.has_plan:
+            return sol
+        value = float(sol.values[0])
+        bound: float | None = value
+        if sol.status != Status.OPTIMAL:
+            # The sum's bound, less the most (minimizing; least, maximizing) the tie-break's
+            # part can add, over the weight bounds the goal.
+            part = (high if sign == 1 else -low) if goal.minimize else (low if sign == 1 else -high)
+            bound = None if sol.bound is None else (sol.bound - part) / weight
+        return dataclasses.replace(
+            sol, objective=value, bound=bound, values=(), rounding=sol.units[0], units=()
+        )
 
     def _tie_break(
         self, goal: Objective, sol: Solution, left: float, workers: int, seed: int

@@ -319,6 +319,25 @@ class Quantities(ModelBase):
             "carbon": self.carbon_expr,
         }[name]()
 
+    def span(self, expr: cp_model.LinearExpr) -> tuple[int, int]:
+        """The least and the largest value `expr` can take over its variables' domains."""
+        flat = cp_model_helper.FlatIntExpr(expr)
+        proto = self.m.proto  # keep the proto alive while its variables are read
+        low = high = int(flat.offset)
+        for v, c in zip(flat.vars, flat.coeffs, strict=True):
+            domain = list(proto.variables[v.index].domain)
+            ends = (int(c) * domain[0], int(c) * domain[-1])
+            low, high = low + min(ends), high + max(ends)
+        return low, high
+
+    def ceiling(self, name: str, relax: frozenset[str]) -> int | None:
+        """The most the objective `name` (min_cost: tco_expr) may be in any plan, by a named
+        constraint on that very expression that `relax` leaves on (the budget), else None."""
+        budget = self.p.constraints.budget_usd
+        if name == "min_cost" and budget is not None and "budget" not in relax:
+            return to_int(budget, "budget_usd", up=False)  # as the budget constraint has it
+        return None
+
     def reach(self, expr: cp_model.LinearExpr) -> int:
         """The largest absolute value `expr` can take over its variables' domains."""
         flat = cp_model_helper.FlatIntExpr(expr)
