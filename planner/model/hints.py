@@ -90,7 +90,7 @@ class Hints(ModelBase):
                 for o in options
                 if o.watts <= watts_left and o.devices <= devices_left and o.grams <= grams_left
             ]
-            fastest = self._fastest_affordable(w, fits)
+            fastest = self._fastest_affordable(w, fits) or self._most_efficient(w, fits, watts_left)
             _, watts, devices, picks, on_prem, grams = (
                 fastest
                 if fastest is not None
@@ -131,17 +131,49 @@ class Hints(ModelBase):
         for o in fits:
             if o.price > cap:
                 continue
-            made = 0.0
-            for k, n in o.picks.items():
-                d = self.t.designs[w.name][k.design]
-                if w.concurrency is None:
-                    made = max(made, n * d.tokens_per_s)
-                else:
-                    held = min(n * d.concurrency, w.concurrency * self.periods[k.period].scale)
-                    made = max(made, held * 1000.0 / d.ms_per_token)
+            made = self._made(w, o)
             if best is None or made > best[0]:
                 best = (made, o)
         return None if best is None else best[1]
+
+    def _most_efficient(
+        self, w: InferenceWorkload | TrainingWorkload, fits: list[HintOption], watts_left: float
+    ) -> HintOption | None:
+        """Under max_tokens_per_joule, one inference workload alone: of the options that meet
+        its demand, the one making the most tokens/s per watt at the busiest period, its
+        hosts' overhead counted (whole hosts for the devices it buys, whole purchase units),
+        within the power left; None elsewhere, or where none fits.
+
+        Dinkelbach's first plan is the starting plan completed (planner.model.cpsat), so the
+        ratio starts near the optimum and fewer ratio steps follow."""
+        if (
+            self.p.objective.goal != "max_tokens_per_joule"
+            or len(self.p.workloads) != 1
+            or not isinstance(w, InferenceWorkload)
+        ):
+            return None
+        best: tuple[float, int] | None = None
+        for i, o in enumerate(fits):
+            watts = o.watts
+            for x, n in o.on_prem.items():
+                node = self._hint_host(x)
+                bought = self._bought_more(x, 0, n) + min(n, self.t.econ[x].owned)
+                watts += hosts_for(node, max(n, bought)) * node.power_overhead_w
+            if 0 < watts <= watts_left and (best is None or self._made(w, o) / watts > best[0]):
+                best = (self._made(w, o) / watts, i)
+        return None if best is None else fits[best[1]]
+
+    def _made(self, w: InferenceWorkload, o: HintOption) -> float:
+        """Tokens/s option `o` makes at its busiest period (a concurrency caps what it holds)."""
+        made = 0.0
+        for k, n in o.picks.items():
+            d = self.t.designs[w.name][k.design]
+            if w.concurrency is None:
+                made = max(made, n * d.tokens_per_s)
+            else:
+                held = min(n * d.concurrency, w.concurrency * self.periods[k.period].scale)
+                made = max(made, held * 1000.0 / d.ms_per_token)
+        return made
 
     def _options(
         self,
