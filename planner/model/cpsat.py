@@ -240,6 +240,10 @@ class PlannerModel(Constraints, Hints):
         if weight * self.reach(first_expr) + self.reach(second_expr) >= 2**62:
             return None
         sign = 1 if goal.minimize == second.minimize else -1
+        combined = weight * first_expr + sign * second_expr
+        self.m.minimize(combined)  # the sense is set again below; only validity is checked
+        if self.m.validate():  # anything CP-SAT's own checks refuse: the two searches instead
+            return None
         self.progress_label = f"solving ({goal.goal}, then {tie} among plans at its optimum)"
         # The goal's part of the sum: the tie-break's part is within [low, high], which spans
         # less than the weight, so one floor division recovers it.
@@ -247,7 +251,7 @@ class PlannerModel(Constraints, Hints):
         shown = _shown(goal)
         self.progress_show = lambda raw: shown(float((round(raw) + shift) // weight))
         sol = self._optimize(
-            weight * first_expr + sign * second_expr,
+            combined,
             minimize=goal.minimize,
             time_limit=time_limit,
             workers=workers,
