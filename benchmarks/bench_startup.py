@@ -11,11 +11,14 @@ example (a revision's problem files are written for its schema); an example the 
 is timed on this tree alone. Times are seconds: min, median and max of
 --repeat runs per command. Solves run with their defaults (one worker) and --no-timings; the
 output goes to /dev/null. Bytecode is cached in a temporary folder, as an installed package has it.
+Each solve's first (warm-up, untimed) run prints its plan as JSON instead: with --compare the
+report says whether every example's status, objective and bound are the same on both trees.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import resource
@@ -25,7 +28,7 @@ import sys
 import tarfile
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,6 +48,8 @@ class Timing:
     label: str
     runs: dict[str, list[float]]  # tree name -> wall seconds per run
     cpu: dict[str, list[float]]  # tree name -> CPU seconds per run
+    # tree name -> (status, objective, bound) of a solve, read from its warm-up run
+    answers: dict[str, tuple[object, ...]] = field(default_factory=dict)
 
     def stats(self, tree: str) -> tuple[float, float, float]:
         xs = self.runs[tree]
@@ -90,6 +95,27 @@ def run_once(tree: Path, args: list[str]) -> float:
     return wall
 
 
+def answer(tree: Path, args: list[str]) -> tuple[object, ...]:
+    """A solve's status, objective and bound, from its plan as JSON (the warm-up run): a change
+    made for speed must leave every one of them as it was."""
+    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONPYCACHEPREFIX=PYCACHE[0])
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    done = subprocess.run(
+        [sys.executable, "-c", ENTRY, *args, "--format", "json"],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode not in OK_EXITS:
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
+        raise SystemExit(
+            f"planner {' '.join(args)} in {tree} exited {done.returncode}: " + " / ".join(tail)
+        )
+    plan = json.loads(done.stdout)
+    return plan["status"], plan["objective"], plan["bound"]
+
+
 def commands(problems: Path) -> list[tuple[str, list[str]]]:
     """`--help`, then `solve` of each example, named relative to a tree: each tree solves its
     own copy of the example (a revision's problem files are written for its schema)."""
@@ -110,8 +136,11 @@ def measure(trees: dict[str, Path], problems: Path, repeat: int) -> list[Timing]
             if len(args) < 2 or (tree / args[1]).is_file()
         }
         t = Timing(label, {name: [] for name in trees}, {name: [] for name in trees})
-        for tree in have.values():
-            run_once(tree, args)  # warm the file cache and the bytecode of each tree
+        for name, tree in have.items():  # warm the file cache and the bytecode of each tree
+            if args[0] == "solve":
+                t.answers[name] = answer(tree, args)
+            else:
+                run_once(tree, args)
         for _ in range(repeat):
             for name, tree in have.items():  # alternate, so load swings hit both sides
                 t.runs[name].append(run_once(tree, args))
@@ -163,6 +192,14 @@ def report(timings: list[Timing], trees: list[str], repeat: int, rev: str | None
             f"slowest median {worst.stats(tree)[1]:.3f} s ({worst.label}), "
             f"{sum(m > 1.0 for m in meds)} over 1.0 s; `planner --help` median "
             f"{helps[0].stats(tree)[1]:.3f} s, min {helps[0].stats(tree)[0]:.3f} s."
+        )
+    if len(trees) == 2:
+        solved = [t for t in timings if all(x in t.answers for x in trees)]
+        differ = [t.label for t in solved if t.answers[trees[0]] != t.answers[trees[1]]]
+        lines.append(
+            f"- status, objective and bound (--format json): the same on both trees for "
+            f"{len(solved) - len(differ)} of {len(solved)} examples"
+            + (f"; different: {', '.join(differ)}." if differ else ".")
         )
     return "\n".join(lines) + "\n"
 
