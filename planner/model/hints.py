@@ -1,6 +1,7 @@
 """A quick plan to start the search from: the previous plan of a sweep, or per workload the
 design whose replicas meet its demand at the lowest price (under max_throughput with a money
-limit, the one that makes the most tokens/s within it); a hint, never a constraint."""
+limit, the one that makes the most tokens/s within it; under max_tokens_per_joule, the most
+tokens/s per watt); a hint, never a constraint."""
 
 from __future__ import annotations
 
@@ -58,7 +59,8 @@ class Hints(ModelBase):
         hours; a training job: its cost), within the power cap and device limit as the
         workloads before it left them (a workload that fits nowhere takes the least power).
         Under max_throughput with a money limit, the one making the most tokens/s within it
-        (_fastest_affordable).
+        (_fastest_affordable); under max_tokens_per_joule the most tokens/s per watt
+        (_most_efficient).
         Request mixes are planned only for a fixed demand served on premises (else no hint).
         Also the request-class shares of replica time that plan gives each mix design."""
         shares: dict[ShareKey, int] = {}
@@ -159,8 +161,10 @@ class Hints(ModelBase):
                 node = self._hint_host(x)
                 bought = self._bought_more(x, 0, n) + min(n, self.t.econ[x].owned)
                 watts += hosts_for(node, max(n, bought)) * node.power_overhead_w
-            if 0 < watts <= watts_left and (best is None or self._made(w, o) / watts > best[0]):
-                best = (self._made(w, o) / watts, i)
+            if 0 < watts <= watts_left:
+                per_watt = self._made(w, o) / watts
+                if best is None or per_watt > best[0]:
+                    best = (per_watt, i)
         return None if best is None else fits[best[1]]
 
     def _made(self, w: InferenceWorkload, o: HintOption) -> float:
