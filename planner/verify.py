@@ -107,7 +107,7 @@ def verify(plan: Plan, problem: Problem, cat: Catalog) -> None:
             if wp.model != w.model:
                 fail(problem, f"`{at}.model`: `{wp.model}`, the workload's is `{w.model}`")
             fig = check_stages(problem, cat, w, wp, f, at)
-            check_hops(problem, cat, wp, at)
+            check_hops(problem, cat, w, wp, at)
             if wp.site != PREM:
                 _check_rented_tp(problem, cat, wp, at)
             if isinstance(w, TrainingWorkload):

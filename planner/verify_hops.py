@@ -1,33 +1,62 @@
 """The verifier's check of each pipeline split: the route its hop crosses, recomputed from where
 the problem places the stages' machines (planner.estimator.routes), the activation bytes per
-token that cross it and the hop's time at the plan's batch. A plan whose split names a faster
-route, fewer bytes or a shorter hop than the problem's machines and links make is rejected.
+token that cross it and the hop's time at the plan's batch, in a decode-only iteration and in
+one carrying a prompt chunk. A plan whose split names a faster route, fewer bytes or a shorter hop
+than the problem's machines and links make is rejected.
+
+The arithmetic is written out here, not taken from the replica model: forward, every token the
+iteration processes sends its hidden states, hidden x 2 bytes (the decodes' and the chunk's,
+whose size follows the serving rule, planner.estimator.serving.chunk_mix); back from the last
+stage to the first, only the sampled token ids, 8 bytes each (one per decode and per prompt the
+chunk finishes); a hop takes every link's latency plus its bytes over the slowest bandwidth.
 """
 
 from __future__ import annotations
 
 from planner.catalog import Catalog
-from planner.estimator.comm import pipeline_activation_bytes
+from planner.estimator.comm import TOKEN_ID_BYTES, pipeline_activation_bytes
+from planner.estimator.request_mix import class_workload
 from planner.estimator.routes import hop_routes
+from planner.estimator.serving import chunk_mix, prefill_prompt
 from planner.plan.types import StageLine, WorkloadPlan
-from planner.schema.problem import Problem
+from planner.schema.problem import InferenceWorkload, Problem, Workload
 from planner.verify_workloads import fail, same
 
 
-def check_hops(problem: Problem, cat: Catalog, wp: WorkloadPlan, at: str) -> None:
+def _chunk_tokens(w: Workload, wp: WorkloadPlan) -> tuple[float, float]:
+    """(prompt tokens of an iteration that carries a chunk, the prompt's length) for the
+    replica's requests (its `sized_for` class); no chunk in a decode replica's iterations."""
+    if not isinstance(w, InferenceWorkload):
+        return 0.0, 1.0
+    shape = w
+    if w.request_mix is not None:
+        names = [c.name for c in w.request_mix]
+        shape = class_workload(w, names.index(wp.sized_for) if wp.sized_for in names else 0)
+    P = prefill_prompt(shape.prompt_tokens, shape.prefix_cache_hit)
+    if wp.role == "decode":
+        return 0.0, float(max(P, 1))
+    out = shape.output_tokens
+    return chunk_mix(wp.batch, P, out, wp.batch * P / out)[0], float(max(P, 1))
+
+
+def check_hops(problem: Problem, cat: Catalog, w: Workload, wp: WorkloadPlan, at: str) -> None:
     """Each stage's `hop_route`, `hop_bytes_per_token` and `hop_seconds` equal the recomputed
     ones: the route between its machine and the next stage's (the last stage's back to the
     first's), hidden x 2 bytes per token (planner.estimator.comm.pipeline_activation_bytes),
-    and every link's latency plus the boundary bytes over the slowest bandwidth. A plan
+    and every link's latency plus the boundary bytes over the slowest bandwidth; the last
+    stage's hop carries its sampled token ids only (8 bytes each); `hop_chunk_bytes` and
+    `hop_chunk_seconds` the same in an iteration with a prompt chunk, whose tokens cross too. A plan
     written before split lines were recorded states none; it passes where its hop is the one
     network such plans meant (constraints.network), its step times checked as ever."""
     devices = [s.device for s in wp.stages]
     routes = hop_routes(problem, cat, devices) if wp.kind == "inference" else []
     hidden = cat.model(wp.model).hidden_size
+    c, P = _chunk_tokens(w, wp)
     for j, s in enumerate(wp.stages):
         st = f"{at}.stages.{j}"
         if not routes:
-            if s.hop_route is not None or s.hop_bytes_per_token or s.hop_seconds:
+            figures = (s.hop_bytes_per_token, s.hop_seconds, s.hop_chunk_bytes, s.hop_chunk_seconds)
+            if s.hop_route is not None or any(figures):
                 fail(problem, f"`{st}.hop_route`: `{s.hop_route}`, but the replica has no hop")
             continue
         r, nxt = routes[j], devices[(j + 1) % len(devices)]
@@ -39,11 +68,19 @@ def check_hops(problem: Problem, cat: Catalog, wp: WorkloadPlan, at: str) -> Non
                 f"`{st}.hop_route`: `{s.hop_route}`, but the problem joins {s.device} and "
                 f"{nxt} over `{r.id}` (machines, segments and links)",
             )
+        back = j == len(devices) - 1
         why = f" (the hop from {s.device} to {nxt} over {r.id}, `{at}.batch` {wp.batch})"
-        per_token = pipeline_activation_bytes(1, 1, hidden)
+        per_token = TOKEN_ID_BYTES if back else pipeline_activation_bytes(1, 1, hidden)
         same(problem, f"{st}.hop_bytes_per_token", s.hop_bytes_per_token, per_token, why)
         seconds = float(r.seconds(per_token * wp.batch))
         same(problem, f"{st}.hop_seconds", s.hop_seconds, seconds, why)
+        # With a chunk of c prompt tokens: (batch + c) hidden states forward, or back the ids
+        # of the batch and of the c / P prompts the chunk finishes.
+        chunk = (wp.batch + c / P) * TOKEN_ID_BYTES if back else (wp.batch + c) * per_token
+        why = f"{why[:-1]}, {c:g} prompt tokens of a chunk)"
+        same(problem, f"{st}.hop_chunk_bytes", s.hop_chunk_bytes, chunk, why)
+        seconds = float(r.seconds(chunk))
+        same(problem, f"{st}.hop_chunk_seconds", s.hop_chunk_seconds, seconds, why)
 
 
 def _written_before(s: StageLine) -> bool:

@@ -103,7 +103,8 @@ def test_a_hop_pays_every_latency_and_the_slowest_bandwidth() -> None:
 def test_each_stage_is_charged_its_own_hop() -> None:
     """A pipeline of the Wi-Fi desktop and two minis: each stage's step carries the hop to the
     next stage over its own route (its kind's slowest), where one network charged every hop
-    alike. The difference per stage is exactly the routes' difference."""
+    alike. The difference per stage is exactly the routes' difference, in the decode-only
+    iterations and in those carrying a prompt chunk, whose tokens cross the hop too."""
     cat, problem = load_catalog(), load_problem(POOL)
     m = cat.model("llama-3.1-70b")
     devs = ["rx-7900-xtx", "m4-pro-64gb", "m4-pro-64gb"]
@@ -122,12 +123,32 @@ def test_each_stage_is_charged_its_own_hop() -> None:
         )  # fmt: skip
         return [s.seconds for s in fig.stages]
 
-    nbytes = HIDDEN * 2 * 4
-    wifi = 2.5e-3 + nbytes / 62.5e6  # wifi-6 > home-lan, the slowest hop of the minis too
-    lan = 0.5e-3 + nbytes / 125e6
+    # Batch 4, prompt 512, output 256: 4 x 512 / 256 = 8 prompt tokens per iteration, in chunks
+    # of the room, max(256, ceil(1.5 x 8)) = 256 tokens (catalog serving.yaml), in a share
+    # f = 8 / 256 of the iterations (serving.chunk_mix). Forward, every token's hidden states:
+    # 4 x 8,192 x 2 = 65,536 bytes decoding, (4 + 256) x 8,192 x 2 = 4,259,840 with a chunk;
+    # back from the last mini, the sampled ids: 4 x 8 = 32 bytes, (4 + 256 / 512) x 8 = 36.
+    f = 8 / 256
+
+    def wifi(n: float) -> float:  # wifi-6 > home-lan
+        return 2.5e-3 + n / 62.5e6
+
+    def lan(n: float) -> float:  # home-lan
+        return 0.5e-3 + n / 125e6
+
+    fwd_d, fwd_c = HIDDEN * 2 * 4, HIDDEN * 2 * (4 + 256)
+    desk = (1 - f) * (wifi(fwd_d) - lan(fwd_d)) + f * (wifi(fwd_c) - lan(fwd_c))
+    # The minis' slowest hop: the lan forward or the ids back over Wi-Fi, where one network
+    # charged the lan forward (its return smaller): 2.500512 ms vs 1.024288 ms decoding; with
+    # a chunk the lan forward, 34.58 ms, is the slowest either way.
+    minis = (1 - f) * (max(lan(fwd_d), wifi(32)) - lan(fwd_d)) + f * (
+        max(lan(fwd_c), wifi(36)) - lan(fwd_c)
+    )
     got = [a - b for a, b in zip(figures(True), figures(False), strict=True)]
-    for g in got:  # the desktop's hop, and the minis' slowest (back to the desktop)
-        assert math.isclose(g, wifi - lan, rel_tol=1e-9), got
+    for g, want in zip(got, [desk, minis, minis], strict=True):
+        assert math.isclose(g, want, rel_tol=1e-9), (got, desk, minis)
+    assert math.isclose(desk, 3.572864e-3, rel_tol=1e-9)  # hand sums of the lines above
+    assert math.isclose(minis, 31 / 32 * 1.476224e-3, rel_tol=1e-9)
 
 
 def _solve(doc: dict[str, Any]) -> Any:
@@ -165,14 +186,27 @@ def test_the_plan_shows_each_split_and_the_verifier_recomputes_it() -> None:
     assert st["hop_route"] == "wifi-6 > home-lan"
     assert st["hop_bytes_per_token"] == HIDDEN * 2
     assert math.isclose(st["hop_seconds"], 2.5e-3 + HIDDEN * 2 * batch / 62.5e6, rel_tol=1e-9)
+    # Batch 4, 512-token prompts, 256 out: a chunk takes the room, 256 tokens (serving.chunk_mix),
+    # so (4 + 256) x 8,192 x 2 = 4,259,840 bytes cross, 2.5 ms + 4,259,840 / 62.5e6 s = 70.66 ms.
+    assert batch == 4
+    assert st["hop_chunk_bytes"] == (batch + 256) * HIDDEN * 2 == 4_259_840
+    assert math.isclose(st["hop_chunk_seconds"], 2.5e-3 + 4_259_840 / 62.5e6, rel_tol=1e-9)
+    last = doc["workloads"][w]["stages"][-1]  # back to the desktop: the sampled ids, 8 bytes each
+    assert last["hop_bytes_per_token"] == 8
+    assert last["hop_chunk_bytes"] == (batch + 256 / 512) * 8 == 36
     at = f"workloads.{w}.stages.0"
-    for key, value, words in (
-        ("hop_route", "home-lan", f"`{at}.hop_route`"),  # claims the faster wired link
-        ("hop_bytes_per_token", HIDDEN, f"`{at}.hop_bytes_per_token`"),  # half the bytes
-        ("hop_seconds", st["hop_seconds"] / 2, f"`{at}.hop_seconds`"),
+    end = f"workloads.{w}.stages.{len(doc['workloads'][w]['stages']) - 1}"
+    for j, key, value, words in (
+        (0, "hop_route", "home-lan", f"`{at}.hop_route`"),  # claims the faster wired link
+        (0, "hop_bytes_per_token", HIDDEN, f"`{at}.hop_bytes_per_token`"),  # half the bytes
+        (0, "hop_seconds", st["hop_seconds"] / 2, f"`{at}.hop_seconds`"),
+        # The chunk's prompt tokens left out: only the decodes' hidden states, in their time.
+        (0, "hop_chunk_bytes", batch * HIDDEN * 2, f"`{at}.hop_chunk_bytes`"),
+        (0, "hop_chunk_seconds", st["hop_seconds"], f"`{at}.hop_chunk_seconds`"),
+        (-1, "hop_chunk_bytes", batch * 8, f"`{end}.hop_chunk_bytes`"),  # no finished prompt
     ):
         bad = copy.deepcopy(doc)
-        bad["workloads"][w]["stages"][0][key] = value
+        bad["workloads"][w]["stages"][j][key] = value
         found = plan_failures(plan_from_data(bad, "p"), cat)
         assert any(words in f for f in found), (key, found)
     bad = copy.deepcopy(doc)

@@ -62,6 +62,17 @@ def tensor_parallel_allreduce_seconds(
     return np.where(n > 1, ring * nbytes / bandwidth_bytes_s + fixed, 0.0)
 
 
+# Bytes of one sampled token id on the way back from the last stage: vLLM's model runner sends
+# the sampled ids (an int64 tensor, vllm/v1/worker/gpu/pp_utils.py `pp_broadcast`) or routes
+# them through the scheduler (vllm-project/vllm PR #20291); no hidden states go back.
+TOKEN_ID_BYTES = 8.0
+
+
+def sampled_token_bytes(tokens: float | Array) -> Array:
+    """The return hop of a pipeline (last stage to first): the sampled token ids, 8 bytes each."""
+    return np.asarray(np.asarray(tokens, dtype=np.float64) * TOKEN_ID_BYTES)
+
+
 def pipeline_activation_bytes(
     batch: float, tokens: float, hidden: int, dtype_bytes: float = 2.0
 ) -> float:

@@ -31,7 +31,6 @@ import numpy.typing as npt
 
 from planner.catalog import Catalog
 from planner.estimator.architecture import attended_tokens
-from planner.estimator.comm import pipeline_activation_bytes
 from planner.estimator.confidence import CONFIDENCE, design_confidence, kept_share
 from planner.estimator.cost import power_w
 from planner.estimator.devices import DeviceTable, device_table
@@ -62,7 +61,7 @@ from planner.estimator.memory import (
 )
 from planner.estimator.perf import head_seconds, serving_layer_seconds
 from planner.estimator.profiles import layer_profile, profiled_pair
-from planner.estimator.replica import StageSpec, layer_estimate
+from planner.estimator.replica import StageSpec, hop_bytes, layer_estimate
 from planner.estimator.routes import group_link, hop_routes, kind_route
 from planner.estimator.serving import chunk_mix, prefill_prompt, prefill_room, serial_engine
 from planner.estimator.support import (
@@ -273,9 +272,15 @@ class _Setting:
     tp: npt.NDArray[np.int64]
     levels: npt.NDArray[np.int64]
     # [bi, p, q]: one pipeline hop from a machine of place p to one of place q, seconds
-    # (planner.estimator.routes); place[o]: the place of option o's device (its machine kind).
+    # (planner.estimator.routes), in a decode-only iteration; place[o]: the place of option
+    # o's device (its machine kind). `hop_c`: the same in an iteration with a prompt chunk,
+    # whose tokens' hidden states cross too; `back`, `back_c`: the last stage's hop back to
+    # the first, carrying the sampled token ids only (replica.hop_bytes).
     hop: npt.NDArray[np.float64]
     place: npt.NDArray[np.int64]
+    hop_c: npt.NDArray[np.float64]
+    back: npt.NDArray[np.float64]
+    back_c: npt.NDArray[np.float64]
     tau: npt.NDArray[np.float64]
     fixed: npt.NDArray[np.float64]
     chunks: npt.NDArray[np.float64]  # per level: iterations to the first token (closed load)
@@ -692,11 +697,11 @@ def _setting(
     # (its figures at a full batch are then conservative), and a smaller concurrency must
     # never lose a design a larger one has (the optimum is monotone in it; docs/serving.md).
     levels = np.array(BATCH_LEVELS, dtype=np.int64)
-    hop, place = _hops(problem, cat, m, levels, opts)
+    P, out = prefill_prompt(w.prompt_tokens, w.prefix_cache_hit), w.output_tokens
+    hops, place = _hops(problem, cat, m, levels, opts, P, out)
     tau = np.empty((len(levels), len(opts)))
     fixed = np.empty((len(levels), len(opts)))
     serial = serial_engine(fmt)
-    P, out = prefill_prompt(w.prompt_tokens, w.prefix_cache_hit), w.output_tokens
     tau_c = np.empty((len(levels), len(opts)))
     tau_d = np.empty((len(levels), len(opts)))
     share = np.empty(len(levels))
@@ -804,8 +809,11 @@ def _setting(
         opts=opts,
         tp=tp,
         levels=levels,
-        hop=hop,
+        hop=hops[0],
         place=place,
+        hop_c=hops[1],
+        back=hops[2],
+        back_c=hops[3],
         tau=tau,
         fixed=fixed,
         chunks=chunks,
@@ -829,20 +837,27 @@ def _hops(
     m: ModelArch,
     levels: npt.NDArray[np.int64],
     opts: list[_Option],
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+    prompt: int,
+    output: int,
+) -> tuple[list[npt.NDArray[np.float64]], npt.NDArray[np.int64]]:
     """Seconds of one pipeline hop at each batch level between the places the options'
-    devices sit (their stated machine kinds, planner.estimator.routes), [bi, p, q], and each
-    option's place."""
+    devices sit (their stated machine kinds, planner.estimator.routes), [bi, p, q]: forward in
+    a decode-only iteration and in one with the level's prompt chunk (serving.chunk_mix), and
+    back from the last stage in each (replica.hop_bytes); and each option's place."""
     kinds = [problem.machine_of(o.device.id) for o in opts]
     names = list(dict.fromkeys(k.id if k is not None else "" for k in kinds))
     place = np.array([names.index(k.id if k is not None else "") for k in kinds], dtype=np.int64)
     of = {k.id if k is not None else "": k for k in kinds}
-    nbytes = np.array([pipeline_activation_bytes(int(b), 1, m.hidden_size) for b in levels])
-    hop = np.empty((len(levels), len(names), len(names)))
+    b = levels.astype(np.float64)
+    chunk = np.array([chunk_mix(x, prompt, output, x * prompt / output)[0] for x in b.tolist()])
+    (fd, bd), (fc, bc) = (hop_bytes(b, q, prompt, m.hidden_size) for q in (0.0 * b, chunk))
+    out = [np.empty((len(levels), len(names), len(names))) for _ in range(4)]
     for p, a in enumerate(names):
-        for q, b in enumerate(names):
-            hop[:, p, q] = kind_route(problem, cat, of[a], of[b]).seconds(nbytes)
-    return hop, place
+        for q, z in enumerate(names):
+            r = kind_route(problem, cat, of[a], of[z])
+            for grid, nbytes in zip(out, (fd, fc, bd, bc), strict=True):
+                grid[:, p, q] = r.seconds(nbytes)
+    return out, place
 
 
 def _pair_hops(
@@ -852,28 +867,57 @@ def _pair_hops(
     o2: npt.NDArray[np.int64],
     s1: npt.NDArray[np.int64],
     s2: npt.NDArray[np.int64],
+    chunk: bool = False,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """The hop each kind of a two-type pipeline is charged (replica.kind_hops): the slowest
-    leaving one of its stages, to its own kind (when it has two stages or more) or to the
-    other (o1's last stage to o2's first, o2's last back to o1's first)."""
+    """The hop each kind of a two-type pipeline is charged (replica.kind_hops) in a decode-only
+    iteration (with a prompt chunk: `chunk`): the slowest leaving one of its stages, to its own
+    kind (when it has two stages or more) or to the other (o1's last stage to o2's first, o2's
+    last back to o1's first, its sampled token ids only)."""
+    fwd, back = (st.hop_c, st.back_c) if chunk else (st.hop, st.back)
     p1, p2 = st.place[o1], st.place[o2]
-    h11 = np.where(s1 > 1, st.hop[bi, p1, p1], 0.0)
-    h22 = np.where(s2 > 1, st.hop[bi, p2, p2], 0.0)
-    return np.maximum(h11, st.hop[bi, p1, p2]), np.maximum(h22, st.hop[bi, p2, p1])
+    h11 = np.where(s1 > 1, fwd[bi, p1, p1], 0.0)
+    h22 = np.where(s2 > 1, fwd[bi, p2, p2], 0.0)
+    return np.maximum(h11, fwd[bi, p1, p2]), np.maximum(h22, back[bi, p2, p1])
+
+
+def _mean_pair_hops(
+    st: _Setting,
+    bi: npt.NDArray[np.int64],
+    o1: npt.NDArray[np.int64],
+    o2: npt.NDArray[np.int64],
+    s1: npt.NDArray[np.int64],
+    s2: npt.NDArray[np.int64],
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """_pair_hops over the mean iteration (a share of them carry a chunk), what the layers are
+    split on, with the stages' mean times."""
+    f = st.share[bi]
+    (d1, d2), (c1, c2) = (_pair_hops(st, bi, o1, o2, s1, s2, x) for x in (False, True))
+    return (1.0 - f) * d1 + f * c1, (1.0 - f) * d2 + f * c2
 
 
 def _kind_hops(
-    st: _Setting, bi: npt.NDArray[np.int64], o: npt.NDArray[np.int64], s: npt.NDArray[np.int64]
+    st: _Setting,
+    bi: npt.NDArray[np.int64],
+    o: npt.NDArray[np.int64],
+    s: npt.NDArray[np.int64],
+    chunk: bool | None = None,
 ) -> npt.NDArray[np.float64]:
     """[n, k]: the hop each kind of a k-type pipeline (kinds `o` in stage order, `s` stages
-    each) is charged (replica.kind_hops): the slowest leaving one of its stages, to its own
-    kind (with two stages or more) or to the next kind's first (the last kind's back to the
-    first's)."""
+    each) is charged (replica.kind_hops) in a decode-only iteration (`chunk` True: one with a
+    prompt chunk; None: their mean, what the layers are split on): the slowest leaving one of
+    its stages, to its own kind (with two stages or more) or to the next kind's first (the
+    last kind's back to the first's, its sampled token ids only)."""
+    if chunk is None:
+        f = st.share[bi][:, None]
+        return (1.0 - f) * _kind_hops(st, bi, o, s, False) + f * _kind_hops(st, bi, o, s, True)
+    fwd, back = (st.hop_c, st.back_c) if chunk else (st.hop, st.back)
     p = st.place[o]
     nxt = np.roll(p, -1, axis=1)
     lv = bi[:, None]
-    own = np.where(s > 1, st.hop[lv, p, p], 0.0)
-    return np.asarray(np.maximum(own, st.hop[lv, p, nxt]), dtype=np.float64)
+    own = np.where(s > 1, fwd[lv, p, p], 0.0)
+    on = fwd[lv, p, nxt]
+    on[:, -1] = back[bi, p[:, -1], nxt[:, -1]]
+    return np.asarray(np.maximum(own, on), dtype=np.float64)
 
 
 def _activity(
@@ -898,10 +942,19 @@ def _homogeneous(st: _Setting, max_stages: int) -> _Candidates:
         & ~((S > 1) & ((S - 1) * layers >= L))[None, :, None]
     )
     lay = layers[None, :, None]
-    # [bi, S - 1, o]: the link's hop and the engine's own time per hop
-    own = st.hop[:, st.place, st.place]  # [bi, o]: to the next machine of the option's kind
-    hop = np.where(S[None, :, None] > 1, own[:, None, :] + st.hop_extra[None, None, :], 0.0)
-    T = lay * st.tau[:, None, :] + st.fixed[:, None, :] + hop
+    # [bi, S - 1, o]: the link's hop and the engine's own time per hop, to the next machine of
+    # the option's kind (the slowest of the forward hops and the last's back, replica.kind_hops)
+    hop_d, hop_c = (
+        np.where(
+            S[None, :, None] > 1,
+            np.maximum(fwd[:, st.place, st.place], back[:, st.place, st.place])[:, None, :]
+            + st.hop_extra[None, None, :],
+            0.0,
+        )
+        for fwd, back in ((st.hop, st.back), (st.hop_c, st.back_c))
+    )
+    f = st.share[:, None, None]
+    T = lay * st.tau[:, None, :] + st.fixed[:, None, :] + (1.0 - f) * hop_d + f * hop_c
     # Every stage draws power and prefills for its own layers: S - 1 of `lay`, the last the rest.
     last = (L - (S - 1) * layers)[None, :, None]
     per_byte = st.w_layer / st.tp + st.kv_read[:, None, :]
@@ -909,7 +962,7 @@ def _homogeneous(st: _Setting, max_stages: int) -> _Candidates:
     tail = power_w(st.tdp_w, st.idle_w, _activity(last * per_byte, st.bandwidth, T), st.floor)
     watts = ((S - 1)[None, :, None] * full + tail) / S[None, :, None]  # mean per device
     n_dev = S[None, :, None] * st.tp
-    T_c = lay * st.tau_c[:, None, :] + st.fixed[:, None, :] + hop
+    T_c = lay * st.tau_c[:, None, :] + st.fixed[:, None, :] + hop_c
     Sf = S[None, :, None]
     ttft = 0.5 * Sf * T + st.chunks[:, None, None] * Sf * T_c  # serving.closed_ttft
     b = st.levels[:, None, None]
@@ -1047,7 +1100,7 @@ def _two_type(
     order += s2[0, k] - 1
     bi, o1, o2, s1, s2 = bi[t], o1[t, 0], o2[t, 0], s1[0, k], s2[0, k]
     S = s1 + s2
-    h1, h2 = _pair_hops(st, bi, o1, o2, s1, s2)  # each kind's hops, with its stages' work
+    h1, h2 = _mean_pair_hops(st, bi, o1, o2, s1, s2)  # each kind's hops, with its work
     a1, f1 = st.tau[bi, o1], st.fixed[bi, o1] + h1
     a2, f2 = st.tau[bi, o2], st.fixed[bi, o2] + h2
     hop = np.maximum(st.hop_extra[o1], st.hop_extra[o2])
@@ -1068,17 +1121,16 @@ def _two_type(
     bi, o1, o2, s1, s2, S, order, n1, rest = (
         x[keep] for x in (bi, o1, o2, s1, s2, S, order, n1, rest)
     )
-    h1, h2 = _pair_hops(st, bi, o1, o2, s1, s2)
-    a1, f1 = st.tau[bi, o1], st.fixed[bi, o1] + h1
-    a2, f2 = st.tau[bi, o2], st.fixed[bi, o2] + h2
+    (d1, d2), (c1, c2) = (_pair_hops(st, bi, o1, o2, s1, s2, x) for x in (False, True))
+    f1, f2 = st.fixed[bi, o1], st.fixed[bi, o2]
     hop = np.maximum(st.hop_extra[o1], st.hop_extra[o2])
     q, r = rest // s2, rest % s2
     top = q + (r > 0)  # layers of the fullest o2 stage
     # The layers are split on the stages' mean times; a round takes its slowest stage, which
     # may be the other kind in iterations with a chunk, so the mean round is the mean of the
     # two kinds of iteration's slowest stage (replica.pipeline_round), not the slowest mean.
-    T_c = np.maximum(n1 * st.tau_c[bi, o1] + f1, top * st.tau_c[bi, o2] + f2) + hop
-    T_d = np.maximum(n1 * st.tau_d[bi, o1] + f1, top * st.tau_d[bi, o2] + f2) + hop
+    T_c = np.maximum(n1 * st.tau_c[bi, o1] + f1 + c1, top * st.tau_c[bi, o2] + f2 + c2) + hop
+    T_d = np.maximum(n1 * st.tau_d[bi, o1] + f1 + d1, top * st.tau_d[bi, o2] + f2 + d2) + hop
     T, ttft = _round(st, bi, S, T_d, T_c)
     # Every stage draws power for its own layers: s1 of n1, r of q + 1 and s2 - r of q.
     watts = _stage_power(st, bi, T, [(o1, n1, s1), (o2, q + 1, r), (o2, q, s2 - r)])
@@ -1294,10 +1346,11 @@ def _k_type(
     bi, o, s, n, S, q, r, top, gen = (x[keep] for x in (bi, o, s, n, S, q, r, top, gen))
     n[:, last] = q
     lay = np.concatenate([n[:, :last], top[:, None]], axis=1)  # each kind's fullest stage
-    fix = st.fixed[bi[:, None], o] + _kind_hops(st, bi, o, s)
+    fix = st.fixed[bi[:, None], o]
     hop = st.hop_extra[o].max(axis=1)
-    T_c = (lay * st.tau_c[bi[:, None], o] + fix).max(axis=1) + hop
-    T_d = (lay * st.tau_d[bi[:, None], o] + fix).max(axis=1) + hop
+    T_c = (lay * st.tau_c[bi[:, None], o] + fix + _kind_hops(st, bi, o, s, True)).max(axis=1)
+    T_d = (lay * st.tau_d[bi[:, None], o] + fix + _kind_hops(st, bi, o, s, False)).max(axis=1)
+    T_c, T_d = T_c + hop, T_d + hop
     T, ttft = _round(st, bi, S, T_d, T_c)
     kinds = [(o[:, j], n[:, j], s[:, j]) for j in range(last)]
     kinds += [(o[:, last], q + 1, r), (o[:, last], q, s[:, last] - r)]

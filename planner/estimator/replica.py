@@ -15,6 +15,15 @@ advances every S x T and the replica makes b / T tokens/s. One sequence alone (n
 flight) waits for the sum of the stages instead (`single_stream_seconds`). Each device draws power at the share of T its memory is busy
 with its own stage's bytes (planner.estimator.cost.power_w). Time to first token: each stage's
 batch-1 prefill in turn plus S - 1 hops.
+
+What a hop carries (`hop_bytes`): forward, the hidden states of every token the iteration
+processes, the decodes' and a prompt chunk's alike ((decodes + prompt tokens) x hidden x 2); back
+from the last stage to the first, only the sampled token ids (comm.sampled_token_bytes). The hop
+is serial with its stage's work, never overlapped: a stage cannot start a chunk before its hidden
+states have arrived (vLLM's pipeline stages exchange them with torch.distributed send/recv,
+`send_tensor_dict`/`recv_tensor_dict` in vllm/distributed/parallel_state.py, the receiving stage
+blocked until they land), so the same charge enters the iterations with a chunk, their mean,
+the time to first token and a single stream.
 """
 
 from __future__ import annotations
@@ -29,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.estimator.architecture import attended_tokens
-from planner.estimator.comm import pipeline_activation_bytes
+from planner.estimator.comm import pipeline_activation_bytes, sampled_token_bytes
 from planner.estimator.cost import power_w
 from planner.estimator.devices import DeviceTable, device_table, small_allreduce_seconds
 from planner.estimator.engine_topology import ExchangeLayout, head_divisor, root_block_seconds
@@ -97,8 +106,9 @@ class StageSpec:
 class StageFigures:
     memory: dict[str, float]  # bytes per device by kind, and "total"
     seconds: float  # one decode step of this stage, hop to the next included (0 for training)
-    boundary_bytes: float  # hidden states sent to the next stage per step
+    boundary_bytes: float  # sent to the next stage per decode step (the last: its token ids)
     watts: float  # each device at load (0 for training: the job's power is its own figure)
+    chunk_bytes: float = 0.0  # sent to the next stage per step that carries a prompt chunk
 
 
 @dataclass(frozen=True)
@@ -178,12 +188,15 @@ def inference_replica(
     `decode_only`: a disaggregated decode replica, whose iterations carry no prompt chunks."""
     fmt, kvb = weight_format(weights), kv_bytes(kv)
     S = len(stages)
-    boundary = float(pipeline_activation_bytes(batch, 1, m.hidden_size)) if S > 1 else 0.0
-    hops = kind_hops(stages, [_scalar(h) for h in hop_seconds(stages, link, boundary)])
+    c = 0.0 if decode_only else chunk_mix(batch, prompt, output, batch * prompt / output)[0]
+    sent = [hop_bytes(batch, q, prompt, m.hidden_size) for q in (0.0, c)]  # decode, chunk
+    hops_d, hops_c = (
+        kind_hops(stages, [_scalar(h) for h in hop_seconds(stages, link, *b)]) for b in sent
+    )
     chunk_seconds: list[float] = []
     decode_seconds: list[float] = []
-    for st, hop in zip(stages, hops, strict=True):
-        hop = hop + hop_overhead_s if S > 1 else 0.0
+    for st, hop_d, hop_c in zip(stages, hops_d, hops_c, strict=True):
+        extra = hop_overhead_s if S > 1 else 0.0
         dev = device_table([st.device])
         tau_d, tau_c, share = _layer_seconds(
             m,
@@ -206,8 +219,8 @@ def inference_replica(
             + engine_step_s
             + host_s_per_token * batch
         )
-        chunk_seconds.append(st.layers * tau_c + fixed + hop)
-        decode_seconds.append(st.layers * tau_d + fixed + hop)
+        chunk_seconds.append(st.layers * tau_c + fixed + (hop_c + extra if S > 1 else 0.0))
+        decode_seconds.append(st.layers * tau_d + fixed + (hop_d + extra if S > 1 else 0.0))
     if decode_only:
         share = 0.0  # a decode pool's engine takes prefilled sequences: no prompt chunks
     T = pipeline_round(decode_seconds, chunk_seconds, share)
@@ -221,7 +234,8 @@ def inference_replica(
         act = min(1.0, nbytes / _scalar(dev.bandwidth_bytes_s) / T)
         watts = _scalar(power_w(dev.tdp_w, dev.idle_w, np.asarray(act), dev.power_activity_floor))
         total_w += watts * st.tp
-        figs.append(StageFigures(use, sec, boundary, watts))
+        d_bytes, c_bytes = (_scalar(b[0 if i < S - 1 else 1]) if S > 1 else 0.0 for b in sent)
+        figs.append(StageFigures(use, sec, d_bytes, watts, c_bytes))
     return ReplicaFigures(
         stages=tuple(figs),
         step_seconds=T,
@@ -232,13 +246,32 @@ def inference_replica(
     )
 
 
-def hop_seconds(stages: list[StageSpec], link: Link, nbytes: Any) -> list[npt.NDArray[np.float64]]:
-    """Seconds of each stage's hop to the next with `nbytes` of activations (a number or a
-    grid): along the stage's route (StageSpec.hop), else over `link`; 0 for one stage."""
+def hop_bytes(decodes: Any, prompt_tokens: Any, prompt: float, hidden: int) -> tuple[Any, Any]:
+    """(forward, back) bytes of one pipeline hop in an iteration of `decodes` decoding sequences
+    and `prompt_tokens` prompt tokens (numbers or grids). Forward: the hidden states of every
+    token the iteration processes, (decodes + prompt tokens) x hidden x 2
+    (comm.pipeline_activation_bytes; a chunk's tokens cross each hop once, in the iteration
+    that processes them). Back, the last stage's hop to the first: the token ids sampled, one
+    per decode and per prompt the chunk finishes (prompt tokens / prompt length), 8 bytes each
+    (comm.sampled_token_bytes)."""
+    fwd = pipeline_activation_bytes(np.asarray(decodes) + prompt_tokens, 1, hidden)
+    back = sampled_token_bytes(np.asarray(decodes) + np.asarray(prompt_tokens) / max(prompt, 1))
+    return fwd, back
+
+
+def hop_seconds(
+    stages: list[StageSpec], link: Link, forward: Any, back: Any
+) -> list[npt.NDArray[np.float64]]:
+    """Seconds of each stage's hop to the next with `forward` bytes of activations (a number or
+    a grid), the last stage's back to the first with `back` bytes (its sampled token ids,
+    `hop_bytes`): along the stage's route (StageSpec.hop), else over `link`; 0 for one stage."""
     if len(stages) < 2:
-        return [np.zeros_like(np.asarray(nbytes, dtype=np.float64)) for _ in stages]
+        return [np.zeros_like(np.asarray(forward, dtype=np.float64)) for _ in stages]
     alone = Route((link,))
-    return [(st.hop or alone).seconds(nbytes) for st in stages]
+    last = len(stages) - 1
+    return [
+        (st.hop or alone).seconds(back if j == last else forward) for j, st in enumerate(stages)
+    ]
 
 
 def kind_hops(stages: list[StageSpec], hops: list[Any]) -> list[Any]:
@@ -344,9 +377,13 @@ class IterationTime:
         self.model = m
         self.n_grid, self.p_grid, n, p = _grid(batch, self.budget, prompt)
         S = len(stages)
-        boundary = pipeline_activation_bytes(np.maximum(n, 1.0), 1, m.hidden_size)
+        # Every token of the iteration crosses each hop (at least one: an empty iteration's
+        # hop is the latency's), the sampled ids come back (hop_bytes).
+        fwd, back = hop_bytes(n, p, prompt, m.hidden_size)
+        fwd = np.maximum(fwd, pipeline_activation_bytes(1, 1, m.hidden_size))
+        back = np.maximum(back, sampled_token_bytes(1.0))
         extra = hop_overhead_s if S > 1 else 0.0
-        own = [h + extra for h in hop_seconds(stages, link, boundary)]
+        own = [h + extra for h in hop_seconds(stages, link, fwd, back)]
         hops = dict(
             zip(((id(x.device), x.tp) for x in stages), kind_hops(stages, own), strict=True)
         )

@@ -220,6 +220,8 @@ def stage_lines(
                 hop.id if hop else None,
                 f.boundary_bytes / d.batch if hop else 0.0,
                 float(hop.seconds(f.boundary_bytes)) if hop else 0.0,
+                f.chunk_bytes if hop else 0.0,
+                float(hop.seconds(f.chunk_bytes)) if hop else 0.0,
             )
         )
         first += st.layers

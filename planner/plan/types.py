@@ -106,14 +106,19 @@ class StageLine:
     # The tensor-parallel group spans `tp` machines of one device each, its all-reduces over
     # the plan's network link; false: the group sits in one host.
     across_machines: bool = False
-    # Serving pipelines: the hop to the next stage (the last stage's: its token back to the
-    # first) crosses the links `hop_route` names in order (planner.estimator.routes), carrying
-    # `hop_bytes_per_token` per sequence (hidden x 2 bytes) and taking `hop_seconds` at the
-    # batch (every link's latency + boundary bytes / the slowest bandwidth; the engine's own
-    # time per hop is not in it). None and 0 for one stage and for training.
+    # Serving pipelines: the hop to the next stage (the last stage's: its sampled token ids back
+    # to the first) crosses the links `hop_route` names in order (planner.estimator.routes),
+    # carrying `hop_bytes_per_token` per sequence (hidden x 2 bytes; the last stage's: 8 bytes,
+    # one token id) and taking `hop_seconds` at the batch (every link's latency + boundary
+    # bytes / the slowest bandwidth; the engine's own time per hop is not in it); in an
+    # iteration that carries a prompt chunk it carries `hop_chunk_bytes` (the chunk's tokens'
+    # hidden states too; back, the ids of the prompts it finishes too) in `hop_chunk_seconds`.
+    # None and 0 for one stage and for training.
     hop_route: str | None = None
     hop_bytes_per_token: float = 0.0
     hop_seconds: float = 0.0
+    hop_chunk_bytes: float = 0.0
+    hop_chunk_seconds: float = 0.0
 
 
 @with_config(_FORBID)
