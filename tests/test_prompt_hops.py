@@ -148,3 +148,26 @@ def test_each_iteration_carries_its_own_tokens_across_the_hops() -> None:
     # tokens): 264 x 16,384 = 4,325,376 bytes, 34.60 ms at 1 Gb/s against 3.46 ms at 10 Gb/s
     # per hop, 3 x 31.14 ms = 93.43 ms more per round of three stages.
     assert slow_it(8.0, 256.0) - fast_it(8.0, 256.0) == pytest.approx(0.0934281, abs=1e-7)
+
+
+def test_the_quick_estimate_sends_the_prompt_across_its_pipeline() -> None:
+    """`planner estimate` at a given degree: a pipeline of S stages waits S - 1 hops of 100 GbE
+    (12.5 GB/s, 20 us; estimate.ETHERNET_HOP) before the first token, each carrying the whole
+    prompt: 2,000 x 8,192 x 2 = 32,768,000 bytes, 20 us + 2.62 ms, not one decode step's."""
+    from planner.estimator.cost import Economics
+    from planner.estimator.devices import device_table
+    from planner.estimator.estimate import InferenceQuery, estimate_inference
+    from planner.estimator.formats import weight_format
+    from planner.estimator.perf import prefill_seconds
+
+    cat = load_catalog()
+    m = cat.model("llama-3.1-70b")
+    dev = device_table([cat.accelerator("rtx-4090")])
+    q = InferenceQuery(weights="fp16", kv="fp16", context=4096, batch=4, prompt=2000, tp=1)
+    (row,) = estimate_inference(m, dev, q, Economics())
+    stages = row.devices_needed
+    assert row.parallelism == f"pipeline {stages}" and stages > 1
+    alone = float(prefill_seconds(m, weight_format("fp16"), dev, batch=1, prompt=2000, tp=1)[0])
+    hop = 20e-6 + 32_768_000 / 12.5e9
+    assert hop == pytest.approx(2.6414e-3, abs=1e-7)
+    assert row.prefill_s == pytest.approx(alone + (stages - 1) * hop, rel=1e-9)

@@ -136,7 +136,12 @@ def estimate_inference(
     step1 = decode_step_seconds(m, fmt, kvb, dev, batch=q.batch, context=q.context, tp=q.tp or 1)
     pre1 = prefill_seconds(m, fmt, dev, batch=1, prompt=q.prompt, tp=q.tp or 1)
     compute_bound = decode_compute_bound(m, fmt, kvb, dev, batch=q.batch, context=q.context)
-    hop = float(p2p_seconds(pipeline_activation_bytes(q.batch, 1, m.hidden_size), *ETHERNET_HOP))
+    # A decode step's hop carries the batch's hidden states, the prompt's its every token's
+    # (docs/networks.md, "What a hop carries").
+    hop = (
+        float(p2p_seconds(pipeline_activation_bytes(q.batch, 1, m.hidden_size), *ETHERNET_HOP)),
+        float(p2p_seconds(pipeline_activation_bytes(1, q.prompt, m.hidden_size), *ETHERNET_HOP)),
+    )
     for i, did in enumerate(dev.ids):
         qi, stages = _stages(m, q, dev, i, one, counts)
         if qi.tp != q.tp:  # stages of tensor-parallel groups: their own step times
@@ -277,19 +282,20 @@ def _layout(
     stages: int,
     step1: float,
     pre1: float,
-    hop: float,
+    hop: tuple[float, float],
 ) -> tuple[int, float, float, str]:
     """(devices, decode step s, time to first token s, description) of the layout that holds
-    the model in `stages` parts of `q.tp` devices each (or one device per part without --tp).
-    Without a given degree, parts that fit one scale-up domain become tensor parallel instead."""
+    the model in `stages` parts of `q.tp` devices each (or one device per part without --tp);
+    `hop`: one pipeline hop of a decode step and of the prompt. Without a given degree, parts
+    that fit one scale-up domain become tensor parallel instead."""
     if q.tp is not None:
         # The user's degree: `stages` groups of tp devices, a pipeline when stages > 1; a token
         # passes every stage in turn, one hop per boundary.
         pipe = f"pipeline {stages}" if stages > 1 else ""
         par = (f"tensor-parallel {q.tp}" + (f" x {pipe}" if pipe else "")) if q.tp > 1 else pipe
         par = par or "single"
-        extra = max(stages - 1, 0) * hop
-        return stages * q.tp, step1 + extra, pre1 + extra, par
+        k = max(stages - 1, 0)
+        return stages * q.tp, step1 + k * hop[0], pre1 + k * hop[1], par
     n, domain = stages, int(dev.domain_size[i])
     pow2 = 1 << max(0, n - 1).bit_length()
     if 1 < n <= domain and pow2 <= domain and m.num_attention_heads % pow2 == 0:
@@ -313,7 +319,7 @@ def _layout(
             prefill_seconds(m, weight_format(q.weights), sub, batch=1, prompt=q.prompt, tp=n)[0]
         )
         return n, step, pre, f"tensor-parallel {n}"
-    return n, step1 + (n - 1) * hop, pre1 + (n - 1) * hop, f"pipeline {n}"
+    return n, step1 + (n - 1) * hop[0], pre1 + (n - 1) * hop[1], f"pipeline {n}"
 
 
 def estimate_training(
