@@ -249,9 +249,14 @@ def _workload(w: WorkloadPlan, show_site: bool, show_hops: bool = False) -> Tabl
     if routes:
         t.add_column("hop to next", justify="left")
         t.add_column("hop ms", justify="right")
+        t.add_column("chunk hop ms", justify="right")
     for i, s in enumerate(w.stages):
         mb = s.memory_bytes
-        hop = (s.hop_route or "-", f"{s.hop_seconds * 1e3:,.2f}" if s.hop_route else "-")
+        hop = (
+            s.hop_route or "-",
+            f"{s.hop_seconds * 1e3:,.2f}" if s.hop_route else "-",
+            f"{s.hop_chunk_seconds * 1e3:,.2f}" if s.hop_route else "-",
+        )
         t.add_row(
             str(i),
             s.device,
