@@ -130,3 +130,41 @@ def test_transfer_and_pool_latency_by_hand() -> None:
     # A decode engine at a trickle: one sequence, 10 iterations of 0.0101 s plus half of one.
     dec = decode_latency(it, slots=8, rate=1e-6, prompt=1000, output=10)
     assert dec.e2e_s[50] == pytest.approx(0.5 * 0.0101 + 9 * 0.0101, rel=1e-3)
+
+
+def test_each_chain_feeds_its_prefill_engine_the_groups_planned_mix(monkeypatch: Any) -> None:
+    # Two decode groups (chat on one L40S, docs on two) share one prefill engine. A chain's
+    # arrivals are its decode group's share of what the prefill pool takes (pool_factor over
+    # every group, not over its own), and the engine's background brings each class to the
+    # planned mix, none of a class the chain already carries whole: the engine sees about
+    # 4.2 chat and 1.8 docs requests/s in both chains (it saw 6.2 docs/s in the docs chain,
+    # 3.4 x its share, and queued for minutes).
+    import numpy as np
+
+    import planner.simulate.pools as pools
+    from planner.simulate.pools import pool_factor
+
+    problem, plan = _solve("on")
+    w = problem.workloads[0]
+    assert isinstance(w, InferenceWorkload)
+    seen: list[dict[str, float]] = []
+    real = pools.simulate_engine
+
+    def spy(it: Any, *, slots: int, kv_tokens: float, budget: Any, requests: Any) -> Any:
+        span = max(r[0] for r in requests)
+        docs = sum(1 for r in requests if r[1] > 1000)
+        seen.append({"docs": docs / span, "chat": (len(requests) - docs) / span})
+        return real(it, slots=slots, kv_tokens=kv_tokens, budget=budget, requests=requests)
+
+    monkeypatch.setattr(pools, "simulate_engine", spy)
+    pre = [g for g in plan.workloads if g.role == "prefill"]
+    decode = [g for g in plan.workloads if g.role == "decode"]
+    assert len(pre) == 1 and len(decode) == 2
+    factor = pool_factor(plan.workloads, w.name)
+    for d in decode:
+        rng = np.random.default_rng(5)
+        pools.replay_pools(problem, load_catalog(), w, pre, d, 1.0, 3000, rng, factor=factor)
+    planned = pre[0].requests_per_s
+    for rates in seen:
+        for cls in ("chat", "docs"):
+            assert rates[cls] == pytest.approx(planned[cls], rel=0.1), (seen, planned)

@@ -319,11 +319,14 @@ def simulate_plan(
                     "period replayed; re-create the plan with `planner solve --out`"
                 )
             limit = launched_context(launched or problem, wp)
-            figures, res = replay_pools(problem, cat, w, pre, wp, scales[wp.name], n, rng, limit)
+            factor = pool_factor(groups, wp.name)
+            figures, res = replay_pools(
+                problem, cat, w, pre, wp, scales[wp.name], n, rng, limit, factor=factor
+            )
             res.admits = limit
             for g, f in zip(pre, figures, strict=True):
                 prefilled.setdefault(id(g), []).append(f)
-            rate = scales[wp.name] * pool_factor(groups, wp.name) * sum(wp.requests_per_s.values())
+            rate = scales[wp.name] * factor * sum(wp.requests_per_s.values())
             out.append(GroupReport(index, wp.name, f"decode {label}", engines, rate, res, "decode"))
         elif w.request_mix is not None and wp.role == "both":
             it, slots, kv, budget = engine_of(problem, cat, w, wp)

@@ -54,9 +54,13 @@ def replay_pools(
     n: int,
     rng: np.random.Generator,
     limit: float = math.inf,
+    *,
+    factor: float,
 ) -> tuple[list[EngineResult], EngineResult]:
     """One engine of `decode` fed `n` requests through the `prefill` groups' engines, `scale`
-    x the planned rates (traffic_scale x load: the prefill side's). Returns per prefill group
+    x the planned rates (traffic_scale x load: the prefill side's); `factor`, pool_factor over
+    every group of the workload (all its decode groups share what the prefill pools take, so
+    one decode group's own planned rate is not the measure). Returns per prefill group
     the figures of the chain's requests it prefilled (first token with the transfer), and the
     decode engine's: each request's first token from its prefill, end-to-end over both, output
     tokens counted whole (the first made by the prefill engine). Requests longer than `limit`
@@ -64,7 +68,7 @@ def replay_pools(
     assert w.request_mix is not None
     engines = decode.replicas * len(decode.stages)
     planned = sum(decode.requests_per_s.values())
-    rate = scale * pool_factor([*prefill, decode], w.name) * planned / engines
+    rate = scale * factor * planned / engines
     times, cls = arrival_classes(w, decode.requests_per_s, rate, n, rng)
     times, cls, refused = admitted(w, times, cls, limit)
     n = len(times)
@@ -142,22 +146,25 @@ def _prefill_engine(
     rng: np.random.Generator,
 ) -> list[float]:
     """One prefill engine of group `g` serving the chain's requests `ours` among Poisson
-    background traffic that brings its arrivals to `rate` requests/s over the same span: each
-    of `ours`' first-token seconds after arrival, its KV transfer included."""
+    background traffic that brings each class's arrivals to its share of `rate` requests/s
+    over the same span (the group's planned mix): each of `ours`' first-token seconds after
+    arrival, its KV transfer included. The background is what the chain does not bring, class
+    by class: a chain that carries all of one class's requests gets none of it again."""
     assert w.request_mix is not None
     if not ours:
         return []
     span = chain[ours[-1]][0]
-    extra = rate - len(ours) / span if span > 0 else 0.0
     background: list[tuple[float, int, int]] = []
-    if extra > 0:
+    planned = sum(g.requests_per_s.values())
+    for c, m in enumerate(w.request_mix):
+        share = rate * g.requests_per_s.get(m.name, 0.0) / planned if planned > 0 else 0.0
+        carried = sum(1 for r in ours if chain[r][1] == c)
+        extra = share - carried / span if span > 0 else 0.0
+        if extra <= 0:
+            continue
         count = int(rng.poisson(extra * span))
-        b_times = np.sort(rng.uniform(0.0, span, size=count)).tolist()
-        _, b_cls = arrival_classes(w, g.requests_per_s, 1.0, count, rng)
-        background = [
-            (t, prefill_prompt(w.request_mix[c].input_tokens, w.prefix_cache_hit), 1)
-            for t, c in zip(b_times, b_cls, strict=True)
-        ]
+        prompt = prefill_prompt(m.input_tokens, w.prefix_cache_hit)
+        background += [(float(t), prompt, 1) for t in rng.uniform(0.0, span, size=count)]
     own = [(chain[r][0], chain[r][4], 1) for r in ours]
     both = [*own, *background]
     order = sorted(range(len(both)), key=lambda j: (both[j][0], j))
