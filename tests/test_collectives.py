@@ -8,8 +8,8 @@ import pytest
 from pydantic import ValidationError
 
 from planner.catalog import load_catalog
-from planner.estimator.comm import tensor_parallel_allreduce_seconds
-from planner.estimator.devices import device_table, small_allreduce_grid
+from planner.estimator.comm import allreduce_bytes_read, tensor_parallel_allreduce_seconds
+from planner.estimator.devices import device_table, kernel_rate_bytes_s, small_allreduce_grid
 from planner.estimator.replica import StageSpec
 from planner.schema.catalog import Link
 
@@ -134,3 +134,80 @@ def test_tensor_parallel_decode_matches_gpt_fast(model: str, tp: int, measured: 
         CAT.model(model), weight_format("bf16"), kv_bytes("bf16"), dev, batch=1, context=100, tp=tp
     )
     assert 1.0 / float(step[0]) == pytest.approx(measured, rel=0.2)
+
+
+def test_bytes_read_switch_where_vllm_switches() -> None:
+    # vLLM csrc/custom_all_reduce.cuh: one shot for 2 ranks at any size, for up to 4 ranks below
+    # 512 KiB, up to 8 below 256 KiB; each one-shot rank reads (n - 1) x S, two shots 2 (n-1)/n S.
+    kib = 1024
+    assert float(allreduce_bytes_read(4 * 1024 * kib, 2, 1.0)) == 4 * 1024 * kib
+    assert float(allreduce_bytes_read(256 * kib, 4, 1.0)) == 3 * 256 * kib  # one shot
+    assert float(allreduce_bytes_read(512 * kib, 4, 1.0)) == 1.5 * 512 * kib  # two shots
+    assert float(allreduce_bytes_read(128 * kib, 8, 1.0)) == 7 * 128 * kib  # one shot
+    assert float(allreduce_bytes_read(256 * kib, 8, 1.0)) == 1.75 * 256 * kib  # two shots
+    assert float(allreduce_bytes_read(64 * kib, 16, 1.0)) == 2 * 15 / 16 * 64 * kib  # > 8: two
+    assert float(allreduce_bytes_read(64 * kib, 4, 0.0)) == 1.5 * 64 * kib  # a ring: NCCL's
+
+
+@pytest.mark.parametrize(
+    ("nbytes", "measured_us"),
+    [
+        # vLLM PR #19744, vLLM's custom all-reduce on 4 MI300X: 256 KB 14.39 us (one shot),
+        # 1 MB 22.91 us (two shots); the catalog's 105 GB/s is the mean of the two rates past
+        # the 7.26 us floor (110 and 100.5 GB/s), so each point lands within 3.5 %.
+        (256 * 1024, 14.39),
+        (1024 * 1024, 22.91),
+    ],
+)
+def test_mi300x_mid_size_all_reduce_matches_vllm_pr_19744(nbytes: int, measured_us: float) -> None:
+    table = device_table([CAT.accelerator("mi300x")])
+    t = tensor_parallel_allreduce_seconds(
+        nbytes,
+        4,
+        table.scale_up_bytes_s,
+        2e-6,
+        table.all_to_all,
+        table.small_allreduce_s(4),
+        table.kernel_rate_bytes_s(4),
+    )
+    assert float(t[0]) * 1e6 == pytest.approx(measured_us, rel=0.035)
+    # Hand arithmetic for 1 MiB: 7.26 us + 1.5 x 1,048,576 B / 105e9 B/s = 22.24 us.
+    if nbytes == 1024 * 1024:
+        assert float(t[0]) * 1e6 == pytest.approx(7.26 + 1.5 * 1048576 / 105e9 * 1e6)
+
+
+def test_kernel_rate_scales_with_the_peers_up_to_the_link() -> None:
+    # 105 GB/s read from 3 peers on 4 MI300X: 35 per peer, so 7 peers on 8 read 245 GB/s (under
+    # the link's 336) and one peer on 2 reads 35; a rate past the link's bandwidth is capped.
+    table = device_table([CAT.accelerator("mi300x")])
+    gb_s = table.kernel_rate_bytes_s(np.array([2, 4, 8])) / 1e9
+    assert gb_s.tolist() == pytest.approx([35.0, 105.0, 245.0])
+    assert float(kernel_rate_bytes_s({2: 100.0}, 8, 336e9)) == pytest.approx(336e9)
+    assert np.isnan(kernel_rate_bytes_s(None, 8, 336e9))
+    # No kernel rate measured (NVLink 4): the link's bandwidth, as before.
+    h100 = device_table([CAT.accelerator("h100-sxm")])
+    assert np.isnan(h100.kernel_rate_bytes_s(8)).all()
+
+
+def test_nvlink_mid_size_stays_near_cuda_graph_measurements() -> None:
+    # vLLM PR #24111, H100, 4 ranks, the best backend per size under CUDA graphs: 0.5 MiB in
+    # 10 us, 4 MiB in 29 us. At the link's 450 GB/s the two-shot bytes give 9.2 + 1.5 x S / bw:
+    # 10.95 us and 23.2 us, within 10 % and 20 %. SGLang PR #2904's 40.2 us at 1 MiB is timed
+    # without CUDA graphs (an extra copy into the shared buffer), not how engines decode.
+    table = device_table([CAT.accelerator("h100-sxm")])
+    mib = 1024 * 1024
+    for nbytes, measured in ((mib // 2, 10.0), (4 * mib, 29.0)):
+        t = tensor_parallel_allreduce_seconds(
+            nbytes, 4, table.scale_up_bytes_s, 2e-6, table.all_to_all, table.small_allreduce_s(4)
+        )
+        assert float(t[0]) * 1e6 == pytest.approx(measured, rel=0.21)
+
+
+def test_bytes_past_the_kernel_go_at_the_link_bandwidth() -> None:
+    # Above vLLM's 8 MiB custom all-reduce limit the collective library takes the message: the
+    # extra bytes cost a ring's 2 (n - 1) / n at the link's bandwidth, not the kernel's rate.
+    mib = 1024 * 1024
+    at = tensor_parallel_allreduce_seconds(8 * mib, 4, 336e9, 2e-6, 1.0, 7.26e-6, 105e9)
+    past = tensor_parallel_allreduce_seconds(16 * mib, 4, 336e9, 2e-6, 1.0, 7.26e-6, 105e9)
+    assert float(past - at) == pytest.approx(1.5 * 8 * mib / 336e9)
+    assert float(at) == pytest.approx(7.26e-6 + 1.5 * 8 * mib / 105e9)

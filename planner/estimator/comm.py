@@ -30,6 +30,35 @@ def ring_allreduce_seconds(
     return np.where(n > 1, ring * nbytes / bandwidth_bytes_s + 2.0 * (n - 1.0) * latency_s, 0.0)
 
 
+# vLLM's custom all-reduce (csrc/custom_all_reduce.cuh, CustomAllreduce::allreduce): on a fully
+# connected fabric, one shot (every rank reads all n - 1 peers' whole buffers and reduces) for 2
+# ranks at any size, for up to 4 ranks below 512 KiB and for up to 8 below 256 KiB; two shots
+# (reduce-scatter then all-gather through the peers' buffers) above. SGLang runs the same kernel.
+ONE_SHOT_MAX_BYTES = {4: 512 * 1024, 8: 256 * 1024}
+# The largest message vLLM's custom all-reduce takes (CustomAllreduce's default max_size, 8 MiB,
+# vllm/distributed/device_communicators/custom_all_reduce.py); larger ones go through the
+# collective library (NCCL, RCCL), which streams at the link's bandwidth.
+KERNEL_MAX_BYTES = 8 * 1024 * 1024
+
+
+def allreduce_bytes_read(
+    nbytes: float | Array, ranks: Degree | Array, all_to_all: float | Array
+) -> Array:
+    """Bytes each rank moves through its links for one all-reduce of `nbytes` across `ranks`.
+
+    On a fully connected fabric, the engine's kernel: one shot reads (n - 1) x S, two shots read
+    2 (n - 1) / n x S, switched where vLLM switches (ONE_SHOT_MAX_BYTES; more than 8 ranks: two
+    shots). Elsewhere NCCL's ring: 2 (n - 1) / n x S (Patarasuk & Yuan 2009).
+    """
+    n = np.asarray(ranks, dtype=np.float64)
+    s = np.asarray(nbytes, dtype=np.float64)
+    ring = 2.0 * (n - 1.0) / np.maximum(n, 1.0) * s
+    limit = np.where(n <= 2, np.inf, np.where(n <= 4, ONE_SHOT_MAX_BYTES[4], 0.0))
+    limit = np.where((n > 4) & (n <= 8), ONE_SHOT_MAX_BYTES[8], limit)
+    one_shot = (np.asarray(all_to_all, dtype=np.float64) > 0) & (s < limit)
+    return np.asarray(np.where(one_shot, (n - 1.0) * s, ring), dtype=np.float64)
+
+
 def tensor_parallel_allreduce_seconds(
     nbytes: float | Array,
     ranks: Degree | Array,
@@ -37,29 +66,38 @@ def tensor_parallel_allreduce_seconds(
     latency_s: float | Array,
     all_to_all: float | Array,
     measured_s: float | Array = np.nan,
+    kernel_bytes_s: float | Array = np.nan,
 ) -> Array:
-    """One all-reduce of a tensor-parallel layer's activations (small, latency-bound tensors).
+    """One all-reduce of a tensor-parallel layer's activations: a fixed time plus the bytes each
+    rank moves over the bandwidth it moves them at. Every tensor-parallel path (decode, prefill,
+    the serving grid, training, the verifier) reaches it through planner.estimator.perf.
 
-    Where every rank reaches every other directly (`all_to_all`: NVSwitch, a fully connected
-    mesh), serving engines replace NCCL's ring with their own reduce-scatter + all-gather kernels,
-    which take two synchronization steps whatever the number of ranks (NVIDIA, "3x Faster
-    AllReduce with NVSwitch and TensorRT-LLM MultiShot", 2024: "only two synchronization steps,
-    regardless of the number of GPUs"; vLLM's and SGLang's custom all-reduce do the same: SGLang
-    PR #2904 measures vLLM's at 8.7, 9.2 and 11.8 us for 32 KB on 2, 4 and 8 H100s) and move
-    the ring's bytes. Elsewhere (PCIe, tori, a bridge pair) the ring's 2 (n - 1) steps stand.
+    Fixed time: `measured_s` (NaN where none), the fabric's measured time of one small
+    all-reduce across `ranks` devices (planner.estimator.devices.small_allreduce_grid): what a
+    collective spends per call beyond the wire (kernel launch, flags, its proxy) differs by
+    library and fabric. Without one, steps x `latency_s`: two synchronization steps where every
+    rank reaches every other directly (`all_to_all`: NVSwitch, a fully connected mesh; NVIDIA,
+    "3x Faster AllReduce with NVSwitch and TensorRT-LLM MultiShot", 2024), a ring's 2 (n - 1)
+    elsewhere (PCIe, tori, a bridge pair).
 
-    `measured_s` (NaN where none): the fabric's measured time of one small all-reduce across
-    `ranks` devices (planner.estimator.devices.small_allreduce_grid), which replaces the
-    steps x latency above: what a collective library spends per call beyond the wire (kernel
-    launch, flags, its proxy) is not a link latency, and it differs by library and fabric
-    (RCCL on Infinity Fabric against a one-shot kernel on NVSwitch).
+    Bytes: allreduce_bytes_read, at `kernel_bytes_s` (the fabric's measured rate inside the
+    engine's kernel, Link.allreduce_kernel_gb_s; NaN: the link's `bandwidth_bytes_s`) for the
+    part of the message up to KERNEL_MAX_BYTES; the rest, which the collective library takes,
+    at the link's bandwidth in a ring's bytes. vLLM PR #19744 times vLLM's kernel on 4 MI300X:
+    7.26 us at 16 KB, 14.39 us at 256 KB (one shot, 3 x 256 KiB read), 22.91 us at 1 MB (two
+    shots, 1.5 x 1 MiB): about 100-110 GB/s read per rank in both, a third of the links' rate.
     """
     n = np.asarray(ranks, dtype=np.float64)
+    s = np.asarray(nbytes, dtype=np.float64)
     steps = np.where(np.asarray(all_to_all, dtype=np.float64) > 0, 2.0, 2.0 * (n - 1.0))
     fixed = np.asarray(measured_s, dtype=np.float64)
     fixed = np.where(np.isnan(fixed), steps * latency_s, fixed)
-    ring = 2.0 * (n - 1.0) / np.maximum(n, 1.0)
-    return np.where(n > 1, ring * nbytes / bandwidth_bytes_s + fixed, 0.0)
+    rate = np.asarray(kernel_bytes_s, dtype=np.float64)
+    rate = np.where(np.isnan(rate), bandwidth_bytes_s, rate)
+    kernel = np.minimum(s, KERNEL_MAX_BYTES)
+    wire = allreduce_bytes_read(kernel, n, all_to_all) / rate
+    beyond = 2.0 * (n - 1.0) / np.maximum(n, 1.0) * (s - kernel) / bandwidth_bytes_s
+    return np.asarray(np.where(n > 1, fixed + wire + beyond, 0.0), dtype=np.float64)
 
 
 # Bytes of one sampled token id on the way back from the last stage: vLLM's model runner sends

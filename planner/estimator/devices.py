@@ -42,6 +42,9 @@ class DeviceTable:
     # seconds of one small all-reduce across n devices of the row's fabric, n = 0 .. 128 in
     # columns (planner.estimator.devices.small_allreduce_grid); NaN where nothing is measured
     allreduce_grid_s: Array
+    # bytes/s each device reads inside its fabric's all-reduce kernel across n devices, n = 0 ..
+    # 128 in columns (kernel_rate_bytes_s); NaN where not measured (the link's bandwidth applies)
+    allreduce_kernel_grid: Array
     # efficiency factors, one column each
     eff_bandwidth: Array
     eff_compute: Array
@@ -93,14 +96,12 @@ class DeviceTable:
         """Each row's measured time of one small all-reduce across `tp` of its devices (one
         degree, or one per row; a one-row table takes any shape of degrees); NaN where its
         fabric has no measurement."""
-        last = self.allreduce_grid_s.shape[1] - 1
-        if isinstance(tp, int | np.integer):  # one degree for every row: a column
-            return np.asarray(self.allreduce_grid_s[:, min(max(int(tp), 0), last)])
-        n = np.clip(np.rint(np.asarray(tp, dtype=np.float64)).astype(np.int64), 0, last)
-        if len(self) == 1:
-            return np.asarray(self.allreduce_grid_s[0, n], dtype=np.float64)
-        rows = np.arange(len(self))
-        return np.asarray(self.allreduce_grid_s[rows, np.broadcast_to(n, rows.shape)])
+        return _at_degree(self, self.allreduce_grid_s, tp)
+
+    def kernel_rate_bytes_s(self, tp: Degree) -> Array:
+        """Each row's all-reduce kernel rate across `tp` of its devices (as small_allreduce_s);
+        NaN where its fabric has no measurement."""
+        return _at_degree(self, self.allreduce_kernel_grid, tp)
 
     def usable_bytes(self, headroom: float) -> Array:
         """Bytes an engine may fill with `headroom` of each device's memory kept free: at most
@@ -166,6 +167,19 @@ def _precision(d: Accelerator, fmt: WeightFormat) -> Precision | None:
         if _runs(d, fmt, precision):
             return precision
     return None
+
+
+def _at_degree(table: DeviceTable, grid: Array, tp: Degree) -> Array:
+    """Each row's entry of a per-device-count `grid` (rows x ALLREDUCE_GRID) at `tp` devices:
+    one degree, or one per row (a one-row table takes any shape of degrees)."""
+    last = grid.shape[1] - 1
+    if isinstance(tp, int | np.integer):  # one degree for every row: a column
+        return np.asarray(grid[:, min(max(int(tp), 0), last)])
+    n = np.clip(np.rint(np.asarray(tp, dtype=np.float64)).astype(np.int64), 0, last)
+    if len(table) == 1:
+        return np.asarray(grid[0, n], dtype=np.float64)
+    rows = np.arange(len(table))
+    return np.asarray(grid[rows, np.broadcast_to(n, rows.shape)])
 
 
 def _peak(d: Accelerator, fmt: WeightFormat) -> float:
@@ -256,6 +270,44 @@ def _fabric_allreduce_s(devices: Sequence[Accelerator], links: Mapping[str, Link
     return np.array(rows, dtype=np.float64).reshape(len(rows), ALLREDUCE_GRID)
 
 
+def kernel_rate_bytes_s(
+    points: Mapping[int, float] | None, n: npt.ArrayLike, link_bytes_s: float
+) -> Array:
+    """Bytes/s each of `n` devices reads inside its fabric's all-reduce kernel, from the rates
+    measured at some device counts (`Link.allreduce_kernel_gb_s`, devices -> GB/s). Between
+    measured counts, linear. Outside them the rate scales with the peers each device reads
+    from, n - 1, up to the link's bandwidth `link_bytes_s`: in a fully connected mesh (Infinity
+    Fabric) every peer is its own links, so twice the peers read through twice the links. NaN
+    without measurements (the link's bandwidth applies)."""
+    k = np.asarray(n, dtype=np.float64)
+    if not points:
+        return np.full(k.shape, np.nan)
+    xs = np.array(sorted(points), dtype=np.float64)
+    ys = np.array([points[int(x)] * 1e9 for x in xs])
+    out = np.interp(k, xs, ys)
+    peers = np.maximum(k - 1.0, 1.0)
+    out = np.where(k < xs[0], ys[0] * peers / (xs[0] - 1.0), out)
+    out = np.where(k > xs[-1], ys[-1] * peers / (xs[-1] - 1.0), out)
+    return np.asarray(np.minimum(out, link_bytes_s), dtype=np.float64)
+
+
+def _fabric_kernel_grid(devices: Sequence[Accelerator], links: Mapping[str, Link] | None) -> Array:
+    """Rows of kernel_rate_bytes_s for n = 0 .. ALLREDUCE_GRID - 1 devices, for each device's
+    fabric (found as _fabric_allreduce_s finds it)."""
+    if links is None:
+        from planner.catalog import load_catalog
+
+        links = load_catalog().links
+    rows: list[Array] = []
+    counts = np.arange(ALLREDUCE_GRID)
+    for d in devices:
+        ic = d.interconnect
+        link = links.get(ic.scale_up or f"pcie{ic.pcie_gen or 4}")
+        points = link.allreduce_kernel_gb_s if link is not None else None
+        rows.append(kernel_rate_bytes_s(points, counts, _host_link_bytes_s(d)))
+    return np.array(rows, dtype=np.float64).reshape(len(rows), ALLREDUCE_GRID)
+
+
 def device_table(
     devices: Sequence[Accelerator],
     overrides: Mapping[str, dict[str, float]] | None = None,
@@ -306,6 +358,7 @@ def device_table(
         domain_size=col([d.interconnect.domain_size for d in devices]),
         all_to_all=col([float(d.interconnect.all_to_all) for d in devices]),
         allreduce_grid_s=_fabric_allreduce_s(devices, links),
+        allreduce_kernel_grid=_fabric_kernel_grid(devices, links),
         eff_bandwidth=col([e.bandwidth for e in effs]),
         eff_compute=col([e.compute for e in effs]),
         eff_batched_compute=col([batched(d, e) for e, d in zip(effs, devices, strict=True)]),

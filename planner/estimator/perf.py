@@ -127,7 +127,9 @@ def _tp_allreduce_seconds(
     link_bytes_s: float | Array | None,
     link_latency_s: float,
 ) -> Array | float:
-    """Two ring all-reduces of tokens x h per layer across `tp` devices (zero when tp = 1).
+    """Two all-reduces of tokens x h per layer across `tp` devices (zero when tp = 1): the
+    engine's (comm.tensor_parallel_allreduce_seconds) inside a device's fabric, NCCL's ring on
+    a named link.
 
     `tp` may be one degree per device row; rows with tp = 1 get exactly 0.0.
     """
@@ -137,7 +139,13 @@ def _tp_allreduce_seconds(
     if link_bytes_s is not None:  # across hosts or a named link: NCCL's ring
         return LAYER_ALLREDUCES * ring_allreduce_seconds(msg, tp, link_bytes_s, link_latency_s)
     return LAYER_ALLREDUCES * tensor_parallel_allreduce_seconds(
-        msg, tp, dev.scale_up_bytes_s, link_latency_s, dev.all_to_all, dev.small_allreduce_s(tp)
+        msg,
+        tp,
+        dev.scale_up_bytes_s,
+        link_latency_s,
+        dev.all_to_all,
+        dev.small_allreduce_s(tp),
+        dev.kernel_rate_bytes_s(tp),
     )
 
 

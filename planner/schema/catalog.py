@@ -475,6 +475,14 @@ class Link(Sourced):
         "serving engines use on it: devices -> us (planner.estimator.devices."
         "small_allreduce_grid). Its source is `sources.allreduce_us`.",
     )
+    allreduce_kernel_gb_s: dict[Annotated[int, Field(ge=2)], PositiveFloat] | None = Field(
+        None,
+        description="Bytes each device reads from its peers per second inside the serving "
+        "engine's own all-reduce kernel at mid sizes (256 KB to a few MB), 1e9 bytes/s, across "
+        "this many devices, from a published time-by-size sweep: devices -> GB/s (planner."
+        "estimator.devices.kernel_rate_bytes_s); none: the link's bandwidth. Its source is "
+        "`sources.allreduce_kernel_gb_s`.",
+    )
     price_usd_per_port: float | None = Field(
         None,
         ge=0,
@@ -510,6 +518,11 @@ class Link(Sourced):
     def _allreduce_source(self) -> Link:
         if self.allreduce_us and "allreduce_us" not in self.sources:
             raise ValueError("allreduce_us needs its own source: `sources: {allreduce_us: <id>}`")
+        if self.allreduce_kernel_gb_s and "allreduce_kernel_gb_s" not in self.sources:
+            raise ValueError(
+                "allreduce_kernel_gb_s needs its own source: "
+                "`sources: {allreduce_kernel_gb_s: <id>}`"
+            )
         return self
 
 
