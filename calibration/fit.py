@@ -50,6 +50,7 @@ from planner.estimator.perf import (  # noqa: E402
     training_tokens_per_second,
     weight_params_touched_per_layer,
 )
+from planner.estimator.prefill_path import PREFILL_UBATCH_TOKENS  # noqa: E402
 from planner.estimator.support import engine_times  # noqa: E402
 from planner.schema.catalog import Accelerator, ModelArch  # noqa: E402
 from planner.schema.measurements import Measurement, load_measurements  # noqa: E402
@@ -346,12 +347,27 @@ def decode_tps(r: Row, params: Params) -> float:
     return batch * out / (first + out * step)
 
 
+# A prefill row run with another llama.cpp micro-batch than the default says so in its notes
+# ("n_ubatch 2048", "ubatch 512"): each micro-batch reads the weights once.
+UBATCH = re.compile(r"\bn?_?ubatch (\d+)")
+
+
 def prefill_tps(r: Row, params: Params) -> float:
     m = r.meas
     dev = device_table([r.device], params)
     batch = float(m.batch or 1)
     prompt = float(m.context or 512)
-    t = prefill_seconds(r.model, weight_format(m.weights or ""), dev, batch=batch, prompt=prompt)
+    fmt = weight_format(m.weights or "")
+    ub = UBATCH.search(m.notes or "")
+    t = prefill_seconds(
+        r.model,
+        fmt,
+        dev,
+        batch=batch,
+        prompt=prompt,
+        engine=m.engine,
+        ubatch=float(ub.group(1)) if ub else PREFILL_UBATCH_TOKENS,
+    )
     return batch * prompt / (float(t[0]) + engine_seconds(r, params))
 
 
@@ -514,9 +530,10 @@ def fit_scalar(
     key: str,
     prior: float,
     value: Callable[[Row, Params], float],
+    prior_weight: float = 1.0,
 ) -> float:
     """One factor in (0, 1]: minimize the summed |log(predicted / measured)|, with the prior
-    counted as one more row at the same cost. Prefill and training rows include cases the model
+    counted as `prior_weight` more rows at the same cost. Prefill and training rows include cases the model
     cannot explain (FP4 peaks an engine does not use, MoE training); a squared relative error
     would let a few large over-predictions drag the factor for every other row, the L1 of
     log-ratios (for a pure multiplier, the median implied factor) does not."""
@@ -527,7 +544,7 @@ def fit_scalar(
         f = float(np.exp(log_f))
         ps = {**params, cls: {**params[cls], key: f}}
         errs = np.array([np.log(value(r, ps) / r.meas.value) for r in rows])
-        return float(np.sum(np.abs(errs)) + abs(log_f - np.log(prior)))
+        return float(np.sum(np.abs(errs)) + prior_weight * abs(log_f - np.log(prior)))
 
     return round(float(np.exp(grid_minimum(loss, np.linspace(np.log(0.02), 0.0, 60)))), 3)
 
@@ -559,6 +576,16 @@ ROUNDS = 3  # decode -> compute -> decode ...: decode rows must stay memory-boun
 # and the M1/M2/M3 rows, which the catalog lacks, come out about 17 % fast at the median when
 # those chips are described by their published bandwidth and FP32 rate.
 OWN_FIT: dict[str, str] = {"dgx-spark": "unified-memory"}
+# Groups whose prefill runs the kernels another class's rows measure, so that class's fitted
+# compute efficiency is their prior (in place of a hand-set one): the workstation parts (AD102,
+# GA102) and the DGX Spark's GB10 run llama.cpp's CUDA kernels (cuBLAS, MMQ) as the GeForce
+# parts of the consumer class do. The workstation class has one prefill row, the Spark five of
+# two sources: held out, they would otherwise be predicted at a hand-set share of peak.
+PREFILL_PRIOR_FROM: dict[str, str] = {"workstation": "consumer", "dgx-spark": "consumer"}
+# The prior's weight in the compute fits, in rows: half a row, so that one measured row outweighs
+# it (at one row's weight the L1 loss is flat between a lone row and the prior, and the grid's
+# tie-break, not the data, chose the factor).
+PREFILL_PRIOR_WEIGHT = 0.5
 # Training MFU per GPU generation within a class: published runs of one framework and model put
 # A100s at 0.5-0.65 MFU and H100s at 0.4-0.45 (llm-foundry's tables, torchtitan's; the Llama 3
 # paper's 38-43 % on H100): a newer part's peak grows faster than what feeds it, so one class
@@ -650,7 +677,8 @@ def fit_all(rows: Sequence[Row]) -> Params:
     params: Params = {c: dict(v) for c, v in PRIORS.items()}
     params.update({d: dict(PRIORS[c]) for d, c in OWN_FIT.items()})
     params.update(engines_at_prior())
-    keys = (*CLASSES, *OWN_FIT)
+    # The groups whose prefill prior is another's fitted figure come after it.
+    keys = sorted((*CLASSES, *OWN_FIT), key=lambda k: k in PREFILL_PRIOR_FROM)
     for _ in range(ROUNDS):
         for e in ENGINE_FIT:
             params[engine_key(e)] = fit_engine(rows, e, params)
@@ -660,8 +688,10 @@ def fit_all(rows: Sequence[Row]) -> Params:
             known = np.array([engine_seconds(r, params) for r in dec])
             params[key].update(fit_decode_class(dec, prior, params[key], known))
             pre = group_rows(rows, key, is_prefill)
+            src = PREFILL_PRIOR_FROM.get(key)
+            pre_prior = params[src]["compute"] if src else prior["compute"]
             params[key]["compute"] = fit_scalar(
-                pre, params, key, "compute", prior["compute"], prefill_tps
+                pre, params, key, "compute", pre_prior, prefill_tps, PREFILL_PRIOR_WEIGHT
             )
     for key in keys:
         prior = PRIORS[OWN_FIT.get(key, key)]

@@ -17,6 +17,7 @@ from planner.estimator.efficiency import (
     vendor_batched_scale,
 )
 from planner.estimator.formats import WeightFormat
+from planner.estimator.tensor_rates import fp16_accumulate_ratio
 from planner.schema.catalog import Accelerator, Link, Precision
 
 Array = npt.NDArray[np.float64]
@@ -334,13 +335,15 @@ def device_table(
 
     def batched(d: Accelerator, e: Efficiency, **path: bool) -> float:
         """A user's `compute` override as given; else the class's batched serving figure on
-        the format's tensor path, times the vendor's serving-stack multiplier."""
+        the format's tensor path, times the vendor's serving-stack multiplier. A class without
+        one falls back on its single-prompt factor, which counts against llama.cpp's
+        FP16-accumulate rate (planner.estimator.prefill_path): converted to the listed rate
+        the batched path divides by, so both reach the same FLOP/s."""
         given = ov.get(d.id, {}).get("compute") or ov.get(d.device_class, {}).get("compute")
         if given:
             return given
-        return batched_compute_for(d.device_class, e.compute, **path) * vendor_batched_scale(
-            d.vendor
-        )
+        single = e.compute * fp16_accumulate_ratio(d)
+        return batched_compute_for(d.device_class, single, **path) * vendor_batched_scale(d.vendor)
 
     def col(values: Sequence[float | None]) -> Array:
         return np.array([np.nan if v is None else float(v) for v in values], dtype=np.float64)

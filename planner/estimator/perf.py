@@ -29,6 +29,11 @@ from planner.estimator.devices import Array, Degree, DeviceTable
 from planner.estimator.formats import WeightFormat, weight_format
 from planner.estimator.memory import kv_shards
 from planner.estimator.moe_kernels import layer_overhead_scale
+from planner.estimator.prefill_path import (
+    PREFILL_UBATCH_TOKENS,
+    prefill_attention_peak,
+    prefill_linear_seconds_per_flop,
+)
 from planner.schema.catalog import ModelArch
 
 LAYER_ALLREDUCES = 2  # Megatron-LM: after attention and after the MLP (Shoeybi et al. 2019)
@@ -212,18 +217,26 @@ def prefill_layer_seconds(
     tp: Degree = 1,
     link_bytes_s: float | Array | None = None,
     link_latency_s: float = 5e-6,
+    engine: str | None = None,
+    ubatch: float = PREFILL_UBATCH_TOKENS,
 ) -> Array:
     """One block over `batch` prompts of `prompt` tokens: compute-bound for long prompts.
 
-    FLOPs: 2 x active params per token + causal attention, half of Kaplan's n_ctx term on average.
+    FLOPs: 2 x active params per token + causal attention, half of Kaplan's n_ctx term on
+    average. The projections and MLP run at llama.cpp's matmul rate for the format, attention
+    at the 16-bit rate (prefill_path; `engine`, a catalog engine id, names a release that
+    dequantizes GGUF weights instead, else a current one); the tokens go through in micro-batches of
+    `ubatch` tokens (llama.cpp's n_ubatch, PREFILL_UBATCH_TOKENS by default), each reading the
+    weights it touches (a mixture-of-experts model's nearly all of them) once.
     """
     tokens = batch * prompt
-    flops = tokens * (
-        2.0 * active_params_per_layer(m)
-        + attention_flops_per_token_per_layer(m, causal_attended_tokens(m, prompt))
-    )
-    w_bytes = weight_params_touched_per_layer(m, tokens) * fmt.bits_per_weight / 8
-    t_cmp = flops / tp / (dev.peak_flops(fmt) * dev.eff_compute)
+    linear = tokens * 2.0 * active_params_per_layer(m)
+    attn = tokens * attention_flops_per_token_per_layer(m, causal_attended_tokens(m, prompt))
+    per_flop = prefill_linear_seconds_per_flop(dev, fmt, engine)
+    t_cmp = (linear * per_flop + attn / prefill_attention_peak(dev)) / (tp * dev.eff_compute)
+    per_pass = np.minimum(tokens, ubatch)
+    passes = np.maximum(np.ceil(np.asarray(tokens) / ubatch), 1.0)
+    w_bytes = passes * weight_params_touched_per_layer(m, per_pass) * fmt.bits_per_weight / 8
     t_mem = w_bytes / tp / (dev.bandwidth_bytes_s * dev.eff_bandwidth)
     t = np.maximum(t_cmp, t_mem) + dev.layer_overhead_s
     t = t + _tp_allreduce_seconds(m, dev, tokens, tp, link_bytes_s, link_latency_s)
@@ -231,10 +244,21 @@ def prefill_layer_seconds(
 
 
 def prefill_seconds(
-    m: ModelArch, fmt: WeightFormat, dev: DeviceTable, *, batch: float, prompt: float, tp: int = 1
+    m: ModelArch,
+    fmt: WeightFormat,
+    dev: DeviceTable,
+    *,
+    batch: float,
+    prompt: float,
+    tp: int = 1,
+    engine: str | None = None,
+    ubatch: float = PREFILL_UBATCH_TOKENS,
 ) -> Array:
-    """Time to first token for `batch` prompts processed together."""
-    layer = prefill_layer_seconds(m, fmt, dev, batch=batch, prompt=prompt, tp=tp)
+    """Time to first token for `batch` prompts processed together (`engine`, `ubatch`: as in
+    prefill_layer_seconds)."""
+    layer = prefill_layer_seconds(
+        m, fmt, dev, batch=batch, prompt=prompt, tp=tp, engine=engine, ubatch=ubatch
+    )
     return m.num_layers * layer + head_seconds(m, fmt, dev, batch) / tp + dev.step_overhead_s
 
 

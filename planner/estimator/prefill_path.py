@@ -1,0 +1,100 @@
+"""The tensor rates one prompt's prefill runs at, and how much of the weights it reads.
+
+The single-prompt compute efficiency (`compute` in catalog/efficiency.yaml) is fitted on
+llama.cpp's prompt processing, the engine behind every published single-prompt prefill figure
+in calibration/measurements.yaml, so it is counted against the peak of the kernels llama.cpp
+runs, not against a rate those kernels never use:
+
+- Matrix products with 16-bit operands go to cuBLAS with FP16 accumulation
+  (`CUBLAS_COMPUTE_16F` in ggml-cuda's `ggml_cuda_op_mul_mat_cublas`, since llama.cpp PR #3370
+  of September 2023, which measured FP16 prompt processing 2.4x faster on an RTX 3090 Ti;
+  FP32 only on CDNA): the FP16-accumulate rate (tensor_rates), twice the listed fp16 figure on
+  NVIDIA's GeForce parts and the GB10.
+- Quantized GGUF weights (and MXFP4) are multiplied by MMQ, which quantizes the activations
+  to 8 bits, runs int8 tensor-core MMA and scales each block's sums in FP32 (llama.cpp PRs #7676 "CUDA: use tensor cores for
+  MMQ" and #7860, June 2024; MXFP4 since the gpt-oss support of August 2025), where the device's
+  int8 rate is at least its 16-bit one; elsewhere they are dequantized to 16-bit tiles (Metal's
+  `kernel_mul_mm`, and devices without an int8 tensor rate).
+- Attention's products (FlashAttention, or the KQ and KQV matmuls before it) take 16-bit
+  operands and accumulate in FP32: the listed 16-bit rate, whatever the weights' format.
+
+A prompt is processed in micro-batches of `PREFILL_UBATCH_TOKENS` tokens (llama.cpp's
+default `n_ubatch`, common/common.h), each a forward pass that reads the weights it touches
+again: a 2,048-token llama-bench run of a 60 GB mixture-of-experts model reads it four times,
+which is what bounds gpt-oss-120b's prefill on a DGX Spark.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from planner.estimator.devices import Array, DeviceTable
+from planner.estimator.formats import WeightFormat
+from planner.estimator.tensor_rates import fp16_accumulate_flops, sixteen_bit_flops
+from planner.schema.catalog import Accelerator
+
+# llama.cpp's default micro-batch (n_ubatch = 512, common/common.h; llama-bench's too).
+PREFILL_UBATCH_TOKENS = 512
+
+# Weight formats llama.cpp multiplies with MMQ (ggml-cuda/mmq.cuh): its GGUF block formats and
+# MXFP4. The other weight-only formats (GPTQ, AWQ, NF4, MLX) run on 16-bit tensor paths.
+MMQ_FORMATS = frozenset({"q2_k", "q4_0", "q4_k_m", "q5_k_m", "q6_k", "q8_0", "mxfp4"})
+# Catalog engines whose builds predate MMQ on tensor cores (llama.cpp PR #7676, June 2024):
+# they dequantized GGUF weights to FP16 and called cuBLAS for every prompt of more than 32
+# tokens (ggml-cuda's MMQ_MAX_BATCH_SIZE), so their quantized prefill runs at the FP16 rate.
+DEQUANTIZING_ENGINES = frozenset({"llama.cpp-2024"})
+# MMQ's FP32 work per model FLOP (ggml-cuda/mmq.cuh, the vec_dot_*_q8_1_mma functions): for each
+# output element and each 32-weight block (QK8_1) the int32 sum from the int8 MMA is converted
+# to FP32 and multiplied into the accumulator by the product of the two blocks' scales, two
+# FP32 instructions (4 FLOPs at the FP32 vector rate, which counts an FMA as 2) per 32
+# multiply-adds (64 model FLOPs). On a GeForce part, whose int8 rate is 8x its FP32 rate, that
+# adds a third to the int8 time; on an A100 or H100 (int8 30x FP32) about as much again.
+MMQ_SCALE_FLOPS_PER_FLOP = 4.0 / 64.0
+
+
+def runs_mmq(d: Accelerator, fmt: WeightFormat, mmq: bool = True) -> bool:
+    """Whether llama.cpp multiplies `fmt` with MMQ's int8 MMA on `d`: an MMQ format, a release
+    with MMQ on tensor cores (`mmq`), and an int8 rate at least the FP16-accumulate one."""
+    int8 = (d.dense_tflops.int8 or 0.0) * 1e12
+    return mmq and fmt.id in MMQ_FORMATS and int8 > 0 and int8 >= fp16_accumulate_flops(d)
+
+
+def linear_seconds_per_flop(
+    d: Accelerator, fmt: WeightFormat, listed: float, mmq: bool = True
+) -> float:
+    """Seconds per FLOP of llama.cpp's prompt matmuls on `d` for weights in `fmt`, given the
+    rate the estimator lists for the format (`listed`, DeviceTable.peak_flops):
+    - MMQ formats on MMQ (runs_mmq): the int8 rate, plus the FP32 work of scaling each
+      block's int32 sums (MMQ_SCALE_FLOPS_PER_FLOP);
+    - FP16 weights, and MMQ formats dequantized to FP16 (`mmq` False: DEQUANTIZING_ENGINES,
+      or no fast int8 path): the FP16-accumulate rate;
+    - any other format: the listed rate (BF16 accumulates in FP32; FP8 and FP4 keep their own
+      tensor paths)."""
+    if runs_mmq(d, fmt, mmq):
+        int8 = (d.dense_tflops.int8 or 0.0) * 1e12
+        fp32 = (d.dense_tflops.fp32 or 0.0) * 1e12 or sixteen_bit_flops(d) / 16.0
+        return 1.0 / int8 + MMQ_SCALE_FLOPS_PER_FLOP / fp32
+    rate = listed
+    if fmt.id in MMQ_FORMATS or fmt.id == "fp16":
+        rate = max(fp16_accumulate_flops(d), listed)
+    return 1.0 / rate if rate > 0 else float("inf")
+
+
+def prefill_linear_seconds_per_flop(
+    dev: DeviceTable, fmt: WeightFormat, engine: str | None = None
+) -> Array:
+    """linear_seconds_per_flop per device row, for the catalog engine `engine` (None: a
+    current release)."""
+    listed = dev.peak_flops(fmt)
+    mmq = engine not in DEQUANTIZING_ENGINES
+    return np.array(
+        [
+            linear_seconds_per_flop(d, fmt, float(p), mmq)
+            for d, p in zip(dev.devices, listed, strict=True)
+        ]
+    )
+
+
+def prefill_attention_peak(dev: DeviceTable) -> Array:
+    """sixteen_bit_flops per device row: attention's rate in a prompt's prefill."""
+    return np.array([sixteen_bit_flops(d) for d in dev.devices])

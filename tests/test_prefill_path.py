@@ -1,0 +1,121 @@
+"""The tensor rates of a prompt's prefill (planner.estimator.prefill_path, tensor_rates), pinned
+to vendor spec sheets and hand arithmetic (source in each comment)."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.catalog import load_catalog
+from planner.estimator.devices import device_table
+from planner.estimator.formats import weight_format
+from planner.estimator.perf import prefill_layer_seconds
+from planner.estimator.prefill_path import (
+    MMQ_SCALE_FLOPS_PER_FLOP,
+    linear_seconds_per_flop,
+    prefill_linear_seconds_per_flop,
+)
+from planner.estimator.tensor_rates import fp16_accumulate_flops
+
+CAT = load_catalog()
+IDEAL = {
+    "bandwidth": 1.0,
+    "compute": 1.0,
+    "layer_overhead_us": 0.0,
+    "step_overhead_us": 0.0,
+    "dequant_ops_per_weight": 0.0,
+}
+
+
+@pytest.mark.parametrize(
+    ("device", "tflops"),
+    [
+        ("rtx-4090", 330.3),  # Ada whitepaper appendix: FP16 tensor, FP16 accumulate, dense
+        ("rtx-3090", 142.0),  # Ampere GA102 whitepaper: 142 dense with FP16 accumulate
+        ("a100-80gb-sxm", 312.0),  # A100 datasheet: one rate for both accumulations
+        ("rtx-a6000", 154.8),  # professional part: FP32 accumulate at the full rate
+        ("m2-ultra", 27.2),  # not NVIDIA: the listed rate
+    ],
+)
+def test_fp16_accumulate_rate(device: str, tflops: float) -> None:
+    assert fp16_accumulate_flops(CAT.accelerators[device]) == pytest.approx(tflops * 1e12, 1e-3)
+
+
+def test_mmq_runs_int8_with_its_fp32_scaling_on_a_geforce_part() -> None:
+    # RTX 4090, Q4_0 on MMQ: 1 / 660.6e12 s per FLOP on int8 MMA (Ada whitepaper) plus the
+    # block scaling, 4 FP32 FLOPs per 64 model FLOPs at 82.6e12: 1.5138e-15 + 7.567e-16
+    # = 2.2705e-15 s per FLOP, a rate of 440.4 TFLOP/s (1.33 x the FP16-accumulate 330.3).
+    d = CAT.accelerators["rtx-4090"]
+    per_flop = linear_seconds_per_flop(d, weight_format("q4_0"), 165.2e12)
+    assert MMQ_SCALE_FLOPS_PER_FLOP == 4.0 / 64.0
+    assert per_flop == pytest.approx(1 / 660.6e12 + 0.0625 / 82.6e12, rel=1e-9)
+    assert 1.0 / per_flop == pytest.approx(440.4e12, rel=1e-3)
+
+
+def test_scaling_costs_more_where_int8_outruns_fp32_further() -> None:
+    # H100 SXM: int8 1978.9, FP32 67 TFLOP/s (ratio 29.5, against 8 on the RTX 4090), so the
+    # scaling (0.0625 / 67e12 = 9.33e-16 s) outweighs the MMA (1 / 1978.9e12 = 5.05e-16 s): the
+    # rate is 695 TFLOP/s, 0.35 of int8, where the RTX 4090 keeps 0.67 of its own.
+    h100 = CAT.accelerators["h100-sxm"]
+    per_flop = linear_seconds_per_flop(h100, weight_format("q4_0"), 989.4e12)
+    assert 1.0 / per_flop == pytest.approx(695.4e12, rel=1e-3)
+
+
+def test_releases_before_mmq_dequantize_to_fp16() -> None:
+    # llama.cpp builds of 2023-2024 (before PR #7676) run Q4_K_M through FP16 cuBLAS: on an
+    # RTX 4090, 1 / 330.3e12 s per FLOP, the FP16-accumulate rate.
+    dev = device_table([CAT.accelerators["rtx-4090"]])
+    old = prefill_linear_seconds_per_flop(dev, weight_format("q4_k_m"), "llama.cpp-2024")
+    new = prefill_linear_seconds_per_flop(dev, weight_format("q4_k_m"))
+    assert float(old[0]) == pytest.approx(1 / 330.3e12, rel=1e-3)
+    assert float(new[0]) == pytest.approx(1 / 660.6e12 + 0.0625 / 82.6e12, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("device", "weights", "tflops"),
+    [
+        ("rtx-4090", "bf16", 165.2),  # BF16 accumulates in FP32: the listed rate
+        ("m2-ultra", "q4_0", 27.2),  # no int8 tensor rate: dequantized to the 16-bit path
+        ("rx-7900-xtx", "fp16", 122.8),  # AMD: the listed rate
+    ],
+)
+def test_other_paths_keep_the_listed_rate(device: str, weights: str, tflops: float) -> None:
+    d = CAT.accelerators[device]
+    dev = device_table([d])
+    per_flop = prefill_linear_seconds_per_flop(dev, weight_format(weights))
+    assert 1.0 / float(per_flop[0]) == pytest.approx(tflops * 1e12, rel=1e-3)
+
+
+def test_fp16_prompt_on_a_geforce_part_by_hand() -> None:
+    # Llama 2 7B in FP16 on an RTX 4090, one block over a 512-token prompt, every efficiency 1:
+    # weights per block 4 x 4096^2 + 3 x 4096 x 11008 = 202.4 M, so 512 x 2 x 202.4e6
+    # = 207.2 GFLOP at 330.3 TFLOP/s (FP16 accumulate) = 627.4 us, and attention over about
+    # 256 earlier tokens on average, 512 x 4 x 4096 x 256 = 2.15 GFLOP at the listed
+    # 165.2 TFLOP/s = 13.0 us: 640 us. Reading 405 MB at 1,008 GB/s takes 402 us, less.
+    m = CAT.model("llama-2-7b")
+    dev = device_table([CAT.accelerators["rtx-4090"]], {"rtx-4090": IDEAL})
+    t = prefill_layer_seconds(m, weight_format("fp16"), dev, batch=1, prompt=512)
+    assert float(t[0]) == pytest.approx(640.4e-6, rel=5e-3)
+
+
+def test_each_micro_batch_reads_the_experts_again() -> None:
+    # gpt-oss-120b on a DGX Spark, 2,048 prompt tokens, memory-bound at these settings: in
+    # micro-batches of 512 (llama.cpp's default n_ubatch) every expert is hit in each of the
+    # four (128 experts, 4 per token: 1 - (31/32)^512 ~ 1), so the weights are read four
+    # times; with n_ubatch 2048, once.
+    m = CAT.model("gpt-oss-120b")
+    dev = device_table([CAT.accelerators["dgx-spark"]], {"dgx-spark": IDEAL})
+    fmt = weight_format("mxfp4")
+    small = prefill_layer_seconds(m, fmt, dev, batch=1, prompt=2048, ubatch=512)
+    whole = prefill_layer_seconds(m, fmt, dev, batch=1, prompt=2048, ubatch=2048)
+    assert float(small[0]) / float(whole[0]) == pytest.approx(4.0, rel=1e-6)
+
+
+def test_batched_fallback_reaches_the_single_prompt_flops() -> None:
+    # A class without a batched serving figure (catalog serving.yaml) falls back on its
+    # single-prompt factor, counted against the FP16-accumulate rate: on a GeForce part the
+    # batched path divides by the listed rate, half of it, so the factor doubles; on a
+    # professional part the two rates are one.
+    for device, ratio in (("rtx-4090", 2.0), ("rtx-a6000", 1.0)):
+        dev = device_table([CAT.accelerators[device]])
+        expected = ratio * float(dev.eff_compute[0])
+        assert float(dev.eff_batched_compute[0]) == pytest.approx(expected, rel=1e-3)
