@@ -3,9 +3,13 @@ to vendor spec sheets and hand arithmetic (source in each comment)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from typer.testing import CliRunner
 
 from planner.catalog import load_catalog
+from planner.cli import app
 from planner.estimator.devices import device_table
 from planner.estimator.formats import weight_format
 from planner.estimator.perf import prefill_layer_seconds
@@ -119,3 +123,21 @@ def test_batched_fallback_reaches_the_single_prompt_flops() -> None:
         dev = device_table([CAT.accelerators[device]])
         expected = ratio * float(dev.eff_compute[0])
         assert float(dev.eff_batched_compute[0]) == pytest.approx(expected, rel=1e-3)
+
+
+def _ttft_ms(engine: str) -> float:
+    args = ["estimate", "-m", "llama-3.1-8b", "-d", "l40s", "--weights", "q4_k_m"]
+    r = CliRunner().invoke(app, [*args, "--prompt", "512", "--engine", engine, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    return float(json.loads(r.output)["prefill_s"]) * 1e3
+
+
+def test_an_estimate_on_the_old_release_prefills_on_its_fp16_path() -> None:
+    # Llama 3.1 8B Q4_K_M on an L40S, 512 prompt tokens: a current llama.cpp runs MMQ at
+    # 1 / (1 / 733e12 + 0.0625 / 91.6e12) = 521 TFLOP/s, the builds of 2023-2024 dequantized to
+    # FP16 cuBLAS at 366.5 (half the int8 rate), so the old release's first token takes longer
+    # by more than its fixed times alone (32 x 20.5 us + 819 us = 1.5 ms at the figures of
+    # 2026-11-29): 92.9 ms against 69.4 ms as shipped; xd-gpu-bench-llama3 measured 84.8 ms
+    # (6,035 tokens/s) on build 2834.
+    new, old = _ttft_ms("llama.cpp"), _ttft_ms("llama.cpp-2024")
+    assert old - new > 1.5 + 0.3 * new

@@ -33,6 +33,7 @@ from planner.estimator.perf import (
     prefill_seconds,
     training_tokens_per_second,
 )
+from planner.estimator.prefill_path import DEQUANTIZING_ENGINES
 from planner.estimator.support import EngineTimes
 from planner.schema.catalog import ModelArch
 from planner.schema.measurements import MeasurementFile, find
@@ -134,7 +135,8 @@ def estimate_inference(
     counts = [c for c in _counts() if c <= m.num_layers]
     out: list[Estimate] = []
     step1 = decode_step_seconds(m, fmt, kvb, dev, batch=q.batch, context=q.context, tp=q.tp or 1)
-    pre1 = prefill_seconds(m, fmt, dev, batch=1, prompt=q.prompt, tp=q.tp or 1)
+    names = [e for e, _ in engines] if engines else [""] * len(dev)
+    pre1 = _prefill_per_engine(m, fmt, dev, q.prompt, q.tp or 1, names)
     compute_bound = decode_compute_bound(m, fmt, kvb, dev, batch=q.batch, context=q.context)
     # A decode step's hop carries the batch's hidden states, the prompt's its every token's
     # (docs/networks.md, "What a hop carries").
@@ -144,16 +146,16 @@ def estimate_inference(
     )
     for i, did in enumerate(dev.ids):
         qi, stages = _stages(m, q, dev, i, one, counts)
+        engine, t = engines[i] if engines else ("", None)
         if qi.tp != q.tp:  # stages of tensor-parallel groups: their own step times
             sub = dev.take([i])
             s1 = decode_step_seconds(
                 m, fmt, kvb, sub, batch=q.batch, context=q.context, tp=qi.tp or 1
             )
-            p1 = prefill_seconds(m, fmt, sub, batch=1, prompt=q.prompt, tp=qi.tp or 1)
+            p1 = _prefill_per_engine(m, fmt, sub, q.prompt, qi.tp or 1, [engine])
             n, step, pre, par = _layout(m, qi, dev, i, stages, float(s1[0]), float(p1[0]), hop)
         else:
             n, step, pre, par = _layout(m, q, dev, i, stages, float(step1[i]), float(pre1[i]), hop)
-        engine, t = engines[i] if engines else ("", None)
         if t is not None:
             fixed = m.num_layers * t["engine_layer_s"] + t["engine_step_s"]
             step += t["host_s_per_token"] * q.batch + fixed
@@ -211,6 +213,22 @@ def estimate_inference(
         )
         reason = "" if n else _unheld_inference(m, qi, one, float(dev.usable_memory_bytes[i]))
         out.append(replace(row, measured_row=used, no_fit_reason=reason))
+    return out
+
+
+def _prefill_per_engine(
+    m: ModelArch, fmt: WeightFormat, dev: DeviceTable, prompt: int, tp: int, engines: list[str]
+) -> Array:
+    """One prompt's prefill on each device of `dev`, on the path of the device's engine where
+    that is a release that dequantizes GGUF weights (prefill_path.DEQUANTIZING_ENGINES), else
+    on a current release's."""
+    out = np.array(prefill_seconds(m, fmt, dev, batch=1, prompt=prompt, tp=tp), dtype=np.float64)
+    for i, engine in enumerate(engines):
+        if engine in DEQUANTIZING_ENGINES:
+            own = prefill_seconds(
+                m, fmt, dev.take([i]), batch=1, prompt=prompt, tp=tp, engine=engine
+            )
+            out[i] = float(own[0])
     return out
 
 
