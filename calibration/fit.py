@@ -533,8 +533,8 @@ def fit_scalar(
     prior_weight: float = 1.0,
 ) -> float:
     """One factor in (0, 1]: minimize the summed |log(predicted / measured)|, with the prior
-    counted as `prior_weight` more rows at the same cost. Prefill and training rows include cases the model
-    cannot explain (FP4 peaks an engine does not use, MoE training); a squared relative error
+    counted as `prior_weight` more rows at the same cost. Prefill and training rows include
+    cases the model cannot explain (MoE prefill and training); a squared relative error
     would let a few large over-predictions drag the factor for every other row, the L1 of
     log-ratios (for a pure multiplier, the median implied factor) does not."""
     if not rows:

@@ -141,3 +141,18 @@ def test_an_estimate_on_the_old_release_prefills_on_its_fp16_path() -> None:
     # (6,035 tokens/s) on build 2834.
     new, old = _ttft_ms("llama.cpp"), _ttft_ms("llama.cpp-2024")
     assert old - new > 1.5 + 0.3 * new
+
+
+def test_a_tables_rows_keep_their_prefill_rates() -> None:
+    # The rates are computed once per table (DeviceTable.derived); `take` keeps each taken
+    # row's, which must equal what a table of those devices alone computes.
+    ids = ["rtx-4090", "h100-sxm", "m2-ultra", "rx-7900-xtx"]
+    fmt = weight_format("q4_0")
+    dev = device_table([CAT.accelerators[i] for i in ids])
+    prefill_linear_seconds_per_flop(dev, fmt)
+    taken = prefill_linear_seconds_per_flop(dev.take([3, 1]), fmt)
+    fresh = prefill_linear_seconds_per_flop(
+        device_table([CAT.accelerators[i] for i in ids[3:0:-2]]), fmt
+    )
+    assert list(taken) == pytest.approx(list(fresh), rel=1e-12)
+    assert not taken.flags.writeable

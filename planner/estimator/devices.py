@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -69,6 +69,10 @@ class DeviceTable:
     _batched: dict[WeightFormat, Array] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    # other columns derived from the devices' specifications alone, by key (`derived`).
+    _derived: dict[Hashable, Array] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -87,11 +91,25 @@ class DeviceTable:
             devices=tuple(self.devices[i] for i in ix),
             **arrays,
         )
-        for known, mine in ((out._peak, self._peak), (out._batched, self._batched)):
+        caches = ((out._peak, self._peak), (out._batched, self._batched))
+        for known, mine in caches:
             for fmt, column in mine.items():  # rows of what is already known
                 known[fmt] = column[ix]
                 known[fmt].flags.writeable = False
+        for key, column in self._derived.items():
+            out._derived[key] = column[ix]
+            out._derived[key].flags.writeable = False
         return out
+
+    def derived(self, key: Hashable, make: Callable[[DeviceTable], Array]) -> Array:
+        """A column computed by `make` from the devices' specifications alone (never from the
+        efficiency factors), once per table and `key`; read-only, kept by `take`."""
+        column = self._derived.get(key)
+        if column is None:
+            column = np.asarray(make(self), dtype=np.float64)
+            column.flags.writeable = False
+            self._derived[key] = column
+        return column
 
     def small_allreduce_s(self, tp: Degree) -> Array:
         """Each row's measured time of one small all-reduce across `tp` of its devices (one

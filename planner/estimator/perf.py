@@ -224,10 +224,10 @@ def prefill_layer_seconds(
 
     FLOPs: 2 x active params per token + causal attention, half of Kaplan's n_ctx term on
     average. The projections and MLP run at llama.cpp's matmul rate for the format, attention
-    at the 16-bit rate (prefill_path; `engine`, a catalog engine id, names a release that
-    dequantizes GGUF weights instead, else a current one); the tokens go through in micro-batches of
-    `ubatch` tokens (llama.cpp's n_ubatch, PREFILL_UBATCH_TOKENS by default), each reading the
-    weights it touches (a mixture-of-experts model's nearly all of them) once.
+    at the 16-bit rate (prefill_path; `engine`, a catalog engine id, may name a release that
+    dequantizes GGUF weights, else a current one is assumed). The tokens go through in
+    micro-batches of `ubatch` tokens (llama.cpp's n_ubatch, PREFILL_UBATCH_TOKENS by default),
+    each reading the weights it touches (a mixture-of-experts model's nearly all) once.
     """
     tokens = batch * prompt
     linear = tokens * 2.0 * active_params_per_layer(m)

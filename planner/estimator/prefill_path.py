@@ -11,17 +11,19 @@ runs, not against a rate those kernels never use:
   FP32 only on CDNA): the FP16-accumulate rate (tensor_rates), twice the listed fp16 figure on
   NVIDIA's GeForce parts and the GB10.
 - Quantized GGUF weights (and MXFP4) are multiplied by MMQ, which quantizes the activations
-  to 8 bits, runs int8 tensor-core MMA and scales each block's sums in FP32 (llama.cpp PRs #7676 "CUDA: use tensor cores for
-  MMQ" and #7860, June 2024; MXFP4 since the gpt-oss support of August 2025), where the device's
-  int8 rate is at least its 16-bit one; elsewhere they are dequantized to 16-bit tiles (Metal's
-  `kernel_mul_mm`, and devices without an int8 tensor rate).
+  to 8 bits, runs int8 tensor-core MMA and scales each block's sums in FP32 (llama.cpp PRs
+  #7676 "CUDA: use tensor cores for MMQ" and #7860, June 2024; MXFP4 since the gpt-oss support
+  of August 2025), where the device's int8 rate is at least its 16-bit one; elsewhere they are
+  dequantized to 16-bit tiles (Metal's `kernel_mul_mm`, and devices without an int8 tensor
+  rate). The releases before MMQ on tensor cores dequantized them to FP16 for cuBLAS
+  (DEQUANTIZING_ENGINES).
 - Attention's products (FlashAttention, or the KQ and KQV matmuls before it) take 16-bit
   operands and accumulate in FP32: the listed 16-bit rate, whatever the weights' format.
 
-A prompt is processed in micro-batches of `PREFILL_UBATCH_TOKENS` tokens (llama.cpp's
-default `n_ubatch`, common/common.h), each a forward pass that reads the weights it touches
-again: a 2,048-token llama-bench run of a 60 GB mixture-of-experts model reads it four times,
-which is what bounds gpt-oss-120b's prefill on a DGX Spark.
+A prompt is processed in micro-batches of n_ubatch tokens (`PREFILL_UBATCH_TOKENS`, llama.cpp's
+default, common/common.h), each a forward pass that reads the weights it touches again: at the
+default, a 2,048-token prompt of a mixture-of-experts model reads nearly all of its experts
+four times.
 """
 
 from __future__ import annotations
@@ -85,16 +87,18 @@ def prefill_linear_seconds_per_flop(
 ) -> Array:
     """linear_seconds_per_flop per device row, for the catalog engine `engine` (None: a
     current release)."""
-    listed = dev.peak_flops(fmt)
     mmq = engine not in DEQUANTIZING_ENGINES
-    return np.array(
-        [
-            linear_seconds_per_flop(d, fmt, float(p), mmq)
-            for d, p in zip(dev.devices, listed, strict=True)
-        ]
-    )
+
+    def make(t: DeviceTable) -> Array:
+        listed = t.peak_flops(fmt)
+        rows = zip(t.devices, listed, strict=True)
+        return np.array([linear_seconds_per_flop(d, fmt, float(p), mmq) for d, p in rows])
+
+    return dev.derived(("prefill linear s/FLOP", fmt, mmq), make)
 
 
 def prefill_attention_peak(dev: DeviceTable) -> Array:
     """sixteen_bit_flops per device row: attention's rate in a prompt's prefill."""
-    return np.array([sixteen_bit_flops(d) for d in dev.devices])
+    return dev.derived(
+        "prefill attention FLOP/s", lambda t: np.array([sixteen_bit_flops(d) for d in t.devices])
+    )
