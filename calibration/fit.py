@@ -1185,7 +1185,13 @@ ENGINES_HEADER = """\
 # (calibration/fit.py ENGINE_FIT: fitted on the measurements that name the release as their
 # engine, the classes' overheads on the rest); added where a workload names that engine.
 """
-ONLY_GROUPS = {"training": ("training_mfu", "moe_routed_bytes")}
+ONLY_GROUPS = {"training": ("training_mfu", "moe_routed_bytes"), "prefill": ("compute",)}
+# The rows each `--only` group is fitted on, and their metrics (row_key's seventh field).
+ONLY_ROWS: dict[str, Callable[[Row], bool]] = {"training": is_training, "prefill": is_prefill}
+ONLY_METRICS = {
+    "training": ("train_mfu", "train_tokens_per_s_per_device"),
+    "prefill": ("prefill_tokens_per_s",),
+}
 ORDER = (
     "bandwidth",
     "compute",
@@ -1226,6 +1232,8 @@ def write_efficiency(
         for key in sorted(arch):
             body = ", ".join(f"{k}: {arch[key][k]:g}" for k in ORDER if k in arch[key])
             lines.append(f"  {key}: {{{body}}}  # {arch_note(key, fitted, measured, moe_measured)}")
+    elif current.architectures:  # a partial refit of no per-generation factor keeps them
+        lines.extend(architecture_lines_as_written())
     devices = {
         **current.devices,
         **{d: {**current.devices.get(d, {}), **fitted[d]} for d in OWN_FIT if fitted.get(d)},
@@ -1248,6 +1256,13 @@ def write_efficiency(
     load_efficiency(EFFICIENCY)  # validates what was written
 
 
+def architecture_lines_as_written() -> list[str]:
+    """The shipped file's per-generation block (its header comment to `devices:`), verbatim."""
+    text = EFFICIENCY.read_text().splitlines()
+    start = text.index(ARCHITECTURES_HEADER.splitlines()[0])
+    return text[start : text.index("devices:", start)]
+
+
 def load_efficiency_file() -> EfficiencyFile:
     """The shipped efficiency file as it stands (before a write)."""
     return load_efficiency(EFFICIENCY)
@@ -1267,8 +1282,8 @@ def main() -> None:
     ap.add_argument(
         "--only",
         choices=tuple(ONLY_GROUPS),
-        help="with --write: refit the training factors (training_mfu, moe_routed_bytes) alone "
-        "and keep every other shipped factor",
+        help="with --write: refit the training factors (training_mfu, moe_routed_bytes) or the "
+        "prefill factor (compute) alone and keep every other shipped factor",
     )
     ap.add_argument("--report", type=Path, help="also write the markdown report here")
     args = ap.parse_args()
@@ -1303,21 +1318,26 @@ def main() -> None:
             fitted_on = (
                 f"{load_efficiency_file().fitted_on.split('; ', 1)[0]}; "
                 f"{' and '.join(ONLY_GROUPS[args.only])} refitted "
-                f"on {n_tr} training rows ({datetime.date.today().isoformat()})"
+                f"on {sum(ONLY_ROWS[args.only](r) for r in rows)} {args.only} rows "
+                f"({datetime.date.today().isoformat()})"
             )
         moe_measured = moe_architecture_groups(rows)
         write_efficiency(fitted, fitted_on, measured, args.only, moe_measured)
-        # A partial refit adds the rows its factors saw (training rows) to those of the last
-        # full one; the others have not joined any shipped factor's fit yet.
-        joined = [r for r in rows if is_training(r)] if args.only else rows
-        earlier = shipped_row_keys() if args.only else []
+        # A partial refit puts the rows its factors saw (training or prefill rows) in place of
+        # that group's rows of the last fit; the others have not joined any shipped fit yet.
+        joined = [r for r in rows if ONLY_ROWS[args.only](r)] if args.only else rows
+        earlier = (
+            [k for k in shipped_row_keys() if k.split("|")[6] not in ONLY_METRICS[args.only]]
+            if args.only
+            else []
+        )
         keys = list(dict.fromkeys(earlier + [row_key(r.meas) for r in joined]))
         FITTED_ROWS.write_text(
             "# Rows the shipped factors were fitted on (written by calibration/fit.py "
             "--write);\n# the report scores any other row with the shipped factors before "
             "it joins a fit.\n" + "".join(f"{k}\n" for k in keys)
         )
-        checked = [r for r in rows if is_training(r)] if args.only else rows
+        checked = joined
         diff = check_written(checked, fitted)
         print(
             f"wrote {EFFICIENCY.relative_to(ROOT)}; tool vs report max difference "

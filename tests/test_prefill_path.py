@@ -136,8 +136,8 @@ def test_an_estimate_on_the_old_release_prefills_on_its_fp16_path() -> None:
     # Llama 3.1 8B Q4_K_M on an L40S, 512 prompt tokens: a current llama.cpp runs MMQ at
     # 1 / (1 / 733e12 + 0.0625 / 91.6e12) = 521 TFLOP/s, the builds of 2023-2024 dequantized to
     # FP16 cuBLAS at 366.5 (half the int8 rate), so the old release's first token takes longer
-    # by more than its fixed times alone (32 x 20.5 us + 819 us = 1.5 ms at the figures of
-    # 2026-11-29): 92.9 ms against 69.4 ms as shipped; xd-gpu-bench-llama3 measured 84.8 ms
+    # by more than its fixed times alone (32 x 19.3 us + 831 us = 1.45 ms at the figures of
+    # 2026-11-28): 92.9 ms against 69.4 ms as shipped; xd-gpu-bench-llama3 measured 84.8 ms
     # (6,035 tokens/s) on build 2834.
     new, old = _ttft_ms("llama.cpp"), _ttft_ms("llama.cpp-2024")
     assert old - new > 1.5 + 0.3 * new
