@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from planner.catalog import load_catalog
-from planner.errors import InternalError
+from planner.errors import InputError, InternalError
 from planner.load import load_problem, parse_problem
 from planner.schema.yaml_io import parse_text, read_yaml
 from planner.solve import Solver
@@ -108,3 +108,19 @@ def test_a_fleet_that_serves_nothing_has_no_tokens_per_joule() -> None:
     assert plan.tokens_per_joule is None
     with pytest.raises(InternalError, match="tokens_per_joule"):
         verify(dataclasses.replace(plan, tokens_per_joule=0.0), problem, load_catalog())
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("goal", "max_throughput"),
+        ("goal", "max_tokens_per_joule"),
+        ("goal", "min_cost_per_token"),
+        ("tie_break", "max_throughput"),
+    ],
+)
+def test_a_goal_counting_tokens_is_refused_where_nothing_serves(key: str, value: str) -> None:
+    # Every workload trains: a goal or tie-break that counts served tokens has nothing to count
+    # (it reached the solver as the integer 0 and stopped with a TypeError).
+    with pytest.raises(InputError, match=rf"objective\.{key}: .*training job, which serves none"):
+        load_problem(PROBLEMS / "train-13b-2m.yaml", [f"objective.{key}={value}"])

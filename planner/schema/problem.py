@@ -1606,6 +1606,22 @@ class Problem(ProblemModel):
         )
 
     @model_validator(mode="after")
+    def _tokens_served(self) -> Problem:
+        """A goal or tie-break that counts served tokens needs a workload that serves some."""
+        if any(isinstance(w, InferenceWorkload) for w in self.workloads):
+            return self
+        counting = ("max_throughput", "max_tokens_per_joule", "min_cost_per_token")
+        for key, value in (("goal", self.objective.goal), ("tie_break", self.objective.tie_break)):
+            if value in counting:
+                raise KeyValueError(
+                    f"objective {key} {value} counts the tokens a plan serves, but every "
+                    "workload of this problem is a training job, which serves none: use "
+                    + ("min_cost or min_carbon" if key == "goal" else "min_cost or min_power"),
+                    ("objective", key),
+                )
+        return self
+
+    @model_validator(mode="after")
     def _names_unique(self) -> Problem:
         seen: set[str] = set()
         for i, w in enumerate(self.workloads):
