@@ -8,7 +8,9 @@ The arithmetic is written out here, not taken from the replica model: forward, e
 iteration processes sends its hidden states, hidden x 2 bytes (the decodes' and the chunk's,
 whose size follows the serving rule, planner.estimator.serving.chunk_mix); back from the last
 stage to the first, only the sampled token ids, 8 bytes each (one per decode and per prompt the
-chunk finishes); a hop takes every link's latency plus its bytes over the slowest bandwidth.
+chunk finishes); a hop takes every link's latency plus its bytes over the slowest bandwidth,
+each link counted once however often a route might name it (a link is one network, crossed once:
+docs/networks.md).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 from planner.catalog import Catalog
 from planner.estimator.comm import TOKEN_ID_BYTES, pipeline_activation_bytes
 from planner.estimator.request_mix import class_workload
-from planner.estimator.routes import hop_routes
+from planner.estimator.routes import Route, hop_routes
 from planner.estimator.serving import chunk_mix, prefill_prompt
 from planner.plan.types import StageLine, WorkloadPlan
 from planner.schema.problem import InferenceWorkload, Problem, Workload
@@ -72,17 +74,25 @@ def check_hops(problem: Problem, cat: Catalog, w: Workload, wp: WorkloadPlan, at
         why = f" (the hop from {s.device} to {nxt} over {r.id}, `{at}.batch` {wp.batch})"
         per_token = TOKEN_ID_BYTES if back else pipeline_activation_bytes(1, 1, hidden)
         same(problem, f"{st}.hop_bytes_per_token", s.hop_bytes_per_token, per_token, why)
-        seconds = float(r.seconds(per_token * wp.batch))
+        seconds = hop_seconds(r, per_token * wp.batch)
         same(problem, f"{st}.hop_seconds", s.hop_seconds, seconds, why)
         # With a chunk of c prompt tokens: (batch + c) hidden states forward, or back the ids
         # of the batch and of the c / P prompts the chunk finishes.
         chunk = (wp.batch + c / P) * TOKEN_ID_BYTES if back else (wp.batch + c) * per_token
         why = f"{why[:-1]}, {c:g} prompt tokens of a chunk)"
         same(problem, f"{st}.hop_chunk_bytes", s.hop_chunk_bytes, chunk, why)
-        seconds = float(r.seconds(chunk))
+        seconds = hop_seconds(r, chunk)
         same(problem, f"{st}.hop_chunk_seconds", s.hop_chunk_seconds, seconds, why)
 
 
 def _written_before(s: StageLine) -> bool:
     """A stage line without split figures: a plan written before they were recorded."""
     return s.hop_route is None and s.hop_bytes_per_token == 0.0 and s.hop_seconds == 0.0
+
+
+def hop_seconds(r: Route, nbytes: float) -> float:
+    """One message of `nbytes` along route `r`, by Hockney's model along a path: the one-way
+    latency of each distinct link, once, plus the bytes over the slowest link's bandwidth."""
+    links = {lk.id: lk for lk in r.links}.values()
+    latency_s = sum(lk.latency_us for lk in links) * 1e-6
+    return latency_s + nbytes / (min(lk.bandwidth_gb_s for lk in links) * 1e9)

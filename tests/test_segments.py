@@ -18,12 +18,13 @@ from planner.catalog import load_catalog
 from planner.errors import InputError
 from planner.estimator.network import network_link
 from planner.estimator.replica import StageSpec, inference_replica
-from planner.estimator.routes import Route, hop_routes, kind_route, route
+from planner.estimator.routes import Route, hop_routes, kind_route, route, simple_path
 from planner.load import load_problem, parse_problem
 from planner.plan.io import dumps_plan, plan_document, plan_from_data
 from planner.schema.problem import Problem
 from planner.schema.yaml_io import Located
 from planner.solve import solve_problem
+from planner.verify_hops import hop_seconds
 from planner.verify_plan import plan_failures
 
 PROBLEMS = Path(__file__).resolve().parent.parent / "problems"
@@ -69,7 +70,8 @@ def test_segments_no_link_joins_meet_on_the_network() -> None:
     doc["machines"][1]["network"] = "thunderbolt5"  # a Thunderbolt ring of minis
     problem = _problem(doc)
     mini, lab = "m4-pro-64gb", "rtx-5060-ti-16gb"
-    assert _ids(route(problem, cat, lab, mini)) == ["home-lan", "home-lan"]
+    # constraints.network is the home segment's own link: one network, crossed once
+    assert _ids(route(problem, cat, lab, mini)) == ["home-lan"]
     assert _ids(route(problem, cat, mini, mini)) == ["thunderbolt5"]
     doc = _doc()
     doc["links"] = [x for x in doc["links"] if x["id"] != "vpn"]
@@ -149,6 +151,56 @@ def test_each_stage_is_charged_its_own_hop() -> None:
         assert math.isclose(g, want, rel_tol=1e-9), (got, desk, minis)
     assert math.isclose(desk, 3.572864e-3, rel_tol=1e-9)  # hand sums of the lines above
     assert math.isclose(minis, 31 / 32 * 1.476224e-3, rel_tol=1e-9)
+
+
+def test_a_route_crosses_each_network_once() -> None:
+    """A network named twice by the route rule is crossed once and pays its latency once.
+    home-lan: 0.5 ms, 1 Gb/s = 125e6 bytes/s; wifi-6: 2 ms, 62.5e6 bytes/s (catalog)."""
+    cat, nbytes = load_catalog(), HIDDEN * 2 * 4  # batch 4: 65,536 bytes
+    mini, xtx, lab = "m4-pro-64gb", "rx-7900-xtx", "rtx-5060-ti-16gb"
+    doc = _doc()
+    doc["machines"][2]["attach"] = "home-lan"  # the desktop hangs off home by home-lan itself
+    r = route(_problem(doc), cat, xtx, mini)
+    assert r.id == "home-lan"
+    # 0.5 ms + 65,536 / 125e6 s = 1.024288 ms, not 1.524288 ms (the latency twice)
+    assert math.isclose(float(r.seconds(nbytes)), 1.024288e-3, rel_tol=1e-12)
+    # A lab PC on no segment: constraints.network (home-lan) and the home segment's link,
+    # which are one network.
+    doc = _doc()
+    doc["machines"][3]["segment"] = None
+    problem = _problem(doc)
+    assert route(problem, cat, lab, mini).id == "home-lan"
+    assert route(problem, cat, mini, lab).id == "home-lan"
+    r = route(problem, cat, lab, xtx)
+    assert r.id == "home-lan > wifi-6"
+    # 0.5 + 2 ms + 65,536 / 62.5e6 s = 3.548576 ms
+    assert math.isclose(float(r.seconds(nbytes)), 3.548576e-3, rel_tol=1e-12)
+    # Two segments on one link are joined by it alone (home-lan > vpn > home-lan is a loop).
+    doc = _doc()
+    doc["segments"][1]["link"] = "home-lan"
+    problem = _problem(doc)
+    assert route(problem, cat, mini, lab).id == "home-lan"
+    assert route(problem, cat, xtx, lab).id == "wifi-6 > home-lan"
+    # Each Wi-Fi machine's own leg stays: two desktops cross the air twice.
+    assert route(load_problem(POOL), cat, xtx, xtx).id == "wifi-6 > home-lan > wifi-6"
+
+
+def test_loops_are_cut_where_a_link_comes_back() -> None:
+    """Loop erasure: from a link's first crossing up to its repeat, the links go."""
+    cat = load_catalog()
+    a, b, c = (cat.links[x] for x in ("eth-10g", "wifi-6", "eth-1g"))
+    assert simple_path([a, b, a, c]) == (a, c)
+    assert simple_path([a, a, b, b]) == (a, b)
+    assert simple_path([a, b, c, b]) == (a, b)
+    assert simple_path([a, b, c]) == (a, b, c)
+
+
+def test_the_verifier_pays_a_repeated_link_once() -> None:
+    """The verifier's own arithmetic counts each link once, whatever the route lists."""
+    cat = load_catalog()
+    lan = network_link(load_problem(POOL), cat)  # home-lan: 0.5 ms, 125e6 bytes/s
+    n = HIDDEN * 2 * 4
+    assert math.isclose(hop_seconds(Route((lan, lan)), n), 0.5e-3 + n / 125e6, rel_tol=1e-12)
 
 
 def _solve(doc: dict[str, Any]) -> Any:

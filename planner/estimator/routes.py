@@ -21,6 +21,17 @@ communication challenge for MPP", Parallel Computing 20 (1994), taken along a pa
 switch stores and forwards a small message, so the latencies add, and a larger one streams
 through the links in frames at the pace of the narrowest). A route of one link costs exactly
 what that link costs alone (planner.estimator.comm.p2p_seconds).
+
+A route crosses each network once. A link id among the shared networks (a segment's `link`,
+a link `between` two segments, `constraints.network`) names one network, so a rule that names
+it twice names it once: a segment whose `link` is also `constraints.network` gives `home-lan`,
+not `home-lan > home-lan`; two segments on one link are joined by that link alone (where a
+link comes back, the links since its first crossing are a loop the message does not take and
+are cut: loop erasure, `simple_path`). An `attach` is each machine's own leg onto its network
+(its Wi-Fi radio to the access point, its port), so two machines that each hang off a segment
+by Wi-Fi cross two legs, `wifi-6 > home-lan > wifi-6` (a frame between two Wi-Fi clients goes
+over the air twice, client to access point and access point to client); an `attach` that is
+the network it joins (a machine on `home` attached by `home-lan`) adds no leg.
 """
 
 from __future__ import annotations
@@ -112,9 +123,32 @@ def kind_route(
         elif sa is not None and sb is not None:
             path.append(network_link(problem, cat))
         path.append(_lan(problem, cat, sb))
-    head = [network_link(problem, cat, ka.attach)] if ka is not None and ka.attach else []
-    tail = [network_link(problem, cat, kb.attach)] if kb is not None and kb.attach else []
-    return Route(tuple(head + path + tail))
+    mid = simple_path(path)  # starts on a's network and ends on b's, each link once
+    head = _leg(problem, cat, ka, mid[0])
+    tail = _leg(problem, cat, kb, mid[-1])
+    return Route((*head, *mid, *tail))
+
+
+def _leg(problem: Problem, cat: Catalog, k: StatedMachine | None, joins: Link) -> tuple[Link, ...]:
+    """A machine's own leg onto the network it joins (its `attach`): none when it states none
+    or its `attach` is that network itself."""
+    if k is None or k.attach is None or k.attach == joins.id:
+        return ()
+    return (network_link(problem, cat, k.attach),)
+
+
+def simple_path(links: Sequence[Link]) -> tuple[Link, ...]:
+    """`links` with every loop cut: where a link id comes back, the links from its first
+    crossing up to the repeat go and the link stays once (`a > b > a > c` is `a > c`), so the
+    route crosses each link once and pays its latency once."""
+    out: list[Link] = []
+    for lk in links:
+        seen = [x.id for x in out]
+        if lk.id in seen:
+            del out[seen.index(lk.id) + 1 :]
+        else:
+            out.append(lk)
+    return tuple(out)
 
 
 def _lan(problem: Problem, cat: Catalog, segment: str | None) -> Link:
