@@ -18,7 +18,7 @@ from planner.estimator.formats import weight_format
 from planner.estimator.perf import beats_weight_read, weight_read_seconds
 from planner.estimator.profiles import outside_blocks, replica_point
 from planner.estimator.support import runtime_for
-from planner.schema.measurements import Measurement, read_measurements
+from planner.schema.measurements import Measurement, read_measurements, same_engine
 from planner.schema.problem import InferenceWorkload, Problem
 from planner.schema.yaml_io import Loc, Located
 
@@ -131,6 +131,7 @@ def check_measured(
                 "this problem may use (constraints.allowed_devices, excluded_devices, "
                 "inventory), so the figure would go unused: drop it or allow the device"
             )
+        _check_engine(problem, cat, where, at, w, m)
         if m.metric in ("requests_per_s", "memory_gb"):
             continue
         if m.tp > c.max_tensor_parallel:
@@ -149,6 +150,25 @@ def check_measured(
             _check_replica(cat, where, at, w, m)
             _check_plannable(problem, cat, where, at, w, m)
     _check_speeds(cat, where, i, w)
+
+
+def _check_engine(
+    problem: Problem, cat: Catalog, where: Where, at: Loc, w: InferenceWorkload, m: Measurement
+) -> None:
+    """A figure that names its engine is of the engine the workload runs on its device (the
+    workload's `engine`, else the first the support matrix and the constraints allow there);
+    one measured under another program is refused, as one of another model is. A figure
+    that names no engine stands for any."""
+    run = runtime_for(cat, cat.accelerator(m.device), w, problem.constraints)
+    if run is None or same_engine(m.engine, run.engine):
+        return  # no engine runs it: _check_plannable names that for a whole replica
+    how = "the workload's `engine`" if w.engine else "the first engine allowed there"
+    raise InputError(
+        f"{where((*at, 'engine'))}workload `{w.name}`: a {m.metric} figure measured under "
+        f"`{m.engine}` cannot stand for this workload, which runs {run.engine} on {m.device} "
+        f"({how}): drop the entry, measure {run.engine}, or leave `engine` out of an entry "
+        "that holds for any engine"
+    )
 
 
 def _check_replica(

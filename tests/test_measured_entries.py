@@ -320,3 +320,54 @@ def test_estimate_names_the_workload_entries_it_does_not_use(tmp_path: Path) -> 
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     assert "measurements[0] not used: metric `decode_ms_per_layer`" in res.output
+
+
+def _estimate(table: Path, *extra: str) -> Any:
+    args = ["estimate", "-m", "qwen2.5-7b", "-d", "dgx-spark", "--weights", "q8_0"]
+    res = CliRunner().invoke(app, [*args, "--measured", str(table), *extra])
+    assert res.exit_code == 0, res.output
+    return res
+
+
+def _no_engine(tmp_path: Path) -> Path:
+    """The example table with no row naming its engine."""
+    doc = yaml.safe_load(TABLE.read_text())
+    for row in doc["measurements"]:
+        row.pop("engine", None)
+    out = tmp_path / "any-engine.yaml"
+    out.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return out
+
+
+def test_estimate_takes_a_row_only_under_its_engine(tmp_path: Path) -> None:
+    """The table's rows ran llama.cpp: an estimate under vLLM does not take them and says so;
+    a row that names no engine holds for any."""
+    json_out = ["--batch", "32", "--format", "json"]
+    under = json.loads(_estimate(TABLE, *json_out, "--engine", "llama.cpp").stdout)
+    assert under["tokens_per_s"] == PUBLISHED[32] and under["measured"]
+    other = json.loads(_estimate(TABLE, *json_out, "--engine", "vllm").stdout)
+    assert other["engine"] == "vllm"
+    assert not other["measured"] and other["tokens_per_s"] != PUBLISHED[32]
+    res = _estimate(TABLE, "--batch", "32", "--engine", "vllm")
+    assert "(measured)" not in res.output
+    assert "measurements[1] not used: engine `llama.cpp`; this estimate is of vllm" in res.output
+    assert "qwen2.5-7b-dgx-spark.yaml:24:" in res.output  # the row's line
+    anyone = json.loads(_estimate(_no_engine(tmp_path), *json_out, "--engine", "vllm").stdout)
+    assert anyone["tokens_per_s"] == PUBLISHED[32] and anyone["measured"]
+
+
+def test_a_problem_refuses_a_row_of_another_engine(tmp_path: Path) -> None:
+    """A workload that runs vLLM cannot take llama.cpp's figures: refused at the row's
+    `engine` line of the table (line 21: row 0's `engine: llama.cpp`), as another model's are;
+    the same rows naming no engine apply to it."""
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    doc["workloads"][0]["engine"] = "vllm"
+    doc["workloads"][0]["measured"] = str(TABLE)
+    with pytest.raises(InputError) as e:
+        load_problem(_write(tmp_path, doc))
+    msg = str(e.value)
+    assert "qwen2.5-7b-dgx-spark.yaml:21:" in msg and "measured[0].engine" in msg, msg
+    assert "measured under `llama.cpp`" in msg and "runs vllm on dgx-spark" in msg, msg
+    doc["workloads"][0]["measured"] = str(_no_engine(tmp_path))
+    problem = load_problem(_write(tmp_path, doc))
+    assert math.isclose(_decode_only(problem, 32), PUBLISHED[32], rel_tol=1e-9)

@@ -173,6 +173,7 @@ def estimate_inference(
                 metric="decode_tokens_per_s",
                 batch=q.batch,
                 devices=n,
+                engine=engine or None,
             )
             if n
             else None

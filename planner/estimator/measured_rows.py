@@ -10,7 +10,7 @@ from planner.estimator.estimate import Estimate, InferenceQuery
 from planner.estimator.formats import WEIGHT_FORMATS
 from planner.estimator.perf import beats_weight_read, weight_read_seconds
 from planner.schema.catalog import ModelArch
-from planner.schema.measurements import Measurement, MeasurementFile
+from planner.schema.measurements import Measurement, MeasurementFile, same_engine
 from planner.schema.yaml_io import Located
 
 
@@ -85,6 +85,8 @@ def _why_unused(
     for key, given, option in (("weights", q.weights, "--weights"), ("kv", q.kv, "--kv")):
         if getattr(r, key) != given:
             return f"{key} `{getattr(r, key)}`; this estimate is of {given} ({option})"
+    if not same_engine(r.engine, e.engine):
+        return f"engine `{r.engine}`; this estimate is of {e.engine} (--engine)"
     if r.batch != q.batch:
         at = "null (a saturated server)" if r.batch is None else f"{r.batch:,}"
         return f"batch {at}; this estimate is at --batch {q.batch:,}"

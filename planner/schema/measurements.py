@@ -323,18 +323,28 @@ def find(
     batch: int,
     devices: int = 1,
     kv: str = "fp16",
+    engine: str | None = None,
 ) -> int | None:
     """The index of the measurement for exactly this configuration, if the table has one (the
-    last one wins)."""
+    last one wins), under `engine` (a row that names another engine measured another program;
+    one that names none, or an estimate of no named engine, matches any)."""
     if table is None:
         return None
     hit = None
     key = (model, device, weights, kv, metric, batch, devices)
     for i, row in enumerate(table.measurements):
         kv = row.kv or "fp16"
-        if (row.model, row.device, row.weights, kv, row.metric, row.batch, row.devices) == key:
+        at = (row.model, row.device, row.weights, kv, row.metric, row.batch, row.devices)
+        if at == key and same_engine(row.engine, engine):
             hit = i
     return hit
+
+
+def same_engine(measured: str | None, runs: str | None) -> bool:
+    """Whether a figure measured under engine `measured` stands for a replica under `runs`:
+    the same catalog engine id, in any case (`vLLM` is `vllm`); a figure that names no engine,
+    or a replica of no named engine, matches any."""
+    return not measured or not runs or measured.casefold() == runs.casefold()
 
 
 class Residual(Frozen):
