@@ -18,6 +18,7 @@ from planner.estimator.formats import weight_format
 from planner.estimator.perf import beats_weight_read, weight_read_seconds
 from planner.estimator.profiles import outside_blocks, replica_point
 from planner.estimator.support import runtime_for
+from planner.schema.files import irregular_kind, not_regular
 from planner.schema.measurements import Measurement, read_measurements, same_engine
 from planner.schema.problem import InferenceWorkload, Problem
 from planner.schema.yaml_io import Loc, Located
@@ -68,9 +69,12 @@ def read_tables(doc: Located, base: Path | None, confine: bool) -> Located:
                 f"{at}: the measurement file `{name}` leaves the models folder; give a path "
                 "relative to it, or list the entries"
             )
+        mode = irregular_kind(path)
+        # A confined problem (one sent to a service) sees only its folder: name no more.
+        shown, of = (name, "the models folder") if confine else (path, "the problem file")
+        if mode is not None:  # refused in the words every file reader uses (schema.files)
+            raise InputError(f"{at}: {not_regular(f'`{shown}`', mode)} (a measurement table)")
         if not _is_file(path):
-            # A confined problem (one sent to a service) sees only its folder: name no more.
-            shown, of = (name, "the models folder") if confine else (path, "the problem file")
             raise InputError(
                 f"{at}: no measurement file at `{shown}` (a path relative to {of}, of a table "
                 "with a `measurements:` list, as `planner estimate --measured` reads)"

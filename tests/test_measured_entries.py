@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -371,3 +372,28 @@ def test_a_problem_refuses_a_row_of_another_engine(tmp_path: Path) -> None:
     doc["workloads"][0]["measured"] = str(_no_engine(tmp_path))
     problem = load_problem(_write(tmp_path, doc))
     assert math.isclose(_decode_only(problem, 32), PUBLISHED[32], rel_tol=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("make", "words"),
+    [
+        (lambda p: p.mkdir(), "a folder, not a regular file"),
+        (lambda p: os.mkfifo(p), "a named pipe (FIFO), not a regular file"),
+        (lambda p: p.symlink_to("/dev/zero"), "a character device, not a regular file"),
+    ],
+)
+def test_a_table_that_is_no_file_is_named_as_estimate_names_it(
+    make: Any, words: str, tmp_path: Path
+) -> None:
+    """A folder, a FIFO (never waited on) or a link to a device as a workload's table is
+    refused in the words `estimate --measured` uses for the same path (schema.files)."""
+    make(tmp_path / "t")
+    args = ["estimate", "-m", "qwen2.5-7b", "-d", "dgx-spark", "--measured", str(tmp_path / "t")]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code != 0 and words in res.output, res.output
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    doc["workloads"][0]["measured"] = "t"
+    with pytest.raises(InputError) as e:
+        load_problem(_write(tmp_path, doc))
+    assert "p.yaml:" in str(e.value) and "workloads[0].measured" in str(e.value)
+    assert words in str(e.value) and "no measurement file" not in str(e.value), str(e.value)

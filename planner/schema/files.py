@@ -52,6 +52,23 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def not_regular(shown: str, mode: int) -> str:
+    """The words every reader refuses a non-regular file with: `shown` (its path as the
+    message names it), what it is, and what to give."""
+    return f"{shown}: {_kind(mode)}, not a regular file; give a file's path"
+
+
+def irregular_kind(path: Path) -> int | None:
+    """The mode of `path` when it exists and is no regular file (a folder, a FIFO, a device,
+    through any symbolic link), for `not_regular`; None for a regular file or no file. Not
+    opened: a FIFO is not waited on."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):  # none there, a name too long, a NUL byte
+        return None
+    return None if stat.S_ISREG(mode) else mode
+
+
 def _near_names(path: Path) -> str:
     """Files in the same folder whose names are close to the missing one's, quoted."""
     from difflib import get_close_matches
@@ -89,7 +106,7 @@ def read_bytes(path: Path, max_bytes: int = MAX_READ_BYTES) -> bytes:
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise InputError(f"{path}: {_kind(mode)}, not a regular file; give a file's path")
+            raise InputError(not_regular(str(path), mode))
         chunks: list[bytes] = []
         size = 0
         while size <= max_bytes:
