@@ -672,7 +672,7 @@ def estimate(
         )
         from planner.estimator.estimate import Task as EstTask
         from planner.estimator.formats import kv_bytes, weight_format
-        from planner.estimator.measured_rows import check_speeds, unused_notes
+        from planner.estimator.measured_rows import check_points, check_speeds, unused_notes
         from planner.estimator.memory import Method, Optimizer, Recompute, TrainingSetup
         from planner.estimator.support import estimate_engines, supported_devices
         from planner.report.estimate import estimate_dict, estimate_tables, estimates_table
@@ -750,6 +750,8 @@ def estimate(
                     f"{arch.max_context:,}, or pick a model with a longer context"
                 )
             q = InferenceQuery(weights=weights, kv=kv, context=ctx, batch=batch, prompt=ask, tp=tp)
+            if mfile is not None and mdoc is not None:
+                check_points(mfile, mdoc, arch, q)
             weight_format(weights), kv_bytes(kv)  # unknown names first, with their choices
             runs = supported_devices(cat, devices, weights, kv)
             runs, engines = estimate_engines(cat, runs, weights, kv, engine)

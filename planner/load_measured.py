@@ -19,7 +19,12 @@ from planner.estimator.perf import beats_weight_read, weight_read_seconds
 from planner.estimator.profiles import outside_blocks, replica_point
 from planner.estimator.support import runtime_for
 from planner.schema.files import irregular_kind, not_regular
-from planner.schema.measurements import Measurement, read_measurements, same_engine
+from planner.schema.measurements import (
+    Measurement,
+    read_measurements,
+    same_engine,
+    two_decode_figures,
+)
 from planner.schema.problem import InferenceWorkload, Problem
 from planner.schema.yaml_io import Loc, Located
 
@@ -295,9 +300,7 @@ def _check_speeds(cat: Catalog, where: Where, i: int, w: InferenceWorkload) -> N
         for (b0, t0, _), (b1, t1, a1) in itertools.pairwise(points):
             if b0 == b1:
                 raise InputError(
-                    f"{where(a1)}workload `{w.name}`: two decode figures at batch {b1} on "
-                    f"{dev} at tp {tp} (times per block or whole replicas', at any context): "
-                    "keep one"
+                    f"{where(a1)}workload `{w.name}`: {two_decode_figures(b1, dev, tp)}"
                 )
             if t1 < t0 * 0.95:
                 raise InputError(

@@ -397,3 +397,32 @@ def test_a_table_that_is_no_file_is_named_as_estimate_names_it(
         load_problem(_write(tmp_path, doc))
     assert "p.yaml:" in str(e.value) and "workloads[0].measured" in str(e.value)
     assert words in str(e.value) and "no measurement file" not in str(e.value), str(e.value)
+
+
+def test_two_rows_at_one_point_are_refused_by_estimate_as_by_a_problem(tmp_path: Path) -> None:
+    """The table's batch-32 row again at another context: which one stands for the point would
+    be arbitrary, so estimate refuses it (it said "the last one is used") in a problem's words;
+    a row of another engine at that point is no second figure."""
+    doc = yaml.safe_load(TABLE.read_text())
+    again = {**doc["measurements"][1], "context": 4096, "value": 500.0}
+    doc["measurements"].append(again)
+    table = tmp_path / "t.yaml"
+    table.write_text(yaml.safe_dump(doc, sort_keys=False))
+    words = "two decode figures at batch 32 on dgx-spark at tp 1"
+    args = ["estimate", "-m", "qwen2.5-7b", "-d", "dgx-spark", "--weights", "q8_0"]
+    res = CliRunner().invoke(app, [*args, "--batch", "32", "--measured", str(table)])
+    assert res.exit_code != 0 and words in res.output and "measurements[3]" in res.output
+    assert "t.yaml:" in res.output, res.output
+    problem = yaml.safe_load(EXAMPLE.read_text())
+    problem["workloads"][0]["measured"] = str(table)
+    with pytest.raises(InputError, match=words):
+        load_problem(_write(tmp_path, problem))
+    # Under vLLM (496.9 tokens/s estimated at batch 32), llama.cpp's row is not the point's.
+    doc["measurements"][-1] = {**again, "engine": "vllm"}
+    table.write_text(yaml.safe_dump(doc, sort_keys=False))
+    run = [*args, "--batch", "32", "--measured", str(table), "--format", "json"]
+    res = CliRunner().invoke(app, [*run, "--engine", "vllm"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["tokens_per_s"] == 500.0
+    res = CliRunner().invoke(app, [*run, "--engine", "llama.cpp"])
+    assert json.loads(res.stdout)["tokens_per_s"] == PUBLISHED[32]

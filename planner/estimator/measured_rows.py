@@ -10,7 +10,12 @@ from planner.estimator.estimate import Estimate, InferenceQuery
 from planner.estimator.formats import WEIGHT_FORMATS
 from planner.estimator.perf import beats_weight_read, weight_read_seconds
 from planner.schema.catalog import ModelArch
-from planner.schema.measurements import Measurement, MeasurementFile, same_engine
+from planner.schema.measurements import (
+    Measurement,
+    MeasurementFile,
+    same_engine,
+    two_decode_figures,
+)
 from planner.schema.yaml_io import Located
 
 
@@ -39,6 +44,25 @@ def check_speeds(table: MeasurementFile, doc: Located, m: ModelArch, cat: Catalo
                 "tokens/s at most): check the unit (output tokens per second summed over the "
                 "batch), the batch and the device count"
             )
+
+
+def check_points(table: MeasurementFile, doc: Located, m: ModelArch, q: InferenceQuery) -> None:
+    """Refuse two decode_tokens_per_s rows at a point the estimate looks up (model `m`, its
+    weights, KV format and batch, on one device and device count, under engines that both could
+    be; at any context, which the estimate does not match): which one stood for it would be
+    arbitrary, and a problem's `measured:` refuses them likewise."""
+    want = (m.id, q.weights, q.kv, "decode_tokens_per_s", q.batch)
+    seen: dict[tuple[str, int], list[Measurement]] = {}
+    for j, r in enumerate(table.measurements):
+        if (r.model, r.weights, r.kv, r.metric, r.batch) != want:
+            continue
+        point = seen.setdefault((r.device, r.devices), [])
+        if any(same_engine(o.engine, r.engine) for o in point):
+            raise InputError(
+                f"{doc.where(('measurements', j))}: measurements[{j}]: "
+                f"{two_decode_figures(r.batch, r.device, r.devices)}"
+            )
+        point.append(r)
 
 
 def unused_notes(
@@ -97,4 +121,4 @@ def _why_unused(
             f"measured on {r.devices:,} {r.device}; this estimate lays the model out on "
             f"{e.devices_needed:,} ({e.parallelism}; --tp sets the degree)"
         )
-    return "a later row measures the same configuration (the last one is used)"
+    return "another row at this point is used"

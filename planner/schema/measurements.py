@@ -340,6 +340,16 @@ def find(
     return hit
 
 
+def two_decode_figures(batch: int | None, device: str, tp: int) -> str:
+    """The words a table (a problem's `measured:`, or `estimate --measured`) is refused with
+    when two decode figures stand at one point: which would apply is arbitrary."""
+    at = "null" if batch is None else f"{batch}"
+    return (
+        f"two decode figures at batch {at} on {device} at tp {tp} (times per block or whole "
+        "replicas', at any context): keep one"
+    )
+
+
 def same_engine(measured: str | None, runs: str | None) -> bool:
     """Whether a figure measured under engine `measured` stands for a replica under `runs`:
     the same catalog engine id, in any case (`vLLM` is `vllm`); a figure that names no engine,
