@@ -426,3 +426,36 @@ def test_two_rows_at_one_point_are_refused_by_estimate_as_by_a_problem(tmp_path:
     assert json.loads(res.stdout)["tokens_per_s"] == 500.0
     res = CliRunner().invoke(app, [*run, "--engine", "llama.cpp"])
     assert json.loads(res.stdout)["tokens_per_s"] == PUBLISHED[32]
+
+
+@pytest.mark.parametrize(
+    ("source", "words"),
+    [
+        ("llamacpp-bench-dgx-sparc", "did you mean `llamacpp-bench-dgx-spark`?"),
+        ("my own bench", "add it under `references`"),
+    ],
+)
+def test_a_source_the_table_does_not_define_is_refused(
+    source: str, words: str, tmp_path: Path
+) -> None:
+    """A row's `source` names a reference of its table; any other is refused at its line, in
+    estimate and in a problem alike."""
+    doc = yaml.safe_load(TABLE.read_text())
+    doc["measurements"][1]["source"] = source
+    table = tmp_path / "t.yaml"
+    table.write_text(yaml.safe_dump(doc, sort_keys=False))
+    line = next(
+        n
+        for n, text in enumerate(table.read_text().splitlines(), 1)
+        if text.strip() == f"source: {source}"
+    )
+    args = ["estimate", "-m", "qwen2.5-7b", "-d", "dgx-spark", "--measured", str(table)]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code != 0, res.output
+    problem = yaml.safe_load(EXAMPLE.read_text())
+    problem["workloads"][0]["measured"] = str(table)
+    with pytest.raises(InputError) as e:
+        load_problem(_write(tmp_path, problem))
+    for text in (res.output, str(e.value)):
+        assert f"t.yaml:{line}:" in text and "measurements[1].source" in text, text
+        assert f"source `{source}` is no reference of this table" in text and words in text

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, WithJsonSchema, model_validator
 
+from planner.errors import did_you_mean
 from planner.schema.catalog import Frozen, KeyValueError, Reference
 from planner.schema.units import (
     DATA_SIZE,
@@ -300,6 +301,20 @@ class MeasurementFile(Frozen):
                         "take the workload's)",
                         ("measurements", j, key),
                     )
+        return self
+
+    @model_validator(mode="after")
+    def _sourced(self) -> MeasurementFile:
+        """A row's `source` is a reference the table defines under `references`."""
+        for j, r in enumerate(self.measurements):
+            if r.source is not None and r.source not in self.references:
+                defined = ", ".join(f"`{x}`" for x in self.references) or "none"
+                raise KeyValueError(
+                    f"source `{r.source}` is no reference of this table (its `references`: "
+                    f"{defined}): name one, or add it under `references` with its title and "
+                    f"url{did_you_mean(r.source, self.references)}",
+                    ("measurements", j, "source"),
+                )
         return self
 
 
