@@ -57,9 +57,7 @@ def check_hops(problem: Problem, cat: Catalog, w: Workload, wp: WorkloadPlan, at
     for j, s in enumerate(wp.stages):
         st = f"{at}.stages.{j}"
         if not routes:
-            figures = (s.hop_bytes_per_token, s.hop_seconds, s.hop_chunk_bytes, s.hop_chunk_seconds)
-            if s.hop_route is not None or any(figures):
-                fail(problem, f"`{st}.hop_route`: `{s.hop_route}`, but the replica has no hop")
+            _no_hop(problem, s, st)
             continue
         r, nxt = routes[j], devices[(j + 1) % len(devices)]
         if _written_before(s) and r.id == problem.constraints.network:
@@ -83,6 +81,25 @@ def check_hops(problem: Problem, cat: Catalog, w: Workload, wp: WorkloadPlan, at
         same(problem, f"{st}.hop_chunk_bytes", s.hop_chunk_bytes, chunk, why)
         seconds = hop_seconds(r, chunk)
         same(problem, f"{st}.hop_chunk_seconds", s.hop_chunk_seconds, seconds, why)
+
+
+def _no_hop(problem: Problem, s: StageLine, st: str) -> None:
+    """A stage of a replica without hops (one stage; a training pipeline, whose hops the plan
+    does not list) states none: the first split key it fills is named with its value."""
+    stated = {
+        "hop_route": s.hop_route is not None,
+        "hop_bytes_per_token": s.hop_bytes_per_token != 0,
+        "hop_seconds": s.hop_seconds != 0,
+        "hop_chunk_bytes": s.hop_chunk_bytes != 0,
+        "hop_chunk_seconds": s.hop_chunk_seconds != 0,
+    }
+    for key, filled in stated.items():
+        if filled:
+            fail(
+                problem,
+                f"`{st}.{key}`: `{getattr(s, key)}`, but the replica has no hop to state; "
+                "leave the split keys out",
+            )
 
 
 def _written_before(s: StageLine) -> bool:

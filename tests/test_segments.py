@@ -261,6 +261,14 @@ def test_the_plan_shows_each_split_and_the_verifier_recomputes_it() -> None:
         bad["workloads"][w]["stages"][j][key] = value
         found = plan_failures(plan_from_data(bad, "p"), cat)
         assert any(words in f for f in found), (key, found)
+    # A single-stage replica has no hop: a split figure written into it is named by its key.
+    one = next(i for i, x in enumerate(doc["workloads"]) if len(x["stages"]) == 1)
+    for key, value in (("hop_seconds", 5.0), ("hop_chunk_bytes", 64.0), ("hop_route", "vpn")):
+        bad = copy.deepcopy(doc)
+        bad["workloads"][one]["stages"][0][key] = value
+        found = plan_failures(plan_from_data(bad, "p"), cat)
+        words = f"`workloads.{one}.stages.0.{key}`: `{value}`, but the replica has no hop"
+        assert any(words in f for f in found), (key, found)
     bad = copy.deepcopy(doc)
     bad["links"] = [x for x in bad["links"] if x != "wifi-6"]
     found = plan_failures(plan_from_data(bad, "p"), cat)
