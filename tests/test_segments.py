@@ -208,19 +208,41 @@ def _solve(doc: dict[str, Any]) -> Any:
 
 
 def test_the_optimizer_keeps_pipelines_off_a_slow_uplink() -> None:
-    """Over the 100 Mb/s, 10 ms VPN no pipeline spans the two sites; with the VPN as fast as the
-    lab's switch (10 Gb/s, 0.1 ms) the optimum pipes the lab's RTX 5060 Ti into the Wi-Fi
-    desktop's RX 7900 XTX and serves more (measured: 152.7 tokens/s against 173.5)."""
+    """Over the 100 Mb/s, 10 ms VPN no pipeline spans the two sites, and a faster VPN never
+    serves less (the optimum may or may not cross it: with four RTX 5060 Ti in the lab, a lab
+    pipeline alone beat every cross-site one at the calibration of 2026-11-29)."""
     slow = _solve(_doc())
     doc = _doc()
     doc["links"][2].update(bandwidth_gbit_s=10, latency_ms=0.1)
     fast = _solve(doc)
     hops = [[s.hop_route or "" for s in w.stages] for w in slow.workloads]
     assert not any("vpn" in h for hs in hops for h in hs), hops
-    assert any("vpn" in (s.hop_route or "") for w in fast.workloads for s in w.stages)
+    assert "vpn" not in slow.links
     assert slow.objective is not None and fast.objective is not None
-    assert slow.objective < fast.objective
-    assert "vpn" not in slow.links and "vpn" in fast.links
+    assert fast.objective >= slow.objective * (1 - 1e-9)
+
+
+def test_cards_that_only_serve_across_the_uplink_pay_its_speed() -> None:
+    """Two RTX 5060 Ti 16GB cannot hold Llama 3.1 70B in Q4_K_M (about 42 GB) alone: they serve
+    only in a pipeline with the home machines, across the VPN, whose speed then sets what that
+    replica makes (measured at 2026-11-29: 34.4 tokens/s over 100 Mb/s, 46.2 over 10 Gb/s)."""
+
+    def doc(gbit: float, ms: float) -> dict[str, Any]:
+        d = _doc()
+        d["constraints"]["inventory"][3]["count"] = 2
+        d["workloads"][0]["concurrency"] = 8
+        d["links"][2].update(bandwidth_gbit_s=gbit, latency_ms=ms)
+        return d
+
+    slow, fast = _solve(doc(0.1, 10)), _solve(doc(10, 0.1))
+
+    def crossing(plan: Any) -> list[Any]:
+        return [w for w in plan.workloads if any("vpn" in (s.hop_route or "") for s in w.stages)]
+
+    assert crossing(slow) and crossing(fast)
+    assert slow.objective is not None and fast.objective is not None
+    assert fast.objective > slow.objective
+    assert sum(w.tokens_per_s for w in crossing(fast)) > sum(w.tokens_per_s for w in crossing(slow))
 
 
 def _plan_doc() -> tuple[dict[str, Any], Any]:
