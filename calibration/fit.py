@@ -1300,10 +1300,6 @@ def main() -> None:
     fitted = fit_all(rows)
     loo = leave_one_device_out(rows, fitted)
     loso = leave_one_source_out(rows)
-    text = report(rows, left_out, fitted, loo, loso, fitted_keys())
-    print(text)
-    if args.report:
-        args.report.write_text(text)
     if args.write:
         n_dec = sum(is_decode_b1(r) for r in rows)
         n_pre = sum(is_prefill(r) for r in rows)
@@ -1339,6 +1335,12 @@ def main() -> None:
         )
         checked = joined
         diff = check_written(checked, fitted)
+    # After a --write, the report reads the rows the factors just written were fitted on.
+    text = report(rows, left_out, fitted, loo, loso, fitted_keys())
+    print(text)
+    if args.report:
+        args.report.write_text(text)
+    if args.write:
         print(
             f"wrote {EFFICIENCY.relative_to(ROOT)}; tool vs report max difference "
             f"{diff * 100:.3f} %"

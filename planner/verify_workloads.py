@@ -280,11 +280,10 @@ def check_training(
     at: str,
     period_hours: float,
 ) -> None:
-    """A training job's figures, and what it adds to the fleet: on the fleet it is at work
-    for its own hours and held idle for the rest (`period_hours`: the demand periods' hours,
-    in each of which a job beside the serving holds its devices)."""
     """The job's throughput, power and finish time recomputed from its shape; its energy or
-    rent added to the fleet's."""
+    rent added to the fleet's. On the fleet it is at work for its own hours and held idle for
+    the rest (`period_hours`: the demand periods' hours, in each of which a job beside the
+    serving holds its devices)."""
     s0 = wp.stages[0]
     job = _job(problem, cat, w, wp)
     shape = (

@@ -11,7 +11,7 @@ work otherwise (benchmarks/pooled/distributed-llama.md records each from the eng
   sends and receives (n - 1) d b bytes at once (full duplex); each exchange takes one link
   latency and the engine's own time per exchange. The README's "Network Transfer for
   Generating Single Token (0.7.1)" (544 / 1632 / 3808 kB for Llama 3 8B on 2 / 4 / 8
-  machines) is 2 (n - 1) d b L each way, exactly.
+  machines) is 4 (n - 1) d b L, exactly: 2 (n - 1) d b L sent and as much received.
 - `star-root` (releases 0.1.0 to 0.3.x; src/llama2-tasks.cpp, the `llamaSync*` tasks): ten
   exchanges per block, each between the root and every worker in one direction; the bytes at
   the root's port per token are sent (n - 1) b [3d + h (n - 1) / n] and received

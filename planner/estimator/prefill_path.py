@@ -49,8 +49,10 @@ DEQUANTIZING_ENGINES = frozenset({"llama.cpp-2024"})
 # output element and each 32-weight block (QK8_1) the int32 sum from the int8 MMA is converted
 # to FP32 and multiplied into the accumulator by the product of the two blocks' scales, two
 # FP32 instructions (4 FLOPs at the FP32 vector rate, which counts an FMA as 2) per 32
-# multiply-adds (64 model FLOPs). On a GeForce part, whose int8 rate is 8x its FP32 rate, that
-# adds a third to the int8 time; on an A100 or H100 (int8 30x FP32) about as much again.
+# multiply-adds (64 model FLOPs), so the FP32 time is int8 / FP32 / 16 times the int8 time: on
+# an RTX 4090 (int8 8x its FP32 rate) half of it again, on an A100 (32x) or H100 SXM (29.5x)
+# about twice it, which puts those parts' quantized prefill below their FP16 rate (no published
+# MMQ measurement on them was found to check it).
 MMQ_SCALE_FLOPS_PER_FLOP = 4.0 / 64.0
 
 

@@ -4,7 +4,8 @@ The catalog lists each part's dense 16-bit tensor rate with FP32 accumulation, t
 training and serving frameworks reach (accelerators.yaml, e.g. the RTX 4090's notes). NVIDIA's
 GeForce parts (and the GB10) run matmuls that accumulate in FP16 at twice that rate (Ada
 whitepaper, appendix: RTX 4090 330.3 against 165.2 dense TFLOPS; RTX Blackwell whitepaper:
-FP16 with FP32 accumulate is a quarter of dense FP4 on GeForce); on every NVIDIA tensor core
+FP16 with FP16 accumulate is a quarter of dense FP4 on GeForce, with FP32 accumulate an
+eighth: RTX 5090 419 and 209.5 against 1,676); on every NVIDIA tensor core
 since Turing the FP16-accumulate rate is half the INT8 rate (RTX 4090 330.3 / 660.6, RTX 3090
 142 / 284, RTX 2080 Ti 107.6 / 215.2, A100 312 / 624, H100 SXM 989.4 / 1978.9), which is how it
 is read here, so that professional and datacenter parts, whose two accumulations run at one
