@@ -171,3 +171,17 @@ def test_the_quick_estimate_sends_the_prompt_across_its_pipeline() -> None:
     hop = 20e-6 + 32_768_000 / 12.5e9
     assert hop == pytest.approx(2.6414e-3, abs=1e-7)
     assert row.prefill_s == pytest.approx(alone + (stages - 1) * hop, rel=1e-9)
+
+
+def test_a_kind_is_its_device_id_not_the_entry_object() -> None:
+    # A plan's stages each take their own derated copy of a consumer card (hosts.sustained)
+    # where a design's stages share one entry: the kind-wide hop (replica.kind_hops) must group
+    # them alike, or the verifier charges the last stage its own small return hop and disagrees
+    # with the plan by the difference (a two-stage RTX 5090 pipeline failed verification so).
+    from planner.estimator.replica import StageSpec, kind_hops
+
+    acc = load_catalog().accelerator("rtx-5090")
+    copy_a, copy_b = acc.model_copy(), acc.model_copy()
+    assert copy_a is not copy_b
+    stages = [StageSpec(copy_a, 1, 16), StageSpec(copy_b, 1, 16)]
+    assert kind_hops(stages, [3.0, 1.0]) == [3.0, 3.0]

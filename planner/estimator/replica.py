@@ -278,12 +278,14 @@ def kind_hops(stages: list[StageSpec], hops: list[Any]) -> list[Any]:
     """Each stage charged the slowest hop leaving a stage of its kind (device and degree):
     stages of one kind are timed once, as the fullest of them (`_fullest`), so the design
     enumeration, this module's scalar figures and its grids charge the same hop (an upper
-    bound where a kind's stages hop over unlike routes)."""
-    worst: dict[tuple[int, int], Any] = {}
+    bound where a kind's stages hop over unlike routes). A kind is the device's id and the
+    degree, not the entry object: a plan's stages each take their own derated copy of a card
+    (hosts.sustained), where a design's share one."""
+    worst: dict[tuple[str, int], Any] = {}
     for st, h in zip(stages, hops, strict=True):
-        k = (id(st.device), st.tp)
+        k = (st.device.id, st.tp)
         worst[k] = h if k not in worst else np.maximum(worst[k], h)
-    return [worst[(id(st.device), st.tp)] for st in stages]
+    return [worst[(st.device.id, st.tp)] for st in stages]
 
 
 def _stage_memory(
