@@ -18,7 +18,7 @@ from planner.model.diagnose import blocking_constraints, capped_out, why_no_desi
 from planner.model.objectives import objective_for, tie_break_of
 from planner.model.result import ReplicaKey, Solution
 from planner.model.shortlist import model_keys, restricted, shortlist
-from planner.model.tables import Tables, build_tables, design_key
+from planner.model.tables import Tables, build_tables, design_key, one_type_tables, only_device
 from planner.plan.build import make_plan
 from planner.plan.types import Plan
 from planner.schema.problem import InferenceWorkload, Problem
@@ -129,11 +129,12 @@ class Solver:
             return self.time_limit
         return max(MIN_SEARCH_S, ends - time.monotonic() - self._reserve())
 
-    def solve(self, problem: Problem) -> Plan:
+    def solve(self, problem: Problem, given: Tables | None = None) -> Plan:
+        """The verified plan of `problem` (`given`: its tables, already built)."""
         t0 = time.perf_counter()
         ends = self._ends(time.monotonic())
         try:  # under a whole command's deadline, enumeration stops in time to report
-            tables = self.tables(problem, ends - self._reserve() if self.ends_by else None)
+            tables = given or self.tables(problem, ends - self._reserve() if self.ends_by else None)
         except OutOfTime as e:
             notes = [f"no plan found within {self.time_limit:g} s: {e}; raise --time-limit"]
             return _no_plan(problem, Status.NO_PLAN, t0, notes)
@@ -460,7 +461,9 @@ class Solver:
                 why=False,
                 deadline=None if ends is None else time.monotonic() + share,
             )
-            p = alone.solve(only_device(problem, dev))
+            # The designs on `dev` alone are this problem's, filtered (one_type_tables).
+            sub = one_type_tables(tables, dev, self.cat)
+            p = alone.solve(only_device(problem, dev) if sub is None else sub.problem, sub)
             if p.status == "OPTIMAL":
                 least = p.tco_usd
             elif p.status == "FEASIBLE" and p.bound is not None:
@@ -493,29 +496,6 @@ class Solver:
             f"{dev} at ${p.tco_usd:,.0f}, not proved optimal {within}); this plan "
             f"{gain}{late}"
         )
-
-
-def only_device(problem: Problem, dev: str) -> Problem:
-    """The problem with one device type allowed (and only its inventory and measured capacity
-    entries kept: an entry for another device names a replica this problem cannot have)."""
-    c = problem.constraints
-    workloads = [
-        w.keeping(lambda m: m.metric != "requests_per_s" or m.device == dev)
-        if isinstance(w, InferenceWorkload) and w.capacities
-        else w
-        for w in problem.workloads
-    ]
-    return problem.model_copy(
-        update={
-            "workloads": workloads,
-            "constraints": c.model_copy(
-                update={
-                    "allowed_devices": [dev],
-                    "inventory": [o for o in c.inventory if o.device == dev],
-                }
-            ),
-        }
-    )
 
 
 def solve_problem(

@@ -15,6 +15,7 @@ from planner.catalog import load_catalog
 from planner.errors import InputError, InternalError
 from planner.load import load_problem
 from planner.model.scale import SHARE_STEPS
+from planner.model.tables import Tables
 from planner.plan.types import Plan
 from planner.report.plan_table import plan_renderable
 from planner.report.tco import tco_report
@@ -281,8 +282,8 @@ def test_single_type_note_states_a_floor_when_a_type_is_not_proved_in_time(
 
     real = solve_module.Solver.solve
 
-    def unproved(self: solve_module.Solver, problem: Problem) -> Plan:
-        plan = real(self, problem)
+    def unproved(self: solve_module.Solver, problem: Problem, given: Tables | None = None) -> Plan:
+        plan = real(self, problem, given)
         if self.why or plan.status != "OPTIMAL":
             return plan
         plan.status = Status.FEASIBLE

@@ -149,6 +149,69 @@ def build_tables(
             designs[w.name] = inference_designs(w, problem, cat, devs, prune=tuned, shared=shared)
         else:
             designs[w.name] = training_designs(w, problem, cat, devs, prune=tuned)
+    return _tables(problem, cat, designs, serves, sized, tuned=tuned, econ=econ)
+
+
+def one_type_tables(tables: Tables, dev: str, cat: Catalog) -> Tables | None:
+    """The tables of `only_device(tables.problem, dev)` taken from the whole problem's pruned
+    tables (None where they are unpruned): its designs are the whole problem's designs on `dev`
+    alone, in their order, with their rates. Exact, not an approximation: pruning only drops a
+    design that a design on no other device types beats (design B goes for A only when A uses
+    no more of each type than B, planner.estimator.designs and request_mix), so the designs on
+    `dev` alone that survive it are the same whether other types were enumerated beside them;
+    a pipeline mixing types is not a design of `dev` alone."""
+    if not tables.tuned or tables.problem.machines:
+        return None  # a stated machine's node is built from the owned devices in it
+    sub = only_device(tables.problem, dev)
+    designs: dict[str, list[Design]] = {}
+    serves: dict[str, list[dict[int, float]]] = {}
+    sized: dict[str, list[int]] = {}
+    for name, ds in tables.designs.items():
+        at = [i for i, d in enumerate(ds) if set(d.devices) == {dev}]
+        designs[name] = [ds[i] for i in at]
+        if name in tables.serves:
+            serves[name] = [tables.serves[name][i] for i in at]
+            sized[name] = [tables.sized_for[name][i] for i in at]
+    return _tables(sub, with_machines(cat, sub), designs, serves, sized, tuned=True)
+
+
+def only_device(problem: Problem, dev: str) -> Problem:
+    """The problem with one device type allowed (and only its inventory and measured capacity
+    entries kept: an entry for another device names a replica this problem cannot have)."""
+    c = problem.constraints
+    workloads = [
+        w.keeping(lambda m: m.metric != "requests_per_s" or m.device == dev)
+        if isinstance(w, InferenceWorkload) and w.capacities
+        else w
+        for w in problem.workloads
+    ]
+    return problem.model_copy(
+        update={
+            "workloads": workloads,
+            "constraints": c.model_copy(
+                update={
+                    "allowed_devices": [dev],
+                    "inventory": [o for o in c.inventory if o.device == dev],
+                }
+            ),
+        }
+    )
+
+
+def _tables(
+    problem: Problem,
+    cat: Catalog,
+    designs: dict[str, list[Design]],
+    serves: dict[str, list[dict[int, float]]],
+    sized: dict[str, list[int]],
+    *,
+    tuned: bool,
+    econ: dict[str, DeviceEconomics] | None = None,
+) -> Tables:
+    """The tables around enumerated designs (`cat` with the problem's machines): economics,
+    training jobs' costs, the kept shares under a risk margin, the demand periods."""
+    if econ is None:
+        econ = device_economics(problem, cat, allowed_devices(problem, cat))
     training_cost: dict[tuple[str, int], float] = {}
     for w in problem.workloads:
         if isinstance(w, TrainingWorkload):

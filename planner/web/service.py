@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from planner.catalog import load_catalog
 from planner.errors import InputError, PlannerError, did_you_mean
 from planner.load import parse_problem
+from planner.model.tables import Tables
 from planner.plan.io import plan_document
 from planner.plan.types import Plan
 from planner.schema.problem import InferenceWorkload, Problem
@@ -161,9 +162,9 @@ class RequestSolver(Solver):
             )
         self.time_limit = left
 
-    def solve(self, problem: Problem) -> Plan:
+    def solve(self, problem: Problem, given: Tables | None = None) -> Plan:
         self._budget()
-        return super().solve(problem)
+        return super().solve(problem, given)
 
     def least_status(
         self, problem: Problem, quantity: str, relax: frozenset[str]
