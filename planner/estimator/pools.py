@@ -11,7 +11,7 @@ time per token and what the end-to-end ceiling leaves).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from planner.catalog import Catalog
 from planner.estimator.designs import Design, Role
@@ -20,6 +20,7 @@ from planner.estimator.formats import kv_bytes
 from planner.estimator.memory import kv_bytes_per_token
 from planner.estimator.replica import IterationTime, StageSpec, inference_replica
 from planner.estimator.serving import (
+    PERCENTILES,
     LoadedLatency,
     RateSearch,
     decode_latency,
@@ -97,7 +98,15 @@ def decode_search(
             w.max_ms_per_token is None or lat.tpot_s * 1e3 * k <= w.max_ms_per_token
         )
 
-    return decode_engine_search(it, batch, P, out, ceiling=meets, utilization=w.max_utilization)
+    return decode_engine_search(
+        it,
+        batch,
+        P,
+        out,
+        ceiling=meets,
+        utilization=w.max_utilization,
+        percentiles={pct: PERCENTILES[pct]},
+    )
 
 
 def decode_engine_search(
@@ -108,12 +117,15 @@ def decode_engine_search(
     *,
     ceiling: Callable[[LoadedLatency], bool],
     utilization: float,
+    percentiles: Mapping[int, float] = PERCENTILES,
 ) -> RateSearch:
     """The search (serving.RateSearch) for the requests/s of one decode engine of `batch` slots
     taking prompts of `P` tokens from a prefill pool and writing `out`: at most `utilization` of
-    its full batch's, `ceiling` met."""
+    its full batch's, `ceiling` met (reading only `percentiles`, the latencies computed)."""
     return RateSearch(
-        lambda r: decode_latency(it, slots=batch, rate=r, prompt=P, output=out),
+        lambda r: decode_latency(
+            it, slots=batch, rate=r, prompt=P, output=out, percentiles=percentiles
+        ),
         ceiling=ceiling,
         capacity=utilization * (batch / (out * it(batch, 0.0))),
     )

@@ -53,6 +53,7 @@ from planner.estimator.network import network_link
 from planner.estimator.pools import decode_search, in_role, prefill_search
 from planner.estimator.replica import GridCache, IterationTime, StageSpec
 from planner.estimator.serving import (
+    PERCENTILES,
     LoadedLatency,
     RateSearch,
     chunk_mix,
@@ -264,6 +265,8 @@ def _engine(
     c, f = chunk_mix(batch, P, out, batch * P / out)
     full = batch / (out * ((1.0 - f) * it(batch, 0.0) + f * it(batch, c)))  # one engine
 
+    only: dict[int, float] = {pct: PERCENTILES[pct]}
+
     def meets(lat: LoadedLatency) -> bool:
         return (
             (w.max_ttft_s is None or lat.ttft_s[pct] * k <= w.max_ttft_s)
@@ -274,7 +277,9 @@ def _engine(
     return _Engine(
         S,
         lambda: RateSearch(
-            lambda r: open_latency(it, slots=batch, rate=r, prompt=P, output=out),
+            # Only the percentile `meets` reads is computed (the others' quantiles are most of
+            # a latency evaluation's time).
+            lambda r: open_latency(it, slots=batch, rate=r, prompt=P, output=out, percentiles=only),
             ceiling=meets,
             capacity=w.max_utilization * full,
         ),

@@ -40,12 +40,14 @@ is half an iteration plus the iterations the prompt's chunks take.
 
 llama.cpp-style pools (GGUF formats) process a prompt with decode stopped: their iteration adds
 the two passes (serial = True in the estimator).
+
+Long because the waits, their quantiles and the rate search of both serving layouts are one model.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -294,6 +296,7 @@ def open_latency(
     prompt: float,
     output: float,
     kv_tokens: float | None = None,
+    percentiles: Mapping[int, float] = PERCENTILES,  # those the caller reads
 ) -> LoadedLatency:
     """Latency percentiles of one engine of `slots` sequence slots under Poisson arrivals at
     `rate` requests/s; `iteration_s(decodes, prefill_tokens)` is one iteration's time (the
@@ -419,7 +422,7 @@ def open_latency(
     decode_mean = (output - 1.0) * t_d + arrivals * extra
     ttft: dict[int, float] = {}
     e2e: dict[int, float] = {}
-    for pct, q in PERCENTILES.items():
+    for pct, q in percentiles.items():
         wq = _mixture_tail_quantile(wait, q)
         ttft[pct] = own + _combine([0.5 * t, wait_mean], [q * t, wq])
         # Others decoding alongside: Poisson(n) at arrival, most of them there throughout, the
@@ -585,6 +588,7 @@ def decode_latency(
     rate: float,
     prompt: float,
     output: float,
+    percentiles: Mapping[int, float] = PERCENTILES,
 ) -> LoadedLatency:
     """Latency of one decode engine of `slots` slots fed prefilled sequences at `rate`: the
     wait for a slot and `output` decode iterations (one more than the tokens left after the
@@ -597,4 +601,5 @@ def decode_latency(
         prompt=0.0,
         output=output,
         kv_tokens=slots * (prompt + output),
+        percentiles=percentiles,
     )
