@@ -413,11 +413,18 @@ class IterationTime:
             worst = np.maximum(worst, step)
             per_layer[kind] = (tau, np.asarray(own_s, dtype=np.float64))
         self.table = S * worst
-        host_alone = host_s_per_token * np.maximum(n, 1.0)  # once per round for one sequence
-        self.alone = _alone(m, fmt, stages, per_layer, own, n) + host_alone
+        self._alone = (m, fmt, list(stages), per_layer, own, n, host_s_per_token)  # for `alone`
         self._xs: list[float] = self.n_grid.tolist()
         self._ys: list[float] = self.p_grid.tolist()
         self._z: list[list[float]] = self.table.tolist()
+
+    @functools.cached_property
+    def alone(self) -> _Floats:
+        """One sequence alone in the pipeline (_alone), on the grid: made when first read, as
+        only single_stream_seconds reads it (rate searches never do)."""
+        m, fmt, stages, per_layer, own, n, host_s_per_token = self._alone
+        host_alone = host_s_per_token * np.maximum(n, 1.0)  # once per round for one sequence
+        return _alone(m, fmt, stages, per_layer, own, n) + host_alone
 
     def __call__(self, decodes: float, prefill_tokens: float) -> float:
         """Bilinear interpolation on the grid, clamped to its edges (plain Python: this is
