@@ -23,6 +23,15 @@ PROBLEMS = Path(__file__).resolve().parent.parent / "problems"
         # Disaggregated pools and a latency ceiling: prefill and decode roles are pruned apart.
         ("request-mix.yaml", ("workloads.0.disaggregation=auto",)),
         ("p95-latency-70b.yaml", ()),
+        # Three owned types: pipelines mixing them are enumerated, and each type's owned devices
+        # are allowed without a price; the whole problem's designs hold both.
+        (
+            "request-mix.yaml",
+            (
+                "constraints.inventory=[{device: l4, count: 4}, {device: l40s, count: 2}, "
+                "{device: h100-sxm, count: 2}]",
+            ),
+        ),
     ],
 )
 def test_one_type_tables_match_a_fresh_enumeration(name: str, overrides: tuple[str, ...]) -> None:
@@ -30,6 +39,7 @@ def test_one_type_tables_match_a_fresh_enumeration(name: str, overrides: tuple[s
     problem = load_problem(PROBLEMS / name, overrides)
     whole = build_tables(problem, cat)
     assert len(whole.econ) >= 2  # several types, so filtering has something to drop
+    mixed = [d for ds in whole.designs.values() for d in ds if len(d.devices) > 1]
     for dev in sorted(whole.econ):
         fresh = build_tables(only_device(problem, dev), cat)
         got = one_type_tables(whole, dev, cat)
@@ -42,6 +52,8 @@ def test_one_type_tables_match_a_fresh_enumeration(name: str, overrides: tuple[s
         assert got.periods == fresh.periods
         assert got.training_cost == fresh.training_cost
         assert got.kept == fresh.kept
+    if problem.constraints.inventory:
+        assert mixed  # pipelines of several types were there to be left out
 
 
 def test_unpruned_tables_are_not_filtered() -> None:
