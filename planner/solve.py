@@ -134,7 +134,8 @@ class Solver:
         t0 = time.perf_counter()
         ends = self._ends(time.monotonic())
         try:  # under a whole command's deadline, enumeration stops in time to report
-            tables = given or self.tables(problem, ends - self._reserve() if self.ends_by else None)
+            late = ends - self._reserve() if self.ends_by else None
+            tables = given if given is not None else self.tables(problem, late)
         except OutOfTime as e:
             notes = [f"no plan found within {self.time_limit:g} s: {e}; raise --time-limit"]
             return _no_plan(problem, Status.NO_PLAN, t0, notes)

@@ -155,11 +155,11 @@ def build_tables(
 def one_type_tables(tables: Tables, dev: str, cat: Catalog) -> Tables | None:
     """The tables of `only_device(tables.problem, dev)` taken from the whole problem's pruned
     tables (None where they are unpruned): its designs are the whole problem's designs on `dev`
-    alone, in their order, with their rates. Exact, not an approximation: pruning only drops a
-    design that a design on no other device types beats (design B goes for A only when A uses
-    no more of each type than B, planner.estimator.designs and request_mix), so the designs on
-    `dev` alone that survive it are the same whether other types were enumerated beside them;
-    a pipeline mixing types is not a design of `dev` alone."""
+    alone, in their order, with their rates. Exact, not an approximation: pruning drops design B
+    only for a design A that uses no more of each device type than B (planner.estimator.designs
+    and request_mix), so A uses no type B does not, and the designs on `dev` alone that survive
+    it are the same whether other types were enumerated beside them; a pipeline mixing types is
+    not a design of `dev` alone."""
     if not tables.tuned or tables.problem.machines:
         return None  # a stated machine's node is built from the owned devices in it
     sub = only_device(tables.problem, dev)
