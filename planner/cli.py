@@ -757,7 +757,8 @@ def estimate(
             runs, engines = estimate_engines(cat, runs, weights, kv, engine)
             if len(runs) < len(devices):
                 table = device_table(runs, ov, links=cat.links)
-            rows = estimate_inference(arch, table, q, econ, mfile, engines)
+            one_stage = frozenset(e.id for e in cat.engines.values() if not e.pipeline_parallel)
+            rows = estimate_inference(arch, table, q, econ, mfile, engines, one_stage)
             if mfile is not None and mdoc is not None:
                 notes = unused_notes(mfile, mdoc, arch, rows, q, cat)
         else:

@@ -322,6 +322,13 @@ def _engine(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
                 f"workloads.engine: `{w.name}` runs stages of tensor-parallel sizes {sizes} in "
                 f"one replica; {wp.engine} takes one size for every stage"
             )
+        if eng is not None and not eng.pipeline_parallel and len(wp.stages) > 1:
+            out.append(
+                f"workloads.engine: `{w.name}` splits its layers over {len(wp.stages)} pipeline "
+                f"stages under {wp.engine}, which runs no pipeline (its catalog entry: "
+                "pipeline_parallel: false); give a replica one stage, or name an engine that "
+                "pipelines"
+            )
         for dev in sorted({s.device for s in wp.stages}):
             backend = wp.backends.get(dev, "")
             if not _supported(cat, wp.engine, backend, dev, w):

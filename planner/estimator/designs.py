@@ -298,6 +298,9 @@ class _Setting:
     runtimes: list[Runtime] = field(default_factory=list)  # per option: its engine and backend
     # Per option: the software time its engine adds to each pipeline hop (Engine.hop_overhead_us).
     hop_extra: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    # Per option: its engine splits layers over pipeline stages (Engine.pipeline_parallel); an
+    # option whose engine does not serves in replicas of one stage only.
+    pipelines: npt.NDArray[np.bool_] = field(default_factory=lambda: np.ones(0, dtype=bool))
 
 
 @dataclass
@@ -601,8 +604,8 @@ def _beaten_by_fewer_types(
 
 
 def _pairable(st: _Setting, cat: Catalog, problem: Problem) -> npt.NDArray[np.bool_]:
-    """ok[a, b]: options a and b may share a replica: their stacks may pipeline together (per
-    runtime and vendor kind), they are two device types (a card and its derated copy are one),
+    """ok[a, b]: options a and b may share a replica: both engines pipeline, their stacks may
+    pipeline together (per runtime and vendor kind), they are two device types (a card and its derated copy are one),
     and an engine with one tensor-parallel size for every stage runs both at one size."""
     kinds = [(r, o.device.vendor) for r, o in zip(st.runtimes, st.opts, strict=True)]
     uniq = list(dict.fromkeys(kinds))
@@ -618,8 +621,9 @@ def _pairable(st: _Setting, cat: Catalog, problem: Problem) -> npt.NDArray[np.bo
     uniform = np.array([cat.engines[r.engine].uniform_tensor_parallel for r in st.runtimes])
     tps = np.array([o.tp for o in st.opts], dtype=np.int64)
     ok &= ~uniform[:, None] | (tps[:, None] == tps[None, :])
-    # A group across machines serves in pipelines of its own type only (across_machine_degrees).
-    inside = ~np.array([o.across for o in st.opts], dtype=bool)
+    # A group across machines serves in pipelines of its own type only (across_machine_degrees);
+    # an engine that splits no layers over stages serves in no pipeline at all.
+    inside = ~np.array([o.across for o in st.opts], dtype=bool) & st.pipelines
     ok &= inside[:, None] & inside[None, :]
     return np.asarray(ok, dtype=bool)
 
@@ -940,6 +944,7 @@ def _homogeneous(st: _Setting, max_stages: int) -> _Candidates:
         (st.cap > 0)
         & (layers[None, :, None] <= st.cap)
         & ~((S > 1) & ((S - 1) * layers >= L))[None, :, None]
+        & ~((S > 1)[:, None] & ~st.pipelines[None, :])[None, :, :]  # one stage without pipelines
     )
     lay = layers[None, :, None]
     # [bi, S - 1, o]: the link's hop and the engine's own time per hop, to the next machine of
@@ -1270,8 +1275,9 @@ def _mixed_pool(st: _Setting, homog: _Candidates, owned: npt.NDArray[np.bool_]) 
     for lv in range(nb):
         ranked = [o for o in np.argsort(best[lv], kind="stable").tolist() if present[lv, o]]
         small = [o for o in range(no) if not present[lv, o] and st.cap[lv, :, o].any()]
-        # Groups across machines serve in pipelines of their own type only (_pairable).
-        mine = {o for o in range(no) if owned[o] and not st.opts[o].across}
+        # Groups across machines, and engines without pipelines, serve in no such pipeline
+        # (_pairable).
+        mine = {o for o in range(no) if owned[o] and not st.opts[o].across and st.pipelines[o]}
         pick = [o for o in ranked if o in mine][:MIXED_TOP]
         out.append(pick + [o for o in small if o in mine][:MIXED_SMALL])
     return out
@@ -1516,8 +1522,8 @@ def _meets_ceilings(
 
 
 def _with_runtimes(st: _Setting, cat: Catalog, runtimes: list[Runtime]) -> _Setting:
-    """The setting with each option's engine and backend, the engine's time per hop, its host
-    work per generated token in each step's fixed work (b sequences, b tokens a step), and an
+    """The setting with each option's engine and backend, whether that engine pipelines, the
+    engine's time per hop, its host work per generated token in each step's fixed work (b sequences, b tokens a step), and an
     older release's fixed time per layer and per step."""
     times = [engine_times(cat, r.engine) for r in runtimes]
     extra = np.array([t["hop_overhead_s"] for t in times])
@@ -1525,13 +1531,15 @@ def _with_runtimes(st: _Setting, cat: Catalog, runtimes: list[Runtime]) -> _Sett
     own = np.array([t["engine_step_s"] for t in times])
     layer = np.array([t["engine_layer_s"] for t in times])
     fixed = st.fixed + host[None, :] * st.levels[:, None] + own[None, :]
+    pipes = np.array([cat.engines[r.engine].pipeline_parallel for r in runtimes], dtype=bool)
     if not layer.any():
-        return replace(st, runtimes=runtimes, hop_extra=extra, fixed=fixed)
+        return replace(st, runtimes=runtimes, hop_extra=extra, fixed=fixed, pipelines=pipes)
     return replace(
         st,
         runtimes=runtimes,
         hop_extra=extra,
         fixed=fixed,
+        pipelines=pipes,
         tau=st.tau + layer[None, :],
         tau_c=st.tau_c + layer[None, :],
         tau_d=st.tau_d + layer[None, :],

@@ -120,11 +120,14 @@ def estimate_inference(
     econ: Economics,
     measured: MeasurementFile | None = None,
     engines: list[tuple[str, EngineTimes]] | None = None,
+    unpipelined: frozenset[str] = frozenset(),
 ) -> list[Estimate]:
     """Inference figures for `m` on every device of `dev`; `engines`, per device, the serving
     engine and its own times: host work per generated token (Engine.host_us_per_token), added
     to every decode step for each sequence in it, and an older release's fixed time per layer
-    and per step (the efficiency file's `engines`), added to every forward pass.
+    and per step (the efficiency file's `engines`), added to every forward pass. An engine of
+    `unpipelined` (Engine.pipeline_parallel false) is given no layout of several stages: such a
+    row has no figures and says why.
 
     Long because it assembles one estimate's every figure in order.
     """
@@ -156,6 +159,10 @@ def estimate_inference(
             n, step, pre, par = _layout(m, qi, dev, i, stages, float(s1[0]), float(p1[0]), hop)
         else:
             n, step, pre, par = _layout(m, q, dev, i, stages, float(step1[i]), float(pre1[i]), hop)
+        refused = ""
+        if n and engine in unpipelined and "pipeline" in par:
+            refused = _no_pipeline(engine, qi, par, m, one, float(dev.usable_memory_bytes[i]))
+            n = 0
         if t is not None:
             fixed = m.num_layers * t["engine_layer_s"] + t["engine_step_s"]
             step += t["host_s_per_token"] * q.batch + fixed
@@ -212,7 +219,9 @@ def estimate_inference(
             used is not None,
             engine,
         )
-        reason = "" if n else _unheld_inference(m, qi, one, float(dev.usable_memory_bytes[i]))
+        reason = refused or (
+            "" if n else _unheld_inference(m, qi, one, float(dev.usable_memory_bytes[i]))
+        )
         out.append(replace(row, measured_row=used, no_fit_reason=reason))
     return out
 
@@ -290,6 +299,28 @@ def _unheld_inference(m: ModelArch, q: InferenceQuery, one: MemoryBreakdown, usa
         f"by memory alone it would take about {need:,} devices; the estimate lays out at most "
         f"{most:,} ({layout}): shorten --context or --batch, choose a smaller --weights "
         "format, or a larger device"
+    )
+
+
+def _no_pipeline(
+    engine: str, q: InferenceQuery, par: str, m: ModelArch, one: MemoryBreakdown, usable: float
+) -> str:
+    """Why a layout of several pipeline stages is refused under an engine that runs none, and
+    the fix: a tensor-parallel group that holds the model alone needs about `need` devices
+    (weights, KV cache and activations divided over them, the framework on each)."""
+    room = usable - one.framework
+    need = math.ceil((one.total - one.framework) / room) if room > 0 else MAX_DEVICES + 1
+    heads = m.num_attention_heads
+    fit = [k for k in range(need, min(heads, MAX_DEVICES) + 1) if heads % k == 0]
+    group = (
+        f"--tp {fit[0]} (the least degree dividing the {heads} heads that holds it in one stage)"
+        if fit
+        else "a larger device"
+    )
+    return (
+        f"--engine {engine} runs no pipeline stages (its catalog entry: pipeline_parallel: "
+        f"false), and {m.id} needs {par} at --batch {q.batch:,} and --context {q.context:,} here; "
+        f"give {group}, shorten --context or --batch, or name an engine that pipelines"
     )
 
 
