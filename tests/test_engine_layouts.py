@@ -116,3 +116,99 @@ def test_estimate_refuses_a_pipeline_under_an_engine_without_one() -> None:
     # An engine that pipelines keeps its layout of 4 x 3.
     code, out = run(*base, "--kv", "fp32", "--engine", "llama.cpp", "--batch", "64", "--tp", "4")
     assert code == 0 and "tensor-parallel 4 x pipeline 3" in out
+
+
+# Llama 3.1 8B: 32 blocks, 8 KV heads x 128 = 1,024 values each of K and V per token per block.
+LLAMA3_8B = CAT.model("llama-3.1-8b")
+FP32 = 4.0  # bytes per KV value at kv: fp32
+
+
+def test_a_star_root_holds_the_whole_kv_cache_and_the_ends() -> None:
+    from planner.estimator.formats import weight_format
+    from planner.estimator.memory import block_weight_bytes, inference_memory, weight_bytes
+
+    fmt = weight_format("q4_0")
+    # Hand: 32 layers x 1,024 x 2 (K and V) x 4 B x 8,192 tokens x 4 sequences = 8.59 GB on the
+    # root, which alone runs attention (distributed-llama 0.3, src/llama2-tasks.cpp); a mesh
+    # splits it over the KV heads, half on each of two machines.
+    whole = 32 * 1024 * 2 * 4 * 8192 * 4
+    assert whole == 8_589_934_592
+    star = inference_memory(LLAMA3_8B, fmt, FP32, batch=4, context=8192, tp=2, root_alone=True)
+    split = inference_memory(LLAMA3_8B, fmt, FP32, batch=4, context=8192, tp=2)
+    assert star.kv_cache == whole and split.kv_cache == whole / 2
+    # Weights: half the blocks' matrices, and the embedding, final norm and output head whole
+    # (Q4_0: 4.5 bits a weight; 128,256 x 4,096 x 4.5 / 8 = 295.5 MB for each of embedding and
+    # head).
+    blocks, ends = block_weight_bytes(LLAMA3_8B, fmt), weight_bytes(LLAMA3_8B, fmt)
+    ends -= blocks
+    assert ends == pytest.approx(2 * 128256 * 4096 * 4.5 / 8, rel=1e-5)
+    assert star.weights == pytest.approx(blocks / 2 + ends)
+    assert split.weights == pytest.approx((blocks + ends) / 2)
+    # 8.59 GB of KV alone exceeds a Raspberry Pi 5 8 GB's usable memory.
+    pi5 = CAT.accelerator("raspberry-pi-5-8gb")
+    assert star.total > pi5.memory.usable_bytes(0.0)
+
+
+def _two_pis(tmp_path: Path, engine: str, context: int, concurrency: int) -> Problem:
+    text = (
+        PI_POOL_70B.format(engine=engine)
+        .replace("llama-3.1-70b", "llama-3.1-8b")
+        .replace("count: 16", "count: 2")
+        .replace("context_tokens: 256", f"context_tokens: {context}")
+        .replace("concurrency: 4", f"concurrency: {concurrency}")
+    )
+    path = tmp_path / "two.yaml"
+    path.write_text(text, encoding="utf-8")
+    return load_problem(path)
+
+
+def test_the_replica_figures_the_verifier_recomputes_hold_the_roots_kv(tmp_path: Path) -> None:
+    """planner verify recomputes a stage's memory through inference_replica (verify_workloads
+    .replica_figures): a star group of two Pis at 4 sequences of 8,192 tokens needs 8.59 GB of
+    KV on its root."""
+    from planner.estimator.designs import Design, Stage, stage_specs
+    from planner.estimator.network import network_link
+    from planner.estimator.replica import inference_replica
+
+    problem = _two_pis(tmp_path, "distributed-llama-0.3", 8192, 4)
+    w = problem.workloads[0]
+    stage = Stage("raspberry-pi-5-8gb", 2, 32, across_machines=True)
+    d = Design("chat", 4, (stage,), 1, 0.0, 4, 0.0, 0.0, 0.0, {}, engine="distributed-llama-0.3")
+    fig = inference_replica(
+        LLAMA3_8B,
+        w.weights,
+        w.kv,
+        batch=4,
+        context=8192,
+        prompt=w.prompt_tokens,
+        output=w.output_tokens,
+        stages=stage_specs(CAT, problem, d),
+        link=network_link(problem, CAT),
+    )
+    assert fig.stages[0].memory["kv_cache"] == 32 * 1024 * 2 * 4 * 8192 * 4
+
+
+@pytest.mark.parametrize(
+    ("engine", "most"), [("distributed-llama-0.3", 1), ("distributed-llama", 4)]
+)
+def test_designs_fit_the_roots_kv_cache(tmp_path: Path, engine: str, most: int) -> None:
+    """Two Pis (7.73 GB usable each), Llama 3.1 8B Q4_0 with fp32 KV of 8,192 tokens (1.07 GB a
+    sequence, 32 x 1,024 x 2 x 4 B x 8,192): a star root holds 2.55 GB of weights (half the
+    blocks, the ends whole), 1 GB of framework and every sequence's KV, so one sequence fits
+    and two (2.15 GB of KV) do not; a mesh splits weights and KV in halves (2.26 GB and
+    0.54 GB a sequence), so four fit."""
+    problem = _two_pis(tmp_path, engine, 8192, 4)
+    w = problem.workloads[0]
+    designs = inference_designs(w, problem, CAT, allowed_devices(problem, CAT), prune=False)
+    pairs = [d for d in designs if d.stages[0].across_machines and d.stages[0].tp == 2]
+    assert pairs and max(d.batch * len(d.stages) for d in pairs) == most
+
+
+def test_two_pis_cannot_hold_four_long_sequences_on_a_star(tmp_path: Path) -> None:
+    # The review's case: 4 sequences of 8,192 tokens need 8.59 GB of KV on the star's root; two
+    # Pis have no plan (a mesh splits it, 4.29 GB a machine, and serves them).
+    star = solve_problem(_two_pis(tmp_path, "distributed-llama-0.3", 8192, 4), workers=1, seed=0)
+    assert star.status.value == "INFEASIBLE"
+    mesh = solve_problem(_two_pis(tmp_path, "distributed-llama", 8192, 4), workers=1, seed=0)
+    assert mesh.status.value == "OPTIMAL"
+    assert mesh.workloads[0].stages[0].memory_bytes["kv_cache"] == 32 * 1024 * 2 * 4 * 8192 * 4 / 2

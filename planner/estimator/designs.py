@@ -39,6 +39,7 @@ from planner.estimator.engine_topology import (
     ExchangeLayout,
     exchange_layout,
     head_divisor,
+    kv_divisor,
     root_block_seconds,
 )
 from planner.estimator.formats import kv_bytes, weight_format
@@ -56,7 +57,6 @@ from planner.estimator.memory import (
     end_weight_bytes,
     inference_activation_bytes_per_token,
     kv_bytes_per_token,
-    kv_shard_divisor,
     weight_bytes,
 )
 from planner.estimator.perf import head_seconds, serving_layer_seconds
@@ -782,7 +782,7 @@ def _setting(
     # Layers one stage holds: (usable - fixed) // per-layer bytes, or 0 when nothing fits.
     # Fixed: framework overhead, the larger end (embedding or head; both on a lone stage) and
     # transient activations with fp32 logits. Per layer: weights / k + KV of every sequence in
-    # flight / min(k, kv_heads).
+    # flight / min(k, kv_heads). A star's root holds the ends and the KV cache whole.
     w_layer = block_weight_bytes(m, fmt) / L
     emb, head = end_weight_bytes(m, fmt)
     kv_layer_seq = kv_bytes_per_token(m, kvb) / L * attended_tokens(m, w.context_tokens)
@@ -790,8 +790,9 @@ def _setting(
     if w.layer_times:  # a stated memory_gb caps what one device may fill (a desktop, an OS share)
         stated = {d: w.memory_cap_bytes(d) for d in {o.device.id for o in opts}}
         usable = np.minimum(usable, [stated[o.device.id] or math.inf for o in opts])
-    div_of = {k: kv_shard_divisor(m, k) for k in set(tp.tolist())}
-    div = np.array([div_of[o.tp] for o in opts], dtype=np.int64)
+    # A star's root holds the ends and the whole KV cache alone (engine_topology.root_alone).
+    div = np.array([kv_divisor(o.layout, m, o.tp) for o in opts], dtype=np.int64)
+    ends_div = np.array([head_divisor(o.layout, o.tp) for o in opts], dtype=np.int64)
     stages = np.arange(1, c.max_stages + 1, dtype=np.int64)
     seqs = levels[:, None] * stages[None, :]  # [bi, S - 1]
     tokens = np.maximum(seqs, np.minimum(2048, seqs * w.context_tokens))
@@ -801,7 +802,7 @@ def _setting(
     )
     single_ends = weight_bytes(m, fmt) - block_weight_bytes(m, fmt)
     ends = np.where(stages == 1, single_ends, max(emb, head))[None, :, None]
-    room = usable - FRAMEWORK_OVERHEAD_BYTES - ends / tp - act
+    room = usable - FRAMEWORK_OVERHEAD_BYTES - ends / ends_div - act
     per_layer = w_layer / tp + seqs[:, :, None] * kv_layer_seq / div
     cap = np.where(room > 0, np.floor_divide(room, per_layer), 0.0).astype(np.int64)
     price = np.where(

@@ -32,7 +32,8 @@ fixed time plus a time per token, so `ExchangeLayout.ring_equivalent` returns th
 which the ring formula gives the layout's time exactly, for any number of tokens: every path
 that charges a tensor-parallel exchange (decode, prefill, the serving grid, the verifier)
 charges the layout's. The star's root-only work is added per block and per step
-(`root_block_seconds`, `head_divisor`).
+(`root_block_seconds`, `head_divisor`), and its memory is the root's: the ends and the whole
+KV cache beside its share of the blocks' matrices (`root_alone`, `kv_divisor`).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ import numpy as np
 from planner.catalog import Catalog
 from planner.estimator.architecture import attended_tokens, kv_elements_per_token_per_layer
 from planner.estimator.devices import DeviceTable
-from planner.estimator.memory import kv_shards
+from planner.estimator.memory import kv_shard_divisor, kv_shards
 from planner.estimator.perf import LAYER_ALLREDUCES
 from planner.schema.catalog import ModelArch
 
@@ -115,7 +116,20 @@ def exchange_layout(cat: Catalog, engine: str | None, m: ModelArch) -> ExchangeL
 
 def head_divisor(layout: ExchangeLayout | None, tp: int) -> int:
     """Devices the output head is split over: the star's root runs it alone."""
-    return 1 if layout is not None and layout.kind == STAR else tp
+    return 1 if root_alone(layout, tp) else tp
+
+
+def root_alone(layout: ExchangeLayout | None, tp: int) -> bool:
+    """A group of several machines in the star layout, whose root alone holds the embedding,
+    the norms, the output head and the whole KV cache (it alone runs attention): the memory it
+    needs is the root's (memory.inference_memory's `root_alone`)."""
+    return layout is not None and layout.kind == STAR and tp > 1
+
+
+def kv_divisor(layout: ExchangeLayout | None, m: ModelArch, tp: int) -> int:
+    """Devices of a group the KV cache is split over, as its fullest device holds and reads
+    it: 1 for the star's root, else memory.kv_shard_divisor."""
+    return 1 if root_alone(layout, tp) else kv_shard_divisor(m, tp)
 
 
 def root_block_seconds(

@@ -149,8 +149,12 @@ def inference_memory(
     first: bool = True,
     last: bool = True,
     prefill_chunk: int = 2048,
+    root_alone: bool = False,
 ) -> MemoryBreakdown:
-    """Memory on each of `tp` devices of a stage holding `layers` blocks (default: all)."""
+    """Memory on each of `tp` devices of a stage holding `layers` blocks (default: all).
+    `root_alone`: the group is a star whose root alone runs the embedding, the norms, attention
+    and the output head (engine_topology.STAR): the figures are the root's, the fullest device,
+    holding its 1/tp of the blocks' matrices, the ends whole and the whole KV cache."""
     n = m.num_layers if layers is None else layers
     share = n / m.num_layers
     emb, head = end_weight_bytes(m, fmt)
@@ -158,9 +162,10 @@ def inference_memory(
         ends = weight_bytes(m, fmt) - block_weight_bytes(m, fmt)
     else:
         ends = (emb if first else 0.0) + (head if last else 0.0)
-    weights = (block_weight_bytes(m, fmt) * share + ends) / tp
+    weights = block_weight_bytes(m, fmt) * share / tp + ends / (1 if root_alone else tp)
     kv_tokens = batch * attended_tokens(m, context)  # sliding-window layers keep their window
-    kv = kv_tokens * kv_bytes_per_token(m, kv_dtype_bytes) * share / kv_shard_divisor(m, tp)
+    kv_div = 1 if root_alone else kv_shard_divisor(m, tp)
+    kv = kv_tokens * kv_bytes_per_token(m, kv_dtype_bytes) * share / kv_div
     tokens = max(batch, min(prefill_chunk, batch * context))
     act = inference_activation_bytes(m, tokens, tp)
     if last:

@@ -41,14 +41,19 @@ from planner.estimator.architecture import attended_tokens
 from planner.estimator.comm import pipeline_activation_bytes, sampled_token_bytes
 from planner.estimator.cost import power_w
 from planner.estimator.devices import DeviceTable, device_table, small_allreduce_seconds
-from planner.estimator.engine_topology import ExchangeLayout, head_divisor, root_block_seconds
+from planner.estimator.engine_topology import (
+    ExchangeLayout,
+    head_divisor,
+    kv_divisor,
+    root_alone,
+    root_block_seconds,
+)
 from planner.estimator.formats import WeightFormat, kv_bytes, weight_format
 from planner.estimator.memory import (
     TrainingSetup,
     block_weight_bytes,
     inference_memory,
     kv_bytes_per_token,
-    kv_shard_divisor,
     training_memory,
 )
 from planner.estimator.perf import head_seconds, serving_layer_seconds
@@ -301,15 +306,17 @@ def _stage_memory(
     last: bool,
 ) -> tuple[dict[str, float], float]:
     """Memory per device of one of `S` pipeline stages (S micro-batches of `batch` in flight),
-    and the bytes its devices read per step: their weights and the KV of one micro-batch."""
+    and the bytes its devices read per step: their weights and the KV of one micro-batch (of
+    a star group, its root's: engine_topology.root_alone)."""
     L = m.num_layers
     kv_layer_seq = kv_bytes_per_token(m, kvb) / L * attended_tokens(m, context)
     w_layer = block_weight_bytes(m, fmt) / L
+    root = root_alone(st.layout, st.tp)  # a star's root: the fullest device of its group
     mem = inference_memory(
         m, fmt, kvb, batch=batch * S, context=context, layers=st.layers, tp=st.tp,
-        first=first, last=last,
+        first=first, last=last, root_alone=root,
     )  # fmt: skip
-    busy = st.layers * (w_layer / st.tp + batch * kv_layer_seq / kv_shard_divisor(m, st.tp))
+    busy = st.layers * (w_layer / st.tp + batch * kv_layer_seq / kv_divisor(st.layout, m, st.tp))
     return mem.as_dict(), busy
 
 
