@@ -674,7 +674,11 @@ def estimate(
         from planner.estimator.formats import kv_bytes, weight_format
         from planner.estimator.measured_rows import check_points, check_speeds, unused_notes
         from planner.estimator.memory import Method, Optimizer, Recompute, TrainingSetup
-        from planner.estimator.support import estimate_engines, supported_devices
+        from planner.estimator.support import (
+            check_estimate_group,
+            estimate_engines,
+            supported_devices,
+        )
         from planner.report.estimate import estimate_dict, estimate_tables, estimates_table
         from planner.report.json_text import json_text
         from planner.schema.measurements import read_measurements
@@ -754,10 +758,15 @@ def estimate(
                 check_points(mfile, mdoc, arch, q)
             weight_format(weights), kv_bytes(kv)  # unknown names first, with their choices
             runs = supported_devices(cat, devices, weights, kv)
+            check_estimate_group(cat, engine, tp)
             runs, engines = estimate_engines(cat, runs, weights, kv, engine)
             if len(runs) < len(devices):
                 table = device_table(runs, ov, links=cat.links)
-            one_stage = frozenset(e.id for e in cat.engines.values() if not e.pipeline_parallel)
+            one_stage = {
+                e.id: e.tensor_layout != "ring-allreduce"
+                for e in cat.engines.values()
+                if not e.pipeline_parallel
+            }
             rows = estimate_inference(arch, table, q, econ, mfile, engines, one_stage)
             if mfile is not None and mdoc is not None:
                 notes = unused_notes(mfile, mdoc, arch, rows, q, cat)

@@ -101,21 +101,31 @@ def test_verify_accepts_the_one_stage_plan(tmp_path: Path) -> None:
 
 
 def test_estimate_refuses_a_pipeline_under_an_engine_without_one() -> None:
-    # Llama 3.1 8B, Q4_0 weights, fp32 KV of 64 sequences x 4,096 tokens: 68.7 GB of KV cache;
-    # four Pis in tensor parallel would need three stages of them.
-    base = ("estimate", "-m", "llama-3.1-8b", "-d", "raspberry-pi-5-8gb", "--weights", "q4_0")
-    args = (*base, "--kv", "fp32", "--engine", "distributed-llama", "--batch", "64")
-    code, out = run(*args, "--tp", "4")
+    # Llama 3.1 405B in bf16 on Gaudi 2 (96 GB): 811 GB of weights need 2 x 5 devices at --tp 2,
+    # a pipeline optimum-habana does not run; a group holding it alone needs at least 9 of
+    # them, and the least degree at or above that dividing the 128 heads is 16.
+    base = ("estimate", "-m", "llama-3.1-405b", "-d", "gaudi2", "--weights", "bf16")
+    args = (*base, "--engine", "optimum-habana")
+    code, out = run(*args, "--tp", "2")
     assert code == 3  # no layout on this device (README, exit codes)
-    assert "pipeline 3" in out and "runs no pipeline stages" in out
-    assert "--engine distributed-llama" in out and "give --tp 16 (the least degree" in out
+    assert "tensor-parallel 2 x pipeline 5" in out and "runs no pipeline stages" in out
+    assert "--engine optimum-habana" in out and "give --tp 16 (the least degree" in out
     assert "decode throughput" not in out
     # The degree it names holds the model in one stage and is estimated.
     code, out = run(*args, "--tp", "16")
     assert code == 0 and "16 (tensor-parallel 16)" in out and "decode throughput" in out
-    # An engine that pipelines keeps its layout of 4 x 3.
-    code, out = run(*base, "--kv", "fp32", "--engine", "llama.cpp", "--batch", "64", "--tp", "4")
-    assert code == 0 and "tensor-parallel 4 x pipeline 3" in out
+    # An engine that pipelines keeps the layout of 2 x 5.
+    code, out = run(*base, "--engine", "vllm-gaudi", "--tp", "2")
+    assert code == 0 and "tensor-parallel 2 x pipeline 5" in out
+
+
+def test_estimate_refuses_a_pipeline_of_an_engine_over_machines() -> None:
+    # Llama 3.1 70B Q4_0 (39.7 GB) on Pi 5s (7.7 GB usable) needs 7 stages of one Pi;
+    # distributed-llama runs none, and its groups run over machines: a problem file's.
+    args = ("estimate", "-m", "llama-3.1-70b", "-d", "raspberry-pi-5-8gb", "--weights", "q4_0")
+    code, out = run(*args, "--kv", "fp32", "--engine", "distributed-llama")
+    assert code == 3 and "needs pipeline 7" in out and "runs no pipeline stages" in out
+    assert "planner solve on a problem file naming `engine: distributed-llama`" in out
 
 
 # Llama 3.1 8B: 32 blocks, 8 KV heads x 128 = 1,024 values each of K and V per token per block.
@@ -212,3 +222,31 @@ def test_two_pis_cannot_hold_four_long_sequences_on_a_star(tmp_path: Path) -> No
     mesh = solve_problem(_two_pis(tmp_path, "distributed-llama", 8192, 4), workers=1, seed=0)
     assert mesh.status.value == "OPTIMAL"
     assert mesh.workloads[0].stages[0].memory_bytes["kv_cache"] == 32 * 1024 * 2 * 4 * 8192 * 4 / 2
+
+
+@pytest.mark.parametrize("engine", ["distributed-llama", "distributed-llama-0.3"])
+def test_estimate_refuses_a_group_it_cannot_price_over_machines(engine: str) -> None:
+    """planner estimate prices a --tp group inside one host; these releases run theirs only
+    over machines joined by a network, which a problem file states (the two Pis of the
+    template: planner solve gives 308.30 / 347.42 ms per token for the mesh / the star, where
+    the estimate gave 232.76 ms for both, the network ignored)."""
+    args = ("estimate", "-m", "llama-3.1-8b", "-d", "raspberry-pi-5-8gb", "--weights", "q4_0")
+    args += ("--kv", "fp32", "--engine", engine, "--context", "256", "--prompt", "64")
+    code, out = run(*args, "--tp", "2")
+    assert code == 2
+    assert f"--tp 2 with --engine {engine}: {engine} runs a tensor-parallel group only" in out
+    assert "constraints.network, and run planner solve on it, or give --tp 1" in out
+    code, out = run(*args, "--tp", "1")
+    assert code == 0 and "1 (single)" in out and "decode throughput" in out
+
+
+def test_solve_prices_the_group_estimate_refuses(tmp_path: Path) -> None:
+    """What the refusal points at: the problem file's two Pis over eth-1g, each release's own
+    exchanges priced (engine_topology), the star's slower than the mesh's at one sequence."""
+    ms = {}
+    for engine in ("distributed-llama", "distributed-llama-0.3"):
+        plan = solve_problem(_two_pis(tmp_path, engine, 256, 1), workers=1, seed=0)
+        [stage] = plan.workloads[0].stages
+        assert (stage.tp, plan.status.value) == (2, "OPTIMAL")
+        ms[engine] = plan.workloads[0].ms_per_token
+    assert ms["distributed-llama-0.3"] > ms["distributed-llama"]

@@ -120,14 +120,15 @@ def estimate_inference(
     econ: Economics,
     measured: MeasurementFile | None = None,
     engines: list[tuple[str, EngineTimes]] | None = None,
-    unpipelined: frozenset[str] = frozenset(),
+    unpipelined: dict[str, bool] | None = None,
 ) -> list[Estimate]:
     """Inference figures for `m` on every device of `dev`; `engines`, per device, the serving
     engine and its own times: host work per generated token (Engine.host_us_per_token), added
     to every decode step for each sequence in it, and an older release's fixed time per layer
     and per step (the efficiency file's `engines`), added to every forward pass. An engine of
-    `unpipelined` (Engine.pipeline_parallel false) is given no layout of several stages: such a
-    row has no figures and says why.
+    `unpipelined` (Engine.pipeline_parallel false; True where its groups run only over
+    machines, support.check_estimate_group) is given no layout of several stages: such a row
+    has no figures and says why.
 
     Long because it assembles one estimate's every figure in order.
     """
@@ -160,8 +161,10 @@ def estimate_inference(
         else:
             n, step, pre, par = _layout(m, q, dev, i, stages, float(step1[i]), float(pre1[i]), hop)
         refused = ""
-        if n and engine in unpipelined and "pipeline" in par:
-            refused = _no_pipeline(engine, qi, par, m, one, float(dev.usable_memory_bytes[i]))
+        unpiped = unpipelined or {}
+        if n and engine in unpiped and "pipeline" in par:
+            room = float(dev.usable_memory_bytes[i])
+            refused = _no_pipeline(engine, unpiped[engine], qi, par, m, one, room)
             n = 0
         if t is not None:
             fixed = m.num_layers * t["engine_layer_s"] + t["engine_step_s"]
@@ -303,11 +306,29 @@ def _unheld_inference(m: ModelArch, q: InferenceQuery, one: MemoryBreakdown, usa
 
 
 def _no_pipeline(
-    engine: str, q: InferenceQuery, par: str, m: ModelArch, one: MemoryBreakdown, usable: float
+    engine: str,
+    networked: bool,
+    q: InferenceQuery,
+    par: str,
+    m: ModelArch,
+    one: MemoryBreakdown,
+    usable: float,
 ) -> str:
     """Why a layout of several pipeline stages is refused under an engine that runs none, and
     the fix: a tensor-parallel group that holds the model alone needs about `need` devices
-    (weights, KV cache and activations divided over them, the framework on each)."""
+    (weights, KV cache and activations divided over them, the framework on each); of an engine
+    whose groups run only over machines (`networked`), one planned from a problem file."""
+    why = (
+        f"--engine {engine} runs no pipeline stages (its catalog entry: pipeline_parallel: "
+        f"false), and {m.id} needs {par} at --batch {q.batch:,} and --context {q.context:,} here"
+    )
+    if networked:
+        return (
+            f"{why}; its tensor-parallel groups run only over machines joined by a network: "
+            f"plan one with planner solve on a problem file naming `engine: {engine}`, the "
+            "machines in constraints.inventory and their link in constraints.network, or "
+            "shorten --context or --batch"
+        )
     room = usable - one.framework
     need = math.ceil((one.total - one.framework) / room) if room > 0 else MAX_DEVICES + 1
     heads = m.num_attention_heads
@@ -317,11 +338,7 @@ def _no_pipeline(
         if fit
         else "a larger device"
     )
-    return (
-        f"--engine {engine} runs no pipeline stages (its catalog entry: pipeline_parallel: "
-        f"false), and {m.id} needs {par} at --batch {q.batch:,} and --context {q.context:,} here; "
-        f"give {group}, shorten --context or --batch, or name an engine that pipelines"
-    )
+    return f"{why}; give {group}, shorten --context or --batch, or name an engine that pipelines"
 
 
 def _layout(

@@ -167,6 +167,25 @@ def host_s_per_token(cat: Catalog, engine: str | None) -> float:
     return engine_times(cat, engine)["host_s_per_token"]
 
 
+def check_estimate_group(cat: Catalog, engine: str | None, tp: int | None) -> None:
+    """`planner estimate` prices a tensor-parallel group inside one host (two ring all-reduces
+    per block over the device's own link). An engine with an exchange layout of its own
+    (Engine.tensor_layout: distributed-llama's releases) runs a group only over machines joined
+    by a network, which the estimate does not know: such a group is refused, pointing at a
+    problem file, which states the network and which `planner solve` prices."""
+    e = cat.engines.get(engine) if engine else None
+    if e is None or tp is None or tp <= 1 or e.tensor_layout == "ring-allreduce":
+        return
+    raise InputError(
+        f"--tp {tp} with --engine {e.id}: {e.id} runs a tensor-parallel group only over "
+        f"machines joined by a network ({e.tensor_layout} exchanges, "
+        f"{e.exchange_overhead_us:g} us of its own each), which planner estimate does not price "
+        "(its groups sit inside one host); write a problem file with the workload's "
+        f"`engine: {e.id}`, the machines in constraints.inventory and their link in "
+        "constraints.network, and run planner solve on it, or give --tp 1"
+    )
+
+
 def estimate_engines(
     cat: Catalog, devices: list[Accelerator], weights: str, kv: str, engine: str | None
 ) -> tuple[list[Accelerator], list[tuple[str, EngineTimes]]]:
