@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from hostile_cli import run
 
 from planner.catalog import load_catalog
@@ -250,3 +251,67 @@ def test_solve_prices_the_group_estimate_refuses(tmp_path: Path) -> None:
         assert (stage.tp, plan.status.value) == (2, "OPTIMAL")
         ms[engine] = plan.workloads[0].ms_per_token
     assert ms["distributed-llama-0.3"] > ms["distributed-llama"]
+
+
+# A whole-replica figure: two Pis in a group decode 2.25 tokens/s at batch 1.
+MEASURED = {
+    "device": "raspberry-pi-5-8gb",
+    "devices": 2,
+    "metric": "decode_tokens_per_s",
+    "batch": 1,
+    "value": "2.25 tokens/s",
+}
+
+
+@pytest.mark.parametrize("engine", ["distributed-llama", "distributed-llama-0.3"])
+def test_a_measured_replica_is_reproduced_under_either_layout(tmp_path: Path, engine: str) -> None:
+    """docs/measurements.md: a single-stage replica of the measured devices at the measured
+    batch decodes exactly the measured tokens/s. 2.25 tokens/s at batch 1 on two Pis is a
+    decode step of 1 / 2.25 = 444.44 ms, the star's root-only work (the whole KV cache, the
+    head on the root) inside it, not on top (it gave 457.04 ms); at batch 2, an estimated
+    point, the star's root still reads more than the mesh's machines."""
+    from planner.estimator.designs import Design, Stage, stage_specs
+    from planner.estimator.network import network_link
+    from planner.estimator.replica import inference_replica
+
+    doc = yaml.safe_load(PI_POOL_70B.format(engine=engine))
+    doc["workloads"][0] |= {"model": "llama-3.1-8b", "concurrency": 1, "measured": [MEASURED]}
+    doc["constraints"]["inventory"][0]["count"] = 2
+    path = tmp_path / "measured.yaml"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    problem = load_problem(path)
+    w = problem.workloads[0]
+    ms = {}
+    for b in (1, 2):
+        stage = Stage("raspberry-pi-5-8gb", 2, 32, across_machines=True)
+        d = Design("chat", b, (stage,), 1, 0.0, b, 0.0, 0.0, 0.0, {}, engine=engine)
+        fig = inference_replica(
+            LLAMA3_8B,
+            w.weights,
+            w.kv,
+            batch=b,
+            context=w.context_tokens,
+            prompt=w.prompt_tokens,
+            output=w.output_tokens,
+            stages=stage_specs(CAT, problem, d),
+            link=network_link(problem, CAT),
+            decode_only=True,
+        )
+        ms[b] = fig.ms_per_token
+    assert ms[1] == pytest.approx(1e3 / 2.25, rel=1e-9)
+    assert ms[2] > ms[1]
+    # Design enumeration scales its columns the same way: its figures are the replica's.
+    designs = inference_designs(w, problem, CAT, allowed_devices(problem, CAT), prune=False)
+    for d in (x for x in designs if x.stages[0].across_machines and x.stages[0].tp == 2):
+        fig = inference_replica(
+            LLAMA3_8B,
+            w.weights,
+            w.kv,
+            batch=d.batch,
+            context=w.context_tokens,
+            prompt=w.prompt_tokens,
+            output=w.output_tokens,
+            stages=stage_specs(CAT, problem, d),
+            link=network_link(problem, CAT),
+        )
+        assert d.ms_per_token == pytest.approx(fig.ms_per_token, rel=1e-9)

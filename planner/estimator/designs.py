@@ -1572,7 +1572,8 @@ def _with_profiles(st: _Setting, cat: Catalog, problem: Problem, table: DeviceTa
         own = engine_times(cat, st.runtimes[j].engine)["engine_layer_s"]
         fmt, kvb = weight_format(w.weights), kv_bytes(w.kv)
         one = table.take([o.row])
-        layer = layer_estimate(st.m, fmt, kvb, one, o.tp, w.context_tokens, spec.link_args(), own)
+        ctx, link = w.context_tokens, spec.link_args()
+        layer = layer_estimate(st.m, fmt, kvb, one, o.tp, ctx, link, own, spec.layout)
         tau_d[:, j], tau_c[:, j] = profiled_pair(
             profile, layer, levels, chunks, st.tau_d[:, j], st.tau_c[:, j]
         )

@@ -45,6 +45,7 @@ import numpy.typing as npt
 
 from planner.catalog import Catalog
 from planner.estimator.devices import device_table
+from planner.estimator.engine_topology import exchange_layout, head_divisor
 from planner.estimator.formats import weight_format
 from planner.estimator.perf import head_seconds
 from planner.estimator.support import engine_times
@@ -132,12 +133,16 @@ def outside_blocks(
     w: InferenceWorkload, cat: Catalog, acc: Accelerator, tp: int, batch: float, engine: str | None
 ) -> float:
     """Seconds a single-stage replica's iteration of `batch` sequences spends outside its
-    blocks: the output head on the group, the device's step overhead, the engine's time per
-    step and its host work per sequence (planner.estimator.replica.inference_replica)."""
+    blocks: the output head on the group (on a star's root alone: an engine with a layout of
+    its own runs its groups over machines, engine_topology.head_divisor), the device's step
+    overhead, the engine's time per step and its host work per sequence
+    (planner.estimator.replica.inference_replica)."""
     t = engine_times(cat, engine)
     dev = device_table([acc])
     fmt = weight_format(w.weights)
-    head = float(np.ravel(head_seconds(cat.model(w.model), fmt, dev, batch))[0]) / tp
+    m = cat.model(w.model)
+    ways = head_divisor(exchange_layout(cat, engine, m), tp)
+    head = float(np.ravel(head_seconds(m, fmt, dev, batch))[0]) / ways
     fixed = float(dev.step_overhead_s[0]) + t["engine_step_s"]
     return head + fixed + t["host_s_per_token"] * batch
 

@@ -151,9 +151,8 @@ def _layer_seconds(
     `layout` has one (engine_topology.root_block_seconds); scaled to the measured `profile` if
     any (as design enumeration scales its columns)."""
     c, f = chunk_mix(batch, prompt, output, batch * prompt / output)
-    layer = layer_estimate(m, fmt, kvb, dev, tp, context, link, engine_layer_s)
-    root = _scalar(root_block_seconds(layout, m, kvb, dev, batch, context, tp))
-    dec, tau_c = (_scalar(layer(batch, p, prompt)) + root for p in (0.0, c))
+    layer = layer_estimate(m, fmt, kvb, dev, tp, context, link, engine_layer_s, layout)
+    dec, tau_c = (_scalar(layer(batch, p, prompt)) for p in (0.0, c))
     if profile is not None:
         d, w = profiled_pair(profile, layer, float(batch), c, dec, tau_c)
         dec, tau_c = float(d[0]), float(w[0])
@@ -459,15 +458,19 @@ def layer_estimate(
     context: int,
     link: tuple[float | None, float],
     engine_layer_s: float,
+    layout: ExchangeLayout | None = None,
 ) -> Callable[[Any, Any, float], Any]:
     """The estimator's seconds per block of a serving iteration as a function of (decoding
     sequences, prompt tokens, prompt length) on `tp` devices of `dev` whose all-reduces cross
-    `link` (StageSpec.link_args), the engine's own `engine_layer_s` per block included: what
-    a measured time per block stands for (planner.estimator.profiles)."""
+    `link` (StageSpec.link_args), the engine's own `engine_layer_s` per block and the root's
+    own work of a star `layout` (engine_topology.root_block_seconds) included: what a measured
+    time per block stands for (planner.estimator.profiles), so a measured point is reproduced
+    as measured and only estimated points carry the root's work."""
 
     def layer(b: Any, q: Any, length: float) -> Any:
         return (
-            serving_layer_seconds(
+            root_block_seconds(layout, m, kvb, dev, b, context, tp)
+            + serving_layer_seconds(
                 m,
                 fmt,
                 kvb,
@@ -519,13 +522,13 @@ def _layer_grid(
     """Seconds per block of stage `st` on the grid of `n` decoding sequences and `p` prompt
     tokens, the engine's own time per block included; scaled to the stage's measured profile
     (planner.estimator.profiles) where it has one."""
-    layer = layer_estimate(m, fmt, kvb, dev, st.tp, context, st.link_args(), engine_layer_s)
+    link = st.link_args()
+    layer = layer_estimate(m, fmt, kvb, dev, st.tp, context, link, engine_layer_s, st.layout)
     tau = layer(n.ravel(), p.ravel(), prompt).reshape(n.shape)
-    root = root_block_seconds(st.layout, m, kvb, dev, n, context, st.tp)
     if st.profile is None:
-        return tau + root
-    decode_only = layer(n.ravel(), np.zeros(n.size), prompt).reshape(n.shape) + root
-    return profiled(st.profile, layer, n, p, decode_only, tau + root)
+        return tau
+    decode_only = layer(n.ravel(), np.zeros(n.size), prompt).reshape(n.shape)
+    return profiled(st.profile, layer, n, p, decode_only, tau)
 
 
 def _fullest(stages: list[StageSpec]) -> dict[tuple[int, int], StageSpec]:
