@@ -315,3 +315,19 @@ def test_a_measured_replica_is_reproduced_under_either_layout(tmp_path: Path, en
             link=network_link(problem, CAT),
         )
         assert d.ms_per_token == pytest.approx(fig.ms_per_token, rel=1e-9)
+
+
+def test_no_plan_names_the_engine_without_pipelines(tmp_path: Path) -> None:
+    """Four Pis in one group hold 4 x 7.7 = 31 GB, less than Llama 3.1 70B's 40 GB of Q4_0
+    weights, and distributed-llama-0.3 adds no stages: the diagnosis says so rather than
+    asking for a shorter context."""
+    from planner.model.diagnose import why_no_design
+
+    problem = _problem(tmp_path, "distributed-llama-0.3")
+    problem = problem.model_copy(
+        update={"constraints": problem.constraints.model_copy(update={"max_tensor_parallel": 4})}
+    )
+    why = why_no_design(problem.workloads[0], problem, CAT)
+    assert "distributed-llama-0.3 runs no pipeline" in why
+    assert "one stage of 4-way tensor parallelism holds 31 GB" in why
+    assert "raise constraints.max_tensor_parallel" in why

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from planner.catalog import Catalog
-from planner.estimator.designs import allowed_devices, tp_degrees
+from planner.estimator.designs import across_machine_degrees, allowed_devices, tp_degrees
 from planner.estimator.formats import weight_format
 from planner.estimator.memory import weight_bytes
 from planner.estimator.support import runtime_for, runtimes
@@ -47,7 +47,16 @@ def why_no_design(w: InferenceWorkload | TrainingWorkload, problem: Problem, cat
     fmt = weight_format(w.weights if isinstance(w, InferenceWorkload) else base)
     need = weight_bytes(m, fmt)
     tp = max(tp_degrees(biggest, cat, problem, m) or [1])
-    most = usable * c.max_stages * tp
+    stages, engine = c.max_stages, None
+    if isinstance(w, InferenceWorkload):
+        run = runtime_for(cat, biggest, w, c)
+        engine = cat.engines[run.engine] if run is not None else None
+    if engine is not None:
+        # A group across machines (designs.across_machine_degrees), and an engine that splits
+        # no layers over stages serves in one stage only.
+        tp = max([tp, *across_machine_degrees(biggest, cat, problem, m, engine.id)])
+        stages = stages if engine.pipeline_parallel else 1
+    most = usable * stages * tp
     text = (
         f"workload `{w.name}`: {m.name} needs {need / 1e9:,.0f} GB of weights alone "
         f"({fmt.id}); the largest allowed device, {biggest.id}, offers {usable / 1e9:,.0f} GB usable"
@@ -65,9 +74,16 @@ def why_no_design(w: InferenceWorkload | TrainingWorkload, problem: Problem, cat
     )
     if capped and isinstance(w, InferenceWorkload):
         kept = f"raise the memory_gb profile figures ({w.memory_cap_where(biggest.id)}), "
+    if need > most and stages == 1 and engine is not None and not engine.pipeline_parallel:
+        return text + (
+            f", and {engine.id} runs no pipeline (its catalog entry: pipeline_parallel: false): "
+            f"one stage of {tp}-way tensor parallelism holds {most / 1e9:,.0f} GB: {kept}raise "
+            "constraints.max_tensor_parallel, allow larger devices, use a smaller format or "
+            "name an engine that pipelines"
+        )
     if need > most:
         return text + (
-            f", and at most {c.max_stages} stages x {tp}-way tensor "
+            f", and at most {stages} stages x {tp}-way tensor "
             f"parallelism hold {most / 1e9:,.0f} GB: {kept}raise constraints.max_stages, allow "
             "larger devices or use a smaller format"
         )
