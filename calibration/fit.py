@@ -50,7 +50,11 @@ from planner.estimator.perf import (  # noqa: E402
     training_tokens_per_second,
     weight_params_touched_per_layer,
 )
-from planner.estimator.prefill_path import PREFILL_UBATCH_TOKENS  # noqa: E402
+from planner.estimator.prefill_path import (  # noqa: E402
+    LLAMA_CPP_ENGINES,
+    PREFILL_UBATCH_TOKENS,
+    on_llama_cpp,
+)
 from planner.estimator.support import engine_times  # noqa: E402
 from planner.schema.catalog import Accelerator, ModelArch  # noqa: E402
 from planner.schema.measurements import Measurement, load_measurements  # noqa: E402
@@ -203,6 +207,11 @@ def unscorable(r: Row) -> str | None:
     """Why a row that the catalog can describe is still not scored, or None."""
     if r.meas.metric == "peak_memory_gb":
         return "peak memory: no efficiency factor is fitted or scored on it"
+    if r.meas.metric == "prefill_tokens_per_s" and not on_llama_cpp(r.meas.engine):
+        return (
+            f"prefill under {r.meas.engine}: the single-prompt compute factor is fitted on "
+            "llama.cpp's kernels, and other engines prefill at the serving factors"
+        )
     if r.meas.metric == "decode_tokens_per_s" and r.meas.batch is None:
         return (
             "saturated server whose batch is not published: the throughput depends on the batch "
@@ -295,7 +304,7 @@ END_TO_END = re.compile(
 # per layer and per step of every forward pass on top of the class's (the efficiency file's
 # `engines`; planner.estimator.support.engine_times adds them where a workload names the engine).
 ENGINE_FIT = ("llama.cpp-2024",)
-LLAMA_CPP = ("llama.cpp", "llama.cpp-2024")  # the current builds and the 2023-2024 ones
+LLAMA_CPP = tuple(sorted(LLAMA_CPP_ENGINES))  # the current builds and the 2023-2024 ones
 ENGINE_PRIOR = {"layer_overhead_us": 0.0, "step_overhead_us": 0.0}
 ENGINE_SCALE = np.array([25.0, 500.0])  # the prior's pull, as the classes' overheads
 
@@ -358,6 +367,8 @@ def prefill_tps(r: Row, params: Params) -> float:
     batch = float(m.batch or 1)
     prompt = float(m.context or 512)
     fmt = weight_format(m.weights or "")
+    # Only llama.cpp's prompt processing is timed on its kernels (unscorable skips the rest).
+    assert on_llama_cpp(m.engine), f"prefill row under {m.engine} on llama.cpp's path"
     ub = UBATCH.search(m.notes or "")
     t = prefill_seconds(
         r.model,

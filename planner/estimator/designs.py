@@ -252,6 +252,7 @@ class _Option:
     exchange_s: float = 0.0  # ... its engine's own time per exchange between them ...
     net: Link | None = None  # ... and the link joining them (routes.group_link) ...
     layout: ExchangeLayout | None = None  # ... in the engine release's layout (engine_topology)
+    engine: str = ""  # the engine serving it (a llama.cpp-style pool prefills at its rates)
 
 
 @dataclass(frozen=True)
@@ -409,21 +410,20 @@ def inference_designs(
     # chassis (horizon.consumer_derating); the model puts each in hosts of its kind.
     options = []
     for i, d in enumerate(devs):
+        engine = _runtime(runs, d.id).engine
         chassis: tuple[bool | None, ...] = (False, True) if derates(d, problem) else (None,)
         for dense in chassis:
             if dense:
                 devs = [*devs, shared.derate(d, problem)]
             row = len(devs) - 1 if dense else i
             options += [
-                _Option(devs[row], row, k, bool(dense))
+                _Option(devs[row], row, k, bool(dense), engine=engine)
                 for k in tp_degrees(d, cat, problem, m, dense)
             ]
-        engine = _runtime(runs, d.id).engine
         x, net = exchange_overhead_s(cat, engine), group_link(problem, cat, d.id)
+        lay = exchange_layout(cat, engine, m)
         options += [
-            _Option(
-                d, i, k, across=True, exchange_s=x, net=net, layout=exchange_layout(cat, engine, m)
-            )
+            _Option(d, i, k, across=True, exchange_s=x, net=net, layout=lay, engine=engine)
             for k in across_machine_degrees(d, cat, problem, m, engine)
         ]
     if not options:
@@ -706,6 +706,7 @@ def _setting(
     tau = np.empty((len(levels), len(opts)))
     fixed = np.empty((len(levels), len(opts)))
     serial = serial_engine(fmt)
+    engines = tuple(o.engine for o in opts)  # a llama.cpp-style pool's prefill: its release's
     tau_c = np.empty((len(levels), len(opts)))
     tau_d = np.empty((len(levels), len(opts)))
     share = np.empty(len(levels))
@@ -743,6 +744,7 @@ def _setting(
                 prompt=P,
                 tp=tp,
                 serial=serial,
+                engine=engines,
             )
             for p in (0.0, chunk)
         )
@@ -765,6 +767,7 @@ def _setting(
                 serial=serial,
                 link_bytes_s=bw,
                 link_latency_s=lat,
+                engine=[engines[j] for j in idx.tolist()],
             )
             for p in (np.zeros((len(levels), 1)), chunk_of[:, None])
         )
@@ -1572,8 +1575,8 @@ def _with_profiles(st: _Setting, cat: Catalog, problem: Problem, table: DeviceTa
         own = engine_times(cat, st.runtimes[j].engine)["engine_layer_s"]
         fmt, kvb = weight_format(w.weights), kv_bytes(w.kv)
         one = table.take([o.row])
-        ctx, link = w.context_tokens, spec.link_args()
-        layer = layer_estimate(st.m, fmt, kvb, one, o.tp, ctx, link, own, spec.layout)
+        ctx, link, engine = w.context_tokens, spec.link_args(), st.runtimes[j].engine
+        layer = layer_estimate(st.m, fmt, kvb, one, o.tp, ctx, link, own, spec.layout, engine)
         tau_d[:, j], tau_c[:, j] = profiled_pair(
             profile, layer, levels, chunks, st.tau_d[:, j], st.tau_c[:, j]
         )

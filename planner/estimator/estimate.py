@@ -31,9 +31,10 @@ from planner.estimator.perf import (
     decode_step_seconds,
     moe_routing_seconds_per_token,
     prefill_seconds,
+    serving_prefill_seconds,
     training_tokens_per_second,
 )
-from planner.estimator.prefill_path import DEQUANTIZING_ENGINES
+from planner.estimator.prefill_path import on_llama_cpp
 from planner.estimator.support import EngineTimes
 from planner.schema.catalog import ModelArch
 from planner.schema.measurements import MeasurementFile, find
@@ -140,7 +141,7 @@ def estimate_inference(
     out: list[Estimate] = []
     step1 = decode_step_seconds(m, fmt, kvb, dev, batch=q.batch, context=q.context, tp=q.tp or 1)
     names = [e for e, _ in engines] if engines else [""] * len(dev)
-    pre1 = _prefill_per_engine(m, fmt, dev, q.prompt, q.tp or 1, names)
+    pre1 = _prefill_per_engine(m, fmt, kvb, dev, q.prompt, q.tp or 1, names)
     compute_bound = decode_compute_bound(m, fmt, kvb, dev, batch=q.batch, context=q.context)
     # A decode step's hop carries the batch's hidden states, the prompt's its every token's
     # (docs/networks.md, "What a hop carries").
@@ -156,10 +157,12 @@ def estimate_inference(
             s1 = decode_step_seconds(
                 m, fmt, kvb, sub, batch=q.batch, context=q.context, tp=qi.tp or 1
             )
-            p1 = _prefill_per_engine(m, fmt, sub, q.prompt, qi.tp or 1, [engine])
-            n, step, pre, par = _layout(m, qi, dev, i, stages, float(s1[0]), float(p1[0]), hop)
+            p1 = _prefill_per_engine(m, fmt, kvb, sub, q.prompt, qi.tp or 1, [engine])
+            times = (float(s1[0]), float(p1[0]), *hop)
+            n, step, pre, par = _layout(m, qi, dev, i, stages, times, engine)
         else:
-            n, step, pre, par = _layout(m, q, dev, i, stages, float(step1[i]), float(pre1[i]), hop)
+            times = (float(step1[i]), float(pre1[i]), *hop)
+            n, step, pre, par = _layout(m, q, dev, i, stages, times, engine)
         refused = ""
         unpiped = unpipelined or {}
         if n and engine in unpiped and "pipeline" in par:
@@ -230,19 +233,27 @@ def estimate_inference(
 
 
 def _prefill_per_engine(
-    m: ModelArch, fmt: WeightFormat, dev: DeviceTable, prompt: int, tp: int, engines: list[str]
+    m: ModelArch,
+    fmt: WeightFormat,
+    kvb: float,
+    dev: DeviceTable,
+    prompt: int,
+    tp: int,
+    engines: list[str],
 ) -> Array:
-    """One prompt's prefill on each device of `dev`, on the path of the device's engine where
-    that is a release that dequantizes GGUF weights (prefill_path.DEQUANTIZING_ENGINES), else
-    on a current release's."""
-    out = np.array(prefill_seconds(m, fmt, dev, batch=1, prompt=prompt, tp=tp), dtype=np.float64)
-    for i, engine in enumerate(engines):
-        if engine in DEQUANTIZING_ENGINES:
-            own = prefill_seconds(
-                m, fmt, dev.take([i]), batch=1, prompt=prompt, tp=tp, engine=engine
-            )
-            out[i] = float(own[0])
-    return out
+    """One prompt's prefill on each device of `dev` under the device's engine: on llama.cpp's
+    kernels for llama.cpp's engines (prefill_path.on_llama_cpp, a release that dequantizes
+    GGUF weights at its own rate), else as the serving grid times a prompt
+    (perf.serving_prefill_seconds), so that the estimate and a plan agree."""
+    own = [on_llama_cpp(e) for e in engines]
+    out = np.zeros(len(dev))
+    if any(own):
+        llama = prefill_seconds(m, fmt, dev, batch=1, prompt=prompt, tp=tp, engine=engines)
+        out = np.where(own, llama, out)
+    if not all(own):
+        batched = serving_prefill_seconds(m, fmt, kvb, dev, prompt=prompt, tp=tp)
+        out = np.where(own, out, batched)
+    return np.asarray(out, dtype=np.float64)
 
 
 def _auto_tp(m: ModelArch, dev: DeviceTable, i: int) -> int:
@@ -347,14 +358,15 @@ def _layout(
     dev: DeviceTable,
     i: int,
     stages: int,
-    step1: float,
-    pre1: float,
-    hop: tuple[float, float],
+    times: tuple[float, float, float, float],
+    engine: str,
 ) -> tuple[int, float, float, str]:
     """(devices, decode step s, time to first token s, description) of the layout that holds
     the model in `stages` parts of `q.tp` devices each (or one device per part without --tp);
-    `hop`: one pipeline hop of a decode step and of the prompt. Without a given degree, parts
-    that fit one scale-up domain become tensor parallel instead."""
+    `times`: one part's decode step and prompt, then one pipeline hop of each. Without a given
+    degree, parts that fit one scale-up domain become tensor parallel instead, their prompt
+    under `engine` (_prefill_per_engine) as on one device."""
+    step1, pre1, *hop = times
     if q.tp is not None:
         # The user's degree: `stages` groups of tp devices, a pipeline when stages > 1; a token
         # passes every stage in turn, one hop per boundary.
@@ -382,9 +394,8 @@ def _layout(
                 tp=n,
             )[0]
         )
-        pre = float(
-            prefill_seconds(m, weight_format(q.weights), sub, batch=1, prompt=q.prompt, tp=n)[0]
-        )
+        fmt, kvb = weight_format(q.weights), kv_bytes(q.kv)
+        pre = float(_prefill_per_engine(m, fmt, kvb, sub, q.prompt, n, [engine])[0])
         return n, step, pre, f"tensor-parallel {n}"
     return n, step1 + (n - 1) * hop[0], pre1 + (n - 1) * hop[1], f"pipeline {n}"
 

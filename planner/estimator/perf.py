@@ -31,6 +31,7 @@ from planner.estimator.memory import kv_shards
 from planner.estimator.moe_kernels import layer_overhead_scale
 from planner.estimator.prefill_path import (
     PREFILL_UBATCH_TOKENS,
+    Engines,
     prefill_attention_peak,
     prefill_linear_seconds_per_flop,
 )
@@ -217,15 +218,16 @@ def prefill_layer_seconds(
     tp: Degree = 1,
     link_bytes_s: float | Array | None = None,
     link_latency_s: float = 5e-6,
-    engine: str | None = None,
+    engine: Engines = None,
     ubatch: float = PREFILL_UBATCH_TOKENS,
 ) -> Array:
     """One block over `batch` prompts of `prompt` tokens: compute-bound for long prompts.
 
     FLOPs: 2 x active params per token + causal attention, half of Kaplan's n_ctx term on
     average. The projections and MLP run at llama.cpp's matmul rate for the format, attention
-    at the 16-bit rate (prefill_path; `engine`, a catalog engine id, may name a release that
-    dequantizes GGUF weights, else a current one is assumed). The tokens go through in
+    at the 16-bit rate (prefill_path; `engine`, a catalog engine id or one per device row, may
+    name a release that dequantizes GGUF weights, else a current one is assumed). For llama.cpp's
+    engines only (prefill_path.on_llama_cpp): other engines' prefill is serving_prefill_seconds. The tokens go through in
     micro-batches of `ubatch` tokens (llama.cpp's n_ubatch, PREFILL_UBATCH_TOKENS by default),
     each reading the weights it touches (a mixture-of-experts model's nearly all) once.
     """
@@ -251,15 +253,37 @@ def prefill_seconds(
     batch: float,
     prompt: float,
     tp: int = 1,
-    engine: str | None = None,
+    engine: Engines = None,
     ubatch: float = PREFILL_UBATCH_TOKENS,
 ) -> Array:
-    """Time to first token for `batch` prompts processed together (`engine`, `ubatch`: as in
-    prefill_layer_seconds)."""
+    """Time to first token for `batch` prompts processed together on llama.cpp's kernels
+    (`engine`, `ubatch`: as in prefill_layer_seconds)."""
     layer = prefill_layer_seconds(
         m, fmt, dev, batch=batch, prompt=prompt, tp=tp, engine=engine, ubatch=ubatch
     )
     return m.num_layers * layer + head_seconds(m, fmt, dev, batch) / tp + dev.step_overhead_s
+
+
+def serving_prefill_seconds(
+    m: ModelArch,
+    fmt: WeightFormat,
+    kv_dtype_bytes: float,
+    dev: DeviceTable,
+    *,
+    prompt: float,
+    tp: int = 1,
+) -> Array:
+    """Time to first token for one prompt of `prompt` tokens under an engine that is not
+    llama.cpp's (prefill_path.on_llama_cpp): one serving iteration of the serving grid with the
+    whole prompt and no decodes (serving_layer_seconds: the linear layers at the format's peak x
+    its batched factor, attention at the KV cache format's), plus the head over the prompt's
+    last token and the step overhead, as the grid's fixed work per iteration, so that an
+    estimate and a plan time a prompt alike."""
+    layer = serving_layer_seconds(
+        m, fmt, kv_dtype_bytes, dev, batch=0.0, context=prompt, prefill_tokens=prompt,
+        prompt=prompt, tp=tp,
+    )  # fmt: skip
+    return m.num_layers * layer + head_seconds(m, fmt, dev, 1.0) / tp + dev.step_overhead_s
 
 
 def training_flops_per_token(m: ModelArch, seq_len: int, method: str, recompute: str) -> float:
@@ -399,6 +423,7 @@ def serving_layer_seconds(
     serial: bool = False,
     link_bytes_s: float | Array | None = None,
     link_latency_s: float = 5e-6,
+    engine: Engines = None,
 ) -> Array:
     """One block of one serving iteration: `batch` sequences decode one token each while
     `prefill_tokens` prompt tokens (chunks of prompts `prompt` tokens long) are processed.
@@ -416,7 +441,9 @@ def serving_layer_seconds(
       context, prompt tokens over half the prompt) / batched compute.
     One roofline over the sums would let long contexts' KV reads hide behind the matrix products,
     which no engine does: the KV cache is read by the attention kernel alone.
-    `serial` (llama.cpp-style pools): prompt processing stops decode, so the two passes add.
+    `serial` (llama.cpp-style pools): prompt processing stops decode, so the two passes add,
+    the prompt's at llama.cpp's rates for `engine` (prefill_layer_seconds: a release that
+    dequantizes GGUF weights prefills at the FP16 rate).
     """
     if serial:
         dec = decode_layer_seconds(
@@ -441,6 +468,7 @@ def serving_layer_seconds(
                 tp=tp,
                 link_bytes_s=link_bytes_s,
                 link_latency_s=link_latency_s,
+                engine=engine,
             ),
             0.0,
         )

@@ -20,6 +20,12 @@ runs, not against a rate those kernels never use:
 - Attention's products (FlashAttention, or the KQ and KQV matmuls before it) take 16-bit
   operands and accumulate in FP32: the listed 16-bit rate, whatever the weights' format.
 
+These are llama.cpp's kernels, so they and the `compute` factor fitted on them hold for the
+engines built on them alone (LLAMA_CPP_ENGINES). Every other engine (vLLM, SGLang,
+TensorRT-LLM, ...) runs a prompt through the batched GEMMs of its serving iterations, at the
+rates of the serving grid (perf.serving_prefill_seconds): PyTorch's and TensorRT's GEMMs
+accumulate 16-bit products in FP32, one rate for FP16 and BF16.
+
 A prompt is processed in micro-batches of n_ubatch tokens (`PREFILL_UBATCH_TOKENS`, llama.cpp's
 default, common/common.h), each a forward pass that reads the weights it touches again: at the
 default, a 2,048-token prompt of a mixture-of-experts model reads nearly all of its experts
@@ -27,6 +33,8 @@ four times.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -45,6 +53,11 @@ MMQ_FORMATS = frozenset({"q2_k", "q4_0", "q4_k_m", "q5_k_m", "q6_k", "q8_0", "mx
 # they dequantized GGUF weights to FP16 and called cuBLAS for every prompt of more than 32
 # tokens (ggml-cuda's MMQ_MAX_BATCH_SIZE), so their quantized prefill runs at the FP16 rate.
 DEQUANTIZING_ENGINES = frozenset({"llama.cpp-2024"})
+# Catalog engines that run llama.cpp's kernels (catalog support.yaml): current builds (whose
+# RPC backend, for hosts of other vendors, is llama.cpp's own) and the 2023-2024 builds.
+LLAMA_CPP_ENGINES = frozenset({"llama.cpp"}) | DEQUANTIZING_ENGINES
+# An engine id per device row, or one for every row (None: a current llama.cpp release).
+Engines = str | None | Sequence[str | None]
 # MMQ's FP32 work per model FLOP (ggml-cuda/mmq.cuh, the vec_dot_*_q8_1_mma functions): for each
 # output element and each 32-weight block (QK8_1) the int32 sum from the int8 MMA is converted
 # to FP32 and multiplied into the accumulator by the product of the two blocks' scales, two
@@ -54,6 +67,12 @@ DEQUANTIZING_ENGINES = frozenset({"llama.cpp-2024"})
 # about twice it, which puts those parts' quantized prefill below their FP16 rate (no published
 # MMQ measurement on them was found to check it).
 MMQ_SCALE_FLOPS_PER_FLOP = 4.0 / 64.0
+
+
+def on_llama_cpp(engine: str | None) -> bool:
+    """Whether a prompt's prefill under the catalog engine `engine` runs on llama.cpp's kernels
+    (this module's rates): a llama.cpp-family engine, or none named (the calibration rows')."""
+    return not engine or engine in LLAMA_CPP_ENGINES
 
 
 def runs_mmq(d: Accelerator, fmt: WeightFormat, mmq: bool = True) -> bool:
@@ -85,18 +104,25 @@ def linear_seconds_per_flop(
 
 
 def prefill_linear_seconds_per_flop(
-    dev: DeviceTable, fmt: WeightFormat, engine: str | None = None
+    dev: DeviceTable, fmt: WeightFormat, engine: Engines = None
 ) -> Array:
     """linear_seconds_per_flop per device row, for the catalog engine `engine` (None: a
-    current release)."""
-    mmq = engine not in DEQUANTIZING_ENGINES
+    current release), or per row for a sequence of engines, one a row."""
 
-    def make(t: DeviceTable) -> Array:
-        listed = t.peak_flops(fmt)
-        rows = zip(t.devices, listed, strict=True)
-        return np.array([linear_seconds_per_flop(d, fmt, float(p), mmq) for d, p in rows])
+    def rates(mmq: bool) -> Array:
+        def make(t: DeviceTable) -> Array:
+            listed = t.peak_flops(fmt)
+            rows = zip(t.devices, listed, strict=True)
+            return np.array([linear_seconds_per_flop(d, fmt, float(p), mmq) for d, p in rows])
 
-    return dev.derived(("prefill linear s/FLOP", fmt, mmq), make)
+        return dev.derived(("prefill linear s/FLOP", fmt, mmq), make)
+
+    if engine is None or isinstance(engine, str):
+        return rates(engine not in DEQUANTIZING_ENGINES)
+    old = np.array([e in DEQUANTIZING_ENGINES for e in engine], dtype=bool)
+    if len(old) != len(dev):
+        raise ValueError(f"{len(old)} engines for {len(dev)} device rows")
+    return np.where(old, rates(False), rates(True)) if old.any() else rates(True)
 
 
 def prefill_attention_peak(dev: DeviceTable) -> Array:

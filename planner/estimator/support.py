@@ -124,8 +124,10 @@ def supported_devices(
 
 class EngineTimes(TypedDict):
     """The serving engine's own times that a replica's step takes, in seconds, as the keyword
-    arguments of planner.estimator.replica.inference_replica and IterationTime."""
+    arguments of planner.estimator.replica.inference_replica and IterationTime, with the
+    engine's id (the prefill kernels of a llama.cpp-style pool depend on its release)."""
 
+    engine: str  # the catalog engine's id ("" without one)
     hop_overhead_s: float  # added to each pipeline hop (Engine.hop_overhead_us)
     host_s_per_token: float  # host work per generated token, serial with each step
     engine_layer_s: float  # added per layer of every forward step (an older release's)
@@ -138,10 +140,15 @@ def engine_times(cat: Catalog, engine: str | None) -> EngineTimes:
     e = cat.engines.get(engine) if engine else None
     if e is None:
         return EngineTimes(
-            hop_overhead_s=0.0, host_s_per_token=0.0, engine_layer_s=0.0, engine_step_s=0.0
+            engine=engine or "",
+            hop_overhead_s=0.0,
+            host_s_per_token=0.0,
+            engine_layer_s=0.0,
+            engine_step_s=0.0,
         )
     fixed = load_efficiency().engines.get(e.id)
     return EngineTimes(
+        engine=e.id,
         hop_overhead_s=e.hop_overhead_us * 1e-6,
         host_s_per_token=e.host_us_per_token * 1e-6,
         engine_layer_s=fixed.layer_overhead_us * 1e-6 if fixed else 0.0,

@@ -1,0 +1,178 @@
+"""Which kernels a prompt's prefill runs on, by serving engine: llama.cpp's (prefill_path) for
+llama.cpp's engines and their releases, the serving grid's batched rates for every other engine,
+in `planner estimate` and in a plan alike. Figures by hand arithmetic (sources in comments)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from planner.catalog import load_catalog
+from planner.cli import app
+from planner.estimator.devices import device_table
+from planner.estimator.formats import kv_bytes, weight_format
+from planner.estimator.perf import (
+    head_seconds,
+    prefill_layer_seconds,
+    serving_layer_seconds,
+    serving_prefill_seconds,
+)
+from planner.estimator.prefill_path import on_llama_cpp
+from planner.estimator.replica import StageSpec, inference_replica, layer_estimate
+from planner.estimator.support import engine_times
+
+CAT = load_catalog()
+# Every single-prompt and overhead factor at 1, the batched serving factors as shipped.
+IDEAL = {
+    "bandwidth": 1.0,
+    "compute": 1.0,
+    "layer_overhead_us": 0.0,
+    "step_overhead_us": 0.0,
+    "dequant_ops_per_weight": 0.0,
+}
+
+
+def _prefill_s(*args: str) -> float:
+    r = CliRunner().invoke(app, ["estimate", "--format", "json", *args])
+    assert r.exit_code == 0, r.output
+    return float(json.loads(r.output)["prefill_s"])
+
+
+def test_llama_cpp_family_only() -> None:
+    # support.yaml: llama.cpp (its RPC backend included) and its 2023-2024 builds run
+    # llama.cpp's kernels; no engine named is the calibration rows' llama.cpp.
+    assert on_llama_cpp("llama.cpp") and on_llama_cpp("llama.cpp-2024") and on_llama_cpp(None)
+    for engine in ("vllm", "sglang", "tensorrt-llm", "vllm-0.5", "mlx", "distributed-llama"):
+        assert not on_llama_cpp(engine)
+
+
+def test_a_vllm_block_at_the_batched_rate_by_hand() -> None:
+    # Llama 3.1 8B in BF16 on an H100 SXM, one 2,048-token prompt, no decodes. Per block:
+    # q and o 4096^2 each, k and v 4096 x 1024 each, MLP 3 x 4096 x 14336: 218.1 M weights,
+    # 2,048 x 2 x 218.1e6 = 893.4 GFLOP at 989.4 TFLOP/s (BF16 dense, H100 datasheet) x 0.66
+    # (serving.yaml batched_compute, datacenter) = 653.0 TFLOP/s: 1.368 ms; attention
+    # 2,048 x 4 x 4096 x 1,024 (half the prompt) = 34.4 GFLOP at the same rate: 0.0527 ms.
+    # 1.421 ms in all (the 436 MB of weights at 3.35 TB/s take 0.13 ms, less).
+    # (A `compute` override would stand for the batched factor too: left out here.)
+    m = CAT.model("llama-3.1-8b")
+    free = {k: v for k, v in IDEAL.items() if k != "compute"}
+    dev = device_table([CAT.accelerators["h100-sxm"]], {"h100-sxm": free})
+    t = serving_layer_seconds(
+        m, weight_format("bf16"), 2.0, dev, batch=0.0, context=2048, prefill_tokens=2048,
+        prompt=2048,
+    )  # fmt: skip
+    assert float(t[0]) == pytest.approx(1.421e-3, rel=5e-3)
+    whole = serving_prefill_seconds(m, weight_format("bf16"), 2.0, dev, prompt=2048)
+    head = float(head_seconds(m, weight_format("bf16"), dev, 1.0)[0])
+    assert float(whole[0]) == pytest.approx(32 * float(t[0]) + head, rel=1e-9)
+
+
+def test_vllm_prefills_fp16_and_bf16_alike() -> None:
+    # PyTorch's GEMMs accumulate FP16 and BF16 products in FP32: one rate for both (an RTX 4090
+    # lists 165.2 TFLOP/s for each). llama.cpp multiplies FP16 weights with FP16 accumulation
+    # at twice that on a GeForce part (prefill_path), BF16 at the listed rate.
+    base = ["-m", "llama-3.1-8b", "-d", "rtx-4090", "--prompt", "2048"]
+    fp16 = _prefill_s(*base, "--weights", "fp16", "--engine", "vllm")
+    bf16 = _prefill_s(*base, "--weights", "bf16", "--engine", "vllm")
+    assert fp16 == pytest.approx(bf16, rel=1e-9)
+    cpp16 = _prefill_s(*base, "--weights", "fp16", "--engine", "llama.cpp")
+    cppbf = _prefill_s(*base, "--weights", "bf16", "--engine", "llama.cpp")
+    assert cppbf > 1.5 * cpp16  # twice the FLOP rate, less the share of fixed time
+
+
+@pytest.mark.parametrize(
+    ("device", "weights", "kv"),
+    [
+        ("h100-sxm", "fp8", "fp8"),
+        ("rtx-4090", "fp16", "fp16"),
+        ("a100-80gb-sxm", "awq-int4", "fp16"),
+    ],
+)
+def test_an_estimate_times_a_prompt_as_the_serving_grid(device: str, weights: str, kv: str) -> None:
+    # Under vLLM the estimate's first token is one iteration of the serving grid's block time
+    # (replica.layer_estimate, what a plan's IterationTime and the verifier interpolate) with
+    # the whole prompt and no decodes, x 32 blocks, plus the head on one token and the step
+    # overhead: the same figure to the rounding of the JSON output.
+    m, prompt = CAT.model("llama-3.1-8b"), 1024
+    got = _prefill_s(
+        "-m", m.id, "-d", device, "--weights", weights, "--kv", kv, "--engine", "vllm",
+        "--prompt", str(prompt),
+    )  # fmt: skip
+    dev = device_table([CAT.accelerators[device]])
+    fmt = weight_format(weights)
+    layer = layer_estimate(m, fmt, kv_bytes(kv), dev, 1, 8192, (None, 5e-6), 0.0, "vllm")
+    block = float(np.ravel(layer(0.0, float(prompt), float(prompt)))[0])
+    head = float(head_seconds(m, fmt, dev, 1.0)[0]) + float(dev.step_overhead_s[0])
+    assert got == pytest.approx(m.num_layers * block + head, rel=1e-3)
+
+
+def test_the_old_release_keeps_its_rate_under_automatic_tensor_parallelism() -> None:
+    # Llama 3.1 70B Q4_K_M on A100 40GB SXM needs two devices; the estimate makes them tensor
+    # parallel by itself or by --tp 2, the same layout: one first-token time. The 2023-2024
+    # builds dequantize GGUF weights to FP16 cuBLAS at 312 TFLOP/s, where a current build's
+    # MMQ runs 1 / (1 / 624e12 + 0.0625 / 19.5e12) = 208 TFLOP/s (A100 datasheet: int8 624,
+    # FP32 19.5), so the old release's prompt is the faster one on this part.
+    base = ["-m", "llama-3.1-70b", "-d", "a100-40gb-sxm", "--weights", "q4_k_m", "--prompt", "2048"]
+    auto = _prefill_s(*base, "--engine", "llama.cpp-2024")
+    given = _prefill_s(*base, "--engine", "llama.cpp-2024", "--tp", "2")
+    assert auto == pytest.approx(given, rel=1e-9)
+    current = _prefill_s(*base, "--engine", "llama.cpp")
+    assert current > 1.3 * auto
+
+
+def test_a_serial_pool_prefills_at_its_release_rate_by_hand() -> None:
+    # Llama 2 7B Q4_K_M on an RTX 4090, a llama.cpp-style pool (prompt processing stops
+    # decode) prefilling one 2,048-token prompt, every single-prompt factor 1. Per block
+    # 2,048 x 2 x 202.4e6 = 829.1 GFLOP of projections and MLP; the 2023-2024 builds run them
+    # at 1 / 330.3e12 s per FLOP (FP16 cuBLAS, FP16 accumulate), current ones at
+    # 1 / 660.6e12 + 0.0625 / 82.6e12 (MMQ; Ada whitepaper): 7.57e-16 s per FLOP more, so the
+    # old release's block takes 829.1e9 x 7.57e-16 = 0.628 ms longer (compute-bound both ways:
+    # 4 micro-batches x 114 MB at 1,008 GB/s is 0.45 ms, under the 1.9 ms of FLOPs).
+    m = CAT.model("llama-2-7b")
+    dev = device_table([CAT.accelerators["rtx-4090"]], {"rtx-4090": IDEAL})
+    fmt = weight_format("q4_k_m")
+    kw = {"batch": 1.0, "context": 4096, "prefill_tokens": 2048.0, "prompt": 2048.0}
+    old, new = (
+        float(serving_layer_seconds(m, fmt, 2.0, dev, serial=True, engine=e, **kw)[0])  # type: ignore[arg-type]
+        for e in ("llama.cpp-2024", "llama.cpp")
+    )
+    assert old - new == pytest.approx(
+        829.1e9 * (1 / 330.3e12 - 1 / 660.6e12 - 0.0625 / 82.6e12), rel=1e-2
+    )
+
+
+def test_a_table_of_options_takes_one_engine_a_row() -> None:
+    # The serving grid evaluates every option of a workload at once, each under its own engine:
+    # row by row, the figures a table of that device alone gives under that engine.
+    ids, engines = (
+        ["rtx-4090", "l40s", "rtx-4090"],
+        ["llama.cpp", "llama.cpp-2024", "llama.cpp-2024"],
+    )
+    m, fmt = CAT.model("llama-2-7b"), weight_format("q4_0")
+    dev = device_table([CAT.accelerators[i] for i in ids])
+    rows = prefill_layer_seconds(m, fmt, dev, batch=1, prompt=1024, engine=engines)
+    for i, (d, e) in enumerate(zip(ids, engines, strict=True)):
+        one = prefill_layer_seconds(
+            m, fmt, device_table([CAT.accelerators[d]]), batch=1, prompt=1024, engine=e
+        )
+        assert float(rows[i]) == pytest.approx(float(one[0]), rel=1e-12)
+    assert float(rows[2]) > float(rows[0])  # FP16 cuBLAS is slower than MMQ on a GeForce part
+
+
+def test_a_replica_under_the_old_release_prefills_at_its_rate() -> None:
+    # The verifier and a plan recompute a replica through inference_replica with the engine's
+    # times (support.engine_times), its id among them: the same fixed times under another id
+    # of llama.cpp's current builds give a faster first token on an RTX 4090 (MMQ at
+    # 440 TFLOP/s against FP16 cuBLAS at 330, test above).
+    m = CAT.model("llama-2-7b")
+    spec = [StageSpec(CAT.accelerators["rtx-4090"], 1, m.num_layers)]
+    link = CAT.links["eth-100g"]  # one stage: no hop crosses it
+    old = engine_times(CAT, "llama.cpp-2024")
+    same_times_current = {**old, "engine": "llama.cpp"}
+    kw = {"batch": 4, "context": 4096, "prompt": 2048, "output": 256, "stages": spec, "link": link}
+    a = inference_replica(m, "q4_k_m", "fp16", **kw, **old)  # type: ignore[arg-type]
+    b = inference_replica(m, "q4_k_m", "fp16", **kw, **same_times_current)  # type: ignore[arg-type]
+    assert a.ttft_s > b.ttft_s * 1.1
