@@ -156,3 +156,15 @@ def test_an_end_to_end_row_is_predicted_with_its_prefill(fit: ModuleType) -> Non
         share[batch] = fit.decode_tps(r, params) / steps_only
     assert all(0 < s < 1 for s in share.values())
     assert share[256] < share[8] < share[1]
+
+
+def test_prefill_rows_are_llama_cpps(fit: ModuleType) -> None:
+    """The single-prompt compute factor is fitted on llama.cpp's kernels
+    (planner.estimator.prefill_path): every scored prefill row is of a llama.cpp engine, and a
+    prefill row of another engine is left out with its reason rather than fitted on them."""
+    rows, _ = fit.load_rows()
+    prefill = [r for r in rows if fit.is_prefill(r) and not fit.unscorable(r)]
+    assert prefill and all(r.meas.engine in ("llama.cpp", "llama.cpp-2024") for r in prefill)
+    r = prefill[0]
+    vllm = fit.Row(r.meas.model_copy(update={"engine": "vllm"}), r.model, r.device, r.context)
+    assert "llama.cpp's kernels" in (fit.unscorable(vllm) or "")
