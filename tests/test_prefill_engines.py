@@ -104,7 +104,7 @@ def test_an_estimate_times_a_prompt_as_the_serving_grid(device: str, weights: st
     )  # fmt: skip
     dev = device_table([CAT.accelerators[device]])
     fmt = weight_format(weights)
-    layer = layer_estimate(m, fmt, kv_bytes(kv), dev, 1, 8192, (None, 5e-6), 0.0, "vllm")
+    layer = layer_estimate(m, fmt, kv_bytes(kv), dev, 1, 8192, (None, 5e-6), 0.0, engine="vllm")
     block = float(np.ravel(layer(0.0, float(prompt), float(prompt)))[0])
     head = float(head_seconds(m, fmt, dev, 1.0)[0]) + float(dev.step_overhead_s[0])
     assert got == pytest.approx(m.num_layers * block + head, rel=1e-3)
