@@ -41,9 +41,9 @@ worst 174.9 % (8 x Pi 4B, Llama 2 70B, under distributed-llama 0.1.0). By engine
   counted the kernels it adds to a dense block's (planner.estimator.moe_kernels: routing, the
   weighting of the k experts' outputs and their k - 1 adds, each shared expert's FFN).
 - llama.cpp RPC, 6 rows, median 38.9 %: pipelines of 2-3 DGX Sparks (two sources), +22.1 to
-  +48.2 %, and an RTX 2060 Super with a laptop RTX 5060 over 1 GbE, -10.8 %. The engine's own
+  +48.2 %, and an RTX 2060 Super with a laptop RTX 5060 over 1 GbE, -10.6 %. The engine's own
   1.29 ms per hop comes from a third source (LLMKube's two Sparks); given each source's own
-  one-Spark run, the four Spark rows are +3.5, +4.3, -9.6 and -18.2 % (median 6.9 %): the
+  one-Spark run, the four Spark rows are +3.5, +4.4, -9.6 and -18.2 % (median 7.0 %): the
   error is the one machine's (the one-Spark runs are +38.8 and +64.0 %, an MoE model in Q2_K;
   the same Spark's other llama.cpp rows in the calibration table, MoE models in MXFP4 and
   Q8_0 among them, are within 20 %).
@@ -58,7 +58,7 @@ distributed-llama: the same Pi 5 under llama.cpp (Ollama, calibration/measuremen
 three models) is predicted within 10 %, so their error is the engine's kernels, not the
 device's bandwidth. Given the
 source's own one-machine measurement (the second table), the split model is within 8.8 % at
-the median of 11 rows (distributed-llama 7 rows, 8.8 %; llama.cpp RPC 4 rows, 6.9 %), worst
+the median of 11 rows (distributed-llama 7 rows, 8.8 %; llama.cpp RPC 4 rows, 7.0 %), worst
 +67.1 % (eight Pi 4Bs). 44 rows are not expressible, each saying why: devices the catalog
 lacks (BC250, whose vendor bandwidth no source gives; the NUC, whose model the source does not
 name; cloud VMs; the prima.cpp phone and laptops), models it lacks (GLM-5, GLM-5.1, Ministral
@@ -67,7 +67,7 @@ attention), vLLM runs with --enforce-eager (no
 source gives eager mode's time per layer apart from these rows, and published eager /
 CUDA-graph pairs disagree in sign), and rows whose link is not stated (or not which of two):
 `--assume-link eth-1g` scores the 13 of those that map otherwise apart (two of them Unsloth's
-UD-Q2_K_XL, a weight format added from its file's size: 2.701 bits per weight), median 35.4 %,
+UD-Q2_K_XL, a weight format added from its file's size: 2.701 bits per weight), median 35.6 %,
 worst 248.6 %, not part of the result.
 
 How a row is computed (planner estimator functions only; nothing is fitted on these rows, but
