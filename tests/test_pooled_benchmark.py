@@ -196,3 +196,30 @@ def test_a_one_machine_run_stands_for_machines_of_its_chip(run: ModuleType) -> N
     assert run._machine_of(mixed_sizes)[2]
     mixed_chips = rows["odysseus-rpc-2060s-plus-5060-qwen25-14b-q4km"]
     assert run._machine_of(mixed_chips)[2] == ""
+
+
+def test_one_pi4_streams_at_its_measured_stream_rate(run: ModuleType) -> None:
+    """dllama-rpi4b-1x-llama2-7b-baseline: one Raspberry Pi 4B runs Llama 2 7B in q4_0 at
+    0.7619 tokens/s (distributed-llama README, release 0.1.0). The planner reads the Pi 4's
+    weights at the STREAM rate its catalog entry cites (5.56 GB/s, sci-pi.org.uk's STREAM
+    Scale on a Pi 4; 43 % of the 12.8 GB/s wire rate) x 0.91 achieved = 5.060e9 B/s, not at the
+    wire rate (11.65e9 B/s, which predicted 1.014 tokens/s: +33 %).
+
+    llama-2-7b: 32 blocks of 202.38e6 params (hidden 4096, FFN 11008, 32 KV heads x 128),
+    vocab 32,000; q4_0 4.5 bits per weight. Per block:
+      weights 202.38e6 x 4.5 / 8                  = 113.84e6 B
+      KV read 256 tokens x 2 x 32 x 128 x 2 B       =   4.19e6 B
+      memory time 118.03e6 / 5.060e9               = 23.33 ms  (FLOPs: 0.40e9 / 30.1e9 = 13.4 ms)
+      per-block overhead                            =  0.076 ms
+      dequantization 202.38e6 x 4 / 48e9            = 16.87 ms
+      block 40.27 ms; x 32 = 1288.7 ms. Head 32,000 x 4096 x 4.5 / 8 / 5.060e9 = 14.57 ms,
+      step 1.38 ms: 1304.6 ms -> 0.7665 tokens/s (measured 0.7619, +0.6 %).
+    """
+    rows = {r.id: r for r in run.load_rows()}
+    r = rows["dllama-rpi4b-1x-llama2-7b-baseline"]
+    bw = 5.56e9 * 0.91
+    block = (202.38e6 * 4.5 / 8 + 256 * 2 * 32 * 128 * 2) / bw + 75.6e-6 + 202.38e6 * 4 / 48e9
+    token_s = 32 * block + 32000 * 4096 * 4.5 / 8 / bw + 1.382e-3
+    assert 1 / token_s == pytest.approx(0.7665, rel=0.005)
+    assert run.predict(r.spec) == pytest.approx(1 / token_s, rel=0.01)
+    assert run.predict(r.spec) == pytest.approx(r.measured, rel=0.05)
