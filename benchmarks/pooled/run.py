@@ -12,19 +12,21 @@ deviation (planner / measured - 1). Single-machine baseline rows are scored too 
 the pooled summary (they separate the device model's error from the split's).
 
 Result (catalog as of this commit): 84 rows (69 pooled, 15 one-machine baselines) from 26
-sources, 40 expressible: 32 pooled rows and 8 baselines. Pooled: median |deviation| 34.4 %,
-worst 174.9 % (8 x Pi 4B, Llama 2 70B, under distributed-llama 0.1.0). By engine:
+sources, 40 expressible: 32 pooled rows and 8 baselines. Pooled: median |deviation| 18.9 %,
+worst 123.7 % (8 x Pi 4B, Llama 2 70B, under distributed-llama 0.1.0). By engine:
 
-- distributed-llama, 20 rows, median 35.1 %. Each release is scored as it runs (catalog
+- distributed-llama, 20 rows, median 17.1 %. Each release is scored as it runs (catalog
   engines distributed-llama-0.3 and distributed-llama, planner.estimator.engine_topology;
   benchmarks/pooled/distributed-llama.md). The README's 0.1.0 and 0.3.1 rows run a star:
   ten exchanges per block through the root, which reads the whole KV cache and runs the
   output head alone, each exchange with the engine's own 172 us (fitted on the 2 x Pi 5 Llama
   3 8B row's T, 80.11 ms, which the planner's 80.2 ms reproduces); two to four Pi 5s are
-  +3.5 to +45.1 % (were +22.3 to +75.7 % as ring all-reduces), two to four Pi 4Bs +34.5 to
-  +38.6 % (the one Pi 4B alone is +33.1 %, the device model's share), eight Pi 4Bs +122 to
-  +175 % (their T jumps from 34 to 290 ms between four and eight, which issue #20 puts down to
-  the switch). Releases from PR #64 exchange twice per block over a full mesh, each exchange
+  +3.5 to +45.1 % (were +22.3 to +75.7 % as ring all-reduces), two to four Pi 4Bs +5.1 to
+  +8.8 % and the one Pi 4B alone +0.6 % (were +34.5 to +38.6 % and +33.1 % while the Pi 4B
+  read its weights at the 12.8 GB/s wire rate; the catalog now carries its STREAM rate,
+  5.56 GB/s), eight Pi 4Bs +82 to +124 % (their T jumps from 34 to 290 ms between four and
+  eight, which issue #20 puts down to the switch; see distributed-llama.md for what the
+  engine's source does and does not explain). Releases from PR #64 exchange twice per block over a full mesh, each exchange
   with the engine's own 796 us (PR #64's 0.881 ms on two Pi 5s less the 84.8 us the link
   takes): two Pi 5s +13.3 to +19.5 % on Llama 3 8B, four +32.3 to +43.8 % (PR #64's four
   Pis take 1.18 ms per exchange, where one constant charges 0.95), TinyLlama 1.1B -18.2 and
@@ -52,14 +54,18 @@ worst 174.9 % (8 x Pi 4B, Llama 2 70B, under distributed-llama 0.1.0). By engine
   +62.0 % (Qwen3-235B in GPTQ-Int4 with expert parallelism), each all-reduce at NCCL's
   measured 31.9 us between two Sparks (roce-200g's allreduce_us).
 
-Baselines: 8 rows, median 22.6 % (Strix Halo +13.4 % and +21.9 %, M3 Ultra +9.7 %, Pi 5
-+5.5 % and +23.2 %, Pi 4B +33.1 %, the Spark's Q2_K runs +38.8 and +64.0 %). The Pi rows run
+Baselines: 8 rows, median 17.7 % (Strix Halo +13.4 % and +21.9 %, M3 Ultra +9.7 %, Pi 5
++5.5 % and +23.2 %, Pi 4B +0.6 %, the Spark's Q2_K runs +38.8 and +64.0 %). The Pi 5 rows run
 distributed-llama: the same Pi 5 under llama.cpp (Ollama, calibration/measurements.yaml,
-three models) is predicted within 10 %, so their error is the engine's kernels, not the
-device's bandwidth. Given the
+three models) is predicted within 10 %, so the Llama 3 8B row's +23.2 % is the engine's
+kernels (its output head, distributed-llama.md), not the device's bandwidth. The Spark's
+Q2_K runs are not explained by Q2_K's kernels: llama.cpp PR #26705's tables of tokens/s per
+type on a DGX Spark (MMVQ, ne11 = 1, two runs) put Q2_K at 1.61 and 1.67x Q4_K's speed where
+their block sizes (4.5 / 2.625 bits) give 1.71x, and Q5_K within 2 % of its ratio: 2-6 %,
+not the 39-64 % these rows miss by, so no per-format kernel factor is added. Given the
 source's own one-machine measurement (the second table), the split model is within 8.8 % at
 the median of 11 rows (distributed-llama 7 rows, 8.8 %; llama.cpp RPC 4 rows, 7.0 %), worst
-+67.1 % (eight Pi 4Bs). 44 rows are not expressible, each saying why: devices the catalog
++81.2 % (eight Pi 4Bs). 44 rows are not expressible, each saying why: devices the catalog
 lacks (BC250, whose vendor bandwidth no source gives; the NUC, whose model the source does not
 name; cloud VMs; the prima.cpp phone and laptops), models it lacks (GLM-5, GLM-5.1, Ministral
 3, whose FFN width and vocabulary no stored source gives; Qwen3.6, a hybrid of linear and full
