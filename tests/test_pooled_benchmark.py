@@ -203,7 +203,9 @@ def test_one_pi4_streams_at_its_measured_stream_rate(run: ModuleType) -> None:
     0.7619 tokens/s (distributed-llama README, release 0.1.0). The planner reads the Pi 4's
     weights at the STREAM rate its catalog entry cites (5.56 GB/s, sci-pi.org.uk's STREAM
     Scale on a Pi 4; 43 % of the 12.8 GB/s wire rate) x 0.91 achieved = 5.060e9 B/s, not at the
-    wire rate (11.65e9 B/s, which predicted 1.014 tokens/s: +33 %).
+    wire rate (11.65e9 B/s, which predicted 1.014 tokens/s: +33 %). FP32 vector 48e9 FLOP/s,
+    and the unified-memory class's 4 dequantization ops per weight, 75.6 us per block and
+    1.382 ms per step as fitted on 2026-11-29 (a refit moves the last figures a little).
 
     llama-2-7b: 32 blocks of 202.38e6 params (hidden 4096, FFN 11008, 32 KV heads x 128),
     vocab 32,000; q4_0 4.5 bits per weight. Per block:
