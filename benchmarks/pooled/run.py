@@ -26,8 +26,8 @@ worst 123.7 % (8 x Pi 4B, Llama 2 70B, under distributed-llama 0.1.0). By engine
   read its weights at the 12.8 GB/s wire rate; the catalog now carries its STREAM rate,
   5.56 GB/s), eight Pi 4Bs +82 to +124 % (their T jumps from 34 to 290 ms between four and
   eight, which issue #20 puts down to the switch; see distributed-llama.md for what the
-  engine's source does and does not explain). Releases from PR #64 exchange twice per block over a full mesh, each exchange
-  with the engine's own 796 us (PR #64's 0.881 ms on two Pi 5s less the 84.8 us the link
+  engine's source does and does not explain). Releases from PR #64 exchange twice per block
+  over a full mesh, each exchange with the engine's own 796 us (PR #64's 0.881 ms on two Pi 5s less the 84.8 us the link
   takes): two Pi 5s +13.3 to +19.5 % on Llama 3 8B, four +32.3 to +43.8 % (PR #64's four
   Pis take 1.18 ms per exchange, where one constant charges 0.95), TinyLlama 1.1B -18.2 and
   -9.1 % (under PR #64 and 0.7.0 its exchanges take 0.20 and 0.31 ms where Llama 3 8B's take
