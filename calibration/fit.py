@@ -56,6 +56,10 @@ from planner.estimator.prefill_path import (  # noqa: E402
     on_llama_cpp,
 )
 from planner.estimator.support import engine_times  # noqa: E402
+from planner.estimator.training_layout import (  # noqa: E402
+    layout_from_notes,
+    layout_tokens_per_second,
+)
 from planner.schema.catalog import Accelerator, ModelArch  # noqa: E402
 from planner.schema.measurements import Measurement, load_measurements  # noqa: E402
 
@@ -397,21 +401,43 @@ def training_setup(r: Row) -> tuple[str, str]:
     return method, recompute
 
 
+def network_bytes_s(device: Accelerator) -> float:
+    """Scale-out bandwidth per device of the servers that hold `device` (nodes.yaml: the DGX and
+    HGX H100/B200 servers and the GB200 NVL72 rack carry one ConnectX-7 NDR 400 Gb/s port per
+    GPU, 50 GB/s): the first catalog node accepting the device with NICs listed, else NDR's."""
+    cat = load_catalog()
+    for node in cat.nodes.values():
+        if device.id in node.accepts_devices and node.nics:
+            ports = sum(n.count * cat.link(n.link).bandwidth_gb_s for n in node.nics)
+            return ports * 1e9 / node.slots
+    return cat.link("ib-ndr").bandwidth_gb_s * 1e9
+
+
 def training_value(r: Row, params: Params) -> float:
     """What the estimator says for this row: tokens/s/device, or the MFU the source would report.
 
     The estimator's tokens/s is peak x training_mfu / FLOPs per token, with recomputation counted
     in the FLOPs. A source's MFU counts model FLOPs only, so the MFU the estimator implies is
-    training_mfu x (FLOPs without recomputation) / (FLOPs with it).
+    training_mfu x (FLOPs without recomputation) / (FLOPs with it). A row whose notes state its
+    parallel layout (TP, PP, VP, CP, EP, GBS, DeepEP, all-to-all overlap) is run at that layout
+    (planner.estimator.training_layout: the tensor-parallel all-reduces, the expert-parallel
+    all-to-all over the servers' fabric and network, the pipeline bubble), so the MFU fitted is
+    the devices' own, and the planner's jobs charge their layouts' costs on top of it as these
+    rows do.
     """
     m = r.meas
     method, recompute = training_setup(r)
     seq = int(m.context or 2048)
     fmt = weight_format("bf16" if m.weights == "nf4" else m.weights or "")
     dev = device_table([r.device], params)
+    base = training_tokens_per_second(
+        r.model, dev, seq_len=seq, method=method, recompute=recompute, precision_fmt=fmt
+    )
+    layout = layout_from_notes(m.notes or "", m.devices)
+    net = network_bytes_s(r.device)
     tps = float(
-        training_tokens_per_second(
-            r.model, dev, seq_len=seq, method=method, recompute=recompute, precision_fmt=fmt
+        layout_tokens_per_second(
+            base, r.model, dev, layout, seq_len=seq, recompute=recompute, network_bytes_s=net
         )[0]
     )
     if m.metric == "train_tokens_per_s_per_device":

@@ -1,0 +1,182 @@
+"""What a training job's parallel layout costs beyond its FLOPs: the pipeline's idle time and the
+expert-parallel all-to-all of a mixture-of-experts model.
+
+`perf.training_tokens_per_second` is one device's rate at the class's MFU with the experts of a
+MoE model inside its scale-up domain. A published run states its layout (tensor, pipeline,
+virtual-pipeline, context and expert-parallel sizes, global batch, devices); this module turns
+that layout into time:
+
+- Pipeline bubble (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU
+  Clusters Using Megatron-LM", sections 2.2.1 and 2.2.2): with p stages and m micro-batches per
+  step the 1F1B schedule idles (p - 1) / m of the ideal step time; the interleaved schedule with
+  v model chunks per device cuts that to (p - 1) / (v m).
+- Tensor-parallel all-reduces: the planner's own charge (perf.training_tp_seconds_per_layer).
+- Expert-parallel all-to-all (DeepSeek-V3 technical report, section 3.2.2; Megatron-Core MoE
+  docs, token dispatcher `alltoall`): every MoE layer sends each token's hidden vector to the
+  ranks holding its k routed experts (dispatch) and brings the k outputs back (combine), in the
+  forward pass and, as their gradients, in the backward pass: four transfers of k x h 16-bit
+  values per token and layer. An expert on another rank of the scale-up domain costs a copy over
+  the scale-up fabric; one on another node costs a copy over the scale-out network. A dispatcher
+  that deduplicates by node (DeepEP's internode kernels, written for DeepSeek-V3's
+  "IB then NVLink forwarding", same section) sends a token over the network once per
+  destination node and forwards it inside that node over NVLink.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from planner.estimator.devices import DeviceTable
+from planner.estimator.perf import training_tp_seconds_per_layer
+from planner.schema.catalog import ModelArch
+
+Array = npt.NDArray[np.float64]
+
+# Dispatch and combine, forward and backward (DeepSeek-V3 report, section 3.2.2; Megatron-Core's
+# alltoall token dispatcher runs the same two collectives in each direction).
+ALLTOALL_PASSES = 4
+ALLTOALL_BYTES_PER_VALUE = 2.0  # BF16 activations and gradients
+
+
+@dataclass(frozen=True)
+class TrainingLayout:
+    """A training run's parallel layout, as Megatron-style launchers and benchmark tables state
+    it. `global_batch` is in sequences, `micro_batch` in sequences per pipeline micro-batch."""
+
+    devices: int
+    tensor: int = 1
+    pipeline: int = 1
+    virtual: int = 1
+    context: int = 1
+    expert: int = 1
+    global_batch: int | None = None
+    micro_batch: int = 1
+    node_dedup: bool = False  # all-to-all sent once per node, forwarded over NVLink (DeepEP)
+    overlap_alltoall: bool = False  # all-to-all hidden behind another micro-batch's compute
+
+    @property
+    def data_parallel(self) -> int:
+        return max(self.devices // (self.tensor * self.pipeline * self.context), 1)
+
+    @property
+    def micro_batches(self) -> int | None:
+        """Micro-batches per step of one pipeline, or None if the global batch is not known."""
+        if self.global_batch is None:
+            return None
+        return max(self.global_batch // (self.data_parallel * self.micro_batch), 1)
+
+
+def pipeline_bubble_fraction(layout: TrainingLayout) -> float:
+    """Idle time over the ideal step time (Narayanan et al. 2021, sections 2.2.1-2.2.2):
+    (p - 1) / (v m) for p stages, v chunks per device, m micro-batches; 0 without a pipeline, and 0
+    where the global batch is not stated (m, and so the bubble, is then not known)."""
+    p, m = layout.pipeline, layout.micro_batches
+    if p <= 1 or m is None:
+        return 0.0
+    return (p - 1) / (layout.virtual * m)
+
+
+def alltoall_copies(k: int, expert: int, domain: int, node_dedup: bool) -> tuple[float, float]:
+    """(copies of a token's hidden vector over the network, copies over the scale-up fabric) per
+    MoE layer and transfer, for k routed experts spread uniformly over an expert-parallel group of
+    `expert` ranks in scale-up domains of `domain` devices (a balanced gate). Without
+    deduplication each expert on another node is one network copy: k (E - G) / E. With it, one
+    network copy per other node holding any of the k experts: (n - 1)(1 - (1 - 1/n)^k) for
+    n = E / G nodes, and every copy off the sending device crosses the scale-up fabric once."""
+    g = min(expert, domain)
+    n = expert / g
+    other_nodes = k * (expert - g) / expert
+    same_node = k * (g - 1) / expert
+    if not node_dedup or n <= 1:
+        return other_nodes, same_node
+    nodes_hit = (n - 1) * (1.0 - (1.0 - 1.0 / n) ** k)
+    return nodes_hit, same_node + other_nodes
+
+
+def alltoall_seconds_per_token(
+    m: ModelArch,
+    layout: TrainingLayout,
+    scale_up_bytes_s: Array,
+    domain_size: Array,
+    network_bytes_s: float,
+) -> Array:
+    """Seconds per token (per device, one row per device) of the expert-parallel all-to-all of
+    a MoE model (zero for a dense model or expert parallelism 1): ALLTOALL_PASSES transfers per
+    MoE layer of the copies `alltoall_copies` counts, each h 16-bit values, at the scale-up
+    fabric's and the network's bandwidth per device."""
+    rows = np.zeros(len(np.atleast_1d(scale_up_bytes_s)))
+    if m.moe is None or layout.expert <= 1:
+        return rows
+    moe_layers = m.num_layers - m.moe.first_dense_layers
+    vec = m.hidden_size * ALLTOALL_BYTES_PER_VALUE * ALLTOALL_PASSES * moe_layers
+    out = []
+    for bw, dom in zip(np.atleast_1d(scale_up_bytes_s), np.atleast_1d(domain_size), strict=True):
+        net, fabric = alltoall_copies(
+            m.moe.experts_per_token, layout.expert, int(dom), layout.node_dedup
+        )
+        out.append(vec * (net / network_bytes_s + fabric / float(bw)))
+    return rows + np.asarray(out, dtype=np.float64)
+
+
+def tensor_parallel_seconds_per_token(
+    m: ModelArch, dev: DeviceTable, layout: TrainingLayout, seq_len: int, recompute: str
+) -> Array:
+    """Seconds per token (per device, one row per device) of the tensor-parallel group's
+    all-reduces, as the planner's jobs charge them (perf.training_tp_seconds_per_layer:
+    Megatron-LM's two per block in the forward pass, two in the backward, not overlapped), for a
+    micro-batch of seq_len x micro_batch tokens split over the context-parallel ranks. A group of
+    t devices spends that time on its micro-batch, 1 / t of it per device-token."""
+    if layout.tensor <= 1:
+        return np.zeros(len(dev.devices))
+    tokens = seq_len * layout.micro_batch / layout.context
+    per_layer = training_tp_seconds_per_layer(m, dev, tokens, layout.tensor, recompute)
+    return np.asarray(per_layer * m.num_layers * layout.tensor / tokens, dtype=np.float64)
+
+
+def layout_tokens_per_second(
+    base_tps: Array,
+    m: ModelArch,
+    dev: DeviceTable,
+    layout: TrainingLayout,
+    *,
+    seq_len: int,
+    recompute: str,
+    network_bytes_s: float,
+) -> Array:
+    """Tokens/s per device of a run with this layout, from one device's rate `base_tps`
+    (perf.training_tokens_per_second): the tensor-parallel all-reduces and the expert-parallel
+    all-to-all added to each token's time (the all-to-all, where the run overlaps it with another
+    micro-batch's compute as DualPipe and Megatron-Core's 1F1B all-to-all overlap do, only as far
+    as it exceeds that compute), then the step stretched by the pipeline bubble."""
+    compute = 1.0 / np.asarray(base_tps, dtype=np.float64)
+    a2a = alltoall_seconds_per_token(
+        m, layout, dev.scale_up_bytes_s, dev.domain_size, network_bytes_s
+    )
+    exposed = np.maximum(a2a - compute, 0.0) if layout.overlap_alltoall else a2a
+    tp = tensor_parallel_seconds_per_token(m, dev, layout, seq_len, recompute)
+    out: Array = 1.0 / ((compute + tp + exposed) * (1.0 + pipeline_bubble_fraction(layout)))
+    return out
+
+
+_SIZES = {"tensor": "TP", "pipeline": "PP", "virtual": "VPP?", "context": "CP", "expert": "EP"}
+
+
+def layout_from_notes(notes: str, devices: int) -> TrainingLayout:
+    """The layout a measurement's notes state in the benchmark tables' own words ("TP2 PP8 VPP4
+    EP32", "GBS 2048", "DeepEP", "all-to-all overlap"); sizes not stated are 1."""
+    sizes = {}
+    for key, tag in _SIZES.items():
+        hit = re.search(rf"\b{tag}(\d+)\b", notes)
+        sizes[key] = int(hit.group(1)) if hit else 1
+    gbs = re.search(r"\bGBS (\d[\d,]*)", notes)
+    return TrainingLayout(
+        devices=devices,
+        global_batch=int(gbs.group(1).replace(",", "")) if gbs else None,
+        node_dedup="DeepEP" in notes,
+        overlap_alltoall="all-to-all overlap" in notes,
+        **sizes,
+    )
