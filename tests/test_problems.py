@@ -97,7 +97,7 @@ GOLDEN: dict[str, tuple[float, float]] = {
     "chat-product.yaml": (106_630.0, 0.01),
     # Train, then serve, on one fleet: 4 x h200-sxm ($35,000) in one hgx-h200-4 ($35,000) =
     # $175,000 capex, upkeep and energy; the same workloads at once need 8 mi300x in one
-    # 8-OAM platform, $231,413 (README, "Train a 13B model, then serve it"). (It was 4 mi300x
+    # 8-OAM platform, $231,409 (README, "Train a 13B model, then serve it"). (It was 4 mi300x
     # in an 8-OAM platform, $153,711, half a platform that is sold whole.)
     "train-then-serve-13b.yaml": (205_088.0, 0.01),
 }
