@@ -51,11 +51,11 @@ from planner.estimator.perf import (  # noqa: E402
     weight_params_touched_per_layer,
 )
 from planner.estimator.prefill_path import (  # noqa: E402
-    LLAMA_CPP_ENGINES,
+    LLAMA_CPP_KERNELS,
     PREFILL_UBATCH_TOKENS,
     on_llama_cpp,
 )
-from planner.estimator.support import engine_times  # noqa: E402
+from planner.estimator.support import engine_kernels, engine_times  # noqa: E402
 from planner.estimator.training_layout import (  # noqa: E402
     layout_from_notes,
     layout_tokens_per_second,
@@ -211,7 +211,7 @@ def unscorable(r: Row) -> str | None:
     """Why a row that the catalog can describe is still not scored, or None."""
     if r.meas.metric == "peak_memory_gb":
         return "peak memory: no efficiency factor is fitted or scored on it"
-    if r.meas.metric == "prefill_tokens_per_s" and not on_llama_cpp(r.meas.engine):
+    if r.meas.metric == "prefill_tokens_per_s" and not on_llama_cpp(kernels_of(r.meas.engine)):
         return (
             f"prefill under {r.meas.engine}: the single-prompt compute factor is fitted on "
             "llama.cpp's kernels, and other engines prefill at the serving factors"
@@ -269,7 +269,8 @@ def is_layer_split(r: Row) -> bool:
         m.metric == "decode_tokens_per_s"
         and m.batch == 1
         and m.devices > 1
-        and m.engine in LLAMA_CPP
+        and m.engine is not None
+        and kernels_of(m.engine) in LLAMA_CPP_KERNELS
     )
 
 
@@ -308,7 +309,14 @@ END_TO_END = re.compile(
 # per layer and per step of every forward pass on top of the class's (the efficiency file's
 # `engines`; planner.estimator.support.engine_times adds them where a workload names the engine).
 ENGINE_FIT = ("llama.cpp-2024",)
-LLAMA_CPP = tuple(sorted(LLAMA_CPP_ENGINES))  # the current builds and the 2023-2024 ones
+
+
+def kernels_of(engine: str | None) -> str:
+    """The kernel family a row's engine runs (the catalog's Engine.kernels; a row naming none
+    is a current llama.cpp build's)."""
+    return engine_kernels(load_catalog(), engine)
+
+
 ENGINE_PRIOR = {"layer_overhead_us": 0.0, "step_overhead_us": 0.0}
 ENGINE_SCALE = np.array([25.0, 500.0])  # the prior's pull, as the classes' overheads
 
@@ -372,7 +380,7 @@ def prefill_tps(r: Row, params: Params) -> float:
     prompt = float(m.context or 512)
     fmt = weight_format(m.weights or "")
     # Only llama.cpp's prompt processing is timed on its kernels (unscorable skips the rest).
-    assert on_llama_cpp(m.engine), f"prefill row under {m.engine} on llama.cpp's path"
+    assert on_llama_cpp(kernels_of(m.engine)), f"prefill row under {m.engine} on llama.cpp's path"
     ub = UBATCH.search(m.notes or "")
     t = prefill_seconds(
         r.model,
@@ -380,7 +388,7 @@ def prefill_tps(r: Row, params: Params) -> float:
         dev,
         batch=batch,
         prompt=prompt,
-        engine=m.engine,
+        kernels=kernels_of(m.engine),
         ubatch=float(ub.group(1)) if ub else PREFILL_UBATCH_TOKENS,
     )
     return batch * prompt / (float(t[0]) + engine_seconds(r, params))

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from planner.catalog import load_catalog
+from planner.catalog import load_catalog, use_overlays
 from planner.cli import app
 from planner.estimator.devices import device_table
 from planner.estimator.formats import kv_bytes, weight_format
@@ -23,7 +23,7 @@ from planner.estimator.perf import (
 )
 from planner.estimator.prefill_path import on_llama_cpp
 from planner.estimator.replica import StageSpec, inference_replica, layer_estimate
-from planner.estimator.support import engine_times
+from planner.estimator.support import engine_kernels, engine_times
 
 CAT = load_catalog()
 # Every single-prompt and overhead factor at 1, the batched serving factors as shipped.
@@ -43,11 +43,15 @@ def _prefill_s(*args: str) -> float:
 
 
 def test_llama_cpp_family_only() -> None:
-    # support.yaml: llama.cpp (its RPC backend included) and its 2023-2024 builds run
-    # llama.cpp's kernels; no engine named is the calibration rows' llama.cpp.
-    assert on_llama_cpp("llama.cpp") and on_llama_cpp("llama.cpp-2024") and on_llama_cpp(None)
+    # support.yaml's `kernels`: llama.cpp (its RPC backend included) and its 2023-2024 builds
+    # run llama.cpp's kernels; no engine named is the calibration rows' llama.cpp.
+    assert engine_kernels(CAT, "llama.cpp") == "llama.cpp"
+    assert engine_kernels(CAT, "llama.cpp-2024") == "llama.cpp-dequantizing"
+    for engine in ("llama.cpp", "llama.cpp-2024", None):
+        assert on_llama_cpp(engine_kernels(CAT, engine))
     for engine in ("vllm", "sglang", "tensorrt-llm", "vllm-0.5", "mlx", "distributed-llama"):
-        assert not on_llama_cpp(engine)
+        assert engine_kernels(CAT, engine) == "serving-grid"
+        assert not on_llama_cpp(engine_kernels(CAT, engine))
 
 
 def test_a_vllm_block_at_the_batched_rate_by_hand() -> None:
@@ -104,7 +108,9 @@ def test_an_estimate_times_a_prompt_as_the_serving_grid(device: str, weights: st
     )  # fmt: skip
     dev = device_table([CAT.accelerators[device]])
     fmt = weight_format(weights)
-    layer = layer_estimate(m, fmt, kv_bytes(kv), dev, 1, 8192, (None, 5e-6), 0.0, engine="vllm")
+    layer = layer_estimate(
+        m, fmt, kv_bytes(kv), dev, 1, 8192, (None, 5e-6), 0.0, kernels="serving-grid"
+    )
     block = float(np.ravel(layer(0.0, float(prompt), float(prompt)))[0])
     head = float(head_seconds(m, fmt, dev, 1.0)[0]) + float(dev.step_overhead_s[0])
     assert got == pytest.approx(m.num_layers * block + head, rel=1e-3)
@@ -137,8 +143,8 @@ def test_a_serial_pool_prefills_at_its_release_rate_by_hand() -> None:
     fmt = weight_format("q4_k_m")
     kw = {"batch": 1.0, "context": 4096, "prefill_tokens": 2048.0, "prompt": 2048.0}
     old, new = (
-        float(serving_layer_seconds(m, fmt, 2.0, dev, serial=True, engine=e, **kw)[0])  # type: ignore[arg-type]
-        for e in ("llama.cpp-2024", "llama.cpp")
+        float(serving_layer_seconds(m, fmt, 2.0, dev, serial=True, kernels=e, **kw)[0])  # type: ignore[arg-type]
+        for e in ("llama.cpp-dequantizing", "llama.cpp")
     )
     assert old - new == pytest.approx(
         829.1e9 * (1 / 330.3e12 - 1 / 660.6e12 - 0.0625 / 82.6e12), rel=1e-2
@@ -150,14 +156,14 @@ def test_a_table_of_options_takes_one_engine_a_row() -> None:
     # row by row, the figures a table of that device alone gives under that engine.
     ids, engines = (
         ["rtx-4090", "l40s", "rtx-4090"],
-        ["llama.cpp", "llama.cpp-2024", "llama.cpp-2024"],
+        ["llama.cpp", "llama.cpp-dequantizing", "llama.cpp-dequantizing"],
     )
     m, fmt = CAT.model("llama-2-7b"), weight_format("q4_0")
     dev = device_table([CAT.accelerators[i] for i in ids])
-    rows = prefill_layer_seconds(m, fmt, dev, batch=1, prompt=1024, engine=engines)
+    rows = prefill_layer_seconds(m, fmt, dev, batch=1, prompt=1024, kernels=engines)
     for i, (d, e) in enumerate(zip(ids, engines, strict=True)):
         one = prefill_layer_seconds(
-            m, fmt, device_table([CAT.accelerators[d]]), batch=1, prompt=1024, engine=e
+            m, fmt, device_table([CAT.accelerators[d]]), batch=1, prompt=1024, kernels=e
         )
         assert float(rows[i]) == pytest.approx(float(one[0]), rel=1e-12)
     assert float(rows[2]) > float(rows[0])  # FP16 cuBLAS is slower than MMQ on a GeForce part
@@ -165,14 +171,15 @@ def test_a_table_of_options_takes_one_engine_a_row() -> None:
 
 def test_a_replica_under_the_old_release_prefills_at_its_rate() -> None:
     # The verifier and a plan recompute a replica through inference_replica with the engine's
-    # times (support.engine_times), its id among them: the same fixed times under another id
-    # of llama.cpp's current builds give a faster first token on an RTX 4090 (MMQ at
-    # 440 TFLOP/s against FP16 cuBLAS at 330, test above).
+    # times (support.engine_times), its kernel family among them: the same fixed times on a
+    # current build's kernels give a faster first token on an RTX 4090 (MMQ at 440 TFLOP/s
+    # against FP16 cuBLAS at 330, test above).
     m = CAT.model("llama-2-7b")
     spec = [StageSpec(CAT.accelerators["rtx-4090"], 1, m.num_layers)]
     link = CAT.links["eth-100g"]  # one stage: no hop crosses it
     old = engine_times(CAT, "llama.cpp-2024")
-    same_times_current = {**old, "engine": "llama.cpp"}
+    assert old["kernels"] == "llama.cpp-dequantizing"
+    same_times_current = {**old, "kernels": "llama.cpp"}
     kw = {"batch": 4, "context": 4096, "prompt": 2048, "output": 256, "stages": spec, "link": link}
     a = inference_replica(m, "q4_k_m", "fp16", **kw, **old)  # type: ignore[arg-type]
     b = inference_replica(m, "q4_k_m", "fp16", **kw, **same_times_current)  # type: ignore[arg-type]
@@ -218,3 +225,43 @@ def test_a_plan_under_the_old_release_prefills_at_its_rate(tmp_path: Path) -> No
         r = CliRunner().invoke(app, ["verify", str(plan)])
         assert r.exit_code == 0, r.output
     assert cost["llama.cpp-2024"] > cost["llama.cpp"]
+
+
+def _overlay(tmp_path: Path, kernels: str) -> Path:
+    """A user catalog whose `llama.cpp-2024` entry names `kernels` (every other field as
+    shipped)."""
+    import yaml
+
+    doc = yaml.safe_load((Path(__file__).parents[1] / "catalog" / "support.yaml").read_text())
+    entry = next(e for e in doc["engines"] if e["id"] == "llama.cpp-2024")
+    entry["kernels"] = kernels
+    d = tmp_path / "cat"
+    d.mkdir()
+    body = {"references": doc["references"], "engines": [entry], "support": []}
+    (d / "support.yaml").write_text(yaml.safe_dump(body, sort_keys=False), encoding="utf-8")
+    return d
+
+
+def test_the_kernel_family_is_read_from_the_catalog(tmp_path: Path) -> None:
+    # The same engine id, its entry saying `llama.cpp` instead of `llama.cpp-dequantizing`:
+    # Llama 2 7B Q4_K_M on an RTX 4090 then prefills at MMQ's rate, 1 / (1 / 660.6e12 +
+    # 0.0625 / 82.6e12) = 440 TFLOP/s, not FP16 cuBLAS's 330 (Ada whitepaper figures), so
+    # the estimate's first token is faster: the estimator reads the field, no list of names.
+    base = ["-m", "llama-2-7b", "-d", "rtx-4090", "--weights", "q4_k_m", "--prompt", "2048"]
+    shipped = _prefill_s(*base, "--engine", "llama.cpp-2024")
+    _overlay(tmp_path, "llama.cpp")
+    args = ["--catalog", str(tmp_path / "cat"), "estimate", "--format", "json", *base]
+    r = CliRunner().invoke(app, [*args, "--engine", "llama.cpp-2024"])
+    assert r.exit_code == 0, r.output
+    assert float(json.loads(r.output)["prefill_s"]) < 0.9 * shipped
+    use_overlays([])
+
+
+def test_an_unknown_kernel_family_is_refused_where_it_is_written(tmp_path: Path) -> None:
+    d = _overlay(tmp_path, "llamacpp")
+    r = CliRunner().invoke(app, ["--catalog", str(d), "catalog", "list", "engines"])
+    assert r.exit_code == 2, r.output
+    # The file and line, the entry's place and field, and the values it may take.
+    assert "support.yaml:" in r.output and "engines[0].kernels" in r.output
+    assert "llama.cpp, llama.cpp-dequantizing, serving-grid" in r.output
+    use_overlays([])

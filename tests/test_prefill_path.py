@@ -68,7 +68,7 @@ def test_releases_before_mmq_dequantize_to_fp16() -> None:
     # llama.cpp builds of 2023-2024 (before PR #7676) run Q4_K_M through FP16 cuBLAS: on an
     # RTX 4090, 1 / 330.3e12 s per FLOP, the FP16-accumulate rate.
     dev = device_table([CAT.accelerators["rtx-4090"]])
-    old = prefill_linear_seconds_per_flop(dev, weight_format("q4_k_m"), "llama.cpp-2024")
+    old = prefill_linear_seconds_per_flop(dev, weight_format("q4_k_m"), "llama.cpp-dequantizing")
     new = prefill_linear_seconds_per_flop(dev, weight_format("q4_k_m"))
     assert float(old[0]) == pytest.approx(1 / 330.3e12, rel=1e-3)
     assert float(new[0]) == pytest.approx(1 / 660.6e12 + 0.0625 / 82.6e12, rel=1e-9)

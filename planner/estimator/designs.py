@@ -68,6 +68,7 @@ from planner.estimator.support import (
     Runtime,
     architecture_allowed,
     can_pipeline,
+    engine_kernels,
     engine_times,
     exchange_overhead_s,
     runtime_for,
@@ -706,7 +707,8 @@ def _setting(
     tau = np.empty((len(levels), len(opts)))
     fixed = np.empty((len(levels), len(opts)))
     serial = serial_engine(fmt)
-    engines = tuple(o.engine for o in opts)  # a llama.cpp-style pool's prefill: its release's
+    # A llama.cpp-style pool's prefill runs at its release's rates (Engine.kernels).
+    kernels = tuple(engine_kernels(cat, o.engine) for o in opts)
     tau_c = np.empty((len(levels), len(opts)))
     tau_d = np.empty((len(levels), len(opts)))
     share = np.empty(len(levels))
@@ -744,7 +746,7 @@ def _setting(
                 prompt=P,
                 tp=tp,
                 serial=serial,
-                engine=engines,
+                kernels=kernels,
             )
             for p in (0.0, chunk)
         )
@@ -767,7 +769,7 @@ def _setting(
                 serial=serial,
                 link_bytes_s=bw,
                 link_latency_s=lat,
-                engine=[engines[j] for j in idx.tolist()],
+                kernels=[kernels[j] for j in idx.tolist()],
             )
             for p in (np.zeros((len(levels), 1)), chunk_of[:, None])
         )
@@ -1572,11 +1574,12 @@ def _with_profiles(st: _Setting, cat: Catalog, problem: Problem, table: DeviceTa
             exchange_s=o.exchange_s,
             layout=o.layout if o.across else None,
         )
-        own = engine_times(cat, st.runtimes[j].engine)["engine_layer_s"]
+        times = engine_times(cat, st.runtimes[j].engine)
+        own, family = times["engine_layer_s"], times["kernels"]
         fmt, kvb = weight_format(w.weights), kv_bytes(w.kv)
         one = table.take([o.row])
-        ctx, link, engine = w.context_tokens, spec.link_args(), st.runtimes[j].engine
-        layer = layer_estimate(st.m, fmt, kvb, one, o.tp, ctx, link, own, spec.layout, engine)
+        ctx, link = w.context_tokens, spec.link_args()
+        layer = layer_estimate(st.m, fmt, kvb, one, o.tp, ctx, link, own, spec.layout, family)
         tau_d[:, j], tau_c[:, j] = profiled_pair(
             profile, layer, levels, chunks, st.tau_d[:, j], st.tau_c[:, j]
         )

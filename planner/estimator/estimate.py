@@ -140,8 +140,8 @@ def estimate_inference(
     counts = [c for c in _counts() if c <= m.num_layers]
     out: list[Estimate] = []
     step1 = decode_step_seconds(m, fmt, kvb, dev, batch=q.batch, context=q.context, tp=q.tp or 1)
-    names = [e for e, _ in engines] if engines else [""] * len(dev)
-    pre1 = _prefill_per_engine(m, fmt, kvb, dev, q.prompt, q.tp or 1, names)
+    kernels: list[str] = [t["kernels"] for _, t in engines] if engines else [""] * len(dev)
+    pre1 = _prefill_per_engine(m, fmt, kvb, dev, q.prompt, q.tp or 1, kernels)
     compute_bound = decode_compute_bound(m, fmt, kvb, dev, batch=q.batch, context=q.context)
     # A decode step's hop carries the batch's hidden states, the prompt's its every token's
     # (docs/networks.md, "What a hop carries").
@@ -157,12 +157,12 @@ def estimate_inference(
             s1 = decode_step_seconds(
                 m, fmt, kvb, sub, batch=q.batch, context=q.context, tp=qi.tp or 1
             )
-            p1 = _prefill_per_engine(m, fmt, kvb, sub, q.prompt, qi.tp or 1, [engine])
+            p1 = _prefill_per_engine(m, fmt, kvb, sub, q.prompt, qi.tp or 1, [kernels[i]])
             times = (float(s1[0]), float(p1[0]), *hop)
-            n, step, pre, par = _layout(m, qi, dev, i, stages, times, engine)
+            n, step, pre, par = _layout(m, qi, dev, i, stages, times, kernels[i])
         else:
             times = (float(step1[i]), float(pre1[i]), *hop)
-            n, step, pre, par = _layout(m, q, dev, i, stages, times, engine)
+            n, step, pre, par = _layout(m, q, dev, i, stages, times, kernels[i])
         refused = ""
         unpiped = unpipelined or {}
         if n and engine in unpiped and "pipeline" in par:
@@ -239,16 +239,17 @@ def _prefill_per_engine(
     dev: DeviceTable,
     prompt: int,
     tp: int,
-    engines: list[str],
+    kernels: list[str],
 ) -> Array:
-    """One prompt's prefill on each device of `dev` under the device's engine: on llama.cpp's
-    kernels for llama.cpp's engines (prefill_path.on_llama_cpp, a release that dequantizes
-    GGUF weights at its own rate), else as the serving grid times a prompt
-    (perf.serving_prefill_seconds), so that the estimate and a plan agree."""
-    own = [on_llama_cpp(e) for e in engines]
+    """One prompt's prefill on each device of `dev` on the kernel family of the device's
+    engine (Engine.kernels): on llama.cpp's kernels for llama.cpp's families
+    (prefill_path.on_llama_cpp, a release that dequantizes GGUF weights at its own rate), else
+    as the serving grid times a prompt (perf.serving_prefill_seconds), so that the estimate and
+    a plan agree."""
+    own = [on_llama_cpp(k) for k in kernels]
     out = np.zeros(len(dev))
     if any(own):
-        llama = prefill_seconds(m, fmt, dev, batch=1, prompt=prompt, tp=tp, engine=engines)
+        llama = prefill_seconds(m, fmt, dev, batch=1, prompt=prompt, tp=tp, kernels=kernels)
         out = np.where(own, llama, out)
     if not all(own):
         batched = serving_prefill_seconds(m, fmt, kvb, dev, prompt=prompt, tp=tp)
@@ -359,13 +360,13 @@ def _layout(
     i: int,
     stages: int,
     times: tuple[float, float, float, float],
-    engine: str,
+    kernels: str,
 ) -> tuple[int, float, float, str]:
     """(devices, decode step s, time to first token s, description) of the layout that holds
     the model in `stages` parts of `q.tp` devices each (or one device per part without --tp);
     `times`: one part's decode step and prompt, then one pipeline hop of each. Without a given
     degree, parts that fit one scale-up domain become tensor parallel instead, their prompt
-    under `engine` (_prefill_per_engine) as on one device."""
+    on the engine's `kernels` (_prefill_per_engine) as on one device."""
     step1, pre1, *hop = times
     if q.tp is not None:
         # The user's degree: `stages` groups of tp devices, a pipeline when stages > 1; a token
@@ -395,7 +396,7 @@ def _layout(
             )[0]
         )
         fmt, kvb = weight_format(q.weights), kv_bytes(q.kv)
-        pre = float(_prefill_per_engine(m, fmt, kvb, sub, q.prompt, n, [engine])[0])
+        pre = float(_prefill_per_engine(m, fmt, kvb, sub, q.prompt, n, [kernels])[0])
         return n, step, pre, f"tensor-parallel {n}"
     return n, step1 + (n - 1) * hop[0], pre1 + (n - 1) * hop[1], f"pipeline {n}"
 

@@ -31,7 +31,7 @@ from planner.estimator.memory import kv_shards
 from planner.estimator.moe_kernels import layer_overhead_scale
 from planner.estimator.prefill_path import (
     PREFILL_UBATCH_TOKENS,
-    Engines,
+    Kernels,
     prefill_attention_peak,
     prefill_linear_seconds_per_flop,
 )
@@ -218,15 +218,15 @@ def prefill_layer_seconds(
     tp: Degree = 1,
     link_bytes_s: float | Array | None = None,
     link_latency_s: float = 5e-6,
-    engine: Engines = None,
+    kernels: Kernels = None,
     ubatch: float = PREFILL_UBATCH_TOKENS,
 ) -> Array:
     """One block over `batch` prompts of `prompt` tokens: compute-bound for long prompts.
 
     FLOPs: 2 x active params per token + causal attention, half of Kaplan's n_ctx term on
     average. The projections and MLP run at llama.cpp's matmul rate for the format, attention
-    at the 16-bit rate (prefill_path; `engine`, a catalog engine id or one per device row, may
-    name a release that dequantizes GGUF weights, else a current one is assumed). For llama.cpp's
+    at the 16-bit rate (prefill_path; `kernels`, an engine's kernel family or one per device
+    row, may name a release that dequantizes GGUF weights, else a current one is assumed). For llama.cpp's
     engines only (prefill_path.on_llama_cpp): other engines' prefill is serving_prefill_seconds. The tokens go through in
     micro-batches of `ubatch` tokens (llama.cpp's n_ubatch, PREFILL_UBATCH_TOKENS by default),
     each reading the weights it touches (a mixture-of-experts model's nearly all) once.
@@ -234,7 +234,7 @@ def prefill_layer_seconds(
     tokens = batch * prompt
     linear = tokens * 2.0 * active_params_per_layer(m)
     attn = tokens * attention_flops_per_token_per_layer(m, causal_attended_tokens(m, prompt))
-    per_flop = prefill_linear_seconds_per_flop(dev, fmt, engine)
+    per_flop = prefill_linear_seconds_per_flop(dev, fmt, kernels)
     t_cmp = (linear * per_flop + attn / prefill_attention_peak(dev)) / (tp * dev.eff_compute)
     per_pass = np.minimum(tokens, ubatch)
     passes = np.maximum(np.ceil(np.asarray(tokens) / ubatch), 1.0)
@@ -253,13 +253,13 @@ def prefill_seconds(
     batch: float,
     prompt: float,
     tp: int = 1,
-    engine: Engines = None,
+    kernels: Kernels = None,
     ubatch: float = PREFILL_UBATCH_TOKENS,
 ) -> Array:
     """Time to first token for `batch` prompts processed together on llama.cpp's kernels
-    (`engine`, `ubatch`: as in prefill_layer_seconds)."""
+    (`kernels`, `ubatch`: as in prefill_layer_seconds)."""
     layer = prefill_layer_seconds(
-        m, fmt, dev, batch=batch, prompt=prompt, tp=tp, engine=engine, ubatch=ubatch
+        m, fmt, dev, batch=batch, prompt=prompt, tp=tp, kernels=kernels, ubatch=ubatch
     )
     return m.num_layers * layer + head_seconds(m, fmt, dev, batch) / tp + dev.step_overhead_s
 
@@ -423,7 +423,7 @@ def serving_layer_seconds(
     serial: bool = False,
     link_bytes_s: float | Array | None = None,
     link_latency_s: float = 5e-6,
-    engine: Engines = None,
+    kernels: Kernels = None,
 ) -> Array:
     """One block of one serving iteration: `batch` sequences decode one token each while
     `prefill_tokens` prompt tokens (chunks of prompts `prompt` tokens long) are processed.
@@ -442,7 +442,7 @@ def serving_layer_seconds(
     One roofline over the sums would let long contexts' KV reads hide behind the matrix products,
     which no engine does: the KV cache is read by the attention kernel alone.
     `serial` (llama.cpp-style pools): prompt processing stops decode, so the two passes add,
-    the prompt's at llama.cpp's rates for `engine` (prefill_layer_seconds: a release that
+    the prompt's at llama.cpp's rates for `kernels` (prefill_layer_seconds: a release that
     dequantizes GGUF weights prefills at the FP16 rate).
     """
     if serial:
@@ -468,7 +468,7 @@ def serving_layer_seconds(
                 tp=tp,
                 link_bytes_s=link_bytes_s,
                 link_latency_s=link_latency_s,
-                engine=engine,
+                kernels=kernels,
             ),
             0.0,
         )

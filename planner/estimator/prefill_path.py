@@ -16,12 +16,13 @@ runs, not against a rate those kernels never use:
   of August 2025), where the device's int8 rate is at least its 16-bit one; elsewhere they are
   dequantized to 16-bit tiles (Metal's `kernel_mul_mm`, and devices without an int8 tensor
   rate). The releases before MMQ on tensor cores dequantized them to FP16 for cuBLAS
-  (DEQUANTIZING_ENGINES).
+  (an engine whose catalog entry's `kernels` is `llama.cpp-dequantizing`).
 - Attention's products (FlashAttention, or the KQ and KQV matmuls before it) take 16-bit
   operands and accumulate in FP32: the listed 16-bit rate, whatever the weights' format.
 
 These are llama.cpp's kernels, so they and the `compute` factor fitted on them hold for the
-engines built on them alone (LLAMA_CPP_ENGINES). Every other engine (vLLM, SGLang,
+engines built on them alone (`kernels` of `llama.cpp` or `llama.cpp-dequantizing` in the
+catalog's engine entries, LLAMA_CPP_KERNELS). Every other engine (vLLM, SGLang,
 TensorRT-LLM, ...) runs a prompt through the batched GEMMs of its serving iterations, at the
 rates of the serving grid (perf.serving_prefill_seconds): PyTorch's and TensorRT's GEMMs
 accumulate 16-bit products in FP32, one rate for FP16 and BF16.
@@ -49,15 +50,17 @@ PREFILL_UBATCH_TOKENS = 512
 # Weight formats llama.cpp multiplies with MMQ (ggml-cuda/mmq.cuh): its GGUF block formats and
 # MXFP4. The other weight-only formats (GPTQ, AWQ, NF4, MLX) run on 16-bit tensor paths.
 MMQ_FORMATS = frozenset({"q2_k", "q4_0", "q4_k_m", "q5_k_m", "q6_k", "q8_0", "mxfp4"})
-# Catalog engines whose builds predate MMQ on tensor cores (llama.cpp PR #7676, June 2024):
-# they dequantized GGUF weights to FP16 and called cuBLAS for every prompt of more than 32
-# tokens (ggml-cuda's MMQ_MAX_BATCH_SIZE), so their quantized prefill runs at the FP16 rate.
-DEQUANTIZING_ENGINES = frozenset({"llama.cpp-2024"})
-# Catalog engines that run llama.cpp's kernels (catalog support.yaml): current builds (whose
-# RPC backend, for hosts of other vendors, is llama.cpp's own) and the 2023-2024 builds.
-LLAMA_CPP_ENGINES = frozenset({"llama.cpp"}) | DEQUANTIZING_ENGINES
-# An engine id per device row, or one for every row (None: a current llama.cpp release).
-Engines = str | None | Sequence[str | None]
+# The kernel family (Engine.kernels in catalog support.yaml) of builds that predate MMQ on
+# tensor cores (llama.cpp PR #7676, June 2024): they dequantized GGUF weights to FP16 and called
+# cuBLAS for every prompt of more than 32 tokens (ggml-cuda's MMQ_MAX_BATCH_SIZE), so their
+# quantized prefill runs at the FP16 rate.
+DEQUANTIZING = "llama.cpp-dequantizing"
+# The kernel families that are llama.cpp's: current builds (whose RPC backend, for hosts of
+# other vendors, is llama.cpp's own) and the dequantizing ones.
+LLAMA_CPP_KERNELS = frozenset({"llama.cpp", DEQUANTIZING})
+# A kernel family per device row, or one for every row (None: a current llama.cpp release's);
+# planner.estimator.support.engine_kernels reads it from an engine's catalog entry.
+Kernels = str | None | Sequence[str | None]
 # MMQ's FP32 work per model FLOP (ggml-cuda/mmq.cuh, the vec_dot_*_q8_1_mma functions): for each
 # output element and each 32-weight block (QK8_1) the int32 sum from the int8 MMA is converted
 # to FP32 and multiplied into the accumulator by the product of the two blocks' scales, two
@@ -69,10 +72,11 @@ Engines = str | None | Sequence[str | None]
 MMQ_SCALE_FLOPS_PER_FLOP = 4.0 / 64.0
 
 
-def on_llama_cpp(engine: str | None) -> bool:
-    """Whether a prompt's prefill under the catalog engine `engine` runs on llama.cpp's kernels
-    (this module's rates): a llama.cpp-family engine, or none named (the calibration rows')."""
-    return not engine or engine in LLAMA_CPP_ENGINES
+def on_llama_cpp(kernels: str | None) -> bool:
+    """Whether a prompt's prefill on the kernel family `kernels` (Engine.kernels) runs on
+    llama.cpp's kernels (this module's rates): a llama.cpp family, or none (the calibration
+    rows' engine)."""
+    return not kernels or kernels in LLAMA_CPP_KERNELS
 
 
 def runs_mmq(d: Accelerator, fmt: WeightFormat, mmq: bool = True) -> bool:
@@ -89,7 +93,7 @@ def linear_seconds_per_flop(
     rate the estimator lists for the format (`listed`, DeviceTable.peak_flops):
     - MMQ formats on MMQ (runs_mmq): the int8 rate, plus the FP32 work of scaling each
       block's int32 sums (MMQ_SCALE_FLOPS_PER_FLOP);
-    - FP16 weights, and MMQ formats dequantized to FP16 (`mmq` False: DEQUANTIZING_ENGINES,
+    - FP16 weights, and MMQ formats dequantized to FP16 (`mmq` False: the dequantizing family,
       or no fast int8 path): the FP16-accumulate rate;
     - any other format: the listed rate (BF16 accumulates in FP32; FP8 and FP4 keep their own
       tensor paths)."""
@@ -104,10 +108,10 @@ def linear_seconds_per_flop(
 
 
 def prefill_linear_seconds_per_flop(
-    dev: DeviceTable, fmt: WeightFormat, engine: Engines = None
+    dev: DeviceTable, fmt: WeightFormat, kernels: Kernels = None
 ) -> Array:
-    """linear_seconds_per_flop per device row, for the catalog engine `engine` (None: a
-    current release), or per row for a sequence of engines, one a row."""
+    """linear_seconds_per_flop per device row, on the kernel family `kernels` (None: a current
+    llama.cpp release's), or per row for a sequence of families, one a row."""
 
     def rates(mmq: bool) -> Array:
         def make(t: DeviceTable) -> Array:
@@ -117,11 +121,11 @@ def prefill_linear_seconds_per_flop(
 
         return dev.derived(("prefill linear s/FLOP", fmt, mmq), make)
 
-    if engine is None or isinstance(engine, str):
-        return rates(engine not in DEQUANTIZING_ENGINES)
-    old = np.array([e in DEQUANTIZING_ENGINES for e in engine], dtype=bool)
+    if kernels is None or isinstance(kernels, str):
+        return rates(kernels != DEQUANTIZING)
+    old = np.array([k == DEQUANTIZING for k in kernels], dtype=bool)
     if len(old) != len(dev):
-        raise ValueError(f"{len(old)} engines for {len(dev)} device rows")
+        raise ValueError(f"{len(old)} kernel families for {len(dev)} device rows")
     return np.where(old, rates(False), rates(True)) if old.any() else rates(True)
 
 

@@ -144,7 +144,7 @@ def _layer_seconds(
     engine_layer_s: float = 0.0,
     profile: LayerProfile | None = None,
     layout: ExchangeLayout | None = None,
-    engine: str = "",
+    kernels: str = "",
 ) -> tuple[float, float, float]:
     """(decode only, with a prefill chunk) seconds per block of one serving iteration at
     capacity, the engine's own time per block included, and the share of iterations with a
@@ -152,7 +152,7 @@ def _layer_seconds(
     `layout` has one (engine_topology.root_block_seconds); scaled to the measured `profile` if
     any (as design enumeration scales its columns)."""
     c, f = chunk_mix(batch, prompt, output, batch * prompt / output)
-    layer = layer_estimate(m, fmt, kvb, dev, tp, context, link, engine_layer_s, layout, engine)
+    layer = layer_estimate(m, fmt, kvb, dev, tp, context, link, engine_layer_s, layout, kernels)
     dec, tau_c = (_scalar(layer(batch, p, prompt)) for p in (0.0, c))
     if profile is not None:
         d, w = profiled_pair(profile, layer, float(batch), c, dec, tau_c)
@@ -185,13 +185,14 @@ def inference_replica(
     engine_layer_s: float = 0.0,
     engine_step_s: float = 0.0,
     decode_only: bool = False,
-    engine: str = "",
+    kernels: str = "",
 ) -> ReplicaFigures:
     """Memory, step time, throughput, latency and power of one inference replica. Engine time:
     `hop_overhead_s` per pipeline hop (Engine.hop_overhead_us), `host_s_per_token` of host work
     per generated token, serial with each step (Engine.host_us_per_token), and an older
     release's `engine_layer_s` per layer and `engine_step_s` per step of every forward pass;
-    `engine`, its catalog id (a llama.cpp-style pool prefills at its release's rates).
+    `kernels`, its kernel family (Engine.kernels: a llama.cpp-style pool prefills at its
+    release's rates).
     `decode_only`: a disaggregated decode replica, whose iterations carry no prompt chunks."""
     fmt, kvb = weight_format(weights), kv_bytes(kv)
     S = len(stages)
@@ -207,7 +208,7 @@ def inference_replica(
         dev = device_table([st.device])
         tau_d, tau_c, share = _layer_seconds(
             m, fmt, kvb, dev, st.tp, batch, context, prompt, output, st.link_args(),
-            engine_layer_s, st.profile, st.layout, engine,
+            engine_layer_s, st.profile, st.layout, kernels,
         )  # fmt: skip
         fixed = (
             _scalar(head_seconds(m, fmt, dev, batch)) / head_divisor(st.layout, st.tp)
@@ -361,7 +362,7 @@ class IterationTime:
         engine_layer_s: float = 0.0,
         engine_step_s: float = 0.0,
         grids: GridCache | None = None,
-        engine: str = "",
+        kernels: str = "",
     ) -> None:
         """`budget`: the most prompt tokens an iteration takes (the serving token budget of the
         batch unless given, e.g. a disaggregated prefill engine's); `hop_overhead_s`: the
@@ -371,8 +372,8 @@ class IterationTime:
         step of every iteration (the efficiency file's `engines`). `grids`: per-block grids of
         stage kinds an enumeration computed for other tables of the same model, formats and
         batch (stages of one device and degree in pipelines of other depths share them).
-        `engine`: the engine's catalog id (a llama.cpp-style pool prefills at its release's
-        rates)."""
+        `kernels`: the engine's kernel family (Engine.kernels: a llama.cpp-style pool prefills
+        at its release's rates)."""
         fmt, kvb = weight_format(weights), kv_bytes(kv)
         if budget is None:
             budget = token_budget(batch, prompt, output)
@@ -398,13 +399,13 @@ class IterationTime:
             dev = _one_device(st.device)
             key: tuple[object, ...] = (id(m), weights, kv, id(st.device), st.tp, st.link_args())
             key += (st.profile, st.layout, batch, self.budget, prompt, context, engine_layer_s)
-            key += (engine,)
+            key += (kernels,)
             hit = grids.get(key) if grids is not None else None
             if hit is not None and hit[0] is st.device and hit[1] is m:
                 tau, head = hit[2], hit[3]
             else:
                 tau = _layer_grid(
-                    m, fmt, kvb, st, dev, n, p, context, prompt, engine_layer_s, engine
+                    m, fmt, kvb, st, dev, n, p, context, prompt, engine_layer_s, kernels
                 )
                 head = head_seconds(m, fmt, dev, np.maximum(n, 1.0))
                 head = head / head_divisor(st.layout, st.tp)
@@ -457,15 +458,16 @@ def layer_estimate(
     link: tuple[float | None, float],
     engine_layer_s: float,
     layout: ExchangeLayout | None = None,
-    engine: str | None = None,
+    kernels: str | None = None,
 ) -> Callable[[Any, Any, float], Any]:
     """The estimator's seconds per block of a serving iteration as a function of (decoding
     sequences, prompt tokens, prompt length) on `tp` devices of `dev` whose all-reduces cross
     `link` (StageSpec.link_args), the engine's own `engine_layer_s` per block and the root's
     own work of a star `layout` (engine_topology.root_block_seconds) included: what a measured
     time per block stands for (planner.estimator.profiles), so a measured point is reproduced
-    as measured and only estimated points carry the root's work. `engine`: the catalog engine,
-    whose release sets a llama.cpp-style pool's prefill rates (perf.prefill_layer_seconds)."""
+    as measured and only estimated points carry the root's work. `kernels`: the engine's kernel
+    family (Engine.kernels), which sets a llama.cpp-style pool's prefill rates
+    (perf.prefill_layer_seconds)."""
 
     def layer(b: Any, q: Any, length: float) -> Any:
         return (
@@ -483,7 +485,7 @@ def layer_estimate(
                 serial=serial_engine(fmt),
                 link_bytes_s=link[0],
                 link_latency_s=link[1],
-                engine=engine,
+                kernels=kernels,
             )
             + engine_layer_s
         )
@@ -519,14 +521,14 @@ def _layer_grid(
     context: int,
     prompt: int,
     engine_layer_s: float,
-    engine: str = "",
+    kernels: str = "",
 ) -> _Floats:
     """Seconds per block of stage `st` on the grid of `n` decoding sequences and `p` prompt
-    tokens under `engine`, the engine's own time per block included; scaled to the stage's
+    tokens on `kernels` (Engine.kernels), the engine's own time per block included; scaled to the stage's
     measured profile (planner.estimator.profiles) where it has one."""
     link = st.link_args()
     layer = layer_estimate(
-        m, fmt, kvb, dev, st.tp, context, link, engine_layer_s, st.layout, engine
+        m, fmt, kvb, dev, st.tp, context, link, engine_layer_s, st.layout, kernels
     )
     tau = layer(n.ravel(), p.ravel(), prompt).reshape(n.shape)
     if st.profile is None:

@@ -19,6 +19,7 @@ from planner.errors import InputError
 from planner.estimator.efficiency import load_efficiency
 from planner.schema.catalog import Accelerator
 from planner.schema.problem import Constraints, InferenceWorkload
+from planner.schema.support import KernelFamily
 
 
 @dataclass(frozen=True)
@@ -125,9 +126,9 @@ def supported_devices(
 class EngineTimes(TypedDict):
     """The serving engine's own times that a replica's step takes, in seconds, as the keyword
     arguments of planner.estimator.replica.inference_replica and IterationTime, with the
-    engine's id (the prefill kernels of a llama.cpp-style pool depend on its release)."""
+    kernels its prompts run on (a llama.cpp-style pool's prefill rates depend on its release)."""
 
-    engine: str  # the catalog engine's id ("" without one)
+    kernels: KernelFamily  # Engine.kernels (engine_kernels)
     hop_overhead_s: float  # added to each pipeline hop (Engine.hop_overhead_us)
     host_s_per_token: float  # host work per generated token, serial with each step
     engine_layer_s: float  # added per layer of every forward step (an older release's)
@@ -140,7 +141,7 @@ def engine_times(cat: Catalog, engine: str | None) -> EngineTimes:
     e = cat.engines.get(engine) if engine else None
     if e is None:
         return EngineTimes(
-            engine=engine or "",
+            kernels=engine_kernels(cat, engine),
             hop_overhead_s=0.0,
             host_s_per_token=0.0,
             engine_layer_s=0.0,
@@ -148,12 +149,22 @@ def engine_times(cat: Catalog, engine: str | None) -> EngineTimes:
         )
     fixed = load_efficiency().engines.get(e.id)
     return EngineTimes(
-        engine=e.id,
+        kernels=e.kernels,
         hop_overhead_s=e.hop_overhead_us * 1e-6,
         host_s_per_token=e.host_us_per_token * 1e-6,
         engine_layer_s=fixed.layer_overhead_us * 1e-6 if fixed else 0.0,
         engine_step_s=fixed.step_overhead_us * 1e-6 if fixed else 0.0,
     )
+
+
+def engine_kernels(cat: Catalog, engine: str | None) -> KernelFamily:
+    """The kernels `engine` runs a prompt's matrix products on (Engine.kernels): without an
+    engine, a current llama.cpp release's (the engine behind the calibration rows that name
+    none); an id the catalog lacks (a measurement's), the serving grid's."""
+    if not engine:
+        return "llama.cpp"
+    e = cat.engines.get(engine)
+    return e.kernels if e is not None else "serving-grid"
 
 
 def hop_overhead_s(cat: Catalog, engine: str | None) -> float:

@@ -45,17 +45,17 @@ def support_markdown(cat: Catalog) -> str:
         "## Engines",
         "",
         "| rank | engine | name | tensor parallel | across machines | pipeline parallel "
-        "| across vendors "
+        "| across vendors | prefill kernels "
         "| time per hop between machines | time per exchange between machines "
         "| host time per generated token |",
-        "|---:|---|---|---|---|---|---|---:|---:|---:|",
+        "|---:|---|---|---|---|---|---|---|---:|---:|---:|",
     ]
     for e in sorted(cat.engines.values(), key=lambda e: (e.rank, e.id)):
         yes = {True: "yes", False: "no"}
         lines.append(
             f"| {e.rank} | {e.id} | {e.name}{' (only where named)' if e.named_only else ''} "
             f"| {yes[e.tensor_parallel]} | {yes[e.tensor_parallel_across_machines]} "
-            f"| {yes[e.pipeline_parallel]} | {yes[e.cross_stack_pipeline]} "
+            f"| {yes[e.pipeline_parallel]} | {yes[e.cross_stack_pipeline]} | {e.kernels} "
             f"| {f'{e.hop_overhead_us / 1e3:g} ms' if e.hop_overhead_us else '-'} "
             f"| {f'{e.exchange_overhead_us / 1e3:g} ms' if e.exchange_overhead_us else '-'} "
             f"| {f'{e.host_us_per_token:g} us' if e.host_us_per_token else '-'} |"

@@ -42,6 +42,8 @@ KV_FORMAT_IDS: tuple[str, ...] = ("fp32", "fp16", "bf16", "fp8", "int8", "q8_0",
 
 Backend = Literal["cuda", "rocm", "metal", "vulkan", "sycl", "cpu", "hpu", "tpu", "neuron", "mlx"]
 ID = r"^[a-z0-9][a-z0-9.\-]*$"
+# The kernel families an engine entry names (Engine.kernels).
+KernelFamily = Literal["llama.cpp", "llama.cpp-dequantizing", "serving-grid"]
 
 
 class Architecture(Sourced):
@@ -128,6 +130,16 @@ class Engine(Sourced):
         gt=0,
         description="Bytes per activation value the engine sends between machines "
         "(distributed-llama's Q80 sync buffer: 34 bytes per 32 values); None: 2 (fp16/bf16).",
+    )
+    kernels: KernelFamily = Field(
+        description="The kernels the engine runs a prompt's matrix products on, which sets the "
+        "rates the planner times its prefill at (planner.estimator.prefill_path): `llama.cpp`, "
+        "llama.cpp's own (MMQ on int8 tensor cores for GGUF weights, cuBLAS with FP16 "
+        "accumulation for 16-bit ones), the rates the single-prompt compute factor is fitted "
+        "on; `llama.cpp-dequantizing`, llama.cpp builds from before MMQ ran on tensor cores "
+        "(PR #7676, June 2024), which dequantize GGUF weights to FP16 for cuBLAS; "
+        "`serving-grid`, batched GEMMs in continuous-batching iterations (vLLM, SGLang, "
+        "TensorRT-LLM), timed as an iteration of the serving grid (perf.serving_prefill_seconds)."
     )
     named_only: bool = Field(
         False,
