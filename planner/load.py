@@ -15,7 +15,7 @@ from planner.estimator.economics import available_modes, carbon_promise
 from planner.estimator.efficiency import Efficiency, load_efficiency
 from planner.estimator.formats import kv_bytes, weight_format
 from planner.estimator.hosts import placeable
-from planner.estimator.support import architecture_allowed
+from planner.estimator.support import architecture_allowed, gguf_refusal
 from planner.hf_config import load_hf_config
 from planner.load_measured import check_devices, check_measured, read_tables
 from planner.load_network import check_machines, check_network, check_segments
@@ -134,6 +134,12 @@ def check_names(problem: Problem, cat: Catalog, doc: Located | None = None) -> N
                     f"{where(('workloads', i, 'engine'))}workload `{w.name}`: unknown engine "
                     f"`{w.engine}`{did_you_mean(w.engine, cat.engines)} "
                     f"(engines: {', '.join(cat.engines)})"
+                )
+            refused = gguf_refusal(cat, w.engine, w.weights)
+            if refused is not None:
+                raise InputError(
+                    f"{where(('workloads', i, 'weights'))}workload `{w.name}` under engine "
+                    f"`{w.engine}`: {refused}"
                 )
             engines = problem.constraints.engines
             if w.engine is not None and engines is not None and w.engine not in engines:

@@ -93,6 +93,11 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
     )
 }
 
+# The GGUF block formats (llama.cpp's ggml-common.h block types and the quantize tool's mixes
+# of them): the files llama.cpp's own kernels read. An engine of another kernel family that
+# loads them runs kernels of its own (planner.estimator.support.gguf_refusal).
+GGUF_FORMATS = frozenset({"q2_k", "ud-q2_k_xl", "q4_0", "q4_k_m", "q5_k_m", "q6_k", "q8_0"})
+
 # KV-cache element sizes, bytes. q8_0 as in llama.cpp's cache-type-k/v: 34 bytes per 32 values.
 KV_BYTES: dict[str, float] = {
     "fp32": 4.0,

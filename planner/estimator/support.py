@@ -17,6 +17,7 @@ from typing import TypedDict
 from planner.catalog import Catalog
 from planner.errors import InputError
 from planner.estimator.efficiency import load_efficiency
+from planner.estimator.formats import GGUF_FORMATS
 from planner.schema.catalog import Accelerator
 from planner.schema.problem import Constraints, InferenceWorkload
 from planner.schema.support import KernelFamily
@@ -167,6 +168,39 @@ def engine_kernels(cat: Catalog, engine: str | None) -> KernelFamily:
     return e.kernels if e is not None else "serving-grid"
 
 
+def gguf_refusal(cat: Catalog, engine: str | None, weights: str) -> str | None:
+    """Why `weights` under the named `engine` is not planned, or None where it is: a GGUF
+    format (formats.GGUF_FORMATS) under an engine that does not run llama.cpp's kernels.
+
+    vLLM, the one such engine whose support rows list GGUF, loads it through kernels of its
+    own (vllm/model_executor/layers/quantization/gguf.py, `_fused_mul_mat_gguf`): a
+    matrix-vector kernel for a few tokens, else a matrix-multiply one whose source
+    (csrc/quantization/gguf/mmq.cuh) is copied from llama.cpp build b2899's ggml-cuda/mmq.cu,
+    from before MMQ ran on tensor cores (llama.cpp PR #7676) and unlike either of the kernel
+    families the planner times; its documentation calls GGUF support "highly experimental and
+    under-optimized" (support.yaml `vllm-gguf`). No measurement here times those kernels, so
+    a figure for them would be one nobody measured: the combination is refused instead."""
+    if not engine or weights not in GGUF_FORMATS:
+        return None
+    e = cat.engines.get(engine)
+    if e is None or e.kernels != "serving-grid":
+        return None
+    llama = sorted(
+        (x for x in cat.engines.values() if x.kernels == "llama.cpp"), key=lambda x: x.rank
+    )
+    fix = f"name `engine: {llama[0].id}`" if llama else "name an engine on llama.cpp's kernels"
+    rows = [r for r in cat.support if r.engine == e.id and not r.experimental]
+    native = sorted({f for r in rows for f in r.weights} - GGUF_FORMATS)
+    return (
+        f"{weights} is a GGUF format, which {e.id} runs only on GGUF kernels of its own (a port "
+        "of llama.cpp's kernels from before they used tensor cores, experimental in its "
+        "documentation) that no measurement here times; "
+        f"{fix} to serve the GGUF file on llama.cpp's kernels, or keep {e.id} with weights it "
+        f"runs natively ({', '.join(native) or 'none listed'}; `planner catalog list support` "
+        "shows on which devices)"
+    )
+
+
 def hop_overhead_s(cat: Catalog, engine: str | None) -> float:
     """Seconds the serving engine adds to each pipeline hop between machines."""
     return engine_times(cat, engine)["hop_overhead_s"]
@@ -215,6 +249,9 @@ def estimate_engines(
     if engine is not None and engine not in cat.engines:
         known = ", ".join(sorted(cat.engines))
         raise InputError(f"--engine `{engine}` is not in the catalog; choose one of {known}")
+    refused = gguf_refusal(cat, engine, weights)
+    if refused is not None:
+        raise InputError(f"--weights {weights} with --engine {engine}: {refused}")
     kept: list[Accelerator] = []
     out: list[tuple[str, EngineTimes]] = []
     for d in devices:

@@ -1,0 +1,78 @@
+"""GGUF weights under an engine that does not run llama.cpp's kernels are refused, not priced:
+vLLM loads GGUF through kernels of its own (vllm/model_executor/layers/quantization/gguf.py,
+`_fused_mul_mat_gguf`; csrc/quantization/gguf/mmq.cuh is copied from llama.cpp build b2899,
+from before MMQ ran on tensor cores) that its documentation calls "highly experimental and
+under-optimized" and that no measurement here times. Before, such a workload was planned on
+llama.cpp's prompt kernels and serial prefill, which vLLM does not run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.catalog import load_catalog
+from planner.cli import app
+from planner.estimator.support import gguf_refusal
+
+CAT = load_catalog()
+
+PROBLEM = """name: gguf-under-{engine}
+workloads:
+  - name: chat
+    kind: inference
+    model: llama-3.1-8b
+    engine: {engine}
+    weights: {weights}
+    kv: fp16
+    context_tokens: 4096
+    prompt_tokens: 512
+    output_tokens: 256
+    min_tokens_per_s: 500
+    concurrency: 16
+constraints:
+  allowed_devices: [rtx-4090]
+objective:
+  goal: min_cost
+"""
+
+
+def _solve(tmp_path: Path, engine: str, weights: str) -> tuple[int, str]:
+    path = tmp_path / "p.yaml"
+    path.write_text(PROBLEM.format(engine=engine, weights=weights), encoding="utf-8")
+    r = CliRunner().invoke(app, ["solve", str(path), "--no-timings"])
+    return r.exit_code, r.output
+
+
+def test_gguf_under_vllm_is_refused_where_the_weights_are_named(tmp_path: Path) -> None:
+    code, out = _solve(tmp_path, "vllm", "q4_k_m")
+    assert code == 2, out
+    flat = " ".join(out.split())
+    # The file and line of `weights`, the workload, and the fix: llama.cpp, or native weights.
+    assert "p.yaml:7:" in flat and "workloads[0].weights" in flat and "`chat`" in flat
+    assert "engine: llama.cpp" in flat and "awq-int4" in flat
+    assert "q4_k_m" not in flat.split("runs natively")[1]  # no GGUF format among the fixes
+
+
+def test_the_fixes_it_names_are_planned(tmp_path: Path) -> None:
+    for engine, weights in (("llama.cpp", "q4_k_m"), ("vllm", "awq-int4")):
+        code, out = _solve(tmp_path, engine, weights)
+        assert code == 0, out
+
+
+@pytest.mark.parametrize("weights", ["q4_0", "q8_0", "q2_k", "ud-q2_k_xl"])
+def test_every_gguf_format_under_every_serving_grid_engine(weights: str) -> None:
+    for e in CAT.engines.values():
+        refused = gguf_refusal(CAT, e.id, weights)
+        assert (refused is not None) == (e.kernels == "serving-grid"), e.id
+    assert gguf_refusal(CAT, None, weights) is None  # no engine named: experimental rows unused
+
+
+def test_an_estimate_refuses_it_too() -> None:
+    r = CliRunner().invoke(
+        app, ["estimate", "-m", "llama-3.1-8b", "-d", "rtx-4090", "--weights", "q4_k_m",
+              "--engine", "vllm"],
+    )  # fmt: skip
+    assert r.exit_code == 2, r.output
+    assert "--engine vllm" in r.output and "llama.cpp" in r.output
