@@ -516,6 +516,12 @@ def _check_hosts(
             problem,
             f"`wall_power_w`: {peak * problem.horizon.pue:.0f} W > cap power_w {c.power_w} W",
         )
+    _check_links(plan, problem, cat)
+
+
+def _check_links(plan: Plan, problem: Problem, cat: Catalog) -> None:
+    """`links`: the hosts' own links, the network where anything is joined, and every link a
+    group across machines or a pipeline hop crosses."""
     hosts = sum(x.count for x in plan.nodes)
     rented = any(x.reserved or x.on_demand or x.spot for x in plan.devices)
     joined = (
@@ -525,10 +531,11 @@ def _check_hosts(
         or any(len(w.stages) > 1 for w in plan.workloads)
     )
     links = [nd.intra_node_link for x in plan.nodes if (nd := cat.node(x.type))]
-    want = list(dict.fromkeys(links)) + ([c.network] if joined else [])
+    want = list(dict.fromkeys(links)) + ([problem.constraints.network] if joined else [])
     for w in plan.workloads:  # groups across machines and hops cross their routes' links
         devices, across = [s.device for s in w.stages], [s.across_machines for s in w.stages]
-        for net in route_link_ids(problem, cat, devices, across, w.kind == "inference"):
+        tps = [s.tp for s in w.stages]
+        for net in route_link_ids(problem, cat, devices, tps, across, w.kind == "inference"):
             if net not in want:
                 want.append(net)
     if sorted(plan.links) != sorted(want):

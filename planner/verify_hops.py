@@ -1,5 +1,6 @@
 """The verifier's check of each pipeline split: the route its hop crosses, recomputed from where
-the problem places the stages' machines (planner.estimator.routes), the activation bytes per
+the problem places the stages' machines (planner.estimator.routes; two stages of one device
+type inside one machine: the machine's own link, routes.machine_link), the activation bytes per
 token that cross it and the hop's time at the plan's batch, in a decode-only iteration and in
 one carrying a prompt chunk. A plan whose split names a faster route, fewer bytes or a shorter hop
 than the problem's machines and links make is rejected.
@@ -51,7 +52,8 @@ def check_hops(problem: Problem, cat: Catalog, w: Workload, wp: WorkloadPlan, at
     written before split lines were recorded states none; it passes where its hop is the one
     network such plans meant (constraints.network), its step times checked as ever."""
     devices = [s.device for s in wp.stages]
-    routes = hop_routes(problem, cat, devices) if wp.kind == "inference" else []
+    tps = [s.tp for s in wp.stages]
+    routes = hop_routes(problem, cat, devices, tps) if wp.kind == "inference" else []
     hidden = cat.model(wp.model).hidden_size
     c, P = _chunk_tokens(w, wp)
     for j, s in enumerate(wp.stages):

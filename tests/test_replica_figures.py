@@ -33,7 +33,7 @@ def test_designs_match_scalar_replica_figures(path: Path) -> None:
             continue
         designs = inference_designs(w, problem, cat, devs, prune=False)
         for d in designs[:: max(1, len(designs) // 200)]:  # an even sample of at most ~200
-            hops = hop_routes(problem, cat, [s.device for s in d.stages])
+            hops = hop_routes(problem, cat, [s.device for s in d.stages], [s.tp for s in d.stages])
             fig = inference_replica(
                 cat.model(w.model),
                 w.weights,

@@ -110,7 +110,7 @@ def test_each_stage_is_charged_its_own_hop() -> None:
     cat, problem = load_catalog(), load_problem(POOL)
     m = cat.model("llama-3.1-70b")
     devs = ["rx-7900-xtx", "m4-pro-64gb", "m4-pro-64gb"]
-    routes = hop_routes(problem, cat, devs)
+    routes = hop_routes(problem, cat, devs, [1, 1, 1])
     assert [r.id for r in routes] == ["wifi-6 > home-lan", "home-lan", "home-lan > wifi-6"]
     link = network_link(problem, cat)  # home-lan
 

@@ -62,7 +62,14 @@ from planner.estimator.memory import (
 from planner.estimator.perf import head_seconds, serving_layer_seconds
 from planner.estimator.profiles import layer_profile, profiled_pair
 from planner.estimator.replica import StageSpec, hop_bytes, layer_estimate
-from planner.estimator.routes import group_link, hop_routes, kind_route
+from planner.estimator.routes import (
+    Route,
+    group_link,
+    hop_routes,
+    kind_route,
+    machine_link,
+    machine_slots,
+)
 from planner.estimator.serving import chunk_mix, prefill_prompt, prefill_room, serial_engine
 from planner.estimator.support import (
     Runtime,
@@ -143,7 +150,7 @@ def stage_specs(cat: Catalog, problem: Problem, d: Design) -> list[StageSpec]:
     out = []
     derated: dict[str, Accelerator] = {}  # one derated copy per device (stages share it)
     w = next((x for x in problem.workloads if x.name == d.workload), None)
-    hops = hop_routes(problem, cat, [s.device for s in d.stages])
+    hops = hop_routes(problem, cat, [s.device for s in d.stages], [s.tp for s in d.stages])
     for j, s in enumerate(d.stages):
         hop = hops[j] if hops else None
         acc = cat.accelerator(s.device)
@@ -283,6 +290,13 @@ class _Setting:
     hop_c: npt.NDArray[np.float64]
     back: npt.NDArray[np.float64]
     back_c: npt.NDArray[np.float64]
+    # [bi, o]: the same four hops between two of option o's devices inside one machine, over
+    # the machine's own link (routes.machine_link; inf where it has none); slots[o]: the group
+    # sizes one machine of its device always holds whole (routes.machine_slots; a replica's n
+    # devices of the type share one machine where n divides it); dev[o]: its device's index.
+    inner: tuple[npt.NDArray[np.float64], ...]
+    slots: npt.NDArray[np.int64]
+    dev: npt.NDArray[np.int64]
     tau: npt.NDArray[np.float64]
     fixed: npt.NDArray[np.float64]
     chunks: npt.NDArray[np.float64]  # per level: iterations to the first token (closed load)
@@ -704,6 +718,7 @@ def _setting(
     levels = np.array(BATCH_LEVELS, dtype=np.int64)
     P, out = prefill_prompt(w.prompt_tokens, w.prefix_cache_hit), w.output_tokens
     hops, place = _hops(problem, cat, m, levels, opts, P, out)
+    inner, slots, dev = _inner_hops(problem, cat, m, levels, opts, P, out)
     tau = np.empty((len(levels), len(opts)))
     fixed = np.empty((len(levels), len(opts)))
     serial = serial_engine(fmt)
@@ -824,6 +839,9 @@ def _setting(
         hop_c=hops[1],
         back=hops[2],
         back_c=hops[3],
+        inner=inner,
+        slots=slots,
+        dev=dev,
         tau=tau,
         fixed=fixed,
         chunks=chunks,
@@ -870,6 +888,43 @@ def _hops(
     return out, place
 
 
+def _inner_hops(
+    problem: Problem,
+    cat: Catalog,
+    m: ModelArch,
+    levels: npt.NDArray[np.int64],
+    opts: list[_Option],
+    prompt: int,
+    output: int,
+) -> tuple[tuple[npt.NDArray[np.float64], ...], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """_hops between two devices of one option inside one machine, [bi, o] (inf where its
+    device never shares one), with each option's machine_slots and device index."""
+    ids = list(dict.fromkeys(o.device.id for o in opts))
+    dev = np.array([ids.index(o.device.id) for o in opts], dtype=np.int64)
+    slots = np.array([machine_slots(problem, cat, d) for d in ids], dtype=np.int64)[dev]
+    links = [machine_link(problem, cat, d, 2) for d in ids]  # the link, whatever the count
+    b = levels.astype(np.float64)
+    chunk = np.array([chunk_mix(x, prompt, output, x * prompt / output)[0] for x in b.tolist()])
+    (fd, bd), (fc, bc) = (hop_bytes(b, q, prompt, m.hidden_size) for q in (0.0 * b, chunk))
+    out = tuple(np.full((len(levels), len(opts)), np.inf) for _ in range(4))
+    for o, i in enumerate(dev.tolist()):
+        lk = links[i]
+        if lk is None:
+            continue
+        for grid, nbytes in zip(out, (fd, fc, bd, bc), strict=True):
+            grid[:, o] = Route((lk,)).seconds(nbytes)
+    return out, np.where([links[i] is not None for i in dev.tolist()], slots, 0), dev
+
+
+def _inside(
+    st: _Setting, o: npt.NDArray[np.int64], n: npt.NDArray[np.int64]
+) -> npt.NDArray[np.bool_]:
+    """Whether a replica's `n` devices of option `o`'s device share one machine (n divides
+    the option's machine_slots)."""
+    g = st.slots[o]
+    return np.asarray((n >= 2) & (g > 0) & (g % np.maximum(n, 1) == 0))
+
+
 def _pair_hops(
     st: _Setting,
     bi: npt.NDArray[np.int64],
@@ -884,10 +939,18 @@ def _pair_hops(
     kind (when it has two stages or more) or to the other (o1's last stage to o2's first, o2's
     last back to o1's first, its sampled token ids only)."""
     fwd, back = (st.hop_c, st.back_c) if chunk else (st.hop, st.back)
+    ifwd, iback = (st.inner[1], st.inner[3]) if chunk else (st.inner[0], st.inner[2])
     p1, p2 = st.place[o1], st.place[o2]
-    h11 = np.where(s1 > 1, fwd[bi, p1, p1], 0.0)
-    h22 = np.where(s2 > 1, fwd[bi, p2, p2], 0.0)
-    return np.maximum(h11, fwd[bi, p1, p2]), np.maximum(h22, back[bi, p2, p1])
+    # Devices of each kind's type in the replica: both kinds' where they are of one type.
+    same = st.dev[o1] == st.dev[o2]
+    n1 = s1 * st.tp[o1] + np.where(same, s2 * st.tp[o2], 0)
+    n2 = s2 * st.tp[o2] + np.where(same, s1 * st.tp[o1], 0)
+    in1, in2 = _inside(st, o1, n1), _inside(st, o2, n2)
+    h11 = np.where(s1 > 1, np.where(in1, ifwd[bi, o1], fwd[bi, p1, p1]), 0.0)
+    h22 = np.where(s2 > 1, np.where(in2, ifwd[bi, o2], fwd[bi, p2, p2]), 0.0)
+    cross = np.where(same & in1, ifwd[bi, o1], fwd[bi, p1, p2])
+    home = np.where(same & in2, iback[bi, o2], back[bi, p2, p1])
+    return np.maximum(h11, cross), np.maximum(h22, home)
 
 
 def _mean_pair_hops(
@@ -921,12 +984,19 @@ def _kind_hops(
         f = st.share[bi][:, None]
         return (1.0 - f) * _kind_hops(st, bi, o, s, False) + f * _kind_hops(st, bi, o, s, True)
     fwd, back = (st.hop_c, st.back_c) if chunk else (st.hop, st.back)
+    ifwd, iback = (st.inner[1], st.inner[3]) if chunk else (st.inner[0], st.inner[2])
     p = st.place[o]
     nxt = np.roll(p, -1, axis=1)
     lv = bi[:, None]
-    own = np.where(s > 1, fwd[lv, p, p], 0.0)
-    on = fwd[lv, p, nxt]
-    on[:, -1] = back[bi, p[:, -1], nxt[:, -1]]
+    # Devices of each kind's type in the replica (every kind of that type counts), and whether
+    # they share one machine: then the hops between its stages cross the machine's link.
+    dv = st.dev[o]
+    n = ((dv[:, :, None] == dv[:, None, :]) * (s * st.tp[o])[:, None, :]).sum(axis=2)
+    inside = _inside(st, o, n)
+    own = np.where(s > 1, np.where(inside, ifwd[lv, o], fwd[lv, p, p]), 0.0)
+    same = inside & (dv == np.roll(dv, -1, axis=1))
+    on = np.where(same, ifwd[lv, o], fwd[lv, p, nxt])
+    on[:, -1] = np.where(same[:, -1], iback[bi, o[:, -1]], back[bi, p[:, -1], nxt[:, -1]])
     return np.asarray(np.maximum(own, on), dtype=np.float64)
 
 
@@ -955,14 +1025,24 @@ def _homogeneous(st: _Setting, max_stages: int) -> _Candidates:
     lay = layers[None, :, None]
     # [bi, S - 1, o]: the link's hop and the engine's own time per hop, to the next machine of
     # the option's kind (the slowest of the forward hops and the last's back, replica.kind_hops)
+    # [S - 1, o]: the replica's S x tp devices share one machine (routes.machine_link).
+    opt = np.arange(no, dtype=np.int64)
+    inside = _inside(st, opt[None, :], S[:, None] * st.tp[None, :])[None, :, :]
     hop_d, hop_c = (
         np.where(
             S[None, :, None] > 1,
-            np.maximum(fwd[:, st.place, st.place], back[:, st.place, st.place])[:, None, :]
+            np.where(
+                inside,
+                np.maximum(ifwd, iback)[:, None, :],
+                np.maximum(fwd[:, st.place, st.place], back[:, st.place, st.place])[:, None, :],
+            )
             + st.hop_extra[None, None, :],
             0.0,
         )
-        for fwd, back in ((st.hop, st.back), (st.hop_c, st.back_c))
+        for fwd, back, ifwd, iback in (
+            (st.hop, st.back, st.inner[0], st.inner[2]),
+            (st.hop_c, st.back_c, st.inner[1], st.inner[3]),
+        )
     )
     f = st.share[:, None, None]
     T = lay * st.tau[:, None, :] + st.fixed[:, None, :] + (1.0 - f) * hop_d + f * hop_c

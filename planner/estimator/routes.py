@@ -22,6 +22,14 @@ switch stores and forwards a small message, so the latencies add, and a larger o
 through the links in frames at the pace of the narrowest). A route of one link costs exactly
 what that link costs alone (planner.estimator.comm.p2p_seconds).
 
+Two stages inside one machine (the GPUs of one workstation or server) hop over the machine's
+own link, not a network: `machine_link` gives it where every machine the device may sit in
+holds all the replica's devices of its type together (a multiple of their count in slots), the
+catalog node's `intra_node_link` or a stated machine's `link` (NCCL sends a pipeline's
+activations between two GPUs of one node by its P2P transport, NVLink or PCIe peer to peer,
+or through host shared memory, and over the network only between nodes: NCCL documentation,
+NCCL_P2P_LEVEL and NCCL_SHM_DISABLE).
+
 A route crosses each network once. A link id among the shared networks (a segment's `link`,
 a link `between` two segments, `constraints.network`) names one network, so a rule that names
 it twice names it once: a segment whose `link` is also `constraints.network` gives `home-lan`,
@@ -36,6 +44,7 @@ the network it joins (a machine on `home` attached by `home-lan`) adds no leg.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -44,6 +53,8 @@ import numpy.typing as npt
 
 from planner.catalog import Catalog
 from planner.estimator.comm import p2p_seconds
+from planner.estimator.economics import available_modes
+from planner.estimator.hosts import host_options
 from planner.estimator.network import network_link, stated_link
 from planner.schema.catalog import Link
 from planner.schema.problem import Problem, StatedMachine
@@ -158,14 +169,59 @@ def _lan(problem: Problem, cat: Catalog, segment: str | None) -> Link:
     return network_link(problem, cat, next(g.link for g in problem.segments if g.id == segment))
 
 
-def hop_routes(problem: Problem, cat: Catalog, devices: Sequence[str]) -> list[Route]:
-    """The route of each pipeline hop of stages holding `devices` in order: stage i sends its
-    activations to stage i + 1, the last its token back to the first (S hops round the loop,
-    planner.estimator.replica); none for one stage."""
+def machine_slots(problem: Problem, cat: Catalog, device: str) -> int:
+    """The group sizes one machine of `device` always holds whole, as the greatest common
+    divisor of the slots of every host it may sit in (hosts.host_options: the stated machine
+    of owned devices, else the allowed catalog nodes): a replica whose `n` devices of this
+    type divide it sits in one machine whichever host the plan picks, since the plan fills
+    ceil(fleet / slots) machines of one kind per device type with whole groups. 0 where the
+    device may be rented (a provider's machines are not the catalog's hosts) or has no host."""
+    acc = cat.accelerators.get(device)
+    if acc is None:
+        return 0
+    if any(m != "buy" for m in available_modes(problem, acc, instances=cat.instances_of(device))):
+        return 0
+    hosts = host_options(cat, acc, problem)
+    return math.gcd(*(n.slots for n in hosts)) if hosts else 0
+
+
+def machine_link(problem: Problem, cat: Catalog, device: str, count: int) -> Link | None:
+    """The link between two of `count` devices of `device` that share one machine (count
+    divides machine_slots), or None where they may not: the internal link of the machine they
+    sit in (a stated machine's `link`, a catalog node's `intra_node_link`), the slowest of the
+    hosts the device may take (the plan picks one of them after the designs are timed)."""
+    slots = machine_slots(problem, cat, device)
+    if count < 2 or slots == 0 or slots % count:
+        return None
+    links = [
+        network_link(problem, cat, n.intra_node_link)
+        for n in host_options(cat, cat.accelerator(device), problem)
+    ]
+    return min(links, key=lambda lk: (lk.bandwidth_gb_s, -lk.latency_us))
+
+
+def hop_routes(
+    problem: Problem, cat: Catalog, devices: Sequence[str], tps: Sequence[int]
+) -> list[Route]:
+    """The route of each pipeline hop of stages holding `devices` in order, groups of `tps`
+    devices each: stage i sends its activations to stage i + 1, the last its token back to the
+    first (S hops round the loop, planner.estimator.replica); none for one stage. A hop
+    between two stages of one device type whose replica's devices of that type share a
+    machine (machine_link) crosses the machine's own link; every other hop the route between
+    the two machines."""
     S = len(devices)
     if S < 2:
         return []
-    return [route(problem, cat, devices[i], devices[(i + 1) % S]) for i in range(S)]
+    count: dict[str, int] = {}
+    for d, k in zip(devices, tps, strict=True):
+        count[d] = count.get(d, 0) + k
+    inner = {d: machine_link(problem, cat, d, n) for d, n in count.items()}
+    out = []
+    for i in range(S):
+        a, b = devices[i], devices[(i + 1) % S]
+        lk = inner[a] if a == b else None
+        out.append(Route((lk,)) if lk is not None else route(problem, cat, a, b))
+    return out
 
 
 def group_link(problem: Problem, cat: Catalog, device: str) -> Link:
@@ -183,11 +239,16 @@ def group_route(problem: Problem, cat: Catalog, device: str) -> Route:
 
 
 def route_link_ids(
-    problem: Problem, cat: Catalog, devices: Sequence[str], across: Sequence[bool], hops: bool
+    problem: Problem,
+    cat: Catalog,
+    devices: Sequence[str],
+    tps: Sequence[int],
+    across: Sequence[bool],
+    hops: bool,
 ) -> list[str]:
-    """Ids of the links a replica of stages holding `devices` uses beyond its hosts: each group
-    across machines (`across`) all-reduces over its route's links, and with `hops` (a serving
-    pipeline) each hop crosses its route's; in order, once each."""
+    """Ids of the links a replica of stages holding `devices` (groups of `tps`) uses beyond its
+    hosts: each group across machines (`across`) all-reduces over its route's links, and with
+    `hops` (a serving pipeline) each hop crosses its route's; in order, once each."""
     ids = [
         lk.id
         for d, a in zip(devices, across, strict=True)
@@ -195,5 +256,5 @@ def route_link_ids(
         for lk in group_route(problem, cat, d).links
     ]
     if hops:
-        ids += [lk.id for r in hop_routes(problem, cat, devices) for lk in r.links]
+        ids += [lk.id for r in hop_routes(problem, cat, devices, tps) for lk in r.links]
     return list(dict.fromkeys(ids))

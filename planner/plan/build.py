@@ -205,7 +205,7 @@ def stage_lines(
             first += st.layers
         return tuple(out), d.power_w, 0.0
     fig = replica_figures(w, cat, d, problem)
-    hops = hop_routes(problem, cat, [st.device for st in d.stages])
+    hops = hop_routes(problem, cat, [st.device for st in d.stages], [st.tp for st in d.stages])
     for j, (st, f) in enumerate(zip(d.stages, fig.stages, strict=True)):
         hop = hops[j] if hops else None
         out.append(
@@ -761,7 +761,8 @@ def _bill(
     # A group across machines all-reduces over its links, and a hop crosses its route's.
     for w in plan.workloads:
         devices, across = [s.device for s in w.stages], [s.across_machines for s in w.stages]
-        for net in route_link_ids(problem, cat, devices, across, w.kind == "inference"):
+        tps = [s.tp for s in w.stages]
+        for net in route_link_ids(problem, cat, devices, tps, across, w.kind == "inference"):
             if net not in plan.links:
                 plan.links.append(net)
 

@@ -273,7 +273,8 @@ class WorkloadPlan:
         out = []
         w = next((x for x in problem.workloads if x.name == self.name), None) if problem else None
         devices = [s.device for s in self.stages]
-        hops = hop_routes(problem, cat, devices) if problem is not None else []
+        tps = [s.tp for s in self.stages]
+        hops = hop_routes(problem, cat, devices, tps) if problem is not None else []
         for j, s in enumerate(self.stages):
             hop = hops[j] if hops else None
             acc = cat.accelerator(s.device)

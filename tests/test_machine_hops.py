@@ -1,0 +1,144 @@
+"""A pipeline hop between two stages inside one machine crosses the machine's own link (PCIe,
+NVLink), not the network between machines: in the design enumeration, the plan and the
+verifier alike. Figures by hand arithmetic on the catalog's links (sources in links.yaml)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from planner.catalog import load_catalog
+from planner.cli import app
+from planner.estimator.routes import hop_routes, machine_link, machine_slots
+from planner.load import parse_problem
+from planner.schema.problem import Problem
+from planner.schema.yaml_io import Located
+
+CAT = load_catalog()
+HIDDEN = 8192  # Llama 3.1 70B's hidden size (its config.json)
+PCIE4 = CAT.link("pcie4")  # 31.5 GB/s per direction, 2 us (links.yaml)
+LAN_S = 0.5e-3  # the problem's 1 Gb/s LAN: 0.5 ms, 125 MB/s
+
+# Two RTX 3090s in one workstation joined by PCIe 4.0, on a 1 Gb/s LAN: Llama 3.1 70B in AWQ
+# (about 37 GB) needs both, and with tensor parallelism off they serve as two stages.
+WORKSTATION = """
+name: two-gpu-workstation
+workloads:
+  - name: chat
+    kind: inference
+    model: llama-3.1-70b
+    weights: awq-int4
+    kv: fp16
+    context_tokens: 4096
+    prompt_tokens: 512
+    output_tokens: 256
+    min_tokens_per_s: 5
+    concurrency: 2
+links:
+  - {id: lan-1g, name: "1 Gb/s LAN", bandwidth_gbit_s: 1, latency_ms: 0.5 ms}
+machines:
+  - {id: ws, name: "Workstation", slots: SLOTS, link: pcie4, power_w: 150}
+constraints:
+  allowed_devices: [rtx-3090]
+  inventory:
+    - {device: rtx-3090, count: 2, machine: ws}
+  capex_usd: 0
+  network: lan-1g
+  max_tensor_parallel: 1
+objective:
+  goal: min_cost
+"""
+
+
+def _problem(slots: int) -> Problem:
+    doc = yaml.safe_load(WORKSTATION.replace("SLOTS", str(slots)))
+    return parse_problem(Located(doc, {}, "test.yaml"), [])
+
+
+def _solve(tmp_path: Path, slots: int) -> tuple[Path, Path, dict[str, object]]:
+    problem = tmp_path / f"ws{slots}.yaml"
+    problem.write_text(WORKSTATION.replace("SLOTS", str(slots)), encoding="utf-8")
+    plan = tmp_path / f"ws{slots}.plan.json"
+    r = CliRunner().invoke(app, ["solve", str(problem), "--out", str(plan), "--no-timings"])
+    assert r.exit_code == 0, r.output
+    return problem, plan, json.loads(plan.read_text())
+
+
+def _verify(plan: Path, problem: Path) -> tuple[int, str]:
+    r = CliRunner().invoke(app, ["verify", str(plan), str(problem), "--no-resolve"])
+    return r.exit_code, r.output
+
+
+def test_two_stages_in_one_two_gpu_machine_hop_over_its_pcie(tmp_path: Path) -> None:
+    problem, plan, data = _solve(tmp_path, 2)
+    w = data["workloads"][0]  # type: ignore[index]
+    stages = w["stages"]
+    assert [s["device"] for s in stages] == ["rtx-3090", "rtx-3090"]
+    assert [s["hop_route"] for s in stages] == ["pcie4", "pcie4"]
+    # Forward: batch x 8,192 x 2 bytes over PCIe 4.0: 2 us + b x 16,384 / 31.5e9 s (b = 1:
+    # 2.520 us, where the LAN took 0.5 ms + 16,384 / 125e6 = 0.631 ms); back, the token ids,
+    # 8 bytes each: 2 us + 8 b / 31.5e9.
+    b = w["batch"]
+    assert stages[0]["hop_seconds"] == pytest.approx(2e-6 + b * HIDDEN * 2 / 31.5e9, rel=1e-9)
+    assert stages[1]["hop_seconds"] == pytest.approx(2e-6 + b * 8 / 31.5e9, rel=1e-9)
+    code, out = _verify(plan, problem)
+    assert code == 0, out
+
+
+def test_a_plan_claiming_the_network_inside_the_machine_fails_verify(tmp_path: Path) -> None:
+    problem, plan, data = _solve(tmp_path, 2)
+    w = data["workloads"][0]  # type: ignore[index]
+    b = w["batch"]
+    for j, s in enumerate(w["stages"]):
+        per = HIDDEN * 2 if j == 0 else 8
+        s["hop_route"] = "lan-1g"
+        s["hop_seconds"] = LAN_S + b * per / 125e6
+    plan.write_text(json.dumps(data))
+    code, out = _verify(plan, problem)
+    assert code == 5, out
+    assert "hop_route" in out and "pcie4" in out
+
+
+def test_a_plan_claiming_pcie_between_two_machines_fails_verify(tmp_path: Path) -> None:
+    # One GPU per machine: the two stages sit in two machines, so their hop crosses the LAN.
+    problem, plan, data = _solve(tmp_path, 1)
+    w = data["workloads"][0]  # type: ignore[index]
+    assert [s["hop_route"] for s in w["stages"]] == ["lan-1g", "lan-1g"]
+    w["stages"][0]["hop_route"] = "pcie4"
+    w["stages"][0]["hop_seconds"] = 2e-6 + w["batch"] * HIDDEN * 2 / 31.5e9
+    plan.write_text(json.dumps(data))
+    code, out = _verify(plan, problem)
+    assert code == 5, out
+
+
+@pytest.mark.parametrize(
+    ("slots", "tps", "inside"),
+    [
+        (2, [1, 1], True),  # two stages of one GPU in a 2-slot machine
+        (4, [1, 1], True),  # two replicas of two fill a 4-slot machine whole
+        (4, [2, 2], True),  # two groups of two: four devices, one machine
+        (3, [1, 1], False),  # 2 does not divide 3: a replica may straddle two machines
+        (2, [2, 2], False),  # four devices never fit one 2-slot machine
+        (1, [1, 1], False),
+    ],
+)
+def test_which_replicas_share_a_machine(slots: int, tps: list[int], inside: bool) -> None:
+    problem = _problem(slots)
+    assert machine_slots(problem, CAT, "rtx-3090") == slots
+    routes = hop_routes(problem, CAT, ["rtx-3090", "rtx-3090"], tps)
+    assert [r.id for r in routes] == (["pcie4"] * 2 if inside else ["lan-1g"] * 2)
+    assert (machine_link(problem, CAT, "rtx-3090", sum(tps)) is not None) == inside
+
+
+def test_a_device_that_may_be_rented_keeps_the_network() -> None:
+    # A rented replica runs in the provider's machines, not the stated ones: not known to share.
+    doc = yaml.safe_load(WORKSTATION.replace("SLOTS", "2"))
+    doc["horizon"] = {"procurement": ["buy", "on_demand"]}
+    problem = parse_problem(Located(doc, {}, "test.yaml"), [])
+    if machine_slots(problem, CAT, "rtx-3090") != 0:
+        pytest.skip("no rent price for the RTX 3090 in the catalog")
+    assert [r.id for r in hop_routes(problem, CAT, ["rtx-3090"] * 2, [1, 1])] == ["lan-1g"] * 2
