@@ -170,7 +170,10 @@ def engine_kernels(cat: Catalog, engine: str | None) -> KernelFamily:
 
 def gguf_refusal(cat: Catalog, engine: str | None, weights: str) -> str | None:
     """Why `weights` under the named `engine` is not planned, or None where it is: a GGUF
-    format (formats.GGUF_FORMATS) under an engine that does not run llama.cpp's kernels.
+    format (formats.GGUF_FORMATS) that the engine's support rows list as experimental only,
+    under an engine that does not run llama.cpp's kernels (Engine.kernels). An engine with a
+    GGUF format of its own that its rows state plainly (distributed-llama's Q40, measured on
+    its own engine) is planned as before.
 
     vLLM, the one such engine whose support rows list GGUF, loads it through kernels of its
     own (vllm/model_executor/layers/quantization/gguf.py, `_fused_mul_mat_gguf`): a
@@ -185,6 +188,9 @@ def gguf_refusal(cat: Catalog, engine: str | None, weights: str) -> str | None:
     e = cat.engines.get(engine)
     if e is None or e.kernels != "serving-grid":
         return None
+    listed = [r for r in cat.support if r.engine == e.id and weights in r.weights]
+    if not listed or not all(r.experimental for r in listed):
+        return None
     llama = sorted(
         (x for x in cat.engines.values() if x.kernels == "llama.cpp"), key=lambda x: x.rank
     )
@@ -192,9 +198,9 @@ def gguf_refusal(cat: Catalog, engine: str | None, weights: str) -> str | None:
     rows = [r for r in cat.support if r.engine == e.id and not r.experimental]
     native = sorted({f for r in rows for f in r.weights} - GGUF_FORMATS)
     return (
-        f"{weights} is a GGUF format, which {e.id} runs only on GGUF kernels of its own (a port "
-        "of llama.cpp's kernels from before they used tensor cores, experimental in its "
-        "documentation) that no measurement here times; "
+        f"{weights} is a GGUF format, which {e.id} runs only experimentally (support row "
+        f"source `{listed[0].source}`) on GGUF kernels of its own, not llama.cpp's, that no "
+        "measurement here times; "
         f"{fix} to serve the GGUF file on llama.cpp's kernels, or keep {e.id} with weights it "
         f"runs natively ({', '.join(native) or 'none listed'}; `planner catalog list support` "
         "shows on which devices)"
