@@ -13,7 +13,9 @@ from typer.testing import CliRunner
 
 from planner.catalog import load_catalog
 from planner.cli import app
-from planner.estimator.routes import hop_routes, machine_link, machine_slots
+from planner.estimator.replica import StageSpec, inference_replica
+from planner.estimator.routes import Route, hop_routes, machine_link, machine_slots
+from planner.estimator.support import engine_times
 from planner.load import parse_problem
 from planner.schema.problem import Problem
 from planner.schema.yaml_io import Located
@@ -142,3 +144,23 @@ def test_a_device_that_may_be_rented_keeps_the_network() -> None:
     if machine_slots(problem, CAT, "rtx-3090") != 0:
         pytest.skip("no rent price for the RTX 3090 in the catalog")
     assert [r.id for r in hop_routes(problem, CAT, ["rtx-3090"] * 2, [1, 1])] == ["lan-1g"] * 2
+
+
+def test_no_rpc_time_on_a_hop_inside_a_machine() -> None:
+    # llama.cpp adds 1.29 ms of RPC per hop between machines (support.yaml, hop_overhead_us);
+    # inside one machine it splits layers itself. The same two stages over the same PCIe link,
+    # once marked inside a machine: each stage's step is 1.29 ms shorter, so the round is too.
+    m, acc = CAT.model("qwen2.5-32b"), CAT.accelerators["rtx-3090"]
+    times = engine_times(CAT, "llama.cpp")
+    assert times["hop_overhead_s"] == pytest.approx(1.29e-3)
+
+    def step(inside: bool) -> float:
+        hop = Route((PCIE4,), inside=inside)
+        stages = [StageSpec(acc, 1, 32, hop=hop), StageSpec(acc, 1, 32, hop=hop)]
+        fig = inference_replica(
+            m, "q8_0", "fp16", batch=1, context=4096, prompt=512, output=256,
+            stages=stages, link=PCIE4, **times,
+        )  # fmt: skip
+        return fig.step_seconds
+
+    assert step(False) - step(True) == pytest.approx(1.29e-3, rel=1e-6)

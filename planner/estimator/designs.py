@@ -941,16 +941,46 @@ def _pair_hops(
     fwd, back = (st.hop_c, st.back_c) if chunk else (st.hop, st.back)
     ifwd, iback = (st.inner[1], st.inner[3]) if chunk else (st.inner[0], st.inner[2])
     p1, p2 = st.place[o1], st.place[o2]
-    # Devices of each kind's type in the replica: both kinds' where they are of one type.
+    same, in1, in2, folded = _pair_inside(st, o1, o2, s1, s2)
+    # Where some hop is inside a machine, each hop between machines carries the engine's own
+    # time (replica.hop_extras) and the caller adds none after.
+    x = np.where(folded, np.maximum(st.hop_extra[o1], st.hop_extra[o2]), 0.0)
+    h11 = np.where(s1 > 1, np.where(in1, ifwd[bi, o1], fwd[bi, p1, p1] + x), 0.0)
+    h22 = np.where(s2 > 1, np.where(in2, ifwd[bi, o2], fwd[bi, p2, p2] + x), 0.0)
+    cross = np.where(same & in1, ifwd[bi, o1], fwd[bi, p1, p2] + x)
+    home = np.where(same & in2, iback[bi, o2], back[bi, p2, p1] + x)
+    return np.maximum(h11, cross), np.maximum(h22, home)
+
+
+def _pair_inside(
+    st: _Setting,
+    o1: npt.NDArray[np.int64],
+    o2: npt.NDArray[np.int64],
+    s1: npt.NDArray[np.int64],
+    s2: npt.NDArray[np.int64],
+) -> tuple[npt.NDArray[np.bool_], ...]:
+    """(o1 and o2 of one device type, o1's devices share one machine, o2's do, some hop is
+    inside a machine) for a two-type pipeline: each kind counts its type's devices, both
+    kinds' where they are of one type."""
     same = st.dev[o1] == st.dev[o2]
     n1 = s1 * st.tp[o1] + np.where(same, s2 * st.tp[o2], 0)
     n2 = s2 * st.tp[o2] + np.where(same, s1 * st.tp[o1], 0)
     in1, in2 = _inside(st, o1, n1), _inside(st, o2, n2)
-    h11 = np.where(s1 > 1, np.where(in1, ifwd[bi, o1], fwd[bi, p1, p1]), 0.0)
-    h22 = np.where(s2 > 1, np.where(in2, ifwd[bi, o2], fwd[bi, p2, p2]), 0.0)
-    cross = np.where(same & in1, ifwd[bi, o1], fwd[bi, p1, p2])
-    home = np.where(same & in2, iback[bi, o2], back[bi, p2, p1])
-    return np.maximum(h11, cross), np.maximum(h22, home)
+    folded = ((s1 > 1) & in1) | ((s2 > 1) & in2) | (same & in1)
+    return same, in1, in2, folded
+
+
+def _pair_extra(
+    st: _Setting,
+    o1: npt.NDArray[np.int64],
+    o2: npt.NDArray[np.int64],
+    s1: npt.NDArray[np.int64],
+    s2: npt.NDArray[np.int64],
+) -> npt.NDArray[np.float64]:
+    """The engine's time per hop added after a two-type pipeline's slowest stage: none where
+    _pair_hops carried it with each hop between machines."""
+    hop = np.maximum(st.hop_extra[o1], st.hop_extra[o2])
+    return np.asarray(np.where(_pair_inside(st, o1, o2, s1, s2)[3], 0.0, hop), dtype=np.float64)
 
 
 def _mean_pair_hops(
@@ -988,16 +1018,29 @@ def _kind_hops(
     p = st.place[o]
     nxt = np.roll(p, -1, axis=1)
     lv = bi[:, None]
-    # Devices of each kind's type in the replica (every kind of that type counts), and whether
-    # they share one machine: then the hops between its stages cross the machine's link.
+    inside, same, folded = _kind_inside(st, o, s)
+    # Where some hop is inside a machine, each hop between machines carries the engine's own
+    # time (replica.hop_extras) and the caller adds none after (_kind_extra).
+    x = np.where(folded, st.hop_extra[o].max(axis=1), 0.0)[:, None]
+    own = np.where(s > 1, np.where(inside, ifwd[lv, o], fwd[lv, p, p] + x), 0.0)
+    on = np.where(same, ifwd[lv, o], fwd[lv, p, nxt] + x)
+    last = back[bi, p[:, -1], nxt[:, -1]] + x[:, 0]
+    on[:, -1] = np.where(same[:, -1], iback[bi, o[:, -1]], last)
+    return np.asarray(np.maximum(own, on), dtype=np.float64)
+
+
+def _kind_inside(
+    st: _Setting, o: npt.NDArray[np.int64], s: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.bool_], ...]:
+    """[n, k]: each kind's devices of its type (every kind of that type counts) share one
+    machine; the hop from the kind to the next is inside it (one type, sharing); and [n]: some
+    hop of the pipeline is."""
     dv = st.dev[o]
     n = ((dv[:, :, None] == dv[:, None, :]) * (s * st.tp[o])[:, None, :]).sum(axis=2)
     inside = _inside(st, o, n)
-    own = np.where(s > 1, np.where(inside, ifwd[lv, o], fwd[lv, p, p]), 0.0)
     same = inside & (dv == np.roll(dv, -1, axis=1))
-    on = np.where(same, ifwd[lv, o], fwd[lv, p, nxt])
-    on[:, -1] = np.where(same[:, -1], iback[bi, o[:, -1]], back[bi, p[:, -1], nxt[:, -1]])
-    return np.asarray(np.maximum(own, on), dtype=np.float64)
+    folded = ((s > 1) & inside).any(axis=1) | same.any(axis=1)
+    return inside, same, folded
 
 
 def _activity(
@@ -1024,8 +1067,9 @@ def _homogeneous(st: _Setting, max_stages: int) -> _Candidates:
     )
     lay = layers[None, :, None]
     # [bi, S - 1, o]: the link's hop and the engine's own time per hop, to the next machine of
-    # the option's kind (the slowest of the forward hops and the last's back, replica.kind_hops)
-    # [S - 1, o]: the replica's S x tp devices share one machine (routes.machine_link).
+    # the option's kind (the slowest of the forward hops and the last's back, replica.kind_hops);
+    # where the replica's S x tp devices share one machine (routes.machine_link), over its own
+    # link and with no engine time (replica.hop_extras).
     opt = np.arange(no, dtype=np.int64)
     inside = _inside(st, opt[None, :], S[:, None] * st.tp[None, :])[None, :, :]
     hop_d, hop_c = (
@@ -1036,7 +1080,7 @@ def _homogeneous(st: _Setting, max_stages: int) -> _Candidates:
                 np.maximum(ifwd, iback)[:, None, :],
                 np.maximum(fwd[:, st.place, st.place], back[:, st.place, st.place])[:, None, :],
             )
-            + st.hop_extra[None, None, :],
+            + np.where(inside, 0.0, st.hop_extra[None, None, :]),
             0.0,
         )
         for fwd, back, ifwd, iback in (
@@ -1194,7 +1238,7 @@ def _two_type(
     h1, h2 = _mean_pair_hops(st, bi, o1, o2, s1, s2)  # each kind's hops, with its work
     a1, f1 = st.tau[bi, o1], st.fixed[bi, o1] + h1
     a2, f2 = st.tau[bi, o2], st.fixed[bi, o2] + h2
-    hop = np.maximum(st.hop_extra[o1], st.hop_extra[o2])
+    hop = _pair_extra(st, o1, o2, s1, s2)
     n1 = _best_split(lo, hi, a1, f1, a2, f2, hop, L, s1, s2)
     for i in np.flatnonzero(n1 < 0).tolist():  # a rounding tie: settle it by the full scan
         n1[i] = _best_split_exhaustive(
@@ -1214,7 +1258,7 @@ def _two_type(
     )
     (d1, d2), (c1, c2) = (_pair_hops(st, bi, o1, o2, s1, s2, x) for x in (False, True))
     f1, f2 = st.fixed[bi, o1], st.fixed[bi, o2]
-    hop = np.maximum(st.hop_extra[o1], st.hop_extra[o2])
+    hop = _pair_extra(st, o1, o2, s1, s2)
     q, r = rest // s2, rest % s2
     top = q + (r > 0)  # layers of the fullest o2 stage
     # The layers are split on the stages' mean times; a round takes its slowest stage, which
@@ -1439,7 +1483,7 @@ def _k_type(
     n[:, last] = q
     lay = np.concatenate([n[:, :last], top[:, None]], axis=1)  # each kind's fullest stage
     fix = st.fixed[bi[:, None], o]
-    hop = st.hop_extra[o].max(axis=1)
+    hop = np.where(_kind_inside(st, o, s)[2], 0.0, st.hop_extra[o].max(axis=1))
     T_c = (lay * st.tau_c[bi[:, None], o] + fix + _kind_hops(st, bi, o, s, True)).max(axis=1)
     T_d = (lay * st.tau_d[bi[:, None], o] + fix + _kind_hops(st, bi, o, s, False)).max(axis=1)
     T_c, T_d = T_c + hop, T_d + hop

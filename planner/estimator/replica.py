@@ -198,13 +198,19 @@ def inference_replica(
     S = len(stages)
     c = 0.0 if decode_only else chunk_mix(batch, prompt, output, batch * prompt / output)[0]
     sent = [hop_bytes(batch, q, prompt, m.hidden_size) for q in (0.0, c)]  # decode, chunk
+    raw = [[_scalar(h) for h in hop_seconds(stages, link, *b)] for b in sent]
+    # The engine's own time: one for every hop is added after each kind's slowest (as the
+    # enumeration sums it); where some hops are inside a machine, each hop takes its own.
+    extras = hop_extras(stages, hop_overhead_s)
+    one = len(set(extras)) <= 1
     hops_d, hops_c = (
-        kind_hops(stages, [_scalar(h) for h in hop_seconds(stages, link, *b)]) for b in sent
+        kind_hops(stages, r if one else [h + e for h, e in zip(r, extras, strict=True)])
+        for r in raw
     )
+    extra = extras[0] if one and S > 1 else 0.0
     chunk_seconds: list[float] = []
     decode_seconds: list[float] = []
     for st, hop_d, hop_c in zip(stages, hops_d, hops_c, strict=True):
-        extra = hop_overhead_s if S > 1 else 0.0
         dev = device_table([st.device])
         tau_d, tau_c, share = _layer_seconds(
             m, fmt, kvb, dev, st.tp, batch, context, prompt, output, st.link_args(),
@@ -269,6 +275,15 @@ def hop_seconds(
     return [
         (st.hop or alone).seconds(back if j == last else forward) for j, st in enumerate(stages)
     ]
+
+
+def hop_extras(stages: list[StageSpec], overhead_s: float) -> list[float]:
+    """The engine's own time each stage's hop adds (Engine.hop_overhead_us, software between
+    machines: llama.cpp's RPC): none on a hop inside one machine (routes.machine_link), where
+    llama.cpp splits layers over local devices without RPC; none for one stage."""
+    if len(stages) < 2:
+        return [0.0] * len(stages)
+    return [0.0 if st.hop is not None and st.hop.inside else overhead_s for st in stages]
 
 
 def kind_hops(stages: list[StageSpec], hops: list[Any]) -> list[Any]:
@@ -386,8 +401,8 @@ class IterationTime:
         fwd, back = hop_bytes(n, p, prompt, m.hidden_size)
         fwd = np.maximum(fwd, pipeline_activation_bytes(1, 1, m.hidden_size))
         back = np.maximum(back, sampled_token_bytes(1.0))
-        extra = hop_overhead_s if S > 1 else 0.0
-        own = [h + extra for h in hop_seconds(stages, link, fwd, back)]
+        extras = hop_extras(stages, hop_overhead_s)
+        own = [h + e for h, e in zip(hop_seconds(stages, link, fwd, back), extras, strict=True)]
         hops = dict(
             zip(((id(x.device), x.tp) for x in stages), kind_hops(stages, own), strict=True)
         )

@@ -62,9 +62,11 @@ from planner.schema.problem import Problem, StatedMachine
 
 @dataclass(frozen=True)
 class Route:
-    """The links a message crosses between two machines, in order."""
+    """The links a message crosses between two machines, in order; `inside`: between two
+    devices of one machine, over its own link (machine_link)."""
 
     links: tuple[Link, ...]
+    inside: bool = False
 
     @property
     def id(self) -> str:
@@ -220,7 +222,7 @@ def hop_routes(
     for i in range(S):
         a, b = devices[i], devices[(i + 1) % S]
         lk = inner[a] if a == b else None
-        out.append(Route((lk,)) if lk is not None else route(problem, cat, a, b))
+        out.append(Route((lk,), inside=True) if lk is not None else route(problem, cat, a, b))
     return out
 
 
