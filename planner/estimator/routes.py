@@ -171,6 +171,11 @@ def _lan(problem: Problem, cat: Catalog, segment: str | None) -> Link:
     return network_link(problem, cat, next(g.link for g in problem.segments if g.id == segment))
 
 
+# machine_slots by the problem's and catalog's identity and the device (design enumeration and
+# every plan's stages ask it once per pipeline; the objects are kept to check the identity).
+_SLOTS: dict[tuple[int, int, str], tuple[Problem, Catalog, int]] = {}
+
+
 def machine_slots(problem: Problem, cat: Catalog, device: str) -> int:
     """The group sizes one machine of `device` always holds whole, as the greatest common
     divisor of the slots of every host it may sit in (hosts.host_options: the stated machine
@@ -178,13 +183,21 @@ def machine_slots(problem: Problem, cat: Catalog, device: str) -> int:
     type divide it sits in one machine whichever host the plan picks, since the plan fills
     ceil(fleet / slots) machines of one kind per device type with whole groups. 0 where the
     device may be rented (a provider's machines are not the catalog's hosts) or has no host."""
+    key = (id(problem), id(cat), device)
+    hit = _SLOTS.get(key)
+    if hit is not None and hit[0] is problem and hit[1] is cat:
+        return hit[2]
     acc = cat.accelerators.get(device)
-    if acc is None:
-        return 0
-    if any(m != "buy" for m in available_modes(problem, acc, instances=cat.instances_of(device))):
-        return 0
-    hosts = host_options(cat, acc, problem)
-    return math.gcd(*(n.slots for n in hosts)) if hosts else 0
+    slots = 0
+    if acc is not None and all(
+        m == "buy" for m in available_modes(problem, acc, instances=cat.instances_of(device))
+    ):
+        hosts = host_options(cat, acc, problem)
+        slots = math.gcd(*(n.slots for n in hosts)) if hosts else 0
+    if len(_SLOTS) > 1024:
+        _SLOTS.clear()
+    _SLOTS[key] = (problem, cat, slots)
+    return slots
 
 
 def machine_link(problem: Problem, cat: Catalog, device: str, count: int) -> Link | None:
