@@ -901,8 +901,13 @@ def _inner_hops(
     device never shares one), with each option's machine_slots and device index."""
     ids = list(dict.fromkeys(o.device.id for o in opts))
     dev = np.array([ids.index(o.device.id) for o in opts], dtype=np.int64)
-    slots = np.array([machine_slots(problem, cat, d) for d in ids], dtype=np.int64)[dev]
-    links = [machine_link(problem, cat, d, 2) for d in ids]  # the link, whatever the count
+    whole = [machine_slots(problem, cat, d) for d in ids]
+    # The link, whatever the count that shares it (a machine full of them shares it too).
+    links = [
+        machine_link(problem, cat, d, g) if g >= 2 else None
+        for d, g in zip(ids, whole, strict=True)
+    ]
+    slots = np.array(whole, dtype=np.int64)[dev]
     b = levels.astype(np.float64)
     chunk = np.array([chunk_mix(x, prompt, output, x * prompt / output)[0] for x in b.tolist()])
     (fd, bd), (fc, bc) = (hop_bytes(b, q, prompt, m.hidden_size) for q in (0.0 * b, chunk))
