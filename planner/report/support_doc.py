@@ -28,7 +28,8 @@ def support_markdown(cat: Catalog) -> str:
         "A design runs a workload's weight and KV-cache formats on a device only under an engine "
         "a row below lists for the device's architecture. A workload names its `engine`, or "
         "each device takes the first engine by rank that runs its formats (rows marked "
-        "experimental only when the engine is named).",
+        "experimental only when the engine is named; vLLM's experimental GGUF rows not even then: "
+        "its own GGUF kernels are timed by no measurement, support.gguf_refusal).",
         "",
         "## Architectures",
         "",
