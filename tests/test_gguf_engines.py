@@ -83,3 +83,14 @@ def test_an_estimate_refuses_it_too() -> None:
     )  # fmt: skip
     assert r.exit_code == 2, r.output
     assert "--engine vllm" in r.output and "llama.cpp" in r.output
+
+
+def test_every_gguf_format_stops_decode_for_its_prompts() -> None:
+    """A llama.cpp-style engine processes a prompt with decode stopped (docs/serving.md), for
+    every GGUF block format alike: Q2_K and UD-Q2_K_XL cite the llama-bench files their bits
+    come from, not llama.cpp's README, and were once served as if batched with decode."""
+    from planner.estimator.formats import GGUF_FORMATS, WEIGHT_FORMATS
+    from planner.estimator.serving import serial_engine
+
+    for name, fmt in WEIGHT_FORMATS.items():
+        assert serial_engine(fmt) == (name in GGUF_FORMATS), name

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.estimator.efficiency import load_serving
-from planner.estimator.formats import WeightFormat
+from planner.estimator.formats import GGUF_FORMATS, WeightFormat
 
 # A percentile as a probability.
 PERCENTILES = {50: 0.5, 90: 0.9, 95: 0.95, 99: 0.99}
@@ -66,8 +66,10 @@ def prefill_prompt(prompt: int, cache_hit: float) -> int:
 
 
 def serial_engine(fmt: WeightFormat) -> bool:
-    """Whether the format runs on a llama.cpp-style engine (prompt processing stops decode)."""
-    return fmt.source.startswith("llama.cpp")
+    """Whether the format runs on a llama.cpp-style engine (prompt processing stops decode):
+    every GGUF block format (formats.GGUF_FORMATS), whatever text its source cites (Q2_K's and
+    UD-Q2_K_XL's cite the llama-bench files their bits were read from)."""
+    return fmt.id in GGUF_FORMATS
 
 
 def token_budget(batch: float, prompt: float, output: float) -> float:
