@@ -166,8 +166,10 @@ def mean_context(r: Measurement) -> float:
     """Average KV-cache length over the generated tokens.
 
     The table's `context` is the end of a llama-bench `tgN` run (started from an empty cache), the
-    depth D of a `tgN @ dD` run, the rough prompt of a `llama.cpp main` run followed by `context`
-    generated tokens, or the input length of a serving run (output length in the notes).
+    depth D of a `tgN @ dD` run, the number of generated tokens of a `llama.cpp main` run (its
+    prompt, "N-token prompt", and its context window, "n_ctx N", in the notes where the source
+    prints them: main_mean_context), or the input length of a serving run (output length in the
+    notes).
     """
     ctx = float(r.context or 0)
     notes = r.notes or ""
@@ -175,13 +177,35 @@ def mean_context(r: Measurement) -> float:
     if "@ d" in notes and tg:
         return ctx + int(tg.group(1)) / 2
     if "generated tokens" in notes:
-        return 400 + ctx / 2  # "a prompt of a few hundred tokens" (the prefill rows use 400)
+        prompt = re.search(r"(\d+)-token prompt", notes)
+        window = re.search(r"\bn_ctx (\d+)", notes)
+        first = int(prompt.group(1)) if prompt else 400  # else "a prompt of a few hundred tokens"
+        if window:
+            return main_mean_context(first, int(ctx), int(window.group(1)))
+        return first + ctx / 2
     if tg:
         return ctx / 2
     out = re.search(r"output (\d+)", notes) or re.search(r"\bTG (\d+)", notes)
     if out:
         return ctx + int(out.group(1)) / 2
     return ctx
+
+
+def main_mean_context(prompt: int, generated: int, window: int) -> float:
+    """Average KV-cache length over the `generated` tokens of a `llama.cpp main` run whose
+    context holds `window` tokens (n_ctx). When the next token would not fit, main drops half of
+    the cache after its first n_keep + 1 tokens and goes on (examples/main/main.cpp of 2023,
+    "infinite text generation via context swapping": n_discard = (n_past - n_keep - 1) / 2,
+    n_keep 0 by default), so the cache never holds more than `window` tokens. The first token
+    comes from the prompt's own pass; each of the other generated - 1 evaluations reads the
+    cache so far plus itself (n_past + 1)."""
+    past, total = prompt, 0.0
+    for _ in range(max(generated - 1, 1)):
+        if past + 1 > window:
+            past -= (past - 1) // 2
+        total += past + 1
+        past += 1
+    return total / max(generated - 1, 1)
 
 
 Skipped = list[tuple[Measurement, str]]  # a row left out of scoring, and why

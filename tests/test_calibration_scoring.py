@@ -168,3 +168,22 @@ def test_prefill_rows_are_llama_cpps(fit: ModuleType) -> None:
     r = prefill[0]
     vllm = fit.Row(r.meas.model_copy(update={"engine": "vllm"}), r.model, r.device, r.context)
     assert "llama.cpp's kernels" in (fit.unscorable(vllm) or "")
+
+
+def test_a_main_run_reads_no_more_cache_than_its_context_window(fit: ModuleType) -> None:
+    """The LLaMA 2 `main` runs of xd-gpu-bench-llama2 ran with main's default n_ctx of 512 (no -c
+    on their command lines; the logs print "n_ctx = 512" and "prompt eval time = ... / 494
+    tokens") and generated 1,024 tokens, so main's context swapping kept the cache between 257
+    and 512 tokens. Hand: the 1,023 evaluations after the prompt's pass read 495..512 (18 of them,
+    sum 9,063), then three cycles of 258..512 (255 each, 98,175 each) and 258..497 (240, sum
+    90,600): 394,188 / 1,023 = 385.3 tokens on average, not the 494 + 512 = 1,006 of a cache that
+    grows without bound."""
+    assert fit.main_mean_context(494, 1024, 512) == pytest.approx(394_188 / 1_023)
+    assert fit.main_mean_context(494, 1024, 4096) == pytest.approx(494 + 1 + 1022 / 2)
+    rows, _ = fit.load_rows()
+    main = [
+        r
+        for r in rows
+        if r.meas.source == "xd-gpu-bench-llama2" and r.meas.metric == "decode_tokens_per_s"
+    ]
+    assert len(main) == 29 and all(r.context == pytest.approx(385.3, abs=0.05) for r in main)
