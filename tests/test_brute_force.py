@@ -12,7 +12,8 @@ force, which knows nothing of the enumerator:
   tensor_parallel_over_pcie); one device type at one degree with layers
   ceil(L / S) per stage, or two types in either order at every layer split, keeping the split
   whose slowest stage is fastest among those that fit in memory; every batch level; figures
-  from the estimator's scalar replica arithmetic; kept when memory and the latency ceilings hold;
+  from the estimator's scalar replica arithmetic (a one-type pipeline whose devices divide
+  every host's slots hops over the host's own link, docs/networks.md); kept when memory and the latency ceilings hold;
 - every mix of replicas of those designs that meets the demand, by a depth-first search cut
   only by bounds no cheaper completion can cross; each device type in every host type that
   holds its largest group, priced from the catalog and the problem (devices, whole baseboards
@@ -48,6 +49,7 @@ from planner.estimator.economics import (
 from planner.estimator.hosts import sustained
 from planner.estimator.network import network_gear, ports_per_host
 from planner.estimator.replica import StageSpec, inference_replica
+from planner.estimator.routes import Route
 from planner.estimator.serving import prefill_prompt
 from planner.schema.catalog import Node
 from planner.schema.problem import InferenceWorkload, Problem
@@ -128,6 +130,26 @@ def _splits(stages: tuple[tuple[str, int], ...]) -> list[tuple[int, ...]]:
 
 
 @cache
+def _inside_hop(stages: tuple[tuple[str, int], ...]) -> Route | None:
+    """The hop between the stages of a one-type pipeline whose devices share a machine
+    (docs/networks.md): their count divides the slots of every host the device may take, so
+    whichever host is bought holds the replica whole; it crosses that host's own link (the
+    slowest of those hosts'), not the network. None otherwise (the network between hosts)."""
+    kinds = {d for d, _ in stages}
+    n = sum(k for _, k in stages)
+    if len(stages) < 2 or len(kinds) > 1 or n < 2:
+        return None
+    (d,) = kinds
+    if math.gcd(*(h.slots for h in hosts(d))) % n:
+        return None
+    cat = catalog()
+    inner = min(
+        (cat.link(h.intra_node_link) for h in hosts(d)),
+        key=lambda lk: (lk.bandwidth_gb_s, -lk.latency_us),
+    )
+    return Route((inner,), inside=True)
+
+
 def all_points() -> tuple[Point, ...]:
     """Every design of the widest space the cases use (2 stages, degrees 1 and 2), at every
     batch level and layer split: figures from the estimator's scalar replica arithmetic."""
@@ -143,8 +165,11 @@ def all_points() -> tuple[Point, ...]:
         # A consumer card at full speed alone in a desktop, or derated in a multi-card chassis.
         chassis = (False, True) if any(d == CONSUMER for d, _ in stages) else (False,)
         for split, dense in ((x, y) for x in _splits(stages) for y in chassis):
+            hop = _inside_hop(stages)
             specs = [
-                StageSpec(derated[d] if dense and d == CONSUMER else cat.accelerator(d), k, n)
+                StageSpec(
+                    derated[d] if dense and d == CONSUMER else cat.accelerator(d), k, n, hop=hop
+                )
                 for (d, k), n in zip(stages, split, strict=True)
             ]
             for b in BATCH_LEVELS:
