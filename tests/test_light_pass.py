@@ -1,7 +1,7 @@
 """The light pass beside every search (planner.model.cpsat.LIGHT_DTIME): one round of presolve
 without probing, bounded in CP-SAT's deterministic time. Its plan is kept only where it proves the
-optimum (or infeasibility), so the optimum is the full search's; which pass's plan is kept never
-depends on timing, so a run is repeatable."""
+optimum (or infeasibility) no later than the full search (planner.model.race), so the optimum is
+the full search's; which pass's plan is kept never depends on timing, so a run is repeatable."""
 
 from __future__ import annotations
 
@@ -37,8 +37,9 @@ def test_the_light_pass_proves_the_same_optimum_as_the_full_search(
 ) -> None:
     light = _model(name)
     got = _solve(light)
-    # These small models are proved by the light pass (its budget is not spent).
-    assert got.status == Status.OPTIMAL and not light.light_fails
+    # These small models are proved within the light pass's budget, by it or (where the full
+    # search proves with less work, planner.model.race) by the full search.
+    assert got.status == Status.OPTIMAL
     monkeypatch.setattr(cpsat, "LIGHT_DTIME", 0.0)  # the light pass stops at once, unproved
     full = _model(name)
     alone = _solve(full)

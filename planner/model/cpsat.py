@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
-import threading
 import time
 from collections.abc import Iterator
 from fractions import Fraction
@@ -32,6 +31,7 @@ from planner.model.constraints import Constraints
 from planner.model.hints import Hints
 from planner.model.objectives import TIE_BREAKS, Objective, objective_for, tie_break_of
 from planner.model.ortools_cp import cp_model, cp_model_helper
+from planner.model.race import race
 from planner.model.result import ReplicaKey, Solution, status_of
 from planner.model.scale import ratio_within
 from planner.model.tables import Tables
@@ -42,8 +42,9 @@ MAX_RATIO_STEPS = 30  # Dinkelbach iterations; each one strictly improves the ra
 # Every search runs a light pass beside it, on a thread of its own (PlannerModel._optimize): one
 # round of presolve without probing, stopped after this much of CP-SAT's deterministic time (its
 # machine-independent work measure, so the pass ends at the same point on any machine and which
-# pass's plan is kept never depends on timing). Where it proves the optimum (or infeasibility),
-# its plan is the answer and the full search is stopped. Most models the planner builds are
+# pass's plan is kept never depends on timing). Where it proves the optimum (or infeasibility)
+# no later than the full search, its plan is the answer (planner.model.race: whichever pass
+# proves first stops the other). Most models the planner builds are
 # proved in well under this much work once presolve is light, and presolve is then most of the
 # time (chat-70b: 0.02 of deterministic time against 0.09); larger ones need the LP of the full
 # search (linearization level 2), which runs from the start on the first thread. 0.5 is about
@@ -342,7 +343,8 @@ class PlannerModel(Constraints, Hints):
         gap: float = 0.0,
     ) -> Solution:
         """Optimize `expr`. A light pass runs beside the full search (see LIGHT_DTIME): its plan
-        is the answer when it proves the optimum or infeasibility, else the full search's. Once
+        is the answer when it proves the optimum or infeasibility no later than the full search
+        (planner.model.race), else the full search's. Once
         a light pass of this model ends unproved, later searches (ratio steps, tie-breaks) run
         the full search alone."""
         if minimize:
@@ -358,44 +360,16 @@ class PlannerModel(Constraints, Hints):
             light = self._solver(time_limit, 1, seed, gap)
             _lighten(light)
         with progress.watch(full, self.progress_label, self.progress_show, minimize) as callback:
-            st, proved = self._search_beside(full, light, callback)
+            if light is None:
+                s, st = full, interrupt.solve(full, self.m, callback)
+            else:  # s: the solver whose answer is kept
+                s, st, light_failed = race(self.m, full, light, callback)
+                self.light_fails = self.light_fails or light_failed
         if interrupt.requested():
             self.interrupted = True
-        s = full  # the solver whose answer is kept
-        if light is not None and proved in (cp_model.OPTIMAL, cp_model.INFEASIBLE):
-            s, st = light, proved
-        elif light is not None:
-            self.light_fails = True
         if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             self._full = list(s.response_proto.solution)
         return self._read(s, st, expr, evaluate, gap)
-
-    def _search_beside(
-        self,
-        full: cp_model.CpSolver,
-        light: cp_model.CpSolver | None,
-        callback: progress.Watch | None,
-    ) -> tuple[Any, Any]:
-        """The full search (stopped early by Ctrl-C) and, when `light` is given, the light pass
-        on a second thread, which stops the full search once it has proved its answer. Both
-        statuses (the light pass's None without one); both report to the same progress line.
-        Ctrl-C stops the search and the incumbent is returned. Later solves of the same run
-        (Dinkelbach steps, tie-breaks) are then skipped, so the best plan so far is shown at
-        once."""
-        if light is None:
-            return interrupt.solve(full, self.m, callback), None
-        done: list[Any] = []
-
-        def run_light() -> None:
-            done.append(light.solve(self.m, progress.beside(callback)))
-            if done[0] in (cp_model.OPTIMAL, cp_model.INFEASIBLE):
-                full.stop_search()
-
-        beside = threading.Thread(target=run_light, name="light pass", daemon=True)
-        beside.start()
-        # Ctrl-C stops both; the light pass ends within LIGHT_DTIME anyway.
-        st = interrupt.solve(full, self.m, callback, beside=light, then=beside.join)
-        return st, done[0] if done else None
 
     def hint_last_plan(self) -> None:
         """Replace the hint by the last plan found, every variable's value (a complete hint: the
