@@ -91,13 +91,29 @@ def _round(x: object) -> object:
     return float(f"{x:.9g}") if isinstance(x, float) else x
 
 
+def _check_runs_own(tree: Path) -> None:
+    """Stop unless a process started as `solve` starts one imports the tree's own package (an
+    editable install of another tree must not take its place)."""
+    where = subprocess.run(
+        [sys.executable, "-c", "import planner; print(planner.__file__)"],
+        cwd=tree,
+        env=dict(os.environ, PYTHONPATH=str(tree)),
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    if not where.startswith(str(tree)):
+        raise SystemExit(f"{tree} runs the planner package at {where}, not its own")
+
+
 def solve(tree: Path, problem: Path) -> tuple[dict[str, object], float, float]:
-    """Key figures of one fresh `planner solve --format json`, its CPU and wall seconds."""
+    """Key figures of one fresh `planner solve --format json` run on `tree`'s package, its CPU
+    and wall seconds."""
     env = dict(os.environ, PYTHONPATH=str(tree))
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-c", ENTRY, "solve", str(problem), "--format", "json", "--no-timings"],
+        cwd=tree,  # `-c` puts the working folder first on sys.path: it must be the tree
         env=env,
         capture_output=True,
         text=True,
@@ -138,6 +154,7 @@ def main() -> int:
         for tree in (old, new):
             if args.scale != 1.0:
                 scale_efficiency(tree, args.scale)
+            _check_runs_own(tree)
         print(
             f"efficiency factors x{args.scale:g}; CPU s (wall s) per solve, {args.rev} -> this tree"
         )
