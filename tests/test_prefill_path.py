@@ -64,6 +64,20 @@ def test_scaling_costs_more_where_int8_outruns_fp32_further() -> None:
     assert 1.0 / per_flop == pytest.approx(695.4e12, rel=1e-3)
 
 
+@pytest.mark.parametrize("weights", ["q2_k", "ud-q2_k_xl"])
+def test_every_gguf_mix_runs_on_mmq(weights: str) -> None:
+    # UD-Q2_K_XL is a mix of K-quant blocks (Q2_K for most expert tensors, higher K-quants
+    # elsewhere), each multiplied by MMQ (ggml-cuda/mmq.cu) like Q2_K alone: on an RTX 4090
+    # 1 / 660.6e12 + 0.0625 / 82.6e12 s per FLOP (440.4 TFLOP/s), not the listed 165.2 FP16
+    # rate with FP32 accumulation it once fell back to (2.7x slower prompts than Q2_K's).
+    d = CAT.accelerators["rtx-4090"]
+    dev = device_table([d])
+    per_flop = prefill_linear_seconds_per_flop(dev, weight_format(weights))
+    assert float(per_flop[0]) == pytest.approx(1 / 660.6e12 + 0.0625 / 82.6e12, rel=1e-9)
+    old = prefill_linear_seconds_per_flop(dev, weight_format(weights), "llama.cpp-dequantizing")
+    assert float(old[0]) == pytest.approx(1 / 330.3e12, rel=1e-3)
+
+
 def test_releases_before_mmq_dequantize_to_fp16() -> None:
     # llama.cpp builds of 2023-2024 (before PR #7676) run Q4_K_M through FP16 cuBLAS: on an
     # RTX 4090, 1 / 330.3e12 s per FLOP, the FP16-accumulate rate.

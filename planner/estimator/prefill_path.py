@@ -40,16 +40,18 @@ from collections.abc import Sequence
 import numpy as np
 
 from planner.estimator.devices import Array, DeviceTable
-from planner.estimator.formats import WeightFormat
+from planner.estimator.formats import GGUF_FORMATS, WeightFormat
 from planner.estimator.tensor_rates import fp16_accumulate_flops, sixteen_bit_flops
 from planner.schema.catalog import Accelerator
 
 # llama.cpp's default micro-batch (n_ubatch = 512, common/common.h; llama-bench's too).
 PREFILL_UBATCH_TOKENS = 512
 
-# Weight formats llama.cpp multiplies with MMQ (ggml-cuda/mmq.cuh): its GGUF block formats and
-# MXFP4. The other weight-only formats (GPTQ, AWQ, NF4, MLX) run on 16-bit tensor paths.
-MMQ_FORMATS = frozenset({"q2_k", "q4_0", "q4_k_m", "q5_k_m", "q6_k", "q8_0", "mxfp4"})
+# Weight formats llama.cpp multiplies with MMQ (ggml-cuda/mmq.cu, the block types of
+# ggml_cuda_mul_mat_q_switch_type: Q4_0 to Q8_0 and the K-quants Q2_K to Q6_K, the blocks a mix
+# such as UD-Q2_K_XL is made of): every GGUF block format (formats.GGUF_FORMATS) and MXFP4. The
+# other weight-only formats (GPTQ, AWQ, NF4, MLX) run on 16-bit tensor paths.
+MMQ_FORMATS = GGUF_FORMATS | {"mxfp4"}
 # The kernel family (Engine.kernels in catalog support.yaml) of builds that predate MMQ on
 # tensor cores (llama.cpp PR #7676, June 2024): they dequantized GGUF weights to FP16 and called
 # cuBLAS for every prompt of more than 32 tokens (ggml-cuda's MMQ_MAX_BATCH_SIZE), so their
