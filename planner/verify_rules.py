@@ -22,6 +22,7 @@ from planner.estimator.hosts import carries_scale_up, host_options, tp_limit
 from planner.estimator.network import network_link
 from planner.estimator.request_mix import class_workload
 from planner.estimator.routes import group_route
+from planner.estimator.support import gguf_row_refused
 from planner.plan.recipe import launch_command, served_context, served_sequences
 from planner.plan.types import Plan, StageLine, WorkloadPlan
 from planner.schema.catalog import Node
@@ -303,6 +304,7 @@ def _supported(cat: Catalog, engine: str, backend: str, device: str, w: Inferenc
         and w.weights in row.weights
         and w.kv in row.kv
         and (not row.experimental or w.engine == engine)
+        and not gguf_row_refused(cat, row.engine, row.experimental, w.weights)
         for row in cat.support
     )
 

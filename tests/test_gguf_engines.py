@@ -94,3 +94,38 @@ def test_every_gguf_format_stops_decode_for_its_prompts() -> None:
 
     for name, fmt in WEIGHT_FORMATS.items():
         assert serial_engine(fmt) == (name in GGUF_FORMATS), name
+
+
+def test_a_plain_row_elsewhere_does_not_open_the_experimental_rows(tmp_path: Path) -> None:
+    # A user catalog states vLLM's Q8_0 plainly on Hopper. The RTX 3090's (Ampere) only vLLM
+    # Q8_0 row is still the shipped experimental one, so the 3090 stays refused under vLLM while
+    # the H100 is estimated; before, any plain row anywhere lifted the refusal on every device
+    # and the 3090 was priced on kernels no measurement times (planner estimate gave it
+    # 86.6 tokens/s).
+    from planner.catalog import use_overlays
+    from planner.schema.problem import InferenceWorkload
+    from planner.verify_rules import _supported
+
+    d = tmp_path / "cat"
+    d.mkdir()
+    row = "{engine: vllm, backend: cuda, architectures: [hopper], weights: [q8_0], kv: [fp16], "
+    row += "source: vllm-gguf, date: 2026-01}"
+    (d / "support.yaml").write_text(f"support:\n  - {row}\n", encoding="utf-8")
+    base = ["--catalog", str(d), "estimate", "-m", "llama-3.1-8b", "--weights", "q8_0"]
+    try:
+        r = CliRunner().invoke(app, [*base, "-d", "rtx-3090", "--engine", "vllm"])
+        assert r.exit_code == 2, r.output
+        assert "does not run q8_0" in " ".join(r.output.split())
+        r = CliRunner().invoke(app, [*base, "-d", "h100-sxm", "--engine", "vllm"])
+        assert r.exit_code == 0, r.output
+        cat = load_catalog()
+        w = InferenceWorkload.model_validate(
+            {"name": "chat", "kind": "inference", "model": "llama-3.1-8b", "engine": "vllm",
+             "weights": "q8_0", "kv": "fp16", "context_tokens": 4096, "prompt_tokens": 512,
+             "output_tokens": 256, "concurrency": 1}
+        )  # fmt: skip
+        # The verifier's own check of a plan's stage agrees: no usable row on the 3090.
+        assert _supported(cat, "vllm", "cuda", "h100-sxm", w)
+        assert not _supported(cat, "vllm", "cuda", "rtx-3090", w)
+    finally:
+        use_overlays([])

@@ -16,6 +16,7 @@ from planner.catalog import load_catalog
 from planner.errors import CatalogError, InputError
 from planner.estimator.designs import allowed_devices, inference_designs
 from planner.estimator.formats import KV_BYTES, WEIGHT_FORMATS
+from planner.estimator.support import gguf_row_refused
 from planner.load import check_names
 from planner.schema.problem import InferenceWorkload, Problem
 from planner.schema.support import KV_FORMAT_IDS, WEIGHT_FORMAT_IDS
@@ -78,8 +79,12 @@ def _one_device_per_architecture() -> list[str]:
 
 
 def _row_allows(arch: str, weights: str, engine: str) -> str | None:
-    """A KV format some row of `engine` pairs with `weights` on `arch`, or None."""
+    """A KV format some row of `engine` pairs with `weights` on `arch`, or None. vLLM's
+    experimental GGUF rows are listed but never planned (support.gguf_refusal): on H100 under
+    vllm, q4_0's only row is such a row, so no design."""
     for row in CAT.support:
+        if gguf_row_refused(CAT, row.engine, row.experimental, weights):
+            continue
         if row.engine == engine and arch in row.architectures and weights in row.weights:
             return row.kv[0]
     return None

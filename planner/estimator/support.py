@@ -44,6 +44,8 @@ def runtimes(cat: Catalog, device: Accelerator, weights: str, kv: str) -> list[R
     arch = device.architecture
     out: dict[tuple[str, str], Runtime] = {}
     for row in cat.support:
+        if gguf_row_refused(cat, row.engine, row.experimental, weights):
+            continue
         if arch in row.architectures and weights in row.weights and kv in row.kv:
             key = (row.engine, row.backend)
             if key not in out or (out[key].experimental and not row.experimental):
@@ -166,6 +168,18 @@ def engine_kernels(cat: Catalog, engine: str | None) -> KernelFamily:
         return "llama.cpp"
     e = cat.engines.get(engine)
     return e.kernels if e is not None else "serving-grid"
+
+
+def gguf_row_refused(cat: Catalog, engine: str, experimental: bool, weights: str) -> bool:
+    """Whether a support row of `engine` (`experimental` or not) is never used for `weights`:
+    a GGUF format on a row the engine calls experimental, under an engine that does not run
+    llama.cpp's kernels (gguf_refusal says why). A plain row of the same engine for other
+    architectures (a user catalog's) leaves this row refused: each device is served by its
+    own architecture's rows."""
+    if not experimental or weights not in GGUF_FORMATS:
+        return False
+    e = cat.engines.get(engine)
+    return e is not None and e.kernels == "serving-grid"
 
 
 def gguf_refusal(cat: Catalog, engine: str | None, weights: str) -> str | None:
