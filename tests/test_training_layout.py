@@ -114,3 +114,32 @@ def test_tensor_parallel_time_is_zero_without_tensor_parallelism() -> None:
     m = cat.model("llama-3.1-8b")
     got = tensor_parallel_seconds_per_token(m, table, TrainingLayout(devices=8), 8192, "selective")
     assert list(got) == [0.0]
+
+
+@pytest.mark.parametrize(
+    "notes",
+    [
+        "TP2 PP8 VPP4 EP32, GBS 2048, DeepEP, 1F1B all-to-all overlap",
+        "TP=2, PP=8, VPP=4, EP=32, GBS=2,048, DeepEP, all-to-all overlap",
+        "TP 2 PP 8 VP 4 EP: 32; global batch size 2048; deepep; All-to-all overlap",
+    ],
+)
+def test_notes_written_with_separators_give_the_same_layout(notes: str) -> None:
+    # The same published layout (Qwen3-235B-A22B on 256 H100s) however the sizes are written;
+    # before, "TP=2" or "GBS=2048" read as TP 1 and no global batch, silently timing another
+    # layout (no bubble: PP 8 x VPP 4 over 2048 / 16 = 128 micro-batches is 7 / 512 = 1.4 %).
+    got = layout_from_notes(notes, 256)
+    assert (got.tensor, got.pipeline, got.virtual, got.expert) == (2, 8, 4, 32)
+    assert got.global_batch == 2048 and got.node_dedup and got.overlap_alltoall
+    assert pipeline_bubble_fraction(got) == pytest.approx(7 / (4 * 128))
+
+
+def test_denied_features_are_not_read_as_stated() -> None:
+    got = layout_from_notes("EP8, GBS 512, without DeepEP, no all-to-all overlap", 8)
+    assert got.expert == 8 and not got.node_dedup and not got.overlap_alltoall
+
+
+def test_a_layout_that_does_not_divide_the_devices_is_an_error() -> None:
+    # TP8 x PP16 = 128 ranks per replica on 64 devices: no such run; the error names the notes.
+    with pytest.raises(ValueError, match="TP8 PP16"):
+        layout_from_notes("TP8 PP16, GBS 512", 64)

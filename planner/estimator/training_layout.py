@@ -163,20 +163,41 @@ def layout_tokens_per_second(
 
 
 _SIZES = {"tensor": "TP", "pipeline": "PP", "virtual": "VPP?", "context": "CP", "expert": "EP"}
+# A size as the tables write it, "TP2", or with a separator, "TP 2", "TP=2", "TP: 2".
+_SEP = r"\s*[=:]?\s*"
+_GBS = re.compile(rf"\b(?:GBS|global batch(?: size)?){_SEP}(\d[\d,]*)", re.IGNORECASE)
+_NOT = r"\b(?:no|not|without|w/o)\s+(?:\w+\s+)?"
+
+
+def _stated(notes: str, phrase: str) -> bool:
+    """Whether `notes` say `phrase` and do not deny it ("no DeepEP", "without all-to-all
+    overlap")."""
+    said = re.search(re.escape(phrase), notes, re.IGNORECASE) is not None
+    denied = re.search(_NOT + re.escape(phrase), notes, re.IGNORECASE) is not None
+    return said and not denied
 
 
 def layout_from_notes(notes: str, devices: int) -> TrainingLayout:
     """The layout a measurement's notes state in the benchmark tables' own words ("TP2 PP8 VPP4
-    EP32", "GBS 2048", "DeepEP", "all-to-all overlap"); sizes not stated are 1."""
+    EP32", "GBS 2048", "DeepEP", "all-to-all overlap"); sizes not stated are 1. A layout whose
+    tensor x pipeline x context ranks do not divide the run's devices is an error naming the
+    notes (a misread or mistyped size would otherwise time another layout)."""
     sizes = {}
     for key, tag in _SIZES.items():
-        hit = re.search(rf"\b{tag}(\d+)\b", notes)
+        hit = re.search(rf"\b{tag}{_SEP}(\d+)\b", notes)
         sizes[key] = int(hit.group(1)) if hit else 1
-    gbs = re.search(r"\bGBS (\d[\d,]*)", notes)
+    gbs = _GBS.search(notes)
+    group = sizes["tensor"] * sizes["pipeline"] * sizes["context"]
+    if min(sizes.values()) < 1 or devices % group:
+        raise ValueError(
+            f"notes {notes!r}: TP {sizes['tensor']} x PP {sizes['pipeline']} x CP "
+            f"{sizes['context']} = {group} ranks per model replica do not divide the row's "
+            f"{devices} devices; correct the sizes in the notes or the row's `devices`"
+        )
     return TrainingLayout(
         devices=devices,
         global_batch=int(gbs.group(1).replace(",", "")) if gbs else None,
-        node_dedup="DeepEP" in notes,
-        overlap_alltoall="all-to-all overlap" in notes,
+        node_dedup=_stated(notes, "DeepEP"),
+        overlap_alltoall=_stated(notes, "all-to-all overlap"),
         **sizes,
     )
