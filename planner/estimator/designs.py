@@ -859,6 +859,18 @@ def _setting(
     )
 
 
+def _level_bytes(
+    m: ModelArch, levels: npt.NDArray[np.int64], prompt: int, output: int
+) -> tuple[npt.NDArray[np.float64], ...]:
+    """Bytes one pipeline hop carries at each batch level (replica.hop_bytes): forward in a
+    decode-only iteration, forward in one with the level's prompt chunk (serving.chunk_mix),
+    and back from the last stage in each, in that order."""
+    b = levels.astype(np.float64)
+    chunk = np.array([chunk_mix(x, prompt, output, x * prompt / output)[0] for x in b.tolist()])
+    (fd, bd), (fc, bc) = (hop_bytes(b, q, prompt, m.hidden_size) for q in (0.0 * b, chunk))
+    return fd, fc, bd, bc
+
+
 def _hops(
     problem: Problem,
     cat: Catalog,
@@ -876,9 +888,7 @@ def _hops(
     names = list(dict.fromkeys(k.id if k is not None else "" for k in kinds))
     place = np.array([names.index(k.id if k is not None else "") for k in kinds], dtype=np.int64)
     of = {k.id if k is not None else "": k for k in kinds}
-    b = levels.astype(np.float64)
-    chunk = np.array([chunk_mix(x, prompt, output, x * prompt / output)[0] for x in b.tolist()])
-    (fd, bd), (fc, bc) = (hop_bytes(b, q, prompt, m.hidden_size) for q in (0.0 * b, chunk))
+    fd, fc, bd, bc = _level_bytes(m, levels, prompt, output)
     out = [np.empty((len(levels), len(names), len(names))) for _ in range(4)]
     for p, a in enumerate(names):
         for q, z in enumerate(names):
@@ -908,9 +918,7 @@ def _inner_hops(
         for d, g in zip(ids, whole, strict=True)
     ]
     slots = np.array(whole, dtype=np.int64)[dev]
-    b = levels.astype(np.float64)
-    chunk = np.array([chunk_mix(x, prompt, output, x * prompt / output)[0] for x in b.tolist()])
-    (fd, bd), (fc, bc) = (hop_bytes(b, q, prompt, m.hidden_size) for q in (0.0 * b, chunk))
+    fd, fc, bd, bc = _level_bytes(m, levels, prompt, output)
     out = tuple(np.full((len(levels), len(opts)), np.inf) for _ in range(4))
     for o, i in enumerate(dev.tolist()):
         lk = links[i]
