@@ -265,3 +265,19 @@ def test_an_unknown_kernel_family_is_refused_where_it_is_written(tmp_path: Path)
     assert "support.yaml:" in r.output and "engines[0].kernels" in r.output
     assert "llama.cpp, llama.cpp-dequantizing, serving-grid" in r.output
     use_overlays([])
+
+
+def test_an_engine_without_a_kernel_family_is_told_the_values(tmp_path: Path) -> None:
+    # A user catalog's engine written before `kernels` existed: the error names the file, the
+    # entry and the line to add with the values it may take, not only "missing required key".
+    d = tmp_path / "cat"
+    d.mkdir()
+    entry = "{id: my-engine, name: Mine, rank: 20, tensor_parallel: true, "
+    entry += "pipeline_parallel: true, sources: {spec: vllm-gpu-install}}"
+    (d / "support.yaml").write_text(f"engines:\n  - {entry}\n", encoding="utf-8")
+    r = CliRunner().invoke(app, ["--catalog", str(d), "catalog", "list", "engines"])
+    assert r.exit_code == 2, r.output
+    flat = " ".join(r.output.split())
+    assert "support.yaml:2:" in flat and "engines[0].kernels" in flat
+    assert "add `kernels: ...` with one of: llama.cpp, llama.cpp-dequantizing, serving-grid" in flat
+    use_overlays([])

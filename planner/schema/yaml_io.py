@@ -12,7 +12,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, Literal, NoReturn, TypeVar, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -344,6 +344,18 @@ def _models_at(model: type[BaseModel], loc: Loc, data: Any) -> list[type[BaseMod
     return current
 
 
+def _missing_hint(model: type[BaseModel], loc: Loc, data: Any) -> str:
+    """For a required key whose values are a fixed list (a Literal field, such as an engine's
+    `kernels`): the line to add, with the values it may take; else nothing."""
+    key = str(loc[-1]) if loc else ""
+    for m in _models_at(model, loc[:-1], data):
+        field = m.model_fields.get(key)
+        if field is not None and get_origin(field.annotation) is Literal:
+            choices = ", ".join(str(c) for c in get_args(field.annotation))
+            return f"; add `{key}: ...` with one of: {choices}"
+    return ""
+
+
 def _unknown_key(key: str, models: list[type[BaseModel]]) -> str:
     """The message for a key no field has: the nearest valid keys, or the kind it belongs to."""
     refused = [m for m in models if key not in m.model_fields] or models
@@ -407,7 +419,7 @@ def _message(e: Any, doc: Located, model: type[BaseModel]) -> tuple[Loc, str]:
         key = str(loc[-1])
         msg = _unknown_key(key, _models_at(model, loc[:-1], doc.data))
     elif kind == "missing":
-        msg = f"missing required key `{loc[-1]}`"
+        msg = f"missing required key `{loc[-1]}`" + _missing_hint(model, loc, doc.data)
     elif kind == "value_error":
         at = getattr(ctx.get("error"), "at", None)
         if isinstance(at, tuple):
