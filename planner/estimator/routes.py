@@ -56,7 +56,7 @@ from planner.estimator.comm import p2p_seconds
 from planner.estimator.economics import available_modes
 from planner.estimator.hosts import host_options
 from planner.estimator.network import network_link, stated_link
-from planner.schema.catalog import Link
+from planner.schema.catalog import Accelerator, Link
 from planner.schema.problem import Problem, StatedMachine
 
 
@@ -208,11 +208,21 @@ def machine_link(problem: Problem, cat: Catalog, device: str, count: int) -> Lin
     slots = machine_slots(problem, cat, device)
     if count < 2 or slots == 0 or slots % count:
         return None
+    acc = cat.accelerator(device)
     links = [
-        network_link(problem, cat, n.intra_node_link)
-        for n in host_options(cat, cat.accelerator(device), problem)
+        _card_link(cat, acc, network_link(problem, cat, n.intra_node_link))
+        for n in host_options(cat, acc, problem)
     ]
     return min(links, key=lambda lk: (lk.bandwidth_gb_s, -lk.latency_us))
+
+
+def _card_link(cat: Catalog, acc: Accelerator, link: Link) -> Link:
+    """A machine's PCIe link as two of `acc` use it: at most the card's own PCIe generation
+    (a PCIe 4.0 card in a PCIe 5.0 workstation moves data at 4.0's rate, as
+    hosts.in_machine caps a tensor-parallel group inside a machine)."""
+    gen = acc.interconnect.pcie_gen
+    own = cat.links.get(f"pcie{gen}") if gen is not None and link.kind == "pcie" else None
+    return own if own is not None and own.bandwidth_gb_s < link.bandwidth_gb_s else link
 
 
 def hop_routes(
