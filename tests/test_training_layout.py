@@ -143,3 +143,19 @@ def test_a_layout_that_does_not_divide_the_devices_is_an_error() -> None:
     # TP8 x PP16 = 128 ranks per replica on 64 devices: no such run; the error names the notes.
     with pytest.raises(ValueError, match="TP8 PP16"):
         layout_from_notes("TP8 PP16, GBS 512", 64)
+
+
+@pytest.mark.parametrize(
+    ("notes", "sizes"),
+    [
+        ("llama3_70b_tp4_pp8_vp5_gbs128", (4, 8, 5, 1, 1, 128)),  # a recipe's name
+        ("TP2PP8EP32, GBS 2048", (2, 8, 1, 1, 32, 2048)),  # run on, without spaces
+        ("ETP1 EP8 FSDP8, GBS 512", (1, 1, 1, 1, 8, 512)),  # ETP is not TP, FSDP not DP
+        ("DeepEP32 dispatcher, EP8, GBS 512", (1, 1, 1, 1, 8, 512)),  # DeepEP32 is not EP32
+    ],
+)
+def test_sizes_next_to_other_text(notes: str, sizes: tuple[int, ...]) -> None:
+    # Before, a size had to stand between word boundaries: "_tp4_" and "TP2PP8" read as 1.
+    got = layout_from_notes(notes, 256)
+    tp, pp, vp, cp, ep = got.tensor, got.pipeline, got.virtual, got.context, got.expert
+    assert (tp, pp, vp, cp, ep, got.global_batch) == sizes

@@ -165,7 +165,7 @@ def layout_tokens_per_second(
 _SIZES = {"tensor": "TP", "pipeline": "PP", "virtual": "VPP?", "context": "CP", "expert": "EP"}
 # A size as the tables write it, "TP2", or with a separator, "TP 2", "TP=2", "TP: 2".
 _SEP = r"\s*[=:]?\s*"
-_GBS = re.compile(rf"\b(?:GBS|global batch(?: size)?){_SEP}(\d[\d,]*)", re.IGNORECASE)
+_GBS = re.compile(rf"(?<![A-Za-z])(?:GBS|global batch(?: size)?){_SEP}(\d[\d,]*)", re.IGNORECASE)
 _NOT = r"\b(?:no|not|without|w/o)\s+(?:\w+\s+)?"
 
 
@@ -184,7 +184,9 @@ def layout_from_notes(notes: str, devices: int) -> TrainingLayout:
     notes (a misread or mistyped size would otherwise time another layout)."""
     sizes = {}
     for key, tag in _SIZES.items():
-        hit = re.search(rf"\b{tag}{_SEP}(\d+)\b", notes)
+        # Not after a letter (FSDP is no DP, DeepEP no EP, ETP no TP) but after anything else,
+        # so a recipe name's "llama3_70b_tp4_pp8" and a run-on "TP2PP8" read too.
+        hit = re.search(rf"(?<![A-Za-z]){tag}{_SEP}(\d+)(?!\d)", notes, re.IGNORECASE)
         sizes[key] = int(hit.group(1)) if hit else 1
     gbs = _GBS.search(notes)
     group = sizes["tensor"] * sizes["pipeline"] * sizes["context"]
