@@ -187,13 +187,23 @@ def test_three_stages_in_one_three_gpu_machine(tmp_path: Path) -> None:
     assert code == 0, out
 
 
-@pytest.mark.parametrize(("device", "link"), [("rtx-3090", "pcie4"), ("rtx-5090", "pcie5")])
-def test_a_hop_inside_a_machine_runs_at_the_cards_pcie_generation(device: str, link: str) -> None:
-    # A catalog workstation-4 joins its cards over PCIe 5.0 (nodes.yaml). An RTX 3090 is a PCIe
-    # 4.0 card (accelerators.yaml), so two of them exchange a hop at 4.0's 31.5 GB/s, as a
-    # tensor-parallel group in the machine already did (hosts.in_machine), not at 63 GB/s: a
-    # 512-token chunk's 512 x 8,192 x 2 = 8.39 MB takes 2 us + 266 us, not 2 us + 133 us. An
-    # RTX 5090 (PCIe 5.0) keeps the machine's link.
+@pytest.mark.parametrize(
+    ("device", "link", "rate"),
+    [
+        ("rtx-3090", "pcie4", 31.5e9),
+        ("rtx-5090", "pcie5", 63e9),
+        ("rtx-4060-ti-16gb", "pcie4", 15.75e9),
+    ],
+)
+def test_a_hop_inside_a_machine_runs_at_the_cards_pcie_link(
+    device: str, link: str, rate: float
+) -> None:
+    # A catalog workstation-4 joins its cards over PCIe 5.0 x16 (nodes.yaml, links.yaml). An
+    # RTX 3090 is a PCIe 4.0 x16 card (accelerators.yaml), so two of them exchange a hop at
+    # 4.0's 31.5 GB/s, as a tensor-parallel group in the machine already did
+    # (hosts.in_machine), not at 63 GB/s: a 512-token chunk's 512 x 8,192 x 2 = 8.39 MB takes
+    # 2 us + 266 us, not 2 us + 133 us. An RTX 5090 (PCIe 5.0 x16) keeps the machine's link;
+    # an RTX 4060 Ti (PCIe 4.0 x8) moves half of 4.0 x16's bytes, 15.75 GB/s.
     doc = yaml.safe_load(WORKSTATION.replace("SLOTS", "2"))
     del doc["machines"]
     doc["constraints"].update(allowed_devices=[device], allowed_hosts=["workstation-4"])
@@ -207,5 +217,4 @@ def test_a_hop_inside_a_machine_runs_at_the_cards_pcie_generation(device: str, l
     routes = hop_routes(problem, CAT, [device, device], [1, 1])
     assert [r.id for r in routes] == [link, link]
     chunk = 512 * HIDDEN * 2
-    want = 2e-6 + chunk / (31.5e9 if link == "pcie4" else 63e9)
-    assert routes[0].seconds(chunk) == pytest.approx(want, rel=1e-9)
+    assert routes[0].seconds(chunk) == pytest.approx(2e-6 + chunk / rate, rel=1e-9)

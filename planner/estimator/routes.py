@@ -219,10 +219,18 @@ def machine_link(problem: Problem, cat: Catalog, device: str, count: int) -> Lin
 def _card_link(cat: Catalog, acc: Accelerator, link: Link) -> Link:
     """A machine's PCIe link as two of `acc` use it: at most the card's own PCIe generation
     (a PCIe 4.0 card in a PCIe 5.0 workstation moves data at 4.0's rate, as
-    hosts.in_machine caps a tensor-parallel group inside a machine)."""
-    gen = acc.interconnect.pcie_gen
-    own = cat.links.get(f"pcie{gen}") if gen is not None and link.kind == "pcie" else None
-    return own if own is not None and own.bandwidth_gb_s < link.bandwidth_gb_s else link
+    hosts.in_machine caps a tensor-parallel group inside a machine), over the card's lanes
+    (an x8 card moves half an x16 link's bytes, as devices.py's host link does; the catalog's
+    PCIe links are x16)."""
+    if link.kind != "pcie":
+        return link
+    ic = acc.interconnect
+    own = cat.links.get(f"pcie{ic.pcie_gen}") if ic.pcie_gen is not None else None
+    out = own if own is not None and own.bandwidth_gb_s < link.bandwidth_gb_s else link
+    lanes = ic.pcie_lanes or 16
+    if lanes >= 16:
+        return out
+    return out.model_copy(update={"bandwidth_gb_s": out.bandwidth_gb_s * lanes / 16})
 
 
 def hop_routes(
