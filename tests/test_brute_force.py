@@ -13,7 +13,8 @@ force, which knows nothing of the enumerator:
   ceil(L / S) per stage, or two types in either order at every layer split, keeping the split
   whose slowest stage is fastest among those that fit in memory; every batch level; figures
   from the estimator's scalar replica arithmetic (a one-type pipeline whose devices divide
-  every host's slots hops over the host's own link, docs/networks.md); kept when memory and the latency ceilings hold;
+  every host's slots hops over the host's own link at the card's PCIe generation and lanes,
+  docs/networks.md); kept when memory and the latency ceilings hold;
 - every mix of replicas of those designs that meets the demand, by a depth-first search cut
   only by bounds no cheaper completion can cross; each device type in every host type that
   holds its largest group, priced from the catalog and the problem (devices, whole baseboards
@@ -51,7 +52,7 @@ from planner.estimator.network import network_gear, ports_per_host
 from planner.estimator.replica import StageSpec, inference_replica
 from planner.estimator.routes import Route
 from planner.estimator.serving import prefill_prompt
-from planner.schema.catalog import Node
+from planner.schema.catalog import Link, Node
 from planner.schema.problem import InferenceWorkload, Problem
 from planner.solve import solve_problem
 
@@ -143,8 +144,20 @@ def _inside_hop(stages: tuple[tuple[str, int], ...]) -> Route | None:
     if math.gcd(*(h.slots for h in hosts(d))) % n:
         return None
     cat = catalog()
+    ic = cat.accelerator(d).interconnect
+
+    def as_card_uses_it(lk: Link) -> Link:
+        # A PCIe host link at most at the card's own generation, over its lanes (x16 links).
+        if lk.kind != "pcie":
+            return lk
+        own = cat.links.get(f"pcie{ic.pcie_gen}")
+        if own is not None and own.bandwidth_gb_s < lk.bandwidth_gb_s:
+            lk = own
+        lanes = min(ic.pcie_lanes or 16, 16)
+        return lk.model_copy(update={"bandwidth_gb_s": lk.bandwidth_gb_s * lanes / 16})
+
     inner = min(
-        (cat.link(h.intra_node_link) for h in hosts(d)),
+        (as_card_uses_it(cat.link(h.intra_node_link)) for h in hosts(d)),
         key=lambda lk: (lk.bandwidth_gb_s, -lk.latency_us),
     )
     return Route((inner,), inside=True)
