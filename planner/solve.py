@@ -44,6 +44,10 @@ LP_SHARE = 0.25
 # Building the relaxation may take this share of the time left: the model's build is judged per
 # replica variable (BUILD_S_PER_KEY), its reading as an LP per constraint (relaxation.support).
 LP_BUILD_SHARE = 0.4
+# Of the time left once the narrowed plan is in hand, the share the branch and bound over the
+# relaxation (planner.model.relax_branch) may take to raise its bound; the whole search gets
+# the rest.
+TREE_SHARE = 0.5
 QUICK = (
     "the search found no plan within the time limit: this is the quick plan it starts from "
     "(per workload the design that meets its demand at the lowest price), completed and "
@@ -306,7 +310,9 @@ class Solver:
         the whole search could only prove what was not asked. None when the relaxation
         cannot be built and solved in its share of the time (then the whole model is searched
         alone)."""
-        from planner.model.relaxation import support  # with the LP solver: loaded only here
+        # With the LP solver: loaded only here.
+        from planner.model.relax_branch import tighter_bound
+        from planner.model.relaxation import support
 
         left = ends - time.monotonic() - self._reserve()
         if BUILD_S_PER_KEY * model_keys(tables) > LP_BUILD_SHARE * left:
@@ -331,18 +337,26 @@ class Solver:
             for k, v in got.sol.replicas.items()
         }
         # Optimal among some designs is not optimal: only bounds over every design count.
-        narrowed = dataclasses.replace(got.sol, status=Status.FEASIBLE, bound=found.raw_bound)
+        minimize = objective_for(tables.problem.objective.goal).minimize
+        raw_bound, left = found.raw_bound, ends - time.monotonic() - self._reserve()
+        asked = self.gap > 0 and _within(dataclasses.replace(got.sol, bound=raw_bound), self.gap)
+        if left > MIN_USEFUL_SEARCH_S and not (asked or got.interrupted):
+            # Branch and bound over the relaxation raises its bound (the narrowed plan's value
+            # closes the leaves that cannot beat it); the whole search gets the rest.
+            raw_bound = tighter_bound(found, got.sol.objective, TREE_SHARE * left)
+        narrowed = dataclasses.replace(got.sol, status=Status.FEASIBLE, bound=raw_bound)
         got = Got(narrowed, short, Status.FEASIBLE, [], got.interrupted, warm)
         left = ends - time.monotonic() - self._reserve()
+        if _reaches(narrowed, raw_bound, minimize):
+            return self._settled(got)  # the tree closed every other plan: nothing to search
         late = BUILD_S_PER_KEY * model_keys(tables) + MIN_WHOLE_SEARCH_S > left
         if got.interrupted or late or (self.gap > 0 and _within(narrowed, self.gap)):
             return self._settled(got)
         whole = self._whole(tables, ends, warm)
         if whole.sol is None or whole.sol.objective is None:
             return whole if whole.sol is not None else self._settled(got)
-        minimize = objective_for(tables.problem.objective.goal).minimize
         bound = whole.sol.bound if whole.sol.status != Status.OPTIMAL else whole.sol.objective
-        bound = _tighter(bound, found.raw_bound, minimize)
+        bound = _tighter(bound, raw_bound, minimize)
         if _better(whole.sol, narrowed, tables.problem):
             # With a bound, a completed starting plan's note ("how far ... not known") is moot.
             sol = dataclasses.replace(whole.sol, bound=bound)

@@ -110,7 +110,9 @@ def test_a_better_narrowed_plan_is_kept_with_the_tighter_bound(
     found = support(tables, time_limit=30)
     assert found is not None
     assert got.tables.designs != tables.designs  # the narrowed plan, not the whole search's
-    assert got.sol.bound == pytest.approx(found.raw_bound)  # tighter than 0.1 x the objective
+    # The relaxation's bound, raised by the tree over it (planner.model.relax_branch): at or
+    # above the relaxation's, tighter than 0.1 x the objective, never above the optimum.
+    assert found.raw_bound * (1 - 1e-9) <= got.sol.bound <= optimum * (1 + 1e-9)
     assert plan.status == Status.FEASIBLE  # verified inside
     assert plan.objective is not None and plan.bound is not None
     assert plan.objective >= optimum * (1 - 1e-9)

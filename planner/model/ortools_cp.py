@@ -69,4 +69,11 @@ def linear_solver() -> types.ModuleType:
     return model_builder_helper
 
 
-__all__ = ["cp_model", "cp_model_helper", "linear_solver"]
+def lp_solver() -> types.ModuleType:
+    """OR-Tools' `pywraplp` (GLOP kept loaded between solves, so a solve after a change of
+    variable bounds starts from the last basis), loaded at the first call as `linear_solver`."""
+    with libraries_loading():
+        return importlib.import_module("ortools.linear_solver.pywraplp")
+
+
+__all__ = ["cp_model", "cp_model_helper", "linear_solver", "lp_solver"]

@@ -34,15 +34,15 @@ from __future__ import annotations
 
 import math
 import time
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 
 from planner.model.cpsat import PlannerModel
 from planner.model.ortools_cp import linear_solver
+from planner.model.relax_branch import LpTree
+from planner.model.relax_lp import Floats, LinearProgram, dual_bound
 from planner.model.tables import Tables
 
 if TYPE_CHECKING:
@@ -79,41 +79,6 @@ CONSTRAINT_KINDS = (
     "routes",
     "all_diff",
 )
-
-Floats = npt.NDArray[np.float64]
-
-
-@dataclass
-class LinearProgram:
-    """min c.x + offset over lb <= x <= ub and lo <= A x <= hi, A as (row, col, value)."""
-
-    c: Floats
-    offset: float
-    lb: Floats
-    ub: Floats
-    lo: list[float] = field(default_factory=list)
-    hi: list[float] = field(default_factory=list)
-    rows: list[int] = field(default_factory=list)
-    cols: list[int] = field(default_factory=list)
-    vals: list[float] = field(default_factory=list)
-    kept: int = 0  # constraints kept as they are
-    big_m: int = 0  # conditional constraints kept in big-M form
-    off: int = 0  # conditional constraints whose condition is fixed false
-    dropped: Counter[str] = field(default_factory=Counter)  # other constraint types, by type
-
-    def add(self, cols: list[int], vals: list[float], lo: float, hi: float) -> None:
-        r = len(self.lo)
-        self.rows += [r] * len(cols)
-        self.cols += cols
-        self.vals += vals
-        self.lo.append(lo)
-        self.hi.append(hi)
-
-    def activity(self, cols: list[int], vals: list[float]) -> tuple[float, float]:
-        """Least and greatest a.x over the variables' bounds."""
-        a = np.asarray(vals, dtype=float)
-        lo, hi = self.lb[cols], self.ub[cols]
-        return float(np.sum(np.minimum(a * lo, a * hi))), float(np.sum(np.maximum(a * lo, a * hi)))
 
 
 @dataclass(frozen=True)
@@ -254,21 +219,6 @@ def linear_program(proto: Any) -> LinearProgram:
     return lp
 
 
-def dual_bound(lp: LinearProgram, y: Floats) -> float:
-    """min c.x + offset over the relaxation is at least this, for any row multipliers y
-    (weak duality; a multiplier whose row side is open is taken as 0)."""
-    lo, hi = np.asarray(lp.lo), np.asarray(lp.hi)
-    y = np.where((y > 0) & ~np.isfinite(lo), 0.0, y)
-    y = np.where((y < 0) & ~np.isfinite(hi), 0.0, y)
-    lo_f, hi_f = np.where(np.isfinite(lo), lo, 0.0), np.where(np.isfinite(hi), hi, 0.0)
-    rows_part = np.where(y > 0, y * lo_f, np.where(y < 0, y * hi_f, 0.0))
-    rows, cols = np.asarray(lp.rows, dtype=np.int64), np.asarray(lp.cols, dtype=np.int64)
-    ay = np.bincount(cols, weights=np.asarray(lp.vals) * y[rows], minlength=len(lp.c))
-    d = lp.c - ay
-    box = np.where(d > 0, d * lp.lb, d * lp.ub)
-    return float(np.sum(rows_part) + np.sum(box) + lp.offset)
-
-
 def _solved(lp: LinearProgram, solver: str, time_limit: float) -> mbh.ModelSolverHelper:
     """The LP handed to `solver` and solved within `time_limit` seconds."""
     lp_helper = linear_solver()  # typed through the annotations (a module loaded at call)
@@ -312,6 +262,11 @@ class Support:
 
     designs: dict[str, list[int]]  # per workload, design indices in the tables' order
     raw_bound: float  # the weak-duality bound (see `relax`) at the model's integer scale
+    # The solved LP, kept for the tree search (relax_branch.tree_bound), its root point, and
+    # the objective's sign as CP-SAT reports it (-1: maximized, the LP minimizes its negation).
+    tree: Any = None
+    x: Floats | None = None
+    sign: float = 1.0
 
 
 def support(
@@ -337,10 +292,10 @@ def support(
     if build_limit is not None and time.perf_counter() - began + reading > build_limit:
         return None
     lp = linear_program(proto)
-    s = _solved(lp, "GLOP", time_limit)
-    if s.status().name != "OPTIMAL":
+    tree = LpTree(lp)  # kept loaded: the tree search (relax_branch.tree_bound) goes on from it
+    root, x = tree.solve({}, time_limit)
+    if root == -math.inf:
         return None
-    x = np.asarray(s.variable_values(), dtype=float)
     used: dict[str, set[int]] = {w: set() for w in tables.designs}
     for key, var in model.R.items():
         if x[var.index] > 1e-6:
@@ -349,8 +304,8 @@ def support(
         used[key.workload].add(key.design)
     if not all(used.values()):
         return None
-    y = np.asarray(s.dual_values(), dtype=float)
-    return Support({w: sorted(js) for w, js in used.items()}, _raw_bound(lp, proto, y))
+    sign = proto.objective.scaling_factor or 1.0
+    return Support({w: sorted(js) for w, js in used.items()}, sign * root, tree, x, sign)
 
 
 def _raw_bound(lp: LinearProgram, proto: Any, y: Floats) -> float:

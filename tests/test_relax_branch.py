@@ -1,0 +1,80 @@
+"""Branch and bound over the linear relaxation (planner.model.relax_branch): its bound is at
+or above the relaxation's and never above the proved optimum; with the optimum as incumbent on
+a small model it proves it."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from bench_scripts import load_script
+
+from planner.catalog import load_catalog
+from planner.load import load_problem
+from planner.model.relax_branch import LpTree, tree_bound, tree_search
+from planner.model.relaxation import LinearProgram, support
+from planner.model.tables import build_tables
+from planner.schema.status import Status
+from planner.solve import solve_problem
+
+generate = load_script("benchmarks/generate.py", "bench_generate")
+
+
+def _knapsack() -> LinearProgram:
+    """min 3a + 5b over integers 0 <= a, b <= 10 with 2a + 4b >= 7. By hand: the relaxation
+    takes b = 7/4 (b is the cheaper per unit, 5/4 against 3/2), 8.75; over the integers
+    b = 2 costs 10, a = 4 costs 12, a = 2, b = 1 costs 11 and a = 1 with b = 1 falls short
+    (6 < 7), so the optimum is 10."""
+    lp = LinearProgram(np.array([3.0, 5.0]), 0.0, np.zeros(2), np.full(2, 10.0))
+    lp.add([0, 1], [2.0, 4.0], 7.0, math.inf)
+    return lp
+
+
+def test_the_tree_reaches_a_knapsacks_integer_optimum() -> None:
+    tree = LpTree(_knapsack())
+    root, x = tree.solve({}, 5.0)
+    assert root == pytest.approx(8.75)
+    assert x.tolist() == pytest.approx([0.0, 1.75])
+    # Without an incumbent: its bound rises from 8.75 to the integer optimum, and stops there
+    # (the least leaf is integral).
+    got = tree_bound(tree, root, x, incumbent=None, time_limit=10.0)
+    assert got.bound == pytest.approx(10.0) and not got.proved
+    # With the optimum as incumbent every leaf closes: a proof.
+    got = tree_bound(tree, root, x, incumbent=10.0, time_limit=10.0)
+    assert got.proved and got.bound == 10.0 and got.open == 0
+    # With a dearer incumbent (a = 4 costs 12) the bound is the optimum, never above it.
+    got = tree_bound(tree, root, x, incumbent=12.0, time_limit=10.0)
+    assert got.bound <= 10.0 + 1e-9
+
+
+def test_a_box_no_point_fits_is_proved_empty() -> None:
+    tree = LpTree(_knapsack())
+    assert tree.empty({0: (0.0, 1.0), 1: (0.0, 1.0)})  # 2 + 4 < 7
+    assert not tree.empty({0: (0.0, 1.0), 1: (0.0, 2.0)})
+    assert tree.solve({0: (0.0, 1.0), 1: (0.0, 1.0)}, 1.0)[0] == math.inf
+
+
+def _cases() -> list[tuple[str, object]]:
+    peak = load_problem(Path("problems") / "rent-the-peak.yaml")
+    small = generate.tier_cases("small")
+    return [("rent-the-peak", (peak, load_catalog()))] + [
+        (c.name, (c.problem, c.catalog)) for c in small[:2]
+    ]
+
+
+@pytest.mark.parametrize(("name", "case"), _cases(), ids=[n for n, _ in _cases()])
+def test_the_trees_bound_never_exceeds_the_proved_optimum(name: str, case: object) -> None:
+    problem, cat = case  # type: ignore[misc]
+    best = solve_problem(problem, cat=cat, time_limit=60)
+    assert best.status == Status.OPTIMAL and best.objective is not None
+    found = support(build_tables(problem, cat), time_limit=30)
+    assert found is not None
+    optimum = best.objective  # USD, the model's integer objective read as min_cost reads it
+    alone = tree_search(found, None, 3.0)
+    assert alone is not None
+    assert found.raw_bound - 1e-6 <= alone.bound <= optimum * (1 + 1e-9)
+    # An incumbent above the optimum never lifts the bound past the optimum.
+    dearer = tree_search(found, math.ceil(optimum * 1.01), 3.0)
+    assert dearer is not None and dearer.bound <= optimum * (1 + 1e-9)
