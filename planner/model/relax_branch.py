@@ -36,20 +36,21 @@ from typing import Any
 import numpy as np
 
 from planner.model.ortools_cp import lp_solver
-from planner.model.relax_lp import Floats, LinearProgram, dual_bound
+from planner.model.relax_lp import Floats, LinearProgram, dual_bound, reduced_costs
 
 # A bound is a float sum over tens of thousands of terms of up to 1e8 (USD): it is taken this
 # much lower (relative) before it closes a node or is reported, so float error never proves a
 # plan optimal that is not.
 SAFETY = 1e-9
 FRACTIONAL = 1e-6  # a value this close to an integer is taken as integral
+Box = dict[int, tuple[float, float]]  # column -> (lb, ub) where a node differs from the root
 
 
 @dataclass(order=True)
 class _Node:
     bound: float  # the node's valid bound (the heap pops the least first)
     order: int  # creation order, to break ties deterministically
-    box: dict[int, tuple[float, float]] = field(compare=False)  # column -> (lb, ub) changed
+    box: Box = field(compare=False)
     final: bool = field(default=False, compare=False)  # its LP failed: not split further
 
 
@@ -89,7 +90,7 @@ class LpTree:
             pywraplp.Solver.OPTIMAL,
             pywraplp.Solver.INFEASIBLE,
         )
-        self.box: dict[int, tuple[float, float]] = {}  # bounds now set away from the root's
+        self.box: Box = {}  # bounds now set away from the root's
         self.scratch = pywraplp.MPSolverParameters()  # a solve that forgets the last basis
         self.scratch.SetIntegerParam(
             pywraplp.MPSolverParameters.INCREMENTALITY,
@@ -101,7 +102,7 @@ class LpTree:
             np.asarray(lp.vals, dtype=float),
         )
 
-    def _set(self, box: dict[int, tuple[float, float]]) -> None:
+    def _set(self, box: Box) -> None:
         """Every variable at its root bounds except those in `box`."""
         for j in set(self.box) - set(box):
             self.xs[j].SetBounds(float(self.lp.lb[j]), float(self.lp.ub[j]))
@@ -109,7 +110,7 @@ class LpTree:
             self.xs[j].SetBounds(lo, hi)
         self.box = dict(box)
 
-    def empty(self, box: dict[int, tuple[float, float]]) -> bool:
+    def empty(self, box: Box) -> bool:
         """Whether some row cannot hold over `box`: its greatest activity over the box is below
         its lower side, or its least above its upper side (interval arithmetic: a proof that
         the box holds no point of the relaxation, hence no plan)."""
@@ -124,11 +125,12 @@ class LpTree:
         lo_side, hi_side = np.asarray(self.lp.lo), np.asarray(self.lp.hi)
         return bool(np.any(most < lo_side - tol) or np.any(least > hi_side + tol))
 
-    def solve(self, box: dict[int, tuple[float, float]], seconds: float) -> tuple[float, Floats]:
-        """The weak-duality bound over `box` and the LP's point (+inf when the box is proved
-        empty; -inf and an empty point when the LP is not solved to optimality)."""
+    def solve(self, box: Box, seconds: float) -> tuple[float, Floats, Floats]:
+        """The weak-duality bound over `box`, the LP's point and the reduced costs the bound
+        was read with (+inf when the box is proved empty; -inf when the LP is not solved to
+        optimality; the arrays then empty)."""
         if self.empty(box):
-            return math.inf, np.zeros(0)
+            return math.inf, np.zeros(0), np.zeros(0)
         self._set(box)
         self.s.SetTimeLimit(max(10, int(seconds * 1000)))
         status = self.s.Solve()
@@ -137,19 +139,22 @@ class LpTree:
             # scratch it solves.
             status = self.s.Solve(self.scratch)
         if status != self.optimal:
-            return -math.inf, np.zeros(0)
+            return -math.inf, np.zeros(0), np.zeros(0)
         y = np.asarray([r.dual_value() for r in self.rows], dtype=float)
         x = np.asarray([v.solution_value() for v in self.xs], dtype=float)
-        return self.bound_at(box, y), x
+        bound, d = self.bound_at(box, y)
+        return bound, x, d
 
-    def bound_at(self, box: dict[int, tuple[float, float]], y: Floats) -> float:
-        """Weak duality over `box` for multipliers y (either sign convention: any multipliers
-        give a valid bound, so the better reading is kept)."""
+    def bound_at(self, box: Box, y: Floats) -> tuple[float, Floats]:
+        """Weak duality over `box` for multipliers y, and the reduced costs it was read with
+        (either sign convention: any multipliers give a valid bound, so the better reading is
+        kept)."""
         lb, ub = self.lp.lb.copy(), self.lp.ub.copy()
         for j, (lo, hi) in box.items():
             lb[j], ub[j] = lo, hi
         node = dataclasses.replace(self.lp, lb=lb, ub=ub)
-        return max(dual_bound(node, y), dual_bound(node, -y))
+        up, down = dual_bound(node, y), dual_bound(node, -y)
+        return (up, reduced_costs(node, y)) if up >= down else (down, reduced_costs(node, -y))
 
 
 def branch_column(lp: LinearProgram, x: Floats) -> int | None:
@@ -167,6 +172,30 @@ def branch_column(lp: LinearProgram, x: Floats) -> int | None:
         return j
     j = int(np.argmax(frac))
     return j if frac[j] > 0 else None
+
+
+def by_reduced_cost(lp: LinearProgram, box: Box, d: Floats, bound: float, incumbent: float) -> Box:
+    """`box` narrowed to the points that could beat the incumbent (Dantzig, Fulkerson and
+    Johnson 1954's reduced-cost fixing): over the box, the objective is at least `bound` plus
+    d_j x_j less its least over the box, for every column j at once (relax_lp.reduced_costs),
+    so a point worth at most incumbent - 1 (the objective is an integer) has
+    d_j (x_j - lb_j) <= incumbent - 1 - bound where d_j > 0, and |d_j| (ub_j - x_j) <= the
+    same where d_j < 0. Integer columns round the new side inwards."""
+    if not len(d) or not math.isfinite(bound):
+        return box
+    lb, ub = lp.lb.copy(), lp.ub.copy()
+    for k, (lo, hi) in box.items():
+        lb[k], ub[k] = lo, hi
+    slack = incumbent - 1 - (bound - SAFETY * abs(bound))  # the bound taken low: a wider box
+    if slack < 0:
+        return box
+    reach = np.floor(slack / np.maximum(np.abs(d), 1e-300) + 1e-6)
+    new_ub = np.where(d > 0, np.minimum(ub, lb + reach), ub)
+    new_lb = np.where(d < 0, np.maximum(lb, ub - reach), lb)
+    out = dict(box)
+    for col in np.flatnonzero((new_ub < ub) | (new_lb > lb)):
+        out[int(col)] = (float(new_lb[col]), float(new_ub[col]))
+    return out
 
 
 def _children(node: _Node, j: int, v: float, lp: LinearProgram) -> list[dict[int, Any]]:
@@ -188,6 +217,7 @@ def tree_bound(
     *,
     incumbent: float | None,
     time_limit: float,
+    root_d: Floats | None = None,
 ) -> TreeBound:
     """Best-first branch and bound from the solved root (its bound and point) for `time_limit`
     seconds: the least bound over the open leaves, or the incumbent's value when every leaf is
@@ -200,7 +230,10 @@ def tree_bound(
     def closed(b: float) -> bool:  # no integer value below the incumbent's in the node
         return incumbent is not None and math.ceil(b - SAFETY * abs(b)) >= incumbent
 
-    open_ = [] if closed(root_bound) else [_Node(root_bound, 0, {})]
+    box: Box = {}
+    if incumbent is not None and root_d is not None:
+        box = by_reduced_cost(lp, box, root_d, root_bound, incumbent)
+    open_ = [] if closed(root_bound) else [_Node(root_bound, 0, box)]
     points = {0: root_x}
 
     while open_ and time.perf_counter() < ends:
@@ -213,10 +246,12 @@ def tree_bound(
             break
         for box in _children(node, j, float(x[j]), lp):
             nodes += 1
-            b, cx = tree.solve(box, ends - time.perf_counter())
+            b, cx, d = tree.solve(box, ends - time.perf_counter())
             made += 1
             if b == math.inf:
                 continue  # no plan in that box
+            if incumbent is not None:
+                box = by_reduced_cost(lp, box, d, b, incumbent)
             child = _Node(max(b, node.bound), made, box, final=b == -math.inf)
             if not closed(child.bound):
                 heapq.heappush(open_, child)
@@ -253,5 +288,6 @@ def tree_search(found: Any, incumbent: float | None, time_limit: float) -> TreeB
         found.x,
         incumbent=None if incumbent is None else sign * incumbent,
         time_limit=time_limit,
+        root_d=found.d,
     )
     return dataclasses.replace(got, bound=sign * got.bound)

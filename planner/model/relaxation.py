@@ -262,10 +262,11 @@ class Support:
 
     designs: dict[str, list[int]]  # per workload, design indices in the tables' order
     raw_bound: float  # the weak-duality bound (see `relax`) at the model's integer scale
-    # The solved LP, kept for the tree search (relax_branch.tree_bound), its root point, and
+    # The solved LP, kept for the tree search (relax_branch.tree_bound), its root point and
     # the objective's sign as CP-SAT reports it (-1: maximized, the LP minimizes its negation).
     tree: Any = None
     x: Floats | None = None
+    d: Floats | None = None  # the root's reduced costs (relax_lp.reduced_costs)
     sign: float = 1.0
 
 
@@ -293,7 +294,7 @@ def support(
         return None
     lp = linear_program(proto)
     tree = LpTree(lp)  # kept loaded: the tree search (relax_branch.tree_bound) goes on from it
-    root, x = tree.solve({}, time_limit)
+    root, x, d = tree.solve({}, time_limit)
     if root == -math.inf:
         return None
     used: dict[str, set[int]] = {w: set() for w in tables.designs}
@@ -305,7 +306,7 @@ def support(
     if not all(used.values()):
         return None
     sign = proto.objective.scaling_factor or 1.0
-    return Support({w: sorted(js) for w, js in used.items()}, sign * root, tree, x, sign)
+    return Support({w: sorted(js) for w, js in used.items()}, sign * root, tree, x, d, sign)
 
 
 def _raw_bound(lp: LinearProgram, proto: Any, y: Floats) -> float:
