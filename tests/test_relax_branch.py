@@ -5,6 +5,7 @@ a small model it proves it."""
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ from bench_scripts import load_script
 from planner.catalog import load_catalog
 from planner.load import load_problem
 from planner.model.cpsat import PlannerModel
-from planner.model.relax_branch import LpTree, tree_bound, tree_search
+from planner.model.relax_branch import LpTree, by_reduced_cost, tree_bound, tree_search
 from planner.model.relaxation import LinearProgram, support
 from planner.model.tables import build_tables
 from planner.schema.status import Status
@@ -87,3 +88,41 @@ def test_the_trees_bound_never_exceeds_the_proved_optimum(name: str, case: objec
     at = tree_search(found, optimum, 10.0)
     assert at is not None and at.bound <= optimum
     assert at.proved == (at.open == 0)
+
+
+def test_reduced_costs_narrow_the_box_to_plans_that_beat_the_incumbent() -> None:
+    # The knapsack's root: the row's multiplier is 5/4 (b's cost per unit of cover), so the
+    # reduced costs are 3 - 2 x 5/4 = 0.5 for a and 5 - 4 x 5/4 = 0 for b, and the bound 8.75.
+    lp = _knapsack()
+    tree = LpTree(lp)
+    root, _, d = tree.solve({}, 5.0)
+    assert d.tolist() == pytest.approx([0.5, 0.0])
+    # Against a plan worth 10, a better one is worth at most 9: 0.5 a <= 9 - 8.75 keeps a = 0
+    # (by hand: a = 1 needs b = 2, 13; a = 2 with b = 1, 11). b, at reduced cost 0, is kept.
+    assert by_reduced_cost(lp, {}, d, root, 10.0) == {0: (0.0, 0.0)}
+    # Against 12: 0.5 a <= 11 - 8.75 gives a <= 4 (a = 4 alone costs 12, so a = 5 never helps).
+    assert by_reduced_cost(lp, {}, d, root, 12.0) == {0: (0.0, 4.0)}
+
+
+def test_the_guided_search_with_the_tree_keeps_a_small_problems_optimum(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # small-serve through the command's path (relaxation, narrowed search, tree, whole search)
+    # as if it were large: the same plan cost as the proved optimum, and a bound not above it.
+    from planner import solve as solve_module
+
+    case = generate.tier_cases("small")[0]
+    tables = build_tables(case.problem, case.catalog)
+    best = PlannerModel(tables).solve(time_limit=120, workers=1, seed=0)
+    assert best.status == Status.OPTIMAL and best.objective is not None
+    monkeypatch.setattr(solve_module, "GUIDED_MIN_KEYS", 0)
+    plan = solve_module.solve_problem(
+        case.problem, cat=case.catalog, time_limit=60, deadline=time.monotonic() + 60
+    )
+    assert plan.objective is not None and plan.bound is not None  # verified inside
+    # The plan's cost is recomputed in floats, the model's rounds each coefficient up (38 USD
+    # more here): the plan against the proved plan, the bound against the model's optimum.
+    proved = solve_module.solve_problem(case.problem, cat=case.catalog, time_limit=120)
+    assert proved.status == Status.OPTIMAL and proved.objective is not None
+    assert plan.objective == pytest.approx(proved.objective, rel=1e-9)
+    assert plan.bound <= best.objective
