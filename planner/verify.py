@@ -453,6 +453,18 @@ def _check_fleet(
                 f.limit(f"design:fleet:{x.type}", fleet, MAX_DEVICES)
 
 
+def _held_on_premises(plan: Plan, problem: Problem, f: Fleet) -> dict[str, int]:
+    """Devices held on premises by type (owned and bought, checked by _check_fleet), for each
+    type at work in a demand period or an earlier phase: a training phase's type may be one the
+    last phase does not use, and its hosts are held all the same."""
+    qs = [*range(f.n), *_earlier(problem, f.n)]
+    held: dict[str, int] = {}
+    for x in plan.devices:
+        if max((f.use.get((x.type, q, PREM), 0) for q in qs), default=0):
+            held[x.type] = x.owned + x.bought
+    return held
+
+
 def _check_hosts(
     plan: Plan, problem: Problem, cat: Catalog, f: Fleet, periods: list[Period]
 ) -> None:
@@ -461,11 +473,7 @@ def _check_hosts(
     rack units and idle power; the network joining them."""
     c = problem.constraints
     n = len(periods)
-    want_hosts: dict[str, int] = {}
-    for x in plan.devices:
-        at_work = max((f.use.get((x.type, q, PREM), 0) for q in range(n)), default=0)
-        if at_work:
-            want_hosts[x.type] = x.owned + x.bought  # the devices held (checked by _check_fleet)
+    want_hosts = _held_on_premises(plan, problem, f)
     groups = _largest_groups(plan)
     if sorted(x.hosts for x in plan.nodes) != sorted(want_hosts):
         fail(
