@@ -48,7 +48,8 @@ def load_hf_config(path: Path) -> ModelArch:
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(map(str, first["loc"])) or "(top level)"
-        raise InputError(f"{path}: {where}: {first['msg']}") from None
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        raise InputError(f"{path}: {where}: {msg}; fix the config.json") from None
     # No published total for a local config: record the count computed from the architecture.
     return draft.model_copy(update={"published_params": float(total_params(draft))})
 
@@ -142,6 +143,15 @@ def _arch(path: Path, cfg: dict[str, Any]) -> ModelArch:
             "has at least one KV head. Remove the key "
             "(or set null) when every query head has its own, as `num_attention_heads` says"
         )
+    kv_heads = opt("num_key_value_heads", heads) or heads
+    if heads % kv_heads:
+        # Grouped-query attention shares each KV head among a whole number of query heads
+        # (Ainslie et al. 2023, GQA); a KV head count that does not divide them is no model.
+        raise InputError(
+            f"{path}: `num_key_value_heads`: {kv_heads} KV heads do not divide the {heads} "
+            "query heads of `num_attention_heads`; each KV head serves a whole number of query "
+            "heads: fix one of the two"
+        )
     model_type = str(cfg.get("model_type", "custom"))
     moe = None
     n_experts = opt("n_routed_experts") or opt("num_local_experts") or opt("num_experts")
@@ -153,6 +163,12 @@ def _arch(path: Path, cfg: dict[str, Any]) -> ModelArch:
                 f"{n_experts} experts there are"
             )
         dense_layers = opt("first_k_dense_replace", 0) or 0
+        layers = need("num_hidden_layers", "n_layer", "num_layers")
+        if dense_layers > layers:
+            raise InputError(
+                f"{path}: `first_k_dense_replace`: {dense_layers} dense layers first, more than "
+                f"the {layers} layers there are (`num_hidden_layers`): fix one of the two"
+            )
         moe = MoE(
             num_experts=n_experts,
             experts_per_token=per_token,
@@ -188,7 +204,7 @@ def _arch(path: Path, cfg: dict[str, Any]) -> ModelArch:
         "hidden_size": hidden,
         "num_layers": need("num_hidden_layers", "n_layer", "num_layers"),
         "num_attention_heads": heads,
-        "num_key_value_heads": opt("num_key_value_heads", heads),
+        "num_key_value_heads": kv_heads,
         "head_dim": opt("head_dim"),
         "intermediate_size": opt("intermediate_size", 4 * hidden),
         "vocab_size": need("vocab_size"),

@@ -4,10 +4,13 @@ did not name the place and the fix."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
+from typing import Any
 
-from hostile_cli import run
+import pytest
+from hostile_cli import LLAMA_CONFIG, run
 
 from planner.load import load_problem
 from planner.model.cpsat import PlannerModel
@@ -41,3 +44,32 @@ def test_a_training_phase_on_its_own_device_type_keeps_its_hosts(tmp_path: Path)
     code, out = run("verify", str(path), "--no-resolve")
     assert code == 0, out
     assert {x.hosts for x in plan.nodes} == trained | served
+
+
+@pytest.mark.parametrize(
+    ("change", "names"),
+    [
+        # 64 KV heads for 32 query heads: the message was pydantic's "(top level): Value error,
+        # num_attention_heads (32) must be a multiple of num_key_value_heads (64)".
+        ({"num_key_value_heads": 64}, ["`num_key_value_heads`: 64", "32 query heads"]),
+        ({"num_key_value_heads": 5}, ["`num_key_value_heads`: 5", "32 query heads"]),
+        # A MoE whose dense prefix is longer than the model: "moe.first_dense_layers exceeds
+        # num_layers", a field of the catalog's, not of the file.
+        (
+            {"num_local_experts": 8, "num_experts_per_tok": 2, "first_k_dense_replace": 99},
+            ["`first_k_dense_replace`: 99", "32 layers"],
+        ),
+    ],
+)
+def test_a_config_json_that_breaks_a_rule_names_its_own_keys(
+    tmp_path: Path, change: dict[str, Any], names: list[str]
+) -> None:
+    path = tmp_path / "broken" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({**LLAMA_CONFIG, **change}))
+    code, out = run("estimate", "--model", str(path), "--device", "h100-sxm")
+    assert code == 2, out
+    assert "config.json" in out and "fix one of the two" in out, out
+    assert "Value error" not in out and "(top level)" not in out, out
+    for name in names:
+        assert name in out, out
