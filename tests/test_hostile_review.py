@@ -73,3 +73,55 @@ def test_a_config_json_that_breaks_a_rule_names_its_own_keys(
     assert "Value error" not in out and "(top level)" not in out, out
     for name in names:
         assert name in out, out
+
+
+CHAT = ROOT / "problems" / "chat-70b.yaml"
+H100_RENTED = [
+    "--set",
+    "constraints.allowed_devices=[h100-sxm]",
+    "--set",
+    "horizon.procurement=[reserved, spot, on_demand]",
+    "--set",
+    "market.rent_offers=[per-device]",
+    "--set",
+    "horizon.lifetime_years=20",
+]
+
+
+@pytest.mark.parametrize(
+    ("setting", "field"),
+    [
+        # Each overflowed CP-SAT's 64-bit objective: "the solver model is invalid", exit 1.
+        ("horizon.rack_usd_per_u_month=1e12", "horizon.rack_usd_per_u_month"),
+        ("horizon.facility_usd_per_kw_month=1e12", "horizon.facility_usd_per_kw_month"),
+        (
+            "market.prices={h100-sxm: {rent_usd_per_hour: 1e12}}",
+            "market.prices.h100-sxm.rent_usd_per_hour",
+        ),
+        (
+            "market.prices={h100-sxm: {spot_usd_per_hour: 1e12}}",
+            "market.prices.h100-sxm.spot_usd_per_hour",
+        ),
+    ],
+)
+def test_prices_that_overflow_the_solver_are_refused_naming_the_field(
+    setting: str, field: str
+) -> None:
+    code, out = run("solve", str(CHAT), "--set", setting, *H100_RENTED, "--time-limit", "20")
+    assert code == 2, out
+    assert field in out and "at most 1,000,000" in out and "check the units" in out, out
+
+
+def test_rent_at_its_cap_over_twenty_years_still_solves(tmp_path: Path) -> None:
+    """$1M an hour in every rent mode for 175,200 hours stays inside the solver's integers."""
+    rents = (
+        "{h100-sxm: {rent_usd_per_hour: 1e6, reserved_usd_per_hour: 1e6, spot_usd_per_hour: 1e6}}"
+    )
+    out_file = tmp_path / "plan.json"
+    code, out = run(
+        "solve", str(CHAT), "--set", f"market.prices={rents}", *H100_RENTED,
+        "--time-limit", "20", "--out", str(out_file), "--format", "json",
+    )  # fmt: skip
+    assert code == 0, out
+    # 175,200 hours x $1M per device-hour: more than a hundred billion dollars per device.
+    assert json.loads(out_file.read_text())["tco_usd"] > 175_200 * 1e6

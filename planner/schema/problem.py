@@ -756,12 +756,15 @@ Price = Annotated[
         low_why="a device at no price is one you own: list it under `inventory` instead",
     ),
 ]
+# A million dollars an hour, not a trillion: a trillion times the 175,200 hours of a 20-year
+# horizon overflowed the solver's 64-bit objective (exit 1, "the solver model is invalid").
+MAX_RENT_USD_PER_HOUR = 1e6
 RentRate = Annotated[
     Usd,
     Limit(
         gt=0,
-        le=MAX_USD,
-        why="more than a trillion dollars an hour is no device's rent; check the units",
+        le=MAX_RENT_USD_PER_HOUR,
+        why="a million dollars an hour is no device's rent; check the units",
         low_why="a rent of zero would make the device free; leave the field out to use the "
         "catalog's rate, or list devices you own under `inventory`",
     ),
@@ -769,12 +772,17 @@ RentRate = Annotated[
 
 # A monthly facility price of 0 is meaningful: the space or power capacity costs nothing (as
 # leaving the field out says).
+# Capped at a million dollars a month per unit: a trillion (the cap of other prices) times the
+# rack units or kilowatts of a fleet and the months of its horizon overflowed the solver's 64-bit
+# objective ("the solver model is invalid", exit 1) at $1e11 per U-month over 20 years.
+MAX_FACILITY_USD_PER_MONTH = 1e6
 FacilityPrice = Annotated[
     Usd,
     Limit(
         ge=0,
-        le=MAX_USD,
-        why="more than a trillion dollars a month is no facility's price",
+        le=MAX_FACILITY_USD_PER_MONTH,
+        why="a million dollars a month for one rack unit or one kW is no facility's price; "
+        "check the units",
         low_why="a negative price would pay for the space; leave the field out for no charge",
     ),
 ]
