@@ -125,3 +125,34 @@ def test_rent_at_its_cap_over_twenty_years_still_solves(tmp_path: Path) -> None:
     assert code == 0, out
     # 175,200 hours x $1M per device-hour: more than a hundred billion dollars per device.
     assert json.loads(out_file.read_text())["tco_usd"] > 175_200 * 1e6
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "limit"),
+    [
+        # 1e300: "coefficient `h100-sxm.price` = 1e+300 does not fit the solver's 64-bit
+        # integers", exit 1, naming no file.
+        ("purchase_usd", 1e300, "1,000,000,000,000"),
+        ("rent_usd_per_hour", 1e15, "1,000,000"),
+    ],
+)
+def test_a_user_catalog_price_past_the_solver_integers_names_the_file(
+    tmp_path: Path, field: str, value: float, limit: str
+) -> None:
+    import yaml
+
+    shipped = yaml.safe_load((ROOT / "catalog" / "accelerators.yaml").read_text())
+    h100 = next(a for a in shipped["accelerators"] if a["id"] == "h100-sxm")
+    h100["price"][field] = value
+    folder = tmp_path / "my-catalog"
+    folder.mkdir()
+    doc = {"references": shipped["references"], "accelerators": [h100]}
+    (folder / "accelerators.yaml").write_text(yaml.safe_dump(doc))
+    code, out = run(
+        "--catalog", str(folder), "solve", str(CHAT),
+        "--set", "constraints.allowed_devices=[h100-sxm]",
+        "--set", "horizon.procurement=rent",
+        "--set", "market.rent_offers=[per-device]",
+    )  # fmt: skip
+    assert code == 2, out
+    assert "accelerators.yaml" in out and f"price.{field}" in out and limit in out, out

@@ -183,9 +183,16 @@ class Interconnect(Frozen):
 Condition = Literal["new", "refurbished", "used"]
 
 
+# Upper bounds on catalog prices (a user's catalog folder may hold any figure): past them the
+# objective's coefficients (a price times the devices, hosts or hours of a 20-year horizon)
+# overflow the solver's 64-bit integers, and no device has cost that much.
+MAX_PRICE_USD = 1e12  # a trillion dollars for one device, host or switch
+MAX_RENT_USD_PER_HOUR = 1e6  # a million dollars an hour for one device or instance
+
+
 class Price(Frozen):
     purchase_usd: float | None = Field(
-        None, gt=0, description="Street/list price of one device, USD."
+        None, gt=0, le=MAX_PRICE_USD, description="Street/list price of one device, USD."
     )
     purchase_date: str | None = Field(None, description="When that price was seen (YYYY-MM).")
     condition: Condition = Field(
@@ -197,19 +204,26 @@ class Price(Frozen):
     rent_usd_per_hour: float | None = Field(
         None,
         gt=0,
+        le=MAX_RENT_USD_PER_HOUR,
         description="Typical on-demand rent for one device from a cloud that rents them one at "
         "a time, USD per hour. Instances rented whole (8 GPUs at a time) are in instances.yaml.",
     )
     rent_date: str | None = Field(None, description="When that rent was seen (YYYY-MM).")
     reserved_usd_per_hour: float | None = Field(
-        None, gt=0, description="Effective rent per device-hour under a reserved commitment, USD."
+        None,
+        gt=0,
+        le=MAX_RENT_USD_PER_HOUR,
+        description="Effective rent per device-hour under a reserved commitment, USD.",
     )
     reserved_term_years: float | None = Field(
         None, gt=0, le=5, description="Length of that commitment, years (paid for every hour)."
     )
     reserved_date: str | None = Field(None, description="When that price was seen (YYYY-MM).")
     spot_usd_per_hour: float | None = Field(
-        None, gt=0, description="Typical spot/interruptible rent per device-hour, USD."
+        None,
+        gt=0,
+        le=MAX_RENT_USD_PER_HOUR,
+        description="Typical spot/interruptible rent per device-hour, USD.",
     )
     spot_date: str | None = Field(None, description="When that price was seen (YYYY-MM).")
 
@@ -298,11 +312,15 @@ class Instance(Sourced):
     memory_gib: float | None = Field(None, gt=0, description="Host memory per instance, GiB.")
     region: str = Field(description="Region the prices are for, e.g. us-east-1.")
     on_demand_usd_per_hour: float | None = Field(
-        None, gt=0, description="On-demand rent of one whole instance, USD per instance-hour."
+        None,
+        gt=0,
+        le=MAX_RENT_USD_PER_HOUR,
+        description="On-demand rent of one whole instance, USD per instance-hour.",
     )
     reserved_usd_per_hour: float | None = Field(
         None,
         gt=0,
+        le=MAX_RENT_USD_PER_HOUR,
         description="Effective rent of one instance under a committed term, USD per "
         "instance-hour (paid for every hour of the term).",
     )
@@ -310,7 +328,10 @@ class Instance(Sourced):
         None, gt=0, le=5, description="Length of that commitment, years."
     )
     spot_usd_per_hour: float | None = Field(
-        None, gt=0, description="Spot rent of one instance, USD per instance-hour."
+        None,
+        gt=0,
+        le=MAX_RENT_USD_PER_HOUR,
+        description="Spot rent of one instance, USD per instance-hour.",
     )
     date: str = Field(description="When the prices were seen (YYYY-MM).")
     notes: str | None = None
@@ -396,7 +417,9 @@ class Node(Sourced):
     intra_node_link: str = Field(
         description="Link id between its accelerators (pcie5, nvlink4...)."
     )
-    price_usd: float = Field(ge=0, description="Price of the node without accelerators, USD.")
+    price_usd: float = Field(
+        ge=0, le=MAX_PRICE_USD, description="Price of the node without accelerators, USD."
+    )
     price_date: str
     power_overhead_w: float = Field(ge=0, description="CPUs, fans, NICs, storage at load, watts.")
     rack_units: int = Field(
@@ -444,7 +467,7 @@ class SwitchSpec(Frozen):
     ports: int = Field(
         ge=2, description="Ports at this link's speed (a breakout port counts as its parts)."
     )
-    price_usd: float = Field(ge=0, description="Price of one switch, USD.")
+    price_usd: float = Field(ge=0, le=MAX_PRICE_USD, description="Price of one switch, USD.")
     price_date: str
     power_w: float = Field(ge=0, description="Power drawn, watts (the maximum where published).")
     rack_units: int = Field(ge=0, description="Rack units of one switch.")
@@ -486,6 +509,7 @@ class Link(Sourced):
     price_usd_per_port: float | None = Field(
         None,
         ge=0,
+        le=MAX_PRICE_USD,
         description="Host side of one port: the NIC (or its share) with optics or cable, USD; "
         "the switch is priced by `switch`.",
     )

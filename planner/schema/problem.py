@@ -30,7 +30,7 @@ from pydantic import (
 )
 
 from planner.errors import did_you_mean
-from planner.schema.catalog import Frozen, KeyValueError
+from planner.schema.catalog import MAX_RENT_USD_PER_HOUR, Frozen, KeyValueError
 from planner.schema.measurements import Measurement
 from planner.schema.units import (
     YEAR_S,
@@ -756,9 +756,8 @@ Price = Annotated[
         low_why="a device at no price is one you own: list it under `inventory` instead",
     ),
 ]
-# A million dollars an hour, not a trillion: a trillion times the 175,200 hours of a 20-year
-# horizon overflowed the solver's 64-bit objective (exit 1, "the solver model is invalid").
-MAX_RENT_USD_PER_HOUR = 1e6
+# A million dollars an hour (MAX_RENT_USD_PER_HOUR), not a trillion: a trillion times the
+# 175,200 hours of a 20-year horizon overflowed the solver's 64-bit objective (exit 1).
 RentRate = Annotated[
     Usd,
     Limit(
