@@ -51,6 +51,7 @@ from planner.plan.types import Costs, DeviceLine, Plan, WorkloadPlan
 from planner.schema.catalog import Node
 from planner.schema.problem import MAX_DEVICES, InferenceWorkload, Problem, TrainingWorkload
 from planner.verify_hops import check_hops
+from planner.verify_notes import check_training_notes
 from planner.verify_workloads import (
     CLOUD,
     COLLECT,
@@ -132,6 +133,7 @@ def verify(plan: Plan, problem: Problem, cat: Catalog) -> None:
     _check_energy_and_carbon(plan, problem, cat, f, periods)
     _check_slack(plan, problem, f)
     _check_capacity_objective(plan, problem, f, periods)
+    check_training_notes(plan, problem, cat)
 
 
 def _check_capacity_objective(

@@ -26,6 +26,7 @@ STAGES = [
     "plan",
     "verify_workloads",  # the verifier's half that recomputes each workload's figures
     "verify_hops",  # each pipeline split's route, bytes and time recomputed from the problem
+    "verify_notes",  # the notes that state figures, rebuilt from the verified figures
     "verify",
     "verify_rules",  # one structural check per constraint field of the schema
     "verify_plan",  # a plan file checked: hashes, derived fields, every failure of verify listed
@@ -78,7 +79,7 @@ def test_imports_follow_the_stage_order() -> None:
 
 
 def test_verify_does_not_import_the_model() -> None:
-    for name in ("verify.py", "verify_workloads.py"):
+    for name in ("verify.py", "verify_workloads.py", "verify_notes.py"):
         assert not [m for m in _imports(PLANNER / name) if m.startswith("planner.model")]
 
 

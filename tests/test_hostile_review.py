@@ -156,3 +156,40 @@ def test_a_user_catalog_price_past_the_solver_integers_names_the_file(
     )  # fmt: skip
     assert code == 2, out
     assert "accelerators.yaml" in out and f"price.{field}" in out and limit in out, out
+
+
+def test_a_training_note_whose_figures_were_changed_fails_verification(tmp_path: Path) -> None:
+    """A training job's note repeats its hours, devices, instances and cost; it was never
+    checked, so a plan file whose note said 3.8 h where the job takes 303.8 verified."""
+    plan_file = tmp_path / "plan.json"
+    code, out = run(
+        "solve", str(ROOT / "problems" / "train-13b-2m.yaml"),
+        "--set", "horizon.procurement=rent",
+        "--set", "constraints.allowed_devices=[h100-sxm]",
+        "--set", "market.rent_offers=[aws]",
+        "--out", str(plan_file), "--format", "json", "--no-timings",
+    )  # fmt: skip
+    assert code == 0, out
+    doc = json.loads(plan_file.read_text())
+    [i] = [i for i, n in enumerate(doc["notes"]) if n.startswith("training `pretrain`:")]
+    note = doc["notes"][i]
+    assert "(rented whole: " in note, note  # the case rents whole instances
+    hours = f"{doc['workloads'][0]['finish_hours']:,.1f} h"
+    assert hours in note, (hours, note)
+    for tampered in [
+        note.replace(hours, "3.8 h"),
+        note.replace("(rented whole: ", "(rented whole: 1").replace(" x aws", "0 x aws"),
+        note.split(";")[0] + "; rent for the job $1",
+        note.replace("`pretrain`", "`other`"),
+    ]:
+        doc["notes"][i] = tampered
+        bad = tmp_path / "tampered.json"
+        bad.write_text(json.dumps(doc))
+        code, out = run("verify", str(bad), "--no-resolve")
+        assert code == 5, (tampered, out)
+        assert "`notes`" in out, out
+    doc["notes"][i] = note
+    doc["notes"].append("training `ghost`: 1.0 h on 1 devices; energy for the job $1")
+    bad.write_text(json.dumps(doc))
+    code, out = run("verify", str(bad), "--no-resolve")
+    assert code == 5 and f"`notes.{len(doc['notes']) - 1}`" in out, out
