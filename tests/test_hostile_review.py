@@ -193,3 +193,25 @@ def test_a_training_note_whose_figures_were_changed_fails_verification(tmp_path:
     bad.write_text(json.dumps(doc))
     code, out = run("verify", str(bad), "--no-resolve")
     assert code == 5 and f"`notes.{len(doc['notes']) - 1}`" in out, out
+
+
+def test_a_host_line_renamed_in_the_plan_file_fails_verification(tmp_path: Path) -> None:
+    """Host lines name the stated machines (the buyer reads which machine holds which layers
+    from them), but their names were never checked: renaming a line verified (exit 0)."""
+    plan_file = tmp_path / "plan.json"
+    code, out = run(
+        "solve", str(ROOT / "problems" / "home-and-lab-pool.yaml"),
+        "--out", str(plan_file), "--format", "json", "--no-timings",
+    )  # fmt: skip
+    assert code == 0, out
+    doc = json.loads(plan_file.read_text())
+    names = {n["type"]: n["name"] for n in doc["nodes"]}
+    assert names["den-pc"] == "Desktop on Wi-Fi" and names["lab-pc"] == "", names
+    for i, line in enumerate(doc["nodes"]):
+        for fake in ["Rack A", ""] if line["name"] else ["Rack A"]:
+            bad = json.loads(json.dumps(doc))
+            bad["nodes"][i]["name"] = fake
+            path = tmp_path / "renamed.json"
+            path.write_text(json.dumps(bad))
+            code, out = run("verify", str(path), "--no-resolve")
+            assert code == 5 and f"`nodes.{i}.name`" in out, (line, fake, out)
