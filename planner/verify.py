@@ -500,8 +500,8 @@ def _check_hosts(
         same(problem, f"{at}.unit_price_usd", node_line.unit_price_usd, nd.price_usd)
         stated = next((m.name or "" for m in problem.machines if m.id == nd.id), "")
         if node_line.name != stated:
-            want = f"`{stated}`" if stated else "no name (it is no machine the problem states)"
-            fail(problem, f"`{at}.name`: `{node_line.name}`; {nd.id} has {want}")
+            named = f"`{stated}`" if stated else "no name (it is no machine the problem states)"
+            fail(problem, f"`{at}.name`: `{node_line.name}`; {nd.id} has {named}")
         hosts_bought = hosts_for(nd, bought.get(node_line.hosts, 0))
         same(
             problem,
