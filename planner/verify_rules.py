@@ -432,12 +432,18 @@ def _confidence(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
 def _min_confidence(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
     floor = problem.constraints.min_confidence
     most = CONFIDENCE.index(floor)
-    return [
-        f"constraints.min_confidence: `workloads.{_index(plan, wp)}.confidence.label` is "
-        f"{wp.confidence.label}, below {floor}"
-        for _w, wp in _inference(plan, problem)
-        if wp.confidence is not None and CONFIDENCE.index(wp.confidence.label) > most
-    ]
+    out = []
+    for _w, wp in _inference(plan, problem):
+        at = f"workloads.{_index(plan, wp)}.confidence.label"
+        if wp.confidence is None:
+            continue
+        if wp.confidence.label not in CONFIDENCE:  # a plan file's text, not one the planner writes
+            out.append(f"`{at}`: `{wp.confidence.label}` is no label ({', '.join(CONFIDENCE)})")
+        elif CONFIDENCE.index(wp.confidence.label) > most:
+            out.append(
+                f"constraints.min_confidence: `{at}` is {wp.confidence.label}, below {floor}"
+            )
+    return out
 
 
 def _engines(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:

@@ -215,3 +215,17 @@ def test_a_host_line_renamed_in_the_plan_file_fails_verification(tmp_path: Path)
             path.write_text(json.dumps(bad))
             code, out = run("verify", str(path), "--no-resolve")
             assert code == 5 and f"`nodes.{i}.name`" in out, (line, fake, out)
+
+
+def test_a_confidence_label_the_planner_never_writes_fails_verification(tmp_path: Path) -> None:
+    """`confidence.label: bogus` in a plan file stopped `planner verify` with a traceback
+    (ValueError from the min_confidence rule's lookup), exit 1."""
+    plan_file = tmp_path / "plan.json"
+    code, out = run("solve", str(CHAT), "--out", str(plan_file), "--format", "json")
+    assert code == 0, out
+    doc = json.loads(plan_file.read_text())
+    doc["workloads"][0]["confidence"]["label"] = "bogus"
+    plan_file.write_text(json.dumps(doc))
+    code, out = run("verify", str(plan_file), "--no-resolve")
+    assert code == 5, out
+    assert "`workloads.0.confidence.label`: `bogus` is no label" in out, out
