@@ -49,7 +49,13 @@ from planner.estimator.routes import route_link_ids
 from planner.plan.slack import BINDING_SLACK
 from planner.plan.types import Costs, DeviceLine, Plan, WorkloadPlan
 from planner.schema.catalog import Node
-from planner.schema.problem import MAX_DEVICES, InferenceWorkload, Problem, TrainingWorkload
+from planner.schema.problem import (
+    MAX_DEVICES,
+    InferenceWorkload,
+    Problem,
+    TrainingWorkload,
+    Workload,
+)
 from planner.verify_hops import check_hops
 from planner.verify_notes import check_training_notes
 from planner.verify_workloads import (
@@ -107,6 +113,7 @@ def verify(plan: Plan, problem: Problem, cat: Catalog) -> None:
                 fail(problem, f"`{at}.kind`: `{wp.kind}` for a {type(w).__name__}")
             if wp.model != w.model:
                 fail(problem, f"`{at}.model`: `{wp.model}`, the workload's is `{w.model}`")
+            _check_not_theirs(problem, w, wp, at)
             fig = check_stages(problem, cat, w, wp, f, at)
             check_hops(problem, cat, w, wp, at)
             if wp.site != PREM:
@@ -195,6 +202,17 @@ def _check_slack(plan: Plan, problem: Problem, f: Fleet) -> None:
             f"`binding_constraints`: stated {plan.binding_constraints}, the limits "
             f"with under {BINDING_SLACK:.0%} room left are {want}",
         )
+
+
+def _check_not_theirs(problem: Problem, w: Workload, wp: WorkloadPlan, at: str) -> None:
+    """Names a line carries only for some workloads: a training job serves no demand period
+    under no engine, and only a request mix's designs are sized for one of its classes."""
+    theirs = {"sized_for": isinstance(w, InferenceWorkload) and w.request_mix is not None}
+    if isinstance(w, TrainingWorkload):
+        theirs |= {"period": False, "engine": False}
+    for key, allowed in theirs.items():
+        if not allowed and getattr(wp, key) is not None:
+            fail(problem, f"`{at}.{key}`: `{getattr(wp, key)}`, but `{w.name}` has none")
 
 
 def _earlier(problem: Problem, n: int) -> range:

@@ -229,3 +229,31 @@ def test_a_confidence_label_the_planner_never_writes_fails_verification(tmp_path
     code, out = run("verify", str(plan_file), "--no-resolve")
     assert code == 5, out
     assert "`workloads.0.confidence.label`: `bogus` is no label" in out, out
+
+
+@pytest.mark.parametrize(
+    ("workload", "key"),
+    [
+        ("pretrain", "period"),
+        ("pretrain", "engine"),
+        ("pretrain", "sized_for"),
+        ("chat", "sized_for"),
+    ],
+)
+def test_a_name_a_workload_cannot_carry_fails_verification(
+    tmp_path: Path, workload: str, key: str
+) -> None:
+    """A training job given a demand period or a serving engine, or a workload without a
+    request mix given a class it is sized for: each verified (exit 0), and the table prints
+    them."""
+    plan_file = tmp_path / "plan.json"
+    code, out = run("solve", str(TRAIN_THEN_SERVE), "--out", str(plan_file), "--format", "json")
+    assert code == 0, out
+    doc = json.loads(plan_file.read_text())
+    [i] = [i for i, w in enumerate(doc["workloads"]) if w["name"] == workload]
+    assert doc["workloads"][i][key] is None
+    doc["workloads"][i][key] = "vllm" if key == "engine" else "peak"
+    plan_file.write_text(json.dumps(doc))
+    code, out = run("verify", str(plan_file), "--no-resolve")
+    assert code == 5, out
+    assert f"`workloads.{i}.{key}`" in out, out
