@@ -22,6 +22,7 @@ from planner.process import ctrl_c_in, pause_gc, resume_gc
 from planner.schema.files import out_target, read_json, write_atomic
 
 if TYPE_CHECKING:  # each command imports what it uses, so `--help` loads no numpy or solver
+    from planner.catalog import Catalog
     from planner.estimator.estimate import Estimate
     from planner.plan.types import Plan
     from planner.schema.catalog import ModelArch
@@ -957,17 +958,15 @@ def simulate(
     """Replay a plan's serving engines: p50/p95/p99 TTFT, TPOT and end-to-end latency beside the
     serving model's own figures, throughput, queue and KV use (seeded, iteration-level)."""
     with user_errors():
-        from planner.catalog import load_catalog
-        from planner.load import load_problem
         from planner.report.simulation import simulation_renderable, simulation_summary
         from planner.simulate import check_groups, simulate_plan, workloads_from_json
 
-        cat = load_catalog()
         _chart_first(plot_path)
         if problem is None:
             from planner.solve import solve_problem
 
-            prob = solved = load_problem(first, sets or [])
+            prob, cat = _with_catalog(first, sets)
+            solved = prob
             plan = solve_problem(prob, time_limit=time_limit)
             if not plan.status.has_plan:
                 raise InputError(f"{first}: no plan to simulate ({plan.status})")
@@ -982,7 +981,7 @@ def simulate(
             from planner.simulate import check_same_fleet
             from planner.verify_plan import verified
 
-            prob = load_problem(problem, sets or [])
+            prob, cat = _with_catalog(problem, sets)
             if first.suffix.lower() in (".yaml", ".yml"):
                 raise InputError(
                     f"{first}: a problem file where the plan belongs: `planner simulate "
@@ -1149,6 +1148,16 @@ def _rows_table(rows: list[dict[str, Any]], keys: list[str], title: str) -> Any:
     for r in rows:
         t.add_row(*(_cell(r.get(k)) for k in keys), *(_cell(r.get(k)) for k, _ in SWEEP_COLUMNS))
     return t
+
+
+def _with_catalog(path: Path, sets: list[str] | None) -> "tuple[Problem, Catalog]":
+    """The problem file and the catalog with the models it reads from config.json files (a
+    catalog loaded before the problem does not hold them)."""
+    from planner.catalog import load_catalog
+    from planner.load import load_problem
+
+    problem = load_problem(path, sets or [])
+    return problem, load_catalog()
 
 
 def _chart_first(plot_path: Path | None) -> None:

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 from planner.catalog import Catalog
-from planner.errors import PlannerError
+from planner.errors import InputError, PlannerError
 from planner.estimator.hosts import with_machines
-from planner.load import check_names
+from planner.load import check_names, is_model_path
 from planner.plan.io import PlanFile, catalog_sha256, design_space, problem_sha256
 from planner.plan.types import Plan
 from planner.schema.problem import Problem
@@ -124,6 +124,16 @@ def plan_failures(pf: PlanFile, cat: Catalog, problem: Problem | None = None) ->
     try:
         check_names(prob, cat)
     except PlannerError as e:
+        files = [w.model for w in prob.workloads if is_model_path(w.model)]
+        if problem is None and any(m not in cat.models for m in files):
+            # The plan holds the problem, not the config.json its model paths name (relative
+            # to the problem file): without that file there is nothing to recompute from.
+            raise InputError(
+                f"{pf.source}: its problem reads the model from "
+                f"{', '.join(f'`{m}`' for m in files)}, a config.json beside the problem file "
+                f"that the plan does not hold: give the problem file too, `planner verify "
+                f"{pf.source} PROBLEM.yaml`"
+            ) from None
         return [*out, f"problem: {e}"]
     out += _derived(pf)
     if not pf.plan.has_plan:

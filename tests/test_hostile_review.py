@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from hostile_cli import LLAMA_CONFIG, run
 
+import planner.catalog
 from planner.load import load_problem
 from planner.model.cpsat import PlannerModel
 from planner.plan.build import make_plan
@@ -257,3 +258,39 @@ def test_a_name_a_workload_cannot_carry_fails_verification(
     code, out = run("verify", str(plan_file), "--no-resolve")
     assert code == 5, out
     assert f"`workloads.{i}.{key}`" in out, out
+
+
+def test_a_plan_whose_model_is_a_config_json_verifies_and_replays_with_its_problem(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan embeds its problem but not the config.json a `model:` path names. Alone,
+    `planner verify` said the plan fails verification (exit 5: "unknown model"), though every
+    figure held; and `planner simulate PLAN PROBLEM` (or `planner simulate PROBLEM`) refused
+    with "unknown model", its catalog read before the problem registered the file's model."""
+    (tmp_path / "my-model").mkdir()
+    (tmp_path / "my-model" / "config.json").write_text(json.dumps(LLAMA_CONFIG))
+    problem = tmp_path / "problem.yaml"
+    problem.write_text(
+        "name: own-model\n"
+        "workloads:\n"
+        "  - {name: chat, model: my-model/config.json, weights: fp16, kv: fp16,\n"
+        "     context_tokens: 4096, prompt_tokens: 512, concurrency: 8, max_ms_per_token: 100}\n"
+        "constraints: {allowed_devices: [l4, l40s]}\n"
+    )
+    monkeypatch.chdir(tmp_path)  # the relative paths a user would type
+    code, out = run("solve", "problem.yaml", "--out", "plan.json", "--format", "json")
+    assert code == 0, out
+    # A new process knows no model from a config.json until a problem file names one.
+    monkeypatch.setattr(planner.catalog, "_file_models", {})
+    code, out = run("verify", "plan.json", "--no-resolve")
+    assert code == 2, out
+    assert "`my-model/config.json`" in out and "planner verify plan.json PROBLEM.yaml" in out, out
+    code, out = run("verify", "plan.json", "problem.yaml", "--no-resolve")
+    assert code == 0, out
+    monkeypatch.setattr(planner.catalog, "_file_models", {})
+    code, out = run("simulate", "plan.json", "problem.yaml", "--requests", "200")
+    assert code == 0, out
+    assert "unknown model" not in out
+    monkeypatch.setattr(planner.catalog, "_file_models", {})
+    code, out = run("simulate", "problem.yaml", "--requests", "200")  # solved, then replayed
+    assert code == 0, out
