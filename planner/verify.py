@@ -57,7 +57,7 @@ from planner.schema.problem import (
     Workload,
 )
 from planner.verify_hops import check_hops
-from planner.verify_notes import check_training_notes
+from planner.verify_notes import check_problem_notes, check_training_notes
 from planner.verify_workloads import (
     CLOUD,
     COLLECT,
@@ -141,6 +141,7 @@ def verify(plan: Plan, problem: Problem, cat: Catalog) -> None:
     _check_slack(plan, problem, f)
     _check_capacity_objective(plan, problem, f, periods)
     check_training_notes(plan, problem, cat)
+    check_problem_notes(plan, problem, cat)
 
 
 def _check_capacity_objective(

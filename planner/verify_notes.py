@@ -1,13 +1,21 @@
 """The notes of a plan that state figures, rebuilt from figures the verifier has already
-recomputed: a note is read by the buyer like any other line of the plan, so a note whose hours,
-device count or cost were changed fails like the field it repeats."""
+recomputed or from the problem and the catalog: a note is read by the buyer like any other line
+of the plan, so a note whose hours, device count, cost or share were changed fails like the
+field it repeats. (Notes about the search itself, such as the best single device type's cost,
+come from solves the verifier does not repeat.)"""
 
 from __future__ import annotations
 
 from collections import Counter
 
 from planner.catalog import Catalog
-from planner.estimator.economics import device_prices, rented_devices
+from planner.estimator.designs import carbon_unknown_left_out
+from planner.estimator.economics import (
+    carbon_promise,
+    demand_quantization,
+    device_prices,
+    rented_devices,
+)
 from planner.plan.types import Plan, WorkloadPlan
 from planner.schema.problem import Problem
 from planner.verify_workloads import PREM, fail
@@ -49,3 +57,49 @@ def check_training_notes(plan: Plan, problem: Problem, cat: Catalog) -> None:
     for i, note in enumerate(plan.notes):
         if note.startswith("training `") and note.split("`")[1] not in jobs:
             fail(problem, f"`notes.{i}`: `{note}` speaks of a training job the plan does not run")
+
+
+# The start of each note the plan builder writes from the problem and the catalog alone.
+_DEMAND = "demand: the "
+_UNKNOWN_EMBODIED = "the catalog has no embodied-carbon figure for "
+_LEFT_OUT = " devices without an embodied-carbon figure in the catalog were left out ("
+
+
+def _problem_notes(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    """The notes planner.plan.build writes from the problem, the catalog and the verified
+    carbon lines: how hourly demand was merged into levels, which devices' making is not
+    counted, and which ones a carbon promise kept out."""
+    notes = []
+    if (merged := demand_quantization(problem)) is not None:
+        notes.append(merged.note())
+    unknown = (plan.carbon.embodied_unknown if plan.carbon else None) or ()
+    if unknown:
+        notes.append(
+            f"{_UNKNOWN_EMBODIED}{', '.join(unknown)}: their making "
+            "is not counted, so embodied and total carbon are lower bounds (give embodied_kgco2e "
+            "in a catalog overlay to count it)"
+        )
+    left_out = carbon_unknown_left_out(problem, cat)
+    if left_out:
+        shown = ", ".join(left_out[:8]) + (
+            f" and {len(left_out) - 8} more" if len(left_out) > 8 else ""
+        )
+        notes.append(
+            f"{carbon_promise(problem)}: {len(left_out)}{_LEFT_OUT}{shown}), so the promise does "
+            "not rest on a 0 kg that means unknown; give embodied_kgco2e in a catalog overlay to "
+            "plan with them"
+        )
+    return notes
+
+
+def check_problem_notes(plan: Plan, problem: Problem, cat: Catalog) -> None:
+    """Each note the problem and the catalog call for is there word for word, and no note of
+    those kinds says anything else."""
+    want = _problem_notes(plan, problem, cat)
+    for note in want:
+        if note not in plan.notes:
+            fail(problem, f"`notes`: missing `{note}`")
+    for i, note in enumerate(plan.notes):
+        ours = note.startswith((_DEMAND, _UNKNOWN_EMBODIED)) or _LEFT_OUT in note
+        if ours and note not in want:
+            fail(problem, f"`notes.{i}`: `{note}`, the problem and the catalog give {want}")

@@ -294,3 +294,57 @@ def test_a_plan_whose_model_is_a_config_json_verifies_and_replays_with_its_probl
     monkeypatch.setattr(planner.catalog, "_file_models", {})
     code, out = run("simulate", "problem.yaml", "--requests", "200")  # solved, then replayed
     assert code == 0, out
+
+
+HOURLY = """\
+name: hourly-levels
+workloads:
+  - {name: chat, model: llama-3.1-8b, weights: fp16, kv: fp16, context_tokens: 4096,
+     prompt_tokens: 512, concurrency: 16, min_tokens_per_s: 400, max_ms_per_token: 100}
+constraints: {allowed_devices: [l4, l40s]}
+horizon: {procurement: [buy, on_demand]}
+demand:
+  hourly: [0.2, 0.2, 0.2, 0.2, 0.2, 0.2, 0.5, 0.5, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0.5, 0.5,
+           0.2, 0.2, 0.2, 0.2]
+  levels: 2
+"""
+
+
+def test_a_demand_note_whose_share_was_changed_fails_verification(tmp_path: Path) -> None:
+    """The note saying how much merging hourly demand into levels added was never checked: a
+    plan file saying 0.01 % verified. (3 values into 2: the four 0.5 hours rounded up to 1 add
+    4 x 0.5 = 2 demand-hours to 10 x 0.2 + 4 x 0.5 + 10 x 1 = 14, 14.29 %.)"""
+    problem = tmp_path / "hourly.yaml"
+    problem.write_text(HOURLY)
+    plan_file = tmp_path / "plan.json"
+    code, out = run("solve", str(problem), "--out", str(plan_file), "--format", "json")
+    assert code == 0, out
+    doc = json.loads(plan_file.read_text())
+    [i] = [i for i, n in enumerate(doc["notes"]) if n.startswith("demand: the 24 hourly")]
+    assert "adds 14.29% to the demand-hours" in doc["notes"][i], doc["notes"][i]
+    for notes in (
+        [*doc["notes"][:i], doc["notes"][i].replace("14.29%", "0.01%"), *doc["notes"][i + 1 :]],
+        [n for j, n in enumerate(doc["notes"]) if j != i],  # the note left out
+    ):
+        bad = {**doc, "notes": notes}
+        plan_file.write_text(json.dumps(bad))
+        code, out = run("verify", str(plan_file), "--no-resolve")
+        assert code == 5 and "`notes" in out, out
+
+
+def test_a_carbon_note_whose_devices_were_changed_fails_verification(tmp_path: Path) -> None:
+    """carbon-cap's note lists the devices a carbon promise kept out for want of an embodied
+    figure; a plan file listing fewer (the promise then looks better founded) verified."""
+    plan_file = tmp_path / "plan.json"
+    code, out = run(
+        "solve", str(ROOT / "problems" / "carbon-cap.yaml"), "--out", str(plan_file),
+        "--format", "json",
+    )  # fmt: skip
+    assert code == 0, out
+    doc = json.loads(plan_file.read_text())
+    [i] = [i for i, n in enumerate(doc["notes"]) if "devices without an embodied" in n]
+    count = doc["notes"][i].split(": ")[1].split(" ")[0]
+    doc["notes"][i] = doc["notes"][i].replace(f": {count} devices", ": 1 devices", 1)
+    plan_file.write_text(json.dumps(doc))
+    code, out = run("verify", str(plan_file), "--no-resolve")
+    assert code == 5 and f"`notes.{i}`" in out, out
