@@ -1507,6 +1507,8 @@ def compare(
                 raise InputError(f"--force-device: {e}") from None
         a = _plan_of(first, sets or [], time_limit, seed)
         label_a, label_b = first.stem, second.stem if second else f"only {force_device}"
+        if label_a == label_b:  # a/plan.json against b/plan.json: the paths tell them apart
+            label_a, label_b = str(first), str(second)
         if second is not None:
             b = _plan_of(second, sets or [], time_limit, seed)
         else:

@@ -348,3 +348,24 @@ def test_a_carbon_note_whose_devices_were_changed_fails_verification(tmp_path: P
     plan_file.write_text(json.dumps(doc))
     code, out = run("verify", str(plan_file), "--no-resolve")
     assert code == 5 and f"`notes.{i}`" in out, out
+
+
+SMALL = """\
+name: small-{n}
+workloads:
+  - {{name: chat, model: llama-3.1-8b, weights: fp16, kv: fp16, context_tokens: 4096,
+     prompt_tokens: 512, concurrency: {n}, max_ms_per_token: 100}}
+constraints: {{allowed_devices: [l4, l40s]}}
+"""
+
+
+def test_compare_tells_two_files_of_one_name_apart(tmp_path: Path) -> None:
+    """`planner compare a/p.yaml b/p.yaml` labelled both sides `p` ("p costs $30,632 more"
+    and a table of `p` against `p`): which side was which could not be read."""
+    for side, n in (("a", 8), ("b", 64)):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "p.yaml").write_text(SMALL.format(n=n))
+    a, b = str(tmp_path / "a" / "p.yaml"), str(tmp_path / "b" / "p.yaml")
+    code, out = run("compare", a, b, "--format", "json")
+    assert code == 0, out
+    assert f'"{a}"' in out and f'"{b}"' in out, out
