@@ -369,3 +369,23 @@ def test_compare_tells_two_files_of_one_name_apart(tmp_path: Path) -> None:
     code, out = run("compare", a, b, "--format", "json")
     assert code == 0, out
     assert f'"{a}"' in out and f'"{b}"' in out, out
+
+
+def test_a_stated_answer_that_cannot_fit_the_context_is_refused(tmp_path: Path) -> None:
+    """chat-70b with prompt_tokens 8,000 and output_tokens 4,000 in its 8,192-token context was
+    planned (at $191,300 against $313,015) with every sequence's KV cache sized for 8,192 tokens
+    and the engine's maximum length set to it: the 12,000-token requests the plan counted
+    would be cut at 192 answer tokens or refused."""
+    problem = tmp_path / "long.yaml"
+    text = CHAT.read_text().replace("prompt_tokens: 1500", "prompt_tokens: 8000")
+    problem.write_text(
+        text.replace("concurrency: 256", "concurrency: 256\n    output_tokens: 4000")
+    )
+    code, out = run("solve", str(problem))
+    assert code == 2, out
+    assert "long.yaml" in out and "workloads[0].output_tokens" in out, out
+    assert "12,000 tokens per sequence" in out and "at least 12,000" in out, out
+    # At the edge it fits: 8,000 + 192 = 8,192.
+    problem.write_text(text.replace("concurrency: 256", "concurrency: 256\n    output_tokens: 192"))
+    code, out = run("solve", str(problem), "--time-limit", "20")
+    assert code == 0, out

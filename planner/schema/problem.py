@@ -333,7 +333,8 @@ class InferenceWorkload(ProblemModel):
         description="Average output tokens per request. With prompt_tokens it sets how much "
         "prefill each generated token brings (prompt_tokens / output_tokens prompt tokens per "
         "output token), which the serving model charges to every iteration. The default, 256, "
-        "is an assumption close to chat traffic; state yours.",
+        "is an assumption close to chat traffic; state yours. A stated one must fit with "
+        "prompt_tokens in context_tokens (a sequence's KV cache holds both).",
     )
     prefix_cache_hit: Annotated[
         Share, Limit(ge=0, lt=1, why="a prompt always has a token of its own to compute")
@@ -596,6 +597,19 @@ class InferenceWorkload(ProblemModel):
                 f"context_tokens of {self.context_tokens:,}: lower prompt_tokens or raise "
                 "context_tokens",
                 ("prompt_tokens",),
+            )
+        whole = self.prompt_tokens + self.output_tokens
+        if "output_tokens" in self.model_fields_set and whole > self.context_tokens:
+            # A sequence holds its prompt and its answer in the KV cache, and the engine's
+            # maximum length (vLLM's --max-model-len, the recipe's) is context_tokens: a stated
+            # answer that cannot fit would be cut short, or the request refused, while the plan
+            # counted every token. (The default of 256 is an assumption; a stated one is not.)
+            raise KeyValueError(
+                f"a prompt_tokens of {self.prompt_tokens:,} and an output_tokens of "
+                f"{self.output_tokens:,} make {whole:,} tokens per sequence, more than the "
+                f"context_tokens of {self.context_tokens:,} its KV cache holds: raise "
+                f"context_tokens to at least {whole:,}, or lower prompt_tokens or output_tokens",
+                ("output_tokens",),
             )
         if self.request_mix is None:
             for key in ("requests_per_s", "capacity"):
