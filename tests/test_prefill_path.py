@@ -16,7 +16,11 @@ from planner.estimator.perf import prefill_layer_seconds
 from planner.estimator.prefill_path import (
     MMQ_SCALE_FLOPS_PER_FLOP,
     linear_seconds_per_flop,
+    mmq_tile_columns,
     prefill_linear_seconds_per_flop,
+    prefill_mmq_rows,
+    routed_padding_params_per_layer,
+    routed_tile_work,
 )
 from planner.estimator.tensor_rates import fp16_accumulate_flops
 
@@ -170,3 +174,72 @@ def test_a_tables_rows_keep_their_prefill_rates() -> None:
     )
     assert list(taken) == pytest.approx(list(fresh), rel=1e-12)
     assert not taken.flags.writeable
+
+
+@pytest.mark.parametrize(
+    ("ncols", "mmq_x"),
+    [
+        (2048, 128),  # 16 tiles of 128; any narrower tile needs more
+        (113, 128),  # 112 (the widest below 128 at granularity 16) needs 2 tiles, 128 one
+        (100, 112),  # one tile either way: the first width that holds 100, 112, wins
+        (47, 48),  # 40 needs 2 tiles, 48 (a multiple of its granularity 16) one
+        (9, 16),  # 8 needs 2
+    ],
+)
+def test_mmq_picks_the_first_width_with_the_fewest_tiles(ncols: int, mmq_x: int) -> None:
+    # ggml-cuda/mmq.cuh mul_mat_q_case: mmq_x = 8, 16, ..., 128, skipping widths that are not
+    # a multiple of the granularity (16 from 48 columns up), keeping the first with the
+    # fewest ceil(ncols / mmq_x).
+    assert mmq_tile_columns(ncols) == mmq_x
+
+
+def test_each_expert_runs_whole_tiles_of_the_micro_batchs_width() -> None:
+    # gpt-oss-120b: 128 experts, 4 a token. A micro-batch of 2,048 tokens gets mmq_x = 128
+    # and gives each expert binomial(2048, 1/32) tokens: mean 64, sd 7.9, so P(0) = e^-65 and
+    # P(> 128) ~ 1e-12: one tile each, 128 x 128 columns for 2,048 x 4 routed = 2.0.
+    assert routed_tile_work(2048, 128, 4) == pytest.approx(2.0, rel=1e-9)
+    # Qwen3-30B-A3B (128 experts, 8 a token) at llama.cpp's default 512: 32 a expert, one
+    # 128-wide tile each, 4x the columns used.
+    assert routed_tile_work(512, 128, 8) == pytest.approx(4.0, rel=1e-9)
+    # gpt-oss-20b (32 experts, 4 a token) at 2,048: mean 256, sd sqrt(2048 x 1/8 x 7/8) = 15,
+    # so an expert runs 2 tiles below 257 tokens and 3 above, about half the time each:
+    # 32 x ~2.48 x 128 / 8,192 = ~1.24.
+    assert 1.2 < routed_tile_work(2048, 32, 4) < 1.3
+    # Every expert takes every token (k = E): whole tiles of the micro-batch, no padding at a
+    # multiple of 128.
+    assert routed_tile_work(2048, 8, 8) == pytest.approx(1.0, rel=1e-12)
+
+
+def test_only_moe_blocks_on_mmq_are_charged_the_padding() -> None:
+    # A dense model has no routed products to pad.
+    dense = routed_padding_params_per_layer(CAT.model("llama-3.1-8b"), 2048.0)
+    assert float(dense) == 0.0
+    # gpt-oss-120b: every block is MoE, expert 3 x 2880 x 2880 = 24.88 M weights, 4 a token,
+    # work 2.0 at 2,048 tokens: 4 x 24.88 M x (2.0 - 1) = 99.5 M more weights a token a block.
+    m = CAT.model("gpt-oss-120b")
+    pad = float(routed_padding_params_per_layer(m, 2048.0))
+    assert pad == pytest.approx(4 * 3 * 2880 * 2880, rel=1e-3)
+    # MMQ runs on an NVIDIA part with an int8 tensor rate under a current llama.cpp, not
+    # under the builds that dequantized to FP16 cuBLAS, nor on Metal.
+    fmt = weight_format("mxfp4")
+    spark = device_table([CAT.accelerators["dgx-spark"]])
+    assert float(prefill_mmq_rows(spark, fmt)[0]) == 1.0
+    assert float(prefill_mmq_rows(spark, fmt, "llama.cpp-2024")[0]) == 0.0
+    apple = device_table([CAT.accelerators["m2-ultra"]])
+    assert float(prefill_mmq_rows(apple, fmt)[0]) == 0.0
+
+
+def test_a_moe_prompt_on_mmq_takes_its_padded_tiles_by_hand() -> None:
+    # gpt-oss-120b's block on an RTX 4090, one 2,048-token micro-batch, every efficiency 1.
+    # Active weights: attention 2 x 2880 x 4096 + 2 x 2880 x 512 = 26.5 M, router 0.37 M,
+    # 4 experts x 24.88 M = 99.5 M, norms: 126.5 M; the padding adds 99.5 M (work 2.0), 226.0 M
+    # in all: 2048 x 2 x 226.0e6 = 925.8 GFLOP on MMQ at 440.4 TFLOP/s = 2.102 ms, where the
+    # unpadded 126.5 M would take 1.177 ms. Attention adds 2048 x 4 x 64 x 64 x ~574 tokens
+    # (full blocks ~1,024, the windowed ones ~124) = 19.3 GFLOP at 165.2 TFLOP/s = 0.12 ms;
+    # reading the block's 1.7 GB of MXFP4 weights once at 1,008 GB/s (1.69 ms) is less.
+    m = CAT.model("gpt-oss-120b")
+    dev = device_table([CAT.accelerators["rtx-4090"]], {"rtx-4090": IDEAL})
+    t = prefill_layer_seconds(m, weight_format("mxfp4"), dev, batch=1, prompt=2048, ubatch=2048)
+    assert float(t[0]) == pytest.approx(2.102e-3 + 0.12e-3, rel=0.02)
+    pad = float(routed_padding_params_per_layer(m, 2048.0))
+    assert pad == pytest.approx(99.5e6, rel=2e-3)

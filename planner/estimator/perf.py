@@ -34,6 +34,8 @@ from planner.estimator.prefill_path import (
     Kernels,
     prefill_attention_peak,
     prefill_linear_seconds_per_flop,
+    prefill_mmq_rows,
+    routed_padding_params_per_layer,
 )
 from planner.schema.catalog import ModelArch
 
@@ -229,14 +231,18 @@ def prefill_layer_seconds(
     row, may name a release that dequantizes GGUF weights, else a current one is assumed). For llama.cpp's
     engines only (prefill_path.on_llama_cpp): other engines' prefill is serving_prefill_seconds. The tokens go through in
     micro-batches of `ubatch` tokens (llama.cpp's n_ubatch, PREFILL_UBATCH_TOKENS by default),
-    each reading the weights it touches (a mixture-of-experts model's nearly all) once.
+    each reading the weights it touches (a mixture-of-experts model's nearly all) once; on MMQ a
+    MoE block's routed products are charged the whole column tiles each expert runs
+    (prefill_path.routed_tile_work).
     """
     tokens = batch * prompt
-    linear = tokens * 2.0 * active_params_per_layer(m)
+    per_pass = np.minimum(tokens, ubatch)
+    # A MoE block's routed products on MMQ run whole column tiles per expert (prefill_path).
+    padding = routed_padding_params_per_layer(m, per_pass) * prefill_mmq_rows(dev, fmt, engine)
+    linear = tokens * 2.0 * (active_params_per_layer(m) + padding)
     attn = tokens * attention_flops_per_token_per_layer(m, causal_attended_tokens(m, prompt))
     per_flop = prefill_linear_seconds_per_flop(dev, fmt, kernels)
     t_cmp = (linear * per_flop + attn / prefill_attention_peak(dev)) / (tp * dev.eff_compute)
-    per_pass = np.minimum(tokens, ubatch)
     passes = np.maximum(np.ceil(np.asarray(tokens) / ubatch), 1.0)
     w_bytes = passes * weight_params_touched_per_layer(m, per_pass) * fmt.bits_per_weight / 8
     t_mem = w_bytes / tp / (dev.bandwidth_bytes_s * dev.eff_bandwidth)

@@ -31,18 +31,31 @@ A prompt is processed in micro-batches of n_ubatch tokens (`PREFILL_UBATCH_TOKEN
 default, common/common.h), each a forward pass that reads the weights it touches again: at the
 default, a 2,048-token prompt of a mixture-of-experts model reads nearly all of its experts
 four times.
+
+A mixture-of-experts block multiplies its routed experts in one MMQ launch per matrix
+(`ggml_cuda_mul_mat_q` with `ids`, ggml-cuda/mmq.cu; llama.cpp PR #13199 of April 2025 and
+PR #15525 of August 2025): the micro-batch's (token, expert) pairs are sorted by expert
+(`expert_bounds`), each expert's tokens form its own column range, and the kernel runs whole
+tiles of mmq_x columns over each range, skipping only tiles past its end. The tile width is
+chosen for the whole micro-batch (`mul_mat_q_case`: the fewest tiles for `ncols_max`, the
+micro-batch's token count, so 128 from 128 tokens up), while an expert sees only about
+T x k / E of its T tokens: gpt-oss-120b (128 experts, 4 a token) at 2,048 tokens gives each
+expert about 64, and half of every 128-column tile is padding. The routed experts' products
+are charged the tiles they run (routed_tile_work), on the MMQ path (runs_mmq) alone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 
 from planner.estimator.devices import Array, DeviceTable
 from planner.estimator.formats import GGUF_FORMATS, WeightFormat
 from planner.estimator.tensor_rates import fp16_accumulate_flops, sixteen_bit_flops
-from planner.schema.catalog import Accelerator
+from planner.schema.catalog import Accelerator, ModelArch
+from planner.schema.model_params import block_groups
 
 # llama.cpp's default micro-batch (n_ubatch = 512, common/common.h; llama-bench's too).
 PREFILL_UBATCH_TOKENS = 512
@@ -72,6 +85,10 @@ Kernels = str | None | Sequence[str | None]
 # about twice it, which puts those parts' quantized prefill below their FP16 rate (no published
 # MMQ measurement on them was found to check it).
 MMQ_SCALE_FLOPS_PER_FLOP = 4.0 / 64.0
+# MMQ's widest column tile with tensor-core MMA (ggml-cuda/mmq.cuh, get_mmq_x_max_host: 128 on
+# Turing and later and on AMD's WMMA/MFMA parts), chosen in steps of its granularity
+# (mmq_get_granularity_host: 16 columns from 48 up, 8 below).
+MMQ_X_MAX = 128
 
 
 def on_llama_cpp(kernels: str | None) -> bool:
@@ -136,3 +153,76 @@ def prefill_attention_peak(dev: DeviceTable) -> Array:
     return dev.derived(
         "prefill attention FLOP/s", lambda t: np.array([sixteen_bit_flops(d) for d in t.devices])
     )
+
+
+def mmq_tile_columns(ncols_max: int) -> int:
+    """The column tile MMQ runs for a product of up to `ncols_max` columns (ggml-cuda/mmq.cuh,
+    mul_mat_q_case): of mmq_x = 8, 16, ... MMQ_X_MAX in steps of the granularity, the first
+    with the fewest tiles of `ncols_max`; 128 from 121 columns up."""
+    best_x, best_tiles = 8, -1
+    for x in range(8, MMQ_X_MAX + 1, 8):
+        if x % (16 if x >= 48 else 8):
+            continue
+        tiles = -(-ncols_max // x)
+        if best_tiles < 0 or tiles < best_tiles:
+            best_x, best_tiles = x, tiles
+        if best_tiles == 1:
+            break
+    return best_x
+
+
+@lru_cache(maxsize=4096)
+def routed_tile_work(tokens: int, num_experts: int, top_k: int) -> float:
+    """Columns MMQ computes per routed (token, expert) pair when a micro-batch of `tokens` tokens
+    goes through a MoE block (module docstring): each expert's column range runs in whole tiles
+    of mmq_tile_columns(tokens) columns. Tokens are taken as routed independently and uniformly,
+    so an expert's count is binomial(tokens, top_k / num_experts) and the expected columns
+    computed are num_experts x E[ceil(count / mmq_x)] x mmq_x, over the tokens x top_k pairs
+    routed. 1 where every expert fills whole tiles; gpt-oss-120b at 2,048 tokens (64 a expert
+    on average) about 1.9."""
+    t = max(int(tokens), 1)
+    x = mmq_tile_columns(t)
+    if top_k >= num_experts:  # every expert takes every token
+        return -(-t // x) * x / t
+    p = top_k / num_experts
+    n = np.arange(t + 1, dtype=np.float64)
+    # log binomial pmf, by the running product of (t - j) / (j + 1)
+    log_choose = np.concatenate(([0.0], np.cumsum(np.log((t - n[:-1]) / (n[:-1] + 1.0)))))
+    pmf = np.exp(log_choose + n * np.log(p) + (t - n) * np.log1p(-p))
+    tiles = float(np.sum(pmf * np.ceil(n / x)))
+    return num_experts * tiles * x / (t * top_k)
+
+
+def routed_padding_params_per_layer(m: ModelArch, tokens: float | Array) -> Array:
+    """Mean over blocks of the routed experts' weights a token is charged beyond the ones it
+    uses, for micro-batches of `tokens` tokens on MMQ: k x expert weights x (routed_tile_work
+    - 1) in each MoE block, 0 for a dense model (element-wise over an array of token counts)."""
+    t = np.asarray(tokens, dtype=np.float64)
+    if m.moe is None:
+        return np.zeros(np.shape(t))
+    e, k = m.moe.num_experts, m.moe.experts_per_token
+    work = np.vectorize(lambda n: routed_tile_work(round(float(n)), e, k), otypes=[float])(t)
+    pad = np.zeros(np.shape(t))
+    for g in block_groups(m):
+        if g.kind == "moe":
+            expert = (g.params - g.active_params) / (e - k)
+            pad = pad + g.count * k * expert * (work - 1.0)
+    return np.asarray(pad / m.num_layers)
+
+
+def prefill_mmq_rows(dev: DeviceTable, fmt: WeightFormat, engine: Engines = None) -> Array:
+    """1.0 for each device row whose prompt matmuls in `fmt` run on MMQ under `engine`
+    (runs_mmq; a release in DEQUANTIZING_ENGINES never does), else 0.0."""
+
+    def rows(mmq: bool) -> Array:
+        return dev.derived(
+            ("prefill on MMQ", fmt, mmq),
+            lambda t: np.array([float(runs_mmq(d, fmt, mmq)) for d in t.devices]),
+        )
+
+    if engine is None or isinstance(engine, str):
+        return rows(engine not in DEQUANTIZING_ENGINES)
+    old = np.array([e in DEQUANTIZING_ENGINES for e in engine], dtype=bool)
+    if len(old) != len(dev):
+        raise ValueError(f"{len(old)} engines for {len(dev)} device rows")
+    return np.where(old, rows(False), rows(True))
