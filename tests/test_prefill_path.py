@@ -208,6 +208,9 @@ def test_each_expert_runs_whole_tiles_of_the_micro_batchs_width() -> None:
     # Every expert takes every token (k = E): whole tiles of the micro-batch, no padding at a
     # multiple of 128.
     assert routed_tile_work(2048, 8, 8) == pytest.approx(1.0, rel=1e-12)
+    # 8 tokens or fewer go through MMVQ, a matrix-vector product per (token, expert): no tiles.
+    assert routed_tile_work(8, 128, 8) == 1.0
+    assert routed_tile_work(9, 128, 8) > 1.0
 
 
 def test_only_moe_blocks_on_mmq_are_charged_the_padding() -> None:

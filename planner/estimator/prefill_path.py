@@ -89,6 +89,10 @@ MMQ_SCALE_FLOPS_PER_FLOP = 4.0 / 64.0
 # Turing and later and on AMD's WMMA/MFMA parts), chosen in steps of its granularity
 # (mmq_get_granularity_host: 16 columns from 48 up, 8 below).
 MMQ_X_MAX = 128
+# Micro-batches of at most this many tokens multiply their routed experts with MMVQ, one
+# matrix-vector product per (token, expert), not MMQ's tiles (ggml-cuda.cu ggml_cuda_mul_mat_id;
+# MMVQ_MAX_BATCH_SIZE in ggml-cuda/mmvq.cuh).
+MMVQ_MAX_BATCH_SIZE = 8
 
 
 def on_llama_cpp(kernels: str | None) -> bool:
@@ -178,9 +182,11 @@ def routed_tile_work(tokens: int, num_experts: int, top_k: int) -> float:
     of mmq_tile_columns(tokens) columns. Tokens are taken as routed independently and uniformly,
     so an expert's count is binomial(tokens, top_k / num_experts) and the expected columns
     computed are num_experts x E[ceil(count / mmq_x)] x mmq_x, over the tokens x top_k pairs
-    routed. 1 where every expert fills whole tiles; gpt-oss-120b at 2,048 tokens (64 a expert
-    on average) about 1.9."""
+    routed. 1 where every expert fills whole tiles, and at most MMVQ_MAX_BATCH_SIZE tokens
+    (no tiles); gpt-oss-120b at 2,048 tokens (64 an expert on average) 2.0."""
     t = max(int(tokens), 1)
+    if t <= MMVQ_MAX_BATCH_SIZE:
+        return 1.0
     x = mmq_tile_columns(t)
     if top_k >= num_experts:  # every expert takes every token
         return -(-t // x) * x / t
@@ -201,7 +207,10 @@ def routed_padding_params_per_layer(m: ModelArch, tokens: float | Array) -> Arra
     if m.moe is None:
         return np.zeros(np.shape(t))
     e, k = m.moe.num_experts, m.moe.experts_per_token
-    work = np.vectorize(lambda n: routed_tile_work(round(float(n)), e, k), otypes=[float])(t)
+    # once per distinct whole token count (a serving grid repeats a few micro-batch sizes)
+    counts, where = np.unique(np.maximum(np.rint(t), 1).astype(np.int64), return_inverse=True)
+    per_count = np.array([routed_tile_work(int(n), e, k) for n in counts])
+    work = per_count[where].reshape(np.shape(t))
     pad = np.zeros(np.shape(t))
     for g in block_groups(m):
         if g.kind == "moe":
