@@ -137,7 +137,9 @@ def test_a_serial_pool_prefills_at_its_release_rate_by_hand() -> None:
     # at 1 / 330.3e12 s per FLOP (FP16 cuBLAS, FP16 accumulate), current ones at
     # 1 / 660.6e12 + 0.0625 / 82.6e12 (MMQ; Ada whitepaper): 7.57e-16 s per FLOP more, so the
     # old release's block takes 829.1e9 x 7.57e-16 = 0.628 ms longer (compute-bound both ways:
-    # 4 micro-batches x 114 MB at 1,008 GB/s is 0.45 ms, under the 1.9 ms of FLOPs).
+    # 4 micro-batches x 114 MB at 1,008 GB/s is 0.45 ms, under the 1.9 ms of FLOPs), and the
+    # old release first writes each micro-batch's weights out as FP16 (ggml_cuda_op_mul_mat_cublas,
+    # to_fp16_cuda): 4 x 202.4e6 x (4.84 / 8 + 2) bytes = 2.109 GB at 1,008 GB/s = 2.092 ms.
     m = CAT.model("llama-2-7b")
     dev = device_table([CAT.accelerators["rtx-4090"]], {"rtx-4090": IDEAL})
     fmt = weight_format("q4_k_m")
@@ -146,9 +148,8 @@ def test_a_serial_pool_prefills_at_its_release_rate_by_hand() -> None:
         float(serving_layer_seconds(m, fmt, 2.0, dev, serial=True, kernels=e, **kw)[0])  # type: ignore[arg-type]
         for e in ("llama.cpp-dequantizing", "llama.cpp")
     )
-    assert old - new == pytest.approx(
-        829.1e9 * (1 / 330.3e12 - 1 / 660.6e12 - 0.0625 / 82.6e12), rel=1e-2
-    )
+    rates = 829.1e9 * (1 / 330.3e12 - 1 / 660.6e12 - 0.0625 / 82.6e12)
+    assert old - new == pytest.approx(rates + 4 * 202.4e6 * (4.84 / 8 + 2) / 1008e9, rel=1e-2)
 
 
 def test_a_table_of_options_takes_one_engine_a_row() -> None:

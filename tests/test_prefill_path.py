@@ -17,6 +17,7 @@ from planner.estimator.prefill_path import (
     MMQ_SCALE_FLOPS_PER_FLOP,
     linear_seconds_per_flop,
     mmq_tile_columns,
+    prefill_dequant_rows,
     prefill_linear_seconds_per_flop,
     prefill_mmq_rows,
     routed_padding_params_per_layer,
@@ -246,3 +247,22 @@ def test_a_moe_prompt_on_mmq_takes_its_padded_tiles_by_hand() -> None:
     assert float(t[0]) == pytest.approx(2.102e-3 + 0.12e-3, rel=0.02)
     pad = float(routed_padding_params_per_layer(m, 2048.0))
     assert pad == pytest.approx(99.5e6, rel=2e-3)
+
+
+def test_the_old_release_writes_quantized_weights_out_as_fp16_first() -> None:
+    # Llama 2 7B Q4_0 on an RTX 4090 under the 2023-2024 builds, one 512-token micro-batch,
+    # every efficiency 1: ggml_cuda_op_mul_mat_cublas dequantizes each weight matrix to FP16
+    # (to_fp16_cuda) before the GEMM, reading 4.5 bits and writing 16 per weight: a block's
+    # 202.4 M weights x (0.5625 + 2) bytes = 518.7 MB at 1,008 GB/s = 514.6 us, on top of the
+    # FP16 GEMM (640.4 us, test_fp16_prompt_on_a_geforce_part_by_hand). A current release runs
+    # MMQ with no such pass; Metal dequantizes inside its tiles.
+    m = CAT.model("llama-2-7b")
+    dev = device_table([CAT.accelerators["rtx-4090"]], {"rtx-4090": IDEAL})
+    old = prefill_layer_seconds(
+        m, weight_format("q4_0"), dev, batch=1, prompt=512, engine="llama.cpp-2024"
+    )
+    assert float(old[0]) == pytest.approx(640.4e-6 + 514.6e-6, rel=5e-3)
+    assert float(prefill_dequant_rows(dev, weight_format("q4_0"))[0]) == 0.0
+    assert float(prefill_dequant_rows(dev, weight_format("fp16"), "llama.cpp-2024")[0]) == 0.0
+    apple = device_table([CAT.accelerators["m2-ultra"]])
+    assert float(prefill_dequant_rows(apple, weight_format("q4_0"), "llama.cpp-2024")[0]) == 0.0

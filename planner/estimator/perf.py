@@ -33,6 +33,7 @@ from planner.estimator.prefill_path import (
     PREFILL_UBATCH_TOKENS,
     Kernels,
     prefill_attention_peak,
+    prefill_dequant_rows,
     prefill_linear_seconds_per_flop,
     prefill_mmq_rows,
     routed_padding_params_per_layer,
@@ -244,9 +245,13 @@ def prefill_layer_seconds(
     per_flop = prefill_linear_seconds_per_flop(dev, fmt, kernels)
     t_cmp = (linear * per_flop + attn / prefill_attention_peak(dev)) / (tp * dev.eff_compute)
     passes = np.maximum(np.ceil(np.asarray(tokens) / ubatch), 1.0)
-    w_bytes = passes * weight_params_touched_per_layer(m, per_pass) * fmt.bits_per_weight / 8
-    t_mem = w_bytes / tp / (dev.bandwidth_bytes_s * dev.eff_bandwidth)
-    t = np.maximum(t_cmp, t_mem) + dev.layer_overhead_s
+    touched = passes * weight_params_touched_per_layer(m, per_pass)
+    t_mem = touched * fmt.bits_per_weight / 8 / tp / (dev.bandwidth_bytes_s * dev.eff_bandwidth)
+    # Releases without MMQ first write each quantized weight out as FP16 (2 bytes), a pass of
+    # its own before the GEMM (prefill_path.prefill_dequant_rows).
+    dequant = touched * (fmt.bits_per_weight / 8 + 2.0) * prefill_dequant_rows(dev, fmt, engine)
+    t_deq = dequant / tp / (dev.bandwidth_bytes_s * dev.eff_bandwidth)
+    t = np.maximum(t_cmp, t_mem) + t_deq + dev.layer_overhead_s
     t = t + _tp_allreduce_seconds(m, dev, tokens, tp, link_bytes_s, link_latency_s)
     return np.asarray(t, dtype=np.float64)
 

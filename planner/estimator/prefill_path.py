@@ -235,3 +235,34 @@ def prefill_mmq_rows(dev: DeviceTable, fmt: WeightFormat, engine: Engines = None
     if len(old) != len(dev):
         raise ValueError(f"{len(old)} engines for {len(dev)} device rows")
     return np.where(old, rows(False), rows(True))
+
+
+def prefill_dequant_rows(dev: DeviceTable, fmt: WeightFormat, engine: Engines = None) -> Array:
+    """1.0 for each device row where llama.cpp dequantizes `fmt` weights to FP16 in a pass of
+    their own before cuBLAS (hipBLAS) multiplies them: a GGUF block format (MMQ_FORMATS) on an
+    NVIDIA or AMD part that does not run it on MMQ (runs_mmq; every release in
+    DEQUANTIZING_ENGINES). ggml-cuda's `ggml_cuda_op_mul_mat_cublas` converts such a weight
+    matrix with `to_fp16_cuda` into a pool buffer, then calls the GEMM on it; Metal's
+    `kernel_mul_mm` dequantizes inside its tiles instead (0.0)."""
+
+    def rows(mmq: bool) -> Array:
+        def make(t: DeviceTable) -> Array:
+            return np.array(
+                [
+                    float(
+                        fmt.id in MMQ_FORMATS
+                        and d.vendor in ("nvidia", "amd")
+                        and not runs_mmq(d, fmt, mmq)
+                    )
+                    for d in t.devices
+                ]
+            )
+
+        return dev.derived(("prefill dequant pass", fmt, mmq), make)
+
+    if engine is None or isinstance(engine, str):
+        return rows(engine not in DEQUANTIZING_ENGINES)
+    old = np.array([e in DEQUANTIZING_ENGINES for e in engine], dtype=bool)
+    if len(old) != len(dev):
+        raise ValueError(f"{len(old)} engines for {len(dev)} device rows")
+    return np.where(old, rows(False), rows(True))
