@@ -228,7 +228,7 @@ def test_only_moe_blocks_on_mmq_are_charged_the_padding() -> None:
     fmt = weight_format("mxfp4")
     spark = device_table([CAT.accelerators["dgx-spark"]])
     assert float(prefill_mmq_rows(spark, fmt)[0]) == 1.0
-    assert float(prefill_mmq_rows(spark, fmt, "llama.cpp-2024")[0]) == 0.0
+    assert float(prefill_mmq_rows(spark, fmt, "llama.cpp-dequantizing")[0]) == 0.0
     apple = device_table([CAT.accelerators["m2-ultra"]])
     assert float(prefill_mmq_rows(apple, fmt)[0]) == 0.0
 
@@ -259,10 +259,15 @@ def test_the_old_release_writes_quantized_weights_out_as_fp16_first() -> None:
     m = CAT.model("llama-2-7b")
     dev = device_table([CAT.accelerators["rtx-4090"]], {"rtx-4090": IDEAL})
     old = prefill_layer_seconds(
-        m, weight_format("q4_0"), dev, batch=1, prompt=512, engine="llama.cpp-2024"
+        m, weight_format("q4_0"), dev, batch=1, prompt=512, kernels="llama.cpp-dequantizing"
     )
     assert float(old[0]) == pytest.approx(640.4e-6 + 514.6e-6, rel=5e-3)
     assert float(prefill_dequant_rows(dev, weight_format("q4_0"))[0]) == 0.0
-    assert float(prefill_dequant_rows(dev, weight_format("fp16"), "llama.cpp-2024")[0]) == 0.0
+    assert (
+        float(prefill_dequant_rows(dev, weight_format("fp16"), "llama.cpp-dequantizing")[0]) == 0.0
+    )
     apple = device_table([CAT.accelerators["m2-ultra"]])
-    assert float(prefill_dequant_rows(apple, weight_format("q4_0"), "llama.cpp-2024")[0]) == 0.0
+    assert (
+        float(prefill_dequant_rows(apple, weight_format("q4_0"), "llama.cpp-dequantizing")[0])
+        == 0.0
+    )

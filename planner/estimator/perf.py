@@ -239,7 +239,7 @@ def prefill_layer_seconds(
     tokens = batch * prompt
     per_pass = np.minimum(tokens, ubatch)
     # A MoE block's routed products on MMQ run whole column tiles per expert (prefill_path).
-    padding = routed_padding_params_per_layer(m, per_pass) * prefill_mmq_rows(dev, fmt, engine)
+    padding = routed_padding_params_per_layer(m, per_pass) * prefill_mmq_rows(dev, fmt, kernels)
     linear = tokens * 2.0 * (active_params_per_layer(m) + padding)
     attn = tokens * attention_flops_per_token_per_layer(m, causal_attended_tokens(m, prompt))
     per_flop = prefill_linear_seconds_per_flop(dev, fmt, kernels)
@@ -249,7 +249,7 @@ def prefill_layer_seconds(
     t_mem = touched * fmt.bits_per_weight / 8 / tp / (dev.bandwidth_bytes_s * dev.eff_bandwidth)
     # Releases without MMQ first write each quantized weight out as FP16 (2 bytes), a pass of
     # its own before the GEMM (prefill_path.prefill_dequant_rows).
-    dequant = touched * (fmt.bits_per_weight / 8 + 2.0) * prefill_dequant_rows(dev, fmt, engine)
+    dequant = touched * (fmt.bits_per_weight / 8 + 2.0) * prefill_dequant_rows(dev, fmt, kernels)
     t_deq = dequant / tp / (dev.bandwidth_bytes_s * dev.eff_bandwidth)
     t = np.maximum(t_cmp, t_mem) + t_deq + dev.layer_overhead_s
     t = t + _tp_allreduce_seconds(m, dev, tokens, tp, link_bytes_s, link_latency_s)

@@ -46,7 +46,7 @@ are charged the tiles they run (routed_tile_work), on the MMQ path (runs_mmq) al
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -144,12 +144,7 @@ def prefill_linear_seconds_per_flop(
 
         return dev.derived(("prefill linear s/FLOP", fmt, mmq), make)
 
-    if kernels is None or isinstance(kernels, str):
-        return rates(kernels != DEQUANTIZING)
-    old = np.array([k == DEQUANTIZING for k in kernels], dtype=bool)
-    if len(old) != len(dev):
-        raise ValueError(f"{len(old)} kernel families for {len(dev)} device rows")
-    return np.where(old, rates(False), rates(True)) if old.any() else rates(True)
+    return _by_family(dev, kernels, rates)
 
 
 def prefill_attention_peak(dev: DeviceTable) -> Array:
@@ -219,9 +214,20 @@ def routed_padding_params_per_layer(m: ModelArch, tokens: float | Array) -> Arra
     return np.asarray(pad / m.num_layers)
 
 
-def prefill_mmq_rows(dev: DeviceTable, fmt: WeightFormat, engine: Engines = None) -> Array:
-    """1.0 for each device row whose prompt matmuls in `fmt` run on MMQ under `engine`
-    (runs_mmq; a release in DEQUANTIZING_ENGINES never does), else 0.0."""
+def _by_family(dev: DeviceTable, kernels: Kernels, rows: Callable[[bool], Array]) -> Array:
+    """`rows(mmq)` per device row on the kernel family `kernels` (one for every row, or one a
+    row): `mmq` False on the dequantizing family (DEQUANTIZING), True on any other."""
+    if kernels is None or isinstance(kernels, str):
+        return rows(kernels != DEQUANTIZING)
+    old = np.array([k == DEQUANTIZING for k in kernels], dtype=bool)
+    if len(old) != len(dev):
+        raise ValueError(f"{len(old)} kernel families for {len(dev)} device rows")
+    return np.where(old, rows(False), rows(True)) if old.any() else rows(True)
+
+
+def prefill_mmq_rows(dev: DeviceTable, fmt: WeightFormat, kernels: Kernels = None) -> Array:
+    """1.0 for each device row whose prompt matmuls in `fmt` run on MMQ on the kernel family
+    `kernels` (runs_mmq; the dequantizing family never does), else 0.0."""
 
     def rows(mmq: bool) -> Array:
         return dev.derived(
@@ -229,19 +235,14 @@ def prefill_mmq_rows(dev: DeviceTable, fmt: WeightFormat, engine: Engines = None
             lambda t: np.array([float(runs_mmq(d, fmt, mmq)) for d in t.devices]),
         )
 
-    if engine is None or isinstance(engine, str):
-        return rows(engine not in DEQUANTIZING_ENGINES)
-    old = np.array([e in DEQUANTIZING_ENGINES for e in engine], dtype=bool)
-    if len(old) != len(dev):
-        raise ValueError(f"{len(old)} engines for {len(dev)} device rows")
-    return np.where(old, rows(False), rows(True))
+    return _by_family(dev, kernels, rows)
 
 
-def prefill_dequant_rows(dev: DeviceTable, fmt: WeightFormat, engine: Engines = None) -> Array:
+def prefill_dequant_rows(dev: DeviceTable, fmt: WeightFormat, kernels: Kernels = None) -> Array:
     """1.0 for each device row where llama.cpp dequantizes `fmt` weights to FP16 in a pass of
     their own before cuBLAS (hipBLAS) multiplies them: a GGUF block format (MMQ_FORMATS) on an
-    NVIDIA or AMD part that does not run it on MMQ (runs_mmq; every release in
-    DEQUANTIZING_ENGINES). ggml-cuda's `ggml_cuda_op_mul_mat_cublas` converts such a weight
+    NVIDIA or AMD part that does not run it on MMQ (runs_mmq; always on the dequantizing
+    kernel family). ggml-cuda's `ggml_cuda_op_mul_mat_cublas` converts such a weight
     matrix with `to_fp16_cuda` into a pool buffer, then calls the GEMM on it; Metal's
     `kernel_mul_mm` dequantizes inside its tiles instead (0.0)."""
 
@@ -260,9 +261,4 @@ def prefill_dequant_rows(dev: DeviceTable, fmt: WeightFormat, engine: Engines = 
 
         return dev.derived(("prefill dequant pass", fmt, mmq), make)
 
-    if engine is None or isinstance(engine, str):
-        return rows(engine not in DEQUANTIZING_ENGINES)
-    old = np.array([e in DEQUANTIZING_ENGINES for e in engine], dtype=bool)
-    if len(old) != len(dev):
-        raise ValueError(f"{len(old)} engines for {len(dev)} device rows")
-    return np.where(old, rows(False), rows(True))
+    return _by_family(dev, kernels, rows)
