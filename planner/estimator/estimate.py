@@ -36,6 +36,7 @@ from planner.estimator.perf import (
 )
 from planner.estimator.prefill_path import on_llama_cpp
 from planner.estimator.support import EngineTimes
+from planner.estimator.training_layout import job_alltoall_seconds_per_token
 from planner.schema.catalog import ModelArch
 from planner.schema.measurements import MeasurementFile, find
 
@@ -434,12 +435,16 @@ def estimate_training(
     )
     # An MoE model whose routing takes most of a token's time is bound by it, not by FLOPs.
     routing = moe_routing_seconds_per_token(m, dev) * tps1
+    # Its experts split over the ranks inside their scale-up domain pay the expert-parallel
+    # all-to-all (training_layout.job_alltoall_seconds_per_token, DeepSeek-V3 report section
+    # 3.2.2), as the planner's jobs and the calibrated runs do.
+    a2a = job_alltoall_seconds_per_token(m, dev, np.array(counts), ETHERNET_HOP[0])
     out = []
     for i, did in enumerate(dev.ids):
         usable = float(dev.usable_memory_bytes[i])
         need = _devices_needed(per_n, usable)
         n = counts[need - 1] if need else 0
-        tps = float(tps1[i]) * n
+        tps = n / (1.0 / float(tps1[i]) + float(a2a[i, need - 1])) if need else 0.0
         tokens_per_step = setup.seq_len * setup.micro_batch * max(n, 1)
         step = tokens_per_step / tps if tps else None
         budget = q.token_budget / tps if (q.token_budget and tps) else None

@@ -4,8 +4,11 @@ and pipeline depth, the fewest data-parallel replicas that fit in memory and mee
 Training model: one job of D data-parallel replicas, each S pipeline stages of k tensor-parallel
 devices of one type, ZeRO sharding across D; throughput from the class's MFU, the pipeline bubble
 (Narayanan et al. 2021: (S - 1) / (m + S - 1) idle with m micro-batches), the tensor-parallel
-group's all-reduces (perf.training_tp_seconds_per_layer) and the gradient all-reduce over the
-network when it cannot overlap.
+group's all-reduces (perf.training_tp_seconds_per_layer), the expert-parallel all-to-all of a
+mixture-of-experts model with its experts split over the stage's devices in their scale-up domain
+(training_layout.job_alltoall_seconds_per_token, as the calibration charges it on the published
+runs it fits the MFU and the MoE routing factor on) and the gradient all-reduce over the network
+when it cannot overlap.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from planner.estimator.hosts import holding_hosts
 from planner.estimator.memory import TrainingSetup, training_memory_total
 from planner.estimator.network import network_link
 from planner.estimator.perf import training_tokens_per_second, training_tp_seconds_per_layer
+from planner.estimator.training_layout import job_alltoall_seconds_per_token
 from planner.schema.catalog import Accelerator, Link, ModelArch
 from planner.schema.problem import Problem, TrainingWorkload
 
@@ -33,6 +37,16 @@ from planner.schema.problem import Problem, TrainingWorkload
 # as `tp_degrees` (inside a node's scale-up domain, or its PCIe where allowed).
 MAX_JOB_DEVICES = 4096
 TRAINING_TDP_SHARE = 0.9  # training holds its devices near TDP (dense matmuls, no idle decode)
+
+
+def with_alltoall(
+    base_tps: npt.NDArray[np.float64], alltoall_s: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64]:
+    """One device's tokens/s with the expert-parallel all-to-all added to each token's time, not
+    overlapped (training_layout.layout_tokens_per_second charges the calibration rows alike):
+    `base_tps` per device row, `alltoall_s` per row and stage size (rows x sizes)."""
+    out: npt.NDArray[np.float64] = 1.0 / (1.0 / base_tps[:, None] + alltoall_s)
+    return out
 
 
 def micro_batches(stages: int) -> int:
@@ -127,12 +141,14 @@ def training_job(
     net = network_link(problem, cat)
     S = len(layers)
     D = np.array([data_parallel], dtype=np.int64)
+    a2a = job_alltoall_seconds_per_token(m, table, tp * D, net.bandwidth_gb_s * 1e9)
+    routed = with_alltoall(base, a2a)  # rows x 1
     per_micro = w.seq_len * w.micro_batch
     tp_s = training_tp_seconds_per_layer(m, table, per_micro, tp, w.recompute)
     trainable = _trainable_params(m, w)
     fullest = (max(layers), m.num_layers)
-    tps = job_tokens_per_s(base[:, None], w, trainable, net, tp, S, D, tp_s, fullest)
-    one = float(base[0]) * tp  # tokens/s of one stage's devices over the whole model
+    tps = job_tokens_per_s(routed, w, trainable, net, tp, S, D, tp_s, fullest)
+    one = float(routed[0, 0]) * tp  # tokens/s of one stage's devices over the whole model
     return TrainingJob(
         float(tps[0, 0]),
         tuple(per_micro * (x / m.num_layers) / one + x * float(tp_s[0]) for x in layers),
@@ -157,6 +173,7 @@ def training_designs(
     m = cat.model(w.model)
     c = problem.constraints
     net = network_link(problem, cat)
+    net_bytes_s = net.bandwidth_gb_s * 1e9
     fmt = weight_format("bf16")
     table = device_table(devs, links=cat.links)
     max_dev = c.max_devices or MAX_JOB_DEVICES
@@ -190,13 +207,13 @@ def training_designs(
                 recompute=w.recompute,
                 lora_rank=w.lora_rank,
             )
-            fullest = math.ceil(m.num_layers / S)
+            fullest, L = math.ceil(m.num_layers / S), m.num_layers
             mem = training_memory_total(m, setup, fits, layers=fullest)
             n = k * S * fits
             tp_s = tp_layer_s[k][rows]
-            tps = job_tokens_per_s(
-                base_tps[rows, None], w, trainable, net, k, S, fits, tp_s, (fullest, m.num_layers)
-            )
+            a2a = job_alltoall_seconds_per_token(m, table, k * fits, net_bytes_s)[rows]
+            routed = with_alltoall(base_tps[rows], a2a)
+            tps = job_tokens_per_s(routed, w, trainable, net, k, S, fits, tp_s, (fullest, L))
             ok = mem <= usable[rows, None]
             if w.deadline_hours is not None:
                 ok &= ~(w.token_budget / tps / 3600 > w.deadline_hours)
