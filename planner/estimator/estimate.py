@@ -444,7 +444,8 @@ def estimate_training(
         usable = float(dev.usable_memory_bytes[i])
         need = _devices_needed(per_n, usable)
         n = counts[need - 1] if need else 0
-        tps = n / (1.0 / float(tps1[i]) + float(a2a[i, need - 1])) if need else 0.0
+        charge = float(a2a[i, need - 1]) if need else 0.0
+        tps = n / (1.0 / float(tps1[i]) + charge) if charge else float(tps1[i]) * n
         tokens_per_step = setup.seq_len * setup.micro_batch * max(n, 1)
         step = tokens_per_step / tps if tps else None
         budget = q.token_budget / tps if (q.token_budget and tps) else None

@@ -45,7 +45,9 @@ def with_alltoall(
     """One device's tokens/s with the expert-parallel all-to-all added to each token's time, not
     overlapped (training_layout.layout_tokens_per_second charges the calibration rows alike):
     `base_tps` per device row, `alltoall_s` per row and stage size (rows x sizes)."""
-    out: npt.NDArray[np.float64] = 1.0 / (1.0 / base_tps[:, None] + alltoall_s)
+    base = base_tps[:, None] * np.ones_like(alltoall_s)
+    # Exactly `base_tps` where nothing is charged (a dense model), not its double reciprocal.
+    out: npt.NDArray[np.float64] = np.where(alltoall_s > 0, 1.0 / (1.0 / base + alltoall_s), base)
     return out
 
 
