@@ -20,6 +20,11 @@ that layout into time:
   that deduplicates by node (DeepEP's internode kernels, written for DeepSeek-V3's
   "IB then NVLink forwarding", same section) sends a token over the network once per
   destination node and forwards it inside that node over NVLink.
+
+The planner's own jobs (training_designs) pay the same all-to-all at the expert-parallel size
+their stage's devices and scale-up domain give (job_expert_parallel,
+job_alltoall_seconds_per_token), so a plan's MoE training figure carries what the calibrated
+runs were charged apart.
 """
 
 from __future__ import annotations
