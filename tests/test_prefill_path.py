@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -20,6 +21,7 @@ from planner.estimator.prefill_path import (
     prefill_dequant_rows,
     prefill_linear_seconds_per_flop,
     prefill_mmq_rows,
+    prefill_routed_padding,
     routed_padding_params_per_layer,
     routed_tile_work,
 )
@@ -271,3 +273,39 @@ def test_the_old_release_writes_quantized_weights_out_as_fp16_first() -> None:
         float(prefill_dequant_rows(apple, weight_format("q4_0"), "llama.cpp-dequantizing")[0])
         == 0.0
     )
+
+
+def test_rdna3_and_rdna4_size_moe_tiles_from_the_mean_an_expert_sees() -> None:
+    # llama.cpp PR #28552 (ggml-cuda/mmq.cu, ncols_opt): on RDNA3 and RDNA4 the tile width is
+    # chosen for ceil(T x k / E) tokens, not the micro-batch's T. Qwen3-30B-A3B (128 experts,
+    # 8 a token) at the default 512: 32 an expert, so mmq_x = 32 (one tile of 32 covers it).
+    # An expert's count is binomial(512, 1/16), mean 32, sd sqrt(512 x 1/16 x 15/16) = 5.48:
+    # P(<= 32) ~ Phi(0.5 / 5.48) = 0.536 runs one tile, the rest two (P(> 64) ~ 1e-8), so
+    # E[tiles] ~ 0.536 + 2 x 0.464 = 1.464 and 128 x 1.464 x 32 / (512 x 8) = 1.46 columns per
+    # routed one, where the micro-batch's width (128) charges 4.0.
+    assert routed_tile_work(512, 128, 8, mean_width=True) == pytest.approx(1.464, rel=0.02)
+    assert routed_tile_work(512, 128, 8) == pytest.approx(4.0, rel=1e-9)
+    # At 2,048 the mean is 128, the same width as the micro-batch's: no change (1.48).
+    assert routed_tile_work(2048, 128, 8, True) == routed_tile_work(2048, 128, 8)
+    # gpt-oss-120b (128 experts, 4 a token) at 2,048: 64 an expert, tiles of 64, count sd
+    # 7.9, so half the experts run two tiles: 128 x ~1.5 x 64 / 8,192 = ~1.5 (2.0 at 128).
+    assert 1.4 < routed_tile_work(2048, 128, 4, True) < 1.55
+
+
+def test_each_device_row_pays_the_tiles_its_own_mmq_picks() -> None:
+    # Qwen3-30B-A3B Q4_K_M, 512-token micro-batches: expert 3 x 2048 x 768 = 4.719 M weights,
+    # 8 a token, every block MoE. An RX 7900 XTX (RDNA3) is charged 8 x 4.719 M x (1.46 - 1)
+    # = 17.3 M more weights a token a block; an RTX 4090 (Ada, the micro-batch's width)
+    # 8 x 4.719 M x (4.0 - 1) = 113.2 M; an RDNA3.5 part (Ryzen AI Max+ 395, not in
+    # PR #28552's condition) the latter too, on MMQ; a dense model nothing.
+    m = CAT.model("qwen3-30b-a3b")
+    ids = ["rx-7900-xtx", "rtx-4090", "ryzen-ai-max-395-128gb"]
+    dev = device_table([CAT.accelerators[i] for i in ids])
+    fmt = weight_format("q4_k_m")
+    pad = prefill_routed_padding(m, 512.0, dev, fmt, None)
+    mmq = prefill_mmq_rows(dev, fmt)
+    assert float(pad[0]) == pytest.approx(8 * 4.719e6 * 0.464, rel=0.03)
+    assert float(pad[1]) == pytest.approx(8 * 4.719e6 * 3.0, rel=1e-3)
+    assert float(pad[2]) == pytest.approx(8 * 4.719e6 * 3.0 * float(mmq[2]), rel=1e-3)
+    dense = prefill_routed_padding(CAT.model("llama-3.1-8b"), 512.0, dev, fmt, None)
+    assert not np.any(dense)

@@ -35,8 +35,7 @@ from planner.estimator.prefill_path import (
     prefill_attention_peak,
     prefill_dequant_rows,
     prefill_linear_seconds_per_flop,
-    prefill_mmq_rows,
-    routed_padding_params_per_layer,
+    prefill_routed_padding,
 )
 from planner.schema.catalog import ModelArch
 
@@ -239,7 +238,7 @@ def prefill_layer_seconds(
     tokens = batch * prompt
     per_pass = np.minimum(tokens, ubatch)
     # A MoE block's routed products on MMQ run whole column tiles per expert (prefill_path).
-    padding = routed_padding_params_per_layer(m, per_pass) * prefill_mmq_rows(dev, fmt, kernels)
+    padding = prefill_routed_padding(m, per_pass, dev, fmt, kernels)
     linear = tokens * 2.0 * (active_params_per_layer(m) + padding)
     attn = tokens * attention_flops_per_token_per_layer(m, causal_attended_tokens(m, prompt))
     per_flop = prefill_linear_seconds_per_flop(dev, fmt, kernels)

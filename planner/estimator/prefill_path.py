@@ -37,11 +37,14 @@ A mixture-of-experts block multiplies its routed experts in one MMQ launch per m
 PR #15525 of August 2025): the micro-batch's (token, expert) pairs are sorted by expert
 (`expert_bounds`), each expert's tokens form its own column range, and the kernel runs whole
 tiles of mmq_x columns over each range, skipping only tiles past its end. The tile width is
-chosen for the whole micro-batch (`mul_mat_q_case`: the fewest tiles for `ncols_max`, the
-micro-batch's token count, so 128 from 128 tokens up), while an expert sees only about
-T x k / E of its T tokens: gpt-oss-120b (128 experts, 4 a token) at 2,048 tokens gives each
-expert about 64, and half of every 128-column tile is padding. The routed experts' products
-are charged the tiles they run (routed_tile_work), on the MMQ path (runs_mmq) alone.
+the fewest tiles for `ncols_opt` (`mul_mat_q_case`). On NVIDIA and CDNA parts that is
+`ncols_max`, the micro-batch's token count (so 128 from 121 tokens up), while an expert sees
+only about T x k / E of its T tokens: gpt-oss-120b (128 experts, 4 a token) at 2,048 tokens
+gives each expert about 64, and half of every 128-column tile is padding. On RDNA3 and RDNA4
+(`GGML_CUDA_CC_IS_RDNA3_0 || GGML_CUDA_CC_IS_RDNA4`, llama.cpp PR #28552 of September 2026,
+first #24546) it is the mean an expert sees, ceil(T x k / E), and an expert above it runs
+more tiles of that width (the launch grid still covers `ncols_max`). The routed experts'
+products are charged the tiles they run (routed_tile_work), on the MMQ path (runs_mmq) alone.
 """
 
 from __future__ import annotations
@@ -93,6 +96,10 @@ MMQ_X_MAX = 128
 # matrix-vector product per (token, expert), not MMQ's tiles (ggml-cuda.cu ggml_cuda_mul_mat_id;
 # MMVQ_MAX_BATCH_SIZE in ggml-cuda/mmvq.cuh).
 MMVQ_MAX_BATCH_SIZE = 8
+# Architectures (Accelerator.architecture) whose MMQ picks a MoE product's tile width from the
+# mean tokens an expert sees, not the micro-batch's count (ggml-cuda/mmq.cu, ncols_opt:
+# GGML_CUDA_CC_IS_RDNA3_0 and GGML_CUDA_CC_IS_RDNA4, llama.cpp PR #28552; RDNA3.5 is not in it).
+MEAN_WIDTH_ARCHITECTURES = frozenset({"rdna3", "rdna4"})
 
 
 def on_llama_cpp(kernels: str | None) -> bool:
@@ -171,20 +178,23 @@ def mmq_tile_columns(ncols_max: int) -> int:
 
 
 @lru_cache(maxsize=4096)
-def routed_tile_work(tokens: int, num_experts: int, top_k: int) -> float:
+def routed_tile_work(tokens: int, num_experts: int, top_k: int, mean_width: bool = False) -> float:
     """Columns MMQ computes per routed (token, expert) pair when a micro-batch of `tokens` tokens
     goes through a MoE block (module docstring): each expert's column range runs in whole tiles
-    of mmq_tile_columns(tokens) columns. Tokens are taken as routed independently and uniformly,
-    so an expert's count is binomial(tokens, top_k / num_experts) and the expected columns
-    computed are num_experts x E[ceil(count / mmq_x)] x mmq_x, over the tokens x top_k pairs
-    routed. 1 where every expert fills whole tiles, and at most MMVQ_MAX_BATCH_SIZE tokens
-    (no tiles); gpt-oss-120b at 2,048 tokens (64 an expert on average) 2.0."""
+    of mmq_x columns, mmq_x = mmq_tile_columns(tokens), or with `mean_width` (RDNA3 and RDNA4,
+    MEAN_WIDTH_ARCHITECTURES) mmq_tile_columns of the mean an expert sees, ceil(tokens x top_k
+    / num_experts). Tokens are taken as routed independently and uniformly, so an expert's count
+    is binomial(tokens, top_k / num_experts) and the expected columns computed are num_experts x
+    E[ceil(count / mmq_x)] x mmq_x, over the tokens x top_k pairs routed. 1 where every expert
+    fills whole tiles, and at most MMVQ_MAX_BATCH_SIZE tokens (no tiles); gpt-oss-120b at 2,048
+    tokens (64 an expert on average) 2.0, with `mean_width` (tiles of 64) about 1.5."""
     t = max(int(tokens), 1)
     if t <= MMVQ_MAX_BATCH_SIZE:
         return 1.0
-    x = mmq_tile_columns(t)
     if top_k >= num_experts:  # every expert takes every token
+        x = mmq_tile_columns(t)
         return -(-t // x) * x / t
+    x = mmq_tile_columns(-(-t * top_k // num_experts) if mean_width else t)
     p = top_k / num_experts
     n = np.arange(t + 1, dtype=np.float64)
     # log binomial pmf, by the running product of (t - j) / (j + 1)
@@ -194,17 +204,20 @@ def routed_tile_work(tokens: int, num_experts: int, top_k: int) -> float:
     return num_experts * tiles * x / (t * top_k)
 
 
-def routed_padding_params_per_layer(m: ModelArch, tokens: float | Array) -> Array:
+def routed_padding_params_per_layer(
+    m: ModelArch, tokens: float | Array, mean_width: bool = False
+) -> Array:
     """Mean over blocks of the routed experts' weights a token is charged beyond the ones it
     uses, for micro-batches of `tokens` tokens on MMQ: k x expert weights x (routed_tile_work
-    - 1) in each MoE block, 0 for a dense model (element-wise over an array of token counts)."""
+    - 1) in each MoE block, 0 for a dense model (element-wise over an array of token counts;
+    `mean_width` as in routed_tile_work)."""
     t = np.asarray(tokens, dtype=np.float64)
     if m.moe is None:
         return np.zeros(np.shape(t))
     e, k = m.moe.num_experts, m.moe.experts_per_token
     # once per distinct whole token count (a serving grid repeats a few micro-batch sizes)
     counts, where = np.unique(np.maximum(np.rint(t), 1).astype(np.int64), return_inverse=True)
-    per_count = np.array([routed_tile_work(int(n), e, k) for n in counts])
+    per_count = np.array([routed_tile_work(int(n), e, k, mean_width) for n in counts])
     work = per_count[where].reshape(np.shape(t))
     pad = np.zeros(np.shape(t))
     for g in block_groups(m):
@@ -223,6 +236,23 @@ def _by_family(dev: DeviceTable, kernels: Kernels, rows: Callable[[bool], Array]
     if len(old) != len(dev):
         raise ValueError(f"{len(old)} kernel families for {len(dev)} device rows")
     return np.where(old, rows(False), rows(True)) if old.any() else rows(True)
+
+
+def prefill_routed_padding(
+    m: ModelArch, tokens: float | Array, dev: DeviceTable, fmt: WeightFormat, kernels: Kernels
+) -> Array:
+    """routed_padding_params_per_layer per device row: the tile width each row's MMQ picks
+    (MEAN_WIDTH_ARCHITECTURES or the micro-batch's), 0 off the MMQ path (prefill_mmq_rows)."""
+    if m.moe is None:
+        return np.zeros(np.broadcast(np.asarray(tokens), np.zeros(len(dev))).shape)
+    mean = dev.derived(
+        "MoE tile width from the mean",
+        lambda t: np.array([d.architecture in MEAN_WIDTH_ARCHITECTURES for d in t.devices]),
+    )
+    pad = routed_padding_params_per_layer(m, tokens)
+    if mean.any():
+        pad = np.where(mean, routed_padding_params_per_layer(m, tokens, True), pad)
+    return np.asarray(pad * prefill_mmq_rows(dev, fmt, kernels))
 
 
 def prefill_mmq_rows(dev: DeviceTable, fmt: WeightFormat, kernels: Kernels = None) -> Array:
