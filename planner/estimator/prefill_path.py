@@ -38,7 +38,7 @@ PR #15525 of August 2025): the micro-batch's (token, expert) pairs are sorted by
 (`expert_bounds`), each expert's tokens form its own column range, and the kernel runs whole
 tiles of mmq_x columns over each range, skipping only tiles past its end. The tile width is
 the fewest tiles for `ncols_opt` (`mul_mat_q_case`). On NVIDIA and CDNA parts that is
-`ncols_max`, the micro-batch's token count (so 128 from 121 tokens up), while an expert sees
+`ncols_max`, the micro-batch's token count (so 128 from 113 tokens up), while an expert sees
 only about T x k / E of its T tokens: gpt-oss-120b (128 experts, 4 a token) at 2,048 tokens
 gives each expert about 64, and half of every 128-column tile is padding. On RDNA3 and RDNA4
 (`GGML_CUDA_CC_IS_RDNA3_0 || GGML_CUDA_CC_IS_RDNA4`, llama.cpp PR #28552 of September 2026,
@@ -164,7 +164,7 @@ def prefill_attention_peak(dev: DeviceTable) -> Array:
 def mmq_tile_columns(ncols_max: int) -> int:
     """The column tile MMQ runs for a product of up to `ncols_max` columns (ggml-cuda/mmq.cuh,
     mul_mat_q_case): of mmq_x = 8, 16, ... MMQ_X_MAX in steps of the granularity, the first
-    with the fewest tiles of `ncols_max`; 128 from 121 columns up."""
+    with the fewest tiles of `ncols_max`; 128 from 113 columns up."""
     best_x, best_tiles = 8, -1
     for x in range(8, MMQ_X_MAX + 1, 8):
         if x % (16 if x >= 48 else 8):
