@@ -34,6 +34,7 @@ pruning would have left it out.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Mapping
 
@@ -186,6 +187,9 @@ def replica_rate(
     return _remember(key, cat, _engine(*args).rate())
 
 
+# The batch a prefill engine's iteration table is built for (_engine).
+PREFILL_TABLE_BATCH = 1
+
 # Rate searches bound-first pruning stopped early, by rate key: where each stands.
 _STOPPED: dict[tuple[object, ...], tuple[Catalog, tuple[float, float, int, bool]]] = {}
 
@@ -204,6 +208,8 @@ class _Engine:
 
     engines: int
     search: Callable[[], RateSearch]
+    # What the search reads, by content (`_prefill_content`); None: not shared across keys.
+    content: tuple[object, ...] | None = None
 
     def rate(self) -> float:
         return self.search().finish() * self.engines
@@ -240,6 +246,9 @@ def _engine(
     k = 1.0 + load_serving().latency_margin  # the queueing model's measured deviation
     context = sized_for.input_tokens + sized_for.output_tokens
     budget = prefill_pool_budget(P) if role == "prefill" else None
+    # A prefill engine reads its table at no decodes only (_prefill_content), a row that the
+    # batch does not change (the table is elementwise in the decodes): one table for every batch.
+    batch = PREFILL_TABLE_BATCH if role == "prefill" else batch
     # A design's whole-request and decode roles iterate alike: one table serves both.
     times = engine_times(cat, engine)
     net = (link.id, link.bandwidth_gb_s, link.latency_us, *times.values())  # a stated link's too
@@ -259,7 +268,8 @@ def _engine(
         it = hit[1]
     S = len(stages)
     if role == "prefill":
-        return _Engine(S, lambda: prefill_search(w, it, stages, link, P))
+        same = _prefill_content(_rate_key(w, cat, link, batch, stages, sized_for, serve, role), it)
+        return _Engine(S, lambda: prefill_search(w, it, stages, link, P), same)
     if role == "decode":
         return _Engine(S, lambda: decode_search(w, it, batch, P, out))
     c, f = chunk_mix(batch, P, out, batch * P / out)
@@ -284,6 +294,24 @@ def _engine(
             capacity=w.max_utilization * full,
         ),
     )
+
+
+# Prefill rates by what their search reads (_prefill_content): designs that differ only in
+# their batch share them.
+_PREFILL: dict[tuple[object, ...], tuple[Catalog, float]] = {}
+
+
+def _prefill_content(key: tuple[object, ...], it: IterationTime) -> tuple[object, ...] | None:
+    """Everything a prefill engine's search reads (pools.prefill_search): its rate key but the
+    batch (index 11 of _rate_key), and the iteration table's prompt-token grid and its row at
+    no decodes, which is all that `it(0, tokens)` reads when the decode grid starts at 0 and
+    the next row is finite (the bilinear weight of that row is then exactly 0). The table's
+    other rows follow from the batch, which a prefill engine never reads otherwise; so two
+    designs with equal content find equal rates. None when the table is not of that shape."""
+    xs, z = it._xs, it._z
+    if len(xs) < 2 or xs[0] != 0.0 or not all(math.isfinite(v) for v in z[1]):
+        return None
+    return (*key[:11], *key[12:], tuple(it._ys), tuple(z[0]))
 
 
 class OutOfTime(Exception):
@@ -413,6 +441,8 @@ def _class_rates(
         if len(ends) == len(todo) and beaten({**rates, **ends}):
             return None
     engines = {k: _engine(*args) for k, (_, args) in todo.items()}  # type: ignore[arg-type]
+    if _shared_rates(cat, todo, engines, rates) and beaten is not None and beaten(rates):
+        return None  # as for rates remembered above
     searches = {k: e.search() for k, e in engines.items()}
     for k, (key, _) in todo.items():
         was = _STOPPED.pop(key, None)
@@ -442,9 +472,32 @@ def _class_rates(
                 first.step()
     for k, s in searches.items():
         rate = _remember(todo[k][0], cat, s.finish() * S)
+        same = engines[k].content
+        if same is not None:
+            if len(_PREFILL) > 100_000:
+                _PREFILL.clear()
+            _PREFILL[same] = (cat, rate)
         if rate > 0:
             rates[k] = rate
     return dict(sorted(rates.items()))
+
+
+def _shared_rates(
+    cat: Catalog,
+    todo: dict[int, tuple[tuple[object, ...], tuple[object, ...]]],
+    engines: dict[int, _Engine],
+    rates: dict[int, float],
+) -> bool:
+    """Take out of `todo` and `engines` the classes whose rate a search on equal content found
+    (_PREFILL), as remembered rates (into `rates` when above 0); whether none is left."""
+    for k, e in list(engines.items()):
+        hit = _PREFILL.get(e.content) if e.content is not None else None
+        if hit is not None and hit[0] is cat:
+            rate = _remember(todo.pop(k)[0], cat, hit[1])
+            del engines[k]
+            if rate > 0:
+                rates[k] = rate
+    return not todo
 
 
 def add_served(
