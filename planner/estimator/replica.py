@@ -437,6 +437,7 @@ class IterationTime:
         self._xs: list[float] = self.n_grid.tolist()
         self._ys: list[float] = self.p_grid.tolist()
         self._z: list[list[float]] = self.table.tolist()
+        self.grid = (self._xs, self._ys, self._z)  # what __call__ reads (serving.iterations)
 
     @functools.cached_property
     def alone(self) -> _Floats:

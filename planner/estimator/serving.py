@@ -46,6 +46,7 @@ Long because the waits, their quantiles and the rate search of both serving layo
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -83,15 +84,27 @@ def token_budget(batch: float, prompt: float, output: float) -> float:
 
 
 def prefill_room(
-    batch: float, prompt: float, output: float, decoding: float | None = None
+    batch: float,
+    prompt: float,
+    output: float,
+    decoding: float | None = None,
+    budget: float | None = None,
 ) -> float:
     """Prompt tokens one iteration can take beside `decoding` decodes (all `batch` of them
-    unless given: fewer running sequences leave the budget more room)."""
-    return token_budget(batch, prompt, output) - (batch if decoding is None else decoding)
+    unless given: fewer running sequences leave the budget more room). `budget`: the token
+    budget of these batch, prompt and output when the caller has it (token_budget)."""
+    if budget is None:
+        budget = token_budget(batch, prompt, output)
+    return budget - (batch if decoding is None else decoding)
 
 
 def chunk_mix(
-    batch: float, prompt: float, output: float, per_iteration: float, decoding: float | None = None
+    batch: float,
+    prompt: float,
+    output: float,
+    per_iteration: float,
+    decoding: float | None = None,
+    budget: float | None = None,
 ) -> tuple[float, float]:
     """(c, f): the prompt tokens an iteration that carries prefill takes, and the share of
     iterations that carry it, when `per_iteration` prompt tokens arrive per iteration on average.
@@ -101,8 +114,8 @@ def chunk_mix(
     prompts that pile up in one iteration, or the room) in a share f = per_iteration / c of the
     iterations; the mean iteration is (1 - f) x decode-only + f x decode-with-a-chunk. Averaging
     the prefill over every iteration instead would hide it under memory-bound decode, which
-    greedy chunking does not do."""
-    room = prefill_room(batch, prompt, output, decoding)
+    greedy chunking does not do. `budget`: token_budget(batch, prompt, output), if known."""
+    room = prefill_room(batch, prompt, output, decoding, budget)
     c = min(room, max(prompt, per_iteration))
     return c, min(1.0, per_iteration / c) if c > 0 else 0.0
 
@@ -114,11 +127,39 @@ def _mean_iteration(
     output: float,
     per_iteration: float,
     decoding: float,
+    budget: float | None = None,
 ) -> float:
     """The mean iteration with `decoding` sequences decoding and `per_iteration` prompt tokens
     arriving per iteration (chunk_mix's share of iterations carrying a chunk)."""
-    c, f = chunk_mix(batch, prompt, output, per_iteration, decoding=decoding)
-    return (1.0 - f) * iteration_s(decoding, 0.0) + f * iteration_s(decoding, c)
+    c, f = chunk_mix(batch, prompt, output, per_iteration, decoding=decoding, budget=budget)
+    with_chunk, decode_only = _both(iteration_s, decoding, c)
+    return (1.0 - f) * decode_only + f * with_chunk
+
+
+def _both(
+    iteration_s: Callable[[float, float], float], decodes: float, prefill_tokens: float
+) -> tuple[float, float]:
+    """(iteration_s(decodes, prefill_tokens), iteration_s(decodes, 0)), the queueing model's
+    pair at every step. An iteration table (replica.IterationTime, whose `grid` is what its
+    call interpolates bilinearly) is read with the decodes' row looked up once, by the very
+    arithmetic of IterationTime.__call__, so the figures are the same to the last bit."""
+    grid = getattr(iteration_s, "grid", None)
+    if grid is None or len(grid[0]) == 1:
+        return iteration_s(decodes, prefill_tokens), iteration_s(decodes, 0.0)
+    xs, ys, z = grid
+    x = min(max(decodes, xs[0]), xs[-1])
+    i = min(bisect.bisect_right(xs, x) - 1, len(xs) - 2)
+    a = (x - xs[i]) / (xs[i + 1] - xs[i])
+    row, nxt = z[i], z[i + 1]
+    out = []
+    for q in (prefill_tokens, 0.0):
+        y = min(max(q, ys[0]), ys[-1])
+        j = min(bisect.bisect_right(ys, y) - 1, len(ys) - 2)
+        b = (y - ys[j]) / (ys[j + 1] - ys[j])
+        lo = row[j] * (1 - a) + nxt[j] * a
+        hi = row[j + 1] * (1 - a) + nxt[j + 1] * a
+        out.append(lo * (1 - b) + hi * b)
+    return out[0], out[1]
 
 
 def closed_ttft(mean_s: float, chunk_s: float, batch: float, prompt: float, output: float) -> float:
@@ -314,6 +355,7 @@ def open_latency(
     Percentiles of sums combine by _combine.
     """
     batch = slots  # the token budget is set for the engine's batch
+    budget = token_budget(batch, prompt, output)  # read in every step below
     if kv_tokens is not None:
         slots = max(1, min(slots, int(kv_tokens // (prompt + output))))
 
@@ -322,10 +364,9 @@ def open_latency(
         n = min(float(slots) - 1.0, rate * output * t)
         # The others decoding leave the rest of the budget to prompts (vLLM's scheduler fills
         # max_num_batched_tokens with decodes first, then prefill chunks).
-        c, f = chunk_mix(batch, prompt, output, rate * prompt * t, decoding=n)
+        c, f = chunk_mix(batch, prompt, output, rate * prompt * t, decoding=n, budget=budget)
         seen = min(float(slots), n + 1.0)
-        t_c = iteration_s(seen, c)
-        t_d = iteration_s(seen, 0.0)
+        t_c, t_d = _both(iteration_s, seen, c)
         return (1.0 - f) * t_d + f * t_c, n, c, f, t_c, t_d
 
     # The fixed point of Little's law and the iteration time: t = loaded(t), found from the
@@ -358,7 +399,7 @@ def open_latency(
             nxt = 0.5 * (below + above) if math.isfinite(above) and below > 0 else t_new
         prev = (t, h)
         t = nxt
-    room = prefill_room(batch, prompt, output, decoding=n)
+    room = prefill_room(batch, prompt, output, decoding=n, budget=budget)
     chunks = math.ceil(prompt / room)
     # This prompt's share of prefill capacity, seconds (none in a decode pool, prompt = 0).
     service = prompt / c * t_c if prompt > 0 else 0.0
@@ -366,10 +407,11 @@ def open_latency(
     own = prompt / room * t_c + (chunks - prompt / room) * t_d  # its chunks: the last is part
     # A slot is held for the whole stay. Requests wait for one only while all are taken, and
     # then all of them decode: the stay is counted at the full batch's iteration.
-    t_full = _mean_iteration(iteration_s, batch, prompt, output, rate * prompt * t, slots)
+    t_full = _mean_iteration(iteration_s, batch, prompt, output, rate * prompt * t, slots, budget)
     # While requests wait for a slot, each departure admits one: prompts then arrive at the
     # departures' rate (slots / (O x iteration)), not at the arrivals'.
-    t_queued = _mean_iteration(iteration_s, batch, prompt, output, slots * prompt / output, slots)
+    queued_in = slots * prompt / output
+    t_queued = _mean_iteration(iteration_s, batch, prompt, output, queued_in, slots, budget)
     if rho_p >= 1.0:
         inf = {p: math.inf for p in PERCENTILES}
         return LoadedLatency(rate, n, t, inf, inf, math.inf, math.inf)
