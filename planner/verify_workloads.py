@@ -164,7 +164,7 @@ def replica_figures(
 def _training_memory(w: TrainingWorkload, cat: Catalog, wp: WorkloadPlan) -> list[dict[str, float]]:
     out = []
     for i, s in enumerate(wp.stages):
-        setup = training_setup(w, wp.replicas, s.tp)
+        setup = training_setup(w, wp.replicas, s.tp, cat.accelerator(s.device))
         out.append(
             training_stage_memory(
                 cat.model(w.model),

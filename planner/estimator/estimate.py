@@ -420,10 +420,10 @@ def estimate_training(
     # stay those of one micro-batch.
     stage = 3 if q.stage is None else q.stage
     counts = [q.ranks] if q.ranks else _counts()
-    per_n = [
-        training_memory(m, replace(setup, zero_stage=stage, data_parallel=n)).total for n in counts
-    ]
-    one = training_memory(m, replace(setup, zero_stage=stage, data_parallel=q.ranks or 1))
+    setup = replace(setup, zero_stage=stage)
+    # A dense model's memory is the same in every domain: computed once.
+    domains = [float(x) if m.moe else 1.0 for x in dev.domain_size]
+    mem = {dom: _training_memory_at(m, setup, counts, q, dom) for dom in set(domains)}
     fmt: WeightFormat = weight_format(q.precision)
     tps1 = training_tokens_per_second(
         m,
@@ -442,6 +442,7 @@ def estimate_training(
     out = []
     for i, did in enumerate(dev.ids):
         usable = float(dev.usable_memory_bytes[i])
+        per_n, one = mem[domains[i]]
         need = _devices_needed(per_n, usable)
         n = counts[need - 1] if need else 0
         charge = float(a2a[i, need - 1]) if need else 0.0
@@ -473,6 +474,18 @@ def estimate_training(
         reason = "" if n else _unheld_training(q, stage, counts[-1], per_n[-1], usable)
         out.append(replace(row, no_fit_reason=reason, memory_ranks=q.ranks or 1))
     return out
+
+
+def _training_memory_at(
+    m: ModelArch, setup: TrainingSetup, counts: list[int], q: TrainingQuery, domain: float
+) -> tuple[list[float], MemoryBreakdown]:
+    """(memory per device on each count of `counts`, the breakdown on the ranks --dp gives or
+    one device) for devices of a scale-up domain of `domain`: a MoE model's experts split over
+    the ranks in it (memory._expert_split, the expert-parallel size the all-to-all is charged
+    at)."""
+    at = replace(setup, scale_up_domain=int(domain))
+    per_n = [training_memory(m, replace(at, data_parallel=n)).total for n in counts]
+    return per_n, training_memory(m, replace(at, data_parallel=q.ranks or 1))
 
 
 def _unheld_training(q: TrainingQuery, stage: int, most: int, need: float, usable: float) -> str:

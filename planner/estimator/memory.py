@@ -20,6 +20,7 @@ from planner.estimator.architecture import (
     total_params,
 )
 from planner.estimator.devices import Array, Degree
+from planner.estimator.expert_parallel import job_expert_parallel, routed_expert_params
 from planner.estimator.formats import WeightFormat, weight_format
 from planner.schema.catalog import ModelArch
 
@@ -213,6 +214,9 @@ class TrainingSetup:
     flash_attention: bool = True
     lora_rank: int = 16
     lora_targets: Literal["all-linear", "attention"] = "all-linear"
+    # Devices sharing the scale-up domain (NVLink) a stage's experts split over
+    # (expert_parallel.job_expert_parallel); 1 keeps a MoE model's experts whole.
+    scale_up_domain: int = 1
 
 
 def lora_params(m: ModelArch, rank: int, targets: str = "all-linear") -> int:
@@ -270,16 +274,16 @@ def training_memory(
 
     Model states follow the ZeRO paper's accounting (Rajbhandari et al. 2020): with N_d
     data-parallel ranks, stage 1 shards optimizer states, stage 2 also gradients, stage 3 also
-    the 16-bit weights. Tensor parallelism divides every model state by t.
+    the 16-bit weights. Tensor parallelism divides every model state by t, except a MoE model's
+    routed experts, which split over the expert-parallel group instead (`_expert_split`).
     """
     weights, act, grads, opt = _training_parts(m, setup, layers, last, setup.data_parallel)
-    t = setup.tensor_parallel
     return MemoryBreakdown(
-        weights=float(weights / t),
+        weights=float(weights),
         kv_cache=0.0,
         activations=act,
-        gradients=float(grads / t),
-        optimizer=float(opt / t),
+        gradients=float(grads),
+        optimizer=float(opt),
     )
 
 
@@ -293,10 +297,30 @@ def training_memory_total(
 ) -> Array:
     """training_memory(...).total for each data-parallel degree (setup.data_parallel unused)."""
     weights, act, grads, opt = _training_parts(m, setup, layers, last, data_parallel)
-    t = setup.tensor_parallel
     # Summed in MemoryBreakdown.parts order, as MemoryBreakdown.total sums them.
     zero = np.zeros(len(data_parallel))
-    return zero + weights / t + 0.0 + act + grads / t + opt / t + FRAMEWORK_OVERHEAD_BYTES
+    return zero + weights + 0.0 + act + grads + opt + FRAMEWORK_OVERHEAD_BYTES
+
+
+def _expert_split(
+    m: ModelArch, setup: TrainingSetup, d: int | npt.NDArray[np.int64]
+) -> float | Array:
+    """How many ways a stage's devices split the routed experts' state: the expert-parallel
+    size the throughput charges the all-to-all at (job_expert_parallel over the stage's t x d
+    devices in their scale-up domain), and at least the tensor-parallel t that splits every
+    other weight. Megatron-Core shards expert parameters over the expert-parallel group and
+    keeps the rest under tensor and data parallelism ("MoE parallel folding", Megatron-Core MoE
+    docs; DeepSeek-V3 report, section 3.4: 256 routed experts over EP64, the rest replicated).
+    ZeRO then shards the experts' state over the stage's t x d / split remaining ranks (the
+    expert data-parallel group), so ZeRO-3 reaches the same 1 / (t d) as a dense weight."""
+    t = setup.tensor_parallel
+    if m.moe is None:
+        return float(t)
+    dev = np.atleast_1d(np.asarray(d, dtype=np.int64)) * t
+    capped = np.minimum(dev, setup.scale_up_domain)  # EP depends on no more than this
+    ep = {c: job_expert_parallel(m, setup.scale_up_domain, c) for c in set(capped.tolist())}
+    split = np.array([max(ep[c], t) for c in capped.tolist()], dtype=np.float64)
+    return split if np.ndim(d) else float(split[0])
 
 
 def _training_parts(
@@ -306,11 +330,13 @@ def _training_parts(
     last: bool,
     d: int | npt.NDArray[np.int64],
 ) -> tuple[float | Array, float, float | Array, float | Array]:
-    """(weights, activations, gradients, optimizer) bytes before tensor parallelism, with ZeRO
-    sharding over `d` data-parallel ranks."""
+    """(weights, activations, gradients, optimizer) bytes per device: the dense part over t
+    tensor-parallel ranks with ZeRO sharding over `d` data-parallel ranks, the routed experts
+    over `_expert_split` ranks with ZeRO over the rest of the stage's t x d."""
     n = m.num_layers if layers is None else layers
     share = n / m.num_layers
-    params = total_params(m) * share
+    routed = routed_expert_params(m) * share
+    params = total_params(m) * share - routed
     t, z = setup.tensor_parallel, setup.zero_stage
     weights: float | Array
     grads: float | Array
@@ -319,18 +345,30 @@ def _training_parts(
         weights = 2.0 * params
         grads = 2.0 * params
         opt = OPTIMIZER_BYTES[setup.optimizer] * params
+        experts = (2.0 * routed, 2.0 * routed, OPTIMIZER_BYTES[setup.optimizer] * routed)
     else:
         base_fmt = weight_format("nf4" if setup.method == "qlora" else "bf16")
         adapters = lora_params(m, setup.lora_rank, setup.lora_targets) * share
-        weights = weight_bytes(m, base_fmt) * share + 2.0 * adapters
+        frozen = routed * base_fmt.bits_per_weight / 8  # the base experts, frozen
+        weights = weight_bytes(m, base_fmt) * share - frozen + 2.0 * adapters
         grads = 2.0 * adapters
         opt = ADAPTER_OPTIMIZER_BYTES[setup.optimizer] * adapters
+        experts = (frozen, 0.0, 0.0)
     if z >= 1:
         opt = opt / d
     if z >= 2:
         grads = grads / d
     if z >= 3:
         weights = weights / d
+    split = _expert_split(m, setup, d)
+    rest = t * d / split  # the expert data-parallel group ZeRO shards the experts over
+    ew, eg, eo = (x / split for x in experts)
+    if z >= 1:
+        eo = eo / rest
+    if z >= 2:
+        eg = eg / rest
+    if z >= 3:
+        ew = ew / rest
     act = activation_bytes_per_layer(m, setup) * n
     if setup.recompute == "full":
         # One block's full activations are rematerialized at a time during backward.
@@ -339,4 +377,4 @@ def _training_parts(
     # Logits for the loss: bf16 logits plus an fp32 copy (HF transformers upcasts for the loss).
     if last:
         act += 6.0 * setup.seq_len * setup.micro_batch * m.vocab_size / t
-    return weights, act, grads, opt
+    return weights / t + ew, act, grads / t + eg, opt / t + eo

@@ -14,7 +14,7 @@ when it cannot overlap.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -22,7 +22,7 @@ import numpy.typing as npt
 from planner.catalog import Catalog
 from planner.estimator.comm import ring_allreduce_seconds
 from planner.estimator.designs import Design, Stage, dominated, tp_degrees
-from planner.estimator.devices import device_table
+from planner.estimator.devices import DeviceTable, device_table
 from planner.estimator.formats import weight_format
 from planner.estimator.hosts import holding_hosts
 from planner.estimator.memory import TrainingSetup, training_memory_total
@@ -104,8 +104,11 @@ class TrainingJob:
     power_w: float  # every device of the job at load
 
 
-def training_setup(w: TrainingWorkload, data_parallel: int, tp: int) -> TrainingSetup:
-    """The memory model's setup of one stage of a job of `w`."""
+def training_setup(
+    w: TrainingWorkload, data_parallel: int, tp: int, device: Accelerator
+) -> TrainingSetup:
+    """The memory model's setup of one stage of a job of `w` on `device` (its scale-up domain
+    bounds the expert-parallel group a MoE model's experts split over)."""
     return TrainingSetup(
         method=w.method,
         optimizer=w.optimizer,
@@ -116,6 +119,7 @@ def training_setup(w: TrainingWorkload, data_parallel: int, tp: int) -> Training
         micro_batch=w.micro_batch,
         recompute=w.recompute,
         lora_rank=w.lora_rank,
+        scale_up_domain=device.interconnect.domain_size,
     )
 
 
@@ -199,18 +203,8 @@ def training_designs(
             fits = D[: max_dev // (k * S)]  # n = k * S * D devices within max_dev
             if not len(fits):
                 break
-            setup = TrainingSetup(
-                method=w.method,
-                optimizer=w.optimizer,
-                zero_stage=w.zero_stage,
-                tensor_parallel=k,
-                seq_len=w.seq_len,
-                micro_batch=w.micro_batch,
-                recompute=w.recompute,
-                lora_rank=w.lora_rank,
-            )
             fullest, L = math.ceil(m.num_layers / S), m.num_layers
-            mem = training_memory_total(m, setup, fits, layers=fullest)
+            mem = _memory_rows(m, w, table, rows, k, fits, fullest)
             n = k * S * fits
             tp_s = tp_layer_s[k][rows]
             a2a = job_alltoall_seconds_per_token(m, table, k * fits, net_bytes_s)[rows]
@@ -252,6 +246,39 @@ def training_designs(
         )
         for i, k, S, dp, n, tps, watts in found
     ]
+
+
+def _memory_rows(
+    m: ModelArch,
+    w: TrainingWorkload,
+    table: DeviceTable,
+    rows: npt.NDArray[np.int64],
+    k: int,
+    fits: npt.NDArray[np.int64],
+    layers: int,
+) -> npt.NDArray[np.float64]:
+    """Memory per device of the fullest stage, one row per device of `rows` and one column per
+    data-parallel degree of `fits`: a MoE model's experts split over the stage's devices in
+    each device's scale-up domain (memory.training_memory_total), so rows of one domain size
+    share a figure; a dense model's figure is the same on every row."""
+    setup = TrainingSetup(
+        method=w.method,
+        optimizer=w.optimizer,
+        zero_stage=w.zero_stage,
+        tensor_parallel=k,
+        seq_len=w.seq_len,
+        micro_batch=w.micro_batch,
+        recompute=w.recompute,
+        lora_rank=w.lora_rank,
+    )
+    if m.moe is None:
+        return np.asarray(training_memory_total(m, setup, fits, layers=layers))[None, :]
+    domains = [int(x) for x in table.domain_size[rows].tolist()]
+    by_domain = {
+        dom: training_memory_total(m, replace(setup, scale_up_domain=dom), fits, layers=layers)
+        for dom in set(domains)
+    }
+    return np.array([by_domain[dom] for dom in domains], dtype=np.float64)
 
 
 def _trainable_params(m: ModelArch, w: TrainingWorkload) -> float:

@@ -36,6 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.estimator.devices import DeviceTable
+from planner.estimator.expert_parallel import job_expert_parallel
 from planner.estimator.perf import training_tp_seconds_per_layer
 from planner.schema.catalog import ModelArch
 
@@ -125,26 +126,6 @@ def alltoall_seconds_per_token(
         )
         out.append(vec * (net / network_bytes_s + fabric / float(bw)))
     return rows + np.asarray(out, dtype=np.float64)
-
-
-def job_expert_parallel(m: ModelArch, domain: int, stage_devices: int) -> int:
-    """The expert-parallel size the planner's jobs run a MoE model at: the experts split over
-    the devices of one pipeline stage that share a scale-up domain, as far as the experts go
-    (the largest divisor of the routed experts up to min(domain, stage devices)); 1 for a dense
-    model. It is the layout every published MoE recipe uses (calibration/measurements.yaml):
-    Megatron-Bridge's Qwen3-30B-A3B and GPT-OSS-120B runs at EP8 in one 8-GPU server, NeMo's
-    Mixtral 8x7B recipe at EP8, DeepSeek-V3 at EP8-EP64 with the dispatch inside NVLink first
-    (DeepSeek-V3 report, section 3.2.2). Megatron-Core folds the expert-parallel group over
-    the stage's tensor- and data-parallel ranks ("MoE parallel folding", Megatron-Core MoE
-    docs), so a stage of k x D devices holds it. Experts replicated on every device instead
-    (the dense-equivalent layout) would hold all of a 30B model's expert weights, gradients and
-    optimizer states per device or, sharded by ZeRO-3, all-gather every expert's weights each
-    micro-batch: no stack trains MoE models that way at scale. A device without a scale-up
-    fabric (domain 1) keeps its experts whole: the all-to-all would cross PCIe or the network."""
-    if m.moe is None:
-        return 1
-    cap = max(min(domain, stage_devices, m.moe.num_experts), 1)
-    return max(e for e in range(1, cap + 1) if m.moe.num_experts % e == 0)
 
 
 def job_alltoall_seconds_per_token(

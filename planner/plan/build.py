@@ -199,7 +199,7 @@ def stage_lines(
             w, problem, cat, cat.accelerator(s0.device), s0.tp, layers, d.replicas_dp
         )
         for s_i, (st, sec) in enumerate(zip(d.stages, job.stage_seconds, strict=True)):
-            setup = training_setup(w, d.replicas_dp, st.tp)
+            setup = training_setup(w, d.replicas_dp, st.tp, cat.accelerator(st.device))
             mem = training_stage_memory(m, setup, layers=st.layers, last=s_i == len(d.stages) - 1)
             out.append(StageLine(st.device, st.tp, (first, first + st.layers - 1), mem, sec, 0.0))
             first += st.layers
