@@ -25,7 +25,7 @@ REST = TOTAL - ROUTED  # attention, norms, router, embedding and head: 1,541,081
 
 
 def _qwen3_setup(**kw: int) -> TrainingSetup:
-    return TrainingSetup(optimizer="adamw", **kw)  # type: ignore[arg-type]
+    return TrainingSetup(optimizer="adamw", **kw)
 
 
 def test_routed_expert_params_by_hand() -> None:
@@ -126,3 +126,39 @@ def test_a_plan_at_ep8_holds_split_experts_and_a_replicated_figure_fails_verify(
     code, out = run("verify", str(bad), "--no-resolve")
     assert code == 5, out
     assert "memory_bytes" in out, out
+
+
+def test_expert_gradients_reduce_over_their_own_group_by_hand() -> None:
+    """tp 1 x dp 16 H100s, one stage (EP 8 in each 8-GPU server): the 16-bit gradients of the
+    non-expert REST parameters ring-all-reduce over 16 ranks, those of the experts (1/8 per
+    device) over the 16 / 8 = 2 ranks holding the same experts (Patarasuk & Yuan 2009: each rank
+    moves 2 (n - 1) / n of the buffer, 2 (n - 1) latency steps). Replicated experts reduced
+    all 2 x TOTAL bytes over 16."""
+    from planner.estimator.devices import device_table
+    from planner.estimator.network import network_link
+    from planner.estimator.training_designs import _expert_gradients, job_tokens_per_s
+    from planner.load import load_problem
+    from planner.schema.problem import TrainingWorkload
+
+    cat = load_catalog()
+    problem = load_problem(
+        ROOT / "problems" / "train-13b-2m.yaml", ["workloads.0.model=qwen3-30b-a3b"]
+    )
+    (w,) = problem.workloads
+    assert isinstance(w, TrainingWorkload)
+    m, net = cat.model("qwen3-30b-a3b"), network_link(problem, cat)
+    dev = device_table([cat.accelerator("h100-sxm")], links=cat.links)
+    D = np.array([16], dtype=np.int64)
+    experts = _expert_gradients(m, w, dev, np.array([0]), 1, D)
+    assert experts is not None and experts[0] == ROUTED and float(experts[1][0, 0]) == 8.0
+    base = np.array([[5000.0]])
+    bw, lat = net.bandwidth_gb_s * 1e9, net.latency_us * 1e-6
+    old_ar = 2 * 15 / 16 * 2 * TOTAL / bw + 2 * 15 * lat
+    new_ar = (2 * 15 / 16 * 2 * REST / bw + 2 * 15 * lat) + (
+        2 * 1 / 2 * 2 * ROUTED / 8 / bw + 2 * lat
+    )
+    replicated = job_tokens_per_s(base, w, TOTAL, net, 1, 1, D)
+    split = job_tokens_per_s(base, w, TOTAL, net, 1, 1, D, experts=experts)
+    step_tokens = w.seq_len * w.micro_batch * 4 * 16
+    compute = step_tokens / float(replicated[0, 0]) - old_ar
+    assert float(split[0, 0]) == pytest.approx(step_tokens / (compute + new_ar), rel=1e-9)

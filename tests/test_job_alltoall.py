@@ -21,6 +21,7 @@ from planner.estimator.formats import weight_format
 from planner.estimator.network import network_link
 from planner.estimator.perf import training_tokens_per_second, training_tp_seconds_per_layer
 from planner.estimator.training_designs import (
+    _expert_gradients,
     _trainable_params,
     job_tokens_per_s,
     training_job,
@@ -86,7 +87,11 @@ def _h100_job(model: str, tp: int, layers: list[int], dp: int) -> tuple[float, f
     D = np.array([dp], dtype=np.int64)
     net, trainable = network_link(problem, cat), _trainable_params(m, w)
     fullest = (max(layers), m.num_layers)
-    plain = job_tokens_per_s(base[:, None], w, trainable, net, tp, len(layers), D, tp_s, fullest)
+    # The expert gradients reduced over their own group (_expert_gradients), as the job does.
+    experts = _expert_gradients(m, w, dev, np.array([0]), tp, D)
+    plain = job_tokens_per_s(
+        base[:, None], w, trainable, net, tp, len(layers), D, tp_s, fullest, experts
+    )
     return got, float(plain[0, 0])
 
 

@@ -481,7 +481,7 @@ def _training_memory_at(
 ) -> tuple[list[float], MemoryBreakdown]:
     """(memory per device on each count of `counts`, the breakdown on the ranks --dp gives or
     one device) for devices of a scale-up domain of `domain`: a MoE model's experts split over
-    the ranks in it (memory._expert_split, the expert-parallel size the all-to-all is charged
+    the ranks in it (memory.expert_split, the expert-parallel size the all-to-all is charged
     at)."""
     at = replace(setup, scale_up_domain=int(domain))
     per_n = [training_memory(m, replace(at, data_parallel=n)).total for n in counts]

@@ -275,7 +275,7 @@ def training_memory(
     Model states follow the ZeRO paper's accounting (Rajbhandari et al. 2020): with N_d
     data-parallel ranks, stage 1 shards optimizer states, stage 2 also gradients, stage 3 also
     the 16-bit weights. Tensor parallelism divides every model state by t, except a MoE model's
-    routed experts, which split over the expert-parallel group instead (`_expert_split`).
+    routed experts, which split over the expert-parallel group instead (`expert_split`).
     """
     weights, act, grads, opt = _training_parts(m, setup, layers, last, setup.data_parallel)
     return MemoryBreakdown(
@@ -302,7 +302,7 @@ def training_memory_total(
     return zero + weights + 0.0 + act + grads + opt + FRAMEWORK_OVERHEAD_BYTES
 
 
-def _expert_split(
+def expert_split(
     m: ModelArch, setup: TrainingSetup, d: int | npt.NDArray[np.int64]
 ) -> float | Array:
     """How many ways a stage's devices split the routed experts' state: the expert-parallel
@@ -332,7 +332,7 @@ def _training_parts(
 ) -> tuple[float | Array, float, float | Array, float | Array]:
     """(weights, activations, gradients, optimizer) bytes per device: the dense part over t
     tensor-parallel ranks with ZeRO sharding over `d` data-parallel ranks, the routed experts
-    over `_expert_split` ranks with ZeRO over the rest of the stage's t x d."""
+    over `expert_split` ranks with ZeRO over the rest of the stage's t x d."""
     n = m.num_layers if layers is None else layers
     share = n / m.num_layers
     routed = routed_expert_params(m) * share
@@ -360,7 +360,7 @@ def _training_parts(
         grads = grads / d
     if z >= 3:
         weights = weights / d
-    split = _expert_split(m, setup, d)
+    split = expert_split(m, setup, d)
     rest = t * d / split  # the expert data-parallel group ZeRO shards the experts over
     ew, eg, eo = (x / split for x in experts)
     if z >= 1:

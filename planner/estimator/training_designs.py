@@ -23,9 +23,10 @@ from planner.catalog import Catalog
 from planner.estimator.comm import ring_allreduce_seconds
 from planner.estimator.designs import Design, Stage, dominated, tp_degrees
 from planner.estimator.devices import DeviceTable, device_table
+from planner.estimator.expert_parallel import routed_expert_params
 from planner.estimator.formats import weight_format
 from planner.estimator.hosts import holding_hosts
-from planner.estimator.memory import TrainingSetup, training_memory_total
+from planner.estimator.memory import TrainingSetup, expert_split, training_memory_total
 from planner.estimator.network import network_link
 from planner.estimator.perf import training_tokens_per_second, training_tp_seconds_per_layer
 from planner.estimator.training_layout import job_alltoall_seconds_per_token
@@ -66,6 +67,7 @@ def job_tokens_per_s(
     D: npt.NDArray[np.int64],
     tp_layer_s: npt.NDArray[np.float64] | float = 0.0,
     layers: tuple[int, int] = (1, 1),
+    experts: tuple[float, npt.NDArray[np.float64]] | None = None,
 ) -> npt.NDArray[np.float64]:
     """Tokens/s of jobs of D replicas of S stages of k devices, each device making `base_tps`
     alone: the pipeline bubble (Narayanan et al. 2021: m + S - 1 slots of one stage's time per
@@ -73,7 +75,10 @@ def job_tokens_per_s(
     the model's)), the slot lengthened by the stage's tensor-parallel all-reduces (`tp_layer_s`
     per block, perf.training_tp_seconds_per_layer), and the gradient all-reduce across D over
     the network, once per step (ZeRO-1/2 reduce-scatter + all-gather move the same bytes),
-    which does not overlap."""
+    which does not overlap. `experts` = (the routed experts' trainable parameters, their split
+    per device row and degree, memory.expert_split) reduces a MoE model's expert gradients
+    apart: each device holds 1 / split of them, summed over the k D / split ranks holding the
+    same experts (Megatron-Core's expert data-parallel group), the rest over D as before."""
     micro = micro_batches(S)
     per_micro = w.seq_len * w.micro_batch
     fullest, total = layers
@@ -84,13 +89,13 @@ def job_tokens_per_s(
     )
     step_tokens = per_micro * micro * D
     step_s = (micro + S - 1) * slot * np.ones_like(D, dtype=np.float64)
+    bw, lat = net.bandwidth_gb_s * 1e9, net.latency_us * 1e-6
+    routed, split = experts if experts is not None else (0.0, np.ones(1))
     ar = np.where(
-        D > 1,
-        ring_allreduce_seconds(
-            2.0 * trainable / (k * S), D, net.bandwidth_gb_s * 1e9, net.latency_us * 1e-6
-        ),
-        0.0,
+        D > 1, ring_allreduce_seconds(2.0 * (trainable - routed) / (k * S), D, bw, lat), 0.0
     )
+    if routed:
+        ar = ar + ring_allreduce_seconds(2.0 * routed / (split * S), k * D / split, bw, lat)
     out: npt.NDArray[np.float64] = step_tokens / (step_s + ar)
     return out
 
@@ -153,7 +158,8 @@ def training_job(
     tp_s = training_tp_seconds_per_layer(m, table, per_micro, tp, w.recompute)
     trainable = _trainable_params(m, w)
     fullest = (max(layers), m.num_layers)
-    tps = job_tokens_per_s(routed, w, trainable, net, tp, S, D, tp_s, fullest)
+    experts = _expert_gradients(m, w, table, np.array([0]), tp, D)
+    tps = job_tokens_per_s(routed, w, trainable, net, tp, S, D, tp_s, fullest, experts)
     one = float(routed[0, 0]) * tp  # tokens/s of one stage's devices over the whole model
     return TrainingJob(
         float(tps[0, 0]),
@@ -209,7 +215,10 @@ def training_designs(
             tp_s = tp_layer_s[k][rows]
             a2a = job_alltoall_seconds_per_token(m, table, k * fits, net_bytes_s)[rows]
             routed = with_alltoall(base_tps[rows], a2a)
-            tps = job_tokens_per_s(routed, w, trainable, net, k, S, fits, tp_s, (fullest, L))
+            experts = _expert_gradients(m, w, table, rows, k, fits)
+            tps = job_tokens_per_s(
+                routed, w, trainable, net, k, S, fits, tp_s, (fullest, L), experts
+            )
             ok = mem <= usable[rows, None]
             if w.deadline_hours is not None:
                 ok &= ~(w.token_budget / tps / 3600 > w.deadline_hours)
@@ -279,6 +288,27 @@ def _memory_rows(
         for dom in set(domains)
     }
     return np.array([by_domain[dom] for dom in domains], dtype=np.float64)
+
+
+def _expert_gradients(
+    m: ModelArch,
+    w: TrainingWorkload,
+    table: DeviceTable,
+    rows: npt.NDArray[np.int64],
+    k: int,
+    D: npt.NDArray[np.int64],
+) -> tuple[float, npt.NDArray[np.float64]] | None:
+    """(routed-expert trainable parameters, their split per device row of `rows` and degree of
+    `D`) for job_tokens_per_s, by the split the memory holds them at (memory.expert_split: the
+    expert-parallel size the all-to-all is charged at); None for a dense model or an adapter
+    method (its trainable adapters are not split by expert here)."""
+    if m.moe is None or w.method != "full":
+        return None
+    split = [
+        expert_split(m, TrainingSetup(tensor_parallel=k, scale_up_domain=int(dom)), D)
+        for dom in table.domain_size[rows].tolist()
+    ]
+    return float(routed_expert_params(m)), np.array(split, dtype=np.float64)
 
 
 def _trainable_params(m: ModelArch, w: TrainingWorkload) -> float:
