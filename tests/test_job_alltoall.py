@@ -50,12 +50,14 @@ def test_expert_parallel_size_is_the_domain_up_to_the_experts() -> None:
     qwen3, mixtral = cat.model("qwen3-30b-a3b"), cat.model("mixtral-8x7b")
     assert job_expert_parallel(qwen3, 8, 16) == 8  # EP8 in one 8-GPU server (Megatron-Bridge)
     assert job_expert_parallel(qwen3, 8, 4) == 4  # a stage of 4 devices holds EP4 at most
-    assert job_expert_parallel(qwen3, 72, 96) == 64  # NVL72: the largest divisor of 128 <= 72
+    assert job_expert_parallel(qwen3, 72, 96) == 32  # NVL72: 64 does not divide 96 devices
+    assert job_expert_parallel(qwen3, 72, 128) == 64  # the largest divisor of 128 <= 72
+    assert job_expert_parallel(qwen3, 8, 12) == 4  # whole EP groups: 12 ranks hold EP4, not EP8
     assert job_expert_parallel(mixtral, 72, 96) == 8  # no more ranks than experts
     assert job_expert_parallel(qwen3, 1, 16) == 1  # no scale-up fabric: experts stay whole
     assert job_expert_parallel(cat.model("llama-3.1-8b"), 8, 16) == 1  # dense
     sixty = qwen3.model_copy(update={"moe": qwen3.moe.model_copy(update={"num_experts": 60})})
-    assert job_expert_parallel(sixty, 8, 8) == 6  # 60 experts split evenly over 6, not 8
+    assert job_expert_parallel(sixty, 8, 8) == 4  # divides both 60 experts and 8 ranks
 
 
 def test_qwen3_on_h100_pays_seven_nvlink_copies_per_transfer() -> None:

@@ -317,9 +317,9 @@ def expert_split(
     if m.moe is None:
         return float(t)
     dev = np.atleast_1d(np.asarray(d, dtype=np.int64)) * t
-    capped = np.minimum(dev, setup.scale_up_domain)  # EP depends on no more than this
-    ep = {c: job_expert_parallel(m, setup.scale_up_domain, c) for c in set(capped.tolist())}
-    split = np.array([max(ep[c], t) for c in capped.tolist()], dtype=np.float64)
+    # EP divides the stage's devices (job_expert_parallel), so it depends on their count.
+    ep = {c: job_expert_parallel(m, setup.scale_up_domain, c) for c in set(dev.tolist())}
+    split = np.array([max(ep[c], t) for c in dev.tolist()], dtype=np.float64)
     return split if np.ndim(d) else float(split[0])
 
 
