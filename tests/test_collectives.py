@@ -176,17 +176,39 @@ def test_mi300x_mid_size_all_reduce_matches_vllm_pr_19744(nbytes: int, measured_
         assert float(t[0]) * 1e6 == pytest.approx(7.26 + 1.5 * 1048576 / 105e9 * 1e6)
 
 
-def test_kernel_rate_scales_with_the_peers_up_to_the_link() -> None:
-    # 105 GB/s read from 3 peers on 4 MI300X: 35 per peer, so 7 peers on 8 read 245 GB/s (under
-    # the link's 336) and one peer on 2 reads 35; a rate past the link's bandwidth is capped.
+def test_kernel_rate_falls_with_fewer_peers_and_holds_with_more() -> None:
+    # 105 GB/s read from 3 peers on 4 MI300X (vLLM PR #19744): 35 per peer, so one peer on 2
+    # reads 35. On 8 the kernel's 16 workgroups (vLLM csrc/custom_all_reduce.cuh,
+    # defaultBlockLimit on ROCm) read at the same 105, not 7 x 35 = 245: vLLM PR #39080 times
+    # that kernel on 8 MI355X at 1.75 x 1,572,864 B in 24.2 - 6.3 us, 154 GB/s per rank, 29 %
+    # of its 7 links. A rate past the link's bandwidth is capped.
     table = device_table([CAT.accelerator("mi300x")])
     gb_s = table.kernel_rate_bytes_s(np.array([2, 4, 8])) / 1e9
-    assert gb_s.tolist() == pytest.approx([35.0, 105.0, 245.0])
-    assert float(kernel_rate_bytes_s({2: 100.0}, 8, 336e9)) == pytest.approx(336e9)
+    assert gb_s.tolist() == pytest.approx([35.0, 105.0, 105.0])
+    assert float(kernel_rate_bytes_s({2: 100.0}, 8, 336e9)) == pytest.approx(100e9)
+    assert float(kernel_rate_bytes_s({4: 400.0}, 8, 336e9)) == pytest.approx(336e9)
     assert np.isnan(kernel_rate_bytes_s(None, 8, 336e9))
     # No kernel rate measured (NVLink 4): the link's bandwidth, as before.
     h100 = device_table([CAT.accelerator("h100-sxm")])
     assert np.isnan(h100.kernel_rate_bytes_s(8)).all()
+
+
+def test_mi300x_8_rank_two_shot_all_reduce_at_the_4_rank_rate() -> None:
+    # 405B's decode all-reduce at batch 64 on 8 MI300X: 64 x 16,384 x 2 B = 2 MiB, two shots
+    # (past the 256 KiB one-shot limit at 8 ranks), each rank reads 1.75 x 2 MiB at 105 GB/s:
+    # 7.26 + 3,670,016 / 105e9 s = 7.26 + 34.95 = 42.2 us (at 245 GB/s it was 22.2 us).
+    table = device_table([CAT.accelerator("mi300x")])
+    t = tensor_parallel_allreduce_seconds(
+        2 * 1024 * 1024,
+        8,
+        table.scale_up_bytes_s,
+        2e-6,
+        table.all_to_all,
+        table.small_allreduce_s(8),
+        table.kernel_rate_bytes_s(8),
+    )
+    assert float(t[0]) * 1e6 == pytest.approx(7.26 + 1.75 * 2 * 1048576 / 105e9 * 1e6)
+    assert float(t[0]) * 1e6 == pytest.approx(42.2, abs=0.05)
 
 
 def test_nvlink_mid_size_stays_near_cuda_graph_measurements() -> None:

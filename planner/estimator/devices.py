@@ -294,10 +294,15 @@ def kernel_rate_bytes_s(
 ) -> Array:
     """Bytes/s each of `n` devices reads inside its fabric's all-reduce kernel, from the rates
     measured at some device counts (`Link.allreduce_kernel_gb_s`, devices -> GB/s). Between
-    measured counts, linear. Outside them the rate scales with the peers each device reads
-    from, n - 1, up to the link's bandwidth `link_bytes_s`: in a fully connected mesh (Infinity
-    Fabric) every peer is its own links, so twice the peers read through twice the links. NaN
-    without measurements (the link's bandwidth applies)."""
+    measured counts, linear. Below the fewest measured, the rate falls with the peers each
+    device reads from, n - 1: in a fully connected mesh (Infinity Fabric) every peer is its own
+    links, so fewer peers read through fewer links. Above the most measured, the rate holds:
+    the kernel reads through a fixed number of workgroups whatever the rank count (vLLM
+    csrc/custom_all_reduce.cuh, defaultBlockLimit = 16 blocks of 512 threads on ROCm), so more
+    peers share the same loads in flight rather than adding to them (vLLM PR #39080: vLLM's
+    kernel on 8 MI355X reads 1.75 x 1.5 MB in 24.2 - 6.3 us, 154 GB/s per rank, 29 % of the
+    7 x 76.8 GB/s its links carry). At most the link's bandwidth `link_bytes_s`. NaN without
+    measurements (the link's bandwidth applies)."""
     k = np.asarray(n, dtype=np.float64)
     if not points:
         return np.full(k.shape, np.nan)
@@ -305,8 +310,7 @@ def kernel_rate_bytes_s(
     ys = np.array([points[int(x)] * 1e9 for x in xs])
     out = np.interp(k, xs, ys)
     peers = np.maximum(k - 1.0, 1.0)
-    out = np.where(k < xs[0], ys[0] * peers / (xs[0] - 1.0), out)
-    out = np.where(k > xs[-1], ys[-1] * peers / (xs[-1] - 1.0), out)
+    out = np.where(k < xs[0], ys[0] * peers / (xs[0] - 1.0), out)  # np.interp holds above
     return np.asarray(np.minimum(out, link_bytes_s), dtype=np.float64)
 
 
