@@ -50,14 +50,34 @@ def test_expert_parallel_size_is_the_domain_up_to_the_experts() -> None:
     qwen3, mixtral = cat.model("qwen3-30b-a3b"), cat.model("mixtral-8x7b")
     assert job_expert_parallel(qwen3, 8, 16) == 8  # EP8 in one 8-GPU server (Megatron-Bridge)
     assert job_expert_parallel(qwen3, 8, 4) == 4  # a stage of 4 devices holds EP4 at most
-    assert job_expert_parallel(qwen3, 72, 96) == 32  # NVL72: 64 does not divide 96 devices
-    assert job_expert_parallel(qwen3, 72, 128) == 64  # the largest divisor of 128 <= 72
+    # NVL72 with 96 devices in the stage: 64 divides 128 but not 96 (Megatron-Core refuses an
+    # expert-parallel size that does not divide the ranks), so gcd(128, 96) = 32.
+    assert job_expert_parallel(qwen3, 72, 96) == 32
+    assert job_expert_parallel(qwen3, 72, 64) == 64  # the largest divisor of 128 <= 72
     assert job_expert_parallel(qwen3, 8, 12) == 4  # whole EP groups: 12 ranks hold EP4, not EP8
     assert job_expert_parallel(mixtral, 72, 96) == 8  # no more ranks than experts
     assert job_expert_parallel(qwen3, 1, 16) == 1  # no scale-up fabric: experts stay whole
     assert job_expert_parallel(cat.model("llama-3.1-8b"), 8, 16) == 1  # dense
     sixty = qwen3.model_copy(update={"moe": qwen3.moe.model_copy(update={"num_experts": 60})})
-    assert job_expert_parallel(sixty, 8, 8) == 4  # divides both 60 experts and 8 ranks
+    assert job_expert_parallel(sixty, 8, 6) == 6  # 60 experts split evenly over 6
+    # Over 8 ranks, 6 is no layout (8 / 6 expert-data-parallel groups): gcd(60, 8) = 4.
+    assert job_expert_parallel(sixty, 8, 8) == 4
+
+
+def test_expert_parallel_size_divides_the_stage_devices() -> None:
+    """A stage of k x D devices (k tensor-parallel, D data-parallel) not a power of two: the
+    expert-parallel group must divide it (Megatron-Core parallel_state: world size divisible
+    by expert-tensor x expert-model x pipeline size), whatever the experts and the domain."""
+    cat = load_catalog()
+    for name in ("qwen3-30b-a3b", "mixtral-8x7b"):
+        m = cat.model(name)
+        for domain in (2, 4, 8, 72):
+            for devices in range(1, 97):
+                ep = job_expert_parallel(m, domain, devices)
+                assert devices % ep == 0 and m.moe.num_experts % ep == 0 and ep <= domain
+    mixtral = cat.model("mixtral-8x7b")  # 8 experts
+    assert job_expert_parallel(mixtral, 8, 6) == 2  # k = 2, D = 3: EP4 would leave 6 / 4 ranks
+    assert job_expert_parallel(mixtral, 8, 12) == 4  # gcd(8, 12)
 
 
 def test_qwen3_on_h100_pays_seven_nvlink_copies_per_transfer() -> None:
