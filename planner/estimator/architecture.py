@@ -18,6 +18,7 @@ from planner.schema.model_params import (  # noqa: F401
     active_params,
     block_groups,
     embedding_params,
+    expert_params,
     head_params,
     total_params,
 )

@@ -20,6 +20,7 @@ from planner.estimator.architecture import (
     block_groups,
     causal_attended_tokens,
     embedding_params,
+    expert_params,
     head_params,
     kv_elements_per_token_per_layer,
     training_attention_flops_per_token_per_layer,
@@ -56,7 +57,7 @@ def weight_params_touched_per_layer(m: ModelArch, tokens: float | Array) -> Arra
     total = np.zeros(np.shape(tokens))
     for g in block_groups(m):
         if g.kind == "moe" and m.moe is not None:
-            expert = (g.params - g.active_params) / (m.moe.num_experts - m.moe.experts_per_token)
+            expert = expert_params(m)
             fixed = g.active_params - m.moe.experts_per_token * expert
             hit = expected_experts_touched(m.moe.num_experts, m.moe.experts_per_token, tokens)
             total += g.count * (fixed + hit * expert)

@@ -58,7 +58,7 @@ from planner.estimator.devices import Array, DeviceTable
 from planner.estimator.formats import GGUF_FORMATS, WeightFormat
 from planner.estimator.tensor_rates import fp16_accumulate_flops, sixteen_bit_flops
 from planner.schema.catalog import Accelerator, ModelArch
-from planner.schema.model_params import block_groups
+from planner.schema.model_params import block_groups, expert_params
 
 # llama.cpp's default micro-batch (n_ubatch = 512, common/common.h; llama-bench's too).
 PREFILL_UBATCH_TOKENS = 512
@@ -222,7 +222,7 @@ def routed_padding_params_per_layer(
     pad = np.zeros(np.shape(t))
     for g in block_groups(m):
         if g.kind == "moe":
-            expert = (g.params - g.active_params) / (e - k)
+            expert = expert_params(m)
             pad = pad + g.count * k * expert * (work - 1.0)
     return np.asarray(pad / m.num_layers)
 

@@ -567,6 +567,18 @@ class MoE(Frozen):
         None, gt=0, description="FFN width of those dense layers."
     )
 
+    @model_validator(mode="after")
+    def _routed(self) -> MoE:
+        # A router picks its top-k among the experts there are (e.g. Mixtral's 2 of 8): more
+        # per token than exist is no model, and made the tile and touched-expert sums NaN.
+        if self.experts_per_token > self.num_experts:
+            raise ValueError(
+                f"experts_per_token ({self.experts_per_token}) is more than the num_experts "
+                f"({self.num_experts}) a token can be routed to: lower it to at most "
+                f"{self.num_experts}"
+            )
+        return self
+
 
 class MLA(Frozen):
     """Multi-head latent attention (DeepSeek-V2/V3): low-rank compressed KV."""

@@ -67,6 +67,13 @@ def mlp_params(m: ModelArch, width: int) -> int:
     return params
 
 
+def expert_params(m: ModelArch) -> int:
+    """One routed expert of a MoE block (0 for a dense model): read from the width, not as the
+    block's total less its active weights over the experts a token skips, which is 0 / 0 when
+    every expert is active per token (num_experts_per_tok = num_local_experts)."""
+    return 0 if m.moe is None else mlp_params(m, m.moe.expert_intermediate_size)
+
+
 def block_groups(m: ModelArch) -> list[BlockGroup]:
     """The model's blocks as runs of identical blocks (dense first, then MoE)."""
     norms = (2 + m.extra_norms_per_layer) * _norm_params(m)
@@ -80,7 +87,7 @@ def block_groups(m: ModelArch) -> list[BlockGroup]:
         width = moe.dense_intermediate_size or m.intermediate_size
         p = attn + mlp_params(m, width) + norms
         groups.append(BlockGroup("dense", moe.first_dense_layers, p, p))
-    expert = mlp_params(m, moe.expert_intermediate_size)
+    expert = expert_params(m)
     router = m.hidden_size * moe.num_experts
     shared = moe.shared_experts * expert
     total = attn + norms + router + shared + moe.num_experts * expert
