@@ -4,12 +4,16 @@ and the plan's key figures (costs, power, the bill of materials, each workload's
 stages and rates), and timing each solve in process CPU seconds.
 
     python benchmarks/compare_optima.py REV [--scale 0.95] [--only NAME ...] [--cache DIR]
+                                            [--bytes]
 
 --scale F multiplies every efficiency factor of the shipped catalog/efficiency.yaml (achieved
 fractions of peak, capped at 1, and the fixed overheads and routing bytes; not the usable-memory
 share or the power floor) by F in both trees, so a change can be checked against coefficients
 other than the fitted ones (a refit moves them by a few percent). --cache DIR keeps the
 revision's answers there and reuses them on the next run with the same revision and scale.
+--bytes compares each solve's whole output instead (the JSON plan with --no-timings, the error
+text and the exit code, by SHA-256): a speed change must leave every byte of every plan as it
+was, not only the key figures.
 Exit status 1 if any example differs. Times come from a shared machine: CPU seconds (user +
 system) move less with the load than wall seconds, and both are printed.
 """
@@ -17,6 +21,7 @@ system) move less with the load than wall seconds, and both are printed.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -105,9 +110,10 @@ def _check_runs_own(tree: Path) -> None:
         raise SystemExit(f"{tree} runs the planner package at {where}, not its own")
 
 
-def solve(tree: Path, problem: Path) -> tuple[dict[str, object], float, float]:
-    """Key figures of one fresh `planner solve --format json` run on `tree`'s package, its CPU
-    and wall seconds."""
+def solve(tree: Path, problem: Path, whole: bool = False) -> tuple[dict[str, object], float, float]:
+    """Key figures of one fresh `planner solve --format json` run on `tree`'s package (with
+    `whole`, the SHA-256 of its output, error text and exit code as well), its CPU and wall
+    seconds."""
     env = dict(os.environ, PYTHONPATH=str(tree))
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
@@ -125,6 +131,10 @@ def solve(tree: Path, problem: Path) -> tuple[dict[str, object], float, float]:
         figures = key_figures(json.loads(done.stdout))
     except json.JSONDecodeError:
         figures = {"exit": done.returncode, "stderr": done.stderr.strip()[-300:]}
+    if whole:
+        for key, text in (("stdout", done.stdout), ("stderr", done.stderr)):
+            figures[f"{key} sha256"] = hashlib.sha256(text.encode()).hexdigest()
+        figures["exit"] = done.returncode
     return figures, cpu, wall
 
 
@@ -134,6 +144,7 @@ def main() -> int:
     ap.add_argument("--scale", type=float, default=1.0, help="efficiency factors x this")
     ap.add_argument("--only", nargs="*", default=None, help="example names (default: all)")
     ap.add_argument("--cache", type=Path, default=None, help="folder for the revision's answers")
+    ap.add_argument("--bytes", action="store_true", help="compare every byte of each output")
     args = ap.parse_args()
     problems = sorted((ROOT / "problems").glob("*.yaml"))
     if args.only:
@@ -145,7 +156,8 @@ def main() -> int:
     cache_file = None
     if args.cache:
         args.cache.mkdir(parents=True, exist_ok=True)
-        cache_file = args.cache / f"{rev_sha[:12]}-x{args.scale:g}.json"
+        whole = "-bytes" if args.bytes else ""
+        cache_file = args.cache / f"{rev_sha[:12]}-x{args.scale:g}{whole}.json"
         if cache_file.exists():
             cached = json.loads(cache_file.read_text())
     differ = 0
@@ -162,9 +174,9 @@ def main() -> int:
             if problem.stem in cached:
                 a, cpu_a, wall_a = cached[problem.stem]
             else:
-                a, cpu_a, wall_a = solve(old, problem)
+                a, cpu_a, wall_a = solve(old, problem, args.bytes)
                 cached[problem.stem] = [a, cpu_a, wall_a]
-            b, cpu_b, wall_b = solve(new, problem)
+            b, cpu_b, wall_b = solve(new, problem, args.bytes)
             a = json.loads(json.dumps(a))  # tuples as lists, as the cache holds them
             b = json.loads(json.dumps(b))
             same = "same" if a == b else "DIFFERENT"
