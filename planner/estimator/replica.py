@@ -38,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.estimator.architecture import attended_tokens
+from planner.estimator.bilinear import BilinearTable
 from planner.estimator.comm import pipeline_activation_bytes, sampled_token_bytes
 from planner.estimator.cost import power_w
 from planner.estimator.devices import DeviceTable, device_table, small_allreduce_seconds
@@ -352,7 +353,7 @@ def _one_device(device: Accelerator) -> DeviceTable:
     return hit[1]
 
 
-class IterationTime:
+class IterationTime(BilinearTable):
     """One serving iteration of a replica's pipeline round as a function of the sequences
     decoding and the prompt tokens processed, S x (slowest stage), from the estimator on a grid
     and interpolated bilinearly between grid points (the grid holds every decode count up to
@@ -437,7 +438,6 @@ class IterationTime:
         self._xs: list[float] = self.n_grid.tolist()
         self._ys: list[float] = self.p_grid.tolist()
         self._z: list[list[float]] = self.table.tolist()
-        self.grid = (self._xs, self._ys, self._z)  # what __call__ reads (serving.iterations)
 
     @functools.cached_property
     def alone(self) -> _Floats:
@@ -446,22 +446,6 @@ class IterationTime:
         m, fmt, stages, per_layer, own, n, host_s_per_token = self._alone
         host_alone = host_s_per_token * np.maximum(n, 1.0)  # once per round for one sequence
         return _alone(m, fmt, stages, per_layer, own, n) + host_alone
-
-    def __call__(self, decodes: float, prefill_tokens: float) -> float:
-        """Bilinear interpolation on the grid, clamped to its edges (plain Python: this is
-        called in the queueing model's inner loops)."""
-        xs, ys, z = self._xs, self._ys, self._z
-        x = min(max(decodes, xs[0]), xs[-1])
-        y = min(max(prefill_tokens, ys[0]), ys[-1])
-        j = min(bisect.bisect_right(ys, y) - 1, len(ys) - 2)
-        b = (y - ys[j]) / (ys[j + 1] - ys[j])
-        if len(xs) == 1:
-            return z[0][j] * (1 - b) + z[0][j + 1] * b
-        i = min(bisect.bisect_right(xs, x) - 1, len(xs) - 2)
-        a = (x - xs[i]) / (xs[i + 1] - xs[i])
-        lo = z[i][j] * (1 - a) + z[i + 1][j] * a
-        hi = z[i][j + 1] * (1 - a) + z[i + 1][j + 1] * a
-        return lo * (1 - b) + hi * b
 
 
 def layer_estimate(

@@ -46,7 +46,6 @@ Long because the waits, their quantiles and the rate search of both serving layo
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -140,26 +139,13 @@ def _both(
     iteration_s: Callable[[float, float], float], decodes: float, prefill_tokens: float
 ) -> tuple[float, float]:
     """(iteration_s(decodes, prefill_tokens), iteration_s(decodes, 0)), the queueing model's
-    pair at every step. An iteration table (replica.IterationTime, whose `grid` is what its
-    call interpolates bilinearly) is read with the decodes' row looked up once, by the very
-    arithmetic of IterationTime.__call__, so the figures are the same to the last bit."""
-    grid = getattr(iteration_s, "grid", None)
-    if grid is None or len(grid[0]) == 1:
+    pair at every step: an iteration table's own `pair` (replica.IterationTime, the decodes'
+    row looked up once), or two calls of any other function of the two."""
+    pair = getattr(iteration_s, "pair", None)
+    if pair is None:
         return iteration_s(decodes, prefill_tokens), iteration_s(decodes, 0.0)
-    xs, ys, z = grid
-    x = min(max(decodes, xs[0]), xs[-1])
-    i = min(bisect.bisect_right(xs, x) - 1, len(xs) - 2)
-    a = (x - xs[i]) / (xs[i + 1] - xs[i])
-    row, nxt = z[i], z[i + 1]
-    out = []
-    for q in (prefill_tokens, 0.0):
-        y = min(max(q, ys[0]), ys[-1])
-        j = min(bisect.bisect_right(ys, y) - 1, len(ys) - 2)
-        b = (y - ys[j]) / (ys[j + 1] - ys[j])
-        lo = row[j] * (1 - a) + nxt[j] * a
-        hi = row[j + 1] * (1 - a) + nxt[j + 1] * a
-        out.append(lo * (1 - b) + hi * b)
-    return out[0], out[1]
+    got: tuple[float, float] = pair(decodes, prefill_tokens)
+    return got
 
 
 def closed_ttft(mean_s: float, chunk_s: float, batch: float, prompt: float, output: float) -> float:

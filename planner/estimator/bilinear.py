@@ -1,0 +1,51 @@
+"""A table of seconds over (sequences decoding, prompt tokens) read by bilinear interpolation,
+clamped to its edges: replica.IterationTime's reading, in plain Python (the queueing model of
+planner.estimator.serving calls it in its inner loops)."""
+
+from __future__ import annotations
+
+import bisect
+
+
+class BilinearTable:
+    """Reads `_xs` (decode counts, ascending), `_ys` (prompt tokens, ascending, at least two)
+    and `_z` (one row of `_ys` values per entry of `_xs`), which a subclass sets."""
+
+    _xs: list[float]
+    _ys: list[float]
+    _z: list[list[float]]
+
+    def __call__(self, decodes: float, prefill_tokens: float) -> float:
+        """Bilinear interpolation on the grid, clamped to its edges (plain Python: this is
+        called in the queueing model's inner loops)."""
+        xs = self._xs
+        if len(xs) == 1:
+            return self._at(0, 0.0, prefill_tokens)
+        x = min(max(decodes, xs[0]), xs[-1])
+        i = min(bisect.bisect_right(xs, x) - 1, len(xs) - 2)
+        return self._at(i, (x - xs[i]) / (xs[i + 1] - xs[i]), prefill_tokens)
+
+    def pair(self, decodes: float, prefill_tokens: float) -> tuple[float, float]:
+        """(self(decodes, prefill_tokens), self(decodes, 0)), the queueing model's pair at
+        every step (serving._both), with the decodes' row looked up once: the same arithmetic,
+        so the same figures to the last bit."""
+        xs = self._xs
+        if len(xs) == 1:
+            return self._at(0, 0.0, prefill_tokens), self._at(0, 0.0, 0.0)
+        x = min(max(decodes, xs[0]), xs[-1])
+        i = min(bisect.bisect_right(xs, x) - 1, len(xs) - 2)
+        a = (x - xs[i]) / (xs[i + 1] - xs[i])
+        return self._at(i, a, prefill_tokens), self._at(i, a, 0.0)
+
+    def _at(self, i: int, a: float, prefill_tokens: float) -> float:
+        """The interpolation between decode rows i and i + 1 at weight `a` (0: row i alone,
+        the only row of a one-row grid), at `prefill_tokens` clamped to the grid."""
+        ys, z = self._ys, self._z
+        y = min(max(prefill_tokens, ys[0]), ys[-1])
+        j = min(bisect.bisect_right(ys, y) - 1, len(ys) - 2)
+        b = (y - ys[j]) / (ys[j + 1] - ys[j])
+        if len(z) == 1:
+            return z[0][j] * (1 - b) + z[0][j + 1] * b
+        lo = z[i][j] * (1 - a) + z[i + 1][j] * a
+        hi = z[i][j + 1] * (1 - a) + z[i + 1][j + 1] * a
+        return lo * (1 - b) + hi * b
