@@ -389,3 +389,18 @@ def test_a_stated_answer_that_cannot_fit_the_context_is_refused(tmp_path: Path) 
     problem.write_text(text.replace("concurrency: 256", "concurrency: 256\n    output_tokens: 192"))
     code, out = run("solve", str(problem), "--time-limit", "20")
     assert code == 0, out
+
+
+def test_an_answer_length_beside_a_request_mix_is_refused_as_out_of_place(tmp_path: Path) -> None:
+    """request-mix with `output_tokens: 9000` added: the refusal said to raise context_tokens to
+    at least 10,024 (the default prompt_tokens of 1,024 plus 9,000), a key a request_mix refuses
+    too. The classes say every length; the key does not belong, and the message says that."""
+    problem = tmp_path / "mix.yaml"
+    text = (ROOT / "problems" / "request-mix.yaml").read_text()
+    problem.write_text(
+        text.replace("    max_ms_per_token: 60", "    output_tokens: 9000\n    max_ms_per_token: 60")
+    )
+    code, out = run("solve", str(problem))
+    assert code == 2, out
+    assert "workloads[0].output_tokens" in out and "does not go with a request_mix" in out, out
+    assert "raise context_tokens" not in out, out

@@ -599,7 +599,10 @@ class InferenceWorkload(ProblemModel):
                 ("prompt_tokens",),
             )
         whole = self.prompt_tokens + self.output_tokens
-        if "output_tokens" in self.model_fields_set and whole > self.context_tokens:
+        # (With a request_mix, output_tokens does not belong at all: that refusal below says so,
+        # not this one's advice to raise a context_tokens that does not belong either.)
+        stated = "output_tokens" in self.model_fields_set and self.request_mix is None
+        if stated and whole > self.context_tokens:
             # A sequence holds its prompt and its answer in the KV cache, and the engine's
             # maximum length (vLLM's --max-model-len, the recipe's) is context_tokens: a stated
             # answer that cannot fit would be cut short, or the request refused, while the plan
