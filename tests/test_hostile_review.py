@@ -398,7 +398,9 @@ def test_an_answer_length_beside_a_request_mix_is_refused_as_out_of_place(tmp_pa
     problem = tmp_path / "mix.yaml"
     text = (ROOT / "problems" / "request-mix.yaml").read_text()
     problem.write_text(
-        text.replace("    max_ms_per_token: 60", "    output_tokens: 9000\n    max_ms_per_token: 60")
+        text.replace(
+            "    max_ms_per_token: 60", "    output_tokens: 9000\n    max_ms_per_token: 60"
+        )
     )
     code, out = run("solve", str(problem))
     assert code == 2, out

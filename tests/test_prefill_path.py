@@ -22,10 +22,12 @@ from planner.estimator.prefill_path import (
     prefill_linear_seconds_per_flop,
     prefill_mmq_rows,
     prefill_routed_padding,
+    prefill_routed_padding_tokens,
     routed_padding_params_per_layer,
     routed_tile_work,
 )
 from planner.estimator.tensor_rates import fp16_accumulate_flops
+from planner.schema.model_params import expert_params
 
 CAT = load_catalog()
 IDEAL = {
@@ -309,3 +311,25 @@ def test_each_device_row_pays_the_tiles_its_own_mmq_picks() -> None:
     assert float(pad[2]) == pytest.approx(8 * 4.719e6 * 3.0 * float(mmq[2]), rel=1e-3)
     dense = prefill_routed_padding(CAT.model("llama-3.1-8b"), 512.0, dev, fmt, None)
     assert not np.any(dense)
+
+
+def test_the_last_micro_batch_pays_the_tiles_of_its_own_size() -> None:
+    # gpt-oss-120b (128 experts, 4 a token, expert 3 x 2880 x 2880 = 24,883,200 weights) on an
+    # RTX 4090's MMQ: 600 prompt tokens at n_ubatch 512 run a micro-batch of 512 tokens (work
+    # 8.0: 128-column tiles, 16 tokens an expert) and one of 88 (96-column tiles, 2.75 tokens an
+    # expert: 128 x 96 x P(an expert sees any) / (88 x 4) = 32.77). The 88 tokens were charged
+    # the 512-token figure: 600 x 4 x 24.88 M x 7.0 = 418.0e9 padding weight-tokens, not
+    # 512 x 4 x 24.88 M x 7.0 + 88 x 4 x 24.88 M x 31.77 = 356.7e9 + 278.3e9 = 635.0e9.
+    m = CAT.model("gpt-oss-120b")
+    dev = device_table([CAT.accelerators["rtx-4090"]])
+    expert = expert_params(m)  # with its biases, 8,640 more than the 3 x 2880 x 2880 above
+    assert routed_tile_work(88, 128, 4) == pytest.approx(32.77, abs=0.01)
+    fmt = weight_format("mxfp4")
+    got = float(prefill_routed_padding_tokens(m, 600.0, 512, dev, fmt, None)[0])
+    full = 512 * 4 * expert * (routed_tile_work(512, 128, 4) - 1.0)
+    rest = 88 * 4 * expert * (routed_tile_work(88, 128, 4) - 1.0)
+    assert got == pytest.approx(full + rest, rel=1e-9)
+    assert got == pytest.approx(635.0e9, rel=2e-3)
+    # A prompt of whole micro-batches is charged as before: 1,024 tokens = 2 x 512.
+    two = float(prefill_routed_padding_tokens(m, 1024.0, 512, dev, fmt, None)[0])
+    assert two == pytest.approx(2 * full, rel=1e-9)

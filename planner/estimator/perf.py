@@ -36,7 +36,7 @@ from planner.estimator.prefill_path import (
     prefill_attention_peak,
     prefill_dequant_rows,
     prefill_linear_seconds_per_flop,
-    prefill_routed_padding,
+    prefill_routed_padding_tokens,
 )
 from planner.schema.catalog import ModelArch
 
@@ -238,9 +238,10 @@ def prefill_layer_seconds(
     """
     tokens = batch * prompt
     per_pass = np.minimum(tokens, ubatch)
-    # A MoE block's routed products on MMQ run whole column tiles per expert (prefill_path).
-    padding = prefill_routed_padding(m, per_pass, dev, fmt, kernels)
-    linear = tokens * 2.0 * (active_params_per_layer(m) + padding)
+    # A MoE block's routed products on MMQ run whole column tiles per expert (prefill_path),
+    # per micro-batch: the full ones of `ubatch` tokens and the last of what is left over.
+    padded = prefill_routed_padding_tokens(m, tokens, ubatch, dev, fmt, kernels)
+    linear = 2.0 * (tokens * active_params_per_layer(m) + padded)
     attn = tokens * attention_flops_per_token_per_layer(m, causal_attended_tokens(m, prompt))
     per_flop = prefill_linear_seconds_per_flop(dev, fmt, kernels)
     t_cmp = (linear * per_flop + attn / prefill_attention_peak(dev)) / (tp * dev.eff_compute)
