@@ -36,7 +36,7 @@ from planner.estimator.perf import (
 )
 from planner.estimator.prefill_path import on_llama_cpp
 from planner.estimator.support import EngineTimes
-from planner.estimator.training_layout import job_alltoall_seconds_per_token
+from planner.estimator.training_layout import job_alltoall_seconds_per_token, with_alltoall
 from planner.schema.catalog import ModelArch
 from planner.schema.measurements import MeasurementFile, find
 
@@ -439,14 +439,14 @@ def estimate_training(
     # all-to-all (training_layout.job_alltoall_seconds_per_token, DeepSeek-V3 report section
     # 3.2.2), as the planner's jobs and the calibrated runs do.
     a2a = job_alltoall_seconds_per_token(m, dev, np.array(counts), ETHERNET_HOP[0])
+    routed = with_alltoall(np.asarray(tps1, dtype=np.float64), a2a)  # rows x device counts
     out = []
     for i, did in enumerate(dev.ids):
         usable = float(dev.usable_memory_bytes[i])
         per_n, one = mem[domains[i]]
         need = _devices_needed(per_n, usable)
         n = counts[need - 1] if need else 0
-        charge = float(a2a[i, need - 1]) if need else 0.0
-        tps = n / (1.0 / float(tps1[i]) + charge) if charge else float(tps1[i]) * n
+        tps = float(routed[i, need - 1]) * n if need else 0.0
         tokens_per_step = setup.seq_len * setup.micro_batch * max(n, 1)
         step = tokens_per_step / tps if tps else None
         budget = q.token_budget / tps if (q.token_budget and tps) else None

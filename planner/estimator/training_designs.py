@@ -29,7 +29,7 @@ from planner.estimator.hosts import holding_hosts
 from planner.estimator.memory import TrainingSetup, expert_split, training_memory_total
 from planner.estimator.network import network_link
 from planner.estimator.perf import training_tokens_per_second, training_tp_seconds_per_layer
-from planner.estimator.training_layout import job_alltoall_seconds_per_token
+from planner.estimator.training_layout import job_alltoall_seconds_per_token, with_alltoall
 from planner.schema.catalog import Accelerator, Link, ModelArch
 from planner.schema.problem import Problem, TrainingWorkload
 
@@ -38,18 +38,6 @@ from planner.schema.problem import Problem, TrainingWorkload
 # as `tp_degrees` (inside a node's scale-up domain, or its PCIe where allowed).
 MAX_JOB_DEVICES = 4096
 TRAINING_TDP_SHARE = 0.9  # training holds its devices near TDP (dense matmuls, no idle decode)
-
-
-def with_alltoall(
-    base_tps: npt.NDArray[np.float64], alltoall_s: npt.NDArray[np.float64]
-) -> npt.NDArray[np.float64]:
-    """One device's tokens/s with the expert-parallel all-to-all added to each token's time, not
-    overlapped (training_layout.layout_tokens_per_second charges the calibration rows alike):
-    `base_tps` per device row, `alltoall_s` per row and stage size (rows x sizes)."""
-    base = base_tps[:, None] * np.ones_like(alltoall_s)
-    # Exactly `base_tps` where nothing is charged (a dense model), not its double reciprocal.
-    out: npt.NDArray[np.float64] = np.where(alltoall_s > 0, 1.0 / (1.0 / base + alltoall_s), base)
-    return out
 
 
 def micro_batches(stages: int) -> int:

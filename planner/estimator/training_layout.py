@@ -156,6 +156,19 @@ def job_alltoall_seconds_per_token(
     return out
 
 
+def with_alltoall(
+    base_tps: npt.NDArray[np.float64], alltoall_s: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64]:
+    """One device's tokens/s with the expert-parallel all-to-all added to each token's time, not
+    overlapped (layout_tokens_per_second charges the calibration rows alike):
+    `base_tps` per device row, `alltoall_s` per row and stage size (rows x sizes): the
+    planner's jobs (training_designs) and `planner estimate --task full` (estimate) alike."""
+    base = base_tps[:, None] * np.ones_like(alltoall_s)
+    # Exactly `base_tps` where nothing is charged (a dense model), not its double reciprocal.
+    out: npt.NDArray[np.float64] = np.where(alltoall_s > 0, 1.0 / (1.0 / base + alltoall_s), base)
+    return out
+
+
 def tensor_parallel_seconds_per_token(
     m: ModelArch, dev: DeviceTable, layout: TrainingLayout, seq_len: int, recompute: str
 ) -> Array:
