@@ -302,16 +302,16 @@ _PREFILL: dict[tuple[object, ...], tuple[Catalog, float]] = {}
 
 
 def _prefill_content(key: tuple[object, ...], it: IterationTime) -> tuple[object, ...] | None:
-    """Everything a prefill engine's search reads (pools.prefill_search): its rate key but the
-    batch (index 11 of _rate_key), and the iteration table's prompt-token grid and its row at
-    no decodes, which is all that `it(0, tokens)` reads when the decode grid starts at 0 and
+    """Everything a prefill engine's search reads (pools.prefill_search): its rate key (made
+    with PREFILL_TABLE_BATCH, so equal for every batch: no entry is cut out by its place), and
+    the iteration table's prompt-token grid and its row at no decodes, which is all that `it(0, tokens)` reads when the decode grid starts at 0 and
     the next row is finite (the bilinear weight of that row is then exactly 0). The table's
     other rows follow from the batch, which a prefill engine never reads otherwise; so two
     designs with equal content find equal rates. None when the table is not of that shape."""
     xs, z = it._xs, it._z
     if len(xs) < 2 or xs[0] != 0.0 or not all(math.isfinite(v) for v in z[1]):
         return None
-    return (*key[:11], *key[12:], tuple(it._ys), tuple(z[0]))
+    return (*key, tuple(it._ys), tuple(z[0]))
 
 
 class OutOfTime(Exception):
