@@ -155,6 +155,15 @@ def _arch(path: Path, cfg: dict[str, Any]) -> ModelArch:
     model_type = str(cfg.get("model_type", "custom"))
     moe = None
     n_experts = opt("n_routed_experts") or opt("num_local_experts") or opt("num_experts")
+    if n_experts == 1:
+        # One routed expert that every token takes is a dense feed-forward layer; the catalog's
+        # MoE needs two or more (its message would name its own `num_experts`).
+        key = next(k for k in ("n_routed_experts", "num_local_experts", "num_experts") if opt(k))
+        raise InputError(
+            f"{path}: `{key}`: 1 routed expert is no mixture of experts; fix one of the two: "
+            f"remove `{key}` for a dense model (its `intermediate_size` then sizes the "
+            "feed-forward layers), or give the expert count the model has"
+        )
     if n_experts:
         per_token = need("num_experts_per_tok", "num_experts_per_token")
         if per_token > n_experts:

@@ -60,6 +60,12 @@ def test_a_training_phase_on_its_own_device_type_keeps_its_hosts(tmp_path: Path)
             {"num_local_experts": 8, "num_experts_per_tok": 2, "first_k_dense_replace": 99},
             ["`first_k_dense_replace`: 99", "32 layers"],
         ),
+        # One routed expert: "num_experts: Input should be greater than or equal to 2", the
+        # catalog's field, not the file's `num_local_experts`.
+        (
+            {"num_local_experts": 1, "num_experts_per_tok": 1},
+            ["`num_local_experts`: 1 routed expert", "remove `num_local_experts`"],
+        ),
     ],
 )
 def test_a_config_json_that_breaks_a_rule_names_its_own_keys(
