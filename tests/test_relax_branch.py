@@ -80,11 +80,14 @@ def test_the_trees_bound_never_exceeds_the_proved_optimum(name: str, case: objec
     assert found is not None
     alone = tree_search(found, None, 3.0)
     assert alone is not None
-    assert found.raw_bound - 1e-6 <= alone.bound <= optimum
+    # The tree's weak-duality bounds may sit a rounding error under the LP's own optimum
+    # (GLOP's tolerances: 5.6e-4 USD on small-serve's $558,508).
+    floor = found.raw_bound * (1 - 1e-9) - 1e-6
+    assert floor <= alone.bound <= optimum
     # An incumbent above the optimum never lifts the bound past the optimum (reduced-cost
     # fixing against it keeps every better plan).
     dearer = tree_search(found, math.ceil(optimum * 1.01), 3.0)
-    assert dearer is not None and found.raw_bound - 1e-6 <= dearer.bound <= optimum
+    assert dearer is not None and floor <= dearer.bound <= optimum
     # With the optimum itself as incumbent, the bound is at most the optimum; proved means
     # every leaf closed.
     at = tree_search(found, optimum, 10.0)
