@@ -12,19 +12,19 @@ deviation (planner / measured - 1). Single-machine baseline rows are scored too 
 the pooled summary (they separate the device model's error from the split's).
 
 Result (catalog as of this commit): 84 rows (69 pooled, 15 one-machine baselines) from 26
-sources, 40 expressible: 32 pooled rows and 8 baselines. Pooled: median |deviation| 18.9 %,
-worst 123.7 % (8 x Pi 4B, Llama 2 70B, under distributed-llama 0.1.0). By engine:
+sources, 40 expressible: 32 pooled rows and 8 baselines. Pooled: median |deviation| 18.8 %,
+worst 123.4 % (8 x Pi 4B, Llama 2 70B, under distributed-llama 0.1.0). By engine:
 
-- distributed-llama, 20 rows, median 17.1 %. Each release is scored as it runs (catalog
+- distributed-llama, 20 rows, median 17.0 %. Each release is scored as it runs (catalog
   engines distributed-llama-0.3 and distributed-llama, planner.estimator.engine_topology;
   benchmarks/pooled/distributed-llama.md). The README's 0.1.0 and 0.3.1 rows run a star:
   ten exchanges per block through the root, which reads the whole KV cache and runs the
   output head alone, each exchange with the engine's own 172 us (fitted on the 2 x Pi 5 Llama
   3 8B row's T, 80.11 ms, which the planner's 80.2 ms reproduces); two to four Pi 5s are
-  +3.5 to +45.1 % (were +22.3 to +75.7 % as ring all-reduces), two to four Pi 4Bs +5.1 to
-  +8.8 % and the one Pi 4B alone +0.6 % (were +34.5 to +38.6 % and +33.1 % while the Pi 4B
+  +3.3 to +44.9 % (were +22.3 to +75.7 % as ring all-reduces), two to four Pi 4Bs +5.0 to
+  +8.6 % and the one Pi 4B alone +0.4 % (were +34.5 to +38.6 % and +33.1 % while the Pi 4B
   read its weights at the 12.8 GB/s wire rate; the catalog now carries its STREAM rate,
-  5.56 GB/s), eight Pi 4Bs +82 to +124 % (their T jumps from 34 to 290 ms between four and
+  5.56 GB/s), eight Pi 4Bs +82 to +123 % (their T jumps from 34 to 290 ms between four and
   eight, which issue #20 puts down to the switch; see distributed-llama.md for what the
   engine's source does and does not explain). Releases from PR #64 exchange twice per block
   over a full mesh, each exchange with the engine's own 796 us (PR #64's 0.881 ms on two Pi 5s less the 84.8 us the link
@@ -35,9 +35,9 @@ worst 123.7 % (8 x Pi 4B, Llama 2 70B, under distributed-llama 0.1.0). By engine
   no latency + bytes / throughput pair fits both sizes; the .md page gives the figures). 0.6.0's rows are scored
   under the mesh although that release still exchanged through the root (its exchange count
   is not recorded).
-- exo tensor parallel over Thunderbolt 5 RDMA on 4 Mac Studios, 3 rows, median 2.2 %
-  (+1.2 %, +2.2 %; Kimi K2 +51.9 %); the one-machine Qwen3-235B run of another source is
-  +9.7 %, and scaled by it the pooled Qwen3-235B row is -6.8 %: the split itself adds little
+- exo tensor parallel over Thunderbolt 5 RDMA on 4 Mac Studios, 3 rows, median 2.0 %
+  (+0.9 %, +2.0 %; Kimi K2 +51.5 %); the one-machine Qwen3-235B run of another source is
+  +9.3 %, and scaled by it the pooled Qwen3-235B row is -6.8 %: the split itself adds little
   to the error (no engine time per exchange is charged: no source isolates one). These rows
   were +17.0, +21.8 and +86.2 % (the one machine +22.2 %) before a MoE block's fixed time
   counted the kernels it adds to a dense block's (planner.estimator.moe_kernels: routing, the
@@ -54,8 +54,8 @@ worst 123.7 % (8 x Pi 4B, Llama 2 70B, under distributed-llama 0.1.0). By engine
   +62.0 % (Qwen3-235B in GPTQ-Int4 with expert parallelism), each all-reduce at NCCL's
   measured 31.9 us between two Sparks (roce-200g's allreduce_us).
 
-Baselines: 8 rows, median 17.7 % (Strix Halo +13.4 % and +21.9 %, M3 Ultra +9.7 %, Pi 5
-+5.5 % and +23.2 %, Pi 4B +0.6 %, the Spark's Q2_K runs +38.8 and +64.0 %). The Pi 5 rows run
+Baselines: 8 rows, median 17.2 % (Strix Halo +13.0 % and +21.5 %, M3 Ultra +9.3 %, Pi 5
++5.3 % and +23.0 %, Pi 4B +0.4 %, the Spark's Q2_K runs +38.8 and +64.0 %). The Pi 5 rows run
 distributed-llama: the same Pi 5 under llama.cpp (Ollama, calibration/measurements.yaml,
 three models) is predicted within 10 %, so the Llama 3 8B row's +23.2 % is the engine's
 kernels (its output head, distributed-llama.md), not the device's bandwidth. The Spark's
