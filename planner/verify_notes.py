@@ -11,6 +11,9 @@ from collections import Counter
 from planner.catalog import Catalog
 from planner.estimator.designs import carbon_unknown_left_out
 from planner.estimator.economics import (
+    LEFT_OUT_NOTE,
+    UNKNOWN_EMBODIED_NOTE,
+    carbon_notes,
     carbon_promise,
     demand_quantization,
     device_prices,
@@ -61,8 +64,6 @@ def check_training_notes(plan: Plan, problem: Problem, cat: Catalog) -> None:
 
 # The start of each note the plan builder writes from the problem and the catalog alone.
 _DEMAND = "demand: the "
-_UNKNOWN_EMBODIED = "the catalog has no embodied-carbon figure for "
-_LEFT_OUT = " devices without an embodied-carbon figure in the catalog were left out ("
 
 
 def _problem_notes(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
@@ -73,22 +74,8 @@ def _problem_notes(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
     if (merged := demand_quantization(problem)) is not None:
         notes.append(merged.note())
     unknown = (plan.carbon.embodied_unknown if plan.carbon else None) or ()
-    if unknown:
-        notes.append(
-            f"{_UNKNOWN_EMBODIED}{', '.join(unknown)}: their making "
-            "is not counted, so embodied and total carbon are lower bounds (give embodied_kgco2e "
-            "in a catalog overlay to count it)"
-        )
     left_out = carbon_unknown_left_out(problem, cat)
-    if left_out:
-        shown = ", ".join(left_out[:8]) + (
-            f" and {len(left_out) - 8} more" if len(left_out) > 8 else ""
-        )
-        notes.append(
-            f"{carbon_promise(problem)}: {len(left_out)}{_LEFT_OUT}{shown}), so the promise does "
-            "not rest on a 0 kg that means unknown; give embodied_kgco2e in a catalog overlay to "
-            "plan with them"
-        )
+    notes += carbon_notes(unknown, left_out, carbon_promise(problem))
     return notes
 
 
@@ -100,6 +87,6 @@ def check_problem_notes(plan: Plan, problem: Problem, cat: Catalog) -> None:
         if note not in plan.notes:
             fail(problem, f"`notes`: missing `{note}`")
     for i, note in enumerate(plan.notes):
-        ours = note.startswith((_DEMAND, _UNKNOWN_EMBODIED)) or _LEFT_OUT in note
+        ours = note.startswith((_DEMAND, UNKNOWN_EMBODIED_NOTE)) or LEFT_OUT_NOTE in note
         if ours and note not in want:
             fail(problem, f"`notes.{i}`: `{note}`, the problem and the catalog give {want}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ideal_factors import IDEAL
 
 from planner.catalog import load_catalog
 from planner.estimator.architecture import active_params, total_params
@@ -22,15 +23,6 @@ from planner.estimator.perf import decode_step_seconds, expected_experts_touched
 from planner.schema.catalog import ModelArch
 
 CAT = load_catalog()
-
-# Zero overheads and perfect efficiency: the pure roofline, for hand arithmetic.
-IDEAL = {
-    "bandwidth": 1.0,
-    "compute": 1.0,
-    "layer_overhead_us": 0.0,
-    "step_overhead_us": 0.0,
-    "dequant_ops_per_weight": 0.0,
-}
 
 
 @pytest.mark.parametrize("model_id", sorted(CAT.models))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ideal_factors import IDEAL
 from typer.testing import CliRunner
 
 from planner.catalog import load_catalog, use_overlays
@@ -26,14 +27,6 @@ from planner.estimator.replica import StageSpec, inference_replica, layer_estima
 from planner.estimator.support import engine_kernels, engine_times
 
 CAT = load_catalog()
-# Every single-prompt and overhead factor at 1, the batched serving factors as shipped.
-IDEAL = {
-    "bandwidth": 1.0,
-    "compute": 1.0,
-    "layer_overhead_us": 0.0,
-    "step_overhead_us": 0.0,
-    "dequant_ops_per_weight": 0.0,
-}
 
 
 def _prefill_s(*args: str) -> float:

@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+from ideal_factors import IDEAL
 from typer.testing import CliRunner
 
 from planner.catalog import load_catalog
@@ -30,13 +31,6 @@ from planner.estimator.tensor_rates import fp16_accumulate_flops
 from planner.schema.model_params import expert_params
 
 CAT = load_catalog()
-IDEAL = {
-    "bandwidth": 1.0,
-    "compute": 1.0,
-    "layer_overhead_us": 0.0,
-    "step_overhead_us": 0.0,
-    "dequant_ops_per_weight": 0.0,
-}
 
 
 @pytest.mark.parametrize(

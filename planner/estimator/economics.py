@@ -367,6 +367,34 @@ def carbon_promise(problem: Problem) -> str | None:
     return "objective.goal: min_carbon" if problem.objective.goal == "min_carbon" else None
 
 
+# The wording of the carbon notes a plan carries (planner.plan.build writes them, planner.verify
+# rebuilds them from its own recount and recognises them by these pieces).
+UNKNOWN_EMBODIED_NOTE = "the catalog has no embodied-carbon figure for "
+LEFT_OUT_NOTE = " devices without an embodied-carbon figure in the catalog were left out ("
+
+
+def carbon_notes(unknown: Sequence[str], left_out: Sequence[str], promise: str | None) -> list[str]:
+    """What the carbon figures leave out: the plan's devices without an embodied figure
+    (`unknown`: its figures are lower bounds), or those the carbon `promise` kept out of the
+    plan for lacking one (`left_out`)."""
+    notes = []
+    if unknown:
+        notes.append(
+            f"{UNKNOWN_EMBODIED_NOTE}{', '.join(unknown)}: their making is not counted, so "
+            "embodied and total carbon are lower bounds (give embodied_kgco2e in a catalog "
+            "overlay to count it)"
+        )
+    if left_out:
+        shown = ", ".join(left_out[:8]) + (
+            f" and {len(left_out) - 8} more" if len(left_out) > 8 else ""
+        )
+        notes.append(
+            f"{promise}: {len(left_out)}{LEFT_OUT_NOTE}{shown}), so the promise does not rest on "
+            "a 0 kg that means unknown; give embodied_kgco2e in a catalog overlay to plan with them"
+        )
+    return notes
+
+
 def embodied_unknown(devices: Sequence[str], cat: Catalog) -> tuple[str, ...]:
     """The device ids among `devices` (once each, in order) without an embodied-carbon figure."""
     ids = dict.fromkeys(d for d in devices if cat.accelerator(d).embodied_kgco2e is None)

@@ -6,7 +6,7 @@ All figures in bytes. Sources are named beside each formula.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -323,6 +323,19 @@ def expert_split(
     return split if np.ndim(d) else float(split[0])
 
 
+def _zero_shards(
+    weights: Any, grads: Any, opt: Any, zero_stage: int, ranks: Any
+) -> tuple[Any, Any, Any]:
+    """(weights, gradients, optimizer state) per device with ZeRO at `zero_stage` sharding them
+    over `ranks` (Rajbhandari et al. 2020): stage 1 the optimizer state, 2 the gradients too,
+    3 the weights too."""
+    return (
+        weights / ranks if zero_stage >= 3 else weights,
+        grads / ranks if zero_stage >= 2 else grads,
+        opt / ranks if zero_stage >= 1 else opt,
+    )
+
+
 def _training_parts(
     m: ModelArch,
     setup: TrainingSetup,
@@ -354,21 +367,10 @@ def _training_parts(
         grads = 2.0 * adapters
         opt = ADAPTER_OPTIMIZER_BYTES[setup.optimizer] * adapters
         experts = (frozen, 0.0, 0.0)
-    if z >= 1:
-        opt = opt / d
-    if z >= 2:
-        grads = grads / d
-    if z >= 3:
-        weights = weights / d
+    weights, grads, opt = _zero_shards(weights, grads, opt, z, d)
     split = expert_split(m, setup, d)
     rest = t * d / split  # the expert data-parallel group ZeRO shards the experts over
-    ew, eg, eo = (x / split for x in experts)
-    if z >= 1:
-        eo = eo / rest
-    if z >= 2:
-        eg = eg / rest
-    if z >= 3:
-        ew = ew / rest
+    ew, eg, eo = _zero_shards(experts[0] / split, experts[1] / split, experts[2] / split, z, rest)
     act = activation_bytes_per_layer(m, setup) * n
     if setup.recompute == "full":
         # One block's full activations are rematerialized at a time during backward.

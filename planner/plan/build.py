@@ -17,6 +17,7 @@ from planner.estimator.economics import (
     RENT_MODES,
     DeviceEconomics,
     break_even_utilization,
+    carbon_notes,
     carbon_promise,
     cloud_host_watts,
     demand_quantization,
@@ -441,27 +442,9 @@ def _carbon_devices(plan: Plan) -> list[str]:
 
 
 def _carbon_notes(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
-    """What the carbon figures leave out: devices of the plan without an embodied figure (the
-    figures are lower bounds), or those a carbon promise kept out of the plan for lacking one."""
-    notes = []
+    """What the carbon figures leave out (economics.carbon_notes)."""
     unknown = (plan.carbon.embodied_unknown if plan.carbon else None) or ()
-    if unknown:
-        notes.append(
-            f"the catalog has no embodied-carbon figure for {', '.join(unknown)}: their making "
-            "is not counted, so embodied and total carbon are lower bounds (give embodied_kgco2e "
-            "in a catalog overlay to count it)"
-        )
-    left_out = carbon_unknown_left_out(problem, cat)
-    if left_out:
-        shown = ", ".join(left_out[:8]) + (
-            f" and {len(left_out) - 8} more" if len(left_out) > 8 else ""
-        )
-        notes.append(
-            f"{carbon_promise(problem)}: {len(left_out)} devices without an embodied-carbon "
-            f"figure in the catalog were left out ({shown}), so the promise does not rest on a "
-            "0 kg that means unknown; give embodied_kgco2e in a catalog overlay to plan with them"
-        )
-    return notes
+    return carbon_notes(unknown, carbon_unknown_left_out(problem, cat), carbon_promise(problem))
 
 
 def objective_figures(plan: Plan, problem: Problem) -> Figures:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import ConfigDict, Field, WithJsonSchema, model_validator
 
@@ -31,30 +31,23 @@ from planner.schema.units import (
 from planner.schema.yaml_io import Located, read_yaml, validate
 
 # Whole-replica figures: a replica of `devices` devices at a batch (the calibration table's rows).
-REPLICA_METRICS = (
+ReplicaMetric = Literal[
     "decode_tokens_per_s",
     "prefill_tokens_per_s",
     "train_tokens_per_s_per_device",
     "train_mfu",
     "peak_memory_gb",
     "ms_per_output_token",
-)
+]
 # Figures of one device type in a serving workload: the time per transformer block of a decode
 # step (by batch) or of one prompt's prefill (by prompt length), the memory one device may fill,
 # and the requests/s of one request class a single-stage replica sustains.
-WORKLOAD_METRICS = ("decode_ms_per_layer", "prefill_ms_per_layer", "memory_gb", "requests_per_s")
-Metric = Literal[
-    "decode_tokens_per_s",
-    "prefill_tokens_per_s",
-    "train_tokens_per_s_per_device",
-    "train_mfu",
-    "peak_memory_gb",
-    "ms_per_output_token",
-    "decode_ms_per_layer",
-    "prefill_ms_per_layer",
-    "memory_gb",
-    "requests_per_s",
+WorkloadMetric = Literal[
+    "decode_ms_per_layer", "prefill_ms_per_layer", "memory_gb", "requests_per_s"
 ]
+Metric = Literal[ReplicaMetric, WorkloadMetric]
+REPLICA_METRICS: tuple[str, ...] = get_args(ReplicaMetric)
+WORKLOAD_METRICS: tuple[str, ...] = get_args(WorkloadMetric)
 
 _TEXT = {"type": "string", "description": "a number with its unit"}
 REQUEST_RATE = Family(
