@@ -1,0 +1,109 @@
+"""Machines the published pooled runs were measured on: each catalog figure pinned to its source,
+and one `planner estimate` per machine."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hostile_cli import run
+
+from planner.catalog import load_catalog
+from planner.estimator.devices import device_table
+from planner.estimator.formats import weight_format
+from planner.estimator.memory import weight_bytes
+from planner.estimator.perf import decode_step_seconds
+from planner.estimator.support import runtimes
+
+CAT = load_catalog()
+IDEAL = {"bandwidth": 1.0, "layer_overhead_us": 0.0, "step_overhead_us": 0.0}
+
+
+def test_c3d_highcpu_30_is_its_core_share_of_a_genoa_socket() -> None:
+    # Google's C3D table: c3d-highcpu-30 = 30 vCPUs at two per core (15 Zen 4 cores), 59 GB.
+    # No bandwidth is published for the VM: its share of one Genoa socket, 15 of 96 cores, of
+    # the wire rate (12 x DDR5-4800 x 8 bytes = 460.8 GB/s) and of the STREAM rate (378 GB/s per
+    # socket, Micron's Genoa validation, as the EPYC 9654 entry).
+    vm, epyc = CAT.accelerator("gcp-c3d-highcpu-30"), CAT.accelerator("epyc-9654-768gb")
+    assert (vm.memory.size, vm.memory.unit, vm.architecture) == (59, "GB", "zen4")
+    share = 15 / 96
+    assert vm.memory.bandwidth_gb_s == pytest.approx(12 * 4800e6 * 8 / 1e9 * share, abs=0.1)
+    assert vm.memory.achievable_bandwidth_gb_s == pytest.approx(378 * share, abs=0.05)
+    assert epyc.memory.achievable_bandwidth_gb_s == 378
+    # 15 cores x 32 FP32 FLOP per clock (AVX-512 on a 256-bit path) x 3.7 GHz, Google's maximum.
+    assert vm.dense_tflops.fp32 == pytest.approx(15 * 32 * 3.7e9 / 1e12, abs=0.01)
+    assert vm.dense_tflops.bf16 == pytest.approx(2 * 15 * 32 * 3.7e9 / 1e12, abs=0.01)
+    assert vm.power.tdp_w == pytest.approx(360 * share, abs=0.5)  # the EPYC 9654's 360 W, shared
+    assert vm.sources["achievable_bandwidth"] == "micron-epyc-genoa-stream"
+
+
+def test_a_memory_bound_step_on_the_vm_streams_at_its_share_of_the_socket() -> None:
+    # With ideal factors a batch-1 BF16 decode step reads the same bytes on both (and is memory-
+    # bound on both: 2 FLOP per weight against 3.55 and 14.7 TFLOPS BF16): the VM takes
+    # 378 / 59.1 of the socket's time.
+    vm, epyc = CAT.accelerator("gcp-c3d-highcpu-30"), CAT.accelerator("epyc-9654-768gb")
+    table = device_table([vm, epyc], {vm.id: IDEAL, epyc.id: IDEAL})
+    assert table.bandwidth_bytes_s[0] == pytest.approx(59.1e9)
+    step = decode_step_seconds(
+        CAT.model("llama-2-7b"), weight_format("bf16"), 1.0, table, batch=1, context=0
+    )
+    assert float(step[0] / step[1]) == pytest.approx(378 / 59.1, rel=1e-3)
+
+
+def test_bc250_is_its_published_gddr6_and_measured_rates() -> None:
+    # 16 GB GDDR6 at 14 Gbps on a 256-bit bus = 448 GB/s (BC-250 community specifications);
+    # clpeak measures 350-367 GB/s (SkillFishOS), the midpoint used; vkpeak 6,141 GFLOPS FP32 on
+    # the stock 24 CUs, FP16 twice that (RDNA 2 packed math); a llama.cpp run on one board used
+    # 9.48 GiB of GTT with 2.03 GiB left (bc250-llama-cluster), 11.5 of 16 GiB.
+    bc = CAT.accelerator("bc250")
+    assert bc.memory.bandwidth_gb_s == pytest.approx(14e9 * 256 / 8 / 1e9)
+    assert bc.memory.bus_width_bits == 256
+    assert bc.memory.achievable_bandwidth_gb_s == pytest.approx((350 + 367) / 2)
+    assert bc.memory.gpu_share == pytest.approx((9.48 + 2.03) / 16, abs=0.005)
+    assert bc.dense_tflops.fp32 == pytest.approx(6.141, abs=0.005)
+    assert bc.dense_tflops.fp16 == pytest.approx(2 * 6.141, abs=0.01)
+    assert (bc.power.tdp_w, bc.power.idle_w) == (220, 65)
+
+
+def test_bc250_runs_llama_cpp_on_vulkan_only() -> None:
+    # gfx1013 is not among ROCm's library targets: only llama.cpp's Vulkan backend runs it.
+    found = {
+        (r.engine, r.backend) for r in runtimes(CAT, CAT.accelerator("bc250"), "q4_k_m", "fp16")
+    }
+    assert found == {("llama.cpp", "vulkan")}
+
+
+def _tpot_ms(out: str) -> float:
+    m = re.search(r"time per output token\s*│\s*([\d.]+) ms", out)
+    assert m, out
+    return float(m.group(1))
+
+
+def test_estimate_on_the_c3d_vm_under_distributed_llama() -> None:
+    # Llama 2 7B in Q4_0 (block_q4_0: 4.5 bits a weight) fits one VM; a token reads at least
+    # every weight once at the VM's 59.1 GB/s.
+    args = ("estimate", "-m", "llama-2-7b", "-d", "gcp-c3d-highcpu-30", "--weights", "q4_0")
+    code, out = run(
+        *args,
+        "--kv",
+        "fp32",
+        "--context",
+        "256",
+        "--prompt",
+        "128",
+        "--engine",
+        "distributed-llama-0.3",
+    )
+    assert code == 0 and "fits on one device" in out and "memory-bound" in out
+    floor_ms = weight_bytes(CAT.model("llama-2-7b"), weight_format("q4_0")) / 59.1e9 * 1e3
+    assert floor_ms == pytest.approx(6.74e9 * 4.5 / 8 / 59.1e9 * 1e3, rel=0.02)
+    assert floor_ms < _tpot_ms(out) < 2 * floor_ms
+
+
+def test_estimate_on_bc250_under_llama_cpp_vulkan() -> None:
+    # Llama 3.1 8B in Q4_K_M fits one board's 11.5 GiB; at least the weights over 358.5 GB/s.
+    args = ("estimate", "-m", "llama-3.1-8b", "-d", "bc250", "--weights", "q4_k_m")
+    code, out = run(*args, "--context", "256", "--prompt", "128")
+    assert code == 0 and "fits on one device" in out and "llama.cpp" in out
+    floor_ms = weight_bytes(CAT.model("llama-3.1-8b"), weight_format("q4_k_m")) / 358.5e9 * 1e3
+    assert floor_ms < _tpot_ms(out) < 2 * floor_ms
