@@ -1,11 +1,14 @@
 """Machines the published pooled runs were measured on: each catalog figure pinned to its source,
-and one `planner estimate` per machine."""
+one `planner estimate` per machine, and the benchmark rows that now map to them."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from hostile_cli import run
 
 from planner.catalog import load_catalog
@@ -16,6 +19,9 @@ from planner.estimator.perf import decode_step_seconds
 from planner.estimator.support import runtimes
 
 CAT = load_catalog()
+ROWS = yaml.safe_load(
+    (Path(__file__).resolve().parent.parent / "benchmarks/pooled/published.yaml").read_text()
+)["rows"]
 IDEAL = {"bandwidth": 1.0, "layer_overhead_us": 0.0, "step_overhead_us": 0.0}
 
 
@@ -107,3 +113,30 @@ def test_estimate_on_bc250_under_llama_cpp_vulkan() -> None:
     assert code == 0 and "fits on one device" in out and "llama.cpp" in out
     floor_ms = weight_bytes(CAT.model("llama-3.1-8b"), weight_format("q4_k_m")) / 358.5e9 * 1e3
     assert floor_ms < _tpot_ms(out) < 2 * floor_ms
+
+
+def _row(rid: str) -> dict[str, Any]:
+    return next(r for r in ROWS if r["id"] == rid)
+
+
+def test_the_cloud_vm_rows_map_and_only_the_pooled_ones_lack_a_link() -> None:
+    gcp = [r for r in ROWS if r["id"].startswith("dllama-gcp-")]
+    assert len(gcp) == 9
+    for r in gcp:
+        assert r["catalog"]["machines"][0]["accelerator"] == "gcp-c3d-highcpu-30", r["id"]
+        assert r["catalog"]["engine"] == "distributed-llama-0.3"  # the table ran 0.1.0
+        if r.get("single_machine_baseline"):
+            assert "why_not" not in r, r["id"]
+        else:
+            assert r["catalog"]["link"] is None and r["why_not"].startswith("link:"), r["id"]
+
+
+def test_rows_whose_source_omits_the_machine_say_so() -> None:
+    for rid in ("dllama-2x-nuc12-r1-distill-llama-8b", "dllama-1x-nuc12-baseline"):
+        assert "catalog" not in _row(rid)
+        assert "source does not state the NUC's CPU model or its memory" in _row(rid)["why_not"]
+    assert "omits which M1" in _row("dllama-2x-macbook-llama3-8b")["why_not"]
+    assert "omits the Mac Studios' chip" in _row("exo-3x-macstudio-llama31-405b")["why_not"]
+    for rid in ("llamacpp-rpc-2x-bc250-ministral-8b", "llamacpp-rpc-2x-bc250-qwen36-35b-a3b"):
+        why = _row(rid)["why_not"]
+        assert why.startswith("device: bc250") and "model: no" in why
