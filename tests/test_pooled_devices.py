@@ -17,6 +17,8 @@ from planner.estimator.formats import weight_format
 from planner.estimator.memory import weight_bytes
 from planner.estimator.perf import decode_step_seconds
 from planner.estimator.support import runtimes
+from planner.schema.problem import Problem
+from planner.solve import solve_problem
 
 CAT = load_catalog()
 ROWS = yaml.safe_load(
@@ -140,3 +142,31 @@ def test_rows_whose_source_omits_the_machine_say_so() -> None:
     for rid in ("llamacpp-rpc-2x-bc250-ministral-8b", "llamacpp-rpc-2x-bc250-qwen36-35b-a3b"):
         why = _row(rid)["why_not"]
         assert why.startswith("device: bc250") and "model: no" in why
+
+
+@pytest.mark.parametrize(("device", "owned"), [("bc250", 2), ("gcp-c3d-highcpu-30", 2)])
+def test_owned_machines_are_planned_and_verified(device: str, owned: int) -> None:
+    # Llama 3.1 8B in Q4_K_M (4.9 GB) fits one of either; two owned machines, no purchase.
+    doc: dict[str, Any] = {
+        "name": "owned",
+        "workloads": [
+            {
+                "name": "serve",
+                "model": "llama-3.1-8b",
+                "weights": "q4_k_m",
+                "kv": "fp16",
+                "context_tokens": 4096,
+                "prompt_tokens": 256,
+                "concurrency": 2,
+                "min_tokens_per_s": 5,
+            }
+        ],
+        "constraints": {
+            "allowed_devices": [device],
+            "inventory": [{"device": device, "count": owned}],
+        },
+    }
+    plan = solve_problem(Problem.model_validate(doc), time_limit=20)
+    assert plan.status == "OPTIMAL", plan.notes
+    assert all(d.bought == 0 for d in plan.devices)
+    assert {n.type for n in plan.nodes if n.hosts == device} == {"soc-standalone"}
