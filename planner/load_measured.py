@@ -270,7 +270,7 @@ def _check_speeds(cat: Catalog, where: Where, i: int, w: InferenceWorkload) -> N
         return
     # The least a token reads of one block's weights: the smallest block's (an MoE block's
     # active experts), in the workload's format.
-    bits = weight_format(w.weights).bits_per_weight
+    bits = weight_format(w.weights).least_bits
     read = min(g.active_params for g in block_groups(m)) * bits / 8
     decode: dict[tuple[str, int], list[tuple[int, float, Loc]]] = {}
     for (key, j), p in w.measured_entries:

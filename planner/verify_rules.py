@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from planner.catalog import Catalog
 from planner.errors import PlannerError
 from planner.estimator.confidence import CONFIDENCE, design_confidence
+from planner.estimator.formats import format_parts
 from planner.estimator.hosts import carries_scale_up, host_options, tp_limit
 from planner.estimator.network import network_link
 from planner.estimator.request_mix import class_workload
@@ -295,13 +296,15 @@ def _heterogeneous(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
 
 def _supported(cat: Catalog, engine: str, backend: str, device: str, w: InferenceWorkload) -> bool:
     """A support row names this engine and backend for the device's architecture and the
-    workload's formats (experimental rows only for an engine the workload names)."""
+    workload's formats (experimental rows only for an engine the workload names); a file
+    mixed per tensor class needs a row that runs both of its formats."""
     arch = cat.accelerator(device).architecture
+    parts = format_parts(w.weights)
     return any(
         row.engine == engine
         and row.backend == backend
         and arch in row.architectures
-        and w.weights in row.weights
+        and all(p in row.weights for p in parts)
         and w.kv in row.kv
         and (not row.experimental or w.engine == engine)
         and not gguf_row_refused(cat, row.engine, row.experimental, w.weights)

@@ -23,6 +23,14 @@ class WeightFormat:
     # Its 8-bit path multiplies block-scaled (MX) operands, which engines do only on datacenter
     # parts with FP4 tensor cores (planner.estimator.devices._block_scaled_mma).
     block_scaled: bool = False
+    # A file mixed per tensor class (mixed_format): the routed experts' bits per weight, where
+    # bits_per_weight is then every other block weight's (attention, shared experts, dense FFNs).
+    expert_bits: float | None = None
+
+    @property
+    def least_bits(self) -> float:
+        """The fewest bits any block weight takes (for floors that must stay generous)."""
+        return min(self.bits_per_weight, self.expert_bits or self.bits_per_weight)
 
 
 _F16: tuple[Precision, ...] = ("fp16", "bf16")
@@ -84,6 +92,21 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
             block_scaled=True,
         ),
         # NVFP4: 16 FP4 values share an FP8 (E4M3) scale: 4 + 8/16 = 4.5 (NVIDIA Blackwell docs).
+        # OCP Microscaling MXFP8: 32 FP8 (E4M3) values share an 8-bit E8M0 exponent: 8 + 8/32 =
+        # 8.25 bits (OCP MX Formats spec v1.0, section 5; MLX's mode="mxfp8", group 32, no bias;
+        # TransformerEngine's MXFP8 recipe: E4M3 with one E8M0 scale per 32). Engines keep the
+        # embedding and the head in 16-bit as for MXFP4. MXFP8 x MXFP8 runs on the tensor cores
+        # that take block-scaled operands (SM 10.0, TransformerEngine), so its 8-bit rate is the
+        # datacenter Blackwell one; elsewhere (MLX on Apple silicon) it is dequantized to 16-bit.
+        WeightFormat(
+            "mxfp8",
+            8 + 8 / 32,
+            16,
+            ("fp8", *_F16),
+            True,
+            "OCP MX Formats spec v1.0; MLX quantize mode mxfp8",
+            block_scaled=True,
+        ),
         WeightFormat("nvfp4", 4.5, 16, ("fp4", *_F16), False, "NVIDIA Blackwell NVFP4"),
         # MLX affine quantization (mlx-lm convert -q): group 64 with an fp16 scale and an fp16
         # bias per group, 4 + 32/64 = 4.5 and 8 + 32/64 = 8.5 bits; mlx-lm quantizes the
@@ -110,14 +133,76 @@ KV_BYTES: dict[str, float] = {
 }
 
 
+EXPERTS_SUFFIX = "-experts"
+MIX_EXAMPLE = "mxfp4-experts+mlx-q8"
+
+
 def weight_format(name: str) -> WeightFormat:
+    """The format named `name`: a catalog format, or a per-tensor-class mix of two of them
+    (`mxfp4-experts+mlx-q8`: routed experts in MXFP4, every other weight in MLX 8-bit)."""
+    if "+" in name:
+        return mixed_format(name)
     try:
         return WEIGHT_FORMATS[name]
     except KeyError:
         raise InputError(
             f"unknown weight format `{name}`{did_you_mean(name, WEIGHT_FORMATS)}"
-            f" (choices: {', '.join(WEIGHT_FORMATS)})"
+            f" (choices: {', '.join(WEIGHT_FORMATS)}, or a mix such as `{MIX_EXAMPLE}`)"
         ) from None
+
+
+def format_parts(name: str) -> tuple[str, ...]:
+    """The catalog formats `name` is made of: itself, or a mix's two (experts first)."""
+    if "+" not in name:
+        return (name,)
+    experts, rest = _mix_parts(name)
+    return (experts, rest)
+
+
+def _mix_parts(name: str) -> tuple[str, str]:
+    """(experts' format, the rest's format) of a mix `EXPERTS-experts+REST`, or a clear error."""
+    parts = name.split("+")
+    tagged = [p for p in parts if p.endswith(EXPERTS_SUFFIX)]
+    if len(parts) != 2 or len(tagged) != 1:
+        raise InputError(
+            f"weight format `{name}`: a mixed file is two catalog formats joined by `+`, the "
+            f"routed experts' one ending in `{EXPERTS_SUFFIX}`, e.g. `{MIX_EXAMPLE}` (experts "
+            "in MXFP4, every other weight in MLX 8-bit)"
+        )
+    experts = tagged[0].removesuffix(EXPERTS_SUFFIX)
+    rest = parts[1] if parts[0] == tagged[0] else parts[0]
+    for part in (experts, rest):
+        if part not in WEIGHT_FORMATS:
+            raise InputError(
+                f"weight format `{name}`: unknown format `{part}`"
+                f"{did_you_mean(part, WEIGHT_FORMATS)} (choices: {', '.join(WEIGHT_FORMATS)})"
+            )
+        if part in GGUF_FORMATS:
+            raise InputError(
+                f"weight format `{name}`: `{part}` is a GGUF type; a GGUF file states its own "
+                "mix of block types: name the file's type (q4_k_m, ud-q2_k_xl ...) instead"
+            )
+    return experts, rest
+
+
+def mixed_format(name: str) -> WeightFormat:
+    """A file whose routed experts are in one format and every other block weight in another
+    (mlx-lm's mixed recipes, e.g. mlx-community's GLM-5.1-MXFP4-Q8: MXFP4 experts, 8-bit
+    affine elsewhere). Bytes are counted per tensor class (planner.estimator.memory and
+    perf.touched_weight_bits); the embedding and head take the rest's format; the device runs
+    the tensor precisions both formats run, the rest's order first (16-bit at worst)."""
+    e, r = (WEIGHT_FORMATS[p] for p in _mix_parts(name))
+    compute = tuple(p for p in r.compute if p in e.compute) or _F16
+    return WeightFormat(
+        name,
+        r.bits_per_weight,
+        r.embedding_bits,
+        compute,
+        e.weight_only or r.weight_only,
+        f"experts: {e.source}; the rest: {r.source}",
+        block_scaled=e.block_scaled or r.block_scaled,
+        expert_bits=e.bits_per_weight,
+    )
 
 
 def kv_bytes(name: str) -> float:

@@ -29,7 +29,7 @@ def check_speeds(table: MeasurementFile, doc: Located, m: ModelArch, cat: Catalo
         fmt = WEIGHT_FORMATS.get(r.weights or "")
         if r.model != m.id or r.metric != "decode_tokens_per_s" or not (acc and fmt and r.batch):
             continue
-        read = blocks * fmt.bits_per_weight / 8
+        read = blocks * fmt.least_bits / 8
         bandwidth = acc.memory.bandwidth_gb_s
         least = weight_read_seconds(read, r.devices, bandwidth)
         step = r.batch / r.value

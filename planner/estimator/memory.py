@@ -63,8 +63,13 @@ class MemoryBreakdown:
 
 
 def block_weight_bytes(m: ModelArch, fmt: WeightFormat) -> float:
-    """Bytes of all transformer blocks in `fmt`."""
-    return sum(g.count * g.params for g in block_groups(m)) * fmt.bits_per_weight / 8
+    """Bytes of all transformer blocks in `fmt`; in a file mixed per tensor class
+    (formats.mixed_format) the routed experts at their own bits, the rest at the format's."""
+    blocks = sum(g.count * g.params for g in block_groups(m))
+    if fmt.expert_bits is None:
+        return blocks * fmt.bits_per_weight / 8
+    routed = routed_expert_params(m)
+    return ((blocks - routed) * fmt.bits_per_weight + routed * fmt.expert_bits) / 8
 
 
 def end_weight_bytes(m: ModelArch, fmt: WeightFormat) -> tuple[float, float]:

@@ -66,6 +66,19 @@ def weight_params_touched_per_layer(m: ModelArch, tokens: float | Array) -> Arra
     return np.asarray(total / m.num_layers)
 
 
+def touched_weight_bits(m: ModelArch, fmt: WeightFormat, tokens: float | Array) -> Array:
+    """Bits per weight of those one step over `tokens` tokens reads (weight_params_touched_per_
+    layer): the format's, or in a file mixed per tensor class (formats.mixed_format) the
+    average of the routed experts' bits over the experts hit and the rest's over the rest."""
+    if fmt.expert_bits is None or m.moe is None:
+        return np.full(np.shape(tokens), fmt.bits_per_weight)
+    moe_blocks = sum(g.count for g in block_groups(m) if g.kind == "moe")
+    hit = expected_experts_touched(m.moe.num_experts, m.moe.experts_per_token, tokens)
+    routed = moe_blocks * hit * expert_params(m) / m.num_layers
+    total = weight_params_touched_per_layer(m, tokens)
+    return np.asarray((fmt.bits_per_weight * (total - routed) + fmt.expert_bits * routed) / total)
+
+
 def active_params_per_layer(m: ModelArch) -> float:
     return sum(g.count * g.active_params for g in block_groups(m)) / m.num_layers
 
@@ -115,7 +128,7 @@ def _decode_roofline(
     2020, table 1). Tensor parallelism divides both, the KV reads as far as the KV heads split.
     """
     weights = weight_params_touched_per_layer(m, batch)
-    w_bytes = weights * fmt.bits_per_weight / 8
+    w_bytes = weights * touched_weight_bits(m, fmt, batch) / 8
     attended = attended_tokens(m, context)
     kv_read = batch * attended * kv_elements_per_token_per_layer(m) * kv_dtype_bytes
     flops = batch * (
@@ -247,10 +260,11 @@ def prefill_layer_seconds(
     t_cmp = (linear * per_flop + attn / prefill_attention_peak(dev)) / (tp * dev.eff_compute)
     passes = np.maximum(np.ceil(np.asarray(tokens) / ubatch), 1.0)
     touched = passes * weight_params_touched_per_layer(m, per_pass)
-    t_mem = touched * fmt.bits_per_weight / 8 / tp / (dev.bandwidth_bytes_s * dev.eff_bandwidth)
+    bits = touched_weight_bits(m, fmt, per_pass)
+    t_mem = touched * bits / 8 / tp / (dev.bandwidth_bytes_s * dev.eff_bandwidth)
     # Releases without MMQ first write each quantized weight out as FP16 (2 bytes), a pass of
     # its own before the GEMM (prefill_path.prefill_dequant_rows).
-    dequant = touched * (fmt.bits_per_weight / 8 + 2.0) * prefill_dequant_rows(dev, fmt, kernels)
+    dequant = touched * (bits / 8 + 2.0) * prefill_dequant_rows(dev, fmt, kernels)
     t_deq = dequant / tp / (dev.bandwidth_bytes_s * dev.eff_bandwidth)
     t = np.maximum(t_cmp, t_mem) + t_deq + dev.layer_overhead_s
     t = t + _tp_allreduce_seconds(m, dev, tokens, tp, link_bytes_s, link_latency_s)
@@ -409,7 +423,7 @@ def _kernel_seconds(
     kv_fmt = weight_format("bf16" if kv_dtype_bytes >= 2 else "fp8")
     attn_compute = dev.peak_flops(kv_fmt) * dev.batched_compute(kv_fmt)
     attended = attended_tokens(m, context)
-    w_bytes = touched * fmt.bits_per_weight / 8
+    w_bytes = touched * touched_weight_bits(m, fmt, b + p) / 8
     kv_read = b * attended * kv_elements_per_token_per_layer(m) * kv_dtype_bytes
     linear = (b + p) * 2.0 * active_params_per_layer(m)
     attn = b * attention_flops_per_token_per_layer(m, attended) + p * (

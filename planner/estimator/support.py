@@ -17,7 +17,7 @@ from typing import TypedDict
 from planner.catalog import Catalog
 from planner.errors import InputError
 from planner.estimator.efficiency import load_efficiency
-from planner.estimator.formats import GGUF_FORMATS
+from planner.estimator.formats import GGUF_FORMATS, format_parts
 from planner.schema.catalog import Accelerator
 from planner.schema.problem import Constraints, InferenceWorkload
 from planner.schema.support import KernelFamily
@@ -46,7 +46,9 @@ def runtimes(cat: Catalog, device: Accelerator, weights: str, kv: str) -> list[R
     for row in cat.support:
         if gguf_row_refused(cat, row.engine, row.experimental, weights):
             continue
-        if arch in row.architectures and weights in row.weights and kv in row.kv:
+        # A mixed file (formats.mixed_format) runs where the row runs both of its formats.
+        listed = all(part in row.weights for part in format_parts(weights))
+        if arch in row.architectures and listed and kv in row.kv:
             key = (row.engine, row.backend)
             if key not in out or (out[key].experimental and not row.experimental):
                 out[key] = Runtime(row.engine, row.backend, row.experimental, row.source, row.date)

@@ -306,7 +306,10 @@ class InferenceWorkload(ProblemModel):
     kind: Literal["inference"] = "inference"
     model: CatalogId = Field(description="Catalog model id.")
     weights: CatalogId = Field(
-        "fp16", description="Weight format (fp16, bf16, fp8, int8, awq-int4, q4_k_m...)."
+        "fp16",
+        description="Weight format (fp16, bf16, fp8, int8, awq-int4, q4_k_m, mxfp8...), or a "
+        "file mixed per tensor class: `mxfp4-experts+mlx-q8` (routed experts in MXFP4, every "
+        "other weight in MLX 8-bit).",
     )
     kv: CatalogId = Field("fp16", description="KV-cache format (fp16, fp8, q8_0...).")
     engine: CatalogId | None = Field(

@@ -34,6 +34,7 @@ WEIGHT_FORMAT_IDS: tuple[str, ...] = (
     "q8_0",
     "nf4",
     "mxfp4",
+    "mxfp8",
     "nvfp4",
     "mlx-q4",
     "mlx-q8",
