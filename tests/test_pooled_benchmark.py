@@ -68,7 +68,9 @@ def test_every_row_cites_its_source_and_maps_or_says_why_not(raw: list[dict[str,
 def test_script_scores_every_expressible_row(run: ModuleType, raw: list[dict[str, Any]]) -> None:
     rows = run.load_rows()
     pairs = run.scored(rows)
-    assert {r.id for r, _ in pairs} == {x["id"] for x in raw if not x.get("why_not")}
+    # A row its source flags as pathological (`anomalous`) is scored apart, in no summary.
+    odd = {x["id"] for x in raw if x.get("anomalous") and not x.get("why_not")}
+    assert {r.id for r, _ in pairs} == {x["id"] for x in raw if not x.get("why_not")} - odd
     assert pairs, "no expressible row"
     for r, p in pairs:
         assert math.isfinite(p) and p > 0, r.id
@@ -78,6 +80,9 @@ def test_script_scores_every_expressible_row(run: ModuleType, raw: list[dict[str
     base = sum(bool(x.get("single_machine_baseline")) for x in raw)
     head = f"{len(raw)} rows ({len(raw) - base} pooled, {base} single-machine baselines)"
     assert f"{head}, {len(pairs)} expressible" in text
+    apart = text.split("Anomalous rows", 1)[-1] if odd else ""
+    assert all(f"| {i} |" in apart and f"- {i}: " in apart for i in odd)
+    assert not any(f"({i})" in line for i in odd for line in text.splitlines() if "median" in line)
     assert "Pooled: " in text and "median |deviation|" in text
     assert {f"- {r.id}: " for r in rows if r.why_not} <= set(
         line.split(":", 1)[0] + ": " for line in text.splitlines() if line.startswith("- ")

@@ -76,6 +76,10 @@ CUDA-graph pairs disagree in sign), and rows whose link is not stated (or not wh
 UD-Q2_K_XL, a weight format added from its file's size: 2.701 bits per weight), median 35.6 %,
 worst 248.6 %, not part of the result.
 
+A row its source flags as pathological (`anomalous: true` in published.yaml, with an
+`anomalous_note` saying why) is scored when it maps, in a table of its own, and kept out of
+every summary: the figure measures a fault the source names, not the setup.
+
 How a row is computed (planner estimator functions only; nothing is fitted on these rows, but
 two catalog figures come from one each: distributed-llama's time per exchange, from
 dllama-pr64-rpi5-2x-llama3-8b's transfer time, and distributed-llama-0.3's, from
@@ -142,6 +146,7 @@ class Row:
     baseline: bool = False
     why_not: str = ""
     link_only: bool = False  # the link is the only missing piece
+    anomalous: str = ""  # why the source calls its own figure pathological (scored apart)
     network_ms: float | None = None  # network time per token where the source states it
     spec: dict[str, Any] = field(default_factory=dict)  # the row's catalog mapping
     source: str = ""  # the source's url, or its title where it has none
@@ -153,6 +158,11 @@ def _context(r: dict[str, Any]) -> int:
     if prompt is not None and output is not None:
         return int(prompt + output / 2)
     return DEFAULT_CONTEXT
+
+
+def _anomalous(r: dict[str, Any]) -> str:
+    """Why the row's source calls its own figure pathological ("" for a row it does not)."""
+    return (r.get("anomalous_note") or "flagged by its source") if r.get("anomalous") else ""
 
 
 def _row(r: dict[str, Any]) -> Row:
@@ -172,6 +182,7 @@ def _row(r: dict[str, Any]) -> Row:
         baseline=bool(r.get("single_machine_baseline")),
         why_not=why,
         link_only=bool(why) and bool(cat) and cat.get("link") is None,
+        anomalous=_anomalous(r),
         network_ms=r["measured"].get("network_transfer_ms"),
         spec=dict(cat, context=_context(r), engine=cat.get("engine") or ENGINES.get(r["engine"])),
         source=r["source"].get("url") or r["source"].get("title", ""),
@@ -315,7 +326,7 @@ def scored(rows: list[Row], assume_link: str | None = None) -> list[tuple[Row, f
     """(row, planner tokens/s) for every expressible row, or with `assume_link` for every row
     whose only missing piece is the link."""
     if assume_link is None:
-        return [(r, predict(r.spec)) for r in rows if not r.why_not]
+        return [(r, predict(r.spec)) for r in rows if not r.why_not and not r.anomalous]
     return [(r, predict(r.spec, assume_link)) for r in rows if r.link_only]
 
 
@@ -354,11 +365,15 @@ def given_baseline(rows: list[Row]) -> list[tuple[Row, float, Row]]:
     its machines on the same model and weights, the planner's pooled tokens/s scaled by that
     measurement over the planner's own one-machine figure (what the planner predicts for the
     pool when the machine's speed is the measured one). (row, tokens/s, baseline row)."""
-    base = {(r.source, *_machine_of(r)): r for r in rows if r.baseline and not r.why_not}
+    base = {
+        (r.source, *_machine_of(r)): r
+        for r in rows
+        if r.baseline and not r.why_not and not r.anomalous
+    }
     out = []
     for r in rows:
         b = base.get((r.source, *_machine_of(r)))
-        if r.baseline or r.why_not or b is None or not _machine_of(r)[2]:
+        if r.baseline or r.why_not or r.anomalous or b is None or not _machine_of(r)[2]:
             continue
         out.append((r, predict(r.spec) * b.measured / predict(b.spec), b))
     return out
@@ -380,9 +395,12 @@ def summary(rows: list[Row], pairs: list[tuple[Row, float]]) -> list[str]:
     pooled = [(r, p) for r, p in pairs if not r.baseline]
     base = [(r, p) for r, p in pairs if r.baseline]
     n_pooled = sum(not r.baseline for r in rows)
+    odd = sum(bool(r.anomalous) and not r.why_not for r in rows)
+    apart = f"; {odd} anomalous, scored apart" if odd else ""
     lines = [
         f"{len(rows)} rows ({n_pooled} pooled, {len(rows) - n_pooled} single-machine baselines), "
-        f"{len(pairs)} expressible ({len(pooled)} pooled, {len(base)} single-machine baselines).",
+        f"{len(pairs)} expressible ({len(pooled)} pooled, {len(base)} single-machine "
+        f"baselines{apart}).",
         f"Pooled: {_stats(pooled)}.",
     ]
     by_engine: dict[str, list[tuple[Row, float]]] = defaultdict(list)
@@ -398,6 +416,17 @@ def report(rows: list[Row], assume_link: str | None = None) -> list[str]:
     pairs = scored(rows)
     lines = [*_table(pairs), "", *summary(rows, pairs), "", "Not expressible:", ""]
     lines += [f"- {r.id}: {r.why_not}" for r in rows if r.why_not]
+    odd = [(r, predict(r.spec)) for r in rows if r.anomalous and not r.why_not]
+    if odd:
+        lines += [
+            "",
+            "Anomalous rows: expressible, but their source calls its own figure pathological, "
+            "so they are scored here apart and kept out of every summary:",
+            "",
+            *_table(odd),
+            "",
+            *(f"- {r.id}: {r.anomalous}" for r, _ in odd),
+        ]
     split = given_baseline(rows)
     lines += [
         "",
