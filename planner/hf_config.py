@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from planner.errors import InputError
 from planner.estimator.architecture import total_params
-from planner.schema.catalog import MLA, ModelArch, MoE
+from planner.schema.catalog import MLA, LinearAttention, ModelArch, MoE
 from planner.schema.files import read_json
 
 _GATED_ACTS = {"silu", "swiglu", "gelu_pytorch_tanh", "gelu_new", "geglu"}
@@ -60,9 +60,94 @@ def load_hf_config(path: Path) -> ModelArch:
 _DEFAULT_GLOBAL_EVERY = {"gemma2": 2, "gemma3": 6, "gemma3_text": 6}
 
 # The attention kinds transformers accepts in `layer_types` (configuration_utils.py,
-# ALLOWED_LAYER_TYPES). Only "sliding_attention" keeps a window's worth of KV cache here; the
-# chunked and linear kinds are counted as full attention, which bounds their cache from above.
+# ALLOWED_LAYER_TYPES). "sliding_attention" keeps a window's worth of KV cache, "linear_attention"
+# a fixed recurrent state (_linear_attention); the chunked kind is counted as full attention,
+# which bounds its cache from above.
 _LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention")
+
+
+def _layer_types(path: Path, cfg: dict[str, Any], layers: int) -> list[str] | None:
+    """config.json's `layer_types` (one attention kind per layer), checked; None when absent."""
+    types = cfg.get("layer_types")
+    if types is None:
+        return None
+    if not isinstance(types, list) or len(types) != layers:
+        raise InputError(
+            f"{path}: `layer_types`: expected a list of {layers} attention kinds (one per "
+            f"layer, as num_hidden_layers says), got "
+            f"{len(types) if isinstance(types, list) else type(types).__name__}"
+            + (" entries" if isinstance(types, list) else "")
+        )
+    odd = [(j, t) for j, t in enumerate(types) if t not in _LAYER_TYPES]
+    if odd:
+        j, t = odd[0]
+        raise InputError(
+            f"{path}: `layer_types` entry {j + 1} of {layers}: {json.dumps(t)[:40]} is not an "
+            f"attention kind; write one of {', '.join(_LAYER_TYPES)} for each layer"
+        )
+    return [str(t) for t in types]
+
+
+# The dimensions of a Gated DeltaNet layer, config.json key -> LinearAttention field (Hugging Face
+# transformers' Qwen3NextConfig and Qwen3_5TextConfig).
+_LINEAR_KEYS = {
+    "linear_num_key_heads": "num_key_heads",
+    "linear_num_value_heads": "num_value_heads",
+    "linear_key_head_dim": "key_head_dim",
+    "linear_value_head_dim": "value_head_dim",
+    "linear_conv_kernel_dim": "conv_kernel_dim",
+}
+
+
+def _linear_attention(path: Path, cfg: dict[str, Any], layers: int) -> LinearAttention | None:
+    """The linear-attention layers of a hybrid model: those `layer_types` names
+    "linear_attention", or, without the list, every layer but each `full_attention_interval`-th
+    (transformers' Qwen3NextConfig: layer i is full attention when (i + 1) % interval == 0).
+    None when no layer is linear attention."""
+    types = _layer_types(path, cfg, layers)
+    if types is not None:
+        linear = sum(1 for t in types if t == "linear_attention")
+    elif cfg.get("full_attention_interval") is not None:
+        every = _whole(path, "full_attention_interval", cfg["full_attention_interval"])
+        linear = layers - layers // every
+    else:
+        return None
+    if not linear:
+        return None
+    missing = [k for k in _LINEAR_KEYS if cfg.get(k) is None]
+    if missing:
+        raise InputError(
+            f"{path}: {linear} of {layers} layers are linear attention, but `{missing[0]}` is "
+            f"missing; a Gated DeltaNet layer needs {', '.join(_LINEAR_KEYS)}: add them as the "
+            "model's published config.json gives them"
+        )
+    dims = {field: _whole(path, k, cfg[k]) for k, field in _LINEAR_KEYS.items()}
+    if dims["num_value_heads"] % dims["num_key_heads"]:
+        raise InputError(
+            f"{path}: `linear_num_value_heads`: {dims['num_value_heads']} value heads are no "
+            f"whole multiple of the {dims['num_key_heads']} of `linear_num_key_heads`; fix one "
+            "of the two"
+        )
+    return LinearAttention(layers=linear, **dims)
+
+
+def _shared_experts(path: Path, cfg: dict[str, Any], expert_width: int) -> int:
+    """Shared experts: `n_shared_experts` (DeepSeek), or `shared_expert_intermediate_size` in
+    routed experts' widths (Qwen2-MoE, Qwen3-Next, Qwen3.5: one shared expert of that width)."""
+    n = cfg.get("n_shared_experts")
+    if n not in (None, 0, False):
+        return _whole(path, "n_shared_experts", n)
+    width = cfg.get("shared_expert_intermediate_size")
+    if width in (None, 0, False):
+        return 0
+    w = _whole(path, "shared_expert_intermediate_size", width)
+    if w % expert_width:
+        raise InputError(
+            f"{path}: `shared_expert_intermediate_size`: {w} is no whole number of routed "
+            f"experts of width {expert_width} (`moe_intermediate_size`); the catalog counts the "
+            "shared expert in routed experts' widths: fix one of the two"
+        )
+    return w // expert_width
 
 
 def _sliding_window(path: Path, cfg: dict[str, Any], model_type: str) -> dict[str, int]:
@@ -77,22 +162,8 @@ def _sliding_window(path: Path, cfg: dict[str, Any], model_type: str) -> dict[st
     layers = _whole(
         path, "num_hidden_layers", cfg.get("num_hidden_layers") or cfg.get("num_layers") or 1
     )
-    types = cfg.get("layer_types")
+    types = _layer_types(path, cfg, layers)
     if types is not None:
-        if not isinstance(types, list) or len(types) != layers:
-            raise InputError(
-                f"{path}: `layer_types`: expected a list of {layers} attention kinds (one per "
-                f"layer, as num_hidden_layers says), got "
-                f"{len(types) if isinstance(types, list) else type(types).__name__}"
-                + (" entries" if isinstance(types, list) else "")
-            )
-        odd = [(j, t) for j, t in enumerate(types) if t not in _LAYER_TYPES]
-        if odd:
-            j, t = odd[0]
-            raise InputError(
-                f"{path}: `layer_types` entry {j + 1} of {layers}: {json.dumps(t)[:40]} is not an "
-                f"attention kind; write one of {', '.join(_LAYER_TYPES)} for each layer"
-            )
         local = sum(1 for t in types if t == "sliding_attention")
     elif cfg.get("sliding_window_pattern") is not None:
         # 0 or false is no pattern at all, not "none of the layers global": refused, not read
@@ -178,11 +249,12 @@ def _arch(path: Path, cfg: dict[str, Any]) -> ModelArch:
                 f"{path}: `first_k_dense_replace`: {dense_layers} dense layers first, more than "
                 f"the {layers} layers there are (`num_hidden_layers`): fix one of the two"
             )
+        expert_width = opt("moe_intermediate_size") or need("intermediate_size")
         moe = MoE(
             num_experts=n_experts,
             experts_per_token=per_token,
-            shared_experts=opt("n_shared_experts", 0) or 0,
-            expert_intermediate_size=opt("moe_intermediate_size") or need("intermediate_size"),
+            shared_experts=_shared_experts(path, cfg, expert_width),
+            expert_intermediate_size=expert_width,
             first_dense_layers=dense_layers,
             dense_intermediate_size=opt("intermediate_size") if dense_layers else None,
         )
@@ -223,6 +295,11 @@ def _arch(path: Path, cfg: dict[str, Any]) -> ModelArch:
         "extra_norms_per_layer": 2 if model_type == "gemma2" else 0,
         "moe": moe,
         "mla": mla,
+        # Qwen3-Next's attention always gates its output (Qwen3NextAttention); Qwen3.5 says so.
+        "attention_output_gate": bool(cfg.get("attn_output_gate", model_type == "qwen3_next")),
+        "linear_attention": _linear_attention(
+            path, cfg, need("num_hidden_layers", "n_layer", "num_layers")
+        ),
         "max_context": _max_context(path, cfg),
         **_sliding_window(path, cfg, model_type),
         "published_params": 1.0,

@@ -36,27 +36,97 @@ def kv_elements_per_token_per_layer(m: ModelArch) -> int:
     return 2 * m.num_key_value_heads * m.attn_head_dim
 
 
+def linear_layers(m: ModelArch) -> int:
+    """Layers whose mixer is linear attention (0 for a model that attends in every layer)."""
+    return m.linear_attention.layers if m.linear_attention else 0
+
+
+def kv_layers(m: ModelArch) -> int:
+    """Layers that keep a KV cache: every layer but the linear-attention ones."""
+    return m.num_layers - linear_layers(m)
+
+
 def attended_tokens(m: ModelArch, context: float) -> float:
     """Tokens a layer caches and attends to at `context`, averaged over the layers: every token
     for a global layer, at most `sliding_window` for a local one (Mistral 7B, Jiang et al. 2023,
-    sec. 2; Gemma 2 and 3 reports: local layers cache only their window)."""
-    if m.sliding_window is None:
+    sec. 2; Gemma 2 and 3 reports: local layers cache only their window), none for a linear-
+    attention layer, which keeps a fixed-size state instead (recurrent_state_bytes_per_layer)."""
+    if m.sliding_window is None and m.linear_attention is None:
         return context
-    local = m.local_layers
-    window = min(context, m.sliding_window)
-    return ((m.num_layers - local) * context + local * window) / m.num_layers
+    glob = kv_layers(m) - m.local_layers
+    window = context if m.sliding_window is None else min(context, m.sliding_window)
+    return (glob * context + m.local_layers * window) / m.num_layers
 
 
 def causal_attended_tokens(m: ModelArch, prompt: float) -> float:
     """Tokens attended per token over a causal prompt of `prompt` tokens, averaged over positions
     and layers: prompt / 2 for a global layer; for a window w < prompt, the mean of min(t, w)
-    over t in [0, prompt] is w - w^2 / (2 prompt)."""
-    if m.sliding_window is None or prompt <= 0:
+    over t in [0, prompt] is w - w^2 / (2 prompt); none for a linear-attention layer."""
+    if m.linear_attention is None and (m.sliding_window is None or prompt <= 0):
         return prompt / 2
+    glob = kv_layers(m) - m.local_layers
+    if m.sliding_window is None or prompt <= 0:
+        return glob * prompt / 2 / m.num_layers
     w = float(m.sliding_window)
     local_mean = prompt / 2 if prompt <= w else w - w * w / (2 * prompt)
-    local = m.local_layers
-    return ((m.num_layers - local) * prompt / 2 + local * local_mean) / m.num_layers
+    return (glob * prompt / 2 + m.local_layers * local_mean) / m.num_layers
+
+
+# Bytes per number of a linear-attention layer's recurrent state. llama.cpp keeps both the
+# convolution and the recurrent state in F32 (llama-model.cpp: llama_memory_hybrid's recurrent
+# memory is created with GGML_TYPE_F32 for both); Qwen3.5 and Qwen3.6's config.json ask for a
+# float32 recurrent state (`mamba_ssm_dtype`), which SGLang follows when SGLANG_MAMBA_SSM_DTYPE is
+# unset. vLLM (mamba_utils.MambaStateDtypeCalculator) and SGLang keep the convolution state in
+# the model's 16-bit dtype, and vLLM the recurrent state too unless --mamba-ssm-cache-dtype is
+# float32: 4 bytes bounds every engine's from above (by at most 2x for vLLM's default).
+RECURRENT_STATE_BYTES = 4.0
+
+
+def recurrent_state_elements(m: ModelArch) -> int:
+    """Numbers one linear-attention layer keeps per sequence, whatever the context: a
+    key_head_dim x value_head_dim state per value head, plus the last conv_kernel - 1 inputs of
+    the causal convolution over q, k and v (conv_dim = 2 key_dim + value_dim). vLLM,
+    mamba_utils.MambaStateShapeCalculator.gated_delta_net_state_shape: temporal
+    (num_v_heads, head_v_dim, head_k_dim), conv (conv_kernel_size - 1, conv_dim). 0 without
+    linear attention."""
+    la = m.linear_attention
+    if la is None:
+        return 0
+    state = la.num_value_heads * la.key_head_dim * la.value_head_dim
+    conv_dim = 2 * la.num_key_heads * la.key_head_dim + la.num_value_heads * la.value_head_dim
+    return state + (la.conv_kernel_dim - 1) * conv_dim
+
+
+def recurrent_state_bytes_per_layer(m: ModelArch) -> float:
+    """Recurrent-state bytes one sequence keeps, averaged over all the layers (as
+    attended_tokens is): linear layers x recurrent_state_elements x RECURRENT_STATE_BYTES / L."""
+    return linear_layers(m) * recurrent_state_elements(m) * RECURRENT_STATE_BYTES / m.num_layers
+
+
+# Tokens per chunk of the chunked gated delta rule: flash-linear-attention's chunk_gated_delta_rule
+# (BT = 64), the kernel vLLM, SGLang and transformers' Qwen3-Next call for prefill.
+DELTA_RULE_CHUNK = 64
+
+
+def linear_attention_flops_per_token_per_layer(m: ModelArch, *, prefill: bool) -> float:
+    """FLOPs per token of the linear-attention mixer beyond its projections (those are matmuls,
+    counted in the parameters), averaged over all layers. Per value head of widths dk, dv:
+    decode, the recurrent step of transformers' torch_recurrent_gated_delta_rule (Qwen3-Next):
+    decay the state (dk dv), read it with the key (2 dk dv), add the rank-one delta update
+    (2 dk dv) and read it with the query (2 dk dv): 7 dk dv. Prefill, the chunked form (Yang et
+    al. 2024, "Parallelizing Linear Transformers with the Delta Rule over Sequence Length",
+    sec. 3; chunk C = DELTA_RULE_CHUNK): within a chunk the q k^T and k k^T products and the
+    WY/UT transform's W = T k and U = T v (2 C (3 dk + dv)), the chunk's output A U (2 C dv),
+    and across chunks the query's, W's and the update's products with the state (6 dk dv).
+    Plus the short convolution's 2 x kernel x conv_dim in both."""
+    la = m.linear_attention
+    if la is None:
+        return 0.0
+    dk, dv, c = la.key_head_dim, la.value_head_dim, DELTA_RULE_CHUNK
+    per_head = 2 * c * (3 * dk + 2 * dv) + 6 * dk * dv if prefill else 7 * dk * dv
+    conv_dim = 2 * la.num_key_heads * dk + la.num_value_heads * dv
+    per_layer = la.num_value_heads * per_head + 2 * la.conv_kernel_dim * conv_dim
+    return linear_layers(m) * per_layer / m.num_layers
 
 
 def attention_flops_per_token_per_layer(m: ModelArch, context: float) -> float:

@@ -30,7 +30,6 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.catalog import Catalog
-from planner.estimator.architecture import attended_tokens
 from planner.estimator.confidence import CONFIDENCE, design_confidence, kept_share
 from planner.estimator.cost import power_w
 from planner.estimator.devices import DeviceTable, device_table
@@ -39,7 +38,7 @@ from planner.estimator.engine_topology import (
     ExchangeLayout,
     exchange_layout,
     head_divisor,
-    kv_divisor,
+    root_alone,
     root_block_seconds,
 )
 from planner.estimator.formats import kv_bytes, weight_format
@@ -56,7 +55,7 @@ from planner.estimator.memory import (
     block_weight_bytes,
     end_weight_bytes,
     inference_activation_bytes_per_token,
-    kv_bytes_per_token,
+    sequence_bytes_per_layer,
     weight_bytes,
 )
 from planner.estimator.perf import head_seconds, serving_layer_seconds
@@ -805,13 +804,19 @@ def _setting(
     # flight / min(k, kv_heads). A star's root holds the ends and the KV cache whole.
     w_layer = block_weight_bytes(m, fmt) / L
     emb, head = end_weight_bytes(m, fmt)
-    kv_layer_seq = kv_bytes_per_token(m, kvb) / L * attended_tokens(m, w.context_tokens)
     usable = table.usable_bytes(c.memory_headroom)[rows]
     if w.layer_times:  # a stated memory_gb caps what one device may fill (a desktop, an OS share)
         stated = {d: w.memory_cap_bytes(d) for d in {o.device.id for o in opts}}
         usable = np.minimum(usable, [stated[o.device.id] or math.inf for o in opts])
     # A star's root holds the ends and the whole KV cache alone (engine_topology.root_alone).
-    div = np.array([kv_divisor(o.layout, m, o.tp) for o in opts], dtype=np.int64)
+    # Per layer and sequence: its KV (and a hybrid model's recurrent state) on the fullest device.
+    seq_layer = np.array(
+        [
+            sequence_bytes_per_layer(m, kvb, w.context_tokens, o.tp, root_alone(o.layout, o.tp))
+            for o in opts
+        ],
+        dtype=np.float64,
+    )
     ends_div = np.array([head_divisor(o.layout, o.tp) for o in opts], dtype=np.int64)
     stages = np.arange(1, c.max_stages + 1, dtype=np.int64)
     seqs = levels[:, None] * stages[None, :]  # [bi, S - 1]
@@ -823,7 +828,7 @@ def _setting(
     single_ends = weight_bytes(m, fmt) - block_weight_bytes(m, fmt)
     ends = np.where(stages == 1, single_ends, max(emb, head))[None, :, None]
     room = usable - FRAMEWORK_OVERHEAD_BYTES - ends / ends_div - act
-    per_layer = w_layer / tp + seqs[:, :, None] * kv_layer_seq / div
+    per_layer = w_layer / tp + seqs[:, :, None] * seq_layer
     cap = np.where(room > 0, np.floor_divide(room, per_layer), 0.0).astype(np.int64)
     price = np.where(
         np.isnan(sub.purchase_usd), sub.rent_usd_per_hour * 10000, sub.purchase_usd
@@ -850,7 +855,7 @@ def _setting(
         share=share,
         cap=cap,
         w_layer=w_layer,
-        kv_read=levels[:, None] * kv_layer_seq / div,
+        kv_read=levels[:, None] * seq_layer,
         bandwidth=sub.bandwidth_bytes_s,
         tdp_w=sub.tdp_w,
         idle_w=sub.idle_w,

@@ -44,9 +44,13 @@ from typing import Any
 import numpy as np
 
 from planner.catalog import Catalog
-from planner.estimator.architecture import attended_tokens, kv_elements_per_token_per_layer
+from planner.estimator.architecture import (
+    attended_tokens,
+    kv_elements_per_token_per_layer,
+    recurrent_state_bytes_per_layer,
+)
 from planner.estimator.devices import DeviceTable
-from planner.estimator.memory import kv_shard_divisor, kv_shards
+from planner.estimator.memory import kv_shard_divisor, kv_shards, state_shards
 from planner.estimator.perf import LAYER_ALLREDUCES
 from planner.schema.catalog import ModelArch
 
@@ -143,8 +147,10 @@ def root_block_seconds(
 ) -> Any:
     """Seconds per block the star's root spends beyond its share of a split block: it reads the
     whole KV cache of every decoding sequence where the per-layer estimator charges each device
-    its KV heads' share (memory.kv_shards). Attention's FLOPs and the norms are small beside
-    that at decode and are not added. 0 for other layouts and one device."""
+    its KV heads' share (memory.kv_shards), and a hybrid model's whole recurrent state, read and
+    written back, where it charges its heads' share (memory.state_shards). Attention's FLOPs and
+    the norms are small beside that at decode and are not added. 0 for other layouts and one
+    device."""
     if layout is None or layout.kind != STAR or tp <= 1:
         return 0.0
     kv_read = (
@@ -154,4 +160,6 @@ def root_block_seconds(
         * kv_dtype_bytes
     )
     share = 1.0 - 1.0 / kv_shards(m, tp)
-    return kv_read * share / (dev.bandwidth_bytes_s * dev.eff_bandwidth)
+    state = np.asarray(decodes, dtype=np.float64) * 2.0 * recurrent_state_bytes_per_layer(m)
+    state_share = 1.0 - 1.0 / float(state_shards(m, tp))
+    return (kv_read * share + state * state_share) / (dev.bandwidth_bytes_s * dev.eff_bandwidth)

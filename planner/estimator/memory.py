@@ -17,6 +17,8 @@ from planner.estimator.architecture import (
     embedding_params,
     head_params,
     kv_elements_per_token_per_layer,
+    kv_layers,
+    recurrent_state_bytes_per_layer,
     total_params,
 )
 from planner.estimator.devices import Array, Degree
@@ -94,12 +96,36 @@ def weight_bytes(m: ModelArch, fmt: WeightFormat) -> float:
 
 
 def kv_bytes_per_token(m: ModelArch, kv_dtype_bytes: float) -> float:
-    """KV cache per token over all layers: layers x elements x bytes.
+    """KV cache per token over the layers that keep one: layers x elements x bytes.
 
-    GQA shrinks it by heads / kv_heads (Ainslie et al. 2023); MLA caches the latent (DeepSeek-V2).
+    GQA shrinks it by heads / kv_heads (Ainslie et al. 2023); MLA caches the latent (DeepSeek-V2);
+    a hybrid model's linear-attention layers keep none (architecture.kv_layers).
     E.g. Llama 3.1 70B at fp16: 80 x 2 x 8 x 128 x 2 = 327,680 bytes per token.
     """
-    return m.num_layers * kv_elements_per_token_per_layer(m) * kv_dtype_bytes
+    return kv_layers(m) * kv_elements_per_token_per_layer(m) * kv_dtype_bytes
+
+
+def state_shards(m: ModelArch, tp: Degree) -> Array | float:
+    """Ways tensor parallelism splits a linear-attention layer's recurrent state: by its
+    query/key heads, each rank keeping its value heads' states (vLLM's
+    gated_delta_net_state_shape divides num_v_heads and the conv dim by the TP size; it needs
+    them to divide, so past the key heads the state is replicated)."""
+    heads = float(m.linear_attention.num_key_heads) if m.linear_attention else 1.0
+    return np.clip(np.asarray(tp, dtype=np.float64), 1.0, heads)
+
+
+def sequence_bytes_per_layer(
+    m: ModelArch, kv_dtype_bytes: float, context: float, tp: int, root_alone: bool = False
+) -> float:
+    """Bytes one sequence keeps per layer (averaged over the layers) on the fullest of `tp`
+    devices: its KV cache of the tokens each layer attends to (attended_tokens) split as the KV
+    heads split (kv_shard_divisor), plus a hybrid model's recurrent state, split as its heads
+    (state_shards). A star's root (`root_alone`) holds both whole."""
+    kv = kv_elements_per_token_per_layer(m) * kv_dtype_bytes * attended_tokens(m, context)
+    state = recurrent_state_bytes_per_layer(m)
+    if root_alone:
+        return kv + state
+    return kv / kv_shard_divisor(m, tp) + (state / float(state_shards(m, tp)) if state else 0.0)
 
 
 def kv_shards(m: ModelArch, tp: Degree) -> Array | float:
@@ -169,9 +195,8 @@ def inference_memory(
     else:
         ends = (emb if first else 0.0) + (head if last else 0.0)
     weights = block_weight_bytes(m, fmt) * share / tp + ends / (1 if root_alone else tp)
-    kv_tokens = batch * attended_tokens(m, context)  # sliding-window layers keep their window
-    kv_div = 1 if root_alone else kv_shard_divisor(m, tp)
-    kv = kv_tokens * kv_bytes_per_token(m, kv_dtype_bytes) * share / kv_div
+    # Sliding-window layers keep their window, linear-attention layers a fixed state.
+    kv = batch * n * sequence_bytes_per_layer(m, kv_dtype_bytes, context, tp, root_alone)
     tokens = max(batch, min(prefill_chunk, batch * context))
     act = inference_activation_bytes(m, tokens, tp)
     if last:

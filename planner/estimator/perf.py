@@ -23,12 +23,14 @@ from planner.estimator.architecture import (
     expert_params,
     head_params,
     kv_elements_per_token_per_layer,
+    linear_attention_flops_per_token_per_layer,
+    recurrent_state_bytes_per_layer,
     training_attention_flops_per_token_per_layer,
 )
 from planner.estimator.comm import ring_allreduce_seconds, tensor_parallel_allreduce_seconds
 from planner.estimator.devices import Array, Degree, DeviceTable
 from planner.estimator.formats import WeightFormat, weight_format
-from planner.estimator.memory import kv_shards
+from planner.estimator.memory import kv_shards, state_shards
 from planner.estimator.moe_kernels import layer_overhead_scale
 from planner.estimator.prefill_path import (
     PREFILL_UBATCH_TOKENS,
@@ -124,21 +126,37 @@ def _decode_roofline(
     """(weights touched, memory time, compute time) of one block's decode step on `tp` devices.
 
     Bytes: touched weights (MoE: expected distinct experts) + KV read of `context` tokens per
-    sequence. FLOPs: 2 x active params per token + attention over the context (Kaplan et al.
-    2020, table 1). Tensor parallelism divides both, the KV reads as far as the KV heads split.
+    sequence + a hybrid model's recurrent state, read and written back (state_traffic_per_layer).
+    FLOPs: 2 x active params per token + attention over the context (Kaplan et al. 2020, table 1)
+    + the recurrent update. Tensor parallelism divides both, the KV reads as far as the KV heads
+    split, the state as far as its heads do.
     """
     weights = weight_params_touched_per_layer(m, batch)
     w_bytes = weights * touched_weight_bits(m, fmt, batch) / 8
     attended = attended_tokens(m, context)
     kv_read = batch * attended * kv_elements_per_token_per_layer(m) * kv_dtype_bytes
     flops = batch * (
-        2.0 * active_params_per_layer(m) + attention_flops_per_token_per_layer(m, attended)
+        2.0 * active_params_per_layer(m)
+        + attention_flops_per_token_per_layer(m, attended)
+        + linear_attention_flops_per_token_per_layer(m, prefill=False)
     )
-    t_mem = (w_bytes / tp + kv_read / kv_shards(m, tp)) / (
+    t_mem = (w_bytes / tp + kv_read / kv_shards(m, tp) + batch * state_traffic_per_layer(m, tp)) / (
         dev.bandwidth_bytes_s * dev.eff_bandwidth
     )
     t_cmp = flops / tp / (dev.peak_flops(fmt) * dev.eff_compute)
     return weights, t_mem, t_cmp
+
+
+def state_traffic_per_layer(m: ModelArch, tp: Degree) -> Array | float:
+    """Bytes one decoding sequence moves per step for its linear-attention state, averaged over
+    the layers, on one of `tp` devices: the recurrent update reads the whole state and writes
+    it back each token (fused_recurrent_gated_delta_rule in flash-linear-attention, which vLLM
+    and SGLang call for decode, loads h, updates it and stores it), 2 x its bytes; 0 for a model
+    without linear attention."""
+    state = recurrent_state_bytes_per_layer(m)
+    if not state:
+        return 0.0
+    return 2.0 * state / state_shards(m, tp)
 
 
 def _tp_allreduce_seconds(
@@ -255,7 +273,10 @@ def prefill_layer_seconds(
     # per micro-batch: the full ones of `ubatch` tokens and the last of what is left over.
     padded = prefill_routed_padding_tokens(m, tokens, ubatch, dev, fmt, kernels)
     linear = 2.0 * (tokens * active_params_per_layer(m) + padded)
-    attn = tokens * attention_flops_per_token_per_layer(m, causal_attended_tokens(m, prompt))
+    attn = tokens * (
+        attention_flops_per_token_per_layer(m, causal_attended_tokens(m, prompt))
+        + linear_attention_flops_per_token_per_layer(m, prefill=True)
+    )
     per_flop = prefill_linear_seconds_per_flop(dev, fmt, kernels)
     t_cmp = (linear * per_flop + attn / prefill_attention_peak(dev)) / (tp * dev.eff_compute)
     passes = np.maximum(np.ceil(np.asarray(tokens) / ubatch), 1.0)
@@ -333,7 +354,10 @@ def training_flops_split(
     forward, not the output layer's (Narayanan et al. 2021, appendix)."""
     blocks = float(active_params(m) - embedding_params(m) - head_params(m))
     attended = causal_attended_tokens(m, seq_len)
-    attention = m.num_layers * training_attention_flops_per_token_per_layer(m, attended)
+    attention = m.num_layers * (
+        training_attention_flops_per_token_per_layer(m, attended)
+        + linear_attention_flops_per_token_per_layer(m, prefill=True)
+    )
     logits = 2.0 * m.vocab_size * m.hidden_size
     mult = 3.0 if method == "full" else 2.0
     recomputed = 1.0 if recompute == "full" else 0.0
@@ -425,13 +449,18 @@ def _kernel_seconds(
     attended = attended_tokens(m, context)
     w_bytes = touched * touched_weight_bits(m, fmt, b + p) / 8
     kv_read = b * attended * kv_elements_per_token_per_layer(m) * kv_dtype_bytes
+    state = b * state_traffic_per_layer(m, tp)
     linear = (b + p) * 2.0 * active_params_per_layer(m)
-    attn = b * attention_flops_per_token_per_layer(m, attended) + p * (
+    attn = b * (
+        attention_flops_per_token_per_layer(m, attended)
+        + linear_attention_flops_per_token_per_layer(m, prefill=False)
+    ) + p * (
         attention_flops_per_token_per_layer(m, causal_attended_tokens(m, prompt))
+        + linear_attention_flops_per_token_per_layer(m, prefill=True)
     )
     return np.asarray(
         np.maximum(w_bytes / bw, linear / compute) / tp
-        + np.maximum(kv_read / kv_shards(m, tp) / bw, attn / tp / attn_compute)
+        + np.maximum((kv_read / kv_shards(m, tp) + state) / bw, attn / tp / attn_compute)
     )
 
 

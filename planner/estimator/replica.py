@@ -37,7 +37,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from planner.estimator.architecture import attended_tokens
 from planner.estimator.bilinear import BilinearTable
 from planner.estimator.comm import pipeline_activation_bytes, sampled_token_bytes
 from planner.estimator.cost import power_w
@@ -45,7 +44,6 @@ from planner.estimator.devices import DeviceTable, device_table, small_allreduce
 from planner.estimator.engine_topology import (
     ExchangeLayout,
     head_divisor,
-    kv_divisor,
     root_alone,
     root_block_seconds,
 )
@@ -54,7 +52,7 @@ from planner.estimator.memory import (
     TrainingSetup,
     block_weight_bytes,
     inference_memory,
-    kv_bytes_per_token,
+    sequence_bytes_per_layer,
     training_memory,
 )
 from planner.estimator.perf import head_seconds, serving_layer_seconds
@@ -317,14 +315,14 @@ def _stage_memory(
     and the bytes its devices read per step: their weights and the KV of one micro-batch (of
     a star group, its root's: engine_topology.root_alone)."""
     L = m.num_layers
-    kv_layer_seq = kv_bytes_per_token(m, kvb) / L * attended_tokens(m, context)
     w_layer = block_weight_bytes(m, fmt) / L
     root = root_alone(st.layout, st.tp)  # a star's root: the fullest device of its group
     mem = inference_memory(
         m, fmt, kvb, batch=batch * S, context=context, layers=st.layers, tp=st.tp,
         first=first, last=last, root_alone=root,
     )  # fmt: skip
-    busy = st.layers * (w_layer / st.tp + batch * kv_layer_seq / kv_divisor(st.layout, m, st.tp))
+    seq_layer = sequence_bytes_per_layer(m, kvb, context, st.tp, root)
+    busy = st.layers * (w_layer / st.tp + batch * seq_layer)
     return mem.as_dict(), busy
 
 

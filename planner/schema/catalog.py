@@ -590,6 +590,38 @@ class MLA(Frozen):
     v_head_dim: int = Field(gt=0)
 
 
+class LinearAttention(Frozen):
+    """The linear-attention layers of a hybrid model (Gated DeltaNet: Yang, Kautz and Hatamizadeh
+    2024, "Gated Delta Networks"; Qwen3-Next, Qwen3.5 and Qwen3.6 interleave three of them with one
+    full-attention layer). Each keeps a fixed-size recurrent state per sequence instead of a KV
+    cache. Field names follow the config.json keys `linear_num_key_heads`, `linear_num_value_heads`,
+    `linear_key_head_dim`, `linear_value_head_dim` and `linear_conv_kernel_dim`."""
+
+    layers: int = Field(
+        ge=1,
+        description="Layers that are linear attention (config.json `layer_types` entries "
+        "`linear_attention`); the rest of num_layers are full (or sliding-window) attention.",
+    )
+    num_key_heads: int = Field(gt=0, description="Query/key heads of a linear-attention layer.")
+    num_value_heads: int = Field(gt=0, description="Value heads: one recurrent state each.")
+    key_head_dim: int = Field(gt=0, description="Width of one query/key head.")
+    value_head_dim: int = Field(gt=0, description="Width of one value head.")
+    conv_kernel_dim: int = Field(
+        gt=0, description="Taps of the short causal convolution over q, k and v."
+    )
+
+    @model_validator(mode="after")
+    def _heads_group(self) -> LinearAttention:
+        # Qwen3NextGatedDeltaNet repeats each query/key head over num_v_heads / num_k_heads
+        # value heads: a count that does not divide is no model.
+        if self.num_value_heads % self.num_key_heads:
+            raise ValueError(
+                f"num_value_heads ({self.num_value_heads}) must be a multiple of num_key_heads "
+                f"({self.num_key_heads}): each query/key head serves a whole number of value heads"
+            )
+        return self
+
+
 class ApiPrice(Frozen):
     """A managed API's published price for a model: per million prompt and completion tokens."""
 
@@ -638,6 +670,15 @@ class ModelArch(Sourced):
     )
     moe: MoE | None = None
     mla: MLA | None = None
+    attention_output_gate: bool = Field(
+        False,
+        description="Full-attention layers gate their output with a sigmoid of a second query-"
+        "sized projection (Qwen3-Next, Qwen3.5: q_proj is twice as wide; config.json "
+        "`attn_output_gate`).",
+    )
+    linear_attention: LinearAttention | None = Field(
+        None, description="Linear-attention layers of a hybrid model (None: every layer attends)."
+    )
     max_context: int = Field(gt=0, description="Longest context the model was trained for, tokens.")
     sliding_window: int | None = Field(
         None, gt=0, description="Tokens a local (sliding-window) attention layer attends to."
@@ -671,6 +712,16 @@ class ModelArch(Sourced):
         if self.local_layers > self.num_layers:
             raise ValueError(
                 f"local_layers ({self.local_layers}) exceeds num_layers ({self.num_layers})"
+            )
+        linear = self.linear_attention.layers if self.linear_attention else 0
+        if self.local_layers + linear > self.num_layers:
+            raise ValueError(
+                f"local_layers ({self.local_layers}) and linear_attention.layers ({linear}) "
+                f"together exceed num_layers ({self.num_layers})"
+            )
+        if self.mla is not None and linear:
+            raise ValueError(
+                "a model with linear_attention layers uses GQA full attention, not mla"
             )
         if bool(self.local_layers) != (self.sliding_window is not None):
             raise ValueError(

@@ -49,12 +49,39 @@ def attention_params(m: ModelArch) -> int:
         return q + kv + o
     hd = m.attn_head_dim
     q_out, kv_out = nh * hd, m.num_key_value_heads * hd
-    params = h * q_out + 2 * h * kv_out + q_out * h
+    # A gated output (Qwen3-Next, Qwen3.5: Qwen3NextAttention's q_proj) doubles the query
+    # projection: queries and the sigmoid gate on the attention output.
+    gate = q_out if m.attention_output_gate else 0
+    params = h * (q_out + gate) + 2 * h * kv_out + q_out * h
     if m.attention_bias in ("qkv", "all"):
         params += q_out + 2 * kv_out
     if m.attention_bias == "all":
         params += h
     return params
+
+
+def linear_attention_params(m: ModelArch) -> int:
+    """One Gated DeltaNet layer (0 for a model without them), as Hugging Face's
+    Qwen3NextGatedDeltaNet holds it: in_proj_qkvz (h -> 2 key_dim + 2 value_dim: q, k, v and the
+    output gate z), in_proj_ba (h -> 2 value heads: beta and the decay's input), a depthwise causal
+    conv1d over q, k and v without bias (conv_dim x kernel), dt_bias and A_log (one per value
+    head), the gated RMSNorm (one value head wide) and out_proj (value_dim -> h). Qwen3.5 splits
+    the input projections into in_proj_qkv, in_proj_z, in_proj_b, in_proj_a: the same count."""
+    la = m.linear_attention
+    if la is None:
+        return 0
+    h = m.hidden_size
+    key_dim = la.num_key_heads * la.key_head_dim
+    value_dim = la.num_value_heads * la.value_head_dim
+    conv_dim = 2 * key_dim + value_dim
+    projections = h * (2 * key_dim + 2 * value_dim) + h * 2 * la.num_value_heads
+    return (
+        projections
+        + conv_dim * la.conv_kernel_dim
+        + 2 * la.num_value_heads
+        + la.value_head_dim
+        + value_dim * h
+    )
 
 
 def mlp_params(m: ModelArch, width: int) -> int:
@@ -75,7 +102,32 @@ def expert_params(m: ModelArch) -> int:
 
 
 def block_groups(m: ModelArch) -> list[BlockGroup]:
-    """The model's blocks as runs of identical blocks (dense first, then MoE)."""
+    """The model's blocks as runs of identical blocks (dense first, then MoE); a hybrid model's
+    runs split again into full-attention and linear-attention blocks (_split_linear)."""
+    return _split_linear(m, _ffn_groups(m))
+
+
+def _split_linear(m: ModelArch, groups: list[BlockGroup]) -> list[BlockGroup]:
+    """Each run's blocks whose mixer is linear attention, with that mixer's weights in place of
+    attention's. The linear layers are taken from the last run first: Qwen3-Next and Qwen3.5 have
+    one run (every layer MoE, or every layer dense), so the split needs no layer positions."""
+    if m.linear_attention is None:
+        return groups
+    swap = linear_attention_params(m) - attention_params(m)
+    left = m.linear_attention.layers
+    out: list[BlockGroup] = []
+    for g in reversed(groups):
+        n = min(left, g.count)
+        left -= n
+        if g.count > n:
+            out.append(BlockGroup(g.kind, g.count - n, g.params, g.active_params))
+        if n:
+            out.append(BlockGroup(g.kind, n, g.params + swap, g.active_params + swap))
+    return out[::-1]
+
+
+def _ffn_groups(m: ModelArch) -> list[BlockGroup]:
+    """The blocks as runs of identical feed-forward layers, every mixer counted as attention."""
     norms = (2 + m.extra_norms_per_layer) * _norm_params(m)
     attn = attention_params(m)
     if m.moe is None:
