@@ -231,3 +231,12 @@ def test_models_that_attend_in_every_layer_are_unchanged() -> None:
     assert mem.kv_cache == pytest.approx(4 * 8192 * 327_680 / 4)
     assert attended_tokens(m, 8192) == 8192 and causal_attended_tokens(m, 8192) == 4096
     assert len(block_groups(m)) == 1
+
+
+def test_catalog_list_names_the_linear_layers() -> None:
+    r = CliRunner().invoke(app, ["catalog", "list", "models"])
+    assert r.exit_code == 0, r.output
+    row = next(line for line in r.output.splitlines() if "qwen3.6-35b-a3b" in line)
+    assert "GQA + 30 linear" in row
+    llama = next(line for line in r.output.splitlines() if "llama-3.1-70b " in line)
+    assert "linear" not in llama

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from planner.catalog import Catalog
 from planner.estimator.architecture import active_params, total_params
+from planner.schema.catalog import ModelArch
 
 if TYPE_CHECKING:  # a plan's table uses this module's formatting, not the estimator
     from planner.estimator.estimate import Estimate
@@ -65,9 +66,7 @@ def catalog_rows(cat: Catalog, kind: str) -> list[dict[str, Any]]:
                 "name": m.name,
                 "layers": m.num_layers,
                 "hidden": m.hidden_size,
-                "attention": "MLA"
-                if m.mla
-                else ("GQA" if m.num_key_value_heads < m.num_attention_heads else "MHA"),
+                "attention": _attention_kind(m),
                 "moe": f"{m.moe.experts_per_token}/{m.moe.num_experts}" if m.moe else "-",
                 "params_b": round(total_params(m) / 1e9, 2),
                 "active_params_b": round(active_params(m) / 1e9, 2),
@@ -264,3 +263,10 @@ def estimates_table(rows: list[Estimate]) -> Table:
             _num(e.usd_per_mtok_rented, ",.3f"),
         )
     return t
+
+
+def _attention_kind(m: ModelArch) -> str:
+    """MLA, GQA or MHA; a hybrid's linear-attention layers as `+ n linear` (GQA + 30 linear)."""
+    kind = "MLA" if m.mla else ("GQA" if m.num_key_value_heads < m.num_attention_heads else "MHA")
+    la = m.linear_attention
+    return f"{kind} + {la.layers} linear" if la else kind
