@@ -22,7 +22,12 @@ from planner.estimator.architecture import (
     recurrent_state_elements,
 )
 from planner.estimator.formats import weight_format
-from planner.estimator.memory import inference_memory, kv_bytes_per_token, state_shards
+from planner.estimator.memory import (
+    handoff_bytes,
+    inference_memory,
+    kv_bytes_per_token,
+    state_shards,
+)
 from planner.estimator.perf import state_traffic_per_layer
 from planner.hf_config import load_hf_config
 from planner.schema.model_params import block_groups, total_params
@@ -240,3 +245,12 @@ def test_catalog_list_names_the_linear_layers() -> None:
     assert "GQA + 30 linear" in row
     llama = next(line for line in r.output.splitlines() if "llama-3.1-70b " in line)
     assert "linear" not in llama
+
+
+def test_a_prefill_engine_hands_over_the_state_too() -> None:
+    m = load_catalog().model("qwen3.6-35b-a3b")
+    # 1,000 prompt tokens of BF16 KV on 10 layers (20,480 B each) and one sequence's state,
+    # 30 x 548,864 x 4 B: 20.48 MB + 65.86 MB.
+    assert handoff_bytes(m, 2.0, 1000) == pytest.approx(1000 * 20_480 + 30 * 548_864 * 4)
+    llama = load_catalog().model("llama-3.1-70b")
+    assert handoff_bytes(llama, 2.0, 1000) == 1000 * 327_680

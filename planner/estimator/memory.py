@@ -105,6 +105,14 @@ def kv_bytes_per_token(m: ModelArch, kv_dtype_bytes: float) -> float:
     return kv_layers(m) * kv_elements_per_token_per_layer(m) * kv_dtype_bytes
 
 
+def handoff_bytes(m: ModelArch, kv_dtype_bytes: float, tokens: float) -> float:
+    """What a prefill engine hands a decode engine for one prompt of `tokens` tokens: their KV
+    cache, plus a hybrid model's recurrent state, which the decode engine continues from and
+    which no token of the prompt can rebuild (one sequence's, whatever the prompt's length)."""
+    state = recurrent_state_bytes_per_layer(m) * m.num_layers
+    return kv_bytes_per_token(m, kv_dtype_bytes) * tokens + state
+
+
 def state_shards(m: ModelArch, tp: Degree) -> Array | float:
     """Ways tensor parallelism splits a linear-attention layer's recurrent state: by its
     query/key heads, each rank keeping its value heads' states (vLLM's

@@ -17,7 +17,7 @@ from planner.catalog import Catalog
 from planner.estimator.designs import Design, Role
 from planner.estimator.efficiency import load_serving
 from planner.estimator.formats import kv_bytes
-from planner.estimator.memory import kv_bytes_per_token
+from planner.estimator.memory import handoff_bytes
 from planner.estimator.replica import IterationTime, StageSpec, inference_replica
 from planner.estimator.serving import (
     PERCENTILES,
@@ -67,12 +67,12 @@ def prefill_engine_search(
 ) -> RateSearch:
     """The search (serving.RateSearch) for the requests/s of one prefill engine of `devices`
     over `stages` stages: it batches whole prompts of `P` tokens up to the prefill pool's token
-    budget and sends each prompt's KV cache over one `link` port per device; at most
-    `utilization` of its prompt tokens/s and of its ports' bandwidth, and `ceiling` met at that
-    rate."""
+    budget and sends each prompt's KV cache (and a hybrid model's recurrent state:
+    memory.handoff_bytes) over one `link` port per device; at most `utilization` of its prompt
+    tokens/s and of its ports' bandwidth, and `ceiling` met at that rate."""
     budget = prefill_pool_budget(P)
     ports = link.bandwidth_gb_s * 1e9 * devices
-    kv = kv_bytes_per_token(it.model, kv_bytes_per_value) * P
+    kv = handoff_bytes(it.model, kv_bytes_per_value, P)
     transfer = kv_transfer_s(kv, ports, link.latency_us * 1e-6)
     full = min(budget / (P * it(0.0, budget)), ports / kv / stages)
     return RateSearch(

@@ -10,7 +10,7 @@ import numpy as np
 from planner.catalog import Catalog
 from planner.estimator.formats import kv_bytes
 from planner.estimator.hosts import with_machines
-from planner.estimator.memory import kv_bytes_per_token
+from planner.estimator.memory import handoff_bytes
 from planner.estimator.network import network_link
 from planner.estimator.replica import IterationTime
 from planner.estimator.request_mix import class_workload
@@ -73,7 +73,7 @@ def transfer_of(
     link = network_link(problem, cat)
     m = cat.model(w.model)
     tokens = prompt or prefill_prompt(shape.prompt_tokens, w.prefix_cache_hit)
-    kv = kv_bytes_per_token(m, kv_bytes(w.kv)) * tokens
+    kv = handoff_bytes(m, kv_bytes(w.kv), tokens)
     ports = link.bandwidth_gb_s * 1e9 * sum(s.tp for s in wp.stages)
     return kv_transfer_s(kv, ports, link.latency_us * 1e-6)
 
