@@ -136,13 +136,15 @@ class EngineTimes(TypedDict):
     kernels: KernelFamily  # Engine.kernels (engine_kernels)
     hop_overhead_s: float  # added to each pipeline hop (Engine.hop_overhead_us)
     host_s_per_token: float  # host work per generated token, serial with each step
-    engine_layer_s: float  # added per layer of every forward step (an older release's)
-    engine_step_s: float  # added to every forward step (an older release's)
+    engine_layer_s: float  # added per layer of every forward step (older release, eager launch)
+    engine_step_s: float  # added to every forward step (older release, eager launch)
 
 
 def engine_times(cat: Catalog, engine: str | None) -> EngineTimes:
     """`engine`'s times (planner.schema.support.Engine, and the fixed times the efficiency file
-    gives a release beyond the class figures; 0 without an engine)."""
+    gives a release beyond the class figures, plus the host launch time per block and per step
+    of an engine run without CUDA graphs, Engine.launch_us_per_layer and launch_us_per_step;
+    0 without an engine)."""
     e = cat.engines.get(engine) if engine else None
     if e is None:
         return EngineTimes(
@@ -153,12 +155,16 @@ def engine_times(cat: Catalog, engine: str | None) -> EngineTimes:
             engine_step_s=0.0,
         )
     fixed = load_efficiency().engines.get(e.id)
+    # An engine that launches kernel by kernel (no CUDA graph) pays its host launch time per
+    # block and per step on top of any fitted fixed time (Engine.launch_us_per_layer/_step).
+    layer_us = (fixed.layer_overhead_us if fixed else 0.0) + e.launch_us_per_layer
+    step_us = (fixed.step_overhead_us if fixed else 0.0) + e.launch_us_per_step
     return EngineTimes(
         kernels=e.kernels,
         hop_overhead_s=e.hop_overhead_us * 1e-6,
         host_s_per_token=e.host_us_per_token * 1e-6,
-        engine_layer_s=fixed.layer_overhead_us * 1e-6 if fixed else 0.0,
-        engine_step_s=fixed.step_overhead_us * 1e-6 if fixed else 0.0,
+        engine_layer_s=layer_us * 1e-6,
+        engine_step_s=step_us * 1e-6,
     )
 
 

@@ -31,7 +31,7 @@ _KV_NAMES: dict[str, dict[str, str | None]] = {
     "tensorrt-llm": {"fp16": None, "bf16": None, "fp8": "fp8", "int8": "int8"},
     "llama.cpp": {"fp32": "f32", "fp16": "f16", "bf16": "bf16", "q8_0": "q8_0", "q4_0": "q4_0"},
 }
-_VLLM_LIKE = ("vllm", "vllm-tpu", "vllm-neuron", "vllm-gaudi")
+_VLLM_LIKE = ("vllm", "vllm-tpu", "vllm-neuron", "vllm-gaudi", "vllm-eager")
 
 
 def served_context(w: InferenceWorkload, shape: InferenceWorkload, served: dict[str, float]) -> int:
@@ -140,7 +140,7 @@ def launch_command(
     tp, pp = stages[0][1], len(stages)
     # Engines that join machines over the network (vLLM and SGLang multi-node docs): say how.
     joined = f"  # over {machines} machines: a Ray cluster of them first" if machines > 1 else ""
-    family = "vllm" if engine in ("vllm", "vllm-tpu", "vllm-neuron") else engine
+    family = "vllm" if engine in ("vllm", "vllm-tpu", "vllm-neuron", "vllm-eager") else engine
     kv_name = _KV_NAMES.get(family, {}).get(kv)
     # A pipeline's layer ranges as the plan's figures assume them: vLLM and SGLang split the
     # layers evenly unless their partition variable names each stage's count (vLLM's
@@ -154,6 +154,7 @@ def launch_command(
             f"--max-num-seqs {seqs} --max-model-len {context}"
         )
         out += f" --max-num-batched-tokens {budget}" if budget else ""
+        out += " --enforce-eager" if engine == "vllm-eager" else ""  # no CUDA graphs
         return out + (f" --kv-cache-dtype {kv_name}" if kv_name else "") + joined
     if engine == "sglang":
         out = "" if pp == 1 else f"SGLANG_PP_LAYER_PARTITION={layers} "

@@ -13,6 +13,13 @@ def _cell(items: list[str]) -> str:
     return ", ".join(items) if items else "-"
 
 
+def _launch(per_layer_us: float, per_step_us: float) -> str:
+    """An engine's host launch time without CUDA graphs (Engine.launch_us_per_layer, _step)."""
+    if not per_layer_us and not per_step_us:
+        return "-"
+    return f"{per_layer_us:g} us, {per_step_us:g} us"
+
+
 def support_markdown(cat: Catalog) -> str:
     """The matrix as Markdown: architectures with their devices, engines, then every row with
     its source and date, then the sources."""
@@ -48,8 +55,8 @@ def support_markdown(cat: Catalog) -> str:
         "| rank | engine | name | tensor parallel | across machines | pipeline parallel "
         "| across vendors | prefill kernels "
         "| time per hop between machines | time per exchange between machines "
-        "| host time per generated token |",
-        "|---:|---|---|---|---|---|---|---|---:|---:|---:|",
+        "| host time per generated token | host launch time per block, per step |",
+        "|---:|---|---|---|---|---|---|---|---:|---:|---:|---:|",
     ]
     for e in sorted(cat.engines.values(), key=lambda e: (e.rank, e.id)):
         yes = {True: "yes", False: "no"}
@@ -59,7 +66,8 @@ def support_markdown(cat: Catalog) -> str:
             f"| {yes[e.pipeline_parallel]} | {yes[e.cross_stack_pipeline]} | {e.kernels} "
             f"| {f'{e.hop_overhead_us / 1e3:g} ms' if e.hop_overhead_us else '-'} "
             f"| {f'{e.exchange_overhead_us / 1e3:g} ms' if e.exchange_overhead_us else '-'} "
-            f"| {f'{e.host_us_per_token:g} us' if e.host_us_per_token else '-'} |"
+            f"| {f'{e.host_us_per_token:g} us' if e.host_us_per_token else '-'} "
+            f"| {_launch(e.launch_us_per_layer, e.launch_us_per_step)} |"
         )
     lines += [
         "",

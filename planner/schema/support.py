@@ -155,6 +155,22 @@ class Engine(Sourced):
         "microseconds: a step of b sequences takes b times this on top of the device's own "
         "time. 0 for engines that overlap this work with the device's step.",
     )
+    launch_us_per_layer: float = Field(
+        0.0,
+        ge=0,
+        description="Host (CPU) time the engine spends launching one block's kernels one by one "
+        "in every forward step, where it runs without a CUDA graph (vLLM --enforce-eager: every "
+        "operator dispatched from Python each step), microseconds per block, added to the "
+        "device's own time per block (planner.estimator.support.engine_times). 0 for engines "
+        "that replay a captured graph (the device class's fitted per-block time covers them).",
+    )
+    launch_us_per_step: float = Field(
+        0.0,
+        ge=0,
+        description="The same host launch time for the kernels outside the blocks (embedding, "
+        "final norm, output head, sampling), microseconds per forward step. 0 where no source "
+        "separates it from the per-block time.",
+    )
     notes: str | None = None
 
 
