@@ -13,6 +13,7 @@ from bench_scripts import ROOT, load_script
 
 from planner.catalog import load_catalog
 from planner.estimator.formats import weight_format
+from planner.schema.support import KV_FORMAT_IDS
 
 PUBLISHED = ROOT / "benchmarks" / "pooled" / "published.yaml"
 
@@ -39,6 +40,8 @@ def _check_mapping(cat: dict[str, Any], *, needs_link: bool) -> None:
     if needs_link:
         catalog.link(cat["link"])
     assert cat["split"] in ("pipeline", "tensor", None)
+    assert cat.get("kv", "fp16") in KV_FORMAT_IDS, cat.get("kv")
+    assert cat.get("engine") is None or cat["engine"] in catalog.engines, cat.get("engine")
 
 
 def test_every_row_cites_its_source_and_maps_or_says_why_not(raw: list[dict[str, Any]]) -> None:
@@ -231,3 +234,42 @@ def test_one_pi4_streams_at_its_measured_stream_rate(run: ModuleType) -> None:
     assert 1 / token_s == pytest.approx(0.7665, rel=0.005)
     assert run.predict(r.spec) == pytest.approx(1 / token_s, rel=0.01)
     assert run.predict(r.spec) == pytest.approx(r.measured, rel=0.05)
+
+
+def _eager_rows(raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in raw if (r.get("catalog") or {}).get("engine") == "vllm-eager"]
+
+
+def test_eager_rows_are_the_graph_figure_plus_the_catalog_launch_time(
+    run: ModuleType, raw: list[dict[str, Any]]
+) -> None:
+    """Every --enforce-eager row: the planner's seconds per token under vllm-eager are its
+    seconds under vLLM with CUDA graphs plus layers x 339 us (Engine.launch_us_per_layer), on
+    one machine and across machines alike (each machine launches every block's kernels);
+    gpt-oss-120b: 36 x 0.339 = 12.204 ms, Llama 3.1 70B: 80 x 0.339 = 27.12 ms."""
+    rows = {r.id: r for r in run.load_rows()}
+    eager = _eager_rows(raw)
+    assert len(eager) == 7
+    for x in eager:
+        r = rows[x["id"]]
+        assert not r.why_not, r.id
+        graphs = dict(r.spec, engine="vllm")
+        layers = load_catalog().model(r.spec["model"]).num_layers
+        extra = 1 / run.predict(r.spec) - 1 / run.predict(graphs)
+        assert extra == pytest.approx(layers * 339e-6, rel=1e-6), r.id
+
+
+def test_the_eager_figure_is_not_fitted_on_a_scored_row(raw: list[dict[str, Any]]) -> None:
+    """The launch time per block cites a source none of the benchmark's rows comes from."""
+    cat = load_catalog()
+    key = cat.engines["vllm-eager"].sources["launch_us_per_layer"]
+    url = cat.references[key].url
+    assert url and all(url != (r["source"].get("url") or "") for r in raw)
+
+
+def test_a_stated_fp8_kv_cache_is_read_at_one_byte(run: ModuleType) -> None:
+    """kubis's runs use --kv-cache-dtype fp8: the row maps kv fp8, and at its 1,088-token
+    context the one-Spark step reads less KV cache than the same row in fp16."""
+    r = {x.id: x for x in run.load_rows()}["kubis-vllm-1x-dgxspark-gptoss120b-eager-baseline"]
+    assert r.spec["kv"] == "fp8"
+    assert run.predict(r.spec) > run.predict(dict(r.spec, kv="fp16"))

@@ -105,10 +105,18 @@ dllama-rpi5-2x-llama3-8b's):
   slowest memory's pace. A row's `catalog.engine` names the catalog engine (release) where it
   is not the one ENGINES gives for the row's engine.
 - one machine (baselines): the pipeline formula with one stage.
+- the engine's own fixed time per block and per step of every forward pass, in both splits
+  (planner.estimator.support.engine_times): for vLLM run with --enforce-eager (catalog engine
+  vllm-eager), the host's launch time per block, Engine.launch_us_per_layer, 339 us, taken
+  from a published eager / CUDA-graph pair under vLLM on A800s (vLLM-Omni issue 7960:
+  Qwen2.5-Omni-7B's thinker, 28 blocks, 9.5 ms per token apart), not fitted on any row here;
+  it is charged serially with the device's work, and it does not shrink with the
+  tensor-parallel degree (each machine launches every block's kernels).
 
 Assumptions where the sources are silent (stated, not fitted): context = prompt + half the
 output tokens where both are stated, else 256 tokens (batch-1 KV reads are small at that length
-for these models); KV cache fp16 (llama.cpp's and MLX's default).
+for these models); KV cache fp16 (llama.cpp's and MLX's default) unless the row's `catalog.kv`
+names the format the run used (vLLM's --kv-cache-dtype fp8: fp8).
 """
 
 from __future__ import annotations
@@ -126,7 +134,7 @@ import yaml
 from planner.catalog import load_catalog
 from planner.estimator.engine_topology import exchange_layout
 from planner.estimator.replica import IterationTime, StageSpec, single_stream_seconds
-from planner.estimator.support import exchange_overhead_s, hop_overhead_s
+from planner.estimator.support import engine_times, exchange_overhead_s, hop_overhead_s
 from planner.schema.catalog import Accelerator, Link, ModelArch
 
 HERE = Path(__file__).resolve().parent
@@ -217,6 +225,14 @@ ENGINES = {
 }
 
 
+def _launch_times(engine: str) -> tuple[float, float]:
+    """The engine's own fixed seconds per block and per step of every forward pass (an older
+    release's fitted figures, and the host launch time of an engine run without CUDA graphs,
+    planner.schema.support.Engine.launch_us_per_layer)."""
+    t = engine_times(load_catalog(), engine or None)
+    return t["engine_layer_s"], t["engine_step_s"]
+
+
 def pipeline_seconds(
     m: ModelArch,
     weights: str,
@@ -225,10 +241,12 @@ def pipeline_seconds(
     context: int,
     engine: str = "",
     own: bool = True,
+    kv: str = KV,
 ) -> float:
     """Seconds per token of one sequence through one stage per machine: the sum of the stages
     (planner.estimator.replica.single_stream_seconds), each hop over the row's link plus the
-    engine's own time per hop (`own` False: without it)."""
+    engine's own time per hop (`own` False: without it), and each block and step with the
+    engine's own fixed time (_launch_times)."""
     stages = [
         StageSpec(device=d, tp=1, layers=n)
         for d, n in zip(devices, layer_split(devices, m.num_layers), strict=True)
@@ -239,7 +257,7 @@ def pipeline_seconds(
     it = IterationTime(
         m,
         weights,
-        KV,
+        kv,
         batch=1,
         context=context,
         prompt=1,
@@ -247,6 +265,8 @@ def pipeline_seconds(
         stages=stages,
         link=link,
         hop_overhead_s=hop_overhead_s(load_catalog(), engine) if own else 0.0,
+        engine_layer_s=_launch_times(engine)[0],
+        engine_step_s=_launch_times(engine)[1],
     )
     return single_stream_seconds(it)
 
@@ -259,6 +279,7 @@ def tensor_seconds(
     context: int,
     engine: str = "",
     own: bool = True,
+    kv: str = KV,
 ) -> float:
     """Seconds per token of one sequence on one tensor-parallel stage spanning the machines,
     its all-reduces over the row's link (planner.estimator.replica.StageSpec.link), each with
@@ -278,7 +299,17 @@ def tensor_seconds(
         layout=exchange_layout(cat, engine, m),
     )
     it = IterationTime(
-        m, weights, KV, batch=1, context=context, prompt=1, output=1, stages=[stage], link=link
+        m,
+        weights,
+        kv,
+        batch=1,
+        context=context,
+        prompt=1,
+        output=1,
+        stages=[stage],
+        link=link,
+        engine_layer_s=_launch_times(engine)[0],
+        engine_step_s=_launch_times(engine)[1],
     )
     return single_stream_seconds(it)
 
@@ -292,10 +323,11 @@ def _seconds(spec: dict[str, Any], link: Link | None, own: bool = True) -> float
     if len(devices) > 1 and link is None:
         raise ValueError("several machines and no link")
     engine = spec.get("engine") or ""
+    kv = spec.get("kv") or KV
     if spec.get("split") == "tensor" and len(devices) > 1:
         assert link is not None
-        return tensor_seconds(m, spec["weights"], devices, link, spec["context"], engine, own)
-    return pipeline_seconds(m, spec["weights"], devices, link, spec["context"], engine, own)
+        return tensor_seconds(m, spec["weights"], devices, link, spec["context"], engine, own, kv)
+    return pipeline_seconds(m, spec["weights"], devices, link, spec["context"], engine, own, kv)
 
 
 def _link(spec: dict[str, Any], link_id: str | None) -> Link | None:
