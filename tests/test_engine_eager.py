@@ -20,9 +20,12 @@ from planner.catalog import load_catalog
 from planner.cli import app
 from planner.estimator.support import engine_times
 from planner.load import load_problem
+from planner.plan.io import dumps_plan, plan_document, plan_from_data
 from planner.plan.recipe import launch_command
+from planner.schema.problem import Problem
 from planner.solve import solve_problem
 from planner.verify import verify
+from planner.verify_plan import plan_failures
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCH_S_PER_BLOCK = 9.5e-3 / 28  # vLLM-Omni issue 7960: 9.5 ms per token over 28 blocks
@@ -96,6 +99,35 @@ def test_a_problem_file_naming_the_engine_is_planned_slower_and_verified(tmp_pat
         ms[engine] = wp.ms_per_token
         assert ("--enforce-eager" in wp.recipe.command) == (engine == "vllm-eager")
     assert ms["vllm-eager"] - ms["vllm"] == pytest.approx(80 * 0.339, rel=0.02)
+
+
+def test_the_verifier_recomputes_a_graph_plan_relabelled_eager(tmp_path: Path) -> None:
+    """The CUDA-graph plan of two-sparks, its engine renamed vllm-eager (problem, plan and
+    launch line) but its figures kept: the verifier, timing the step itself, finds each
+    step 80 x 339 us = 27.12 ms longer than stated."""
+    cat = load_catalog()
+    doc = yaml.safe_load((ROOT / "problems" / "two-sparks.yaml").read_text(encoding="utf-8"))
+    doc["workloads"][0]["engine"] = "vllm"
+    path = tmp_path / "graphs.yaml"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    prob = load_problem(path)
+    data = json.loads(dumps_plan(plan_document(solve_problem(prob, time_limit=30), prob, cat)))
+    data["problem_document"]["workloads"][0]["engine"] = "vllm-eager"
+    w = data["workloads"][0]
+    w["engine"] = w["recipe"]["engine"] = "vllm-eager"
+    w["recipe"]["command"] = launch_command(
+        "vllm-eager", {}, [("dgx-spark", 2, 80)], 1, w["token_budget"], "bf16", 4096, 2
+    )
+    stated = w["stages"][0]["seconds_per_step"]
+    problem = Problem.model_validate(data["problem_document"])
+    fresh = plan_document(plan_from_data(data, "relabelled").plan, problem, cat)
+    fresh["gap"], fresh["summary"] = data["gap"], data["summary"]
+    found = plan_failures(plan_from_data(json.loads(dumps_plan(fresh)), "relabelled"), cat)
+    step = [f for f in found if f.startswith("`workloads.0.stages.0.seconds_per_step`")]
+    assert step, found
+    recomputed = float(step[0].split("recomputed ")[1].split()[0])
+    assert recomputed - stated == pytest.approx(80 * 339e-6, rel=1e-6)
+    assert not any("command" in f for f in found), found  # the relabelled launch line is right
 
 
 def test_an_unsupported_format_under_eager_is_refused() -> None:
