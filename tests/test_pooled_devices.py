@@ -17,6 +17,7 @@ from planner.estimator.formats import weight_format
 from planner.estimator.memory import weight_bytes
 from planner.estimator.perf import decode_step_seconds
 from planner.estimator.support import runtimes
+from planner.schema.model_params import total_params
 from planner.schema.problem import Problem
 from planner.solve import solve_problem
 
@@ -139,13 +140,11 @@ def test_rows_whose_source_omits_the_machine_say_so() -> None:
         assert "source does not state the NUC's CPU model or its memory" in _row(rid)["why_not"]
     assert "omits which M1" in _row("dllama-2x-macbook-llama3-8b")["why_not"]
     assert "omits the Mac Studios' chip" in _row("exo-3x-macstudio-llama31-405b")["why_not"]
-    # Ministral 3 8B is still missing (no stored source gives its FFN width); the Qwen3.6 row,
-    # whose hybrid model the catalog now has, maps whole.
-    why = _row("llamacpp-rpc-2x-bc250-ministral-8b")["why_not"]
-    assert why.startswith("device: bc250") and "model: no" in why
-    qwen = _row("llamacpp-rpc-2x-bc250-qwen36-35b-a3b")
-    assert "why_not" not in qwen
-    assert qwen["catalog"]["machines"] == [{"accelerator": "bc250", "count": 2}]
+    # The BC-250 rows map whole now that the catalog has their board and both models.
+    for rid in ("llamacpp-rpc-2x-bc250-ministral-8b", "llamacpp-rpc-2x-bc250-qwen36-35b-a3b"):
+        row = _row(rid)
+        assert "why_not" not in row
+        assert row["catalog"]["machines"] == [{"accelerator": "bc250", "count": 2}]
 
 
 @pytest.mark.parametrize(("device", "owned"), [("bc250", 2), ("gcp-c3d-highcpu-30", 2)])
@@ -174,3 +173,15 @@ def test_owned_machines_are_planned_and_verified(device: str, owned: int) -> Non
     assert plan.status == "OPTIMAL", plan.notes
     assert all(d.bought == 0 for d in plan.devices)
     assert {n.type for n in plan.nodes if n.hosts == device} == {"soc-standalone"}
+
+
+def test_ministral_3_8b_counts_its_published_size() -> None:
+    # transformers' Ministral3Config (documented with mistralai/Ministral-3-8B-Base-2512): 34 layers,
+    # hidden 4096, FFN 14336, 32 query and 8 KV heads of 128, vocabulary 131,072, untied. By hand:
+    # attention 4096 x (4096 + 2 x 1024) + 4096 x 4096 = 41,943,040; gated FFN 3 x 4096 x 14336 =
+    # 176,160,768; two RMSNorms 8,192: 218,112,000 per layer, x 34 = 7,415,808,000; embedding and
+    # output tables 2 x 131,072 x 4096 = 1,073,741,824; final norm 4,096: 8,489,553,920. NVIDIA's
+    # Megatron Bridge page gives 8.4B for the language model.
+    m = load_catalog().model("ministral-3-8b")
+    assert total_params(m) == 8_489_553_920
+    assert abs(total_params(m) / m.published_params - 1) < 0.05
