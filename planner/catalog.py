@@ -382,6 +382,12 @@ def _cross_check(cat: Catalog, root: Path) -> None:
                 f"{root / FILES['accelerators']}: {a.id}.interconnect.scale_up: unknown link "
                 f"`{a.interconnect.scale_up}`{did_you_mean(a.interconnect.scale_up, cat.links)}"
             )
+        for port in a.ports:
+            if port not in cat.links or cat.links[port].scope == "intra-node":
+                raise CatalogError(
+                    f"{root / FILES['accelerators']}: {a.id}.ports: `{port}` is not a catalog "
+                    f"link between machines{did_you_mean(port, cat.links)}"
+                )
     for i in cat.instances.values():
         if i.device not in cat.accelerators:
             raise CatalogError(

@@ -18,7 +18,7 @@ from planner.estimator.hosts import placeable
 from planner.estimator.support import architecture_allowed, gguf_refusal
 from planner.hf_config import load_hf_config
 from planner.load_measured import check_devices, check_measured, read_tables
-from planner.load_network import check_machines, check_network, check_segments
+from planner.load_network import assume_network, check_machines, check_network, check_segments
 from planner.schema.catalog import Accelerator, Link, ModelArch
 from planner.schema.overrides import apply_overrides, blame
 from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload
@@ -62,6 +62,7 @@ def parse_problem(
         problem = validate(doc, Problem)
         _file_models(problem, doc, base, confine)
         check_names(problem, load_catalog(), doc)
+        problem = assume_network(problem, load_catalog(), _where(doc))
     except InputError as e:
         raise blame(e, origin) from None
     return problem
@@ -108,12 +109,19 @@ def _inside(root: Path, name: str) -> bool:
         return False
 
 
-def check_names(problem: Problem, cat: Catalog, doc: Located | None = None) -> None:
-    """Every name a problem uses exists in the catalog (with a located, suggesting error)."""
+def _where(doc: Located | None) -> Callable[[Loc], str]:
+    """Where a key of the problem sits: file, line and dotted path (the path alone without a
+    file)."""
 
     def where(loc: Loc) -> str:
         return f"{doc.where(loc)}: {dotted(loc)}: " if doc else f"{dotted(loc)}: "
 
+    return where
+
+
+def check_names(problem: Problem, cat: Catalog, doc: Located | None = None) -> None:
+    """Every name a problem uses exists in the catalog (with a located, suggesting error)."""
+    where = _where(doc)
     for i, w in enumerate(problem.workloads):
         if w.model not in cat.models:
             raise InputError(

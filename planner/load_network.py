@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from planner.catalog import Catalog
 from planner.errors import InputError, did_you_mean
+from planner.estimator.built_in_link import NoSharedPort, assumed_network
 from planner.schema.problem import Problem
 from planner.schema.yaml_io import Loc
 
@@ -116,3 +117,24 @@ def _check_between_machines(problem: Problem, cat: Catalog, name: str | None, at
         f"{at}`{name}` is no link between machines{did_you_mean(name, between)} (links between "
         f"machines: {', '.join(between)}; or state one under `links`)"
     )
+
+
+def assume_network(problem: Problem, cat: Catalog, where: Callable[[Loc], str]) -> Problem:
+    """A problem naming no network whose devices are all whole machines gets the slowest
+    built-in port they share as constraints.network (planner.estimator.built_in_link; the
+    plan notes the assumption), or an error naming the fix where none can be inferred. The
+    value stays unset as far as the problem file goes (it was not stated)."""
+    try:
+        assumed = assumed_network(problem, cat)
+    except NoSharedPort as e:
+        raise InputError(
+            f"{where(('constraints',))}no network is named and {e}: name the link the machines "
+            "are joined by in constraints.network (a catalog link such as eth-1g or "
+            "thunderbolt5, `planner catalog list links`, or one stated under `links` with its "
+            "bandwidth_gbit_s and latency_ms)"
+        ) from None
+    if assumed is None:
+        return problem
+    c = problem.constraints.model_copy(update={"network": assumed.link.id})
+    c.__pydantic_fields_set__.discard("network")
+    return problem.model_copy(update={"constraints": c})

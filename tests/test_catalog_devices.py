@@ -18,6 +18,7 @@ SECTIONS = {
     "power",
     "interconnect",
     "price",
+    "ports",
     "architecture",
     "achievable_bandwidth",
     "gpu_share",

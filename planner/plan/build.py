@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 
 from planner.catalog import Catalog
+from planner.estimator.built_in_link import assumed_network
 from planner.estimator.designs import Design, carbon_unknown_left_out, stage_specs
 from planner.estimator.economics import (
     RENT_MODES,
@@ -734,6 +735,8 @@ def _bill(
             if node.intra_node_link not in plan.links:
                 plan.links.append(node.intra_node_link)
     plan.network = _network(problem, cat, plan, tally)
+    if sum(n.count for n in plan.nodes) > 1:
+        plan.notes += assumed_link_notes(problem, cat)
     if (
         len(plan.devices) > 1
         or any(n.count > 1 for n in plan.nodes)
@@ -771,6 +774,15 @@ def _phases(problem: Problem, use: dict[tuple[str, int, str], int], n: int) -> l
         )
         out.append(PhaseLine(ph.name, list(ph.workloads), hours, devices))
     return out
+
+
+def assumed_link_notes(problem: Problem, cat: Catalog) -> list[str]:
+    """The plan's note where the problem named no network and its machines' built-in port was
+    assumed (planner.estimator.built_in_link), with how to replace it."""
+    assumed = assumed_network(problem, cat)
+    if assumed is None or assumed.link.id != problem.constraints.network:
+        return []
+    return [f"{assumed.note}; name constraints.network to plan on another link"]
 
 
 def _network(problem: Problem, cat: Catalog, plan: Plan, tally: _Tally) -> NetworkLine | None:

@@ -262,7 +262,28 @@ class Accelerator(Sourced):
         gt=0,
         description="Emissions of making one device (and its share of the board), kg CO2e.",
     )
+    ports: list[str] = Field(
+        default_factory=list,
+        description="A whole machine's (form_factor soc-system) built-in wired network ports, "
+        "as catalog link ids (`eth-1g`, `thunderbolt5`), as the base configuration ships: no "
+        "build-to-order option, no adapter. A pool of such machines whose problem names no "
+        "network is planned on the slowest port they all share (planner.estimator.built_in_link)."
+        " Needs sources.ports. Empty: not recorded.",
+    )
     notes: str | None = None
+
+    @model_validator(mode="after")
+    def _ports_sourced(self) -> Accelerator:
+        if self.ports and self.form_factor != "soc-system":
+            raise ValueError(
+                f"`{self.id}`: ports are a whole machine's (form_factor soc-system); a card's "
+                "network is its host's (nodes.yaml `nics`)"
+            )
+        if self.ports and "ports" not in self.sources:
+            raise ValueError(
+                f"`{self.id}`: ports need their own source: `sources: {{ports: <id>}}`"
+            )
+        return self
 
     @model_validator(mode="after")
     def _idle_below_tdp(self) -> Accelerator:

@@ -908,7 +908,11 @@ class Constraints(ProblemModel):
         description="Allow tensor parallelism over PCIe inside a node (not only NVLink-class).",
     )
     network: CatalogId = Field(
-        "eth-100g", description="Link id between nodes (pipeline hops, gradients)."
+        "eth-100g",
+        description="Link id between nodes (pipeline hops, gradients). Unset where every "
+        "device is a whole machine (a Mac mini, a DGX Spark, a Raspberry Pi): the slowest "
+        "built-in wired port they all share (their catalog `ports`), which the plan notes as "
+        "assumed, or an error where they share none. Unset otherwise: eth-100g.",
     )
     heterogeneous_pipelines: StrictBool = Field(
         True,
