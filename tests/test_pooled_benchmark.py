@@ -12,6 +12,7 @@ import yaml
 from bench_scripts import ROOT, load_script
 
 from planner.catalog import load_catalog
+from planner.estimator.built_in_link import built_in_link, whole_machines
 from planner.estimator.formats import weight_format
 from planner.schema.support import KV_FORMAT_IDS
 
@@ -56,16 +57,28 @@ def test_every_row_cites_its_source_and_maps_or_says_why_not(raw: list[dict[str,
         if r["measured"].get("derived_from_ms"):
             assert tps == pytest.approx(1000 / r["measured"]["decode_ms_per_token"], rel=1e-3)
         assert math.isfinite(tps) and tps > 0, r["id"]
+        if r.get("source_incomplete"):
+            assert len(r["source_incomplete"]) > 20, r["id"]
         if r.get("why_not"):
             assert len(r["why_not"]) > 20, r["id"]
-            if "catalog" in r:  # only the link is missing: everything else must map
-                assert r["catalog"]["link"] is None, r["id"]
-                _check_mapping(r["catalog"], needs_link=False)
-        else:
+        if "catalog" in r and not r.get("why_not"):
             cat = r["catalog"]
             n = sum(m["count"] for m in cat["machines"])
-            _check_mapping(cat, needs_link=n > 1)
+            # a pool whose source names no link leaves it null: the built-in-port rule picks it
+            _check_mapping(cat, needs_link=n > 1 and not _inferable(cat))
             assert cat.get("mapping_note"), r["id"]
+        elif not r.get("why_not"):
+            assert r.get("source_incomplete"), r["id"]
+
+
+def _inferable(cat: dict[str, Any]) -> bool:
+    catalog = load_catalog()
+    devices = [catalog.accelerator(m["accelerator"]) for m in cat["machines"]]
+    return (
+        cat.get("link") is None
+        and whole_machines(devices)
+        and bool(built_in_link(catalog, devices))
+    )
 
 
 def test_script_scores_every_expressible_row(run: ModuleType, raw: list[dict[str, Any]]) -> None:
@@ -73,23 +86,87 @@ def test_script_scores_every_expressible_row(run: ModuleType, raw: list[dict[str
     pairs = run.scored(rows)
     # A row its source flags as pathological (`anomalous`) is scored apart, in no summary.
     odd = {x["id"] for x in raw if x.get("anomalous") and not x.get("why_not")}
-    assert {r.id for r, _ in pairs} == {x["id"] for x in raw if not x.get("why_not")} - odd
+    clean = {x["id"] for x in raw if not x.get("why_not") and not x.get("source_incomplete")}
+    assert {r.id for r, _ in pairs} == clean - odd
     assert pairs, "no expressible row"
     for r, p in pairs:
         assert math.isfinite(p) and p > 0, r.id
-    for r, p in run.scored(rows, "eth-1g"):  # the rows missing only their link
-        assert r.link_only and math.isfinite(p) and p > 0, r.id
+    for r, p in run.scored(rows, "eth-1g"):  # the inferred-link rows on another link
+        assert r.link_rule and math.isfinite(p) and p > 0, r.id
     text = "\n".join(run.report(rows, "eth-1g"))
     base = sum(bool(x.get("single_machine_baseline")) for x in raw)
     head = f"{len(raw)} rows ({len(raw) - base} pooled, {base} single-machine baselines)"
-    assert f"{head}, {len(pairs)} expressible" in text
-    apart = text.split("Anomalous rows", 1)[-1] if odd else ""
+    assert f"{head}: {len(pairs)} scored" in text
+    apart = text.split("Anomalous (", 1)[-1] if odd else ""
     assert all(f"| {i} |" in apart and f"- {i}: " in apart for i in odd)
     assert not any(f"({i})" in line for i in odd for line in text.splitlines() if "median" in line)
     assert "Pooled: " in text and "median |deviation|" in text
-    assert {f"- {r.id}: " for r in rows if r.why_not} <= set(
-        line.split(":", 1)[0] + ": " for line in text.splitlines() if line.startswith("- ")
+    listed = {line.split(":", 1)[0] + ": " for line in text.splitlines() if line.startswith("- ")}
+    assert {f"- {r.id}: " for r in rows if r.kind != run.SCORED} <= listed
+
+
+def test_three_classes_are_apart_and_none_hidden(run: ModuleType) -> None:
+    """Every row is in exactly one class; a row whose source names no link is scored on the
+    built-in-port rule's link and marked so; a row whose source leaves out a fact no rule
+    infers is listed with that fact, apart from the catalog gaps."""
+    rows = run.load_rows()
+    kinds = {r.id: r.kind for r in rows}
+    assert (
+        run.SCORED
+        in set(kinds.values())
+        <= {
+            run.SCORED,
+            run.SOURCE_INCOMPLETE,
+            run.NOT_EXPRESSIBLE,
+            run.ANOMALOUS,
+        }
     )
+    text = "\n".join(run.report(rows))
+    parts = {
+        k: text.split(head, 1)[1].split("\n\n", 2)[1]
+        for k, head in (
+            (run.SOURCE_INCOMPLETE, "Source incomplete ("),
+            (run.NOT_EXPRESSIBLE, "Not expressible ("),
+        )
+    }
+    for r in rows:
+        for k, part in parts.items():
+            assert (f"- {r.id}: " in part) == (r.kind == k), (r.id, k)
+    # four Mac minis' only shared wired kinds: Gigabit Ethernet and Thunderbolt 5 -> eth-1g
+    # (Apple's Mac mini (2024) tech specs); the table marks the link as inferred
+    mini = next(r for r in rows if r.id == "exo-8x-macmini-m4pro-llama31-405b")
+    assert mini.kind == run.SCORED and mini.link == "eth-1g" and mini.link_rule
+    assert "| eth-1g (inferred) |" in text
+    assert f"- {mini.id}: link inferred: eth-1g (" in text
+    # a source that does not say which device ran: listed with the missing fact, not scored
+    prima = next(r for r in rows if r.id == "primacpp-4dev-llama3-70b")
+    assert prima.kind == run.SOURCE_INCOMPLETE
+    assert "quantization is not stated" in parts[run.SOURCE_INCOMPLETE]
+    pooled = [(r, p) for r, p in run.scored(rows) if not r.baseline]
+    summary = "\n".join(run.summary(rows, run.scored(rows)))
+    stated = [rp for rp in pooled if not rp[0].link_rule]
+    assert f"link stated only (without the inferred-link rows): {run._stats(stated)}" in summary
+
+
+def test_a_row_whose_machines_share_no_port_is_source_incomplete(run: ModuleType) -> None:
+    """The rule, where it finds nothing, leaves the row unscored and says why."""
+    row = run._row(
+        {
+            "id": "two-m1-minis",
+            "engine": "llama.cpp-rpc",
+            "measured": {"decode_tokens_per_s": 1.0},
+            "as_published": {},
+            "source": {"title": "t"},
+            "catalog": {
+                "model": "llama-3.1-8b",
+                "weights": "q4_0",
+                "machines": [{"accelerator": "m1-8gb", "count": 2}],
+                "link": None,
+                "split": "pipeline",
+            },
+        }
+    )
+    assert row.kind == run.SOURCE_INCOMPLETE and "m1-8gb" in row.source_incomplete
 
 
 def test_layer_split_follows_memory(run: ModuleType) -> None:

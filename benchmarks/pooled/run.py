@@ -1,15 +1,34 @@
 """The planner's single-stream decode tokens/s beside published runs of models split across machines.
 
 Run: python benchmarks/pooled/run.py [--markdown] [--assume-link LINK]   (a few seconds;
---markdown wraps the block in markers for a docs page; --assume-link scores, in a separate table,
-the rows whose only missing piece is the link, with the catalog link LINK, e.g. eth-1g or
-thunderbolt5)
+--markdown wraps the block in markers for a docs page; --assume-link scores the inferred-link
+rows again, in a separate table, on the catalog link LINK instead, e.g. eth-1g or thunderbolt5:
+a sensitivity check, not part of the result)
 
 What it measures: for every row of benchmarks/pooled/published.yaml that maps to catalog ids
 (model, weight format, one catalog accelerator per machine, catalog link), the planner's decode
 tokens/s of ONE sequence (batch 1) on that pool of machines, beside the measured figure, and the
 deviation (planner / measured - 1). Single-machine baseline rows are scored too but kept out of
 the pooled summary (they separate the device model's error from the split's).
+
+Every row falls in one of three classes, each printed apart (no row is left out), or is
+anomalous (below):
+
+- scored: the row maps. Where its source names no link (`catalog.link: null`), the row is
+  scored on the link the planner itself assumes for a pool that names none
+  (planner.estimator.built_in_link: the slowest built-in wired port all its machines share,
+  from the catalog's sourced `ports` of each whole machine), shown as "<link> (inferred)" in
+  the table and listed as "link inferred: <rule>"; the summary gives the pooled median with
+  those rows, with the stated-link rows only, and with the inferred-link rows only.
+- source incomplete (`source_incomplete`): the source leaves out a fact no rule can infer
+  (the quantization, which device ran, a Wi-Fi setup). Listed with the missing fact, and where
+  the rest maps, with what the planner gives on it; not scored.
+- not expressible (`why_not`): the planner cannot express the row yet (a device, model,
+  format or engine mode the catalog lacks). Listed with what is missing; not scored.
+
+A row that maps but whose source calls its own figure pathological (`anomalous: true` in
+published.yaml, with an `anomalous_note` saying why) is scored in a table of its own and kept
+out of every summary: the figure measures a fault the source names, not the setup.
 
 Result (catalog as of this commit): 84 rows (69 pooled, 15 one-machine baselines) from 26
 sources, 40 expressible: 32 pooled rows and 8 baselines. Pooled: median |deviation| 18.8 %,
@@ -71,14 +90,9 @@ name; cloud VMs; the prima.cpp phone and laptops), models it lacks (GLM-5, GLM-5
 3, whose FFN width and vocabulary no stored source gives; Qwen3.6, a hybrid of linear and full
 attention), vLLM runs with --enforce-eager (no
 source gives eager mode's time per layer apart from these rows, and published eager /
-CUDA-graph pairs disagree in sign), and rows whose link is not stated (or not which of two):
-`--assume-link eth-1g` scores the 13 of those that map otherwise apart (two of them Unsloth's
-UD-Q2_K_XL, a weight format added from its file's size: 2.701 bits per weight), median 35.6 %,
-worst 248.6 %, not part of the result.
-
-A row its source flags as pathological (`anomalous: true` in published.yaml, with an
-`anomalous_note` saying why) is scored when it maps, in a table of its own, and kept out of
-every summary: the figure measures a fault the source names, not the setup.
+CUDA-graph pairs disagree in sign). Rows whose source names no link are scored on the
+built-in-port rule's link (see the classes above; two of them run Unsloth's UD-Q2_K_XL, a
+weight format added from its file's size: 2.701 bits per weight).
 
 How a row is computed (planner estimator functions only; nothing is fitted on these rows, but
 two catalog figures come from one each: distributed-llama's time per exchange, from
@@ -116,7 +130,7 @@ dllama-rpi5-2x-llama3-8b's):
 Assumptions where the sources are silent (stated, not fitted): context = prompt + half the
 output tokens where both are stated, else 256 tokens (batch-1 KV reads are small at that length
 for these models); KV cache fp16 (llama.cpp's and MLX's default) unless the row's `catalog.kv`
-names the format the run used (vLLM's --kv-cache-dtype fp8: fp8).
+names the format the run used (vLLM's --kv-cache-dtype fp8: fp8; llama.cpp's -ctk q8_0: q8_0).
 """
 
 from __future__ import annotations
@@ -132,6 +146,7 @@ from typing import Any
 import yaml
 
 from planner.catalog import load_catalog
+from planner.estimator.built_in_link import NoSharedPort, built_in_link
 from planner.estimator.engine_topology import exchange_layout
 from planner.estimator.replica import IterationTime, StageSpec, single_stream_seconds
 from planner.estimator.support import engine_times, exchange_overhead_s, hop_overhead_s
@@ -144,6 +159,13 @@ MARK_BEGIN = "<!-- benchmarks/pooled/run.py --markdown: begin -->"
 MARK_END = "<!-- benchmarks/pooled/run.py --markdown: end -->"
 
 
+# The three classes of row (run.py prints each apart; none is hidden):
+SCORED = "scored"  # maps to catalog ids, link stated or inferred by the built-in-port rule
+SOURCE_INCOMPLETE = "source incomplete"  # the source omits a fact no rule can infer
+NOT_EXPRESSIBLE = "not expressible"  # the planner cannot express it yet (a catalog gap)
+ANOMALOUS = "anomalous"  # maps, but its source calls its own figure pathological (scored apart)
+
+
 @dataclass
 class Row:
     id: str
@@ -152,12 +174,23 @@ class Row:
     machines: str  # as the table prints it
     link: str
     baseline: bool = False
-    why_not: str = ""
-    link_only: bool = False  # the link is the only missing piece
+    why_not: str = ""  # what the planner cannot express yet (a catalog gap)
+    source_incomplete: str = ""  # a fact the source does not state and no rule infers
+    link_rule: str = ""  # set where the link is not stated and the built-in-port rule chose it
     anomalous: str = ""  # why the source calls its own figure pathological (scored apart)
     network_ms: float | None = None  # network time per token where the source states it
     spec: dict[str, Any] = field(default_factory=dict)  # the row's catalog mapping
     source: str = ""  # the source's url, or its title where it has none
+
+    @property
+    def kind(self) -> str:
+        """The row's class: a fact missing from the source outranks a catalog gap (closing
+        the gap would not make the row scoreable)."""
+        if self.source_incomplete:
+            return SOURCE_INCOMPLETE
+        if self.why_not:
+            return NOT_EXPRESSIBLE
+        return ANOMALOUS if self.anomalous else SCORED
 
 
 def _context(r: dict[str, Any]) -> int:
@@ -180,21 +213,39 @@ def _row(r: dict[str, Any]) -> Row:
         machines = " + ".join(
             f"{m.get('count')}x {m.get('device')}" for m in r["as_published"].get("machines", [])
         )
-    why = r.get("why_not", "")
-    return Row(
+    row = Row(
         id=r["id"],
         engine=r["engine"],
         measured=float(r["measured"]["decode_tokens_per_s"]),
         machines=machines,
         link=cat.get("link") or "-",
         baseline=bool(r.get("single_machine_baseline")),
-        why_not=why,
-        link_only=bool(why) and bool(cat) and cat.get("link") is None,
+        why_not=r.get("why_not", ""),
+        source_incomplete=r.get("source_incomplete", ""),
         anomalous=_anomalous(r),
         network_ms=r["measured"].get("network_transfer_ms"),
         spec=dict(cat, context=_context(r), engine=cat.get("engine") or ENGINES.get(r["engine"])),
         source=r["source"].get("url") or r["source"].get("title", ""),
     )
+    if cat.get("machines") and not cat.get("link") and sum(m["count"] for m in cat["machines"]) > 1:
+        _infer_link(row)
+    return row
+
+
+def _infer_link(row: Row) -> None:
+    """A row whose source names no link: the planner's own rule for a pool that names none
+    (planner.estimator.built_in_link: the slowest built-in wired port all its machines share),
+    or, where the rule finds none, a gap of the source."""
+    cat = load_catalog()
+    devices = [cat.accelerator(m["accelerator"]) for m in row.spec["machines"]]
+    try:
+        assumed = built_in_link(cat, devices)
+    except NoSharedPort as e:
+        if row.kind in (SCORED, ANOMALOUS):
+            row.source_incomplete = f"link: not stated, and {e}"
+        return
+    row.link = row.spec["link"] = assumed.link.id
+    row.link_rule = assumed.rule
 
 
 def load_rows() -> list[Row]:
@@ -264,9 +315,9 @@ def pipeline_seconds(
         output=1,
         stages=stages,
         link=link,
-        hop_overhead_s=hop_overhead_s(load_catalog(), engine) if own else 0.0,
         engine_layer_s=_launch_times(engine)[0],
         engine_step_s=_launch_times(engine)[1],
+        hop_overhead_s=hop_overhead_s(load_catalog(), engine) if own else 0.0,
     )
     return single_stream_seconds(it)
 
@@ -355,11 +406,11 @@ def link_ms(spec: dict[str, Any], link_id: str | None = None) -> float:
 
 
 def scored(rows: list[Row], assume_link: str | None = None) -> list[tuple[Row, float]]:
-    """(row, planner tokens/s) for every expressible row, or with `assume_link` for every row
-    whose only missing piece is the link."""
+    """(row, planner tokens/s) for every scored row (link stated or inferred), or with
+    `assume_link` for the rows whose link is inferred, on that link instead."""
     if assume_link is None:
-        return [(r, predict(r.spec)) for r in rows if not r.why_not and not r.anomalous]
-    return [(r, predict(r.spec, assume_link)) for r in rows if r.link_only]
+        return [(r, predict(r.spec)) for r in rows if r.kind == SCORED]
+    return [(r, predict(r.spec, assume_link)) for r in rows if r.link_rule]
 
 
 def _table(pairs: list[tuple[Row, float]], link: str | None = None) -> list[str]:
@@ -370,8 +421,9 @@ def _table(pairs: list[tuple[Row, float]], link: str | None = None) -> list[str]
     ]
     for r, p in pairs:
         stated = r.network_ms
+        shown = link or (f"{r.link} (inferred)" if r.link_rule else r.link)
         lines.append(
-            f"| {r.id} | {r.engine} | {r.machines} | {link or r.link} | {r.measured:.4g} | "
+            f"| {r.id} | {r.engine} | {r.machines} | {shown} | {r.measured:.4g} | "
             f"{p:.4g} | {p / r.measured - 1:+.1%} | "
             f"{'n/a' if stated is None else f'{stated:.4g}'} / {link_ms(r.spec, link):.3g} |"
         )
@@ -397,15 +449,11 @@ def given_baseline(rows: list[Row]) -> list[tuple[Row, float, Row]]:
     its machines on the same model and weights, the planner's pooled tokens/s scaled by that
     measurement over the planner's own one-machine figure (what the planner predicts for the
     pool when the machine's speed is the measured one). (row, tokens/s, baseline row)."""
-    base = {
-        (r.source, *_machine_of(r)): r
-        for r in rows
-        if r.baseline and not r.why_not and not r.anomalous
-    }
+    base = {(r.source, *_machine_of(r)): r for r in rows if r.baseline and r.kind == SCORED}
     out = []
     for r in rows:
         b = base.get((r.source, *_machine_of(r)))
-        if r.baseline or r.why_not or r.anomalous or b is None or not _machine_of(r)[2]:
+        if r.baseline or r.kind != SCORED or b is None or not _machine_of(r)[2]:
             continue
         out.append((r, predict(r.spec) * b.measured / predict(b.spec), b))
     return out
@@ -427,13 +475,20 @@ def summary(rows: list[Row], pairs: list[tuple[Row, float]]) -> list[str]:
     pooled = [(r, p) for r, p in pairs if not r.baseline]
     base = [(r, p) for r, p in pairs if r.baseline]
     n_pooled = sum(not r.baseline for r in rows)
-    odd = sum(bool(r.anomalous) and not r.why_not for r in rows)
-    apart = f"; {odd} anomalous, scored apart" if odd else ""
+    count = {
+        k: sum(r.kind == k for r in rows) for k in (SOURCE_INCOMPLETE, NOT_EXPRESSIBLE, ANOMALOUS)
+    }
+    apart = f", {count[ANOMALOUS]} anomalous (scored apart)" if count[ANOMALOUS] else ""
     lines = [
-        f"{len(rows)} rows ({n_pooled} pooled, {len(rows) - n_pooled} single-machine baselines), "
-        f"{len(pairs)} expressible ({len(pooled)} pooled, {len(base)} single-machine "
-        f"baselines{apart}).",
+        f"{len(rows)} rows ({n_pooled} pooled, {len(rows) - n_pooled} single-machine baselines): "
+        f"{len(pairs)} scored ({len(pooled)} pooled, {len(base)} single-machine baselines; "
+        f"{sum(bool(r.link_rule) for r, _ in pairs)} on an inferred link), "
+        f"{count[SOURCE_INCOMPLETE]} source incomplete, {count[NOT_EXPRESSIBLE]} not "
+        f"expressible{apart}.",
         f"Pooled: {_stats(pooled)}.",
+        f"Pooled, link stated only (without the inferred-link rows): "
+        f"{_stats([(r, p) for r, p in pooled if not r.link_rule])}.",
+        f"Pooled, link inferred only: {_stats([(r, p) for r, p in pooled if r.link_rule])}.",
     ]
     by_engine: dict[str, list[tuple[Row, float]]] = defaultdict(list)
     for rp in pooled:
@@ -443,22 +498,62 @@ def summary(rows: list[Row], pairs: list[tuple[Row, float]]) -> list[str]:
     return lines
 
 
+def _incomplete(r: Row) -> str:
+    """A source-incomplete row with its missing facts, its catalog gaps if any, and where the
+    rest maps, what the planner gives on the mapping as far as it goes (not scored)."""
+    line = f"- {r.id}: {r.source_incomplete}" + (f" Also: {r.why_not}" if r.why_not else "")
+    if r.why_not or not r.spec.get("machines"):
+        return line
+    p = predict(r.spec)
+    link = f", link {r.link} inferred" if r.link_rule else ""
+    return (
+        f"{line} The rest maps: the planner gives {p:.4g} tokens/s on it{link}, against "
+        f"{r.measured:.4g} measured ({p / r.measured - 1:+.1%}; not scored)."
+    )
+
+
+def _classes(rows: list[Row], pairs: list[tuple[Row, float]]) -> list[str]:
+    """The rows scored on an inferred link (with the rule), the rows whose source is
+    incomplete (with the missing fact) and the rows the planner cannot express yet."""
+    return [
+        "Link inferred (scored above; the source names no link, so the planner's rule for a "
+        "pool that names none chose it, planner.estimator.built_in_link):",
+        "",
+        *(f"- {r.id}: link inferred: {r.link} ({r.link_rule})" for r, _ in pairs if r.link_rule),
+        "",
+        "Source incomplete (not scored: the source does not state a fact no rule can infer):",
+        "",
+        *(_incomplete(r) for r in rows if r.kind == SOURCE_INCOMPLETE),
+        "",
+        "Not expressible (not scored: the planner cannot express the row yet):",
+        "",
+        *(f"- {r.id}: {r.why_not}" for r in rows if r.kind == NOT_EXPRESSIBLE),
+        *_anomalous_rows(rows),
+    ]
+
+
+def _anomalous_rows(rows: list[Row]) -> list[str]:
+    """Rows that map but whose source calls its own figure pathological: scored in a table of
+    their own, kept out of every summary."""
+    odd = [(r, predict(r.spec)) for r in rows if r.kind == ANOMALOUS]
+    if not odd:
+        return []
+    return [
+        "",
+        "Anomalous (scored here apart, kept out of every summary: the source calls its own "
+        "figure pathological):",
+        "",
+        *_table(odd),
+        "",
+        *(f"- {r.id}: {r.anomalous}" for r, _ in odd),
+    ]
+
+
 def report(rows: list[Row], assume_link: str | None = None) -> list[str]:
-    """The Markdown block: table, summary, rows not expressible (and the assumed-link table)."""
+    """The Markdown block: table, summary, the three classes of row (and the assumed-link
+    table)."""
     pairs = scored(rows)
-    lines = [*_table(pairs), "", *summary(rows, pairs), "", "Not expressible:", ""]
-    lines += [f"- {r.id}: {r.why_not}" for r in rows if r.why_not]
-    odd = [(r, predict(r.spec)) for r in rows if r.anomalous and not r.why_not]
-    if odd:
-        lines += [
-            "",
-            "Anomalous rows: expressible, but their source calls its own figure pathological, "
-            "so they are scored here apart and kept out of every summary:",
-            "",
-            *_table(odd),
-            "",
-            *(f"- {r.id}: {r.anomalous}" for r, _ in odd),
-        ]
+    lines = [*_table(pairs), "", *summary(rows, pairs), "", *_classes(rows, pairs)]
     split = given_baseline(rows)
     lines += [
         "",
@@ -483,8 +578,8 @@ def report(rows: list[Row], assume_link: str | None = None) -> list[str]:
         extra = scored(rows, assume_link)
         lines += [
             "",
-            f"Rows whose only gap is the link, scored with an ASSUMED link {assume_link} "
-            "(not a published setup; not in the summary above):",
+            f"The inferred-link rows again, on {assume_link} in place of the rule's link "
+            "(a sensitivity check, not a published setup; not in the summary above):",
             "",
             *_table(extra, assume_link),
             "",
@@ -499,7 +594,7 @@ def main() -> None:
     ap.add_argument(
         "--assume-link",
         metavar="LINK",
-        help="also score the rows missing only their link with this catalog link, apart",
+        help="also score the inferred-link rows on this catalog link instead, apart",
     )
     args = ap.parse_args()
     lines = report(load_rows(), args.assume_link)
