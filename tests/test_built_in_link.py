@@ -111,6 +111,11 @@ def test_machines_without_recorded_ports_are_an_error_naming_the_fix() -> None:
     assert "m1-8gb" in text and "constraints.network" in text
 
 
+def test_one_machine_needs_no_network_and_gets_no_error() -> None:
+    problem = _problem(["m1-8gb"], ["constraints.inventory.0.count=1"])
+    assert problem.constraints.network == "eth-100g"  # unused: nothing to join
+
+
 def test_machines_sharing_no_kind_of_port_have_no_assumed_link() -> None:
     cat = load_catalog()
     pi = cat.accelerator("raspberry-pi-5-8gb")

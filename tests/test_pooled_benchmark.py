@@ -92,7 +92,7 @@ def test_script_scores_every_expressible_row(run: ModuleType, raw: list[dict[str
     for r, p in pairs:
         assert math.isfinite(p) and p > 0, r.id
     for r, p in run.scored(rows, "eth-1g"):  # the inferred-link rows on another link
-        assert r.link_rule and math.isfinite(p) and p > 0, r.id
+        assert r.link_rule and r.kind == run.SCORED and math.isfinite(p) and p > 0, r.id
     text = "\n".join(run.report(rows, "eth-1g"))
     base = sum(bool(x.get("single_machine_baseline")) for x in raw)
     head = f"{len(raw)} rows ({len(raw) - base} pooled, {base} single-machine baselines)"

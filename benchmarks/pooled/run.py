@@ -410,7 +410,7 @@ def scored(rows: list[Row], assume_link: str | None = None) -> list[tuple[Row, f
     `assume_link` for the rows whose link is inferred, on that link instead."""
     if assume_link is None:
         return [(r, predict(r.spec)) for r in rows if r.kind == SCORED]
-    return [(r, predict(r.spec, assume_link)) for r in rows if r.link_rule]
+    return [(r, predict(r.spec, assume_link)) for r in rows if r.link_rule and r.kind == SCORED]
 
 
 def _table(pairs: list[tuple[Row, float]], link: str | None = None) -> list[str]:

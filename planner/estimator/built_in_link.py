@@ -18,7 +18,8 @@ benchmarks/pooled/run.py):
    user may not have. The plan says "link assumed: ..."; naming `constraints.network`
    replaces the assumption.
 4. Where nothing can be inferred (a machine records no ports; the machines share no kind) the
-   problem must name its network: an error says which machine and how.
+   problem must name its network: an error says which machine and how (not for a pool of one
+   machine, which needs none).
 
 Pools with devices that are not whole machines (cards in servers) are not covered: their
 hosts' network stays `constraints.network`'s default.
@@ -109,4 +110,17 @@ def assumed_network(problem: Problem, cat: Catalog) -> AssumedLink | None:
     devices = pool_devices(problem, cat)
     if states_network(problem) or not whole_machines(devices):
         return None
-    return built_in_link(cat, devices)
+    try:
+        return built_in_link(cat, devices)
+    except NoSharedPort:
+        if one_machine(problem):
+            return None  # nothing to join: no network needed
+        raise
+
+
+def one_machine(problem: Problem) -> bool:
+    """The pool is one machine at most: at most one device, or nothing bought and at most one
+    owned."""
+    c = problem.constraints
+    owned = sum(o.count for o in c.inventory)
+    return c.max_devices == 1 or (c.capex_usd == 0 and owned <= 1)
