@@ -135,3 +135,15 @@ def test_ports_are_a_whole_machines_and_sourced() -> None:
     sources = {k: v for k, v in mini["sources"].items() if k != "ports"}
     with pytest.raises(ValidationError, match="own source"):
         Accelerator.model_validate({**mini, "sources": sources})
+
+
+def test_bought_machines_on_their_assumed_port_need_no_adapter() -> None:
+    """Mac minis bought (not owned) on the assumed Gigabit Ethernet: the plan counts a port per
+    machine and does not call for an adapter, since the port is the machine's own."""
+    doc = copy.deepcopy(DOC)
+    doc["constraints"] = {"allowed_devices": ["m4-pro-64gb"], "capex_usd": 20_000}
+    problem = parse_problem(Located(doc, {}, "buy.yaml"))
+    plan = solve_problem(problem, time_limit=30)
+    assert plan.network is not None and plan.network.link == "eth-1g"
+    assert not any("adapter" in n for n in plan.notes), plan.notes
+    assert any(n.startswith("link assumed: eth-1g") for n in plan.notes)

@@ -799,7 +799,8 @@ def _network(problem: Problem, cat: Catalog, plan: Plan, tally: _Tally) -> Netwo
         return None
     for n in plan.nodes:  # a whole machine with no slot takes no NIC: say so, with its ports
         node = cat.node(n.type)
-        own = sorted({x.link for x in node.nics})
+        # its ports: the node's NICs and, for a whole machine, the device's own built-in ports
+        own = sorted({x.link for x in node.nics} | set(cat.accelerator(n.hosts).ports))
         stated = any(x.id == link.id for x in problem.links)  # the user's own network
         if node.kind == "standalone" and own and link.id not in own and not stated:
             plan.notes.append(
