@@ -48,8 +48,10 @@ def check_network(problem: Problem, cat: Catalog, where: Callable[[Loc], str]) -
         s0 = problem.links[0]
         raise InputError(
             f"{where(('links', 0, 'id'))}`{s0.id}` is stated but nothing uses it: the network "
-            f"between hosts is the default `{c.network}`; set `constraints.network: {s0.id}` "
-            "(or name it in a machine's `network`), or drop the entry"
+            f"between hosts would be the default (`{c.network}`, or for a pool of whole "
+            "machines the slowest built-in port they share); set "
+            f"`constraints.network: {s0.id}` (or name it in a machine's `network`), or drop the "
+            "entry"
         )
 
 
