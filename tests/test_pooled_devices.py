@@ -137,9 +137,14 @@ def test_the_cloud_vm_rows_map_and_only_the_pooled_ones_lack_a_link() -> None:
 def test_rows_whose_source_omits_the_machine_say_so() -> None:
     for rid in ("dllama-2x-nuc12-r1-distill-llama-8b", "dllama-1x-nuc12-baseline"):
         assert "catalog" not in _row(rid)
-        assert "source does not state the NUC's CPU model or its memory" in _row(rid)["why_not"]
-    assert "omits which M1" in _row("dllama-2x-macbook-llama3-8b")["why_not"]
-    assert "omits the Mac Studios' chip" in _row("exo-3x-macstudio-llama31-405b")["why_not"]
+        why = _row(rid)["source_incomplete"]
+        assert "source does not state the NUC's CPU model or its memory" in why
+    # A gap of the source, not of the catalog: listed apart from the rows the planner cannot
+    # express (benchmarks/pooled/run.py's classes).
+    assert "omits which M1" in _row("dllama-2x-macbook-llama3-8b")["source_incomplete"]
+    assert (
+        "omits the Mac Studios' chip" in _row("exo-3x-macstudio-llama31-405b")["source_incomplete"]
+    )
     # The BC-250 rows map whole now that the catalog has their board and both models.
     for rid in ("llamacpp-rpc-2x-bc250-ministral-8b", "llamacpp-rpc-2x-bc250-qwen36-35b-a3b"):
         row = _row(rid)
