@@ -463,3 +463,17 @@ def _check_support(cat: Catalog, root: Path) -> None:
                 f"{where}: support[{i}].source: unknown reference `{row.source}`"
                 f"{did_you_mean(row.source, cat.references)}"
             )
+    _check_engine_devices(cat, where)
+
+
+def _check_engine_devices(cat: Catalog, where: Path) -> None:
+    """An engine's per-device task times (Engine.task_sync_us) and the device its exchange
+    time was measured on name catalog devices."""
+    for e in cat.engines.values():
+        ref = [e.exchange_overhead_device] if e.exchange_overhead_device else []
+        for dev in [*(e.task_sync_us or {}), *ref]:
+            if dev not in cat.accelerators:
+                raise CatalogError(
+                    f"{where}: engines.{e.id}: unknown device `{dev}`"
+                    f"{did_you_mean(dev, cat.accelerators)} (task_sync_us and exchange_overhead_device take catalog device ids)"
+                )

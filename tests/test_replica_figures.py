@@ -54,7 +54,9 @@ def test_designs_match_scalar_replica_figures(path: Path) -> None:
                         s.tp,
                         s.layers,
                         link=group_link(problem, cat, s.device) if s.across_machines else None,
-                        exchange_s=exchange_overhead_s(cat, d.engine) if s.across_machines else 0.0,
+                        exchange_s=exchange_overhead_s(cat, d.engine, s.device)
+                        if s.across_machines
+                        else 0.0,
                         hop=hops[j] if hops else None,
                     )
                     for j, s in enumerate(d.stages)

@@ -157,7 +157,8 @@ def stage_specs(cat: Catalog, problem: Problem, d: Design) -> list[StageSpec]:
             acc = derated.get(s.device) or derated.setdefault(s.device, sustained(acc, problem))
         profile = layer_profile(w, s.device, s.tp, cat, acc, d.engine)
         if s.across_machines:
-            net, x = group_link(problem, cat, s.device), exchange_overhead_s(cat, d.engine)
+            net = group_link(problem, cat, s.device)
+            x = exchange_overhead_s(cat, d.engine, s.device)
             lay = exchange_layout(cat, d.engine, cat.model(w.model)) if w else None
             out.append(
                 StageSpec(
@@ -434,7 +435,7 @@ def inference_designs(
                 _Option(devs[row], row, k, bool(dense), engine=engine)
                 for k in tp_degrees(d, cat, problem, m, dense)
             ]
-        x, net = exchange_overhead_s(cat, engine), group_link(problem, cat, d.id)
+        x, net = exchange_overhead_s(cat, engine, d.id), group_link(problem, cat, d.id)
         lay = exchange_layout(cat, engine, m)
         options += [
             _Option(d, i, k, across=True, exchange_s=x, net=net, layout=lay, engine=engine)

@@ -234,11 +234,25 @@ def hop_overhead_s(cat: Catalog, engine: str | None) -> float:
     return engine_times(cat, engine)["hop_overhead_s"]
 
 
-def exchange_overhead_s(cat: Catalog, engine: str | None) -> float:
-    """Seconds the serving engine adds to each tensor-parallel exchange between machines
-    (Engine.exchange_overhead_us; 0 without an engine)."""
+def exchange_overhead_s(cat: Catalog, engine: str | None, device: str | None = None) -> float:
+    """Seconds the serving engine adds to each tensor-parallel exchange between machines of
+    `device` (Engine.exchange_overhead_us; 0 without an engine).
+
+    The figure is measured on one device (Engine.exchange_overhead_device). Around every
+    exchange the engine's threads meet at a spin barrier and its root loops over non-blocking
+    socket calls (distributed-llama's TaskLoop in src/utils.cpp, SocketPool in src/socket.cpp):
+    CPU-side work whose pace is the machine's. Where the engine's source also measured its own
+    time per exchange task on ONE machine of a device (Engine.task_sync_us: the README tables'
+    T column of a one-machine run over its exchange tasks, no network involved), the figure is
+    scaled by that device's time over the measuring device's; a device without one takes the
+    figure as measured."""
     e = cat.engines.get(engine) if engine else None
-    return e.exchange_overhead_us * 1e-6 if e else 0.0
+    if e is None:
+        return 0.0
+    tasks = e.task_sync_us or {}
+    ref = e.exchange_overhead_device
+    scale = tasks[device] / tasks[ref] if device in tasks and ref in tasks else 1.0
+    return e.exchange_overhead_us * 1e-6 * scale
 
 
 def host_s_per_token(cat: Catalog, engine: str | None) -> float:

@@ -291,7 +291,8 @@ class WorkloadPlan:
             layers = s.layers[1] - s.layers[0] + 1
             profile = layer_profile(w, s.device, s.tp, cat, acc, self.engine)
             if s.across_machines and problem is not None:
-                net, x = group_link(problem, cat, s.device), exchange_overhead_s(cat, self.engine)
+                net = group_link(problem, cat, s.device)
+                x = exchange_overhead_s(cat, self.engine, s.device)
                 lay = exchange_layout(cat, self.engine, cat.model(w.model)) if w else None
                 out.append(
                     StageSpec(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 
 from planner.catalog import Catalog, default_catalog_dir, load_catalog
+from planner.schema.support import Engine
 
 
 def _cell(items: list[str]) -> str:
@@ -65,7 +66,7 @@ def support_markdown(cat: Catalog) -> str:
             f"| {yes[e.tensor_parallel]} | {yes[e.tensor_parallel_across_machines]} "
             f"| {yes[e.pipeline_parallel]} | {yes[e.cross_stack_pipeline]} | {e.kernels} "
             f"| {f'{e.hop_overhead_us / 1e3:g} ms' if e.hop_overhead_us else '-'} "
-            f"| {f'{e.exchange_overhead_us / 1e3:g} ms' if e.exchange_overhead_us else '-'} "
+            f"| {_exchange_cell(e)} "
             f"| {f'{e.host_us_per_token:g} us' if e.host_us_per_token else '-'} "
             f"| {_launch(e.launch_us_per_layer, e.launch_us_per_step)} |"
         )
@@ -100,6 +101,18 @@ def support_markdown(cat: Catalog) -> str:
         if url:
             lines.append(f"[{key}]: {url}")
     return "\n".join(lines) + "\n"
+
+
+def _exchange_cell(e: Engine) -> str:
+    """The engine's own time per exchange, and the machine it was measured on where it is
+    scaled to others (planner.estimator.support.exchange_overhead_s)."""
+    if not e.exchange_overhead_us:
+        return "-"
+    cell = f"{e.exchange_overhead_us / 1e3:g} ms"
+    if e.task_sync_us:
+        per = ", ".join(f"{d} {us:g} us" for d, us in sorted(e.task_sync_us.items()))
+        cell += f" on {e.exchange_overhead_device}, scaled by each machine's task time ({per})"
+    return cell
 
 
 def main() -> None:

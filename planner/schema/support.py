@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, PositiveFloat, model_validator
 
 from planner.schema.catalog import Frozen, Reference, Sourced
 
@@ -117,6 +117,19 @@ class Engine(Sourced):
         "link's own latency and transfer (socket polling, synchronization), microseconds. 0 "
         "where no measurement isolates it.",
     )
+    exchange_overhead_device: str | None = Field(
+        None,
+        description="The catalog device `exchange_overhead_us` was measured on; with "
+        "`task_sync_us` the time is scaled to other devices (planner.estimator.support."
+        "exchange_overhead_s). None: one figure for every device.",
+    )
+    task_sync_us: dict[str, PositiveFloat] | None = Field(
+        None,
+        description="The engine's own time per exchange task on ONE machine of a device, where "
+        "no network is involved (its threads' synchronisation around the task), microseconds, "
+        "by catalog device id: the per-device figure `exchange_overhead_us` is scaled by "
+        "(device's / exchange_overhead_device's). Its source is `sources.task_sync_us`.",
+    )
     tensor_layout: Literal["ring-allreduce", "mesh-allgather", "star-root"] = Field(
         "ring-allreduce",
         description="How a tensor-parallel group across machines divides a block and exchanges "
@@ -172,6 +185,18 @@ class Engine(Sourced):
         "separates it from the per-block time.",
     )
     notes: str | None = None
+
+    @model_validator(mode="after")
+    def _task_reference(self) -> Engine:
+        """Per-device task times scale the exchange time only from the device it was measured
+        on, which must have a task time of its own."""
+        if self.task_sync_us and self.exchange_overhead_device not in self.task_sync_us:
+            raise ValueError(
+                f"engine `{self.id}`: task_sync_us scales exchange_overhead_us from the device "
+                f"it was measured on; set exchange_overhead_device to one of "
+                f"{', '.join(sorted(self.task_sync_us))} (got {self.exchange_overhead_device})"
+            )
+        return self
 
 
 class SupportRow(Frozen):
