@@ -122,16 +122,18 @@ def _row(rid: str) -> dict[str, Any]:
     return next(r for r in ROWS if r["id"] == rid)
 
 
-def test_the_cloud_vm_rows_map_and_only_the_pooled_ones_lack_a_link() -> None:
+def test_the_cloud_vm_rows_map_and_the_pooled_ones_cross_one_zone() -> None:
     gcp = [r for r in ROWS if r["id"].startswith("dllama-gcp-")]
     assert len(gcp) == 9
     for r in gcp:
         assert r["catalog"]["machines"][0]["accelerator"] == "gcp-c3d-highcpu-30", r["id"]
         assert r["catalog"]["engine"] == "distributed-llama-0.3"  # the table ran 0.1.0
-        if r.get("single_machine_baseline"):
-            assert "why_not" not in r, r["id"]
-        else:
-            assert r["catalog"]["link"] is None and r["why_not"].startswith("link:"), r["id"]
+        assert "why_not" not in r, r["id"]
+        if not r.get("single_machine_baseline"):
+            # The source states no network: the link is inferred, and the note says so.
+            assert r["catalog"]["link"] == "gcp-vpc-zone", r["id"]
+            assert "inferred" in r["catalog"]["mapping_note"], r["id"]
+            assert "zone is assumed" in r["catalog"]["mapping_note"], r["id"]
 
 
 def test_rows_whose_source_omits_the_machine_say_so() -> None:

@@ -97,7 +97,9 @@ weight format added from its file's size: 2.701 bits per weight).
 How a row is computed (planner estimator functions only; nothing is fitted on these rows, but
 two catalog figures come from one each: distributed-llama's time per exchange, from
 dllama-pr64-rpi5-2x-llama3-8b's transfer time, and distributed-llama-0.3's, from
-dllama-rpi5-2x-llama3-8b's):
+dllama-rpi5-2x-llama3-8b's; distributed-llama-0.3's per-machine task times, which scale that
+figure to a Pi 4B or a c3d-highcpu-30 VM, come from the one-machine rows' T, whose own scores
+charge no exchange):
 
 - split: pipeline (exo, llama.cpp RPC, prima.cpp): one stage per machine
   (planner.estimator.replica.StageSpec, tp 1), layers in proportion to each machine's catalog
@@ -113,7 +115,8 @@ dllama-rpi5-2x-llama3-8b's):
   state per block, latency + bytes / bandwidth per step, or the link's measured all-reduce
   time where the catalog has one (Link.allreduce_us), and per all-reduce the engine's own time
   per exchange, planner.schema.support.Engine.exchange_overhead_us, none for engines without a
-  measurement; an engine release with a layout of its own, Engine.tensor_layout, is charged
+  measurement, scaled to the row's machine where the engine has that machine's one-machine
+  task time (Engine.task_sync_us, planner.estimator.support.exchange_overhead_s); an engine release with a layout of its own, Engine.tensor_layout, is charged
   that layout's exchanges and root-only work instead: planner.estimator.engine_topology), in
   the same single-stream sum. Machines of one chip with different memory sizes run at the
   slowest memory's pace. A row's `catalog.engine` names the catalog engine (release) where it
@@ -340,7 +343,7 @@ def tensor_seconds(
     releases' star through a root that runs attention and the head alone). Machines of one chip with different memory sizes run at the pace of the slowest memory."""
     slowest = min(devices, key=lambda d: d.memory.bandwidth_gb_s)
     cat = load_catalog()
-    exchange_s = exchange_overhead_s(cat, engine) if own else 0.0
+    exchange_s = exchange_overhead_s(cat, engine, slowest.id) if own else 0.0
     stage = StageSpec(
         device=slowest,
         tp=len(devices),
