@@ -147,12 +147,15 @@ def test_a_device_that_may_be_rented_keeps_the_network() -> None:
 
 
 def test_no_rpc_time_on_a_hop_inside_a_machine() -> None:
-    # llama.cpp adds 1.29 ms of RPC per hop between machines (support.yaml, hop_overhead_us);
-    # inside one machine it splits layers itself. The same two stages over the same PCIe link,
-    # once marked inside a machine: each stage's step is 1.29 ms shorter, so the round is too.
+    # llama.cpp's RPC backend makes one round trip of 1.975 ms per remote stage and token
+    # (support.yaml, rpc_round_trip_us and rpc_round_trips; planner.estimator.rpc_hop): over two
+    # machines one remote stage, charged half on each of the two hops, 0.9875 ms each. Inside
+    # one machine llama.cpp splits layers itself. The same two stages over the same PCIe link,
+    # once marked inside a machine: each stage's step is 0.9875 ms shorter, so the round is too.
     m, acc = CAT.model("qwen2.5-32b"), CAT.accelerators["rtx-3090"]
     times = engine_times(CAT, "llama.cpp")
-    assert times["hop_overhead_s"] == pytest.approx(1.29e-3)
+    assert times["rpc"].round_trip_s * times["rpc"].round_trips == pytest.approx(1.975e-3)
+    assert not times["rpc"].graph_resent
 
     def step(inside: bool) -> float:
         hop = Route((PCIE4,), inside=inside)
@@ -163,7 +166,7 @@ def test_no_rpc_time_on_a_hop_inside_a_machine() -> None:
         )  # fmt: skip
         return fig.step_seconds
 
-    assert step(False) - step(True) == pytest.approx(1.29e-3, rel=1e-6)
+    assert step(False) - step(True) == pytest.approx(1.975e-3 / 2, rel=1e-6)
 
 
 def test_three_stages_in_one_three_gpu_machine(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from planner.estimator.hosts import sustained
 from planner.estimator.network import network_link
 from planner.estimator.replica import StageSpec, inference_replica
 from planner.estimator.routes import group_link, hop_routes
-from planner.estimator.support import exchange_overhead_s, hop_overhead_s
+from planner.estimator.support import engine_times, exchange_overhead_s, hop_overhead_s
 from planner.load import load_problem
 from planner.schema.problem import InferenceWorkload
 
@@ -63,6 +63,7 @@ def test_designs_match_scalar_replica_figures(path: Path) -> None:
                 ],
                 link=link,
                 hop_overhead_s=hop_overhead_s(cat, d.engine),
+                rpc=engine_times(cat, d.engine)["rpc"],
             )
             for got, want in (
                 (d.tokens_per_s, fig.tokens_per_s),

@@ -152,6 +152,7 @@ from planner.catalog import load_catalog
 from planner.estimator.built_in_link import NoSharedPort, built_in_link
 from planner.estimator.engine_topology import exchange_layout
 from planner.estimator.replica import IterationTime, StageSpec, single_stream_seconds
+from planner.estimator.rpc_hop import NO_RPC
 from planner.estimator.support import engine_times, exchange_overhead_s, hop_overhead_s
 from planner.schema.catalog import Accelerator, Link, ModelArch
 
@@ -321,6 +322,7 @@ def pipeline_seconds(
         engine_layer_s=_launch_times(engine)[0],
         engine_step_s=_launch_times(engine)[1],
         hop_overhead_s=hop_overhead_s(load_catalog(), engine) if own else 0.0,
+        rpc=engine_times(load_catalog(), engine or None)["rpc"] if own else NO_RPC,
     )
     return single_stream_seconds(it)
 

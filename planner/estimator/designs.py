@@ -69,6 +69,7 @@ from planner.estimator.routes import (
     machine_link,
     machine_slots,
 )
+from planner.estimator.rpc_hop import rpc_hop_seconds
 from planner.estimator.serving import chunk_mix, prefill_prompt, prefill_room, serial_engine
 from planner.estimator.support import (
     Runtime,
@@ -314,6 +315,14 @@ class _Setting:
     runtimes: list[Runtime] = field(default_factory=list)  # per option: its engine and backend
     # Per option: the software time its engine adds to each pipeline hop (Engine.hop_overhead_us).
     hop_extra: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    # Per option: its engine's RPC protocol (planner.estimator.rpc_hop): seconds per round trip,
+    # round trips per remote stage, whether each step re-sends the stage's graph.
+    rpc_rt: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    rpc_n: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    rpc_graph: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # [p, q]: seconds per byte of the route from a machine of place p to one of place q (1 / its
+    # slowest link's bandwidth), what a re-sent graph crosses (rpc_hop.remote_stage_seconds).
+    byte_s: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 0)))
     # Per option: its engine splits layers over pipeline stages (Engine.pipeline_parallel); an
     # option whose engine does not serves in replicas of one stage only.
     pipelines: npt.NDArray[np.bool_] = field(default_factory=lambda: np.ones(0, dtype=bool))
@@ -717,7 +726,7 @@ def _setting(
     # never lose a design a larger one has (the optimum is monotone in it; docs/serving.md).
     levels = np.array(BATCH_LEVELS, dtype=np.int64)
     P, out = prefill_prompt(w.prompt_tokens, w.prefix_cache_hit), w.output_tokens
-    hops, place = _hops(problem, cat, m, levels, opts, P, out)
+    hops, place, byte_s = _hops(problem, cat, m, levels, opts, P, out)
     inner, slots, dev = _inner_hops(problem, cat, m, levels, opts, P, out)
     tau = np.empty((len(levels), len(opts)))
     fixed = np.empty((len(levels), len(opts)))
@@ -842,6 +851,7 @@ def _setting(
         levels=levels,
         hop=hops[0],
         place=place,
+        byte_s=byte_s,
         hop_c=hops[1],
         back=hops[2],
         back_c=hops[3],
@@ -885,23 +895,26 @@ def _hops(
     opts: list[_Option],
     prompt: int,
     output: int,
-) -> tuple[list[npt.NDArray[np.float64]], npt.NDArray[np.int64]]:
+) -> tuple[list[npt.NDArray[np.float64]], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
     """Seconds of one pipeline hop at each batch level between the places the options'
     devices sit (their stated machine kinds, planner.estimator.routes), [bi, p, q]: forward in
     a decode-only iteration and in one with the level's prompt chunk (serving.chunk_mix), and
-    back from the last stage in each (replica.hop_bytes); and each option's place."""
+    back from the last stage in each (replica.hop_bytes); each option's place; and [p, q] the
+    route's seconds per byte (1 / its bandwidth)."""
     kinds = [problem.machine_of(o.device.id) for o in opts]
     names = list(dict.fromkeys(k.id if k is not None else "" for k in kinds))
     place = np.array([names.index(k.id if k is not None else "") for k in kinds], dtype=np.int64)
     of = {k.id if k is not None else "": k for k in kinds}
     fd, fc, bd, bc = _level_bytes(m, levels, prompt, output)
     out = [np.empty((len(levels), len(names), len(names))) for _ in range(4)]
+    byte_s = np.zeros((len(names), len(names)))
     for p, a in enumerate(names):
         for q, z in enumerate(names):
             r = kind_route(problem, cat, of[a], of[z])
             for grid, nbytes in zip(out, (fd, fc, bd, bc), strict=True):
                 grid[:, p, q] = r.seconds(nbytes)
-    return out, place
+            byte_s[p, q] = 1.0 / r.bandwidth_bytes_s if r.bandwidth_bytes_s > 0 else 0.0
+    return out, place, byte_s
 
 
 def _inner_hops(
@@ -963,7 +976,8 @@ def _pair_hops(
     same, in1, in2, folded = _pair_inside(st, o1, o2, s1, s2)
     # Where some hop is inside a machine, each hop between machines carries the engine's own
     # time (replica.hop_extras) and the caller adds none after.
-    x = np.where(folded, np.maximum(st.hop_extra[o1], st.hop_extra[o2]), 0.0)
+    own = np.maximum(st.hop_extra[o1], st.hop_extra[o2]) + _pair_rpc(st, o1, o2, s1, s2)
+    x = np.where(folded, own, 0.0)
     h11 = np.where(s1 > 1, np.where(in1, ifwd[bi, o1], fwd[bi, p1, p1] + x), 0.0)
     h22 = np.where(s2 > 1, np.where(in2, ifwd[bi, o2], fwd[bi, p2, p2] + x), 0.0)
     cross = np.where(same & in1, ifwd[bi, o1], fwd[bi, p1, p2] + x)
@@ -998,8 +1012,60 @@ def _pair_extra(
 ) -> npt.NDArray[np.float64]:
     """The engine's time per hop added after a two-type pipeline's slowest stage: none where
     _pair_hops carried it with each hop between machines."""
-    hop = np.maximum(st.hop_extra[o1], st.hop_extra[o2])
+    hop = np.maximum(st.hop_extra[o1], st.hop_extra[o2]) + _pair_rpc(st, o1, o2, s1, s2)
     return np.asarray(np.where(_pair_inside(st, o1, o2, s1, s2)[3], 0.0, hop), dtype=np.float64)
+
+
+def _rpc_hop(
+    st: _Setting, o: npt.NDArray[np.int64], machines: npt.NDArray[Any], byte_s: npt.NDArray[Any]
+) -> npt.NDArray[np.float64]:
+    """The RPC time option o's engine adds to each hop between machines of a pipeline over
+    `machines` machines, its layers shared evenly, its graph over routes of `byte_s` seconds
+    per byte (replica.hop_extras, rpc_hop.rpc_hop_seconds); 0 without an RPC backend."""
+    if not st.rpc_n.size:
+        return np.zeros(np.broadcast(o, machines, byte_s).shape)
+    m = np.asarray(machines, dtype=np.float64)
+    layers = st.m.num_layers / np.maximum(m, 1.0)
+    return rpc_hop_seconds(st.rpc_rt[o], st.rpc_n[o], st.rpc_graph[o], layers, byte_s, m)
+
+
+def _pair_rpc(
+    st: _Setting,
+    o1: npt.NDArray[np.int64],
+    o2: npt.NDArray[np.int64],
+    s1: npt.NDArray[np.int64],
+    s2: npt.NDArray[np.int64],
+) -> npt.NDArray[np.float64]:
+    """A two-type pipeline's RPC time per hop between machines (_rpc_hop, the larger of the two
+    options' engines): over as many machines as it has hops between machines, its graph over
+    the slowest of those hops' routes (replica.hop_extras)."""
+    same, in1, in2, _ = _pair_inside(st, o1, o2, s1, s2)
+    p1, p2 = st.place[o1], st.place[o2]
+    hops = (  # each hop's count between machines and its route
+        ((s1 - 1) * ~in1, st.byte_s[p1, p1]),
+        ((s2 - 1) * ~in2, st.byte_s[p2, p2]),
+        (~(same & in1), st.byte_s[p1, p2]),
+        (~(same & in2), st.byte_s[p2, p1]),
+    )
+    machines = np.sum([n.astype(np.int64) for n, _ in hops], axis=0)
+    byte_s = np.max([np.where(n > 0, b, 0.0) for n, b in hops], axis=0)
+    return np.maximum(_rpc_hop(st, o1, machines, byte_s), _rpc_hop(st, o2, machines, byte_s))
+
+
+def _kind_rpc(
+    st: _Setting, o: npt.NDArray[np.int64], s: npt.NDArray[np.int64]
+) -> npt.NDArray[np.float64]:
+    """[n]: a pipeline of kinds' RPC time per hop between machines (_pair_rpc, for k kinds)."""
+    inside, same, _ = _kind_inside(st, o, s)
+    p = st.place[o]
+    nxt = np.roll(p, -1, axis=1)
+    own, on = (s - 1) * ~inside, (~same).astype(np.int64)
+    machines = (own + on).sum(axis=1)
+    byte_s = np.maximum(
+        np.where(own > 0, st.byte_s[p, p], 0.0).max(axis=1),
+        np.where(on > 0, st.byte_s[p, nxt], 0.0).max(axis=1),
+    )
+    return np.asarray(_rpc_hop(st, o, machines[:, None], byte_s[:, None]).max(axis=1))
 
 
 def _mean_pair_hops(
@@ -1040,7 +1106,7 @@ def _kind_hops(
     inside, same, folded = _kind_inside(st, o, s)
     # Where some hop is inside a machine, each hop between machines carries the engine's own
     # time (replica.hop_extras) and the caller adds none after (_kind_extra).
-    x = np.where(folded, st.hop_extra[o].max(axis=1), 0.0)[:, None]
+    x = np.where(folded, st.hop_extra[o].max(axis=1) + _kind_rpc(st, o, s), 0.0)[:, None]
     own = np.where(s > 1, np.where(inside, ifwd[lv, o], fwd[lv, p, p] + x), 0.0)
     on = np.where(same, ifwd[lv, o], fwd[lv, p, nxt] + x)
     last = back[bi, p[:, -1], nxt[:, -1]] + x[:, 0]
@@ -1091,6 +1157,7 @@ def _homogeneous(st: _Setting, max_stages: int) -> _Candidates:
     # link and with no engine time (replica.hop_extras).
     opt = np.arange(no, dtype=np.int64)
     inside = _inside(st, opt[None, :], S[:, None] * st.tp[None, :])[None, :, :]
+    rpc = _rpc_hop(st, opt[None, None, :], S[None, :, None], st.byte_s[st.place, st.place])
     hop_d, hop_c = (
         np.where(
             S[None, :, None] > 1,
@@ -1099,7 +1166,7 @@ def _homogeneous(st: _Setting, max_stages: int) -> _Candidates:
                 np.maximum(ifwd, iback)[:, None, :],
                 np.maximum(fwd[:, st.place, st.place], back[:, st.place, st.place])[:, None, :],
             )
-            + np.where(inside, 0.0, st.hop_extra[None, None, :]),
+            + np.where(inside, 0.0, st.hop_extra[None, None, :] + rpc),
             0.0,
         )
         for fwd, back, ifwd, iback in (
@@ -1502,7 +1569,8 @@ def _k_type(
     n[:, last] = q
     lay = np.concatenate([n[:, :last], top[:, None]], axis=1)  # each kind's fullest stage
     fix = st.fixed[bi[:, None], o]
-    hop = np.where(_kind_inside(st, o, s)[2], 0.0, st.hop_extra[o].max(axis=1))
+    hop = st.hop_extra[o].max(axis=1) + _kind_rpc(st, o, s)
+    hop = np.where(_kind_inside(st, o, s)[2], 0.0, hop)
     T_c = (lay * st.tau_c[bi[:, None], o] + fix + _kind_hops(st, bi, o, s, True)).max(axis=1)
     T_d = (lay * st.tau_d[bi[:, None], o] + fix + _kind_hops(st, bi, o, s, False)).max(axis=1)
     T_c, T_d = T_c + hop, T_d + hop
@@ -1676,6 +1744,12 @@ def _with_runtimes(st: _Setting, cat: Catalog, runtimes: list[Runtime]) -> _Sett
     older release's fixed time per layer and per step."""
     times = [engine_times(cat, r.engine) for r in runtimes]
     extra = np.array([t["hop_overhead_s"] for t in times])
+    st = replace(
+        st,
+        rpc_rt=np.array([t["rpc"].round_trip_s for t in times], dtype=np.float64),
+        rpc_n=np.array([t["rpc"].round_trips for t in times], dtype=np.int64),
+        rpc_graph=np.array([t["rpc"].graph_resent for t in times], dtype=bool),
+    )
     host = np.array([t["host_s_per_token"] for t in times])
     own = np.array([t["engine_step_s"] for t in times])
     layer = np.array([t["engine_layer_s"] for t in times])

@@ -10,7 +10,7 @@ blocks on k devices takes layers x (time per block) + the head and fixed step wo
 the next stage (when S > 1: the latency and transfer of the route joining the two stages'
 machines, planner.estimator.routes, each stage charged the slowest hop leaving a stage of its
 kind, `kind_hops`; plus the engine's own time per hop,
-planner.schema.support.Engine.hop_overhead_us); the slowest stage sets the step T, a token
+Engine.hop_overhead_us and RPC round trips, hop_extras); the slowest stage sets the step T, a token
 advances every S x T and the replica makes b / T tokens/s. One sequence alone (nothing else in
 flight) waits for the sum of the stages instead (`single_stream_seconds`). Each device draws power at the share of T its memory is busy
 with its own stage's bytes (planner.estimator.cost.power_w). Time to first token: each stage's
@@ -58,6 +58,7 @@ from planner.estimator.memory import (
 from planner.estimator.perf import head_seconds, serving_layer_seconds
 from planner.estimator.profiles import LayerProfile, profiled, profiled_pair
 from planner.estimator.routes import Route
+from planner.estimator.rpc_hop import NO_RPC, RpcTimes
 from planner.estimator.serving import chunk_mix, closed_ttft, serial_engine, token_budget
 from planner.schema.catalog import Accelerator, Link, ModelArch
 
@@ -180,6 +181,7 @@ def inference_replica(
     stages: list[StageSpec],
     link: Link,
     hop_overhead_s: float = 0.0,
+    rpc: RpcTimes = NO_RPC,
     host_s_per_token: float = 0.0,
     engine_layer_s: float = 0.0,
     engine_step_s: float = 0.0,
@@ -200,7 +202,7 @@ def inference_replica(
     raw = [[_scalar(h) for h in hop_seconds(stages, link, *b)] for b in sent]
     # The engine's own time: one for every hop is added after each kind's slowest (as the
     # enumeration sums it); where some hops are inside a machine, each hop takes its own.
-    extras = hop_extras(stages, hop_overhead_s)
+    extras = hop_extras(stages, hop_overhead_s, rpc, link)
     one = len(set(extras)) <= 1
     hops_d, hops_c = (
         kind_hops(stages, r if one else [h + e for h, e in zip(r, extras, strict=True)])
@@ -276,13 +278,29 @@ def hop_seconds(
     ]
 
 
-def hop_extras(stages: list[StageSpec], overhead_s: float) -> list[float]:
-    """The engine's own time each stage's hop adds (Engine.hop_overhead_us, software between
-    machines: llama.cpp's RPC): none on a hop inside one machine (routes.machine_link), where
-    llama.cpp splits layers over local devices without RPC; none for one stage."""
+def hop_extras(
+    stages: list[StageSpec],
+    overhead_s: float,
+    rpc: RpcTimes = NO_RPC,
+    link: Link | None = None,
+) -> list[float]:
+    """The engine's own time each stage's hop adds: Engine.hop_overhead_us, and its RPC time
+    per hop (rpc_hop.rpc_hop_seconds) over as many machines as hops between machines, layers
+    shared evenly, its graph over the slowest of those hops' routes (else `link`); none on a
+    hop inside one machine (routes.machine_link: llama.cpp splits layers over local devices
+    without RPC); none for one stage."""
     if len(stages) < 2:
         return [0.0] * len(stages)
-    return [0.0 if st.hop is not None and st.hop.inside else overhead_s for st in stages]
+    between = [not (st.hop is not None and st.hop.inside) for st in stages]
+    own = overhead_s
+    machines = sum(between)
+    if rpc.charged and machines:
+        routes = [st.hop for st, b in zip(stages, between, strict=True) if b and st.hop]
+        bws = [r.bandwidth_bytes_s for r in routes] or [link.bandwidth_gb_s * 1e9 if link else 0]
+        byte_s = 1.0 / min(bws) if min(bws) > 0 else 0.0
+        layers = sum(st.layers for st in stages) / machines
+        own += float(rpc.hop_seconds(layers, byte_s, machines))
+    return [own if b else 0.0 for b in between]
 
 
 def kind_hops(stages: list[StageSpec], hops: list[Any]) -> list[Any]:
@@ -372,6 +390,7 @@ class IterationTime(BilinearTable):
         link: Link,
         budget: float | None = None,
         hop_overhead_s: float = 0.0,
+        rpc: RpcTimes = NO_RPC,
         host_s_per_token: float = 0.0,
         engine_layer_s: float = 0.0,
         engine_step_s: float = 0.0,
@@ -400,7 +419,7 @@ class IterationTime(BilinearTable):
         fwd, back = hop_bytes(n, p, prompt, m.hidden_size)
         fwd = np.maximum(fwd, pipeline_activation_bytes(1, 1, m.hidden_size))
         back = np.maximum(back, sampled_token_bytes(1.0))
-        extras = hop_extras(stages, hop_overhead_s)
+        extras = hop_extras(stages, hop_overhead_s, rpc, link)
         own = [h + e for h, e in zip(hop_seconds(stages, link, fwd, back), extras, strict=True)]
         hops = dict(
             zip(((id(x.device), x.tp) for x in stages), kind_hops(stages, own), strict=True)

@@ -18,6 +18,7 @@ from planner.catalog import Catalog
 from planner.errors import InputError
 from planner.estimator.efficiency import load_efficiency
 from planner.estimator.formats import GGUF_FORMATS, format_parts
+from planner.estimator.rpc_hop import NO_RPC, RpcTimes
 from planner.schema.catalog import Accelerator
 from planner.schema.problem import Constraints, InferenceWorkload
 from planner.schema.support import KernelFamily
@@ -135,6 +136,7 @@ class EngineTimes(TypedDict):
 
     kernels: KernelFamily  # Engine.kernels (engine_kernels)
     hop_overhead_s: float  # added to each pipeline hop (Engine.hop_overhead_us)
+    rpc: RpcTimes  # its RPC backend's protocol per remote stage (planner.estimator.rpc_hop)
     host_s_per_token: float  # host work per generated token, serial with each step
     engine_layer_s: float  # added per layer of every forward step (older release, eager launch)
     engine_step_s: float  # added to every forward step (older release, eager launch)
@@ -150,6 +152,7 @@ def engine_times(cat: Catalog, engine: str | None) -> EngineTimes:
         return EngineTimes(
             kernels=engine_kernels(cat, engine),
             hop_overhead_s=0.0,
+            rpc=NO_RPC,
             host_s_per_token=0.0,
             engine_layer_s=0.0,
             engine_step_s=0.0,
@@ -162,6 +165,7 @@ def engine_times(cat: Catalog, engine: str | None) -> EngineTimes:
     return EngineTimes(
         kernels=e.kernels,
         hop_overhead_s=e.hop_overhead_us * 1e-6,
+        rpc=RpcTimes(e.rpc_round_trip_us * 1e-6, e.rpc_round_trips, e.rpc_graph_resent),
         host_s_per_token=e.host_us_per_token * 1e-6,
         engine_layer_s=layer_us * 1e-6,
         engine_step_s=step_us * 1e-6,

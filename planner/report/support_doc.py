@@ -65,7 +65,7 @@ def support_markdown(cat: Catalog) -> str:
             f"| {e.rank} | {e.id} | {e.name}{' (only where named)' if e.named_only else ''} "
             f"| {yes[e.tensor_parallel]} | {yes[e.tensor_parallel_across_machines]} "
             f"| {yes[e.pipeline_parallel]} | {yes[e.cross_stack_pipeline]} | {e.kernels} "
-            f"| {f'{e.hop_overhead_us / 1e3:g} ms' if e.hop_overhead_us else '-'} "
+            f"| {_hop_cell(e)} "
             f"| {_exchange_cell(e)} "
             f"| {f'{e.host_us_per_token:g} us' if e.host_us_per_token else '-'} "
             f"| {_launch(e.launch_us_per_layer, e.launch_us_per_step)} |"
@@ -101,6 +101,16 @@ def support_markdown(cat: Catalog) -> str:
         if url:
             lines.append(f"[{key}]: {url}")
     return "\n".join(lines) + "\n"
+
+
+def _hop_cell(e: Engine) -> str:
+    """The engine's own time per hop between machines: a constant per hop, or its RPC
+    backend's round trips per remote stage (planner.estimator.rpc_hop)."""
+    parts = [f"{e.hop_overhead_us / 1e3:g} ms"] if e.hop_overhead_us else []
+    if e.rpc_round_trips and e.rpc_round_trip_us:
+        rpc = f"{e.rpc_round_trips} x {e.rpc_round_trip_us / 1e3:g} ms per remote stage"
+        parts.append(rpc + (", its graph re-sent" if e.rpc_graph_resent else ""))
+    return "; ".join(parts) or "-"
 
 
 def _exchange_cell(e: Engine) -> str:

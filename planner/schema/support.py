@@ -109,6 +109,27 @@ class Engine(Sourced):
         "beyond the link's own latency and transfer (remote-procedure round trips, "
         "serialization), microseconds. 0 where no measurement isolates it.",
     )
+    rpc_round_trip_us: float = Field(
+        0.0,
+        ge=0,
+        description="Time of one synchronous round trip between the client and a remote "
+        "pipeline stage of the engine's RPC backend (llama.cpp's ggml-rpc: the client waits "
+        "for the server's reply), beyond the link's own transfer of the hidden state, "
+        "microseconds (planner.estimator.rpc_hop). 0 for engines without an RPC backend.",
+    )
+    rpc_round_trips: int = Field(
+        0,
+        ge=0,
+        description="Synchronous round trips each remote pipeline stage makes per forward step "
+        "(planner.estimator.rpc_hop: 1 in llama.cpp builds since PR #15405, 2 between PRs "
+        "#12943 and #15405, 6 before PR #12943).",
+    )
+    rpc_graph_resent: bool = Field(
+        False,
+        description="The RPC backend sends each remote stage's whole serialized graph with "
+        "every step (llama.cpp builds before PR #15405, whose GRAPH_RECOMPUTE replays a kept "
+        "one), its bytes crossing the link each token (planner.estimator.rpc_hop.graph_bytes).",
+    )
     exchange_overhead_us: float = Field(
         0.0,
         ge=0,
