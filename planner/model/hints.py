@@ -11,6 +11,7 @@ from typing import NamedTuple
 from planner.estimator.designs import Design
 from planner.estimator.economics import (
     cloud_host_watts,
+    earlier_phase,
     embodied_kg_per_hour,
     embodied_share,
     energy_usd_per_watt,
@@ -62,7 +63,10 @@ class Hints(ModelBase):
         (_fastest_affordable); under max_tokens_per_joule the most tokens/s per watt
         (_most_efficient).
         Request mixes are planned only for a fixed demand served on premises (else no hint).
-        Also the request-class shares of replica time that plan gives each mix design."""
+        Also the request-class shares of replica time that plan gives each mix design.
+        Phases (problem `phases`) run on one fleet: a phase's devices are free for the phases
+        after it, and a min_cost plan with every workload on one device type is kept where its
+        price is lower."""
         shares: dict[ShareKey, int] = {}
         plain = self.single and not any(k[3] == CLOUD for k in self.R)
         mixes = [w for w in self.p.workloads if isinstance(w, InferenceWorkload) and w.request_mix]
@@ -73,40 +77,79 @@ class Hints(ModelBase):
             dev: e.unit_usd + e.node.price_usd / e.slots + e.node.power_overhead_w / e.slots * per_w
             for dev, e in self.t.econ.items()
         }
+        best = self._greedy(slot_usd, per_w, shares)
+        if best is None:
+            return {}, shares
+        if len(self.p.phases or []) > 1 and self.p.objective.goal == "min_cost" and not mixes:
+            # Phases share one fleet: the cheapest design of each workload on its own (the
+            # greedy pass) can leave each phase on another device type, each bought. Every
+            # workload on one device type, phase after phase on the same devices, is tried too
+            # (train-then-serve-13b: 15 RTX 5000 Ada to train and 8 Gaudi2 to serve, $265,897
+            # once completed; Gaudi3 for both, $207,932; the optimum, 4 H200 for both, $204,742
+            # in the model's units).
+            for dev in sorted(self.t.econ):
+                one = self._greedy(slot_usd, per_w, {}, only=dev)
+                if one is not None and one[1] < best[1]:
+                    best = one
+        return best[0], shares
+
+    def _greedy(
+        self,
+        slot_usd: dict[str, float],
+        per_w: float,
+        shares: dict[ShareKey, int],
+        only: str | None = None,
+    ) -> tuple[dict[ReplicaKey, int], float] | None:
+        """heuristic's plan, workload after workload, and its price (the sum of the options
+        taken); `only`: every workload on premises on that device type alone (None when one
+        has no such option). None when a workload has no option at all."""
         c = self.p.constraints
         watts_left = math.inf if c.power_w is None else 0.9 * c.power_w / self.p.horizon.pue
         devices_left = math.inf if c.max_devices is None else c.max_devices
         carbon = c.max_carbon_kgco2e
         grams_left = math.inf if carbon is None else HINT_CARBON_SHARE * carbon * 1000
         chosen: dict[ReplicaKey, int] = {}
-        used: dict[str, int] = {}  # devices on premises the workloads before took
+        price = 0.0
+        # Devices on premises the workloads before took, per phase (problem `phases`: a phase's
+        # devices are free for the phases after it), and the fleet: the most of each type any
+        # phase holds. Without phases every workload is in one phase and the two are the same.
+        by_phase: dict[int | None, dict[str, int]] = {}
+        fleet: dict[str, int] = {}
         for w in self.p.workloads:
+            used = by_phase.setdefault(earlier_phase(self.p, w.name), {})
             if isinstance(w, InferenceWorkload) and w.request_mix is not None:
                 self._mix_heuristic(w, slot_usd, per_w, chosen, shares, used)
+                fleet.update({x: max(n, fleet.get(x, 0)) for x, n in used.items()})
                 continue
-            options = self._options(w, slot_usd, used)
+            options = self._options(w, slot_usd, used, fleet, only)
+            if only is not None:
+                options = [o for o in options if o.on_prem]
             if not options:
-                return {}, shares
+                return None
             fits = [
                 o
                 for o in options
                 if o.watts <= watts_left and o.devices <= devices_left and o.grams <= grams_left
             ]
+            if only is not None and not fits:
+                return None
             fastest = self._fastest_affordable(w, fits) or self._most_efficient(w, fits, watts_left)
-            _, watts, devices, picks, on_prem, grams = (
+            cost, watts, devices, picks, on_prem, grams = (
                 fastest
                 if fastest is not None
                 else min(fits, key=lambda o: o.price)
                 if fits
                 else min(options, key=lambda o: o.grams if carbon is not None else o.watts)
             )
+            price += cost
             watts_left -= watts
             devices_left -= devices
             grams_left -= grams
             chosen.update(picks)
             for x, n in on_prem.items():
                 used[x] = used.get(x, 0) + n
-        return chosen, shares
+                fleet[x] = max(fleet.get(x, 0), used[x])
+        return chosen, price
 
     def _fastest_affordable(
         self,
@@ -184,15 +227,21 @@ class Hints(ModelBase):
         w: InferenceWorkload | TrainingWorkload,
         slot_usd: dict[str, float],
         used: dict[str, int],
+        fleet: dict[str, int] | None = None,
+        only: str | None = None,
     ) -> list[HintOption]:
         """Each way one design at one site meets the workload's demand in every period: its
         price, watts and devices at the busiest period, replicas per key, and the devices it
         takes on premises. On premises a device type costs the whole purchase units it adds to
-        what the workloads before it took (`used`): an 8-GPU baseboard bought for 2 GPUs costs
-        8, and the next workload's 6 come free."""
+        what the workloads before it in its phase took (`used`): an 8-GPU baseboard bought for
+        2 GPUs costs 8, and the next workload's 6 come free; so do the devices an earlier
+        phase left in the `fleet` (the most of each type any phase holds; `used` unless given).
+        `only`: the designs of that one device type alone, on premises."""
         usd_wh = energy_usd_per_watt_hour(self.p)
         out = []
         for j, d in enumerate(self.t.designs[w.name]):
+            if only is not None and (len(d.devices) != 1 or only not in d.devices):
+                continue
             by_site: dict[str, list[ReplicaKey]] = {}
             for k in self._keys_of_design(w.name, j):
                 by_site.setdefault(k.site, []).append(k)
@@ -219,8 +268,9 @@ class Hints(ModelBase):
                     if not self._hint_host_holds(d):
                         continue
                     on_prem = {x: most * k for x, k in d.devices.items()}
+                    held = used if fleet is None else fleet
                     price += sum(
-                        self._bought_more(x, used.get(x, 0), n) * slot_usd[x]
+                        self._bought_more(x, used.get(x, 0), n, held.get(x, 0)) * slot_usd[x]
                         for x, n in on_prem.items()
                     )
                 host_w = cloud_host_watts(d.devices, self.t.econ)
@@ -273,11 +323,14 @@ class Hints(ModelBase):
             grams += n * dev.power.idle_w * max(idle_h, 0.0) * g0
         return grams
 
-    def _bought_more(self, dev: str, used: int, more: int) -> int:
+    def _bought_more(self, dev: str, used: int, more: int, fleet: int | None = None) -> int:
         """Devices bought (whole purchase units of the hint's host, beyond those owned) to put
-        `more` `dev` on premises beside `used`."""
+        `more` `dev` on premises beside `used`, in a fleet already holding `fleet` of them (the
+        most any phase holds; `used` unless given)."""
         node, owned = self._hint_host(dev), self.t.econ[dev].owned
-        return devices_bought(node, used + more - owned) - devices_bought(node, used - owned)
+        held = used if fleet is None else max(fleet, used)
+        after = max(held, used + more)
+        return devices_bought(node, after - owned) - devices_bought(node, held - owned)
 
     def _rent_per_hour(self, d: Design) -> float:
         """A rented replica's devices per hour at the cheapest rate they have (reserved
