@@ -378,7 +378,14 @@ def decode_tps(r: Row, params: Params) -> float:
     fmt = weight_format(m.weights or "")
     step = float(
         decode_step_seconds(
-            r.model, fmt, kv_bytes(m.kv or "fp16"), dev, batch=batch, context=r.context, tp=tp
+            r.model,
+            fmt,
+            kv_bytes(m.kv or "fp16"),
+            dev,
+            batch=batch,
+            context=r.context,
+            tp=tp,
+            kernels=kernels_of(m.engine),
         )[0]
     ) + engine_seconds(r, params)
     e2e = END_TO_END.search(m.notes or "")
@@ -524,18 +531,30 @@ def nnls(a: Vec, b: Vec, max_iter: int = 200) -> Vec:
     return x
 
 
+def _unit_factors(base: dict[str, float]) -> dict[str, float]:
+    """`base` with full bandwidth and no overheads: the decode fit's unit point."""
+    unit = {"bandwidth": 1.0, "layer_overhead_us": 0.0, "step_overhead_us": 0.0}
+    return {**base, **unit, "dequant_ops_per_weight": 0.0}
+
+
+def kv_fixed_seconds(r: Row, base: dict[str, float]) -> float:
+    """Seconds of a row's step spent reading its KV cache under llama.cpp's kernel families,
+    whose attention reads it at a fixed share of the peak (perf.kv_read_seconds_per_byte), a
+    time the class's bandwidth factor does not scale, so the decode fit takes it as known; 0
+    under other engines, whose cache is read at that factor like the weights."""
+    if not r.meas.batch or not on_llama_cpp(kernels_of(r.meas.engine)):
+        return 0.0
+    params = {r.cls: _unit_factors(base), **engines_at_prior()}
+    empty = Row(r.meas, r.model, r.device, 0.0)
+    return r.meas.batch / decode_tps(r, params) - r.meas.batch / decode_tps(empty, params)
+
+
 def decode_design(r: Row, base: dict[str, float]) -> Vec:
     """Coefficients of (1/eff_bw, layer_us, step_us, dq) in the predicted step time, read off
     decode_step_seconds by unit steps (exact: the step is linear in them at batch 1), without
-    an engine release's own fixed time (engine_seconds, fitted apart)."""
-    zero = {
-        **base,
-        "bandwidth": 1.0,
-        "layer_overhead_us": 0.0,
-        "step_overhead_us": 0.0,
-        "dequant_ops_per_weight": 0.0,
-    }
-
+    an engine release's own fixed time (engine_seconds, fitted apart) or the KV reads of
+    llama.cpp's attention at its own share of the peak (kv_fixed_seconds, known)."""
+    zero = _unit_factors(base)
     engines = engines_at_prior()
 
     def step(**kw: float) -> float:
@@ -546,7 +565,7 @@ def decode_design(r: Row, base: dict[str, float]) -> Vec:
     t0 = step()
     return np.array(
         [
-            t0,
+            t0 - kv_fixed_seconds(r, base),
             step(layer_overhead_us=1.0) - t0,
             step(step_overhead_us=1.0) - t0,
             step(dequant_ops_per_weight=1.0) - t0,
@@ -562,7 +581,9 @@ def fit_decode_class(
 ) -> dict[str, float]:
     """Relative-error least squares with a weak pull toward the prior; bounds via NNLS.
     `current` supplies the factors not fitted here (compute), which the design rows use;
-    `known`, per row, seconds of the step fitted elsewhere (an engine release's own time)."""
+    `known`, per row, seconds of the step fitted elsewhere (an engine release's own time); the
+    KV reads of llama.cpp's attention at its own share of the peak (kv_fixed_seconds) are added
+    to it."""
     p = np.array(
         [
             1.0 / prior["bandwidth"],
@@ -576,7 +597,9 @@ def fit_decode_class(
     design = np.array([decode_design(r, current) for r in rows])
     t_obs = np.array([1.0 / r.meas.value for r in rows])  # batch 1: seconds per token
     a = design / t_obs[:, None]
-    b = 1.0 - a @ LOWER - (0.0 if known is None else known / t_obs)
+    fixed = np.array([kv_fixed_seconds(r, current) for r in rows])
+    fixed = fixed + (0.0 if known is None else known)
+    b = 1.0 - a @ LOWER - fixed / t_obs
     free = np.array([True, True, True, FIT_DEQUANT])
     b = b - a[:, ~free] @ (p - LOWER)[~free]  # fixed terms move to the right-hand side
     reg = np.diag(np.sqrt(PRIOR_WEIGHT) / PRIOR_SCALE[free])

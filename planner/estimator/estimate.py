@@ -140,10 +140,14 @@ def estimate_inference(
     # Stages: each holds at least one layer, so there are never more stages than layers.
     counts = [c for c in _counts() if c <= m.num_layers]
     out: list[Estimate] = []
-    step1 = decode_step_seconds(m, fmt, kvb, dev, batch=q.batch, context=q.context, tp=q.tp or 1)
     kernels: list[str] = [t["kernels"] for _, t in engines] if engines else [""] * len(dev)
+    step1 = decode_step_seconds(
+        m, fmt, kvb, dev, batch=q.batch, context=q.context, tp=q.tp or 1, kernels=kernels
+    )
     pre1 = _prefill_per_engine(m, fmt, kvb, dev, q.prompt, q.tp or 1, kernels)
-    compute_bound = decode_compute_bound(m, fmt, kvb, dev, batch=q.batch, context=q.context)
+    compute_bound = decode_compute_bound(
+        m, fmt, kvb, dev, batch=q.batch, context=q.context, kernels=kernels
+    )
     # A decode step's hop carries the batch's hidden states, the prompt's its every token's
     # (docs/networks.md, "What a hop carries").
     hop = (
@@ -156,8 +160,9 @@ def estimate_inference(
         if qi.tp != q.tp:  # stages of tensor-parallel groups: their own step times
             sub = dev.take([i])
             s1 = decode_step_seconds(
-                m, fmt, kvb, sub, batch=q.batch, context=q.context, tp=qi.tp or 1
-            )
+                m, fmt, kvb, sub, batch=q.batch, context=q.context, tp=qi.tp or 1,
+                kernels=kernels[i],
+            )  # fmt: skip
             p1 = _prefill_per_engine(m, fmt, kvb, sub, q.prompt, qi.tp or 1, [kernels[i]])
             times = (float(s1[0]), float(p1[0]), *hop)
             n, step, pre, par = _layout(m, qi, dev, i, stages, times, kernels[i])
@@ -394,6 +399,7 @@ def _layout(
                 batch=q.batch,
                 context=q.context,
                 tp=n,
+                kernels=kernels,
             )[0]
         )
         fmt, kvb = weight_format(q.weights), kv_bytes(q.kv)

@@ -35,6 +35,7 @@ from planner.estimator.moe_kernels import layer_overhead_scale
 from planner.estimator.prefill_path import (
     PREFILL_UBATCH_TOKENS,
     Kernels,
+    on_llama_cpp,
     prefill_attention_peak,
     prefill_dequant_rows,
     prefill_linear_seconds_per_flop,
@@ -114,6 +115,29 @@ def head_seconds(m: ModelArch, fmt: WeightFormat, dev: DeviceTable, tokens: floa
     )
 
 
+# llama.cpp's attention for one token per sequence reads the KV cache at a lower rate than its
+# weight kernels read the weights: on a V100, test-backend-ops' ATTN op (32 heads of 128, one
+# token: the KQ product, the softmax and the KQV product of a build without FlashAttention) takes
+# 45.56 us over 512 cached tokens and 62.33 us over 1,024 (llama.cpp PR #6165): 8.39 MB more
+# cache in 16.77 us, 500 GB/s of the part's 900 GB/s, 0.556 of its peak. Other engines' decode
+# attention (paged attention, FlashInfer, TensorRT-LLM's XQA) reads it at the weights' rate.
+LLAMA_CPP_KV_SHARE = 0.556
+
+
+def kv_read_seconds_per_byte(dev: DeviceTable, kernels: Kernels) -> Array:
+    """Seconds per KV-cache byte a decode's attention reads, per device row, on the kernel family
+    `kernels` (Engine.kernels, one for all rows or one per row; None: a current llama.cpp
+    release's, as prefill_path.on_llama_cpp): LLAMA_CPP_KV_SHARE of the peak bandwidth under
+    llama.cpp's families (both the current and the dequantizing releases: the attention is the
+    same ggml code), the class's fitted bandwidth factor (the weights' rate) under any other."""
+    if kernels is None or isinstance(kernels, str):
+        own = np.full(len(dev.devices), on_llama_cpp(kernels))
+    else:
+        own = np.array([on_llama_cpp(k) for k in kernels], dtype=bool)
+    share = np.where(own, LLAMA_CPP_KV_SHARE, dev.eff_bandwidth)
+    return np.asarray(1.0 / (dev.bandwidth_bytes_s * share), dtype=np.float64)
+
+
 def _decode_roofline(
     m: ModelArch,
     fmt: WeightFormat,
@@ -122,6 +146,7 @@ def _decode_roofline(
     batch: float,
     context: float,
     tp: Degree,
+    kernels: Kernels = None,
 ) -> tuple[Array, Array, Array]:
     """(weights touched, memory time, compute time) of one block's decode step on `tp` devices.
 
@@ -129,7 +154,9 @@ def _decode_roofline(
     sequence + a hybrid model's recurrent state, read and written back (state_traffic_per_layer).
     FLOPs: 2 x active params per token + attention over the context (Kaplan et al. 2020, table 1)
     + the recurrent update. Tensor parallelism divides both, the KV reads as far as the KV heads
-    split, the state as far as its heads do.
+    split, the state as far as its heads do. The weights and the state stream at the class's
+    bandwidth factor, the KV cache at the rate of the kernel family `kernels`
+    (kv_read_seconds_per_byte: llama.cpp's attention reads it slower).
     """
     weights = weight_params_touched_per_layer(m, batch)
     w_bytes = weights * touched_weight_bits(m, fmt, batch) / 8
@@ -140,9 +167,9 @@ def _decode_roofline(
         + attention_flops_per_token_per_layer(m, attended)
         + linear_attention_flops_per_token_per_layer(m, prefill=False)
     )
-    t_mem = (w_bytes / tp + kv_read / kv_shards(m, tp) + batch * state_traffic_per_layer(m, tp)) / (
+    t_mem = (w_bytes / tp + batch * state_traffic_per_layer(m, tp)) / (
         dev.bandwidth_bytes_s * dev.eff_bandwidth
-    )
+    ) + kv_read / kv_shards(m, tp) * kv_read_seconds_per_byte(dev, kernels)
     t_cmp = flops / tp / (dev.peak_flops(fmt) * dev.eff_compute)
     return weights, t_mem, t_cmp
 
@@ -200,11 +227,15 @@ def decode_layer_seconds(
     tp: Degree = 1,
     link_bytes_s: float | Array | None = None,
     link_latency_s: float = 5e-6,
+    kernels: Kernels = None,
 ) -> Array:
     """Seconds for one block to advance `batch` sequences by one token, on `tp` devices:
-    the roofline, a fixed per-layer time (a MoE block's scaled by the kernels it adds,
-    moe_kernels.layer_overhead_scale), dequantization work and the TP all-reduces."""
-    weights, t_mem, t_cmp = _decode_roofline(m, fmt, kv_dtype_bytes, dev, batch, context, tp)
+    the roofline (the KV cache read at the rate of the engine's kernel family `kernels`,
+    kv_read_seconds_per_byte), a fixed per-layer time (a MoE block's scaled by the kernels it
+    adds, moe_kernels.layer_overhead_scale), dequantization work and the TP all-reduces."""
+    weights, t_mem, t_cmp = _decode_roofline(
+        m, fmt, kv_dtype_bytes, dev, batch, context, tp, kernels
+    )
     t = np.maximum(t_mem, t_cmp) + dev.layer_overhead_s * layer_overhead_scale(m)
     if fmt.weight_only:
         # Unpacking each weight costs a few vector ops; FP32 vector units do it (llama.cpp/Marlin).
@@ -221,9 +252,10 @@ def decode_compute_bound(
     *,
     batch: float,
     context: float,
+    kernels: Kernels = None,
 ) -> npt.NDArray[np.bool_]:
     """Whether a decode step is limited by FLOPs rather than by bytes moved (per device)."""
-    _, t_mem, t_cmp = _decode_roofline(m, fmt, kv_dtype_bytes, dev, batch, context, 1)
+    _, t_mem, t_cmp = _decode_roofline(m, fmt, kv_dtype_bytes, dev, batch, context, 1, kernels)
     return np.asarray(t_cmp > t_mem)
 
 
@@ -236,9 +268,13 @@ def decode_step_seconds(
     batch: float,
     context: float,
     tp: int = 1,
+    kernels: Kernels = None,
 ) -> Array:
-    """One decode step of the whole model on one group of `tp` devices."""
-    layer = decode_layer_seconds(m, fmt, kv_dtype_bytes, dev, batch=batch, context=context, tp=tp)
+    """One decode step of the whole model on one group of `tp` devices on the kernel family
+    `kernels` (as in decode_layer_seconds)."""
+    layer = decode_layer_seconds(
+        m, fmt, kv_dtype_bytes, dev, batch=batch, context=context, tp=tp, kernels=kernels
+    )
     return m.num_layers * layer + head_seconds(m, fmt, dev, batch) / tp + dev.step_overhead_s
 
 
@@ -511,6 +547,7 @@ def serving_layer_seconds(
             tp=tp,
             link_bytes_s=link_bytes_s,
             link_latency_s=link_latency_s,
+            kernels=kernels,
         )
         pre = np.where(
             np.asarray(prefill_tokens) > 0,
