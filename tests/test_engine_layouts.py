@@ -13,6 +13,7 @@ from hostile_cli import run
 
 from planner.catalog import load_catalog
 from planner.estimator.designs import allowed_devices, inference_designs
+from planner.estimator.support import engine_kernels
 from planner.load import load_problem
 from planner.plan.io import dumps_plan, plan_document, plan_from_data
 from planner.schema.problem import Problem
@@ -296,6 +297,7 @@ def test_a_measured_replica_is_reproduced_under_either_layout(tmp_path: Path, en
             stages=stage_specs(CAT, problem, d),
             link=network_link(problem, CAT),
             decode_only=True,
+            kernels=engine_kernels(CAT, engine),
         )
         ms[b] = fig.ms_per_token
     assert ms[1] == pytest.approx(1e3 / 2.25, rel=1e-9)
@@ -313,6 +315,9 @@ def test_a_measured_replica_is_reproduced_under_either_layout(tmp_path: Path, en
             output=w.output_tokens,
             stages=stage_specs(CAT, problem, d),
             link=network_link(problem, CAT),
+            # The engine's kernel family, as the plan and the verifier pass it (engine_times):
+            # it sets the rate a decode reads the KV cache at (perf.kv_read_seconds_per_byte).
+            kernels=engine_kernels(CAT, d.engine),
         )
         assert d.ms_per_token == pytest.approx(fig.ms_per_token, rel=1e-9)
 

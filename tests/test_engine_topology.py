@@ -134,7 +134,7 @@ def test_a_workload_naming_the_release_plans_its_layout(tmp_path: object, engine
     from planner.estimator.designs import allowed_devices, inference_designs, stage_specs
     from planner.estimator.network import network_link
     from planner.estimator.replica import inference_replica
-    from planner.estimator.support import hop_overhead_s
+    from planner.estimator.support import engine_kernels, hop_overhead_s
     from planner.load import load_problem
 
     path = Path(str(tmp_path)) / "pi.yaml"
@@ -158,6 +158,9 @@ def test_a_workload_naming_the_release_plans_its_layout(tmp_path: object, engine
             stages=specs,
             link=network_link(problem, CAT),
             hop_overhead_s=hop_overhead_s(CAT, d.engine),
+            # The engine's kernel family, as the plan and the verifier pass it (engine_times):
+            # it sets the rate a decode reads the KV cache at (perf.kv_read_seconds_per_byte).
+            kernels=engine_kernels(CAT, d.engine),
         )
         assert math.isclose(d.tokens_per_s, fig.tokens_per_s, rel_tol=1e-9), (d, fig)
         assert math.isclose(d.ms_per_token, fig.ms_per_token, rel_tol=1e-9), (d, fig)
