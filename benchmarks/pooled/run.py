@@ -153,7 +153,7 @@ from planner.estimator.built_in_link import NoSharedPort, built_in_link
 from planner.estimator.engine_topology import exchange_layout
 from planner.estimator.replica import IterationTime, StageSpec, single_stream_seconds
 from planner.estimator.rpc_hop import NO_RPC
-from planner.estimator.support import engine_times, exchange_overhead_s, hop_overhead_s
+from planner.estimator.support import engine_times, exchange_overhead_s
 from planner.schema.catalog import Accelerator, Link, ModelArch
 
 HERE = Path(__file__).resolve().parent
@@ -280,12 +280,20 @@ ENGINES = {
 }
 
 
-def _launch_times(engine: str) -> tuple[float, float]:
-    """The engine's own fixed seconds per block and per step of every forward pass (an older
+def _engine_args(engine: str, own: bool) -> dict[str, Any]:
+    """The engine's own figures an iteration table reads (planner.estimator.support.
+    engine_times): its kernel family, its fixed time per block and per step (an older
     release's fitted figures, and the host launch time of an engine run without CUDA graphs,
-    planner.schema.support.Engine.launch_us_per_layer)."""
+    Engine.launch_us_per_layer), and, where `own`, its time per pipeline hop and its RPC
+    protocol's round trips (`own` False: the hops cost the link alone)."""
     t = engine_times(load_catalog(), engine or None)
-    return t["engine_layer_s"], t["engine_step_s"]
+    return {
+        "kernels": t["kernels"],
+        "engine_layer_s": t["engine_layer_s"],
+        "engine_step_s": t["engine_step_s"],
+        "hop_overhead_s": t["hop_overhead_s"] if own else 0.0,
+        "rpc": t["rpc"] if own else NO_RPC,
+    }
 
 
 def pipeline_seconds(
@@ -301,7 +309,7 @@ def pipeline_seconds(
     """Seconds per token of one sequence through one stage per machine: the sum of the stages
     (planner.estimator.replica.single_stream_seconds), each hop over the row's link plus the
     engine's own time per hop (`own` False: without it), and each block and step with the
-    engine's own fixed time (_launch_times)."""
+    engine's own fixed time (_engine_args)."""
     stages = [
         StageSpec(device=d, tp=1, layers=n)
         for d, n in zip(devices, layer_split(devices, m.num_layers), strict=True)
@@ -319,10 +327,7 @@ def pipeline_seconds(
         output=1,
         stages=stages,
         link=link,
-        engine_layer_s=_launch_times(engine)[0],
-        engine_step_s=_launch_times(engine)[1],
-        hop_overhead_s=hop_overhead_s(load_catalog(), engine) if own else 0.0,
-        rpc=engine_times(load_catalog(), engine or None)["rpc"] if own else NO_RPC,
+        **_engine_args(engine, own),
     )
     return single_stream_seconds(it)
 
@@ -364,8 +369,7 @@ def tensor_seconds(
         output=1,
         stages=[stage],
         link=link,
-        engine_layer_s=_launch_times(engine)[0],
-        engine_step_s=_launch_times(engine)[1],
+        **_engine_args(engine, own=False),
     )
     return single_stream_seconds(it)
 
