@@ -372,13 +372,14 @@ def _closed(
     problem: Problem, cat: Catalog, w: InferenceWorkload, wp: WorkloadPlan, total: int, n: int
 ) -> tuple[EngineResult, int]:
     """One engine of a fixed-rate group holding `total` sequences over its engines, `n`
-    requests after the first round; and the engines that hold any. Sequences past the slots
-    only wait for one (simulation_notes says so): the engine runs full."""
+    requests counted between the opening round and the drain (simulate_engine counts neither);
+    and the engines that hold any. Sequences past the slots only wait for one
+    (simulation_notes says so): the engine runs full."""
     it, slots, kv, budget = engine_of(problem, cat, w, wp)
     per, engines = _closed_sequences(total, wp.replicas * len(wp.stages))
     per = min(slots, per)
     prompt = prefill_prompt(w.prompt_tokens, w.prefix_cache_hit)
-    reqs = [(0.0, prompt, w.output_tokens)] * (n + per)
+    reqs = [(0.0, prompt, w.output_tokens)] * (n + 2 * per)
     res = simulate_engine(
         it, slots=slots, kv_tokens=kv, budget=budget, requests=reqs, closed=per, warmup=per
     )

@@ -73,7 +73,17 @@ def simulate_engine(
 ) -> EngineResult:
     """Run one engine over `requests` (arrival s, prompt, output), in arrival order. `closed`
     > 0: that many sequences exist; `requests` then gives the shapes, each arriving when one
-    ends (the first `closed` at time 0). The first `warmup` completed requests are not counted.
+    ends. The first `closed` start at time 0 in the closed system's stationary state, not as one
+    wave: already admitted with their prompts' KV, the i-th of them (from 0) with
+    ceil(output x (i + 1) / closed) tokens left, so their ends, and the arrivals that replace
+    them, are spread evenly over one answer's iterations (a renewal process of fixed-length
+    lives started in equilibrium has its ages uniform: Ross, "Stochastic Processes", 2nd ed.,
+    sec. 3.5). Started empty instead, all `closed` prompts prefill in the first iterations and
+    the engine alternates prefill waves and decode-only stretches for many rounds, which a
+    short replay reads as a faster time per token and a slower first token than the steady
+    engine's. The first `warmup` completed requests are not counted, nor, when `closed`, those
+    that end once no request is left to replace them (the `closed` last: the engine drains, its
+    iterations lighter than the steady ones).
     `prefilled`: a disaggregated decode pool's engine, whose requests arrive with their prompt's
     KV (it counts against `kv_tokens`) and their first token (made by the prefill engine: counted
     at admission) and decode `output` tokens from admission.
@@ -99,6 +109,7 @@ def simulate_engine(
         released = min(closed, n_req)
     else:
         released = n_req
+    warm = released if closed else 0  # the opening sequences started mid-answer
     clock = 0.0
     k = 0
     done = 0
@@ -120,6 +131,10 @@ def simulate_engine(
             waiting.popleft()
             held += 1
             kv_used += need
+            if i < warm:  # a closed system's opening sequence, mid-answer (docstring)
+                first[i] = clock
+                heapq.heappush(decoding, (k + math.ceil(output[i] * (i + 1) / warm), i))
+                continue
             if prefilled:  # a decode pool's request: its prompt's KV arrived with it
                 first[i] = clock
                 made += 1
@@ -174,10 +189,11 @@ def simulate_engine(
             held -= 1
             kv_used -= prompt[i] + output[i]
             done += 1
-            if closed and released < n_req:
+            full = released < n_req  # a closed engine still holds all its sequences
+            if closed and full:
                 arrival[released] = clock
                 released += 1
-            if done > warmup:
+            if done > warmup and (full or not closed):
                 out.index.append(i)
                 out.ttft.append(first[i] - arrival[i])
                 out.e2e.append(clock - arrival[i])
