@@ -33,6 +33,7 @@ from planner.estimator.formats import WeightFormat, weight_format
 from planner.estimator.memory import kv_shards, state_shards
 from planner.estimator.moe_kernels import layer_overhead_scale
 from planner.estimator.prefill_path import (
+    DEQUANTIZING,
     PREFILL_UBATCH_TOKENS,
     Kernels,
     on_llama_cpp,
@@ -138,6 +139,38 @@ def kv_read_seconds_per_byte(dev: DeviceTable, kernels: Kernels) -> Array:
     return np.asarray(1.0 / (dev.bandwidth_bytes_s * share), dtype=np.float64)
 
 
+# llama.cpp builds before October 2024 (the dequantizing kernel family, Engine.kernels
+# `llama.cpp-dequantizing`) multiply F16 weights by one token per sequence with
+# dequantize_mul_mat_vec (ggml-cuda dmmv.cu, convert_mul_mat_vec_f16_cuda), whose threads load
+# the weights one half2 (4 bytes) at a time; on NVIDIA's HBM parts that scalar load leaves the
+# bandwidth far under its peak. Vector loads (llama.cpp PR #9816, October 2024) made that kernel
+# 1.33x faster on an H100 SXM (Llama 3 8B F16, batch 1; the whole token 1.27x) and 1.01x on GDDR
+# parts (issue #9817: GDDR parts already reached "a high percentage of peak"); PR #10318 then
+# replaced the kernel. So the old builds read F16 weights 1.33x slower on HBM NVIDIA parts.
+DMMV_F16_HBM_SLOWDOWN = 1.33
+
+
+def weight_read_scale(dev: DeviceTable, fmt: WeightFormat, batch: float, kernels: Kernels) -> Array:
+    """Factor on the time a decode step takes to read its weights, per device row:
+    DMMV_F16_HBM_SLOWDOWN for F16 weights and one token (batch 1, the only case llama.cpp sends
+    to that kernel; more tokens go to cuBLAS) on an NVIDIA part with HBM under the dequantizing
+    kernel family (`kernels`, one for all rows or one per row), else 1."""
+    if fmt.id != "fp16":
+        return np.ones(len(dev))
+    hbm = dev.derived(
+        "NVIDIA HBM",
+        lambda t: np.array(
+            [d.vendor == "nvidia" and d.memory.type.upper().startswith("HBM") for d in t.devices]
+        ),
+    )
+    if kernels is None or isinstance(kernels, str):
+        old = np.full(len(dev), kernels == DEQUANTIZING)
+    else:
+        old = np.array([k == DEQUANTIZING for k in kernels], dtype=bool)
+    slow = (hbm > 0) & old & (np.asarray(batch) <= 1)
+    return np.where(slow, DMMV_F16_HBM_SLOWDOWN, 1.0)
+
+
 def _decode_roofline(
     m: ModelArch,
     fmt: WeightFormat,
@@ -155,7 +188,8 @@ def _decode_roofline(
     FLOPs: 2 x active params per token + attention over the context (Kaplan et al. 2020, table 1)
     + the recurrent update. Tensor parallelism divides both, the KV reads as far as the KV heads
     split, the state as far as its heads do. The weights and the state stream at the class's
-    bandwidth factor, the KV cache at the rate of the kernel family `kernels`
+    bandwidth factor (old llama.cpp builds' F16 kernel slower on HBM parts: weight_read_scale,
+    the weights only), the KV cache at the rate of the kernel family `kernels`
     (kv_read_seconds_per_byte: llama.cpp's attention reads it slower).
     """
     weights = weight_params_touched_per_layer(m, batch)
@@ -167,9 +201,10 @@ def _decode_roofline(
         + attention_flops_per_token_per_layer(m, attended)
         + linear_attention_flops_per_token_per_layer(m, prefill=False)
     )
-    t_mem = (w_bytes / tp + batch * state_traffic_per_layer(m, tp)) / (
-        dev.bandwidth_bytes_s * dev.eff_bandwidth
-    ) + kv_read / kv_shards(m, tp) * kv_read_seconds_per_byte(dev, kernels)
+    rate = dev.bandwidth_bytes_s * dev.eff_bandwidth
+    w_s = w_bytes / tp / rate * weight_read_scale(dev, fmt, batch, kernels)
+    state_s = batch * state_traffic_per_layer(m, tp) / rate
+    t_mem = w_s + state_s + kv_read / kv_shards(m, tp) * kv_read_seconds_per_byte(dev, kernels)
     t_cmp = flops / tp / (dev.peak_flops(fmt) * dev.eff_compute)
     return weights, t_mem, t_cmp
 
