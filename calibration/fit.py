@@ -539,7 +539,7 @@ def _unit_factors(base: dict[str, float]) -> dict[str, float]:
 
 def kv_fixed_seconds(r: Row, base: dict[str, float]) -> float:
     """Seconds of a row's step spent reading its KV cache under llama.cpp's kernel families,
-    whose attention reads it at a fixed share of the peak (perf.kv_read_seconds_per_byte), a
+    whose attention reads it at a fixed share of the peak (decode_reads.kv_read_seconds_per_byte), a
     time the class's bandwidth factor does not scale, so the decode fit takes it as known; 0
     under other engines, whose cache is read at that factor like the weights."""
     if not r.meas.batch or not on_llama_cpp(kernels_of(r.meas.engine)):

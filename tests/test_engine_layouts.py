@@ -316,7 +316,7 @@ def test_a_measured_replica_is_reproduced_under_either_layout(tmp_path: Path, en
             stages=stage_specs(CAT, problem, d),
             link=network_link(problem, CAT),
             # The engine's kernel family, as the plan and the verifier pass it (engine_times):
-            # it sets the rate a decode reads the KV cache at (perf.kv_read_seconds_per_byte).
+            # it sets the rate a decode reads the KV cache at (decode_reads.kv_read_seconds_per_byte).
             kernels=engine_kernels(CAT, d.engine),
         )
         assert d.ms_per_token == pytest.approx(fig.ms_per_token, rel=1e-9)

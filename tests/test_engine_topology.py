@@ -159,7 +159,7 @@ def test_a_workload_naming_the_release_plans_its_layout(tmp_path: object, engine
             link=network_link(problem, CAT),
             hop_overhead_s=hop_overhead_s(CAT, d.engine),
             # The engine's kernel family, as the plan and the verifier pass it (engine_times):
-            # it sets the rate a decode reads the KV cache at (perf.kv_read_seconds_per_byte).
+            # it sets the rate a decode reads the KV cache at (decode_reads.kv_read_seconds_per_byte).
             kernels=engine_kernels(CAT, d.engine),
         )
         assert math.isclose(d.tokens_per_s, fig.tokens_per_s, rel_tol=1e-9), (d, fig)

@@ -1,4 +1,4 @@
-"""Old llama.cpp builds' F16 matrix-vector kernel on HBM parts (perf.weight_read_scale), pinned
+"""Old llama.cpp builds' F16 matrix-vector kernel on HBM parts (decode_reads.weight_read_scale), pinned
 to hand arithmetic on the roofline."""
 
 from __future__ import annotations
@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from planner.catalog import load_catalog
+from planner.estimator.decode_reads import DMMV_F16_HBM_SLOWDOWN
 from planner.estimator.devices import device_table
 from planner.estimator.formats import weight_format
-from planner.estimator.perf import DMMV_F16_HBM_SLOWDOWN, decode_step_seconds
+from planner.estimator.perf import decode_step_seconds
 
 CAT = load_catalog()
 

@@ -1,4 +1,4 @@
-"""The rate a decode reads the KV cache at, per engine kernel family (perf.kv_read_seconds_per_byte),
+"""The rate a decode reads the KV cache at, per engine kernel family (decode_reads.kv_read_seconds_per_byte),
 pinned to hand arithmetic on the roofline."""
 
 from __future__ import annotations
@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from planner.catalog import load_catalog
+from planner.estimator.decode_reads import LLAMA_CPP_KV_SHARE
 from planner.estimator.devices import device_table
 from planner.estimator.formats import weight_format
-from planner.estimator.perf import LLAMA_CPP_KV_SHARE, decode_step_seconds
+from planner.estimator.perf import decode_step_seconds
 
 CAT = load_catalog()
 

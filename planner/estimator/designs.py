@@ -775,7 +775,7 @@ def _setting(
             for p in (0.0, chunk)
         )
         tau[bi] = (1.0 - f) * tau_d[bi] + f * tau_c[bi]
-        fixed[bi] = head_seconds(m, fmt, sub, b) / tp + sub.step_overhead_s
+        fixed[bi] = head_seconds(m, fmt, sub, b, kernels) / tp + sub.step_overhead_s
     # Every level at once: batches and chunks down the rows, the group's devices across.
     chunk_of = np.array([chunk_mix(b, P, out, b * P / out)[0] for b in levels.tolist()])
     for idx, part, (bw, lat), k, lay in groups:
@@ -801,7 +801,8 @@ def _setting(
         batches: Any = levels[:, None].astype(np.float64)  # head_seconds takes a grid too
         root = root_block_seconds(lay, m, kvb, part, batches, w.context_tokens, k)
         tau_d[:, idx], tau_c[:, idx] = tau_d[:, idx] + root, tau_c[:, idx] + root
-        head_s = head_seconds(m, fmt, part, batches) / head_divisor(lay, k)
+        head_s = head_seconds(m, fmt, part, batches, [kernels[j] for j in idx.tolist()])
+        head_s = head_s / head_divisor(lay, k)
         fixed[:, idx] = head_s + part.step_overhead_s
     tau[:] = (1.0 - share[:, None]) * tau_d + share[:, None] * tau_c
     chunks = np.array(

@@ -28,15 +28,14 @@ from planner.estimator.architecture import (
     training_attention_flops_per_token_per_layer,
 )
 from planner.estimator.comm import ring_allreduce_seconds, tensor_parallel_allreduce_seconds
+from planner.estimator.decode_reads import head_bits, kv_read_seconds_per_byte, weight_read_scale
 from planner.estimator.devices import Array, Degree, DeviceTable
 from planner.estimator.formats import WeightFormat, weight_format
 from planner.estimator.memory import kv_shards, state_shards
 from planner.estimator.moe_kernels import layer_overhead_scale
 from planner.estimator.prefill_path import (
-    DEQUANTIZING,
     PREFILL_UBATCH_TOKENS,
     Kernels,
-    on_llama_cpp,
     prefill_attention_peak,
     prefill_dequant_rows,
     prefill_linear_seconds_per_flop,
@@ -106,69 +105,17 @@ def beats_weight_read(seconds: float, least: float) -> bool:
     return seconds < SPEED_FLOOR_SHARE * least
 
 
-def head_seconds(m: ModelArch, fmt: WeightFormat, dev: DeviceTable, tokens: float) -> Array:
-    """Output projection for `tokens` rows: V x h weights read once, 2 V h FLOPs per row."""
-    nbytes = m.vocab_size * m.hidden_size * fmt.embedding_bits / 8
+def head_seconds(
+    m: ModelArch, fmt: WeightFormat, dev: DeviceTable, tokens: float, kernels: Kernels = None
+) -> Array:
+    """Output projection for `tokens` rows: V x h weights read once (at head_bits on the kernel
+    family `kernels`), 2 V h FLOPs per row."""
+    nbytes = m.vocab_size * m.hidden_size * head_bits(fmt, dev, kernels) / 8
     flops = 2.0 * m.vocab_size * m.hidden_size * tokens
     return np.maximum(
         nbytes / (dev.bandwidth_bytes_s * dev.eff_bandwidth),
         flops / (dev.peak_flops(fmt) * dev.eff_compute),
     )
-
-
-# llama.cpp's attention for one token per sequence reads the KV cache at a lower rate than its
-# weight kernels read the weights: on a V100, test-backend-ops' ATTN op (32 heads of 128, one
-# token: the KQ product, the softmax and the KQV product of a build without FlashAttention) takes
-# 45.56 us over 512 cached tokens and 62.33 us over 1,024 (llama.cpp PR #6165): 8.39 MB more
-# cache in 16.77 us, 500 GB/s of the part's 900 GB/s, 0.556 of its peak. Other engines' decode
-# attention (paged attention, FlashInfer, TensorRT-LLM's XQA) reads it at the weights' rate.
-LLAMA_CPP_KV_SHARE = 0.556
-
-
-def kv_read_seconds_per_byte(dev: DeviceTable, kernels: Kernels) -> Array:
-    """Seconds per KV-cache byte a decode's attention reads, per device row, on the kernel family
-    `kernels` (Engine.kernels, one for all rows or one per row; None: a current llama.cpp
-    release's, as prefill_path.on_llama_cpp): LLAMA_CPP_KV_SHARE of the peak bandwidth under
-    llama.cpp's families (both the current and the dequantizing releases: the attention is the
-    same ggml code), the class's fitted bandwidth factor (the weights' rate) under any other."""
-    if kernels is None or isinstance(kernels, str):
-        own = np.full(len(dev.devices), on_llama_cpp(kernels))
-    else:
-        own = np.array([on_llama_cpp(k) for k in kernels], dtype=bool)
-    share = np.where(own, LLAMA_CPP_KV_SHARE, dev.eff_bandwidth)
-    return np.asarray(1.0 / (dev.bandwidth_bytes_s * share), dtype=np.float64)
-
-
-# llama.cpp builds before October 2024 (the dequantizing kernel family, Engine.kernels
-# `llama.cpp-dequantizing`) multiply F16 weights by one token per sequence with
-# dequantize_mul_mat_vec (ggml-cuda dmmv.cu, convert_mul_mat_vec_f16_cuda), whose threads load
-# the weights one half2 (4 bytes) at a time; on NVIDIA's HBM parts that scalar load leaves the
-# bandwidth far under its peak. Vector loads (llama.cpp PR #9816, October 2024) made that kernel
-# 1.33x faster on an H100 SXM (Llama 3 8B F16, batch 1; the whole token 1.27x) and 1.01x on GDDR
-# parts (issue #9817: GDDR parts already reached "a high percentage of peak"); PR #10318 then
-# replaced the kernel. So the old builds read F16 weights 1.33x slower on HBM NVIDIA parts.
-DMMV_F16_HBM_SLOWDOWN = 1.33
-
-
-def weight_read_scale(dev: DeviceTable, fmt: WeightFormat, batch: float, kernels: Kernels) -> Array:
-    """Factor on the time a decode step takes to read its weights, per device row:
-    DMMV_F16_HBM_SLOWDOWN for F16 weights and one token (batch 1, the only case llama.cpp sends
-    to that kernel; more tokens go to cuBLAS) on an NVIDIA part with HBM under the dequantizing
-    kernel family (`kernels`, one for all rows or one per row), else 1."""
-    if fmt.id != "fp16":
-        return np.ones(len(dev))
-    hbm = dev.derived(
-        "NVIDIA HBM",
-        lambda t: np.array(
-            [d.vendor == "nvidia" and d.memory.type.upper().startswith("HBM") for d in t.devices]
-        ),
-    )
-    if kernels is None or isinstance(kernels, str):
-        old = np.full(len(dev), kernels == DEQUANTIZING)
-    else:
-        old = np.array([k == DEQUANTIZING for k in kernels], dtype=bool)
-    slow = (hbm > 0) & old & (np.asarray(batch) <= 1)
-    return np.where(slow, DMMV_F16_HBM_SLOWDOWN, 1.0)
 
 
 def _decode_roofline(
@@ -310,7 +257,9 @@ def decode_step_seconds(
     layer = decode_layer_seconds(
         m, fmt, kv_dtype_bytes, dev, batch=batch, context=context, tp=tp, kernels=kernels
     )
-    return m.num_layers * layer + head_seconds(m, fmt, dev, batch) / tp + dev.step_overhead_s
+    return (
+        m.num_layers * layer + head_seconds(m, fmt, dev, batch, kernels) / tp + dev.step_overhead_s
+    )
 
 
 def prefill_layer_seconds(
@@ -379,7 +328,9 @@ def prefill_seconds(
     layer = prefill_layer_seconds(
         m, fmt, dev, batch=batch, prompt=prompt, tp=tp, kernels=kernels, ubatch=ubatch
     )
-    return m.num_layers * layer + head_seconds(m, fmt, dev, batch) / tp + dev.step_overhead_s
+    return (
+        m.num_layers * layer + head_seconds(m, fmt, dev, batch, kernels) / tp + dev.step_overhead_s
+    )
 
 
 def serving_prefill_seconds(
@@ -401,7 +352,11 @@ def serving_prefill_seconds(
         m, fmt, kv_dtype_bytes, dev, batch=0.0, context=prompt, prefill_tokens=prompt,
         prompt=prompt, tp=tp,
     )  # fmt: skip
-    return m.num_layers * layer + head_seconds(m, fmt, dev, 1.0) / tp + dev.step_overhead_s
+    return (
+        m.num_layers * layer
+        + head_seconds(m, fmt, dev, 1.0, "serving-grid") / tp
+        + dev.step_overhead_s
+    )
 
 
 def training_flops_per_token(m: ModelArch, seq_len: int, method: str, recompute: str) -> float:

@@ -142,7 +142,7 @@ def outside_blocks(
     fmt = weight_format(w.weights)
     m = cat.model(w.model)
     ways = head_divisor(exchange_layout(cat, engine, m), tp)
-    head = float(np.ravel(head_seconds(m, fmt, dev, batch))[0]) / ways
+    head = float(np.ravel(head_seconds(m, fmt, dev, batch, t["kernels"]))[0]) / ways
     fixed = float(dev.step_overhead_s[0]) + t["engine_step_s"]
     return head + fixed + t["host_s_per_token"] * batch
 

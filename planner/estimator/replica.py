@@ -218,7 +218,7 @@ def inference_replica(
             engine_layer_s, st.profile, st.layout, kernels,
         )  # fmt: skip
         fixed = (
-            _scalar(head_seconds(m, fmt, dev, batch)) / head_divisor(st.layout, st.tp)
+            _scalar(head_seconds(m, fmt, dev, batch, kernels)) / head_divisor(st.layout, st.tp)
             + _scalar(dev.step_overhead_s)
             + engine_step_s
             + host_s_per_token * batch
@@ -440,7 +440,7 @@ class IterationTime(BilinearTable):
                 tau = _layer_grid(
                     m, fmt, kvb, st, dev, n, p, context, prompt, engine_layer_s, kernels
                 )
-                head = head_seconds(m, fmt, dev, np.maximum(n, 1.0))
+                head = head_seconds(m, fmt, dev, np.maximum(n, 1.0), kernels)
                 head = head / head_divisor(st.layout, st.tp)
                 if grids is not None:
                     if len(grids) > 4096:
@@ -451,7 +451,7 @@ class IterationTime(BilinearTable):
             worst = np.maximum(worst, step)
             per_layer[kind] = (tau, np.asarray(own_s, dtype=np.float64))
         self.table = S * worst
-        self._alone = (m, fmt, list(stages), per_layer, own, n, host_s_per_token)  # for `alone`
+        self._alone = (m, fmt, list(stages), per_layer, own, n, host_s_per_token, kernels)
         self._xs: list[float] = self.n_grid.tolist()
         self._ys: list[float] = self.p_grid.tolist()
         self._z: list[list[float]] = self.table.tolist()
@@ -460,9 +460,9 @@ class IterationTime(BilinearTable):
     def alone(self) -> _Floats:
         """One sequence alone in the pipeline (_alone), on the grid: made when first read, as
         only single_stream_seconds reads it (rate searches never do)."""
-        m, fmt, stages, per_layer, own, n, host_s_per_token = self._alone
+        m, fmt, stages, per_layer, own, n, host_s_per_token, kernels = self._alone
         host_alone = host_s_per_token * np.maximum(n, 1.0)  # once per round for one sequence
-        return _alone(m, fmt, stages, per_layer, own, n) + host_alone
+        return _alone(m, fmt, stages, per_layer, own, n, kernels) + host_alone
 
 
 def layer_estimate(
@@ -572,6 +572,7 @@ def _alone(
     per_layer: dict[tuple[int, int], tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]],
     hops: list[npt.NDArray[np.float64]],
     n: npt.NDArray[np.float64],
+    kernels: str = "",
 ) -> npt.NDArray[np.float64]:
     """One micro-batch alone in the pipeline passes every stage in turn (each its own step
     work, the output head once, on the last), and its token goes back to the first (S hops
@@ -583,7 +584,7 @@ def _alone(
         total = total + st.layers * tau + step + hop
     last = stages[-1]
     batch: Any = np.maximum(n, 1.0)  # head_seconds takes a grid of batch sizes too
-    head = head_seconds(m, fmt, _one_device(last.device), batch)
+    head = head_seconds(m, fmt, _one_device(last.device), batch, kernels)
     head = head / head_divisor(last.layout, last.tp)
     return np.asarray(total + head, dtype=np.float64)
 
