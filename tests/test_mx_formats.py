@@ -173,3 +173,29 @@ def test_a_problem_file_names_a_mix_and_the_plan_verifies(tmp_path: Path) -> Non
     none = solve_problem(load_problem(path), workers=1, seed=0, time_limit=30)
     assert none.status == "INFEASIBLE"
     assert any("mxfp4-experts+gptq-int4" in n for n in none.notes)
+
+
+def test_a_measured_figure_in_a_mix_is_held_to_the_weight_read_floor(tmp_path: Path) -> None:
+    """`estimate --measured` refuses a decode figure faster than reading the active weights at
+    the device's peak bandwidth allows. A row in a mixed file was skipped (its format looked up
+    among the catalog formats alone), so 1,000,000 tokens/s passed; it is held to the floor at
+    the mix's fewest bits (the MXFP4 experts' 4.25), which keeps the floor generous."""
+    from planner.estimator.architecture import block_groups
+    from planner.estimator.measured_rows import check_speeds
+    from planner.schema.measurements import read_measurements
+
+    m = CAT.model("gpt-oss-120b")
+    row = (
+        "model: gpt-oss-120b, device: m3-ultra-512gb, weights: mxfp4-experts+mlx-q8, "
+        "metric: decode_tokens_per_s, batch: 1"
+    )
+    path = tmp_path / "measured.yaml"
+    path.write_text(f"measurements:\n  - {{{row}, value: 1.0e6}}\n")
+    with pytest.raises(InputError, match="faster than reading its active weights") as err:
+        check_speeds(*read_measurements(str(path)), m, CAT)
+    # The floor's bytes: the blocks' active weights at 4.25 bits (MXFP4: 4 + 8/32).
+    read_gb = sum(g.count * g.active_params for g in block_groups(m)) * 4.25 / 8 / 1e9
+    assert f"({read_gb:.3g} GB in mxfp4-experts+mlx-q8" in str(err.value)
+    # A figure under the floor passes.
+    path.write_text(f"measurements:\n  - {{{row}, value: 50}}\n")
+    check_speeds(*read_measurements(str(path)), m, CAT)

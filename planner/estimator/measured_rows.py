@@ -7,7 +7,7 @@ from planner.catalog import Catalog
 from planner.errors import InputError
 from planner.estimator.architecture import block_groups
 from planner.estimator.estimate import Estimate, InferenceQuery
-from planner.estimator.formats import WEIGHT_FORMATS
+from planner.estimator.formats import WeightFormat, weight_format
 from planner.estimator.perf import beats_weight_read, weight_read_seconds
 from planner.schema.catalog import ModelArch
 from planner.schema.measurements import (
@@ -26,7 +26,7 @@ def check_speeds(table: MeasurementFile, doc: Located, m: ModelArch, cat: Catalo
     blocks = sum(g.count * g.active_params for g in block_groups(m))
     for j, r in enumerate(table.measurements):
         acc = cat.accelerators.get(r.device)
-        fmt = WEIGHT_FORMATS.get(r.weights or "")
+        fmt = _known_format(r.weights)
         if r.model != m.id or r.metric != "decode_tokens_per_s" or not (acc and fmt and r.batch):
             continue
         read = blocks * fmt.least_bits / 8
@@ -44,6 +44,17 @@ def check_speeds(table: MeasurementFile, doc: Located, m: ModelArch, cat: Catalo
                 "tokens/s at most): check the unit (output tokens per second summed over the "
                 "batch), the batch and the device count"
             )
+
+
+def _known_format(name: str | None) -> WeightFormat | None:
+    """The weight format `name` names (a catalog format or a file mixed per tensor class,
+    formats.mixed_format), or None for none or an unknown name (left to the row's own checks)."""
+    if not name:
+        return None
+    try:
+        return weight_format(name)
+    except InputError:
+        return None
 
 
 def check_points(table: MeasurementFile, doc: Located, m: ModelArch, q: InferenceQuery) -> None:
