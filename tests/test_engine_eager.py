@@ -145,3 +145,23 @@ def test_the_launch_line_asks_for_eager_mode() -> None:
     assert "--enforce-eager" not in launch_command(
         "vllm", {}, [("dgx-spark", 1, 36)], 1, 257, "fp8", 4096
     )
+
+
+def _combos(engine: str) -> set[tuple[str, str, str]]:
+    """(architecture, weight format, KV format) an engine's non-experimental CUDA rows list."""
+    return {
+        (a, w, k)
+        for row in load_catalog().support
+        if row.engine == engine and row.backend == "cuda" and not row.experimental
+        for a in row.architectures
+        for w in row.weights
+        for k in row.kv
+    }
+
+
+def test_eager_runs_every_format_vllm_runs_on_nvidia() -> None:
+    """--enforce-eager changes how kernels are launched, not which: vllm-eager's CUDA rows list
+    what vLLM's list (its MXFP8 row on Blackwell was once left out, so an MXFP8 workload naming
+    vllm-eager on a B200 was refused while vLLM ran it). vLLM's experimental GGUF row is left out:
+    the planner refuses GGUF under vLLM either way."""
+    assert _combos("vllm-eager") == _combos("vllm")
