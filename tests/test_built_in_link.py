@@ -96,6 +96,22 @@ def test_a_named_link_wins_and_no_assumption_is_noted() -> None:
     assert not any("link assumed" in n for n in plan.notes)
 
 
+def test_owned_machines_alone_need_no_allowed_list() -> None:
+    """Four owned Mac minis, nothing to buy (capex 0) and nothing rented, no allowed_devices:
+    the pool is the minis, so it is planned on their Gigabit Ethernet. The rule once counted
+    every catalog device as the pool when allowed_devices was left out, found cards among
+    them and left the default eth-100g, a port no Mac mini has, with no note."""
+    doc = copy.deepcopy(DOC)
+    del doc["constraints"]["allowed_devices"]
+    problem = parse_problem(Located(doc, {}, "pool.yaml"))
+    assert problem.constraints.network == "eth-1g"
+    plan = solve_problem(problem, time_limit=30)
+    assert any(n.startswith("link assumed: eth-1g (") for n in plan.notes), plan.notes
+    # Renting may add cloud cards to the pool: then it is no pool of whole machines alone.
+    doc["horizon"]["procurement"] = "rent"
+    assert parse_problem(Located(doc, {}, "pool.yaml")).constraints.network == "eth-100g"
+
+
 def test_cards_in_servers_keep_the_default_network() -> None:
     doc = copy.deepcopy(DOC)
     doc["constraints"] = {"allowed_devices": ["rtx-4090"], "capex_usd": 10000}

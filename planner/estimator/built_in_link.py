@@ -88,11 +88,20 @@ def built_in_link(cat: Catalog, devices: Sequence[Accelerator]) -> AssumedLink:
     )
 
 
+def owned_only(problem: Problem) -> bool:
+    """Nothing can be added to the devices owned: no capital to buy with (capex_usd 0) and no
+    renting (procurement `buy` alone)."""
+    return problem.constraints.capex_usd == 0 and problem.horizon.modes == ("buy",)
+
+
 def pool_devices(problem: Problem, cat: Catalog) -> list[Accelerator]:
-    """The devices a problem may plan with: those allowed (every catalog device when it names
-    none) and those owned, less the excluded ones."""
+    """The devices a problem may plan with: those owned, and unless nothing can be added to
+    them (owned_only) those allowed (every catalog device when it names none), less the
+    excluded ones."""
     c = problem.constraints
-    ids = set(c.allowed_devices or cat.accelerators) | {o.device for o in c.inventory}
+    ids = {o.device for o in c.inventory}
+    if not (ids and owned_only(problem)):
+        ids |= set(c.allowed_devices or cat.accelerators)
     return [cat.accelerator(i) for i in sorted(ids - set(c.excluded_devices))]
 
 
@@ -119,8 +128,8 @@ def assumed_network(problem: Problem, cat: Catalog) -> AssumedLink | None:
 
 
 def one_machine(problem: Problem) -> bool:
-    """The pool is one machine at most: at most one device, or nothing bought and at most one
-    owned."""
+    """The pool is one machine at most: at most one device, or nothing bought or rented and at
+    most one owned."""
     c = problem.constraints
     owned = sum(o.count for o in c.inventory)
-    return c.max_devices == 1 or (c.capex_usd == 0 and owned <= 1)
+    return c.max_devices == 1 or (owned_only(problem) and owned <= 1)
