@@ -63,7 +63,9 @@ worst 123.4 % (8 x Pi 4B, Llama 2 70B, under distributed-llama 0.1.0). By engine
   weighting of the k experts' outputs and their k - 1 adds, each shared expert's FFN).
 - llama.cpp RPC, 6 rows, median 38.9 %: pipelines of 2-3 DGX Sparks (two sources), +22.1 to
   +48.2 %, and an RTX 2060 Super with a laptop RTX 5060 over 1 GbE, -10.6 %. The engine's own
-  1.29 ms per hop comes from a third source (LLMKube's two Sparks); given each source's own
+  time per remote stage (its RPC round trips, 1.975 ms each, and in builds before PR #15405 its
+  re-sent graph: planner.estimator.rpc_hop) comes from a third source (LLMKube's two Sparks)
+  and the protocol; given each source's own
   one-Spark run, the four Spark rows are +3.5, +4.4, -9.6 and -18.2 % (median 7.0 %): the
   error is the one machine's (the one-Spark runs are +38.8 and +64.0 %, an MoE model in Q2_K;
   the same Spark's other llama.cpp rows in the calibration table, MoE models in MXFP4 and
@@ -84,14 +86,10 @@ their block sizes (4.5 / 2.625 bits) give 1.71x, and Q5_K within 2 % of its rati
 not the 39-64 % these rows miss by, so no per-format kernel factor is added. Given the
 source's own one-machine measurement (the second table), the split model is within 8.8 % at
 the median of 11 rows (distributed-llama 7 rows, 8.8 %; llama.cpp RPC 4 rows, 7.0 %), worst
-+81.2 % (eight Pi 4Bs). 44 rows are not expressible, each saying why: devices the catalog
-lacks (BC250, whose vendor bandwidth no source gives; the NUC, whose model the source does not
-name; cloud VMs; the prima.cpp phone and laptops), models it lacks (GLM-5, GLM-5.1, Ministral
-3, whose FFN width and vocabulary no stored source gives; Qwen3.6, a hybrid of linear and full
-attention), vLLM runs with --enforce-eager (no
-source gives eager mode's time per layer apart from these rows, and published eager /
-CUDA-graph pairs disagree in sign). Rows whose source names no link are scored on the
-built-in-port rule's link (see the classes above; two of them run Unsloth's UD-Q2_K_XL, a
++81.2 % (eight Pi 4Bs). The rows not scored are listed by class, each saying why: source
+incomplete (the fact the source leaves out) and not expressible (what the catalog or the
+planner lacks). vLLM runs with --enforce-eager are scored under the catalog engine vllm-eager
+(below). Rows whose source names no link are scored on the built-in-port rule's link (see the classes above; two of them run Unsloth's UD-Q2_K_XL, a
 weight format added from its file's size: 2.701 bits per weight).
 
 How a row is computed (planner estimator functions only; nothing is fitted on these rows, but
@@ -109,7 +107,10 @@ charge no exchange):
   head and step overhead + the hop of the batch-1 hidden state (hidden x 2 bytes) over the row's
   link (latency + bytes / bandwidth) + the engine's own time per hop
   (planner.schema.support.Engine.hop_overhead_us, sourced in the catalog; engines the catalog
-  lacks add none).
+  lacks add none) and, for llama.cpp's RPC backend, its time per remote stage from its
+  protocol (planner.estimator.rpc_hop: each release's synchronous round trips, and in builds
+  before PR #15405 the stage's serialized graph over the link), with S machines S - 1 remote
+  stages per token, (S - 1) / S of one charged on each hop.
 - split: tensor (distributed-llama, exo RDMA, vLLM and SGLang TP): one stage of tp = machines
   whose exchanges cross the row's link (StageSpec.link: two ring all-reduces of the hidden
   state per block, latency + bytes / bandwidth per step, or the link's measured all-reduce
