@@ -254,3 +254,30 @@ def test_a_prefill_engine_hands_over_the_state_too() -> None:
     assert handoff_bytes(m, 2.0, 1000) == pytest.approx(1000 * 20_480 + 30 * 548_864 * 4)
     llama = load_catalog().model("llama-3.1-70b")
     assert handoff_bytes(llama, 2.0, 1000) == 1000 * 327_680
+
+
+def test_a_decoding_sequence_moves_its_state_twice_and_its_kv_once() -> None:
+    """The bytes that keep a device's memory busy (the power model's, memory.
+    sequence_traffic_per_layer) are those the step's time charges (perf: the KV read once, the
+    recurrent state read and written back), not the bytes kept (sequence_bytes_per_layer, which
+    counted the state once). Qwen3.6-35B-A3B at 4,096 tokens, one device, BF16 KV, per layer
+    averaged over its 40: KV 2 x 2 heads x 256 x 2 bytes x 4,096 tokens x 10 / 40 = 2,097,152;
+    state 30 / 40 x (32 x 128 x 128 + 3 x (2 x 16 x 128 + 32 x 128)) x 4 bytes = 1,646,592,
+    moved twice: 5,390,336 bytes."""
+    from planner.estimator.memory import sequence_bytes_per_layer, sequence_traffic_per_layer
+    from planner.estimator.perf import state_traffic_per_layer
+
+    m = load_catalog().model("qwen3.6-35b-a3b")
+    kept = sequence_bytes_per_layer(m, 2.0, 4096, 1)
+    moved = sequence_traffic_per_layer(m, 2.0, 4096, 1)
+    assert kept == pytest.approx(2_097_152 + 1_646_592)
+    assert moved == pytest.approx(2_097_152 + 2 * 1_646_592)
+    assert moved - 2_097_152 == pytest.approx(float(state_traffic_per_layer(m, 1)))
+    # Split over 4 devices (16 key heads): each moves a quarter of the state, twice.
+    four = sequence_traffic_per_layer(m, 2.0, 4096, 4) - sequence_bytes_per_layer(m, 2.0, 4096, 4)
+    assert four == pytest.approx(1_646_592 / 4)
+    # A model without linear attention moves what it keeps.
+    dense = load_catalog().model("llama-3.1-8b")
+    assert sequence_traffic_per_layer(dense, 2.0, 4096, 2) == sequence_bytes_per_layer(
+        dense, 2.0, 4096, 2
+    )

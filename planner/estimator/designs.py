@@ -56,6 +56,7 @@ from planner.estimator.memory import (
     end_weight_bytes,
     inference_activation_bytes_per_token,
     sequence_bytes_per_layer,
+    sequence_traffic_per_layer,
     weight_bytes,
 )
 from planner.estimator.perf import head_seconds, serving_layer_seconds
@@ -821,10 +822,19 @@ def _setting(
         usable = np.minimum(usable, [stated[o.device.id] or math.inf for o in opts])
     # A star's root holds the ends and the whole KV cache alone (engine_topology.root_alone).
     # Per layer and sequence: its KV (and a hybrid model's recurrent state) on the fullest device.
+    roots = [root_alone(o.layout, o.tp) for o in opts]
     seq_layer = np.array(
         [
-            sequence_bytes_per_layer(m, kvb, w.context_tokens, o.tp, root_alone(o.layout, o.tp))
-            for o in opts
+            sequence_bytes_per_layer(m, kvb, w.context_tokens, o.tp, r)
+            for o, r in zip(opts, roots, strict=True)
+        ],
+        dtype=np.float64,
+    )
+    # What it moves per step (the power model's busy bytes): a hybrid's state read and written.
+    seq_moved = np.array(
+        [
+            sequence_traffic_per_layer(m, kvb, w.context_tokens, o.tp, r)
+            for o, r in zip(opts, roots, strict=True)
         ],
         dtype=np.float64,
     )
@@ -867,7 +877,7 @@ def _setting(
         share=share,
         cap=cap,
         w_layer=w_layer,
-        kv_read=levels[:, None] * seq_layer,
+        kv_read=levels[:, None] * seq_moved,
         bandwidth=sub.bandwidth_bytes_s,
         tdp_w=sub.tdp_w,
         idle_w=sub.idle_w,

@@ -136,6 +136,18 @@ def sequence_bytes_per_layer(
     return kv / kv_shard_divisor(m, tp) + (state / float(state_shards(m, tp)) if state else 0.0)
 
 
+def sequence_traffic_per_layer(
+    m: ModelArch, kv_dtype_bytes: float, context: float, tp: int, root_alone: bool = False
+) -> float:
+    """Bytes one decoding sequence moves per layer and step on the fullest of `tp` devices (what
+    keeps its memory busy): what it keeps (sequence_bytes_per_layer), its KV cache read once,
+    and a hybrid model's recurrent state read and written back, so that state twice, as
+    perf.state_traffic_per_layer charges the step's time."""
+    state = recurrent_state_bytes_per_layer(m)
+    again = state if root_alone or not state else state / float(state_shards(m, tp))
+    return sequence_bytes_per_layer(m, kv_dtype_bytes, context, tp, root_alone) + again
+
+
 def kv_shards(m: ModelArch, tp: Degree) -> Array | float:
     """Ways tensor parallelism splits the KV cache (per row of `tp`): KV heads split up to their
     number and are replicated past it (vLLM); the MLA latent is shared by all heads and

@@ -52,7 +52,7 @@ from planner.estimator.memory import (
     TrainingSetup,
     block_weight_bytes,
     inference_memory,
-    sequence_bytes_per_layer,
+    sequence_traffic_per_layer,
     training_memory,
 )
 from planner.estimator.perf import head_seconds, serving_layer_seconds
@@ -339,7 +339,7 @@ def _stage_memory(
         m, fmt, kvb, batch=batch * S, context=context, layers=st.layers, tp=st.tp,
         first=first, last=last, root_alone=root,
     )  # fmt: skip
-    seq_layer = sequence_bytes_per_layer(m, kvb, context, st.tp, root)
+    seq_layer = sequence_traffic_per_layer(m, kvb, context, st.tp, root)  # KV once, state twice
     busy = st.layers * (w_layer / st.tp + batch * seq_layer)
     return mem.as_dict(), busy
 
