@@ -28,7 +28,9 @@ anomalous (below):
 
 A row that maps but whose source calls its own figure pathological (`anomalous: true` in
 published.yaml, with an `anomalous_note` saying why) is scored in a table of its own and kept
-out of every summary: the figure measures a fault the source names, not the setup.
+out of every summary: the figure measures a fault the source names, not the setup. So is a row
+a catalog figure was fitted on (`fitted` in published.yaml, naming the figure): it cannot test
+what was taken from it.
 
 Result (catalog as of this commit): 84 rows (69 pooled, 15 one-machine baselines) from 26
 sources, 40 expressible: 32 pooled rows and 8 baselines. Pooled: median |deviation| 18.8 %,
@@ -95,9 +97,9 @@ weight format added from its file's size: 2.701 bits per weight).
 How a row is computed (planner estimator functions only; nothing is fitted on these rows, but
 two catalog figures come from one each: distributed-llama's time per exchange, from
 dllama-pr64-rpi5-2x-llama3-8b's transfer time, and distributed-llama-0.3's, from
-dllama-rpi5-2x-llama3-8b's; distributed-llama-0.3's per-machine task times, which scale that
-figure to a Pi 4B or a c3d-highcpu-30 VM, come from the one-machine rows' T, whose own scores
-charge no exchange):
+dllama-rpi5-2x-llama3-8b's, so those two rows are scored apart, in no summary (`fitted`);
+distributed-llama-0.3's per-machine task times, which scale that figure to a Pi 4B or a
+c3d-highcpu-30 VM, come from the one-machine rows' T, whose own scores charge no exchange):
 
 - split: pipeline (exo, llama.cpp RPC, prima.cpp): one stage per machine
   (planner.estimator.replica.StageSpec, tp 1), layers in proportion to each machine's catalog
@@ -169,6 +171,7 @@ SCORED = "scored"  # maps to catalog ids, link stated or inferred by the built-i
 SOURCE_INCOMPLETE = "source incomplete"  # the source omits a fact no rule can infer
 NOT_EXPRESSIBLE = "not expressible"  # the planner cannot express it yet (a catalog gap)
 ANOMALOUS = "anomalous"  # maps, but its source calls its own figure pathological (scored apart)
+FITTED = "fitted"  # maps, but a catalog figure was fitted on it (scored apart)
 
 
 @dataclass
@@ -183,6 +186,7 @@ class Row:
     source_incomplete: str = ""  # a fact the source does not state and no rule infers
     link_rule: str = ""  # set where the link is not stated and the built-in-port rule chose it
     anomalous: str = ""  # why the source calls its own figure pathological (scored apart)
+    fitted: str = ""  # the catalog figure fitted on the row (scored apart)
     network_ms: float | None = None  # network time per token where the source states it
     spec: dict[str, Any] = field(default_factory=dict)  # the row's catalog mapping
     source: str = ""  # the source's url, or its title where it has none
@@ -195,7 +199,9 @@ class Row:
             return SOURCE_INCOMPLETE
         if self.why_not:
             return NOT_EXPRESSIBLE
-        return ANOMALOUS if self.anomalous else SCORED
+        if self.anomalous:
+            return ANOMALOUS
+        return FITTED if self.fitted else SCORED
 
 
 def _context(r: dict[str, Any]) -> int:
@@ -228,6 +234,7 @@ def _row(r: dict[str, Any]) -> Row:
         why_not=r.get("why_not", ""),
         source_incomplete=r.get("source_incomplete", ""),
         anomalous=_anomalous(r),
+        fitted=r.get("fitted", ""),
         network_ms=r["measured"].get("network_transfer_ms"),
         spec=dict(cat, context=_context(r), engine=cat.get("engine") or ENGINES.get(r["engine"])),
         source=r["source"].get("url") or r["source"].get("title", ""),
@@ -246,7 +253,7 @@ def _infer_link(row: Row) -> None:
     try:
         assumed = built_in_link(cat, devices)
     except NoSharedPort as e:
-        if row.kind in (SCORED, ANOMALOUS):
+        if row.kind in (SCORED, ANOMALOUS, FITTED):
             row.source_incomplete = f"link: not stated, and {e}"
         return
     row.link = row.spec["link"] = assumed.link.id
@@ -485,10 +492,10 @@ def summary(rows: list[Row], pairs: list[tuple[Row, float]]) -> list[str]:
     pooled = [(r, p) for r, p in pairs if not r.baseline]
     base = [(r, p) for r, p in pairs if r.baseline]
     n_pooled = sum(not r.baseline for r in rows)
-    count = {
-        k: sum(r.kind == k for r in rows) for k in (SOURCE_INCOMPLETE, NOT_EXPRESSIBLE, ANOMALOUS)
-    }
+    kinds = (SOURCE_INCOMPLETE, NOT_EXPRESSIBLE, ANOMALOUS, FITTED)
+    count = {k: sum(r.kind == k for r in rows) for k in kinds}
     apart = f", {count[ANOMALOUS]} anomalous (scored apart)" if count[ANOMALOUS] else ""
+    apart += f", {count[FITTED]} fitted on (scored apart)" if count[FITTED] else ""
     lines = [
         f"{len(rows)} rows ({n_pooled} pooled, {len(rows) - n_pooled} single-machine baselines): "
         f"{len(pairs)} scored ({len(pooled)} pooled, {len(base)} single-machine baselines; "
@@ -539,6 +546,7 @@ def _classes(rows: list[Row], pairs: list[tuple[Row, float]]) -> list[str]:
         "",
         *(f"- {r.id}: {r.why_not}" for r in rows if r.kind == NOT_EXPRESSIBLE),
         *_anomalous_rows(rows),
+        *_fitted_rows(rows),
     ]
 
 
@@ -556,6 +564,23 @@ def _anomalous_rows(rows: list[Row]) -> list[str]:
         *_table(odd),
         "",
         *(f"- {r.id}: {r.anomalous}" for r, _ in odd),
+    ]
+
+
+def _fitted_rows(rows: list[Row]) -> list[str]:
+    """Rows a catalog figure was fitted on: scored in a table of their own, kept out of every
+    summary (a row cannot test a figure taken from it)."""
+    fit = [(r, predict(r.spec)) for r in rows if r.kind == FITTED]
+    if not fit:
+        return []
+    return [
+        "",
+        "Fitted on (scored here apart, kept out of every summary: a catalog figure was fitted on "
+        "each):",
+        "",
+        *_table(fit),
+        "",
+        *(f"- {r.id}: {r.fitted}" for r, _ in fit),
     ]
 
 
