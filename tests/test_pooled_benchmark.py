@@ -375,3 +375,25 @@ def test_a_row_a_catalog_figure_was_fitted_on_is_scored_apart(
     summary = "\n".join(run.summary(rows, run.scored(rows)))
     assert f"{len(fit)} fitted on (scored apart)" in summary
     assert not any(i in summary for i in fit)
+
+
+def test_a_link_the_source_does_not_state_counts_as_inferred(
+    run: ModuleType, raw: list[dict[str, Any]]
+) -> None:
+    """The Google Cloud VM rows' source says only "x VM"; the mapping infers gcp-vpc-zone (one
+    zone assumed). They were counted among the "link stated only" rows of the summary. A
+    mapping's `link_assumed` now marks such a link inferred, as the built-in-port rule's are."""
+    assumed = {x["id"] for x in raw if (x.get("catalog") or {}).get("link_assumed")}
+    assert {x["id"] for x in raw if (x.get("catalog") or {}).get("link") == "gcp-vpc-zone"} == (
+        assumed
+    )
+    rows = {r.id: r for r in run.load_rows()}
+    for i in assumed:
+        assert rows[i].link_rule and rows[i].link == "gcp-vpc-zone", i
+    text = "\n".join(run.report(list(rows.values())))
+    assert all(f"- {i}: link inferred: gcp-vpc-zone (" in text for i in assumed)
+    lines = text.splitlines()
+    for i in assumed:  # its row of the scored table shows the link as inferred
+        assert any(x.startswith(f"| {i} |") and "| gcp-vpc-zone (inferred) |" in x for x in lines)
+    stated = [rp for rp in run.scored(list(rows.values())) if not rp[0].baseline]
+    assert not assumed & {r.id for r, _ in stated if not r.link_rule}

@@ -18,8 +18,10 @@ anomalous (below):
   scored on the link the planner itself assumes for a pool that names none
   (planner.estimator.built_in_link: the slowest built-in wired port all its machines share,
   from the catalog's sourced `ports` of each whole machine), shown as "<link> (inferred)" in
-  the table and listed as "link inferred: <rule>"; the summary gives the pooled median with
-  those rows, with the stated-link rows only, and with the inferred-link rows only.
+  the table and listed as "link inferred: <rule>"; so is a row whose mapping names a link the
+  source does not state (`catalog.link_assumed` says how it was inferred: the Google Cloud VMs'
+  zone network). The summary gives the pooled median with those rows, with the stated-link
+  rows only, and with the inferred-link rows only.
 - source incomplete (`source_incomplete`): the source leaves out a fact no rule can infer
   (the quantization, which device ran, a Wi-Fi setup). Listed with the missing fact, and where
   the rest maps, with what the planner gives on it; not scored.
@@ -184,7 +186,7 @@ class Row:
     baseline: bool = False
     why_not: str = ""  # what the planner cannot express yet (a catalog gap)
     source_incomplete: str = ""  # a fact the source does not state and no rule infers
-    link_rule: str = ""  # set where the link is not stated and the built-in-port rule chose it
+    link_rule: str = ""  # how the link was inferred where the source does not state it
     anomalous: str = ""  # why the source calls its own figure pathological (scored apart)
     fitted: str = ""  # the catalog figure fitted on the row (scored apart)
     network_ms: float | None = None  # network time per token where the source states it
@@ -235,6 +237,7 @@ def _row(r: dict[str, Any]) -> Row:
         source_incomplete=r.get("source_incomplete", ""),
         anomalous=_anomalous(r),
         fitted=r.get("fitted", ""),
+        link_rule=cat.get("link_assumed", ""),  # a link the source does not state, inferred
         network_ms=r["measured"].get("network_transfer_ms"),
         spec=dict(cat, context=_context(r), engine=cat.get("engine") or ENGINES.get(r["engine"])),
         source=r["source"].get("url") or r["source"].get("title", ""),
@@ -534,7 +537,8 @@ def _classes(rows: list[Row], pairs: list[tuple[Row, float]]) -> list[str]:
     incomplete (with the missing fact) and the rows the planner cannot express yet."""
     return [
         "Link inferred (scored above; the source names no link, so the planner's rule for a "
-        "pool that names none chose it, planner.estimator.built_in_link):",
+        "pool that names none chose it, planner.estimator.built_in_link, or the mapping says "
+        "how it was inferred):",
         "",
         *(f"- {r.id}: link inferred: {r.link} ({r.link_rule})" for r, _ in pairs if r.link_rule),
         "",
