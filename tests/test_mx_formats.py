@@ -111,9 +111,10 @@ def _engines(device: str, weights: str) -> list[str]:
 
 def test_mxfp8_runs_where_its_sources_say() -> None:
     # MLX's quantize modes (mlx-quantize) and exo's GLM-5 run (exo issue 1468) on Apple
-    # silicon; vLLM's mxfp8 method (min capability 10.0) and TensorRT-LLM on Blackwell.
+    # silicon; vLLM's mxfp8 method (min capability 10.0), with or without CUDA graphs, and
+    # TensorRT-LLM on Blackwell.
     assert set(_engines("m3-ultra-512gb", "mxfp8")) == {"mlx", "exo"}
-    assert set(_engines("b200", "mxfp8")) == {"vllm", "tensorrt-llm"}
+    assert set(_engines("b200", "mxfp8")) == {"vllm", "vllm-eager", "tensorrt-llm"}
     assert _engines("h100-sxm", "mxfp8") == []
     # The block-scaled 8-bit path only where the tensor cores take MX operands.
     b200, spark = CAT.accelerator("b200"), CAT.accelerator("dgx-spark")
