@@ -200,3 +200,24 @@ def test_a_measured_figure_in_a_mix_is_held_to_the_weight_read_floor(tmp_path: P
     # A figure under the floor passes.
     path.write_text(f"measurements:\n  - {{{row}, value: 50}}\n")
     check_speeds(*read_measurements(str(path)), m, CAT)
+
+
+def test_a_mix_on_a_dense_model_is_refused_naming_its_one_format(tmp_path: Path) -> None:
+    """A dense model has no routed experts to give a format of their own: the mix was planned
+    as its other half, silently. The problem file now gets an error at the workload's weights
+    naming the format to write."""
+    path = tmp_path / "dense.yaml"
+    path.write_text(
+        "name: dense-mix\n"
+        "workloads:\n"
+        "  - {name: chat, kind: inference, model: llama-3.1-8b, weights: mxfp4-experts+mlx-q8,\n"
+        "     context_tokens: 4096, prompt_tokens: 512, output_tokens: 256, concurrency: 1}\n"
+        "constraints: {allowed_devices: [m3-ultra-256gb], capex_usd: 20000}\n"
+        "objective: {goal: max_throughput}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(InputError) as e:
+        load_problem(path)
+    text = str(e.value)
+    assert str(path) in text and "workloads[0].weights" in text
+    assert "llama-3.1-8b has no routed experts" in text and "`weights: mlx-q8`" in text
