@@ -163,3 +163,25 @@ def test_bought_machines_on_their_assumed_port_need_no_adapter() -> None:
     assert plan.network is not None and plan.network.link == "eth-1g"
     assert not any("adapter" in n for n in plan.notes), plan.notes
     assert any(n.startswith("link assumed: eth-1g") for n in plan.notes)
+
+
+def test_a_one_machine_problem_loosened_to_several_gets_a_note_not_a_traceback() -> None:
+    """One owned M1 (no recorded ports) and nothing to buy loads without a network: one machine
+    needs none. A what-if that loosens the capex (planner.whatif.explain._loosen) plans a second
+    machine on the same problem; the plan builder asked the built-in-port rule again, which
+    raised NoSharedPort out of the solve (a traceback). The plan now says its network is the
+    unstated default and how to name one."""
+    doc = copy.deepcopy(DOC)
+    doc["workloads"][0].update(model="llama-3.1-8b", weights="q4_k_m")
+    doc["constraints"] = {
+        "allowed_devices": ["m1-8gb"],
+        "inventory": [{"device": "m1-8gb", "count": 1}],
+        "capex_usd": 0,
+    }
+    problem = parse_problem(Located(doc, {}, "one.yaml"))
+    c = problem.constraints.model_copy(update={"capex_usd": 5000.0})
+    plan = solve_problem(problem.model_copy(update={"constraints": c}), time_limit=30)
+    assert plan.status == "OPTIMAL"
+    assert sum(n.count for n in plan.nodes) > 1
+    note = next(n for n in plan.notes if n.startswith("network: no network is named"))
+    assert "m1-8gb" in note and "eth-100g" in note and "constraints.network" in note

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 
 from planner.catalog import Catalog
-from planner.estimator.built_in_link import assumed_network
+from planner.estimator.built_in_link import NoSharedPort, assumed_network
 from planner.estimator.designs import Design, carbon_unknown_left_out, stage_specs
 from planner.estimator.economics import (
     RENT_MODES,
@@ -778,8 +778,16 @@ def _phases(problem: Problem, use: dict[tuple[str, int, str], int], n: int) -> l
 
 def assumed_link_notes(problem: Problem, cat: Catalog) -> list[str]:
     """The plan's note where the problem named no network and its machines' built-in port was
-    assumed (planner.estimator.built_in_link), with how to replace it."""
-    assumed = assumed_network(problem, cat)
+    assumed (planner.estimator.built_in_link), with how to replace it; or, where a problem the
+    loader let through as one machine now plans several (a what-if that loosens max_devices or
+    capex_usd) and they share no recorded port, that its network is the unstated default."""
+    try:
+        assumed = assumed_network(problem, cat)
+    except NoSharedPort as e:
+        return [
+            f"network: no network is named and {e}; the plan joins its machines over "
+            f"{problem.constraints.network}: name constraints.network to plan on their own link"
+        ]
     if assumed is None or assumed.link.id != problem.constraints.network:
         return []
     return [f"{assumed.note}; name constraints.network to plan on another link"]
