@@ -672,7 +672,7 @@ def estimate(
             estimate_training,
         )
         from planner.estimator.estimate import Task as EstTask
-        from planner.estimator.formats import kv_bytes, weight_format
+        from planner.estimator.formats import kv_bytes, mix_without_experts, weight_format
         from planner.estimator.measured_rows import check_points, check_speeds, unused_notes
         from planner.estimator.memory import Method, Optimizer, Recompute, TrainingSetup
         from planner.estimator.support import (
@@ -758,6 +758,8 @@ def estimate(
             if mfile is not None and mdoc is not None:
                 check_points(mfile, mdoc, arch, q)
             weight_format(weights), kv_bytes(kv)  # unknown names first, with their choices
+            if (why := mix_without_experts(weights, arch)) is not None:
+                raise InputError(f"--weights {weights}: {why}")
             runs = supported_devices(cat, devices, weights, kv)
             check_estimate_group(cat, engine, tp)
             runs, engines = estimate_engines(cat, runs, weights, kv, engine)

@@ -13,7 +13,7 @@ from planner.catalog import Catalog, add_file_model, load_catalog
 from planner.errors import InputError, did_you_mean
 from planner.estimator.economics import available_modes, carbon_promise
 from planner.estimator.efficiency import Efficiency, load_efficiency
-from planner.estimator.formats import format_parts, kv_bytes, weight_format
+from planner.estimator.formats import kv_bytes, mix_without_experts, weight_format
 from planner.estimator.hosts import placeable
 from planner.estimator.support import architecture_allowed, gguf_refusal
 from planner.hf_config import load_hf_config
@@ -197,13 +197,9 @@ def check_names(problem: Problem, cat: Catalog, doc: Located | None = None) -> N
 def _check_mix(w: InferenceWorkload, m: ModelArch, where: Callable[[Loc], str], i: int) -> None:
     """A file mixed per tensor class (formats.mixed_format) gives the routed experts a format of
     their own: a model without routed experts has none to give it, so the mix is a mistake."""
-    if "+" in w.weights and m.moe is None:
-        rest = format_parts(w.weights)[1]
-        raise InputError(
-            f"{where(('workloads', i, 'weights'))}workload `{w.name}`: weight format "
-            f"`{w.weights}` gives routed experts a format of their own, but {m.id} has no "
-            f"routed experts (a dense model): write its one format, `weights: {rest}`"
-        )
+    why = mix_without_experts(w.weights, m)
+    if why is not None:
+        raise InputError(f"{where(('workloads', i, 'weights'))}workload `{w.name}`: {why}")
 
 
 def _check_embodied(problem: Problem, cat: Catalog, where: Callable[[Loc], str]) -> None:

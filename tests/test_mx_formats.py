@@ -220,4 +220,18 @@ def test_a_mix_on_a_dense_model_is_refused_naming_its_one_format(tmp_path: Path)
         load_problem(path)
     text = str(e.value)
     assert str(path) in text and "workloads[0].weights" in text
-    assert "llama-3.1-8b has no routed experts" in text and "`weights: mlx-q8`" in text
+    assert "llama-3.1-8b has no routed experts" in text and "write its one format, `mlx-q8`" in text
+
+
+def test_estimate_refuses_a_mix_on_a_dense_model_too() -> None:
+    """`planner estimate --weights` is held to the same rule as a problem file (exit 2, the
+    flag and the format to write); a MoE model takes the mix."""
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    args = ["estimate", "-d", "m3-ultra-256gb", "--weights", "mxfp4-experts+mlx-q8"]
+    r = CliRunner().invoke(app, [*args, "-m", "llama-3.1-8b"])
+    assert r.exit_code == 2, r.output
+    assert "--weights mxfp4-experts+mlx-q8" in r.output and "`mlx-q8`" in r.output
+    assert CliRunner().invoke(app, [*args, "-m", "gpt-oss-120b"]).exit_code == 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.errors import InputError, did_you_mean
-from planner.schema.catalog import Precision
+from planner.schema.catalog import ModelArch, Precision
 
 
 @dataclass(frozen=True)
@@ -183,6 +183,19 @@ def _mix_parts(name: str) -> tuple[str, str]:
                 "mix of block types: name the file's type (q4_k_m, ud-q2_k_xl ...) instead"
             )
     return experts, rest
+
+
+def mix_without_experts(name: str, m: ModelArch) -> str | None:
+    """Why a file mixed per tensor class (mixed_format) cannot be `m`'s: it gives routed experts
+    a format of their own, and a model without routed experts has none to give it (None where
+    `name` is no mix or `m` has routed experts)."""
+    if "+" not in name or m.moe is not None:
+        return None
+    rest = format_parts(name)[1]
+    return (
+        f"weight format `{name}` gives routed experts a format of their own, but {m.id} has no "
+        f"routed experts (a dense model): write its one format, `{rest}`"
+    )
 
 
 def mixed_format(name: str) -> WeightFormat:
