@@ -5,6 +5,8 @@ Run: python benchmarks/pooled/run.py [--markdown] [--assume-link LINK]   (a few 
 rows again, in a separate table, on the catalog link LINK instead, e.g. eth-1g or thunderbolt5:
 a sensitivity check, not part of the result)
 
+Long because this docstring carries the benchmark's whole method and its result.
+
 What it measures: for every row of benchmarks/pooled/published.yaml that maps to catalog ids
 (model, weight format, one catalog accelerator per machine, catalog link), the planner's decode
 tokens/s of ONE sequence (batch 1) on that pool of machines, beside the measured figure, and the
@@ -35,66 +37,39 @@ a catalog figure was fitted on (`fitted` in published.yaml, naming the figure): 
 what was taken from it.
 
 Result (catalog as of this commit): 84 rows (69 pooled, 15 one-machine baselines) from 26
-sources, 40 expressible: 32 pooled rows and 8 baselines. Pooled: median |deviation| 18.8 %,
-worst 123.4 % (8 x Pi 4B, Llama 2 70B, under distributed-llama 0.1.0). By engine:
+sources. 73 scored (59 pooled, 14 baselines; 29 of them on an inferred link), 8 source
+incomplete, 0 not expressible, 1 anomalous and 2 fitted on, each of the last two scored apart.
+Pooled: median |deviation| 18.2 %, worst 133.1 % (8 x Pi 4B, Llama 2 70B, distributed-llama
+0.1.0, whose measured transfer time jumps from 34 to 290 ms between four and eight machines,
+which the engine's issue #20 puts down to the switch). With the stated-link rows only: 30 rows,
+median 28.6 %; with the inferred-link rows only: 29 rows, 15.7 %. By engine (pooled rows):
 
-- distributed-llama, 20 rows, median 17.0 %. Each release is scored as it runs (catalog
+- distributed-llama, 24 rows, median 16.9 %. Each release is scored as it runs (catalog
   engines distributed-llama-0.3 and distributed-llama, planner.estimator.engine_topology;
-  benchmarks/pooled/distributed-llama.md). The README's 0.1.0 and 0.3.1 rows run a star:
-  ten exchanges per block through the root, which reads the whole KV cache and runs the
-  output head alone, each exchange with the engine's own 172 us (fitted on the 2 x Pi 5 Llama
-  3 8B row's T, 80.11 ms, which the planner's 80.2 ms reproduces); two to four Pi 5s are
-  +3.3 to +44.9 % (were +22.3 to +75.7 % as ring all-reduces), two to four Pi 4Bs +5.0 to
-  +8.6 % and the one Pi 4B alone +0.4 % (were +34.5 to +38.6 % and +33.1 % while the Pi 4B
-  read its weights at the 12.8 GB/s wire rate; the catalog now carries its STREAM rate,
-  5.56 GB/s), eight Pi 4Bs +82 to +123 % (their T jumps from 34 to 290 ms between four and
-  eight, which issue #20 puts down to the switch; see distributed-llama.md for what the
-  engine's source does and does not explain). Releases from PR #64 exchange twice per block
-  over a full mesh, each exchange with the engine's own 796 us (PR #64's 0.881 ms on two Pi 5s less the 84.8 us the link
-  takes): two Pi 5s +13.3 to +19.5 % on Llama 3 8B, four +32.3 to +43.8 % (PR #64's four
-  Pis take 1.18 ms per exchange, where one constant charges 0.95), TinyLlama 1.1B -18.2 and
-  -9.1 % (under PR #64 and 0.7.0 its exchanges take 0.20 and 0.31 ms where Llama 3 8B's take
-  0.88 and 1.20: the time per exchange grows with the work per block, not with the bytes, so
-  no latency + bytes / throughput pair fits both sizes; the .md page gives the figures). 0.6.0's rows are scored
-  under the mesh although that release still exchanged through the root (its exchange count
-  is not recorded).
-- exo tensor parallel over Thunderbolt 5 RDMA on 4 Mac Studios, 3 rows, median 2.0 %
-  (+0.9 %, +2.0 %; Kimi K2 +51.5 %); the one-machine Qwen3-235B run of another source is
-  +9.3 %, and scaled by it the pooled Qwen3-235B row is -6.8 %: the split itself adds little
-  to the error (no engine time per exchange is charged: no source isolates one). These rows
-  were +17.0, +21.8 and +86.2 % (the one machine +22.2 %) before a MoE block's fixed time
-  counted the kernels it adds to a dense block's (planner.estimator.moe_kernels: routing, the
-  weighting of the k experts' outputs and their k - 1 adds, each shared expert's FFN).
-- llama.cpp RPC, 6 rows, median 38.9 %: pipelines of 2-3 DGX Sparks (two sources), +22.1 to
-  +48.2 %, and an RTX 2060 Super with a laptop RTX 5060 over 1 GbE, -10.6 %. The engine's own
-  time per remote stage (its RPC round trips, 1.975 ms each, and in builds before PR #15405 its
-  re-sent graph: planner.estimator.rpc_hop) comes from a third source (LLMKube's two Sparks)
-  and the protocol; given each source's own
-  one-Spark run, the four Spark rows are +3.5, +4.4, -9.6 and -18.2 % (median 7.0 %): the
-  error is the one machine's (the one-Spark runs are +38.8 and +64.0 %, an MoE model in Q2_K;
-  the same Spark's other llama.cpp rows in the calibration table, MoE models in MXFP4 and
-  Q8_0 among them, are within 20 %).
-- SGLang tensor parallel over four DGX Sparks on RoCE, GLM-4.7 in FP8, +4.6 %.
-- vLLM tensor parallel on 2 DGX Sparks, +8.7 % (Llama 3.3 70B in BF16, CUDA graphs) and
-  +62.0 % (Qwen3-235B in GPTQ-Int4 with expert parallelism), each all-reduce at NCCL's
-  measured 31.9 us between two Sparks (roce-200g's allreduce_us).
+  benchmarks/pooled/distributed-llama.md): the README's 0.1.0 and 0.3.1 tables run a star
+  through the root, ten exchanges per block, each with the engine's own time (172 us on a
+  Pi 5, fitted on the 2 x Pi 5 Llama 3 8B row, which is therefore scored apart, and scaled to
+  other machines by their one-machine task time: 59.3 us on a Pi 4B, 12.8 us on a Google
+  Cloud C3D VM); releases from PR #64 exchange twice per block over a full mesh (796 us,
+  fitted on PR #64's two-Pi-5 row, scored apart). Two to four Pi 4Bs +10.2 to +18.0 %, the
+  Google Cloud VMs +2.5 to +21.0 %, eight Pi 4Bs +105 to +133 %.
+- exo, 8 rows, median 18.2 %: tensor parallel over Thunderbolt 5 RDMA on M3 Ultras +1.2 to
+  +18.2 % (Kimi K2 +52.1 %), pipelines of 8 Mac minis on the inferred Gigabit Ethernet +1.9 to
+  +54.8 %.
+- llama.cpp RPC, 17 rows, median 19.1 %: the engine's time per remote stage comes from its
+  protocol (planner.estimator.rpc_hop: 1.975 ms per synchronous round trip, from LLMKube's
+  two Sparks, a source no row here comes from, and in builds before PR #15405 the re-sent
+  graph). Strix Halo clusters -16.3 to +30.3 %, DGX Spark pipelines +22.9 to +53.2 % (their
+  one-Spark runs of the same Q2_K MoE model are +41.7 and +67.5 %: the error is the one
+  machine's), BC-250 pairs +1.9 and +58.0 % (the Ministral board alone +23.7 %).
+- vLLM, 7 rows, median 34.2 %; SGLang, 3 rows, median 94.7 % (two Qwen3.6-27B rows on two
+  Sparks measure no faster than the planner's one Spark, +94.7 and +109.1 %).
 
-Baselines: 8 rows, median 17.2 % (Strix Halo +13.0 % and +21.5 %, M3 Ultra +9.3 %, Pi 5
-+5.3 % and +23.0 %, Pi 4B +0.4 %, the Spark's Q2_K runs +38.8 and +64.0 %). The Pi 5 rows run
-distributed-llama: the same Pi 5 under llama.cpp (Ollama, calibration/measurements.yaml,
-three models) is predicted within 10 %, so the Llama 3 8B row's +23.2 % is the engine's
-kernels (its output head, distributed-llama.md), not the device's bandwidth. The Spark's
-Q2_K runs are not explained by Q2_K's kernels: llama.cpp PR #26705's tables of tokens/s per
-type on a DGX Spark (MMVQ, ne11 = 1, two runs) put Q2_K at 1.61 and 1.67x Q4_K's speed where
-their block sizes (4.5 / 2.625 bits) give 1.71x, and Q5_K within 2 % of its ratio: 2-6 %,
-not the 39-64 % these rows miss by, so no per-format kernel factor is added. Given the
-source's own one-machine measurement (the second table), the split model is within 8.8 % at
-the median of 11 rows (distributed-llama 7 rows, 8.8 %; llama.cpp RPC 4 rows, 7.0 %), worst
-+81.2 % (eight Pi 4Bs). The rows not scored are listed by class, each saying why: source
-incomplete (the fact the source leaves out) and not expressible (what the catalog or the
-planner lacks). vLLM runs with --enforce-eager are scored under the catalog engine vllm-eager
-(below). Rows whose source names no link are scored on the built-in-port rule's link (see the classes above; two of them run Unsloth's UD-Q2_K_XL, a
-weight format added from its file's size: 2.701 bits per weight).
+Baselines: 14 rows, median 13.0 %. Given the source's own one-machine measurement (the second
+table), the split model alone is within 8.7 % at the median of 26 rows. The rows not scored are
+listed by class, each saying why. vLLM runs with --enforce-eager are scored under the catalog
+engine vllm-eager (below). Two rows run Unsloth's UD-Q2_K_XL, a weight format added from its
+file's size (2.701 bits per weight).
 
 How a row is computed (planner estimator functions only; nothing is fitted on these rows, but
 two catalog figures come from one each: distributed-llama's time per exchange, from
