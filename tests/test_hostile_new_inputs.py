@@ -1,0 +1,57 @@
+"""Hostile inputs against mixed weight files, hybrid linear-attention config.json files and the
+built-in-port rule: each case a user could write that was planned silently (or with a message
+that did not name the place and the fix), pinned by the message it gets now."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hostile_cli import run
+
+PROBLEM = """\
+name: hostile
+workloads:
+  - name: chat
+    kind: inference
+    model: {model}
+    weights: {weights}
+    kv: bf16
+    context_tokens: 4096
+    prompt_tokens: 512
+    output_tokens: 256
+    concurrency: 1
+constraints:
+  allowed_devices: [m3-ultra-512gb]
+objective: {{goal: min_cost}}
+"""
+
+
+def test_a_mix_with_an_experts_format_on_a_dense_model_is_refused(tmp_path: Path) -> None:
+    """`mxfp4-experts+mlx-q8` on Llama 3.1 70B (no routed experts) was planned as plain MLX
+    8-bit: the file the user named (experts in MXFP4) cannot exist for a dense model. The problem
+    file, `--set` and `planner estimate` now refuse it, naming the one format to write."""
+    path = tmp_path / "dense.yaml"
+    path.write_text(PROBLEM.format(model="llama-3.1-70b", weights="mxfp4-experts+mlx-q8"))
+    code, out = run("solve", str(path))
+    assert code == 2, out
+    assert f"{path}:6:" in out and "workloads[0].weights" in out
+    assert "llama-3.1-70b has no routed experts (a dense model)" in out
+    assert "write its one format, `mlx-q8`" in out
+    # The same mix on a model with routed experts still plans (gpt-oss-120b: 128 experts).
+    path.write_text(PROBLEM.format(model="gpt-oss-120b", weights="mxfp4-experts+mlx-q8"))
+    code, out = run("solve", str(path))
+    assert code == 0, out
+    code, out = run("solve", str(path), "--set", "workloads.0.model=llama-3.1-8b")
+    assert code == 2 and "llama-3.1-8b has no routed experts" in out, out
+    code, out = run(
+        "estimate",
+        "--model",
+        "llama-3.1-8b",
+        "--device",
+        "m3-ultra-512gb",
+        "--weights",
+        "mlx-q4-experts+mlx-q8",
+    )
+    assert code == 2, out
+    assert "--weights mlx-q4-experts+mlx-q8: weight format" in out
+    assert "write its one format, `mlx-q8`" in out
