@@ -34,6 +34,20 @@ def _whole(path: Path, key: str, value: Any) -> int:
     return int(value)
 
 
+def _flag(path: Path, cfg: dict[str, Any], key: str, default: bool) -> bool:
+    """A config.json switch: JSON true or false; absent or null is `default`. Text such as
+    "false" is refused rather than read by Python's truth (a non-empty string is true)."""
+    value = cfg.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        got = json.dumps(value) if len(json.dumps(value)) <= 40 else type(value).__name__
+        raise InputError(
+            f"{path}: `{key}`: expected true or false (JSON, without quotes), got {got}"
+        )
+    return value
+
+
 def _read_json(path: Path) -> dict[str, Any]:
     cfg = read_json(path)
     if not isinstance(cfg, dict):
@@ -296,7 +310,7 @@ def _arch(path: Path, cfg: dict[str, Any]) -> ModelArch:
         "moe": moe,
         "mla": mla,
         # Qwen3-Next's attention always gates its output (Qwen3NextAttention); Qwen3.5 says so.
-        "attention_output_gate": bool(cfg.get("attn_output_gate", model_type == "qwen3_next")),
+        "attention_output_gate": _flag(path, cfg, "attn_output_gate", model_type == "qwen3_next"),
         "linear_attention": _linear_attention(
             path, cfg, need("num_hidden_layers", "n_layer", "num_layers")
         ),

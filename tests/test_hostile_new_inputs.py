@@ -4,9 +4,16 @@ that did not name the place and the fix), pinned by the message it gets now."""
 
 from __future__ import annotations
 
+import copy
+import json
 from pathlib import Path
 
+import pytest
 from hostile_cli import run
+from test_linear_attention import QWEN36_35B
+
+from planner.hf_config import load_hf_config
+from planner.schema.model_params import total_params
 
 PROBLEM = """\
 name: hostile
@@ -55,3 +62,40 @@ def test_a_mix_with_an_experts_format_on_a_dense_model_is_refused(tmp_path: Path
     assert code == 2, out
     assert "--weights mlx-q4-experts+mlx-q8: weight format" in out
     assert "write its one format, `mlx-q8`" in out
+
+
+def _hybrid_config(tmp_path: Path, **changes: object) -> Path:
+    """Qwen3.6-35B-A3B's config.json (test_linear_attention.QWEN36_35B) with `changes` made to
+    its text_config (a value of None removes the key)."""
+    cfg = copy.deepcopy(QWEN36_35B)
+    text = cfg["text_config"]
+    assert isinstance(text, dict)
+    for key, value in changes.items():
+        if value is None:
+            text.pop(key, None)
+        else:
+            text[key] = value
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg), encoding="utf-8")
+    return path
+
+
+def _estimate(path: Path) -> tuple[int, str]:
+    return run("estimate", "--model", str(path), "--device", "h200-sxm", "--weights", "bf16")
+
+
+@pytest.mark.parametrize(("value", "shown"), [("false", '"false"'), (2, "2"), ([True], "[true]")])
+def test_a_gated_attention_switch_that_is_not_true_or_false_is_refused(
+    tmp_path: Path, value: object, shown: str
+) -> None:
+    """`attn_output_gate: "false"` was read by Python's truth, so the quoted "false" counted
+    the gate the user meant to leave out: a second query-sized projection in each of
+    Qwen3.6-35B-A3B's 10 full-attention layers, 10 x 2,048 x (16 heads x 256) = 83.9 M
+    parameters."""
+    code, out = _estimate(_hybrid_config(tmp_path, attn_output_gate=value))
+    assert code == 2, out
+    assert "config.json: `attn_output_gate`: expected true or false" in out
+    assert f"got {shown}" in out
+    gated = total_params(load_hf_config(_hybrid_config(tmp_path, attn_output_gate=True)))
+    plain = total_params(load_hf_config(_hybrid_config(tmp_path, attn_output_gate=False)))
+    assert gated - plain == 10 * 2048 * 16 * 256
