@@ -113,19 +113,37 @@ _LINEAR_KEYS = {
 }
 
 
+def _linear_count(path: Path, cfg: dict[str, Any], layers: int) -> int:
+    """How many layers are linear attention: `layer_types`' "linear_attention" entries, or,
+    without the list, every layer but each `full_attention_interval`-th. Where the file gives
+    both they must agree layer by layer: transformers reads the list and ignores the interval,
+    so a file whose two keys disagree was written by hand, and which one the author meant is
+    not ours to guess."""
+    types = _layer_types(path, cfg, layers)
+    interval = cfg.get("full_attention_interval")
+    every = None if interval is None else _whole(path, "full_attention_interval", interval)
+    if types is None:
+        return 0 if every is None else layers - layers // every
+    if every is not None:
+        for i, t in enumerate(types):
+            full = (i + 1) % every == 0
+            if full == (t == "linear_attention"):
+                said = "full attention" if full else "linear attention"
+                raise InputError(
+                    f"{path}: `layer_types` entry {i + 1} of {layers} is {json.dumps(t)}, but "
+                    f"`full_attention_interval` {every} makes layer {i + 1} {said}; the two "
+                    "keys disagree: correct one, or remove `full_attention_interval` (the list "
+                    "says it layer by layer)"
+                )
+    return sum(1 for t in types if t == "linear_attention")
+
+
 def _linear_attention(path: Path, cfg: dict[str, Any], layers: int) -> LinearAttention | None:
     """The linear-attention layers of a hybrid model: those `layer_types` names
     "linear_attention", or, without the list, every layer but each `full_attention_interval`-th
     (transformers' Qwen3NextConfig: layer i is full attention when (i + 1) % interval == 0).
     None when no layer is linear attention."""
-    types = _layer_types(path, cfg, layers)
-    if types is not None:
-        linear = sum(1 for t in types if t == "linear_attention")
-    elif cfg.get("full_attention_interval") is not None:
-        every = _whole(path, "full_attention_interval", cfg["full_attention_interval"])
-        linear = layers - layers // every
-    else:
-        return None
+    linear = _linear_count(path, cfg, layers)
     if not linear:
         return None
     missing = [k for k in _LINEAR_KEYS if cfg.get(k) is None]

@@ -99,3 +99,24 @@ def test_a_gated_attention_switch_that_is_not_true_or_false_is_refused(
     gated = total_params(load_hf_config(_hybrid_config(tmp_path, attn_output_gate=True)))
     plain = total_params(load_hf_config(_hybrid_config(tmp_path, attn_output_gate=False)))
     assert gated - plain == 10 * 2048 * 16 * 256
+
+
+def test_layer_types_and_an_interval_that_disagree_are_refused(tmp_path: Path) -> None:
+    """Qwen3.6's config.json gives both `layer_types` (three linear, then one full) and
+    `full_attention_interval: 4`. With the interval changed to 2 the list alone was read (30
+    linear layers) and the interval silently dropped, though it says 20; which the author meant
+    is not knowable, so the file is refused at the first layer the two disagree on."""
+    code, out = _estimate(_hybrid_config(tmp_path, full_attention_interval=2))
+    assert code == 2, out
+    assert (
+        'config.json: `layer_types` entry 2 of 40 is "linear_attention", but '
+        "`full_attention_interval` 2 makes layer 2 full attention" in out
+    )
+    assert "remove `full_attention_interval`" in out
+    # The published pair agrees layer by layer: 30 of 40 layers linear, as the list says.
+    arch = load_hf_config(_hybrid_config(tmp_path))
+    assert arch.linear_attention is not None and arch.linear_attention.layers == 30
+    # Without the interval the list alone decides, as in transformers.
+    types = ["linear_attention", "full_attention"] * 20
+    arch = load_hf_config(_hybrid_config(tmp_path, full_attention_interval=None, layer_types=types))
+    assert arch.linear_attention is not None and arch.linear_attention.layers == 20
