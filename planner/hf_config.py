@@ -146,6 +146,21 @@ def _linear_attention(path: Path, cfg: dict[str, Any], layers: int) -> LinearAtt
     linear = _linear_count(path, cfg, layers)
     if not linear:
         return None
+    if linear == layers:
+        # A hybrid's full-attention layers carry its attention keys (heads, KV heads, head
+        # width); with none left they describe nothing, and Qwen3-Next, Qwen3.5 and Qwen3.6 keep
+        # one layer in four. An interval past the last layer is the usual slip.
+        said = (
+            f'all {layers} `layer_types` entries are "linear_attention"'
+            if cfg.get("layer_types") is not None
+            else f"`full_attention_interval` {cfg['full_attention_interval']} is more than the "
+            f"{layers} layers, so every layer is linear attention"
+        )
+        raise InputError(
+            f"{path}: {said}, leaving no full-attention layer; a hybrid model keeps at least "
+            "one (Qwen3-Next and Qwen3.5 one in four, `full_attention_interval` 4): mark its "
+            "full-attention layers"
+        )
     missing = [k for k in _LINEAR_KEYS if cfg.get(k) is None]
     if missing:
         raise InputError(

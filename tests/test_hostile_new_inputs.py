@@ -12,8 +12,11 @@ import pytest
 from hostile_cli import run
 from test_linear_attention import QWEN36_35B
 
+from planner.catalog import use_overlays
 from planner.hf_config import load_hf_config
 from planner.schema.model_params import total_params
+
+ROOT = Path(__file__).resolve().parent.parent
 
 PROBLEM = """\
 name: hostile
@@ -120,3 +123,54 @@ def test_layer_types_and_an_interval_that_disagree_are_refused(tmp_path: Path) -
     types = ["linear_attention", "full_attention"] * 20
     arch = load_hf_config(_hybrid_config(tmp_path, full_attention_interval=None, layer_types=types))
     assert arch.linear_attention is not None and arch.linear_attention.layers == 20
+
+
+@pytest.mark.parametrize(
+    ("changes", "says"),
+    [
+        (
+            {"layer_types": None, "full_attention_interval": 41},
+            "`full_attention_interval` 41 is more than the 40 layers",
+        ),
+        (
+            {"layer_types": ["linear_attention"] * 40, "full_attention_interval": None},
+            'all 40 `layer_types` entries are "linear_attention"',
+        ),
+    ],
+)
+def test_a_hybrid_with_every_layer_linear_is_refused(
+    tmp_path: Path, changes: dict[str, object], says: str
+) -> None:
+    """An interval past the last layer (41 for 40 layers) or a list of nothing but
+    linear_attention made every layer Gated DeltaNet: the attention keys the file gives then
+    described no layer and the model kept no KV cache at any context. Refused, with the fix."""
+    code, out = _estimate(_hybrid_config(tmp_path, **changes))
+    assert code == 2, out
+    assert says in out and "leaving no full-attention layer" in out
+    # The last layer full (interval 40) is still a hybrid: 39 linear layers.
+    arch = load_hf_config(_hybrid_config(tmp_path, layer_types=None, full_attention_interval=40))
+    assert arch.linear_attention is not None and arch.linear_attention.layers == 39
+
+
+def test_a_catalog_hybrid_with_every_layer_linear_is_refused(tmp_path: Path) -> None:
+    """The same slip in a user catalog's models.yaml (linear_attention.layers = num_layers)."""
+    entry = (ROOT / "planner" / "catalog_data" / "models.yaml").read_text(encoding="utf-8")
+    start = entry.index("  - id: qwen3.6-35b-a3b\n")
+    end = entry.index("    notes:", start)
+    (tmp_path / "models.yaml").write_text(
+        "models:\n" + entry[start:end].replace("layers: 30", "layers: 40"), encoding="utf-8"
+    )
+    try:
+        code, out = run(
+            "--catalog",
+            str(tmp_path),
+            "estimate",
+            "--model",
+            "qwen3.6-35b-a3b",
+            "--device",
+            "h200-sxm",
+        )
+    finally:
+        use_overlays([])  # the option lays the folder over every later load_catalog()
+    assert code == 2, out
+    assert "models.yaml" in out and "linear_attention.layers (40) leaves none of the 40" in out

@@ -740,6 +740,11 @@ class ModelArch(Sourced):
                 f"local_layers ({self.local_layers}) and linear_attention.layers ({linear}) "
                 f"together exceed num_layers ({self.num_layers})"
             )
+        if linear and linear >= self.num_layers:
+            raise ValueError(
+                f"linear_attention.layers ({linear}) leaves none of the {self.num_layers} layers "
+                "full attention; a hybrid model keeps at least one"
+            )
         if self.mla is not None and linear:
             raise ValueError(
                 "a model with linear_attention layers uses GQA full attention, not mla"
