@@ -382,12 +382,7 @@ def _cross_check(cat: Catalog, root: Path) -> None:
                 f"{root / FILES['accelerators']}: {a.id}.interconnect.scale_up: unknown link "
                 f"`{a.interconnect.scale_up}`{did_you_mean(a.interconnect.scale_up, cat.links)}"
             )
-        for port in a.ports:
-            if port not in cat.links or cat.links[port].scope == "intra-node":
-                raise CatalogError(
-                    f"{root / FILES['accelerators']}: {a.id}.ports: `{port}` is not a catalog "
-                    f"link between machines{did_you_mean(port, cat.links)}"
-                )
+        _check_ports(cat, a, root / FILES["accelerators"])
     for i in cat.instances.values():
         if i.device not in cat.accelerators:
             raise CatalogError(
@@ -427,6 +422,31 @@ def _check_params(cat: Catalog, root: Path) -> None:
                 f"heads, widths, vocab_size; {PARAMS_TOLERANCE:.0%} allowed): give the model "
                 "card's total, or check the architecture against its config.json"
             )
+
+
+def _check_ports(cat: Catalog, a: Accelerator, where: Path) -> None:
+    """A whole machine's `ports` are built-in wired ports between machines, each listed once
+    (planner.estimator.built_in_link plans a pool on the slowest one they share)."""
+    between = {k: v for k, v in cat.links.items() if v.scope != "intra-node"}
+    for j, port in enumerate(a.ports):
+        at = f"{where}: {a.id}.ports[{j}]: `{port}`"
+        if port in cat.links and port not in between:
+            raise CatalogError(
+                f"{at} is a link inside one machine ({cat.links[port].kind}), not a network "
+                f"port between machines; list wired ports such as eth-1g or thunderbolt5"
+            )
+        if port not in between:
+            raise CatalogError(
+                f"{at} is not a catalog link between machines{did_you_mean(port, between)}"
+            )
+        if between[port].kind == "wifi":
+            raise CatalogError(
+                f"{at} is wireless; `ports` lists built-in wired ports (a pool is planned on "
+                "the slowest one its machines share): remove it, or name the Wi-Fi link in "
+                "the problem's constraints.network"
+            )
+        if port in a.ports[:j]:
+            raise CatalogError(f"{at} is listed twice; list each built-in port once")
 
 
 def _check_support(cat: Catalog, root: Path) -> None:

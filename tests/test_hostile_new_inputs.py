@@ -174,3 +174,56 @@ def test_a_catalog_hybrid_with_every_layer_linear_is_refused(tmp_path: Path) -> 
         use_overlays([])  # the option lays the folder over every later load_catalog()
     assert code == 2, out
     assert "models.yaml" in out and "linear_attention.layers (40) leaves none of the 40" in out
+
+
+PI5 = """\
+accelerators:
+  - id: raspberry-pi-5-8gb
+    name: Raspberry Pi 5, 8GB
+    vendor: raspberry-pi
+    device_class: unified-memory
+    architecture: bcm2712
+    released: 2023-10
+    memory: {{size: 8, unit: GiB, type: LPDDR4X, bandwidth_gb_s: 17.1, bus_width_bits: 32}}
+    dense_tflops: {{fp32: 0.154, fp16: 0.307}}
+    power: {{tdp_w: 12, idle_w: 3}}
+    interconnect: {{scale_up: null, domain_size: 1, pcie_gen: null, pcie_lanes: null}}
+    ecc: false
+    form_factor: soc-system
+    ports: {ports}
+    price: {{purchase_usd: 80, purchase_date: 2023-10, condition: new}}
+    sources: {{spec: raspberry-pi-5-brief, dense_tflops: arm-cortex-a76, ports: raspberry-pi-5-ports}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("ports", "says"),
+    [
+        ("[wifi-6]", "ports[0]: `wifi-6` is wireless"),
+        ("[eth-1g, eth-1g]", "ports[1]: `eth-1g` is listed twice"),
+        ("[eth-1g, pcie4]", "ports[1]: `pcie4` is a link inside one machine (pcie)"),
+        ("[eth-3g]", "ports[0]: `eth-3g` is not a catalog link between machines; did you mean"),
+    ],
+)
+def test_a_user_catalogs_ports_are_wired_ports_between_machines_listed_once(
+    tmp_path: Path, ports: str, says: str
+) -> None:
+    """Four Pis whose user catalog entry listed `ports: [wifi-6]` were planned on Wi-Fi as "the
+    slowest built-in wired port the machines share"; an intra-node link was refused with a
+    suggestion of the same name (`nvlink4`: did you mean `nvlink4`?) and a doubled port was
+    taken as is. Each is now refused at its entry and index."""
+    (tmp_path / "accelerators.yaml").write_text(PI5.format(ports=ports), encoding="utf-8")
+    path = tmp_path / "pis.yaml"
+    path.write_text(
+        PROBLEM.format(model="llama-3.1-8b", weights="fp16").replace(
+            "allowed_devices: [m3-ultra-512gb]",
+            "allowed_devices: [raspberry-pi-5-8gb]\n"
+            "  inventory: [{device: raspberry-pi-5-8gb, count: 4}]\n  capex_usd: 0",
+        )
+    )
+    try:
+        code, out = run("--catalog", str(tmp_path), "solve", str(path))
+    finally:
+        use_overlays([])
+    assert code == 2, out
+    assert f"{tmp_path / 'accelerators.yaml'}: raspberry-pi-5-8gb.{says}" in out
