@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 from planner.catalog import Catalog
+from planner.estimator.built_in_link import ASSUMED_NOTE, rule_network
 from planner.estimator.designs import carbon_unknown_left_out
 from planner.estimator.economics import (
     LEFT_OUT_NOTE,
@@ -86,7 +87,25 @@ def check_problem_notes(plan: Plan, problem: Problem, cat: Catalog) -> None:
     for note in want:
         if note not in plan.notes:
             fail(problem, f"`notes`: missing `{note}`")
+    _check_assumed_link(plan, problem, cat)
     for i, note in enumerate(plan.notes):
         ours = note.startswith((_DEMAND, UNKNOWN_EMBODIED_NOTE)) or LEFT_OUT_NOTE in note
         if ours and note not in want:
             fail(problem, f"`notes.{i}`: `{note}`, the problem and the catalog give {want}")
+
+
+def _check_assumed_link(plan: Plan, problem: Problem, cat: Catalog) -> None:
+    """A note that the network was assumed (planner.estimator.built_in_link) names the link the
+    rule gives the problem's machines, which is the problem's network, word for word. A plan
+    without the note is not failed: its problem holds the link as named either way."""
+    rule = rule_network(problem, cat)
+    want = rule.note if rule is not None and rule.link.id == problem.constraints.network else None
+    for i, note in enumerate(plan.notes):
+        if note.startswith(ASSUMED_NOTE) and note != want:
+            fail(
+                problem,
+                f"`notes.{i}`: `{note}`, but the problem's network is "
+                f"`{problem.constraints.network}`"
+                + (f" and the built-in-port rule notes `{want}`" if want else "")
+                + " (planner.estimator.built_in_link)",
+            )

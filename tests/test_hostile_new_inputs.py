@@ -227,3 +227,33 @@ def test_a_user_catalogs_ports_are_wired_ports_between_machines_listed_once(
         use_overlays([])
     assert code == 2, out
     assert f"{tmp_path / 'accelerators.yaml'}: raspberry-pi-5-8gb.{says}" in out
+
+
+def test_a_plan_whose_assumed_link_note_was_changed_fails_verification(tmp_path: Path) -> None:
+    """Three Raspberry Pi 5s hold Llama 3.1 8B in FP16 (16 GB over 8 GB boards) and name no
+    network: the plan is made on their Gigabit Ethernet and says so in a note. The note was
+    not checked, so a plan whose note claimed Thunderbolt 5 while its hops ran at 1 Gb/s
+    verified; such a note now fails like the figures (exit 5)."""
+    path = tmp_path / "pis.yaml"
+    path.write_text(
+        PROBLEM.format(model="llama-3.1-8b", weights="fp16").replace(
+            "allowed_devices: [m3-ultra-512gb]",
+            "allowed_devices: [raspberry-pi-5-8gb]\n"
+            "  inventory: [{device: raspberry-pi-5-8gb, count: 4}]\n  capex_usd: 0",
+        )
+    )
+    out_path = tmp_path / "plan.json"
+    code, out = run("solve", str(path), "--format", "json", "--out", str(out_path))
+    assert code == 0, out
+    doc = json.loads(out_path.read_text(encoding="utf-8"))
+    (note,) = [n for n in doc["notes"] if n.startswith("link assumed: ")]
+    assert note.startswith("link assumed: eth-1g (")
+    code, out = run("verify", str(out_path), "--no-resolve")
+    assert code == 0, out
+    doc["notes"] = [
+        n.replace("eth-1g (", "thunderbolt5 (") if n == note else n for n in doc["notes"]
+    ]
+    out_path.write_text(json.dumps(doc), encoding="utf-8")
+    code, out = run("verify", str(out_path), "--no-resolve")
+    assert code == 5, out
+    assert "`notes." in out and "the built-in-port rule notes `link assumed: eth-1g (" in out

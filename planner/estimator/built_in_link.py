@@ -42,7 +42,14 @@ class AssumedLink:
 
     @property
     def note(self) -> str:
-        return f"link assumed: {self.link.id} ({self.rule})"
+        """The plan's note (planner.plan.build), which planner verify checks word for word."""
+        return (
+            f"{ASSUMED_NOTE}{self.link.id} ({self.rule}); name constraints.network to plan on "
+            "another link"
+        )
+
+
+ASSUMED_NOTE = "link assumed: "
 
 
 class NoSharedPort(ValueError):
@@ -125,6 +132,21 @@ def assumed_network(problem: Problem, cat: Catalog) -> AssumedLink | None:
         if one_machine(problem):
             return None  # nothing to join: no network needed
         raise
+
+
+def rule_network(problem: Problem, cat: Catalog) -> AssumedLink | None:
+    """The link the rule gives `problem`'s pool whether or not the problem names one (a plan
+    file's problem holds the assumed link as if it were named): None where segments or machine
+    kinds name networks, a device is not a whole machine, or no port is shared."""
+    devices = pool_devices(problem, cat)
+    if problem.segments or any(m.network for m in problem.machines):
+        return None
+    if not whole_machines(devices):
+        return None
+    try:
+        return built_in_link(cat, devices)
+    except NoSharedPort:
+        return None
 
 
 def one_machine(problem: Problem) -> bool:

@@ -790,7 +790,7 @@ def assumed_link_notes(problem: Problem, cat: Catalog) -> list[str]:
         ]
     if assumed is None or assumed.link.id != problem.constraints.network:
         return []
-    return [f"{assumed.note}; name constraints.network to plan on another link"]
+    return [assumed.note]
 
 
 def _network(problem: Problem, cat: Catalog, plan: Plan, tally: _Tally) -> NetworkLine | None:
