@@ -224,6 +224,23 @@ def _sliding_window(path: Path, cfg: dict[str, Any], model_type: str) -> dict[st
     return {"sliding_window": w, "local_layers": local} if local else {}
 
 
+def _windowed_linear(path: Path, cfg: dict[str, Any], fields: dict[str, Any]) -> None:
+    """A sliding window read without `layer_types` windows layers by rule (every layer, or all
+    but every n-th), which knows nothing of a hybrid's linear-attention layers: where the
+    windowed and the linear layers together outnumber the layers, the file must say which
+    layer is which rather than be read one way or the other."""
+    linear = fields["linear_attention"].layers if fields["linear_attention"] else 0
+    local = fields.get("local_layers", 0)
+    if linear and local + linear > fields["num_layers"]:
+        raise InputError(
+            f"{path}: `sliding_window` {fields['sliding_window']} without `layer_types` makes "
+            f"{local} of the {fields['num_layers']} layers sliding-window attention, but "
+            f"{linear} are linear attention (`full_attention_interval`): give `layer_types` "
+            'with each layer\'s kind ("sliding_attention" for the windowed ones), or set '
+            "`use_sliding_window: false` if the model attends in full"
+        )
+
+
 def _max_context(path: Path, cfg: dict[str, Any]) -> int:
     """`max_position_embeddings`, or 4,096 when the file leaves it out (or null); 0 or false is
     no context at all, refused rather than read as the default."""
@@ -352,6 +369,7 @@ def _arch(path: Path, cfg: dict[str, Any]) -> ModelArch:
         "published_params": 1.0,
         "sources": {"spec": str(path)},
     }
+    _windowed_linear(path, cfg, fields)
     fields["id"] = re.sub(r"[^a-z0-9.\-]", "-", fields["id"])
     if not fields["id"][0].isalnum():
         fields["id"] = "custom-model"

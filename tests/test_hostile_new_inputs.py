@@ -12,7 +12,7 @@ import pytest
 from hostile_cli import run
 from test_linear_attention import QWEN36_35B
 
-from planner.catalog import use_overlays
+from planner.catalog import load_catalog, use_overlays
 from planner.hf_config import load_hf_config
 from planner.schema.model_params import total_params
 
@@ -257,3 +257,56 @@ def test_a_plan_whose_assumed_link_note_was_changed_fails_verification(tmp_path:
     code, out = run("verify", str(out_path), "--no-resolve")
     assert code == 5, out
     assert "`notes." in out and "the built-in-port rule notes `link assumed: eth-1g (" in out
+
+
+def test_eager_vllm_runs_every_format_vllm_runs_on_nvidia() -> None:
+    """vllm-eager is vLLM with --enforce-eager, which changes how kernels are launched and not
+    which quantization methods load; its rows copied vLLM's NVIDIA rows but not the MXFP8 one, so
+    `--weights mxfp8 --engine vllm-eager` on a B200 was refused while vLLM ran it. Every
+    (architecture, weights, KV) vLLM's non-experimental CUDA rows list is now eager's too."""
+    cat = load_catalog()
+
+    def combos(engine: str) -> set[tuple[str, str, str]]:
+        return {
+            (a, w, k)
+            for r in cat.support
+            if r.engine == engine and r.backend == "cuda" and not r.experimental
+            for a in r.architectures
+            for w in r.weights
+            for k in r.kv
+        }
+
+    assert combos("vllm") == combos("vllm-eager")
+    code, out = run(
+        "estimate",
+        "-m",
+        "qwen3.6-35b-a3b",
+        "-d",
+        "b200",
+        "--weights",
+        "mxfp8",
+        "--engine",
+        "vllm-eager",
+    )
+    assert code == 0, out
+
+
+def test_a_window_without_layer_types_on_a_hybrid_names_the_keys(tmp_path: Path) -> None:
+    """Qwen3.6's config.json with `sliding_window: 4096` and no `layer_types`: the window rule
+    (every layer local, as Mistral 7B) and the interval (30 of 40 linear) claim 70 layers, and
+    the file was refused with the catalog's field names at "(top level)": `local_layers (40) and
+    linear_attention.layers (30) together exceed num_layers (40)`. It now names the file's own
+    keys and both fixes."""
+    code, out = _estimate(_hybrid_config(tmp_path, layer_types=None, sliding_window=4096))
+    assert code == 2, out
+    assert (
+        "config.json: `sliding_window` 4096 without `layer_types` makes 40 of the 40 layers "
+        "sliding-window attention, but 30 are linear attention" in out
+    )
+    assert "give `layer_types`" in out and "`use_sliding_window: false`" in out
+    assert "top level" not in out
+    # Told which layer is which, the same window reads: 10 windowed layers, 30 linear.
+    types = ["linear_attention"] * 3 + ["sliding_attention"]
+    arch = load_hf_config(_hybrid_config(tmp_path, layer_types=types * 10, sliding_window=4096))
+    assert arch.local_layers == 10 and arch.linear_attention is not None
+    assert arch.linear_attention.layers == 30
