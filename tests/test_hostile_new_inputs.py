@@ -310,3 +310,37 @@ def test_a_window_without_layer_types_on_a_hybrid_names_the_keys(tmp_path: Path)
     arch = load_hf_config(_hybrid_config(tmp_path, layer_types=types * 10, sliding_window=4096))
     assert arch.local_layers == 10 and arch.linear_attention is not None
     assert arch.linear_attention.layers == 30
+
+
+def test_one_owned_machine_that_rents_more_is_no_pool_of_one(tmp_path: Path) -> None:
+    """One owned c3d-highcpu-30 VM, nothing bought (capex 0), but on-demand rent allowed at a
+    price the problem gives: the rule took "nothing bought, one owned" for a pool of one and
+    asked for no network, so Llama 3.1 70B in FP16 (141 GB) was planned over three VMs on the
+    default 100 Gb/s Ethernet, five times the 20 Gb/s the VMs get (gcp-vpc-zone), without a
+    note. Rentable machines now count: the problem must name its network."""
+    path = tmp_path / "vms.yaml"
+    text = PROBLEM.format(model="llama-3.1-70b", weights="fp16").replace(
+        "allowed_devices: [m3-ultra-512gb]",
+        "allowed_devices: [gcp-c3d-highcpu-30]\n"
+        "  inventory: [{device: gcp-c3d-highcpu-30, count: 1}]\n  capex_usd: 0",
+    )
+    path.write_text(
+        text
+        + "horizon: {procurement: [buy, on_demand]}\n"
+        + "market: {prices: {gcp-c3d-highcpu-30: {rent_usd_per_hour: 1.2}}}\n"
+    )
+    code, out = run("solve", str(path))
+    assert code == 2, out
+    assert f"{path}:12:" in out and "no network is named" in out
+    assert "name the link the machines are joined by in constraints.network" in out
+    # Named, the three VMs hop over it.
+    code, out = run(
+        "solve", str(path), "--set", "constraints.network=gcp-vpc-zone", "--format", "json"
+    )
+    assert code == 0, out
+    plan = json.loads(out)
+    assert plan["devices"][0]["on_demand"] == 3 and "gcp-vpc-zone" in plan["links"]
+    # Without rent the one owned VM is a pool of one and needs no network, as before.
+    path.write_text(text)
+    code, out = run("solve", str(path))
+    assert code == 3, out  # 141 GB do not fit one VM's memory: infeasible, not an input error

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from planner.catalog import Catalog
+from planner.estimator.economics import available_modes
 from planner.schema.catalog import Accelerator, Link
 from planner.schema.problem import Problem
 
@@ -129,7 +130,7 @@ def assumed_network(problem: Problem, cat: Catalog) -> AssumedLink | None:
     try:
         return built_in_link(cat, devices)
     except NoSharedPort:
-        if one_machine(problem):
+        if one_machine(problem, cat):
             return None  # nothing to join: no network needed
         raise
 
@@ -149,9 +150,18 @@ def rule_network(problem: Problem, cat: Catalog) -> AssumedLink | None:
         return None
 
 
-def one_machine(problem: Problem) -> bool:
-    """The pool is one machine at most: at most one device, or nothing bought or rented and at
-    most one owned."""
+def one_machine(problem: Problem, cat: Catalog) -> bool:
+    """The pool is one machine at most: at most one device, or nothing bought, at most one
+    owned and none of its devices rentable (a rent the catalog or the problem's market gives,
+    under a procurement mode that allows it: rented machines join the owned one)."""
     c = problem.constraints
+    if c.max_devices == 1:
+        return True
     owned = sum(o.count for o in c.inventory)
-    return c.max_devices == 1 or (owned_only(problem) and owned <= 1)
+    if c.capex_usd != 0 or owned > 1:
+        return False
+    return not any(
+        mode != "buy"
+        for d in pool_devices(problem, cat)
+        for mode in available_modes(problem, d, instances=cat.instances_of(d.id))
+    )
