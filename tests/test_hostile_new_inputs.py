@@ -344,3 +344,29 @@ def test_one_owned_machine_that_rents_more_is_no_pool_of_one(tmp_path: Path) -> 
     path.write_text(text)
     code, out = run("solve", str(path))
     assert code == 3, out  # 141 GB do not fit one VM's memory: infeasible, not an input error
+
+
+@pytest.mark.parametrize(
+    "field", ["launch_us_per_layer", "launch_us_per_step", "rpc_round_trip_us"]
+)
+def test_an_engine_time_of_more_than_a_second_is_refused_as_a_unit_slip(
+    tmp_path: Path, field: str
+) -> None:
+    """A user catalog's vllm-eager with `launch_us_per_layer: 5000000` (5 s of host launch per
+    block: seconds or nanoseconds written as microseconds) was planned at 0.0 tokens/s, the
+    estimate calling decode "memory-bound". No engine's fixed time per hop, exchange, token,
+    block or step is a second; larger figures are refused at their line."""
+    shipped = (ROOT / "planner" / "catalog_data" / "support.yaml").read_text(encoding="utf-8")
+    (line,) = [x for x in shipped.splitlines() if x.startswith("  - {id: vllm-eager,")]
+    line = line.replace("launch_us_per_layer: 339", f"{field}: 5000000")
+    (tmp_path / "support.yaml").write_text(f"engines:\n{line}\n", encoding="utf-8")
+    try:
+        code, out = run(
+            "--catalog", str(tmp_path), "estimate", "-m", "llama-3.1-8b", "-d", "h100-sxm",
+            "--engine", "vllm-eager",
+        )  # fmt: skip
+    finally:
+        use_overlays([])
+    assert code == 2, out
+    assert "support.yaml:2:" in out
+    assert f"engines[0].{field}: must be at most 1,000,000, got 5,000,000" in out

@@ -72,6 +72,12 @@ class Architecture(Sourced):
     notes: str | None = None
 
 
+# The most any of an engine's fixed times may be, microseconds: one second per hop, exchange,
+# token, block or step is no engine's, so a larger figure is a unit slip (seconds or nanoseconds
+# written as microseconds), refused rather than planned at a token a day.
+MAX_ENGINE_US = 1_000_000
+
+
 class Engine(Sourced):
     """A serving engine (or an engine's distribution for one kind of device)."""
 
@@ -105,6 +111,7 @@ class Engine(Sourced):
     hop_overhead_us: float = Field(
         0.0,
         ge=0,
+        le=MAX_ENGINE_US,
         description="Software time the engine adds to each pipeline hop between machines, "
         "beyond the link's own latency and transfer (remote-procedure round trips, "
         "serialization), microseconds. 0 where no measurement isolates it.",
@@ -112,6 +119,7 @@ class Engine(Sourced):
     rpc_round_trip_us: float = Field(
         0.0,
         ge=0,
+        le=MAX_ENGINE_US,
         description="Time of one synchronous round trip between the client and a remote "
         "pipeline stage of the engine's RPC backend (llama.cpp's ggml-rpc: the client waits "
         "for the server's reply), beyond the link's own transfer of the hidden state, "
@@ -133,6 +141,7 @@ class Engine(Sourced):
     exchange_overhead_us: float = Field(
         0.0,
         ge=0,
+        le=MAX_ENGINE_US,
         description="Software time the engine adds to each tensor-parallel exchange (one "
         "all-reduce or all-gather of a block's activations) between machines, beyond the "
         "link's own latency and transfer (socket polling, synchronization), microseconds. 0 "
@@ -184,6 +193,7 @@ class Engine(Sourced):
     host_us_per_token: float = Field(
         0.0,
         ge=0,
+        le=MAX_ENGINE_US,
         description="Host (CPU) time the engine spends per generated token serially with the "
         "device's step (scheduling the next step, processing outputs, the API server), "
         "microseconds: a step of b sequences takes b times this on top of the device's own "
@@ -192,6 +202,7 @@ class Engine(Sourced):
     launch_us_per_layer: float = Field(
         0.0,
         ge=0,
+        le=MAX_ENGINE_US,
         description="Host (CPU) time the engine spends launching one block's kernels one by one "
         "in every forward step, where it runs without a CUDA graph (vLLM --enforce-eager: every "
         "operator dispatched from Python each step), microseconds per block, added to the "
@@ -201,6 +212,7 @@ class Engine(Sourced):
     launch_us_per_step: float = Field(
         0.0,
         ge=0,
+        le=MAX_ENGINE_US,
         description="The same host launch time for the kernels outside the blocks (embedding, "
         "final norm, output head, sampling), microseconds per forward step. 0 where no source "
         "separates it from the per-block time.",
