@@ -370,3 +370,32 @@ def test_an_engine_time_of_more_than_a_second_is_refused_as_a_unit_slip(
     assert code == 2, out
     assert "support.yaml:2:" in out
     assert f"engines[0].{field}: must be at most 1,000,000, got 5,000,000" in out
+
+
+def test_a_pool_left_to_one_vendor_of_whole_machines_follows_the_rule(tmp_path: Path) -> None:
+    """`vendors: [apple]` names no device, yet leaves only Macs, every one a whole machine. The
+    rule read the pool as every catalog device (cards among them), so it kept the 100 Gb/s
+    default: Llama 3.1 405B in Q4_K_M was planned over three Mac Studios on eth-100g, a port no
+    Mac has. The pool is now the devices the constraints leave, as design enumeration takes
+    them: here Macs some of which record no port, so the problem must name its network."""
+    path = tmp_path / "apple.yaml"
+    path.write_text(
+        PROBLEM.format(model="llama-3.1-405b", weights="q4_k_m").replace(
+            "allowed_devices: [m3-ultra-512gb]",
+            "vendors: [apple]\n  excluded_devices: [m3-ultra-512gb, m3-ultra-256gb]",
+        )
+    )
+    code, out = run("solve", str(path))
+    assert code == 2, out
+    assert "no network is named and the catalog records no built-in network port for m1-" in out
+    # Left to the Macs whose ports are recorded, the pool gets their slowest shared one.
+    allowed = "allowed_devices: [m4-max-128gb, m4-pro-64gb]"
+    path.write_text(
+        PROBLEM.format(model="llama-3.1-405b", weights="q4_k_m").replace(
+            "allowed_devices: [m3-ultra-512gb]", f"vendors: [apple]\n  {allowed}"
+        )
+    )
+    code, out = run("solve", str(path), "--format", "json")
+    assert code == 0, out
+    plan = json.loads(out)
+    assert any(n.startswith("link assumed: eth-1g (") for n in plan["notes"]), plan["notes"]

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from planner.catalog import Catalog
+from planner.estimator.designs import allowed_devices
 from planner.estimator.economics import available_modes
 from planner.schema.catalog import Accelerator, Link
 from planner.schema.problem import Problem
@@ -103,14 +104,16 @@ def owned_only(problem: Problem) -> bool:
 
 
 def pool_devices(problem: Problem, cat: Catalog) -> list[Accelerator]:
-    """The devices a problem may plan with: those owned, and unless nothing can be added to
-    them (owned_only) those allowed (every catalog device when it names none), less the
-    excluded ones."""
-    c = problem.constraints
-    ids = {o.device for o in c.inventory}
-    if not (ids and owned_only(problem)):
-        ids |= set(c.allowed_devices or cat.accelerators)
-    return [cat.accelerator(i) for i in sorted(ids - set(c.excluded_devices))]
+    """The devices a problem may plan with: every filter of its constraints applied (allowed,
+    owned, excluded, vendors, ECC, architecture, a price or an inventory, a host), as design
+    enumeration applies them (planner.estimator.designs.allowed_devices), and only those owned
+    where nothing can be added to them (owned_only). A pool left to `vendors: [apple]` is whole
+    machines although it names no device."""
+    devices = allowed_devices(problem, cat)
+    owned = {o.device for o in problem.constraints.inventory}
+    if owned and owned_only(problem):
+        devices = [d for d in devices if d.id in owned]
+    return sorted(devices, key=lambda d: d.id)
 
 
 def states_network(problem: Problem) -> bool:
