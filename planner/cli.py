@@ -683,6 +683,7 @@ def estimate(
         from planner.report.estimate import estimate_dict, estimate_tables, estimates_table
         from planner.report.json_text import json_text
         from planner.schema.measurements import read_measurements
+        from planner.schema.model_params import split_heads
         from planner.schema.problem import default_recompute
 
         _check_estimate_bounds(
@@ -732,10 +733,12 @@ def estimate(
             mfile, mdoc = read_measurements(measured) if measured else (None, None)
             if mfile is not None and mdoc is not None:
                 check_speeds(mfile, mdoc, arch, cat)
-            if tp is not None and arch.num_attention_heads % tp:
+            if tp is not None and split_heads(arch) % tp:
+                la = arch.linear_attention
+                linear = f" and its {la.num_key_heads} linear-attention key heads" if la else ""
                 raise InputError(
                     f"--tp {tp}: tensor parallelism splits the {arch.num_attention_heads} "
-                    f"attention heads of {arch.id}; choose a degree that divides them"
+                    f"attention heads of {arch.id}{linear}; choose a degree that divides them"
                 )
             # The same checks as a problem file's (planner.load): estimate and solve answer
             # one question one way.

@@ -27,6 +27,7 @@ from planner.estimator.support import gguf_row_refused
 from planner.plan.recipe import launch_command, served_context, served_sequences
 from planner.plan.types import Plan, StageLine, WorkloadPlan
 from planner.schema.catalog import Node
+from planner.schema.model_params import split_heads
 from planner.schema.problem import InferenceWorkload, Problem, TrainingWorkload, Workload
 from planner.schema.status import Site
 
@@ -178,7 +179,7 @@ def _tp_domain(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
     hosts = {x.hosts: cat.nodes[x.type] for x in plan.nodes if x.type in cat.nodes}
     out = []
     for w, wp in _parts(plan, problem):
-        heads = cat.model(w.model).num_attention_heads
+        heads = split_heads(cat.model(w.model))
         for i, s in enumerate(wp.stages):
             d = cat.accelerator(s.device)
             # On premises, the host the plan puts the device in; rented, the provider's
@@ -194,7 +195,10 @@ def _tp_domain(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
             domain = d.interconnect.domain_size if bridged else 1
             where = f"`{wp.name}` stage {i} on {s.device} at tp {s.tp}"
             if s.tp < 1 or heads % s.tp:
-                out.append(f"tensor parallelism: {where} does not divide {heads} attention heads")
+                out.append(
+                    f"tensor parallelism: {where} does not divide {heads} heads (the attention "
+                    "heads, and a hybrid's linear-attention query/key heads)"
+                )
             if s.across_machines:
                 out += _across_machines(plan, problem, cat, wp, s, host, where)
                 continue

@@ -13,8 +13,10 @@ from hostile_cli import run
 from test_linear_attention import QWEN36_35B
 
 from planner.catalog import load_catalog, use_overlays
+from planner.estimator.designs import tp_degrees
 from planner.hf_config import load_hf_config
-from planner.schema.model_params import total_params
+from planner.load import load_problem
+from planner.schema.model_params import split_heads, total_params
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -399,3 +401,23 @@ def test_a_pool_left_to_one_vendor_of_whole_machines_follows_the_rule(tmp_path: 
     assert code == 0, out
     plan = json.loads(out)
     assert any(n.startswith("link assumed: eth-1g (") for n in plan["notes"]), plan["notes"]
+
+
+def test_tensor_parallelism_divides_a_hybrids_linear_attention_key_heads(tmp_path: Path) -> None:
+    """Qwen3.6-35B-A3B's config.json with 12 linear-attention key heads (24 value heads): its 16
+    attention heads let tensor parallelism 8 through, yet vLLM gives each rank num_k_heads //
+    tp_size = 1 of the 12 key heads and views its projections by that share, so no engine runs
+    the layout the planner offered. A degree must now divide both head counts: 1, 2 and 4."""
+    path = _hybrid_config(tmp_path, linear_num_key_heads=12, linear_num_value_heads=24)
+    arch = load_hf_config(path)
+    assert split_heads(arch) == 4  # gcd(16, 12)
+    code, out = run("estimate", "--model", str(path), "--device", "h100-sxm", "--tp", "8")
+    assert code == 2, out
+    assert "16 attention heads" in out and "its 12 linear-attention key heads" in out
+    code, out = run("estimate", "--model", str(path), "--device", "h100-sxm", "--tp", "4")
+    assert code == 0, out
+    cat = load_catalog()
+    problem = load_problem(ROOT / "problems" / "chat-70b.yaml")
+    h100 = cat.accelerator("h100-sxm")
+    assert tp_degrees(h100, cat, problem, arch) == [1, 2, 4]
+    assert tp_degrees(h100, cat, problem, cat.model("qwen3.6-35b-a3b")) == [1, 2, 4, 8]

@@ -82,6 +82,7 @@ from planner.estimator.support import (
     runtime_for,
 )
 from planner.schema.catalog import Accelerator, Link, ModelArch
+from planner.schema.model_params import split_heads
 from planner.schema.problem import MAX_DEVICES, InferenceWorkload, Problem
 
 # Sequences per micro-batch; memory and latency decide which fit (MLPerf systems run about
@@ -225,7 +226,7 @@ def tp_degrees(
     if not hosts:
         return []
     limit = max(tp_limit(d, n, c) for n in hosts)
-    return [k for k in (1, 2, 4, 8, 16, 32, 64) if k <= limit and m.num_attention_heads % k == 0]
+    return [k for k in (1, 2, 4, 8, 16, 32, 64) if k <= limit and split_heads(m) % k == 0]
 
 
 # The largest group across machines: published runs reach 8 (distributed-llama on eight
@@ -249,7 +250,7 @@ def across_machine_degrees(
     if not hosts or any(n.slots > 1 for n in hosts):
         return []
     limit = min(problem.constraints.max_tensor_parallel, MAX_ACROSS_MACHINES)
-    return [k for k in (2, 4, 8) if k <= limit and m.num_attention_heads % k == 0]
+    return [k for k in (2, 4, 8) if k <= limit and split_heads(m) % k == 0]
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from planner.estimator.support import EngineTimes
 from planner.estimator.training_layout import job_alltoall_seconds_per_token, with_alltoall
 from planner.schema.catalog import ModelArch
 from planner.schema.measurements import MeasurementFile, find
+from planner.schema.model_params import split_heads
 
 Task = Literal["inference", "full", "lora", "qlora"]
 MAX_DEVICES = 4096
@@ -267,7 +268,7 @@ def _auto_tp(m: ModelArch, dev: DeviceTable, i: int) -> int:
     """The tensor-parallel degree a stage takes when one device per stage is too little: the
     largest power of two within the device's scale-up domain that divides the heads."""
     domain, tp = int(dev.domain_size[i]), 1
-    while tp * 2 <= domain and m.num_attention_heads % (tp * 2) == 0:
+    while tp * 2 <= domain and split_heads(m) % (tp * 2) == 0:
         tp *= 2
     return tp
 
@@ -384,7 +385,7 @@ def _layout(
         return stages * q.tp, step1 + k * hop[0], pre1 + k * hop[1], par
     n, domain = stages, int(dev.domain_size[i])
     pow2 = 1 << max(0, n - 1).bit_length()
-    if 1 < n <= domain and pow2 <= domain and m.num_attention_heads % pow2 == 0:
+    if 1 < n <= domain and pow2 <= domain and split_heads(m) % pow2 == 0:
         n = pow2  # tensor parallelism splits heads: a power of two that divides them
     if n <= 1:
         return n, step1, pre1, "single"

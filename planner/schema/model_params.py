@@ -11,6 +11,7 @@ routed experts plus shared experts and a router (Fedus et al. 2021; DeepSeek-AI 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from planner.schema.catalog import ModelArch
@@ -24,6 +25,15 @@ class BlockGroup:
     count: int
     params: int  # parameters stored per block
     active_params: int  # parameters touched per token per block (MoE: routed top-k + shared)
+
+
+def split_heads(m: ModelArch) -> int:
+    """The count a tensor-parallel degree must divide: the attention heads, and a hybrid's
+    linear-attention query/key heads too (vLLM's Qwen3NextGatedDeltaNet gives each rank
+    num_k_heads // tp_size of them and views its projections by that share, so a degree that
+    does not divide them leaves heads with no rank)."""
+    heads = m.num_attention_heads
+    return math.gcd(heads, m.linear_attention.num_key_heads) if m.linear_attention else heads
 
 
 def _norm_params(m: ModelArch) -> int:
