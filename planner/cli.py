@@ -1545,7 +1545,14 @@ def _plan_of(
 
     problem = load_problem(path, sets)
     if only is not None:
-        problem = only_device(problem, only)
+        from planner.load_network import assume_network
+
+        # Restricted to whole machines, a problem that names no network is planned on their
+        # built-in port, as if the file allowed them alone (planner.estimator.built_in_link).
+        try:
+            problem = assume_network(only_device(problem, only), load_catalog(), lambda _: "")
+        except InputError as e:
+            raise InputError(f"{path}: --force-device {only}: {e}") from None
     return solve_problem(problem, time_limit=time_limit, seed=seed).to_dict()
 
 

@@ -421,3 +421,31 @@ def test_tensor_parallelism_divides_a_hybrids_linear_attention_key_heads(tmp_pat
     h100 = cat.accelerator("h100-sxm")
     assert tp_degrees(h100, cat, problem, arch) == [1, 2, 4]
     assert tp_degrees(h100, cat, problem, cat.model("qwen3.6-35b-a3b")) == [1, 2, 4, 8]
+
+
+def test_compare_forced_onto_whole_machines_plans_them_on_their_built_in_port(
+    tmp_path: Path,
+) -> None:
+    """Llama 3.1 405B in Q4_K_M, Macs and H100s allowed: the pool holds cards, so the problem
+    keeps the 100 Gb/s default and its plan (three Mac Studios M4 Max) pays eth-100g ports
+    through adapters. `compare --force-device m4-max-128gb` restricted the problem to the Macs
+    but kept that network, though a pool of Macs naming no network is planned on their slowest
+    shared built-in port (eth-10g): the forced side now is, without the adapters' ports."""
+    path = tmp_path / "mixed-pool.yaml"
+    path.write_text(
+        PROBLEM.format(model="llama-3.1-405b", weights="q4_k_m").replace(
+            "allowed_devices: [m3-ultra-512gb]",
+            "allowed_devices: [m4-max-128gb, h100-sxm]\n  budget_usd: 100000",
+        )
+    )
+    code, out = run("compare", str(path), "--force-device", "m4-max-128gb", "--format", "json")
+    assert code == 0, out
+    doc = json.loads(out)
+    assert "same devices" in doc["summary"]
+    capex = {m["metric"]: m for m in doc["metrics"]}["capex_usd"]
+    assert capex["b"] < capex["a"]  # the same three Macs, no 100 Gb/s ports to adapt
+    solo = tmp_path / "macs.yaml"
+    solo.write_text(path.read_text().replace("[m4-max-128gb, h100-sxm]", "[m4-max-128gb]"))
+    code, out = run("solve", str(solo), "--format", "json")
+    assert code == 0, out
+    assert json.loads(out)["capex_usd"] == pytest.approx(capex["b"])  # as if the file said so
