@@ -1,29 +1,29 @@
 """Figures of one replica from its stages, one stage at a time (scalar arithmetic).
 
-This is the serving model of planner.estimator.designs written out for a single pipeline: the
-plan builder prints these figures and the verifier recomputes them from the plan's stages alone,
-so a figure never passes from one to the other. Design enumeration computes the same formulas
-as numpy columns over every candidate at once; a test holds the two to each other.
+This is the serving model of planner.estimator.designs written out for a single pipeline: the plan
+builder prints these figures and the verifier recomputes them from the plan's stages alone, so a
+figure never passes from one to the other. Design enumeration computes the same formulas as numpy
+columns over every candidate at once; a test holds the two to each other.
 
-A replica of S stages keeps S micro-batches of b sequences in flight. Stage s of `layers`
-blocks on k devices takes layers x (time per block) + the head and fixed step work + the hop to
-the next stage (when S > 1: the latency and transfer of the route joining the two stages'
-machines, planner.estimator.routes, each stage charged the slowest hop leaving a stage of its
-kind, `kind_hops`; plus the engine's own time per hop,
-Engine.hop_overhead_us and RPC round trips, hop_extras); the slowest stage sets the step T, a token
-advances every S x T and the replica makes b / T tokens/s. One sequence alone (nothing else in
-flight) waits for the sum of the stages instead (`single_stream_seconds`). Each device draws power at the share of T its memory is busy
-with its own stage's bytes (planner.estimator.cost.power_w). Time to first token: each stage's
-batch-1 prefill in turn plus S - 1 hops.
+A replica of S stages keeps S micro-batches of b sequences in flight. Stage s of `layers` blocks on
+k devices takes layers x (time per block) + the head and fixed step work + the hop to the next
+stage (when S > 1: the latency and transfer of the route joining the two stages' machines,
+planner.estimator.routes, each stage charged the slowest hop leaving a stage of its kind,
+`kind_hops`; plus the engine's own time per hop, Engine.hop_overhead_us and RPC round trips,
+hop_extras); the slowest stage sets the step T, a token advances every S x T and the replica makes
+b / T tokens/s. One sequence alone (nothing else in flight) waits for the sum of the stages instead
+(`single_stream_seconds`). Each device draws power at the share of T its memory is busy with its
+own stage's bytes (planner.estimator.cost.power_w). Time to first token: each stage's batch-1
+prefill in turn plus S - 1 hops.
 
 What a hop carries (`hop_bytes`): forward, the hidden states of every token the iteration
 processes, the decodes' and a prompt chunk's alike ((decodes + prompt tokens) x hidden x 2); back
-from the last stage to the first, only the sampled token ids (comm.sampled_token_bytes). The hop
-is serial with its stage's work, never overlapped: a stage cannot start a chunk before its hidden
+from the last stage to the first, only the sampled token ids (comm.sampled_token_bytes). The hop is
+serial with its stage's work, never overlapped: a stage cannot start a chunk before its hidden
 states have arrived (vLLM's pipeline stages exchange them with torch.distributed send/recv,
 `send_tensor_dict`/`recv_tensor_dict` in vllm/distributed/parallel_state.py, the receiving stage
-blocked until they land), so the same charge enters the iterations with a chunk, their mean,
-the time to first token and a single stream.
+blocked until they land), so the same charge enters the iterations with a chunk, their mean, the
+time to first token and a single stream.
 """
 
 from __future__ import annotations
@@ -81,8 +81,7 @@ class StageSpec:
     layout: ExchangeLayout | None = None
     # Measured times per block replacing the estimator's (planner.estimator.profiles).
     profile: LayerProfile | None = None
-    # The route of the hop to the next stage (the last: back to the first), where the problem
-    # places the stages' machines (planner.estimator.routes); None: the replica's `link`.
+    # The hop to the next stage (last: the first) over its route (routes); None: the `link`
     hop: Route | None = None
 
     def link_args(self) -> tuple[float | None, float]:
