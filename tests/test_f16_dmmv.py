@@ -4,6 +4,7 @@ to hand arithmetic on the roofline."""
 from __future__ import annotations
 
 import pytest
+from ideal_factors import IDEAL
 
 from planner.catalog import load_catalog
 from planner.estimator.decode_reads import DMMV_F16_HBM_SLOWDOWN
@@ -14,13 +15,7 @@ from planner.estimator.perf import decode_step_seconds
 CAT = load_catalog()
 
 # Zero overheads, the weights at 0.8 of the peak: the weight read's own time shows alone.
-FACTORS = {
-    "bandwidth": 0.8,
-    "compute": 1.0,
-    "layer_overhead_us": 0.0,
-    "step_overhead_us": 0.0,
-    "dequant_ops_per_weight": 0.0,
-}
+FACTORS = {**IDEAL, "bandwidth": 0.8}
 # Llama 3.1 8B's blocks: 32 x (Q and O 4,096 x 4,096, K and V 4,096 x 1,024, three MLP
 # matrices 4,096 x 14,336) = 6.98e9 weights, 13.96 GB in F16 (the norms add 0.004 %).
 BLOCK_BYTES = 32 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336) * 2

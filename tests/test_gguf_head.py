@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pytest
+from ideal_factors import IDEAL
 
 from planner.catalog import load_catalog
 from planner.estimator.decode_reads import GGUF_HEAD_BITS
@@ -14,13 +15,7 @@ from planner.estimator.perf import decode_step_seconds
 CAT = load_catalog()
 
 # Zero overheads, the weights at 0.8 of the peak: the head's read shows alone.
-FACTORS = {
-    "bandwidth": 0.8,
-    "compute": 1.0,
-    "layer_overhead_us": 0.0,
-    "step_overhead_us": 0.0,
-    "dequant_ops_per_weight": 0.0,
-}
+FACTORS = {**IDEAL, "bandwidth": 0.8}
 
 
 def _extra_seconds(weights: str) -> float:

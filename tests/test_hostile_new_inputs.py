@@ -38,6 +38,15 @@ objective: {{goal: min_cost}}
 """
 
 
+def _four_owned_pis() -> str:
+    """The problem on four owned Raspberry Pi 5s (Llama 3.1 8B in FP16), nothing to buy."""
+    return PROBLEM.format(model="llama-3.1-8b", weights="fp16").replace(
+        "allowed_devices: [m3-ultra-512gb]",
+        "allowed_devices: [raspberry-pi-5-8gb]\n"
+        "  inventory: [{device: raspberry-pi-5-8gb, count: 4}]\n  capex_usd: 0",
+    )
+
+
 def test_a_mix_with_an_experts_format_on_a_dense_model_is_refused(tmp_path: Path) -> None:
     """`mxfp4-experts+mlx-q8` on Llama 3.1 70B (no routed experts) was planned as plain MLX
     8-bit: the file the user named (experts in MXFP4) cannot exist for a dense model. The problem
@@ -216,13 +225,7 @@ def test_a_user_catalogs_ports_are_wired_ports_between_machines_listed_once(
     taken as is. Each is now refused at its entry and index."""
     (tmp_path / "accelerators.yaml").write_text(PI5.format(ports=ports), encoding="utf-8")
     path = tmp_path / "pis.yaml"
-    path.write_text(
-        PROBLEM.format(model="llama-3.1-8b", weights="fp16").replace(
-            "allowed_devices: [m3-ultra-512gb]",
-            "allowed_devices: [raspberry-pi-5-8gb]\n"
-            "  inventory: [{device: raspberry-pi-5-8gb, count: 4}]\n  capex_usd: 0",
-        )
-    )
+    path.write_text(_four_owned_pis())
     try:
         code, out = run("--catalog", str(tmp_path), "solve", str(path))
     finally:
@@ -237,13 +240,7 @@ def test_a_plan_whose_assumed_link_note_was_changed_fails_verification(tmp_path:
     not checked, so a plan whose note claimed Thunderbolt 5 while its hops ran at 1 Gb/s
     verified; such a note now fails like the figures (exit 5)."""
     path = tmp_path / "pis.yaml"
-    path.write_text(
-        PROBLEM.format(model="llama-3.1-8b", weights="fp16").replace(
-            "allowed_devices: [m3-ultra-512gb]",
-            "allowed_devices: [raspberry-pi-5-8gb]\n"
-            "  inventory: [{device: raspberry-pi-5-8gb, count: 4}]\n  capex_usd: 0",
-        )
-    )
+    path.write_text(_four_owned_pis())
     out_path = tmp_path / "plan.json"
     code, out = run("solve", str(path), "--format", "json", "--out", str(out_path))
     assert code == 0, out

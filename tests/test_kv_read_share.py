@@ -4,6 +4,7 @@ pinned to hand arithmetic on the roofline."""
 from __future__ import annotations
 
 import pytest
+from ideal_factors import IDEAL
 
 from planner.catalog import load_catalog
 from planner.estimator.decode_reads import LLAMA_CPP_KV_SHARE
@@ -14,13 +15,7 @@ from planner.estimator.perf import decode_step_seconds
 CAT = load_catalog()
 
 # Zero overheads, the weights at 0.8 of the peak: the KV read's own rate shows alone.
-FACTORS = {
-    "bandwidth": 0.8,
-    "compute": 1.0,
-    "layer_overhead_us": 0.0,
-    "step_overhead_us": 0.0,
-    "dequant_ops_per_weight": 0.0,
-}
+FACTORS = {**IDEAL, "bandwidth": 0.8}
 
 
 def test_share_is_the_v100_attn_op_rate() -> None:
