@@ -303,19 +303,7 @@ def pipeline_seconds(
     if link is None:
         assert len(stages) == 1, "a pipeline of several machines needs a link"
         link = load_catalog().link("eth-1g")  # unused: one stage has no hop
-    it = IterationTime(
-        m,
-        weights,
-        kv,
-        batch=1,
-        context=context,
-        prompt=1,
-        output=1,
-        stages=stages,
-        link=link,
-        **_engine_args(engine, own),
-    )
-    return single_stream_seconds(it)
+    return _one_sequence(m, weights, kv, context, stages, link, _engine_args(engine, own))
 
 
 def tensor_seconds(
@@ -333,7 +321,8 @@ def tensor_seconds(
     the engine's own time per exchange (planner.schema.support.Engine.exchange_overhead_us;
     `own` False: without it), in the engine release's layout where it has its own
     (planner.estimator.engine_topology: distributed-llama's mesh all-gathers, or its early
-    releases' star through a root that runs attention and the head alone). Machines of one chip with different memory sizes run at the pace of the slowest memory."""
+    releases' star through a root that runs attention and the head alone). Machines of one chip
+    with different memory sizes run at the pace of the slowest memory."""
     slowest = min(devices, key=lambda d: d.memory.bandwidth_gb_s)
     cat = load_catalog()
     exchange_s = exchange_overhead_s(cat, engine, slowest.id) if own else 0.0
@@ -345,18 +334,25 @@ def tensor_seconds(
         exchange_s=exchange_s,
         layout=exchange_layout(cat, engine, m),
     )
+    # One stage: no hop, so the engine's time per hop and RPC round trips never apply.
+    return _one_sequence(m, weights, kv, context, [stage], link, _engine_args(engine, own=False))
+
+
+def _one_sequence(
+    m: ModelArch,
+    weights: str,
+    kv: str,
+    context: int,
+    stages: list[StageSpec],
+    link: Link,
+    engine_args: dict[str, Any],
+) -> float:
+    """Seconds per token of one sequence decoding alone at `context` tokens through `stages`
+    (planner.estimator.replica.single_stream_seconds on a batch-1 iteration table)."""
     it = IterationTime(
-        m,
-        weights,
-        kv,
-        batch=1,
-        context=context,
-        prompt=1,
-        output=1,
-        stages=[stage],
-        link=link,
-        **_engine_args(engine, own=False),
-    )
+        m, weights, kv, batch=1, context=context, prompt=1, output=1, stages=stages, link=link,
+        **engine_args,
+    )  # fmt: skip
     return single_stream_seconds(it)
 
 
