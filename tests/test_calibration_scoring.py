@@ -187,3 +187,24 @@ def test_a_main_run_reads_no_more_cache_than_its_context_window(fit: ModuleType)
         if r.meas.source == "xd-gpu-bench-llama2" and r.meas.metric == "decode_tokens_per_s"
     ]
     assert len(main) == 29 and all(r.context == pytest.approx(385.3, abs=0.05) for r in main)
+
+
+def test_a_first_prompt_evaluation_leaves_prefill_scoring_with_its_reason(fit: ModuleType) -> None:
+    """llama.cpp's `main` of late 2023 timed its one prompt right after a 2-token warm-up
+    (common/common.cpp, llama_init_from_gpt_params), llama-bench after a warm-up of up to 32
+    tokens and over 5 repetitions (examples/llama-bench/llama-bench.cpp): the LLaMA 2 `main` rows
+    of xd-gpu-bench-llama2 pay the first prompt-sized batch's one-time costs. Hand, FP16 Llama 2
+    7B on the same RTX 3090: main 3,075.37 tokens/s over 494 tokens is 160.6 ms, llama-bench
+    pp512 of PR #4766 4,185 tokens/s is 118.0 ms for 494 tokens, 42.6 ms more in main."""
+    rows, _ = fit.load_rows()
+    pre = [r for r in rows if fit.is_prefill(r)]
+    first = [r for r in pre if fit.FIRST_EVALUATION.search(r.meas.notes or "")]
+    assert {r.meas.source for r in first} == {"xd-gpu-bench-llama2"} and len(first) == 5
+    assert all("first prompt evaluation" in (fit.unscorable(r) or "") for r in first)
+    by = {(r.meas.source, r.device.id, r.meas.weights): r.meas.value for r in pre}
+    main = by[("xd-gpu-bench-llama2", "rtx-3090", "fp16")]
+    bench = by[("llamacpp-pr-4766", "rtx-3090", "fp16")]
+    assert (494 / main - 494 / bench) * 1e3 == pytest.approx(42.6, abs=0.05)
+    # a llama-bench row is no first evaluation, and stays scored
+    bench_rows = [r for r in pre if r.meas.source == "llamacpp-pr-4766"]
+    assert bench_rows and not any(fit.unscorable(r) for r in bench_rows)
