@@ -66,12 +66,12 @@ CORPUS: dict[str, tuple[str, list[Edit], str]] = {
         "max_ms_per_token",
     ),
     "tp over PCIe": (
-        "chat-product",  # 8 L40S, tensor parallel 4 over PCIe in one 8-slot server
+        "tokens-per-joule-10kw",  # H100 PCIe, tensor parallel 4 over PCIe in an 8-slot server
         [problem_set("constraints.tensor_parallel_over_pcie", False)],
         "tensor_parallel_over_pcie",
     ),
     "host outside allowed_hosts": (
-        "chat-product",  # its 8 L40S sit in an 8-slot PCIe server
+        "tokens-per-joule-10kw",  # its H100 PCIe cards sit in an 8-slot PCIe server
         [problem_set("constraints.allowed_hosts", ["pcie-server-4"])],
         "allowed_hosts",
     ),
