@@ -531,6 +531,15 @@ CASES: list[Case] = [
         P7,
     ),
     ({"power_w": 1_065.51}, {"max_ms_per_token": 12.0}, 2_000.0, P7),
+    # Drawn again after the refits of the KV read, the F16 kernel and the first-evaluation
+    # prefill rows (no earlier case bound for two-type pipelines or time to first token).
+    ({"max_stages": 1}, {"max_ttft_s": 0.1}, 2_000.0, P5),
+    (
+        {"memory_headroom": 0.7, "max_tensor_parallel": 1, "heterogeneous_pipelines": False},
+        {},
+        2_000.0,
+        P1,
+    ),
 ]
 
 
