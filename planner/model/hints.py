@@ -85,8 +85,8 @@ class Hints(ModelBase):
             # greedy pass) can leave each phase on another device type, each bought. Every
             # workload on one device type, phase after phase on the same devices, is tried too
             # (train-then-serve-13b: 15 RTX 5000 Ada to train and 8 Gaudi2 to serve, $265,897
-            # once completed; Gaudi3 for both, $207,932; the optimum, 4 H200 for both, $204,742
-            # in the model's units).
+            # once completed; Gaudi3 for both, $207,932; the optimum, 4 H200 for both, $204,988
+            # as `planner solve` prints it).
             for dev in sorted(self.t.econ):
                 one = self._greedy(slot_usd, per_w, {}, only=dev)
                 if one is not None and one[1] < best[1]:
