@@ -170,7 +170,10 @@ def test_a_first_plan_within_the_requested_gap_ends_the_solve(
     found = support(build_tables(problem, load_catalog()), time_limit=30)
     assert found is not None
     lp = objective_for(problem.objective.goal).read(found.raw_bound, 0.0)
-    gap = 2 * (optimum - lp) / optimum + 0.01  # loose enough for any first plan
+    # Loose enough for the first plan over the relaxation's designs, which its single design
+    # here leaves 6.8 % above the bound (the optimum is 2.8 % above it): twice the LP's own gap
+    # plus a margin, and never under 15 %.
+    gap = max(0.15, 2 * (optimum - lp) / optimum + 0.01)
     results = _spy_guided(monkeypatch)
     whole: list[object] = []
     real_whole = Solver._whole
