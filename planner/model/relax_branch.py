@@ -72,7 +72,12 @@ class LpTree:
         pywraplp = lp_solver()
         self.lp = lp
         s = pywraplp.Solver.CreateSolver("GLOP")
-        s.SetSolverSpecificParametersAsString("use_dual_simplex: true")
+        # Dual simplex without GLOP's presolve: with its presolve on, the week of hourly demand
+        # in 34 levels (benchmarks/bench_week.py) ends ABNORMAL with either simplex, and once
+        # ended so a re-solve does not recover; without it that LP solves in 0.4 s. The
+        # re-solves under changed bounds start from the last basis, which a presolve would
+        # rebuild each time anyway.
+        s.SetSolverSpecificParametersAsString("use_dual_simplex: true, use_preprocessing: false")
         inf = s.infinity()
         self.xs = [s.NumVar(float(a), float(b), "") for a, b in zip(lp.lb, lp.ub, strict=True)]
         self.rows = [

@@ -219,8 +219,11 @@ def linear_program(proto: Any) -> LinearProgram:
     return lp
 
 
-def _solved(lp: LinearProgram, solver: str, time_limit: float) -> mbh.ModelSolverHelper:
-    """The LP handed to `solver` and solved within `time_limit` seconds."""
+def _solved(
+    lp: LinearProgram, solver: str, time_limit: float, presolve: bool = True
+) -> mbh.ModelSolverHelper:
+    """The LP handed to `solver` and solved within `time_limit` seconds (`presolve` False:
+    GLOP without its presolve)."""
     lp_helper = linear_solver()  # typed through the annotations (a module loaded at call)
     h: mbh.ModelBuilderHelper = lp_helper.ModelBuilderHelper()
     n = len(lp.c)
@@ -239,7 +242,8 @@ def _solved(lp: LinearProgram, solver: str, time_limit: float) -> mbh.ModelSolve
     if solver == "GLOP":
         # Dual simplex: on a week of hourly demand (89k columns, 113k rows) it took 22 s where
         # GLOP's default primal simplex took 45 s.
-        s.set_solver_specific_parameters("use_dual_simplex: true")
+        extra = "" if presolve else ", use_preprocessing: false"
+        s.set_solver_specific_parameters("use_dual_simplex: true" + extra)
     s.solve(h)
     return s
 
@@ -249,7 +253,14 @@ def solve_lp(lp: LinearProgram, solver: str, time_limit: float) -> tuple[Floats,
     GLOP by default: OR-Tools 9.15 passes HiGHS's row activities where its duals belong (on
     min x + 2y, x + y >= 3, x - y <= 1 it reports duals 3 and 1, not 1.5 and -0.5), so a HiGHS
     solve yields the right optimum but no usable bound; PDLP did not finish a week in 300 s."""
+    began = time.perf_counter()
     s = _solved(lp, solver, time_limit)
+    if solver == "GLOP" and s.status().name == "ABNORMAL":
+        # GLOP's presolve can end ABNORMAL where the LP itself solves: the week of hourly
+        # demand in 34 levels (benchmarks/bench_week.py) did, with either simplex, and solved
+        # in 0.5 s without it. Once more without it, in the time left.
+        left = time_limit - (time.perf_counter() - began)
+        s = _solved(lp, solver, left, presolve=False)
     status = s.status().name
     if not s.has_solution():
         return np.zeros(len(lp.lo)), None, status
