@@ -520,43 +520,29 @@ def _classes(rows: list[Row], pairs: list[tuple[Row, float]]) -> list[str]:
         "Not expressible (not scored: the planner cannot express the row yet):",
         "",
         *(f"- {r.id}: {r.why_not}" for r in rows if r.kind == NOT_EXPRESSIBLE),
-        *_anomalous_rows(rows),
-        *_fitted_rows(rows),
+        *_apart(
+            rows,
+            ANOMALOUS,
+            "Anomalous (scored here apart, kept out of every summary: the source calls its own "
+            "figure pathological):",
+        ),
+        *_apart(
+            rows,
+            FITTED,
+            "Fitted on (scored here apart, kept out of every summary: a catalog figure was "
+            "fitted on each):",
+        ),
     ]
 
 
-def _anomalous_rows(rows: list[Row]) -> list[str]:
-    """Rows that map but whose source calls its own figure pathological: scored in a table of
-    their own, kept out of every summary."""
-    odd = [(r, predict(r.spec)) for r in rows if r.kind == ANOMALOUS]
-    if not odd:
+def _apart(rows: list[Row], kind: str, heading: str) -> list[str]:
+    """The rows of `kind` (anomalous or fitted on), scored in a table of their own under
+    `heading` and kept out of every summary, each with its reason."""
+    pairs = [(r, predict(r.spec)) for r in rows if r.kind == kind]
+    if not pairs:
         return []
-    return [
-        "",
-        "Anomalous (scored here apart, kept out of every summary: the source calls its own "
-        "figure pathological):",
-        "",
-        *_table(odd),
-        "",
-        *(f"- {r.id}: {r.anomalous}" for r, _ in odd),
-    ]
-
-
-def _fitted_rows(rows: list[Row]) -> list[str]:
-    """Rows a catalog figure was fitted on: scored in a table of their own, kept out of every
-    summary (a row cannot test a figure taken from it)."""
-    fit = [(r, predict(r.spec)) for r in rows if r.kind == FITTED]
-    if not fit:
-        return []
-    return [
-        "",
-        "Fitted on (scored here apart, kept out of every summary: a catalog figure was fitted on "
-        "each):",
-        "",
-        *_table(fit),
-        "",
-        *(f"- {r.id}: {r.fitted}" for r, _ in fit),
-    ]
+    why = {ANOMALOUS: lambda r: r.anomalous, FITTED: lambda r: r.fitted}[kind]
+    return ["", heading, "", *_table(pairs), "", *(f"- {r.id}: {why(r)}" for r, _ in pairs)]
 
 
 def report(rows: list[Row], assume_link: str | None = None) -> list[str]:

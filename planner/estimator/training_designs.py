@@ -14,7 +14,7 @@ when it cannot overlap.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -102,6 +102,12 @@ def training_setup(
 ) -> TrainingSetup:
     """The memory model's setup of one stage of a job of `w` on `device` (its scale-up domain
     bounds the expert-parallel group a MoE model's experts split over)."""
+    return _setup(w, data_parallel, tp, device.interconnect.domain_size)
+
+
+def _setup(w: TrainingWorkload, data_parallel: int, tp: int, domain: int) -> TrainingSetup:
+    """The memory model's setup of a job of `w` at these degrees, in a scale-up domain of
+    `domain` devices."""
     return TrainingSetup(
         method=w.method,
         optimizer=w.optimizer,
@@ -112,7 +118,7 @@ def training_setup(
         micro_batch=w.micro_batch,
         recompute=w.recompute,
         lora_rank=w.lora_rank,
-        scale_up_domain=device.interconnect.domain_size,
+        scale_up_domain=domain,
     )
 
 
@@ -258,21 +264,12 @@ def _memory_rows(
     data-parallel degree of `fits`: a MoE model's experts split over the stage's devices in
     each device's scale-up domain (memory.training_memory_total), so rows of one domain size
     share a figure; a dense model's figure is the same on every row."""
-    setup = TrainingSetup(
-        method=w.method,
-        optimizer=w.optimizer,
-        zero_stage=w.zero_stage,
-        tensor_parallel=k,
-        seq_len=w.seq_len,
-        micro_batch=w.micro_batch,
-        recompute=w.recompute,
-        lora_rank=w.lora_rank,
-    )
     if m.moe is None:
+        setup = _setup(w, 1, k, 1)
         return np.asarray(training_memory_total(m, setup, fits, layers=layers))[None, :]
     domains = [int(x) for x in table.domain_size[rows].tolist()]
     by_domain = {
-        dom: training_memory_total(m, replace(setup, scale_up_domain=dom), fits, layers=layers)
+        dom: training_memory_total(m, _setup(w, 1, k, dom), fits, layers=layers)
         for dom in set(domains)
     }
     return np.array([by_domain[dom] for dom in domains], dtype=np.float64)
