@@ -37,7 +37,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 ENTRY = "import sys; from planner import main; sys.exit(main())"
-SCALED = ("bandwidth", "compute", "training_mfu", "moe_routed_bytes", "layer_overhead_us")
+SCALED = ("bandwidth", "compute", "training_mfu", "moe_routed_ns", "layer_overhead_us")
 SCALED_TOO = ("step_overhead_us",)
 FRACTIONS = ("bandwidth", "compute", "training_mfu")
 FIGURE = re.compile(r"\b(" + "|".join(SCALED + SCALED_TOO) + r"): ([0-9.]+)")

@@ -73,13 +73,17 @@ CLASSES = ("datacenter", "workstation", "consumer", "unified-memory", "asic")
 
 # The hand-set starting values (the file before any calibration). They are the "before" column
 # of the report and the values the fit is pulled toward, so reruns do not drift.
-# Bytes moved per routed activation element per MoE layer in training, before any fit: a count of
-# the 16-bit passes over a token's hidden vector sent to one expert that FLOPs do not count. The
-# forward pass permutes it to its expert (read, write), dispatches it (send, receive), and brings
-# the expert's output back the same way (permute and combine: four more), 8 passes of 2 bytes;
-# the backward pass moves the gradients the same way twice over (16 passes): 48 bytes. A floor:
-# routing, load imbalance and grouped GEMMs of few tokens each add to it in real runs.
-MOE_ROUTED_BYTES_PRIOR = 48.0
+# Time per routed activation element per MoE layer in training, before any fit: a floor, from
+# a count of the 16-bit passes over a token's hidden vector sent to one expert that FLOPs do not
+# count. The forward pass permutes it to its expert (read, write), dispatches it (send, receive),
+# and brings the expert's output back the same way (permute and combine: four more), 8 passes of
+# 2 bytes; the backward pass moves the gradients the same way twice over (16 passes): 48 bytes,
+# at the fastest memory in the catalog (B200 and B300 HBM3e, 8 TB/s): 0.006 ns. Routing, load
+# imbalance and grouped GEMMs of few tokens each add to it in real runs.
+MOE_ROUTED_NS_PRIOR = 0.006
+# The largest time per routed element the fit may find (about 30x what the runs measured).
+MOE_ROUTED_NS_MAX = 5.0
+MOE_KEYS = ("moe_routed_ns", "moe_fused_share")
 PRIORS: Params = {
     "datacenter": {
         "bandwidth": 0.80,
@@ -88,7 +92,8 @@ PRIORS: Params = {
         "layer_overhead_us": 15,
         "step_overhead_us": 400,
         "dequant_ops_per_weight": 4,
-        "moe_routed_bytes": MOE_ROUTED_BYTES_PRIOR,
+        "moe_routed_ns": MOE_ROUTED_NS_PRIOR,
+        "moe_fused_share": 1.0,
     },
     "workstation": {
         "bandwidth": 0.80,
@@ -97,7 +102,8 @@ PRIORS: Params = {
         "layer_overhead_us": 15,
         "step_overhead_us": 400,
         "dequant_ops_per_weight": 4,
-        "moe_routed_bytes": MOE_ROUTED_BYTES_PRIOR,
+        "moe_routed_ns": MOE_ROUTED_NS_PRIOR,
+        "moe_fused_share": 1.0,
     },
     "consumer": {
         "bandwidth": 0.80,
@@ -106,7 +112,8 @@ PRIORS: Params = {
         "layer_overhead_us": 15,
         "step_overhead_us": 400,
         "dequant_ops_per_weight": 4,
-        "moe_routed_bytes": MOE_ROUTED_BYTES_PRIOR,
+        "moe_routed_ns": MOE_ROUTED_NS_PRIOR,
+        "moe_fused_share": 1.0,
     },
     "unified-memory": {
         "bandwidth": 0.75,
@@ -115,7 +122,8 @@ PRIORS: Params = {
         "layer_overhead_us": 30,
         "step_overhead_us": 800,
         "dequant_ops_per_weight": 4,
-        "moe_routed_bytes": MOE_ROUTED_BYTES_PRIOR,
+        "moe_routed_ns": MOE_ROUTED_NS_PRIOR,
+        "moe_fused_share": 1.0,
     },
     "asic": {
         "bandwidth": 0.65,
@@ -124,7 +132,8 @@ PRIORS: Params = {
         "layer_overhead_us": 20,
         "step_overhead_us": 500,
         "dequant_ops_per_weight": 4,
-        "moe_routed_bytes": MOE_ROUTED_BYTES_PRIOR,
+        "moe_routed_ns": MOE_ROUTED_NS_PRIOR,
+        "moe_fused_share": 1.0,
     },
 }
 
@@ -451,6 +460,8 @@ def training_setup(r: Row) -> tuple[str, str]:
     method = "qlora" if "QLoRA" in notes else "lora" if "LoRA" in notes else "full"
     if "no activation checkpointing" in notes:
         recompute = "none"
+    elif "selective op activation checkpointing" in notes:
+        recompute = "op"  # torchtitan's per-op policy (perf.RECOMPUTED_FORWARDS)
     elif "full activation checkpointing" in notes or (
         re.search(r"\bactivation checkpointing", notes) and "selective" not in notes
     ):
@@ -482,17 +493,24 @@ def training_value(r: Row, params: Params) -> float:
     (planner.estimator.training_layout: the tensor-parallel all-reduces, the expert-parallel
     all-to-all over the servers' fabric and network, the pipeline bubble), so the MFU fitted is
     the devices' own, and the planner's jobs charge their layouts' costs on top of it as these
-    rows do.
+    rows do. A run whose notes name DeepEP routes through its fused dispatcher
+    (perf.moe_routing_seconds_per_token).
     """
     m = r.meas
     method, recompute = training_setup(r)
     seq = int(m.context or 2048)
     fmt = weight_format("bf16" if m.weights == "nf4" else m.weights or "")
     dev = device_table([r.device], params)
-    base = training_tokens_per_second(
-        r.model, dev, seq_len=seq, method=method, recompute=recompute, precision_fmt=fmt
-    )
     layout = layout_from_notes(m.notes or "", m.devices)
+    base = training_tokens_per_second(
+        r.model,
+        dev,
+        seq_len=seq,
+        method=method,
+        recompute=recompute,
+        precision_fmt=fmt,
+        fused_dispatch=layout.node_dedup,
+    )
     net = network_bytes_s(r.device)
     tps = float(
         layout_tokens_per_second(
@@ -765,24 +783,10 @@ def lender(key: str, params: Params, measured: Iterable[str]) -> str | None:
     return min(same or measured, key=lambda m: params[m]["training_mfu"])
 
 
-def arch_note(
-    key: str, params: Params, measured: Iterable[str], moe_measured: Iterable[str] = ()
-) -> str:
-    """Where a `class/architecture` entry's figures come from, factor by factor."""
+def arch_note(key: str, params: Params, measured: Iterable[str]) -> str:
+    """Where a `class/architecture` entry's training MFU comes from."""
     lent = lender(key, params, measured)
-    notes = ["training_mfu fitted" if lent is None else f"training_mfu: no rows, {lent}'s"]
-    if "moe_routed_bytes" in params.get(key, {}):
-        moe = set(moe_measured)
-        cls = key.split("/", 1)[0]
-        mine = [m for m in moe if m.startswith(f"{cls}/")]
-        if key in moe:
-            notes.append("moe_routed_bytes fitted")
-        elif mine:
-            top = max(sorted(mine), key=lambda m: params[m]["moe_routed_bytes"])
-            notes.append(f"moe_routed_bytes: no rows, {top.split('/', 1)[1]}'s, the largest")
-        else:
-            notes.append("moe_routed_bytes: no rows, the class's")
-    return "; ".join(notes)
+    return "training_mfu fitted" if lent is None else f"training_mfu: no rows, {lent}'s"
 
 
 def fit_all(rows: Sequence[Row]) -> Params:
@@ -846,51 +850,47 @@ def fit_engine(rows: Sequence[Row], engine: str, params: Params) -> dict[str, fl
 
 
 def fit_moe_routing(rows: Sequence[Row], params: Params) -> None:
-    """`moe_routed_bytes` from the mixture-of-experts training rows, given the MFU fitted on
-    the dense rows, per class and, in the classes fitted per GPU generation, per generation
-    (moe_architecture_groups): the value minimizing the summed |log(predicted / measured)|,
-    never below the prior (a count of the passes routing makes: a floor, not a belief). A class
-    or generation without such rows takes the largest figure fitted in its class, or in any
-    class (a run no one measured is not assumed to route more cheaply than measured ones), or
-    the prior when no row exists."""
-    fitted: list[float] = []
+    """`moe_routed_ns` and `moe_fused_share` per class from its mixture-of-experts training
+    rows, given the MFU fitted on the dense rows. The time per routed element is fitted on the
+    runs of Megatron-Core's default dispatcher, the one the planner's jobs run (every MoE row
+    where none names DeepEP), as the value minimizing the summed |log(predicted / measured)|,
+    never below the prior (a floor, not a belief); the share a fused dispatcher pays on the
+    runs that name DeepEP, given that time. The time is one per class, every GPU generation's
+    runs at once: it does not follow the parts' bandwidth (perf.moe_routing_seconds_per_token),
+    and a generation with few runs (Blackwell: four, from two stacks six months apart) would
+    otherwise set it from those alone. A class without such rows takes the largest fitted
+    time of any class (a run no one measured is not assumed to route more cheaply than
+    measured ones) and the smallest saving, or the prior when no row exists."""
+    times: list[float] = []
+    shares: list[float] = []
     for cls in CLASSES:
         moe = [r for r in group_rows(rows, cls, is_training) if r.model.moe is not None]
-        if moe:
-            params[cls]["moe_routed_bytes"] = fit_nonnegative(
-                moe, params, cls, "moe_routed_bytes", training_value
-            )
-            fitted.append(params[cls]["moe_routed_bytes"])
-    by_arch = moe_architecture_groups(rows)
-    for key, moe in by_arch.items():
-        params.setdefault(key, {})
-        params[key]["moe_routed_bytes"] = fit_nonnegative(
-            moe, params, key, "moe_routed_bytes", training_value
+        fused = [r for r in moe if dispatch_fused(r)]
+        plain = [r for r in moe if not dispatch_fused(r)] or fused
+        if not plain:
+            continue
+        params[cls]["moe_fused_share"] = 1.0
+        params[cls]["moe_routed_ns"] = fit_nonnegative(
+            plain, params, cls, "moe_routed_ns", training_value
         )
-        fitted.append(params[key]["moe_routed_bytes"])
-    largest = max(fitted, default=MOE_ROUTED_BYTES_PRIOR)
+        times.append(params[cls]["moe_routed_ns"])
+        if fused and plain is not fused:
+            params[cls]["moe_fused_share"] = fit_scalar(
+                fused, params, cls, "moe_fused_share", 1.0, training_value, PREFILL_PRIOR_WEIGHT
+            )
+            shares.append(params[cls]["moe_fused_share"])
     for cls in CLASSES:
         if not any(r.model.moe is not None and r.cls == cls for r in rows if is_training(r)):
-            params[cls]["moe_routed_bytes"] = largest
-    for key in [k for k in params if "/" in k and k not in by_arch]:
-        cls = key.split("/", 1)[0]
-        mine = [params[k]["moe_routed_bytes"] for k in by_arch if k.startswith(f"{cls}/")]
-        params[key]["moe_routed_bytes"] = max(mine, default=params[cls]["moe_routed_bytes"])
+            params[cls]["moe_routed_ns"] = max(times, default=MOE_ROUTED_NS_PRIOR)
+            params[cls]["moe_fused_share"] = max(shares, default=1.0)
     for dev_id, cls in OWN_FIT.items():  # no device fitted on its own has MoE training rows
-        params[dev_id]["moe_routed_bytes"] = params[cls]["moe_routed_bytes"]
+        for k in ("moe_routed_ns", "moe_fused_share"):
+            params[dev_id][k] = params[cls][k]
 
 
-def moe_architecture_groups(rows: Sequence[Row]) -> dict[str, list[Row]]:
-    """Mixture-of-experts training rows of the classes fitted per GPU generation, keyed
-    `class/architecture`: the routing cost per element is not a fixed share of a part's
-    bandwidth (fitted on every generation at once, Hopper runs came out about a fifth too slow
-    and Blackwell runs about half too fast), so each generation with rows gets its own."""
-    out: dict[str, list[Row]] = {}
-    for cls in ARCHITECTURE_FIT:
-        for r in group_rows(rows, cls, is_training):
-            if r.model.moe is not None:
-                out.setdefault(f"{cls}/{r.device.architecture}", []).append(r)
-    return out
+def dispatch_fused(r: Row) -> bool:
+    """Whether a training row's notes name a fused dispatcher (DeepEP)."""
+    return layout_from_notes(r.meas.notes or "", r.meas.devices).node_dedup
 
 
 def fit_nonnegative(
@@ -899,17 +899,17 @@ def fit_nonnegative(
     cls: str,
     key: str,
     value: Callable[[Row, Params], float],
-    lower: float = MOE_ROUTED_BYTES_PRIOR,
-    upper: float = 5000.0,
+    lower: float = MOE_ROUTED_NS_PRIOR,
+    upper: float = MOE_ROUTED_NS_MAX,
 ) -> float:
     """One factor in [lower, upper] that slows predictions as it grows: minimize the summed
-    |log(predicted / measured)| (grid_minimum)."""
+    |log(predicted / measured)| (grid_minimum), to four decimals."""
 
     def loss(f: float) -> float:
         ps = {**params, cls: {**params[cls], key: f}}
         return float(sum(abs(np.log(value(r, ps) / r.meas.value)) for r in rows))
 
-    return round(grid_minimum(loss, np.linspace(lower, upper, 101)))
+    return round(grid_minimum(loss, np.geomspace(lower, upper, 101)), 4)
 
 
 def leave_one_device_out(rows: Sequence[Row], fitted: Params) -> dict[str, list[tuple[Row, float]]]:
@@ -956,7 +956,7 @@ def fmt_num(v: float) -> str:
 GROUPS: tuple[tuple[str, str, Callable[[Row], bool]], ...] = (
     ("decode, batch 1, one device (fitted)", "decode_b1", is_decode_b1),
     ("prefill, batch 1 (fitted: compute)", "prefill", is_prefill),
-    ("training (fitted: training_mfu, moe_routed_bytes)", "training", is_training),
+    ("training (fitted: training_mfu, moe_routed_ns, moe_fused_share)", "training", is_training),
     (
         "decode, batch 1, llama.cpp layer split over several GPUs (check only)",
         "split",
@@ -1032,7 +1032,7 @@ def report(
     out += _device_section(dec, loo, after)
     out += ["", "## Factors", "", "| class | factor | prior | fitted |", "|---|---|---:|---:|"]
     for cls in CLASSES:
-        for k in ("bandwidth", "compute", "training_mfu", "moe_routed_bytes", *DECODE_KEYS[1:]):
+        for k in ("bandwidth", "compute", "training_mfu", *MOE_KEYS, *DECODE_KEYS[1:]):
             if PRIORS[cls][k] != fitted[cls][k]:
                 out.append(f"| {cls} | {k} | {PRIORS[cls][k]:g} | {fitted[cls][k]:g} |")
     for dev_id, cls in OWN_FIT.items():
@@ -1048,12 +1048,6 @@ def report(
         what = f"{len(measured[key])} dense rows" if lent is None else f"no rows: {lent}'s"
         prior = f"{fitted[cls]['training_mfu']:g} (class)" if lent is None else "-"
         out.append(f"| {key} ({what}) | training_mfu | {prior} | {fitted[key]['training_mfu']:g} |")
-        moe = moe_architecture_groups(rows).get(key, [])
-        how = f"{len(moe)} MoE rows" if moe else "no MoE rows: the largest fitted in its class"
-        out.append(
-            f"| {key} ({how}) | moe_routed_bytes | {MOE_ROUTED_BYTES_PRIOR:g} (floor) | "
-            f"{fitted[key]['moe_routed_bytes']:g} |"
-        )
     out.append("")
     out.append(
         "Factors not listed kept their prior (no rows for that class and metric; "
@@ -1061,8 +1055,10 @@ def report(
         "generation of the datacenter, workstation and consumer classes on their dense-model "
         "rows; a generation without rows in its class takes the same generation's figure from "
         "another class, else the lowest fitted figure of any generation. Mixture-of-experts training rows fit "
-        "moe_routed_bytes given that MFU (a class without such rows takes the largest fitted "
-        "figure; the prior is a count of the passes routing makes, a floor). These are this "
+        "moe_routed_ns given that MFU, one time for every generation of a class, on the runs "
+        "of Megatron-Core's default dispatcher, and moe_fused_share on the runs that name "
+        "DeepEP (a class without such rows takes the largest fitted time and the smallest "
+        "saving; the time's prior is a count of the passes routing makes, a floor). These are this "
         "fit's figures; "
         "`catalog/efficiency.yaml` ships the factors of the last `fit.py --write` (its "
         "`fitted_on` says which were refitted when)."
@@ -1270,8 +1266,10 @@ HEADER = """\
 #   bandwidth               achieved / peak memory bandwidth when streaming weights and KV cache
 #   compute                 achieved / peak dense tensor FLOP/s in inference matmuls (prefill)
 #   training_mfu            model FLOPs utilization in training (recomputation counted as work)
-#   moe_routed_bytes        training an MoE model: bytes moved per routed activation element per
-#                           MoE layer (permute, dispatch, combine; forward and backward)
+#   moe_routed_ns           training an MoE model: nanoseconds per routed activation element per
+#                           MoE layer (gating, permute, dispatch, combine; forward and backward)
+#   moe_fused_share         share of that time a dispatcher fusing the permutation into its
+#                           all-to-all (DeepEP) pays; the planner's jobs pay all of it
 #   layer_overhead_us       fixed time per layer per forward step (kernel launches, syncs), us
 #   step_overhead_us        fixed time per decode step (sampling, scheduling, host work), us
 #   dequant_ops_per_weight  FP32 vector ops per weight to unpack weight-only quantized formats
@@ -1287,9 +1285,9 @@ ARCHITECTURES_HEADER = """\
 # Training factors per GPU generation of a class (calibration/fit.py ARCHITECTURE_FIT). The MFU is
 # fitted on the dense-model training rows of each generation that has some (prior: the class's
 # figure); a generation without rows in its class takes the same generation's figure from
-# another class (one tensor-core design), else the lowest figure any fitted generation reaches;
-# the routing cost of MoE training (moe_routed_bytes) on its mixture-of-experts rows, every
-# other generation taking the largest fitted figure (no run measured it).
+# another class (one tensor-core design), else the lowest figure any fitted generation reaches.
+# The routing time of MoE training (moe_routed_ns) is one per class: it does not follow the
+# parts' bandwidth (planner/estimator/perf.py, moe_routing_seconds_per_token).
 """
 # `--only` groups: the factors a partial refit rewrites.
 ENGINES_HEADER = """\
@@ -1297,7 +1295,7 @@ ENGINES_HEADER = """\
 # (calibration/fit.py ENGINE_FIT: fitted on the measurements that name the release as their
 # engine, the classes' overheads on the rest); added where a workload names that engine.
 """
-ONLY_GROUPS = {"training": ("training_mfu", "moe_routed_bytes"), "prefill": ("compute",)}
+ONLY_GROUPS = {"training": ("training_mfu", *MOE_KEYS), "prefill": ("compute",)}
 # The rows each `--only` group is fitted on, and their metrics (row_key's seventh field).
 ONLY_ROWS: dict[str, Callable[[Row], bool]] = {"training": is_training, "prefill": is_prefill}
 ONLY_METRICS = {
@@ -1308,7 +1306,8 @@ ORDER = (
     "bandwidth",
     "compute",
     "training_mfu",
-    "moe_routed_bytes",
+    "moe_routed_ns",
+    "moe_fused_share",
     "layer_overhead_us",
     "step_overhead_us",
     "dequant_ops_per_weight",
@@ -1322,7 +1321,6 @@ def write_efficiency(
     fitted_on: str,
     measured: Iterable[str],
     only: str | None = None,
-    moe_measured: Iterable[str] = (),
 ) -> None:
     """Rewrite catalog/efficiency.yaml with the fitted factors (`only`: that group's factors,
     ONLY_GROUPS, every other shipped factor kept as it is). `measured`: the class/architecture keys fitted on
@@ -1343,7 +1341,7 @@ def write_efficiency(
         lines.append("architectures:")
         for key in sorted(arch):
             body = ", ".join(f"{k}: {arch[key][k]:g}" for k in ORDER if k in arch[key])
-            lines.append(f"  {key}: {{{body}}}  # {arch_note(key, fitted, measured, moe_measured)}")
+            lines.append(f"  {key}: {{{body}}}  # {arch_note(key, fitted, measured)}")
     elif current.architectures:  # a partial refit of no per-generation factor keeps them
         lines.extend(architecture_lines_as_written())
     devices = {
@@ -1394,7 +1392,7 @@ def main() -> None:
     ap.add_argument(
         "--only",
         choices=tuple(ONLY_GROUPS),
-        help="with --write: refit the training factors (training_mfu, moe_routed_bytes) or the "
+        help="with --write: refit the training factors (training_mfu, moe_routed_ns, moe_fused_share) or the "
         "prefill factor (compute) alone and keep every other shipped factor",
     )
     ap.add_argument("--report", type=Path, help="also write the markdown report here")
@@ -1429,8 +1427,7 @@ def main() -> None:
                 f"on {sum(ONLY_ROWS[args.only](r) for r in rows)} {args.only} rows "
                 f"({datetime.date.today().isoformat()})"
             )
-        moe_measured = moe_architecture_groups(rows)
-        write_efficiency(fitted, fitted_on, measured, args.only, moe_measured)
+        write_efficiency(fitted, fitted_on, measured, args.only)
         # A partial refit puts the rows its factors saw (training or prefill rows) in place of
         # that group's rows of the last fit; the others have not joined any shipped fit yet.
         joined = [r for r in rows if ONLY_ROWS[args.only](r)] if args.only else rows

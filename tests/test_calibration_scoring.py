@@ -99,7 +99,7 @@ def test_a_training_only_write_keeps_every_other_shipped_factor(
     fit: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`fit.py --write --only training` rewrites the training MFU (per class and per
-    generation) and the MoE routing factor, and leaves every other shipped factor, device
+    generation) and the MoE routing factors, and leaves every other shipped factor, device
     entries included, as it was."""
     from planner.estimator.efficiency import load_efficiency
 
@@ -108,7 +108,13 @@ def test_a_training_only_write_keeps_every_other_shipped_factor(
     monkeypatch.setattr(fit, "EFFICIENCY", target)
     before = load_efficiency(target)
     fitted = {
-        c: {**fit.PRIORS[c], "bandwidth": 0.123, "training_mfu": 0.321, "moe_routed_bytes": 321}
+        c: {
+            **fit.PRIORS[c],
+            "bandwidth": 0.123,
+            "training_mfu": 0.321,
+            "moe_routed_ns": 0.321,
+            "moe_fused_share": 0.5,
+        }
         for c in fit.CLASSES
     }
     fitted["dgx-spark"] = {"bandwidth": 0.5, "training_mfu": 0.2}
@@ -124,7 +130,7 @@ def test_a_training_only_write_keeps_every_other_shipped_factor(
         kept = {k: v for k, v in before.classes[c].model_dump().items() if k not in refit}
         assert {k: v for k, v in after.classes[c].model_dump().items() if k in kept} == kept
         assert after.classes[c].training_mfu == 0.321
-        assert after.classes[c].moe_routed_bytes == 321
+        assert (after.classes[c].moe_routed_ns, after.classes[c].moe_fused_share) == (0.321, 0.5)
     assert after.devices["dgx-spark"] == {**before.devices["dgx-spark"], "training_mfu": 0.2}
     assert after.architectures == {
         "datacenter/hopper": {"training_mfu": 0.4},
@@ -208,3 +214,44 @@ def test_a_first_prompt_evaluation_leaves_prefill_scoring_with_its_reason(fit: M
     # a llama-bench row is no first evaluation, and stays scored
     bench_rows = [r for r in pre if r.meas.source == "llamacpp-pr-4766"]
     assert bench_rows and not any(fit.unscorable(r) for r in bench_rows)
+
+
+@pytest.mark.parametrize(
+    ("source", "device", "recompute"),
+    [
+        # torchtitan's Llama 3 8B: "selective op activation checkpointing", its per-op policy.
+        ("torchtitan-performance", "a100-80gb-sxm", "op"),
+        # llm-foundry's MPT-7B on A100 40GB: the table's "Activation Checkpointing" column is
+        # True (HFU 67.89 % against MFU 50.92 %); on the 80 GB parts it is False.
+        ("llm-foundry-benchmarks", "a100-40gb-sxm", "full"),
+        ("llm-foundry-benchmarks", "a100-80gb-sxm", "none"),
+    ],
+)
+def test_training_rows_are_read_with_the_recomputation_their_source_states(
+    fit: ModuleType, source: str, device: str, recompute: str
+) -> None:
+    rows, _ = fit.load_rows()
+    mine = [
+        r
+        for r in rows
+        if fit.is_training(r)
+        and r.meas.source == source
+        and r.device.id == device
+        and r.model.id in ("llama-3.1-8b", "mpt-7b")
+    ]
+    assert mine
+    for r in mine:
+        got = fit.training_setup(r)[1]
+        assert got == recompute or (recompute == "none" and got == "selective"), r.meas.notes
+
+
+def test_deepep_runs_route_through_the_fused_dispatcher(fit: ModuleType) -> None:
+    """The MoE rows whose notes name DeepEP (NeMo AutoModel's, the Megatron-Core model zoo's)
+    fit moe_fused_share; Megatron-Bridge's and DGX Cloud's, Megatron-Core's default `alltoall`
+    dispatcher, fit moe_routed_ns."""
+    rows, _ = fit.load_rows()
+    moe = [r for r in rows if fit.is_training(r) and r.model.moe is not None]
+    fused = {r.meas.source for r in moe if fit.dispatch_fused(r)}
+    plain = {r.meas.source for r in moe if not fit.dispatch_fused(r)}
+    assert fused == {"nemo-automodel-perf-20251002", "megatron-moe-modelzoo-qwen3"}
+    assert plain == {"megatron-bridge-perf-2511", "dgxc-benchmarking-25.05.04"}

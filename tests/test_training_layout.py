@@ -47,6 +47,11 @@ def test_pipeline_bubble_is_narayanans() -> None:
     # DGX Cloud DeepSeek-V3 on 1,024 H100s: TP2 PP16, GBS 8192 -> DP 32, m = 256, 1F1B: 15 / 256.
     dgxc = layout_from_notes("TP2 PP16 EP64 DP32, GBS 8192", 1024)
     assert pipeline_bubble_fraction(dgxc) == pytest.approx(15 / 256)
+    # Megatron-Bridge gpt-oss-120b on 64 H100s: PP4 EP8, GBS 512, MBS 4 -> DP 16, 512 / (16 x 4)
+    # = 8 micro-batches of 4 sequences, 1F1B: 3 / 8 (a micro-batch of 1 would give 3 / 32).
+    oss = layout_from_notes("GPT OSS 120B, BF16, PP4 EP8, GBS 512, MBS 4; pre-training", 64)
+    assert (oss.micro_batch, oss.micro_batches) == (4, 8)
+    assert pipeline_bubble_fraction(oss) == pytest.approx(3 / 8)
     # No pipeline, or no stated global batch (the micro-batch count is then unknown): none.
     assert pipeline_bubble_fraction(layout_from_notes("EP8, GBS 512", 8)) == 0.0
     assert pipeline_bubble_fraction(layout_from_notes("TP8 CP1 PP16 DP64", 8192)) == 0.0

@@ -53,7 +53,8 @@ class DeviceTable:
     eff_batched_low: Array  # the same on 8-bit tensor paths
     eff_batched_fp4: Array  # the same on 4-bit tensor paths
     eff_training_mfu: Array
-    moe_routed_bytes: Array
+    moe_routed_s: Array  # seconds per routed element per MoE layer (Efficiency.moe_routed_ns)
+    moe_fused_share: Array
     layer_overhead_s: Array
     step_overhead_s: Array
     dequant_ops_per_weight: Array
@@ -394,7 +395,8 @@ def device_table(
             [batched(d, e, four_bit=True) for e, d in zip(effs, devices, strict=True)]
         ),
         eff_training_mfu=col([e.training_mfu for e in effs]),
-        moe_routed_bytes=col([e.moe_routed_bytes for e in effs]),
+        moe_routed_s=col([e.moe_routed_ns * 1e-9 for e in effs]),
+        moe_fused_share=col([e.moe_fused_share for e in effs]),
         layer_overhead_s=col([e.layer_overhead_us * 1e-6 for e in effs]),
         step_overhead_s=col([e.step_overhead_us * 1e-6 for e in effs]),
         dequant_ops_per_weight=col([e.dequant_ops_per_weight for e in effs]),

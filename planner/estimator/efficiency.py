@@ -28,13 +28,23 @@ class Efficiency(Frozen):
         gt=0, le=1, description="Achieved / peak dense tensor FLOPs in inference matmuls."
     )
     training_mfu: float = Field(gt=0, le=1, description="Model FLOPs utilization in training.")
-    moe_routed_bytes: float = Field(
+    moe_routed_ns: float = Field(
         ge=0,
-        le=1e5,
-        description="Training a mixture-of-experts model: bytes moved per routed activation "
-        "element per MoE layer (a token's hidden vector sent to one of its experts: permutation, "
-        "dispatch and combine, gating, forward and backward), at the device's memory bandwidth "
-        "beside the FLOPs at training_mfu.",
+        le=100,
+        description="Training a mixture-of-experts model: nanoseconds per routed activation "
+        "element per MoE layer (a token's hidden vector sent to one of its experts: gating, "
+        "permutation, dispatch and combine, forward and backward), beside the FLOPs at "
+        "training_mfu. A time, not bytes at the part's bandwidth: fitted per GPU generation as "
+        "bytes, Blackwell runs needed 2.8x Hopper's bytes at 2.4x its bandwidth, about the same "
+        "time (calibration/README.md).",
+    )
+    moe_fused_share: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="Share of moe_routed_ns a run pays whose dispatcher fuses the permutation "
+        "into its all-to-all kernels (DeepEP, Megatron-Core's `flex` dispatcher); the planner's "
+        "own jobs run Megatron-Core's default `alltoall` dispatcher and pay all of it.",
     )
     layer_overhead_us: float = Field(
         ge=0, description="Fixed time per layer per forward step, microseconds."

@@ -377,7 +377,9 @@ def training_flops_split(
     Linear, LayerNormLinear and LayerNormMLP modules, while DotProductAttention stays in BF16
     unless the recipe sets fp8_dpa (off by default), and Megatron-LM's output layer is a plain
     ColumnParallelLinear outside those modules (BF16). Full recomputation repeats the blocks'
-    forward, not the output layer's (Narayanan et al. 2021, appendix)."""
+    forward, not the output layer's (Narayanan et al. 2021, appendix). torchtitan's selective
+    per-op checkpointing (`op`, RECOMPUTED_FORWARDS) repeats half of the linear layers' forward
+    and none of attention's."""
     blocks = float(active_params(m) - embedding_params(m) - head_params(m))
     attended = causal_attended_tokens(m, seq_len)
     attention = m.num_layers * (
@@ -386,8 +388,20 @@ def training_flops_split(
     )
     logits = 2.0 * m.vocab_size * m.hidden_size
     mult = 3.0 if method == "full" else 2.0
-    recomputed = 1.0 if recompute == "full" else 0.0
-    return (mult + recomputed) * 2.0 * blocks, (mult + recomputed) * attention + mult * logits
+    linear_again, attention_again = RECOMPUTED_FORWARDS.get(recompute, (0.0, 0.0))
+    return (
+        (mult + linear_again) * 2.0 * blocks,
+        (mult + attention_again) * attention + mult * logits,
+    )
+
+
+# Forward passes repeated in the backward pass by a recomputation policy: (of the blocks' linear
+# layers, of attention's matmuls). `full` repeats the whole forward (Korthikanti et al. 2022);
+# `selective` recomputes attention's softmax and dropout only, no matmul. `op` is torchtitan's
+# selective per-op policy (torchtitan/models/llama/parallelize_llama.py, `_custom_policy`:
+# "Saves output of all compute ops, except every second mm"): attention's SDPA output is kept
+# and every second linear-layer matmul is recomputed, half the linear forward.
+RECOMPUTED_FORWARDS: dict[str, tuple[float, float]] = {"full": (1.0, 1.0), "op": (0.5, 0.0)}
 
 
 def training_tokens_per_second(
@@ -398,17 +412,20 @@ def training_tokens_per_second(
     method: str = "full",
     recompute: str = "selective",
     precision_fmt: WeightFormat,
+    fused_dispatch: bool = False,
 ) -> Array:
     """Tokens per second per device: the FLOPs per token at the class's model FLOPs utilization
-    (MFU), plus, for a mixture-of-experts model, the memory-bound work of routing each token
-    (moe_routing_seconds_per_token). Under an FP8 recipe only the blocks' linear layers run at
+    (MFU), plus, for a mixture-of-experts model, the time of routing each token
+    (moe_routing_seconds_per_token; `fused_dispatch`: a dispatcher that fuses the permutation
+    into its all-to-all, DeepEP's). Under an FP8 recipe only the blocks' linear layers run at
     the FP8 peak, the rest at the 16-bit one (training_flops_split): Megatron-Bridge's dense FP8
     runs reach 1.65-1.8x what BF16 runs of other stacks reach on the same H100s, not the 2x of
     the peaks (calibration/measurements.yaml)."""
     linear, rest = training_flops_split(m, seq_len, method, recompute)
     sixteen = dev.peak_flops(weight_format("bf16"))
     compute_s = (linear / dev.peak_flops(precision_fmt) + rest / sixteen) / dev.eff_training_mfu
-    return np.asarray(1.0 / (compute_s + moe_routing_seconds_per_token(m, dev)), dtype=np.float64)
+    routing = moe_routing_seconds_per_token(m, dev, fused=fused_dispatch)
+    return np.asarray(1.0 / (compute_s + routing), dtype=np.float64)
 
 
 def training_tp_seconds_per_layer(
@@ -434,21 +451,27 @@ def routed_elements_per_token(m: ModelArch) -> int:
     return (m.num_layers - m.moe.first_dense_layers) * m.moe.experts_per_token * m.hidden_size
 
 
-def moe_routing_seconds_per_token(m: ModelArch, dev: DeviceTable) -> Array:
+def moe_routing_seconds_per_token(m: ModelArch, dev: DeviceTable, *, fused: bool = False) -> Array:
     """Training a mixture-of-experts model: the work per routed element that FLOPs do not count
-    (permuting tokens to their experts and back, the expert-parallel dispatch and combine,
-    gating, in the forward and backward passes), as `moe_routed_bytes` moved per routed element
-    at the device's memory bandwidth. It grows with the experts a token visits and the hidden
-    size, while the experts' FLOPs also grow with their width: narrow experts spend
-    proportionally more of a step routing. Published Megatron-Core runs show the effect: on the
-    same H100s, Qwen3-30B-A3B (128 experts of width 768, 8 per token) reaches about a sixth of a
-    dense model's MFU and gpt-oss-120b (width 2880, 4 per token) about a half
-    (calibration/measurements.yaml, megatron-bridge-perf-2511); the factor is fitted on such
-    rows (calibration/fit.py)."""
-    return np.asarray(
-        routed_elements_per_token(m) * dev.moe_routed_bytes / dev.bandwidth_bytes_s,
-        dtype=np.float64,
-    )
+    (gating, permuting tokens to their experts and back, the expert-parallel dispatch and
+    combine, in the forward and backward passes), `moe_routed_ns` per routed element. It grows
+    with the experts a token visits and the hidden size, while the experts' FLOPs also grow with
+    their width: narrow experts spend proportionally more of a step routing. Published
+    Megatron-Core runs show the effect: on the same H100s, Qwen3-30B-A3B (128 experts of width
+    768, 8 per token) reaches about a sixth of a dense model's MFU and gpt-oss-120b (width 2880,
+    4 per token) about a half (calibration/measurements.yaml, megatron-bridge-perf-2511).
+
+    The time does not follow the part's memory bandwidth: fitted per GPU generation as bytes at
+    the bandwidth, the Blackwell rows needed 876 bytes per element and the Hopper rows 313, 2.8x
+    at 2.4x the bandwidth, about the same time, so one time per class is fitted on every
+    generation's runs at once (calibration/fit.py). A dispatcher that writes each token straight
+    into its expert's receive buffer inside the all-to-all kernel (`fused`: DeepEP's
+    dispatch and combine, which take the router's top-k indices; Megatron-Core's `flex`
+    dispatcher) skips the separate permute and unpermute passes and pays `moe_fused_share` of
+    the time, fitted on the runs that name DeepEP (NeMo AutoModel's, the Megatron-Core MoE
+    model zoo's)."""
+    share = dev.moe_fused_share if fused else np.ones(len(dev.devices))
+    return np.asarray(routed_elements_per_token(m) * dev.moe_routed_s * share, dtype=np.float64)
 
 
 def _kernel_seconds(

@@ -213,6 +213,7 @@ _SIZES = {"tensor": "TP", "pipeline": "PP", "virtual": "VPP?", "context": "CP", 
 # A size as the tables write it, "TP2", or with a separator, "TP 2", "TP=2", "TP: 2".
 _SEP = r"\s*[=:]?\s*"
 _GBS = re.compile(rf"(?<![A-Za-z])(?:GBS|global batch(?: size)?){_SEP}(\d[\d,]*)", re.IGNORECASE)
+_MBS = re.compile(rf"(?<![A-Za-z])(?:MBS|micro[- ]batch(?: size)?){_SEP}(\d+)", re.IGNORECASE)
 _NOT = r"\b(?:no|not|without|w/o)\s+(?:\w+\s+)?"
 
 
@@ -236,6 +237,7 @@ def layout_from_notes(notes: str, devices: int) -> TrainingLayout:
         hit = re.search(rf"(?<![A-Za-z]){tag}{_SEP}(\d+)(?!\d)", notes, re.IGNORECASE)
         sizes[key] = int(hit.group(1)) if hit else 1
     gbs = _GBS.search(notes)
+    mbs = _MBS.search(notes)
     group = sizes["tensor"] * sizes["pipeline"] * sizes["context"]
     if min(sizes.values()) < 1 or devices % group:
         raise ValueError(
@@ -246,6 +248,7 @@ def layout_from_notes(notes: str, devices: int) -> TrainingLayout:
     return TrainingLayout(
         devices=devices,
         global_batch=int(gbs.group(1).replace(",", "")) if gbs else None,
+        micro_batch=max(int(mbs.group(1)), 1) if mbs else 1,
         node_dedup=_stated(notes, "DeepEP"),
         overlap_alltoall=_stated(notes, "all-to-all overlap"),
         **sizes,
