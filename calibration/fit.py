@@ -44,6 +44,7 @@ from planner.estimator.devices import device_table  # noqa: E402
 from planner.estimator.efficiency import EfficiencyFile, load_efficiency  # noqa: E402
 from planner.estimator.formats import WEIGHT_FORMATS, kv_bytes, weight_format  # noqa: E402
 from planner.estimator.perf import (  # noqa: E402
+    ROUTED_BYTES_FLOOR,
     decode_step_seconds,
     prefill_seconds,
     training_flops_per_token,
@@ -73,14 +74,11 @@ CLASSES = ("datacenter", "workstation", "consumer", "unified-memory", "asic")
 
 # The hand-set starting values (the file before any calibration). They are the "before" column
 # of the report and the values the fit is pulled toward, so reruns do not drift.
-# Time per routed activation element per MoE layer in training, before any fit: a floor, from
-# a count of the 16-bit passes over a token's hidden vector sent to one expert that FLOPs do not
-# count. The forward pass permutes it to its expert (read, write), dispatches it (send, receive),
-# and brings the expert's output back the same way (permute and combine: four more), 8 passes of
-# 2 bytes; the backward pass moves the gradients the same way twice over (16 passes): 48 bytes,
-# at the fastest memory in the catalog (B200 and B300 HBM3e, 8 TB/s): 0.006 ns. Routing, load
-# imbalance and grouped GEMMs of few tokens each add to it in real runs.
-MOE_ROUTED_NS_PRIOR = 0.006
+# Time per routed activation element per MoE layer in training, before any fit: a floor, the
+# estimator's ROUTED_BYTES_FLOOR (48 bytes, a count of the passes routing makes) at the fastest
+# memory in the catalog (B200 and B300 HBM3e, 8 TB/s): 0.006 ns. Routing, load imbalance and
+# grouped GEMMs of few tokens each add to it in real runs.
+MOE_ROUTED_NS_PRIOR = round(ROUTED_BYTES_FLOOR / 8e12 * 1e9, 4)
 # The largest time per routed element the fit may find (about 30x what the runs measured).
 MOE_ROUTED_NS_MAX = 5.0
 MOE_KEYS = ("moe_routed_ns", "moe_fused_share")

@@ -50,9 +50,11 @@ def test_routing_time_adds_to_the_flops_at_mfu() -> None:
     peak = h100.dense_tflops.bf16 * 1e12  # type: ignore[operator]
     got = _tokens_per_s("qwen3-30b-a3b", "h100-sxm", training_mfu=0.4, moe_routed_ns=0.2)
     assert got == pytest.approx(1.0 / (flops / (peak * 0.4) + 48 * 8 * 2048 * 0.2e-9), rel=1e-9)
-    # Without routing cost the same model trains at its FLOPs alone; a dense model never pays it.
+    # With no fitted time the model still pays the 48 bytes per element its memory must move;
+    # a dense model never pays routing.
+    floor = 48 * 8 * 2048 * 48 / (h100.memory.usable_bandwidth_gb_s * 1e9)
     free = _tokens_per_s("qwen3-30b-a3b", "h100-sxm", training_mfu=0.4, moe_routed_ns=0)
-    assert free == pytest.approx(peak * 0.4 / flops, rel=1e-9)
+    assert free == pytest.approx(1.0 / (flops / (peak * 0.4) + floor), rel=1e-9)
     dense = [_tokens_per_s("llama-3.1-8b", "h100-sxm", moe_routed_ns=t) for t in (0, 0.2, 5)]
     assert dense[0] == dense[1] == dense[2]
     b200 = device_table([cat.accelerator("b200")], {"b200": {"moe_routed_ns": 0.2}})
@@ -101,6 +103,22 @@ def test_shipped_factors_train_moe_models_within_published_runs(
     got = _tokens_per_s(model, device, fmt)
     assert 0.75 * min(measured) <= got <= 1.25 * max(measured)
     assert got < _tokens_per_s(model, device, fmt, moe_routed_ns=0)
+
+
+def test_no_part_routes_faster_than_its_memory_moves_the_routing_passes() -> None:
+    """48 bytes per routed element (8 passes of 2 bytes forward, 16 backward) at the part's
+    bandwidth bound the fitted time from below: a Raspberry Pi 5 (17.1 GB/s listed) routes
+    Qwen3-30B-A3B's 786,432 elements per token in no less than 786,432 x 48 bytes / its usable
+    bandwidth; an H100 SXM (3.35 TB/s, 0.014 ns per element) takes the fitted time."""
+    cat = load_catalog()
+    m = cat.model("qwen3-30b-a3b")
+    pi, h100 = cat.accelerator("raspberry-pi-5-16gb"), cat.accelerator("h100-sxm")
+    table = device_table([pi, h100])
+    got = moe_routing_seconds_per_token(m, table)
+    floor = 786_432 * 48 / (pi.memory.usable_bandwidth_gb_s * 1e9)
+    assert float(got[0]) == pytest.approx(floor, rel=1e-12)
+    assert float(got[1]) == pytest.approx(786_432 * float(table.moe_routed_s[1]), rel=1e-12)
+    assert float(table.moe_routed_s[1]) > 48 / (h100.memory.usable_bandwidth_gb_s * 1e9)
 
 
 def test_every_generation_of_a_class_routes_in_the_same_time() -> None:

@@ -453,25 +453,30 @@ def routed_elements_per_token(m: ModelArch) -> int:
 
 def moe_routing_seconds_per_token(m: ModelArch, dev: DeviceTable, *, fused: bool = False) -> Array:
     """Training a mixture-of-experts model: the work per routed element that FLOPs do not count
-    (gating, permuting tokens to their experts and back, the expert-parallel dispatch and
-    combine, in the forward and backward passes), `moe_routed_ns` per routed element. It grows
-    with the experts a token visits and the hidden size, while the experts' FLOPs also grow with
-    their width: narrow experts spend proportionally more of a step routing. Published
-    Megatron-Core runs show the effect: on the same H100s, Qwen3-30B-A3B (128 experts of width
-    768, 8 per token) reaches about a sixth of a dense model's MFU and gpt-oss-120b (width 2880,
-    4 per token) about a half (calibration/measurements.yaml, megatron-bridge-perf-2511).
+    (gating, permuting tokens to their experts and back, dispatch and combine, forward and
+    backward), `moe_routed_ns` per routed element. Narrow experts spend proportionally more of a
+    step routing: on the same H100s Megatron-Core trains Qwen3-30B-A3B (128 experts of width 768,
+    8 per token) at about a sixth of a dense model's MFU, gpt-oss-120b (width 2880, 4 per token)
+    at about a half (calibration/measurements.yaml, megatron-bridge-perf-2511).
 
-    The time does not follow the part's memory bandwidth: fitted per GPU generation as bytes at
-    the bandwidth, the Blackwell rows needed 876 bytes per element and the Hopper rows 313, 2.8x
-    at 2.4x the bandwidth, about the same time, so one time per class is fitted on every
-    generation's runs at once (calibration/fit.py). A dispatcher that writes each token straight
-    into its expert's receive buffer inside the all-to-all kernel (`fused`: DeepEP's
-    dispatch and combine, which take the router's top-k indices; Megatron-Core's `flex`
-    dispatcher) skips the separate permute and unpermute passes and pays `moe_fused_share` of
-    the time, fitted on the runs that name DeepEP (NeMo AutoModel's, the Megatron-Core MoE
-    model zoo's)."""
+    The time does not follow the part's bandwidth: fitted per GPU generation as bytes at the
+    bandwidth, Blackwell's rows needed 876 bytes per element and Hopper's 313, 2.8x at 2.4x the
+    bandwidth, so one time per class is fitted on every generation's runs (calibration/fit.py).
+    A dispatcher that writes each token into its expert's buffer inside the all-to-all kernel
+    (`fused`: DeepEP, whose dispatch and combine take the router's top-k indices; Megatron-Core's
+    `flex` dispatcher) skips the permute and unpermute passes and pays `moe_fused_share` of it.
+    No part routes faster than its memory moves ROUTED_BYTES_FLOOR per element: a part with a
+    tenth of the measured parts' bandwidth is not credited with their time."""
     share = dev.moe_fused_share if fused else np.ones(len(dev.devices))
-    return np.asarray(routed_elements_per_token(m) * dev.moe_routed_s * share, dtype=np.float64)
+    per_element = np.maximum(dev.moe_routed_s, ROUTED_BYTES_FLOOR / dev.bandwidth_bytes_s)
+    return np.asarray(routed_elements_per_token(m) * per_element * share, dtype=np.float64)
+
+
+# Bytes per routed element per MoE layer that training moves beyond its FLOPs, at least: the
+# forward pass permutes a token's hidden vector to its expert (read, write), dispatches it (send,
+# receive) and brings the output back the same way: 8 passes of 2 bytes; the backward pass moves
+# the gradients twice over (16 passes): 48 bytes.
+ROUTED_BYTES_FLOOR = 48.0
 
 
 def _kernel_seconds(
