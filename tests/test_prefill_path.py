@@ -16,6 +16,7 @@ from planner.estimator.devices import device_table
 from planner.estimator.formats import weight_format
 from planner.estimator.perf import prefill_layer_seconds
 from planner.estimator.prefill_path import (
+    MMA_SYNC_SHARE,
     MMQ_SCALE_FLOPS_PER_FLOP,
     linear_seconds_per_flop,
     mmq_tile_columns,
@@ -59,12 +60,42 @@ def test_mmq_runs_int8_with_its_fp32_scaling_on_a_geforce_part() -> None:
 
 
 def test_scaling_costs_more_where_int8_outruns_fp32_further() -> None:
-    # H100 SXM: int8 1978.9, FP32 67 TFLOP/s (ratio 29.5, against 8 on the RTX 4090), so the
-    # scaling (0.0625 / 67e12 = 9.33e-16 s) outweighs the MMA (1 / 1978.9e12 = 5.05e-16 s): the
-    # rate is 695 TFLOP/s, 0.35 of int8, where the RTX 4090 keeps 0.67 of its own.
+    # A100 SXM: int8 624, FP32 19.5 TFLOP/s (ratio 32, against 8 on the RTX 4090), so the
+    # scaling (0.0625 / 19.5e12 = 3.205e-15 s) outweighs the MMA (1 / 624e12 = 1.603e-15 s):
+    # the rate is 208 TFLOP/s, 0.33 of int8, where the RTX 4090 keeps 0.67 of its own.
+    a100 = CAT.accelerators["a100-80gb-sxm"]
+    per_flop = linear_seconds_per_flop(a100, weight_format("q4_0"), 312e12)
+    assert per_flop == pytest.approx(1 / 624e12 + 0.0625 / 19.5e12, rel=1e-9)
+    assert 1.0 / per_flop == pytest.approx(208.0e12, rel=1e-3)
+
+
+def test_mmq_on_hopper_runs_at_the_mma_sync_share_of_int8() -> None:
+    # ggml-cuda's MMQ issues mma.sync, which "can only reach about 2/3 the peak throughput of
+    # Hopper Tensor Cores" (FlashAttention-3 release post, note 1; Luo et al. 2024). H100 SXM:
+    # int8 2/3 x 1978.9 = 1319.3 TOPS, 1 / 1319.3e12 = 7.580e-16 s per FLOP, plus the scaling
+    # at FP32 67 TFLOP/s, 0.0625 / 67e12 = 9.328e-16 s: 1.6908e-15 s, a rate of 591.4 TFLOP/s
+    # (695.4 at the listed int8 rate).
     h100 = CAT.accelerators["h100-sxm"]
+    assert MMA_SYNC_SHARE["hopper"] == pytest.approx(2.0 / 3.0)
     per_flop = linear_seconds_per_flop(h100, weight_format("q4_0"), 989.4e12)
-    assert 1.0 / per_flop == pytest.approx(695.4e12, rel=1e-3)
+    assert per_flop == pytest.approx(1.5 / 1978.9e12 + 0.0625 / 67e12, rel=1e-9)
+    assert 1.0 / per_flop == pytest.approx(591.4e12, rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("device", "weights", "tflops"),
+    [
+        # cuBLAS multiplies FP16 weights with Hopper's wgmma kernels: the listed 989.4 (H100
+        # datasheet, dense), not the mma.sync share.
+        ("h100-sxm", "fp16", 989.4),
+        # Ampere issues mma.sync at its full rate: A100 MMQ 1 / (1/624 + 0.0625/19.5) = 208.0.
+        ("a100-80gb-sxm", "q4_0", 208.0),
+    ],
+)
+def test_mma_sync_share_is_hoppers_mmq_alone(device: str, weights: str, tflops: float) -> None:
+    dev = device_table([CAT.accelerators[device]])
+    per_flop = prefill_linear_seconds_per_flop(dev, weight_format(weights))
+    assert 1.0 / float(per_flop[0]) == pytest.approx(tflops * 1e12, rel=1e-3)
 
 
 @pytest.mark.parametrize("weights", ["q2_k", "ud-q2_k_xl"])

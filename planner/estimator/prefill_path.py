@@ -88,6 +88,17 @@ Kernels = str | None | Sequence[str | None]
 # about twice it, which puts those parts' quantized prefill below their FP16 rate (no published
 # MMQ measurement on them was found to check it).
 MMQ_SCALE_FLOPS_PER_FLOP = 4.0 / 64.0
+# The share of a part's listed int8 tensor rate that MMQ's MMA instruction reaches, by
+# architecture (Accelerator.architecture); 1 where not listed. ggml-cuda's MMA primitives
+# (ggml-cuda/mma.cuh) issue the warp-level `mma.sync` of Turing and Ampere on every NVIDIA part
+# from Turing on, Hopper included: ggml-cuda has no kernel with Hopper's warpgroup `wgmma`.
+# Hopper's tensor cores reach their listed peak through wgmma alone: "Without the wgmma
+# instruction, the older mma.sync instruction can only reach about 2/3 the peak throughput of
+# Hopper Tensor Cores" (FlashAttention-3, Shah et al. 2024, the authors' release post, note 1,
+# citing Luo et al. 2024, "Benchmarking and Dissecting the Nvidia Hopper GPU Architecture",
+# arXiv 2402.13499v1). cuBLAS, which multiplies FP16 weights, has wgmma kernels for Hopper and
+# keeps the listed rate.
+MMA_SYNC_SHARE: dict[str, float] = {"hopper": 2.0 / 3.0}
 # MMQ's widest column tile with tensor-core MMA (ggml-cuda/mmq.cuh, get_mmq_x_max_host: 128 on
 # Turing and later and on AMD's WMMA/MFMA parts), chosen in steps of its granularity
 # (mmq_get_granularity_host: 16 columns from 48 up, 8 below).
@@ -121,14 +132,15 @@ def linear_seconds_per_flop(
 ) -> float:
     """Seconds per FLOP of llama.cpp's prompt matmuls on `d` for weights in `fmt`, given the
     rate the estimator lists for the format (`listed`, DeviceTable.peak_flops):
-    - MMQ formats on MMQ (runs_mmq): the int8 rate, plus the FP32 work of scaling each
-      block's int32 sums (MMQ_SCALE_FLOPS_PER_FLOP);
+    - MMQ formats on MMQ (runs_mmq): the int8 rate that `mma.sync` reaches on the part's
+      architecture (MMA_SYNC_SHARE), plus the FP32 work of scaling each block's int32 sums
+      (MMQ_SCALE_FLOPS_PER_FLOP);
     - FP16 weights, and MMQ formats dequantized to FP16 (`mmq` False: the dequantizing family,
       or no fast int8 path): the FP16-accumulate rate;
     - any other format: the listed rate (BF16 accumulates in FP32; FP8 and FP4 keep their own
       tensor paths)."""
     if runs_mmq(d, fmt, mmq):
-        int8 = (d.dense_tflops.int8 or 0.0) * 1e12
+        int8 = (d.dense_tflops.int8 or 0.0) * 1e12 * MMA_SYNC_SHARE.get(d.architecture, 1.0)
         fp32 = (d.dense_tflops.fp32 or 0.0) * 1e12 or sixteen_bit_flops(d) / 16.0
         return 1.0 / int8 + MMQ_SCALE_FLOPS_PER_FLOP / fp32
     rate = listed
