@@ -20,9 +20,9 @@ from planner.estimator.perf import (
     head_seconds,
     prefill_layer_seconds,
     serving_layer_seconds,
-    serving_prefill_seconds,
 )
 from planner.estimator.prefill_path import on_llama_cpp
+from planner.estimator.prompt_time import serving_prefill_seconds
 from planner.estimator.replica import StageSpec, inference_replica, layer_estimate
 from planner.estimator.support import engine_kernels, engine_times
 

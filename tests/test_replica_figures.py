@@ -64,6 +64,8 @@ def test_designs_match_scalar_replica_figures(path: Path) -> None:
                 link=link,
                 hop_overhead_s=hop_overhead_s(cat, d.engine),
                 rpc=engine_times(cat, d.engine)["rpc"],
+                # The engine's kernel family sets the rate of its products (kernel_rates).
+                kernels=engine_times(cat, d.engine)["kernels"],
             )
             for got, want in (
                 (d.tokens_per_s, fig.tokens_per_s),

@@ -97,7 +97,7 @@ from planner.estimator.serving import (
     prefill_pool_budget,
     token_budget,
 )
-from planner.estimator.support import host_s_per_token, runtimes
+from planner.estimator.support import engine_kernels, host_s_per_token, runtimes
 from planner.hf_config import load_hf_config
 from planner.schema.catalog import ModelArch
 from planner.schema.problem import InferenceWorkload, Problem
@@ -237,9 +237,12 @@ def _iteration(
 ) -> IterationTime:
     """One serving iteration of `tp`-way stages holding `layers` blocks each (one stage of every
     block by default), with the host work per token of `engine` (the row's, when the catalog
-    knows it)."""
+    knows it) and the kernel family of that engine, else of the device's default engine, which
+    sets the rate of its products (planner.estimator.kernel_rates)."""
     cat = load_catalog()
     acc = cat.accelerator(dev)
+    default = runtimes(cat, acc, weights, kv)
+    kernels = engine_kernels(cat, engine or (default[0].engine if default else None))
     return IterationTime(
         m,
         weights,
@@ -251,6 +254,7 @@ def _iteration(
         stages=[StageSpec(acc, tp, n) for n in (layers or (m.num_layers,))],
         link=cat.link("eth-100g"),
         host_s_per_token=host_s_per_token(cat, engine),
+        kernels=kernels,
     )
 
 
@@ -453,13 +457,16 @@ def disaggregated_devices(s: dict[str, Any], demand: float) -> float:
     prefill = math.inf  # accelerators per request/s
     decode = math.inf
     for d in _designs({**s, "tp": None}):
-        tp = d.stages[0].tp
+        tp, family = d.stages[0].tp, engine_kernels(cat, d.engine)
 
-        def engine(batch: int, budget: float | None, tp: int = tp) -> IterationTime:
+        def engine(
+            batch: int, budget: float | None, tp: int = tp, family: str = family
+        ) -> IterationTime:
             return IterationTime(
                 m, s["weights"], s["kv"], batch=batch, context=prompt + output,
                 prompt=prompt, output=output, stages=[StageSpec(acc, tp, m.num_layers)],
                 link=link, budget=budget, host_s_per_token=host_s_per_token(cat, s["engine"]),
+                kernels=family,
             )  # fmt: skip
 
         if d.batch == 1:

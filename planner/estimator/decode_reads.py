@@ -9,16 +9,8 @@ import numpy as np
 
 from planner.estimator.devices import Array, DeviceTable
 from planner.estimator.formats import WeightFormat
-from planner.estimator.prefill_path import DEQUANTIZING, Kernels, on_llama_cpp
-
-
-def _llama_rows(dev: DeviceTable, kernels: Kernels) -> Array:
-    """True for each device row on one of llama.cpp's kernel families (`kernels`: one for all
-    rows or one per row; None: a current llama.cpp release's, as prefill_path.on_llama_cpp)."""
-    if kernels is None or isinstance(kernels, str):
-        return np.full(len(dev), on_llama_cpp(kernels))
-    return np.array([on_llama_cpp(k) for k in kernels], dtype=bool)
-
+from planner.estimator.kernel_rates import llama_rows
+from planner.estimator.prefill_path import DEQUANTIZING, Kernels
 
 # llama.cpp's attention for one token per sequence reads the KV cache at a lower rate than its
 # weight kernels read the weights: on a V100, test-backend-ops' ATTN op (32 heads of 128, one
@@ -35,7 +27,7 @@ def kv_read_seconds_per_byte(dev: DeviceTable, kernels: Kernels) -> Array:
     release's, as prefill_path.on_llama_cpp): LLAMA_CPP_KV_SHARE of the peak bandwidth under
     llama.cpp's families (both the current and the dequantizing releases: the attention is the
     same ggml code), the class's fitted bandwidth factor (the weights' rate) under any other."""
-    own = _llama_rows(dev, kernels)
+    own = llama_rows(dev, kernels)
     share = np.where(own, LLAMA_CPP_KV_SHARE, dev.eff_bandwidth)
     return np.asarray(1.0 / (dev.bandwidth_bytes_s * share), dtype=np.float64)
 
@@ -89,5 +81,5 @@ def head_bits(fmt: WeightFormat, dev: DeviceTable, kernels: Kernels = None) -> A
     llama.cpp's families (prefill_path.on_llama_cpp), the format's embedding bits otherwise."""
     if fmt.id not in GGUF_Q6_K_HEAD_FORMATS:
         return np.full(len(dev), fmt.embedding_bits)
-    own = _llama_rows(dev, kernels)
+    own = llama_rows(dev, kernels)
     return np.where(own, GGUF_HEAD_BITS, fmt.embedding_bits)

@@ -30,11 +30,9 @@ from planner.estimator.perf import (
     decode_compute_bound,
     decode_step_seconds,
     moe_routing_seconds_per_token,
-    prefill_seconds,
-    serving_prefill_seconds,
     training_tokens_per_second,
 )
-from planner.estimator.prefill_path import on_llama_cpp
+from planner.estimator.prompt_time import engine_prefill_seconds
 from planner.estimator.support import EngineTimes
 from planner.estimator.training_layout import job_alltoall_seconds_per_token, with_alltoall
 from planner.schema.catalog import ModelArch
@@ -145,7 +143,7 @@ def estimate_inference(
     step1 = decode_step_seconds(
         m, fmt, kvb, dev, batch=q.batch, context=q.context, tp=q.tp or 1, kernels=kernels
     )
-    pre1 = _prefill_per_engine(m, fmt, kvb, dev, q.prompt, q.tp or 1, kernels)
+    pre1 = engine_prefill_seconds(m, fmt, kvb, dev, prompt=q.prompt, tp=q.tp or 1, kernels=kernels)
     compute_bound = decode_compute_bound(
         m, fmt, kvb, dev, batch=q.batch, context=q.context, kernels=kernels
     )
@@ -164,7 +162,9 @@ def estimate_inference(
                 m, fmt, kvb, sub, batch=q.batch, context=q.context, tp=qi.tp or 1,
                 kernels=kernels[i],
             )  # fmt: skip
-            p1 = _prefill_per_engine(m, fmt, kvb, sub, q.prompt, qi.tp or 1, [kernels[i]])
+            p1 = engine_prefill_seconds(
+                m, fmt, kvb, sub, prompt=q.prompt, tp=qi.tp or 1, kernels=kernels[i]
+            )
             times = (float(s1[0]), float(p1[0]), *hop)
             n, step, pre, par = _layout(m, qi, dev, i, stages, times, kernels[i])
         else:
@@ -237,31 +237,6 @@ def estimate_inference(
         )
         out.append(replace(row, measured_row=used, no_fit_reason=reason))
     return out
-
-
-def _prefill_per_engine(
-    m: ModelArch,
-    fmt: WeightFormat,
-    kvb: float,
-    dev: DeviceTable,
-    prompt: int,
-    tp: int,
-    kernels: list[str],
-) -> Array:
-    """One prompt's prefill on each device of `dev` on the kernel family of the device's
-    engine (Engine.kernels): on llama.cpp's kernels for llama.cpp's families
-    (prefill_path.on_llama_cpp, a release that dequantizes GGUF weights at its own rate), else
-    as the serving grid times a prompt (perf.serving_prefill_seconds), so that the estimate and
-    a plan agree."""
-    own = [on_llama_cpp(k) for k in kernels]
-    out = np.zeros(len(dev))
-    if any(own):
-        llama = prefill_seconds(m, fmt, dev, batch=1, prompt=prompt, tp=tp, kernels=kernels)
-        out = np.where(own, llama, out)
-    if not all(own):
-        batched = serving_prefill_seconds(m, fmt, kvb, dev, prompt=prompt, tp=tp)
-        out = np.where(own, out, batched)
-    return np.asarray(out, dtype=np.float64)
 
 
 def _auto_tp(m: ModelArch, dev: DeviceTable, i: int) -> int:
@@ -373,7 +348,7 @@ def _layout(
     the model in `stages` parts of `q.tp` devices each (or one device per part without --tp);
     `times`: one part's decode step and prompt, then one pipeline hop of each. Without a given
     degree, parts that fit one scale-up domain become tensor parallel instead, their prompt
-    on the engine's `kernels` (_prefill_per_engine) as on one device."""
+    on the engine's `kernels` (prompt_time.engine_prefill_seconds) as on one device."""
     step1, pre1, *hop = times
     if q.tp is not None:
         # The user's degree: `stages` groups of tp devices, a pipeline when stages > 1; a token
@@ -404,7 +379,9 @@ def _layout(
             )[0]
         )
         fmt, kvb = weight_format(q.weights), kv_bytes(q.kv)
-        pre = float(_prefill_per_engine(m, fmt, kvb, sub, q.prompt, n, [kernels])[0])
+        pre = float(
+            engine_prefill_seconds(m, fmt, kvb, sub, prompt=q.prompt, tp=n, kernels=kernels)[0]
+        )
         return n, step, pre, f"tensor-parallel {n}"
     return n, step1 + (n - 1) * hop[0], pre1 + (n - 1) * hop[1], f"pipeline {n}"
 

@@ -31,6 +31,7 @@ from planner.estimator.comm import ring_allreduce_seconds, tensor_parallel_allre
 from planner.estimator.decode_reads import head_bits, kv_read_seconds_per_byte, weight_read_scale
 from planner.estimator.devices import Array, Degree, DeviceTable
 from planner.estimator.formats import WeightFormat, weight_format
+from planner.estimator.kernel_rates import llama_rows, matmul_flops
 from planner.estimator.memory import kv_shards, state_shards
 from planner.estimator.moe_kernels import layer_overhead_scale
 from planner.estimator.prefill_path import (
@@ -109,12 +110,12 @@ def head_seconds(
     m: ModelArch, fmt: WeightFormat, dev: DeviceTable, tokens: float, kernels: Kernels = None
 ) -> Array:
     """Output projection for `tokens` rows: V x h weights read once (at head_bits on the kernel
-    family `kernels`), 2 V h FLOPs per row."""
+    family `kernels`), 2 V h FLOPs per row at that family's matmul rate (kernel_rates)."""
     nbytes = m.vocab_size * m.hidden_size * head_bits(fmt, dev, kernels) / 8
     flops = 2.0 * m.vocab_size * m.hidden_size * tokens
     return np.maximum(
         nbytes / (dev.bandwidth_bytes_s * dev.eff_bandwidth),
-        flops / (dev.peak_flops(fmt) * dev.eff_compute),
+        flops / matmul_flops(dev, fmt, kernels),
     )
 
 
@@ -137,7 +138,8 @@ def _decode_roofline(
     split, the state as far as its heads do. The weights and the state stream at the class's
     bandwidth factor (old llama.cpp builds' F16 kernel slower on HBM parts: weight_read_scale,
     the weights only), the KV cache at the rate of the kernel family `kernels`
-    (kv_read_seconds_per_byte: llama.cpp's attention reads it slower).
+    (kv_read_seconds_per_byte: llama.cpp's attention reads it slower). The FLOPs run at the
+    family's matmul rate (kernel_rates.matmul_flops).
     """
     weights = weight_params_touched_per_layer(m, batch)
     w_bytes = weights * touched_weight_bits(m, fmt, batch) / 8
@@ -152,7 +154,7 @@ def _decode_roofline(
     w_s = w_bytes / tp / rate * weight_read_scale(dev, fmt, batch, kernels)
     state_s = batch * state_traffic_per_layer(m, tp) / rate
     t_mem = w_s + state_s + kv_read / kv_shards(m, tp) * kv_read_seconds_per_byte(dev, kernels)
-    t_cmp = flops / tp / (dev.peak_flops(fmt) * dev.eff_compute)
+    t_cmp = flops / tp / matmul_flops(dev, fmt, kernels)
     return weights, t_mem, t_cmp
 
 
@@ -214,11 +216,23 @@ def decode_layer_seconds(
     """Seconds for one block to advance `batch` sequences by one token, on `tp` devices:
     the roofline (the KV cache read at the rate of the engine's kernel family `kernels`,
     kv_read_seconds_per_byte), a fixed per-layer time (a MoE block's scaled by the kernels it
-    adds, moe_kernels.layer_overhead_scale), dequantization work and the TP all-reduces."""
+    adds, moe_kernels.layer_overhead_scale), dequantization work and the TP all-reduces.
+
+    On llama.cpp's kernel families the roofline is one over the step's bytes and FLOPs. Another
+    engine's decode step is its serving iteration with no prompt tokens (serving_layer_seconds:
+    the linear layers and attention each at its own roofline, at the batched serving figures),
+    so that an estimate, a plan and the calibration's batched rows time it alike."""
     weights, t_mem, t_cmp = _decode_roofline(
         m, fmt, kv_dtype_bytes, dev, batch, context, tp, kernels
     )
-    t = np.maximum(t_mem, t_cmp) + dev.layer_overhead_s * layer_overhead_scale(m)
+    t = np.maximum(t_mem, t_cmp)
+    grid = ~llama_rows(dev, kernels)
+    if grid.any():
+        b = np.asarray(batch, dtype=np.float64)
+        shape = (context, 1.0)
+        served = _kernel_seconds(m, fmt, kv_dtype_bytes, dev, weights, b, 0.0 * b, tp, shape)
+        t = np.where(grid, served, t)
+    t = t + dev.layer_overhead_s * layer_overhead_scale(m)
     if fmt.weight_only:
         # Unpacking each weight costs a few vector ops; FP32 vector units do it (llama.cpp/Marlin).
         t = t + weights / tp * dev.dequant_ops_per_weight / dev.fp32_flops
@@ -281,7 +295,7 @@ def prefill_layer_seconds(
     average. The projections and MLP run at llama.cpp's matmul rate for the format, attention
     at the 16-bit rate (prefill_path; `kernels`, an engine's kernel family or one per device
     row, may name a release that dequantizes GGUF weights, else a current one is assumed). For llama.cpp's
-    engines only (prefill_path.on_llama_cpp): other engines' prefill is serving_prefill_seconds. The tokens go through in
+    engines only (prefill_path.on_llama_cpp): other engines' prefill is prompt_time.serving_prefill_seconds. The tokens go through in
     micro-batches of `ubatch` tokens (llama.cpp's n_ubatch, PREFILL_UBATCH_TOKENS by default),
     each reading the weights it touches (a mixture-of-experts model's nearly all) once; on MMQ a
     MoE block's routed products are charged the whole column tiles each expert runs
@@ -330,32 +344,6 @@ def prefill_seconds(
     )
     return (
         m.num_layers * layer + head_seconds(m, fmt, dev, batch, kernels) / tp + dev.step_overhead_s
-    )
-
-
-def serving_prefill_seconds(
-    m: ModelArch,
-    fmt: WeightFormat,
-    kv_dtype_bytes: float,
-    dev: DeviceTable,
-    *,
-    prompt: float,
-    tp: int = 1,
-) -> Array:
-    """Time to first token for one prompt of `prompt` tokens under an engine that is not
-    llama.cpp's (prefill_path.on_llama_cpp): one serving iteration of the serving grid with the
-    whole prompt and no decodes (serving_layer_seconds: the linear layers at the format's peak x
-    its batched factor, attention at the KV cache format's), plus the head over the prompt's
-    last token and the step overhead, as the grid's fixed work per iteration, so that an
-    estimate and a plan time a prompt alike."""
-    layer = serving_layer_seconds(
-        m, fmt, kv_dtype_bytes, dev, batch=0.0, context=prompt, prefill_tokens=prompt,
-        prompt=prompt, tp=tp,
-    )  # fmt: skip
-    return (
-        m.num_layers * layer
-        + head_seconds(m, fmt, dev, 1.0, "serving-grid") / tp
-        + dev.step_overhead_s
     )
 
 

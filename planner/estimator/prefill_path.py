@@ -24,7 +24,7 @@ These are llama.cpp's kernels, so they and the `compute` factor fitted on them h
 engines built on them alone (`kernels` of `llama.cpp` or `llama.cpp-dequantizing` in the
 catalog's engine entries, LLAMA_CPP_KERNELS). Every other engine (vLLM, SGLang,
 TensorRT-LLM, ...) runs a prompt through the batched GEMMs of its serving iterations, at the
-rates of the serving grid (perf.serving_prefill_seconds): PyTorch's and TensorRT's GEMMs
+rates of the serving grid (prompt_time.serving_prefill_seconds): PyTorch's and TensorRT's GEMMs
 accumulate 16-bit products in FP32, one rate for FP16 and BF16.
 
 A prompt is processed in micro-batches of n_ubatch tokens (`PREFILL_UBATCH_TOKENS`, llama.cpp's

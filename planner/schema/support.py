@@ -183,7 +183,7 @@ class Engine(Sourced):
         "on; `llama.cpp-dequantizing`, llama.cpp builds from before MMQ ran on tensor cores "
         "(PR #7676, June 2024), which dequantize GGUF weights to FP16 for cuBLAS; "
         "`serving-grid`, batched GEMMs in continuous-batching iterations (vLLM, SGLang, "
-        "TensorRT-LLM), timed as an iteration of the serving grid (perf.serving_prefill_seconds)."
+        "TensorRT-LLM), timed as an iteration of the serving grid (prompt_time.serving_prefill_seconds)."
     )
     named_only: bool = Field(
         False,
