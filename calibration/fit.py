@@ -40,7 +40,7 @@ from planner.catalog import load_catalog  # noqa: E402
 from planner.estimator.architecture import (  # noqa: E402
     head_params,
 )
-from planner.estimator.devices import device_table  # noqa: E402
+from planner.estimator.devices import DeviceTable, device_table  # noqa: E402
 from planner.estimator.efficiency import EfficiencyFile, load_efficiency  # noqa: E402
 from planner.estimator.formats import WEIGHT_FORMATS, kv_bytes, weight_format  # noqa: E402
 from planner.estimator.perf import (  # noqa: E402
@@ -56,6 +56,7 @@ from planner.estimator.prefill_path import (  # noqa: E402
     PREFILL_UBATCH_TOKENS,
     on_llama_cpp,
 )
+from planner.estimator.prompt_time import engine_prefill_seconds  # noqa: E402
 from planner.estimator.support import engine_kernels, engine_times  # noqa: E402
 from planner.estimator.training_layout import (  # noqa: E402
     layout_from_notes,
@@ -394,9 +395,22 @@ def engine_seconds(r: Row, params: Params) -> float:
     return r.model.num_layers * layer_s + step_s
 
 
+def engine_table(r: Row, params: Params) -> DeviceTable:
+    """The row's device under the factors `params`, as the planner builds it from an efficiency
+    file holding them. `compute` there is llama.cpp's single-prompt factor (prefill_path), and
+    an engine on the serving grid charges its products at catalog serving.yaml's batched
+    figures (kernel_rates.matmul_flops); device_table takes a `compute` override for a user's
+    own figure and gives it to the serving grid too, so such a row's table is built without
+    it."""
+    if on_llama_cpp(kernels_of(r.meas.engine)):
+        return device_table([r.device], params)
+    own = {k: {f: v for f, v in fac.items() if f != "compute"} for k, fac in params.items()}
+    return device_table([r.device], own)
+
+
 def decode_tps(r: Row, params: Params) -> float:
     m = r.meas
-    dev = device_table([r.device], params)
+    dev = engine_table(r, params)
     batch = float(m.batch or 1)
     # llama.cpp's layer split runs one GPU at a time: the step is that of one device holding
     # every layer (link hops are negligible at batch 1). Other multi-device rows are tensor
@@ -418,12 +432,14 @@ def decode_tps(r: Row, params: Params) -> float:
     e2e = END_TO_END.search(m.notes or "")
     if e2e is None:
         return batch / step
-    # Output tokens over the whole request: the prompts' prefill, then every output step.
+    # Output tokens over the whole request: the prompts' prefill on the engine's kernels
+    # (llama.cpp's, or the serving grid's), then every output step.
     out = int(e2e.group("output"))
-    first = float(
-        prefill_seconds(r.model, fmt, dev, batch=batch, prompt=int(e2e.group("prompt")), tp=tp)[0]
-    )
-    return batch * out / (first + out * step)
+    first = engine_prefill_seconds(
+        r.model, fmt, kv_bytes(m.kv or "fp16"), dev, prompt=int(e2e.group("prompt")), tp=tp,
+        kernels=kernels_of(m.engine), prompts=batch,
+    )  # fmt: skip
+    return batch * out / (float(first[0]) + out * step)
 
 
 # A prefill row run with another llama.cpp micro-batch than the default says so in its notes

@@ -164,6 +164,42 @@ def test_an_end_to_end_row_is_predicted_with_its_prefill(fit: ModuleType) -> Non
     assert share[256] < share[8] < share[1]
 
 
+def test_a_serving_engine_row_is_charged_the_serving_figures(fit: ModuleType) -> None:
+    """A row of an engine on the serving grid (TensorRT-LLM here) is predicted as the planner
+    with an efficiency file of the fitted factors predicts it: its products at catalog
+    serving.yaml's batched figures, whatever single-prompt `compute` factor the fit tries (that
+    factor is llama.cpp's); a llama.cpp row's prefill moves with it."""
+    rows, _ = fit.load_rows()
+    trt = next(r for r in rows if r.meas.source == "trtllm-perf-v061" and r.meas.batch == 768)
+    low = {"datacenter": {"compute": 0.05}}
+    assert fit.decode_tps(trt, low) == pytest.approx(fit.decode_tps(trt, {}), rel=1e-12)
+    pre = next(r for r in rows if fit.is_prefill(r) and r.cls == "datacenter")
+    assert fit.prefill_tps(pre, low) < 0.5 * fit.prefill_tps(pre, {})
+
+
+def test_fixed_batch_throughputs_include_their_prompts(fit: ModuleType) -> None:
+    """TensorRT-LLM's v0.6.1 (and v0.5) throughput tables come from gptSessionBenchmark, which
+    times each whole generate() call, the batch's context phase included, and prints
+    batch x output / latency (benchmarks/cpp/gptSessionBenchmark.cpp): each row says so and is
+    predicted with its prompts' prefill. Llama 2 70B FP8 on two H100s at batch 1,024, 128 in
+    and 128 out: 2,657 output tokens/s per GPU published (docs/source/performance.md, v0.6.1),
+    5,314 for the pair; the prompts' 131,072 tokens take about as long as the 128 steps."""
+    rows, _ = fit.load_rows()
+    trt = [r for r in rows if r.meas.source == "trtllm-perf-v061"]
+    assert len(trt) == 8
+    for r in trt:
+        found = fit.END_TO_END.search(r.meas.notes)
+        assert found and f"input {found['prompt']} / output {found['output']}" in r.meas.notes
+    big = next(r for r in trt if r.meas.batch == 1024)
+    assert big.meas.value == 2 * 2657
+    with_prompts = fit.decode_tps(big, {})
+    steps_only = fit.decode_tps(
+        fit.Row(big.meas.model_copy(update={"notes": ""}), big.model, big.device, big.context), {}
+    )
+    assert abs(with_prompts / big.meas.value - 1) < 0.15
+    assert 1.7 < steps_only / with_prompts < 2.3
+
+
 def test_prefill_rows_are_llama_cpps(fit: ModuleType) -> None:
     """The single-prompt compute factor is fitted on llama.cpp's kernels
     (planner.estimator.prefill_path): every scored prefill row is of a llama.cpp engine, and a
