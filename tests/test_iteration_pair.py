@@ -44,7 +44,7 @@ def test_a_table_of_one_decode_row_reads_that_row() -> None:
     """A grid of one decode count (a prefill engine's table at no decodes): every decode count
     reads row 0, interpolated along the prompt tokens alone, by the pair as by the call."""
     it = _table(24)
-    row = it._z[0]
+    row = it.row(0)
     it._xs, it._z = [0.0], [row]
     ys = it._ys
     half = 0.5 * (ys[1] + ys[2])  # midway between the 2nd and 3rd prompt-token points

@@ -82,7 +82,7 @@ import numpy as np
 import yaml
 
 import planner.estimator.devices as devices_module
-import planner.estimator.replica as replica_module
+import planner.estimator.iteration_parts as tables_module
 from planner.catalog import add_file_model, load_catalog
 from planner.estimator.designs import Design, allowed_devices, inference_designs
 from planner.estimator.efficiency import load_serving
@@ -660,14 +660,14 @@ def predictions(rows: list[Row]) -> dict[str, list[float]]:
     try:
         for v in GRID.tolist():
             devices_module.batched_compute_for = trial(v)
-            replica_module._TABLES.clear()
+            tables_module._TABLES.clear()
             for r in rows:
                 if r.predict:
                     out[r.id].append(float(r.predict()))
     finally:
         devices_module.batched_compute_for = real
         devices_module.vendor_batched_scale = real_scale
-        replica_module._TABLES.clear()
+        tables_module._TABLES.clear()
     return out
 
 

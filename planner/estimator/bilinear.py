@@ -9,11 +9,21 @@ import bisect
 
 class BilinearTable:
     """Reads `_xs` (decode counts, ascending), `_ys` (prompt tokens, ascending, at least two)
-    and `_z` (one row of `_ys` values per entry of `_xs`), which a subclass sets."""
+    and `_z` (one row of `_ys` values per entry of `_xs`), which a subclass sets. A row may be
+    None until it is first read: `_fill` then makes it (and puts it in `_z`)."""
 
     _xs: list[float]
     _ys: list[float]
-    _z: list[list[float]]
+    _z: list[list[float] | None]
+
+    def _fill(self, i: int) -> list[float]:
+        """Make row i, put it in `_z` and return it (a subclass that leaves rows None)."""
+        raise NotImplementedError(f"row {i} of the table was never made")
+
+    def row(self, i: int) -> list[float]:
+        """Row i of the table (the values at decode count `_xs[i]`)."""
+        got = self._z[i]
+        return self._fill(i) if got is None else got
 
     def __call__(self, decodes: float, prefill_tokens: float) -> float:
         """Bilinear interpolation on the grid, clamped to its edges (plain Python: this is
@@ -63,8 +73,14 @@ class BilinearTable:
         if j > len(ys) - 2:
             j = len(ys) - 2
         b = (y - ys[j]) / (ys[j + 1] - ys[j])
+        under = z[i]
+        if under is None:
+            under = self._fill(i)
         if len(z) == 1:
-            return z[0][j] * (1 - b) + z[0][j + 1] * b
-        lo = z[i][j] * (1 - a) + z[i + 1][j] * a
-        hi = z[i][j + 1] * (1 - a) + z[i + 1][j + 1] * a
+            return under[j] * (1 - b) + under[j + 1] * b
+        over = z[i + 1]
+        if over is None:
+            over = self._fill(i + 1)
+        lo = under[j] * (1 - a) + over[j] * a
+        hi = under[j + 1] * (1 - a) + over[j + 1] * a
         return lo * (1 - b) + hi * b

@@ -38,7 +38,6 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.estimator.bilinear import BilinearTable
-from planner.estimator.comm import pipeline_activation_bytes, sampled_token_bytes
 from planner.estimator.cost import power_w
 from planner.estimator.devices import DeviceTable, device_table, small_allreduce_seconds
 from planner.estimator.engine_topology import (
@@ -48,6 +47,7 @@ from planner.estimator.engine_topology import (
     root_block_seconds,
 )
 from planner.estimator.formats import WeightFormat, kv_bytes, weight_format
+from planner.estimator.iteration_parts import alone_seconds, grid_hops, hop_bytes, one_device
 from planner.estimator.memory import (
     TrainingSetup,
     block_weight_bytes,
@@ -210,8 +210,9 @@ def inference_replica(
     extra = extras[0] if one and S > 1 else 0.0
     chunk_seconds: list[float] = []
     decode_seconds: list[float] = []
+    tables = {id(x.device): device_table([x.device]) for x in _fullest(stages).values()}
     for st, hop_d, hop_c in zip(stages, hops_d, hops_c, strict=True):
-        dev = device_table([st.device])
+        dev = tables[id(st.device)]  # each device's table, made once for its stages
         tau_d, tau_c, share = _layer_seconds(
             m, fmt, kvb, dev, st.tp, batch, context, prompt, output, st.link_args(),
             engine_layer_s, st.profile, st.layout, kernels,
@@ -233,7 +234,7 @@ def inference_replica(
         use, nbytes = _stage_memory(
             m, fmt, kvb, st, batch, S, context, first=i == 0, last=i == S - 1
         )
-        sec, dev = (1.0 - share) * d + share * c, device_table([st.device])
+        sec, dev = (1.0 - share) * d + share * c, tables[id(st.device)]
         act = min(1.0, nbytes / _scalar(dev.bandwidth_bytes_s) / T)
         watts = _scalar(power_w(dev.tdp_w, dev.idle_w, np.asarray(act), dev.power_activity_floor))
         total_w += watts * st.tp
@@ -247,19 +248,6 @@ def inference_replica(
         ttft_s=closed_ttft(S * T, S * max(chunk_seconds), batch, prompt, output),
         power_w=total_w,
     )
-
-
-def hop_bytes(decodes: Any, prompt_tokens: Any, prompt: float, hidden: int) -> tuple[Any, Any]:
-    """(forward, back) bytes of one pipeline hop in an iteration of `decodes` decoding sequences
-    and `prompt_tokens` prompt tokens (numbers or grids). Forward: the hidden states of every
-    token the iteration processes, (decodes + prompt tokens) x hidden x 2
-    (comm.pipeline_activation_bytes; a chunk's tokens cross each hop once, in the iteration
-    that processes them). Back, the last stage's hop to the first: the token ids sampled, one
-    per decode and per prompt the chunk finishes (prompt tokens / prompt length), 8 bytes each
-    (comm.sampled_token_bytes)."""
-    fwd = pipeline_activation_bytes(np.asarray(decodes) + prompt_tokens, 1, hidden)
-    back = sampled_token_bytes(np.asarray(decodes) + np.asarray(prompt_tokens) / max(prompt, 1))
-    return fwd, back
 
 
 def hop_seconds(
@@ -350,22 +338,10 @@ def training_stage_memory(
     return training_memory(m, setup, layers=layers, last=last).as_dict()
 
 
-_TABLES: dict[int, tuple[Accelerator, DeviceTable]] = {}
 _Floats = npt.NDArray[np.float64]
 # Per-block grids by stage kind and table shape; the device and model are kept with their
 # grids, so the ids in a key stay theirs.
 GridCache = dict[tuple[object, ...], tuple[Accelerator, ModelArch, _Floats, _Floats]]
-
-
-def _one_device(device: Accelerator) -> DeviceTable:
-    """A one-row device table, cached by the catalog entry's identity (grids are built for
-    thousands of designs; the entry is kept with its table, so its id is never reused)."""
-    hit = _TABLES.get(id(device))
-    if hit is None or hit[0] is not device:
-        if len(_TABLES) > 4096:
-            _TABLES.clear()
-        hit = _TABLES[id(device)] = (device, device_table([device]))
-    return hit[1]
 
 
 class IterationTime(BilinearTable):
@@ -413,13 +389,8 @@ class IterationTime(BilinearTable):
         self.model = m
         self.n_grid, self.p_grid, n, p = _grid(batch, self.budget, prompt)
         S = len(stages)
-        # Every token of the iteration crosses each hop (at least one: an empty iteration's
-        # hop is the latency's), the sampled ids come back (hop_bytes).
-        fwd, back = hop_bytes(n, p, prompt, m.hidden_size)
-        fwd = np.maximum(fwd, pipeline_activation_bytes(1, 1, m.hidden_size))
-        back = np.maximum(back, sampled_token_bytes(1.0))
         extras = hop_extras(stages, hop_overhead_s, rpc, link)
-        own = [h + e for h, e in zip(hop_seconds(stages, link, fwd, back), extras, strict=True)]
+        own = [h + e for h, e in zip(grid_hops(stages, link, n, p, prompt, m), extras, strict=True)]
         hops = dict(
             zip(((id(x.device), x.tp) for x in stages), kind_hops(stages, own), strict=True)
         )
@@ -428,7 +399,7 @@ class IterationTime(BilinearTable):
         host = host_s_per_token * (n + p / max(prompt, 1))
         per_layer: dict[tuple[int, int], tuple[_Floats, _Floats]] = {}
         for kind, st in _fullest(stages).items():
-            dev = _one_device(st.device)
+            dev = one_device(st.device)
             key: tuple[object, ...] = (id(m), weights, kv, id(st.device), st.tp, st.link_args())
             key += (st.profile, st.layout, batch, self.budget, prompt, context, engine_layer_s)
             key += (kernels,)
@@ -451,17 +422,22 @@ class IterationTime(BilinearTable):
             per_layer[kind] = (tau, np.asarray(own_s, dtype=np.float64))
         self.table = S * worst
         self._alone = (m, fmt, list(stages), per_layer, own, n, host_s_per_token, kernels)
-        self._xs: list[float] = self.n_grid.tolist()
-        self._ys: list[float] = self.p_grid.tolist()
-        self._z: list[list[float]] = self.table.tolist()
+        self._xs, self._ys = _grid_lists(batch, self.budget, prompt)
+        # A row as a list when first read (_fill): a rate search reads a few of them.
+        self._z = [None] * len(self._xs)
+
+    def _fill(self, i: int) -> list[float]:
+        row: list[float] = self.table[i].tolist()
+        self._z[i] = row
+        return row
 
     @functools.cached_property
     def alone(self) -> _Floats:
-        """One sequence alone in the pipeline (_alone), on the grid: made when first read, as
+        """One sequence alone in the pipeline (iteration_parts.alone_seconds), on the grid: made when first read, as
         only single_stream_seconds reads it (rate searches never do)."""
         m, fmt, stages, per_layer, own, n, host_s_per_token, kernels = self._alone
         host_alone = host_s_per_token * np.maximum(n, 1.0)  # once per round for one sequence
-        return _alone(m, fmt, stages, per_layer, own, n, kernels) + host_alone
+        return alone_seconds(m, fmt, stages, per_layer, own, n, kernels) + host_alone
 
 
 def layer_estimate(
@@ -526,6 +502,13 @@ def _grid(batch: int, budget: float, prompt: int) -> tuple[_Floats, _Floats, Any
     return n_grid, p_grid, n, p
 
 
+@functools.lru_cache(maxsize=256)
+def _grid_lists(batch: int, budget: float, prompt: int) -> tuple[list[float], list[float]]:
+    """_grid's axes as lists, shared by the tables of one grid (never written to)."""
+    n_grid, p_grid, _, _ = _grid(batch, budget, prompt)
+    return n_grid.tolist(), p_grid.tolist()
+
+
 def _layer_grid(
     m: ModelArch,
     fmt: WeightFormat,
@@ -562,30 +545,6 @@ def _fullest(stages: list[StageSpec]) -> dict[tuple[int, int], StageSpec]:
         if kind not in fullest or st.layers > fullest[kind].layers:
             fullest[kind] = st
     return fullest
-
-
-def _alone(
-    m: ModelArch,
-    fmt: WeightFormat,
-    stages: list[StageSpec],
-    per_layer: dict[tuple[int, int], tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]],
-    hops: list[npt.NDArray[np.float64]],
-    n: npt.NDArray[np.float64],
-    kernels: str = "",
-) -> npt.NDArray[np.float64]:
-    """One micro-batch alone in the pipeline passes every stage in turn (each its own step
-    work, the output head once, on the last), and its token goes back to the first (S hops
-    round the loop, as S x T counts them): a single stream. S x T charges every stage the
-    head, as a bound on the slowest stage whichever holds it."""
-    total = np.zeros_like(n)
-    for st, hop in zip(stages, hops, strict=True):
-        tau, step = per_layer[(id(st.device), st.tp)]
-        total = total + st.layers * tau + step + hop
-    last = stages[-1]
-    batch: Any = np.maximum(n, 1.0)  # head_seconds takes a grid of batch sizes too
-    head = head_seconds(m, fmt, _one_device(last.device), batch, kernels)
-    head = head / head_divisor(last.layout, last.tp)
-    return np.asarray(total + head, dtype=np.float64)
 
 
 def single_stream_seconds(it: IterationTime, prefill_tokens: float = 0.0) -> float:

@@ -308,10 +308,10 @@ def _prefill_content(key: tuple[object, ...], it: IterationTime) -> tuple[object
     the next row is finite (the bilinear weight of that row is then exactly 0). The table's
     other rows follow from the batch, which a prefill engine never reads otherwise; so two
     designs with equal content find equal rates. None when the table is not of that shape."""
-    xs, z = it._xs, it._z
-    if len(xs) < 2 or xs[0] != 0.0 or not all(math.isfinite(v) for v in z[1]):
+    xs = it._xs
+    if len(xs) < 2 or xs[0] != 0.0 or not all(math.isfinite(v) for v in it.row(1)):
         return None
-    return (*key, tuple(it._ys), tuple(z[0]))
+    return (*key, tuple(it._ys), tuple(it.row(0)))
 
 
 class OutOfTime(Exception):
