@@ -187,7 +187,9 @@ def replica_rate(
     return _remember(key, cat, _engine(*args).rate())
 
 
-# The batch a prefill engine's iteration table is built for (_engine).
+# The batch a prefill engine's iteration table is built for (_engine), and the batch in its
+# rate's key (_class_rates): its search never reads the design's batch, so designs that differ
+# only in their batch share one remembered rate, or one stopped search resumed.
 PREFILL_TABLE_BATCH = 1
 
 # Rate searches bound-first pruning stopped early, by rate key: where each stands.
@@ -423,7 +425,8 @@ def _class_rates(
         if known is not None:
             rates[k] = known
         elif fits(other, w.request_mix[c_i]):
-            args = (w, cat, link, d.batch, specs, w.request_mix[c_i], other, role, d.engine)
+            batch = PREFILL_TABLE_BATCH if role == "prefill" else d.batch  # see _engine
+            args = (w, cat, link, batch, specs, w.request_mix[c_i], other, role, d.engine)
             key = _rate_key(*args)
             hit = _remembered(key, cat)
             if hit is None:

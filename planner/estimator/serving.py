@@ -260,7 +260,9 @@ def _mixture_tail_quantile(parts: list[tuple[float, float, float, float]], q: fl
         return math.inf
 
     def tail(t: float) -> float:
-        return sum(m * math.exp(-r * max(t - d, 0.0)) for m, r, d in live)
+        # max(t - d, 0) spelled as a comparison (the same float; called ~7 times per part in
+        # each latency evaluation's bisection).
+        return sum([m * math.exp(-r * (0.0 if (x := t - d) < 0.0 else x)) for m, r, d in live])
 
     if tail(0.0) <= 1.0 - q:
         return 0.0
@@ -345,14 +347,22 @@ def open_latency(
     if kv_tokens is not None:
         slots = max(1, min(slots, int(kv_tokens // (prompt + output))))
 
+    pair = getattr(iteration_s, "pair", None)  # _both's choice, made once
+
     def loaded(t: float) -> tuple[float, float, float, float, float, float]:
         """The iteration that `t` implies: (its time, n, c, f, t_c, t_d)."""
         n = min(float(slots) - 1.0, rate * output * t)
         # The others decoding leave the rest of the budget to prompts (vLLM's scheduler fills
-        # max_num_batched_tokens with decodes first, then prefill chunks).
-        c, f = chunk_mix(batch, prompt, output, rate * prompt * t, decoding=n, budget=budget)
+        # max_num_batched_tokens with decodes first, then prefill chunks): chunk_mix written
+        # out, its arithmetic unchanged (this runs a few times in each latency evaluation).
+        per_iteration = rate * prompt * t
+        c = min(budget - n, max(prompt, per_iteration))
+        f = min(1.0, per_iteration / c) if c > 0 else 0.0
         seen = min(float(slots), n + 1.0)
-        t_c, t_d = _both(iteration_s, seen, c)
+        if pair is None:
+            t_c, t_d = iteration_s(seen, c), iteration_s(seen, 0.0)
+        else:
+            t_c, t_d = pair(seen, c)
         return (1.0 - f) * t_d + f * t_c, n, c, f, t_c, t_d
 
     # The fixed point of Little's law and the iteration time: t = loaded(t), found from the
