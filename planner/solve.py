@@ -1,7 +1,10 @@
 """The solver session: design tables cached across solves, a warm start from the previous plan,
 and model -> plan builder -> verifier for every answer. What-if questions (the least value of
 a quantity, which named constraints conflict) are asked here too, so no other part of the
-planner builds a model."""
+planner builds a model.
+
+Long because the session's searches (whole, shortlisted, guided by the relaxation) share their
+time-keeping and their rules for keeping the better plan and the tighter bound."""
 
 from __future__ import annotations
 
@@ -44,6 +47,14 @@ LP_SHARE = 0.25
 # Building the relaxation may take this share of the time left: the model's build is judged per
 # replica variable (BUILD_S_PER_KEY), its reading as an LP per constraint (relaxation.support).
 LP_BUILD_SHARE = 0.4
+# Of the time left once the relaxation is solved, the share the search over its designs takes,
+# and then the share the search with that plan's purchases held takes (Solver._held_purchases).
+# On the week of hourly demand (benchmarks/bench_week.py) the held search closed more than
+# searching on: over the relaxation's 6 designs with H200s bought as the plan bought them,
+# CP-SAT found $1,891,649 and proved $1,878,376 in 55 s, where the same designs unheld stood at
+# $1,911,402 against $1,859,898 (2026-11-29, a loaded 2-core machine).
+NARROW_SHARE = 0.3
+HELD_SHARE = 0.2
 # Of the time left once the narrowed plan is in hand, the share the branch and bound over the
 # relaxation (planner.model.relax_branch) may take to raise its bound; the whole search gets
 # the rest.
@@ -335,7 +346,10 @@ class Solver:
         if model_keys(short) >= model_keys(tables):
             return None
         left = ends - time.monotonic() - self._reserve()
-        got = self._search(PlannerModel(short), short, ends - 0.5 * left, explain=False)
+        narrow = PlannerModel(short)
+        narrow.portfolio = True
+        got = self._search(narrow, short, ends - (1 - NARROW_SHARE) * left, explain=False)
+        got = self._held_purchases(short, got, ends - (1 - NARROW_SHARE - HELD_SHARE) * left)
         if got.sol is None:
             return None
         warm = {
@@ -371,6 +385,28 @@ class Solver:
             sol = dataclasses.replace(narrowed, bound=bound)
             got = Got(sol, short, Status.FEASIBLE, [], whole.interrupted, warm)
         return self._settled(got)
+
+    def _held_purchases(self, short: Tables, got: Got, until: float) -> Got:
+        """`got`'s plan improved, until `until`, by a search over the same designs from it with
+        its purchases held (PlannerModel.hold_purchases): a neighbourhood whose demand periods
+        are nearly apart, so it is searched far closer to its optimum in the same time. The
+        better plan; its bound proves nothing beyond the held purchases (the caller's is the
+        relaxation's)."""
+        sol = got.sol
+        left = until - time.monotonic() - self._reserve()
+        if sol is None or sol.objective is None or got.interrupted or left < MIN_USEFUL_SEARCH_S:
+            return got
+        model = PlannerModel(short, warm=sol.replicas)
+        model.portfolio = True
+        model.hold_purchases(sol.bought)
+        held = self._search(model, short, until, explain=False)
+        if held.sol is None or held.sol.objective is None:
+            return got
+        minimize = objective_for(short.problem.objective.goal).minimize
+        gain = (
+            sol.objective - held.sol.objective if minimize else held.sol.objective - sol.objective
+        )
+        return held if gain > 0 else dataclasses.replace(got, interrupted=held.interrupted)
 
     def _settled(self, got: Got) -> Got:
         """`got` proved OPTIMAL when its bound leaves no better plan and no tie-break is left
