@@ -48,7 +48,8 @@ LP_SHARE = 0.25
 # replica variable (BUILD_S_PER_KEY), its reading as an LP per constraint (relaxation.support).
 LP_BUILD_SHARE = 0.4
 # Of the time left once the relaxation is solved, the share the search over its designs takes,
-# and then the share the search with that plan's purchases held takes (Solver._held_purchases).
+# and then the share the search with purchases held takes (Solver._held_purchases): the
+# relaxation's, rounded down to whole units, where that plan's differ, else the plan's.
 # On the week of hourly demand (benchmarks/bench_week.py) the held search closed more than
 # searching on: over the relaxation's 6 designs with H200s bought as the plan bought them,
 # CP-SAT found $1,891,649 and proved $1,878,376 in 55 s, where the same designs unheld stood at
@@ -349,7 +350,13 @@ class Solver:
         narrow = PlannerModel(short)
         narrow.portfolio = True
         got = self._search(narrow, short, ends - (1 - NARROW_SHARE) * left, explain=False)
-        got = self._held_purchases(short, got, ends - (1 - NARROW_SHARE - HELD_SHARE) * left)
+        # The purchases held: the relaxation's in whole units where the plan's differ (a plan
+        # found in little time may buy what the relaxation would not), else the plan's.
+        held = (
+            found.bought if got.sol and _some(found.bought or {}) != _some(got.sol.bought) else None
+        )
+        until = ends - (1 - NARROW_SHARE - HELD_SHARE) * left
+        got = self._held_purchases(short, got, until, held)
         if got.sol is None:
             return None
         warm = {
@@ -386,19 +393,21 @@ class Solver:
             got = Got(sol, short, Status.FEASIBLE, [], whole.interrupted, warm)
         return self._settled(got)
 
-    def _held_purchases(self, short: Tables, got: Got, until: float) -> Got:
+    def _held_purchases(
+        self, short: Tables, got: Got, until: float, bought: dict[str, int] | None = None
+    ) -> Got:
         """`got`'s plan improved, until `until`, by a search over the same designs from it with
-        its purchases held (PlannerModel.hold_purchases): a neighbourhood whose demand periods
-        are nearly apart, so it is searched far closer to its optimum in the same time. The
-        better plan; its bound proves nothing beyond the held purchases (the caller's is the
-        relaxation's)."""
+        its purchases held (PlannerModel.hold_purchases), or `bought` held instead: a
+        neighbourhood whose demand periods are nearly apart, so it is searched far closer to
+        its optimum in the same time. The better plan; its bound proves nothing beyond the held
+        purchases (the caller's is the relaxation's)."""
         sol = got.sol
         left = until - time.monotonic() - self._reserve()
         if sol is None or sol.objective is None or got.interrupted or left < MIN_USEFUL_SEARCH_S:
             return got
         model = PlannerModel(short, warm=sol.replicas)
         model.portfolio = True
-        model.hold_purchases(sol.bought)
+        model.hold_purchases(sol.bought if bought is None else bought)
         held = self._search(model, short, until, explain=False)
         if held.sol is None or held.sol.objective is None:
             return got
@@ -612,6 +621,11 @@ def _reaches(sol: Solution, bound: float, minimize: bool) -> bool:
     if minimize:
         return math.ceil(bound - slack) >= sol.objective
     return math.floor(bound + slack) <= sol.objective
+
+
+def _some(bought: dict[str, int]) -> dict[str, int]:
+    """The device types of which some are bought, with their counts."""
+    return {d: n for d, n in bought.items() if n}
 
 
 def _within(sol: Solution, gap: float) -> bool:

@@ -1,5 +1,6 @@
 """The search over the relaxation's designs on a large model runs CP-SAT's portfolio on one
-thread, and its plan is then searched again with its purchases held
+thread, and its plan is then searched again with purchases held: the relaxation's in whole
+units (planner.model.relaxation.whole_purchases) or the plan's own
 (planner.model.cpsat.PlannerModel.hold_purchases, planner.solve.Solver._held_purchases)."""
 
 from __future__ import annotations
@@ -8,8 +9,10 @@ import time
 from pathlib import Path
 
 from planner.catalog import load_catalog
+from planner.estimator.hosts import purchase_unit
 from planner.load import load_problem
 from planner.model.cpsat import PlannerModel, _lighten
+from planner.model.relaxation import support, whole_purchases
 from planner.model.tables import Tables, build_tables
 from planner.schema.problem import Problem
 from planner.schema.status import Status
@@ -87,3 +90,22 @@ def test_the_held_search_improves_a_plan_without_changing_its_purchases() -> Non
     # A plan the held search cannot improve comes back as it was.
     again = solver._held_purchases(t, held, time.monotonic() + 20)
     assert again.sol is not None and again.sol.objective == held.sol.objective
+
+
+def test_the_relaxations_purchases_round_down_to_whole_baseboards() -> None:
+    p = load_problem(Path("problems") / "rent-the-peak.yaml")
+    modes = ["buy", "on_demand", "reserved", "spot"]
+    problem = p.model_copy(update={"horizon": p.horizon.model_copy(update={"procurement": modes})})
+    t = build_tables(problem, load_catalog())
+    # H200 on HGX baseboards of 8 or 4 and MI300X on OAM platforms of 8, each sold whole
+    # (catalog/nodes.yaml): down to multiples of 8; L40S in PCIe servers, bought one at a time.
+    assert {n.slots for n in t.econ["h200-sxm"].hosts} == {8, 4}
+    assert {n.slots for n in t.econ["mi300x"].hosts} == {8}
+    fractional = {"h200-sxm": 16.594, "mi300x": 1.859, "l40s": 3.7}
+    assert whole_purchases(t, fractional) == {"h200-sxm": 16, "mi300x": 0, "l40s": 3}
+    assert whole_purchases(t, {"h200-sxm": 23.9999999}) == {"h200-sxm": 24}  # LP round-off
+    found = support(t, time_limit=30)
+    assert found is not None and found.bought is not None
+    for dev, n in found.bought.items():
+        unit = max(purchase_unit(h) for h in t.econ[dev].hosts)
+        assert n % unit == 0

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from planner.estimator.hosts import purchase_unit
 from planner.model.cpsat import PlannerModel
 from planner.model.ortools_cp import linear_solver
 from planner.model.relax_branch import LpTree
@@ -279,6 +280,20 @@ class Support:
     x: Floats | None = None
     d: Floats | None = None  # the root's reduced costs (relax_lp.reduced_costs)
     sign: float = 1.0
+    # Devices bought at the relaxation's optimum, per type, rounded down to whole purchase units
+    # (whole_purchases): purchases a plan can hold, the rest of the demand rented.
+    bought: dict[str, int] | None = None
+
+
+def whole_purchases(tables: Tables, bought: dict[str, float]) -> dict[str, int]:
+    """Devices bought per type (fractional, as a relaxation buys them) rounded down to a
+    multiple of the type's largest purchase unit (a baseboard sold whole holds 8 H200), which
+    that host can hold: 16.59 H200 and 1.86 MI300X on 8-device baseboards are 16 and 0."""
+    out = {}
+    for dev, n in bought.items():
+        unit = max((purchase_unit(h) for h in tables.econ[dev].hosts), default=1)
+        out[dev] = math.floor(n / unit + 1e-6) * unit
+    return out
 
 
 def support(
@@ -317,7 +332,9 @@ def support(
     if not all(used.values()):
         return None
     sign = proto.objective.scaling_factor or 1.0
-    return Support({w: sorted(js) for w, js in used.items()}, sign * root, tree, x, d, sign)
+    bought = whole_purchases(tables, {dev: float(x[v.index]) for dev, v in model.bought.items()})
+    designs = {w: sorted(js) for w, js in used.items()}
+    return Support(designs, sign * root, tree, x, d, sign, bought)
 
 
 def _raw_bound(lp: LinearProgram, proto: Any, y: Floats) -> float:
