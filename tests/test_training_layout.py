@@ -151,6 +151,25 @@ def test_a_layout_that_does_not_divide_the_devices_is_an_error() -> None:
 
 
 @pytest.mark.parametrize(
+    "notes",
+    [
+        # 64 devices at PP4: 16 data-parallel ranks. 512 sequences are 8 micro-batches of 4 per
+        # rank, but not a whole number of micro-batches of 3 (512 / 48 = 10.67), which a
+        # launcher refuses (Megatron-Core's ConstantNumMicroBatchesCalculator asserts it):
+        # floored to 10, the bubble would read 3 / 10 instead of an error.
+        "PP4 EP8, GBS 512, MBS 3",
+        "PP4 EP8, GBS 32, MBS 4",  # 32 sequences are less than one micro-batch per rank (64)
+        "PP4 EP8, GBS 512, MBS 0",  # no sequence in a micro-batch: not read as 1
+    ],
+)
+def test_a_global_batch_that_is_no_whole_number_of_micro_batches_is_an_error(notes: str) -> None:
+    with pytest.raises(ValueError, match="MBS"):
+        layout_from_notes(notes, 64)
+    # The stated sizes that divide read as they are: 512 / (16 x 4) = 8 micro-batches.
+    assert layout_from_notes("PP4 EP8, GBS 512, MBS 4", 64).micro_batches == 8
+
+
+@pytest.mark.parametrize(
     ("notes", "sizes"),
     [
         ("llama3_70b_tp4_pp8_vp5_gbs128", (4, 8, 5, 1, 1, 128)),  # a recipe's name

@@ -245,11 +245,32 @@ def layout_from_notes(notes: str, devices: int) -> TrainingLayout:
             f"{sizes['context']} = {group} ranks per model replica do not divide the row's "
             f"{devices} devices; correct the sizes in the notes or the row's `devices`"
         )
-    return TrainingLayout(
+    layout = TrainingLayout(
         devices=devices,
         global_batch=int(gbs.group(1).replace(",", "")) if gbs else None,
-        micro_batch=max(int(mbs.group(1)), 1) if mbs else 1,
+        micro_batch=int(mbs.group(1)) if mbs else 1,
         node_dedup=_stated(notes, "DeepEP"),
         overlap_alltoall=_stated(notes, "all-to-all overlap"),
         **sizes,
     )
+    _check_batches(notes, layout)
+    return layout
+
+
+def _check_batches(notes: str, layout: TrainingLayout) -> None:
+    """A stated micro-batch is at least one sequence, and a stated global batch is a whole
+    number of micro-batches per data-parallel rank: Megatron-Core's micro-batch calculator
+    asserts that the global batch divides by micro-batch x data-parallel size
+    (megatron/core/num_microbatches_calculator.py,
+    ConstantNumMicroBatchesCalculator), as gradient accumulation does in every
+    other stack. Otherwise a misread or mistyped size would time another pipeline bubble."""
+    mbs, gbs, dp = layout.micro_batch, layout.global_batch, layout.data_parallel
+    if mbs < 1:
+        raise ValueError(f"notes {notes!r}: MBS {mbs}: a micro-batch holds at least one sequence")
+    if gbs is not None and (gbs < mbs * dp or gbs % (mbs * dp)):
+        raise ValueError(
+            f"notes {notes!r}: GBS {gbs} is not a whole number (at least one) of micro-batches of "
+            f"MBS {mbs} "
+            f"sequences on each of the {dp} data-parallel ranks; correct GBS or MBS in the "
+            "notes, or the row's `devices`"
+        )
