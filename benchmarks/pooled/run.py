@@ -39,7 +39,7 @@ what was taken from it.
 Result (catalog as of this commit): 84 rows (69 pooled, 15 one-machine baselines) from 26
 sources. 73 scored (59 pooled, 14 baselines; 29 of them on an inferred link), 8 source
 incomplete, 0 not expressible, 1 anomalous and 2 fitted on, each of the last two scored apart.
-Pooled: median |deviation| 18.2 %, worst 133.1 % (8 x Pi 4B, Llama 2 70B, distributed-llama
+Pooled: median |deviation| 18.2 %, worst 133.0 % (8 x Pi 4B, Llama 2 70B, distributed-llama
 0.1.0, whose measured transfer time jumps from 34 to 290 ms between four and eight machines,
 which the engine's issue #20 puts down to the switch). With the stated-link rows only: 30 rows,
 median 28.6 %; with the inferred-link rows only: 29 rows, 15.7 %. By engine (pooled rows):
