@@ -343,6 +343,17 @@ def why_no_device(problem: Problem, cat: Catalog) -> str:
     return "no allowed device has a price and a host in the catalog"
 
 
+# Efficiency factors the calibration reads and no estimate does, with what to set instead: a
+# given value would change nothing, silently. moe_fused_share is the share of the routing time
+# a run with DeepEP's fused dispatcher pays (perf.moe_routing_seconds_per_token, `fused`), and
+# the planner's training jobs run Megatron-Core's default dispatcher.
+UNREAD_FACTORS = {
+    "moe_fused_share": "the share of the MoE routing time a run with DeepEP's fused dispatcher "
+    "pays, fitted on such published runs; the planner's training jobs run Megatron-Core's "
+    "default dispatcher and pay all of it: give moe_routed_ns to change the routing time",
+}
+
+
 def parse_efficiency(pairs: Sequence[str], cat: Catalog) -> dict[str, dict[str, float]]:
     """`--efficiency [DEVICE_OR_CLASS:]FACTOR=VALUE` -> {scope: {factor: value}}, `*` for every
     device; the device or class and the factor are checked, with did-you-mean."""
@@ -356,7 +367,7 @@ def parse_efficiency(pairs: Sequence[str], cat: Catalog) -> dict[str, dict[str, 
         if not eq or not factor:
             raise InputError(
                 f"--efficiency `{pair}`: expected FACTOR=VALUE or DEVICE:FACTOR=VALUE "
-                f"(factors: {', '.join(Efficiency.model_fields)})"
+                f"(factors: {', '.join(_read_factors())})"
             )
         if scope and scope not in cat.accelerators and scope not in classes:
             raise InputError(
@@ -367,9 +378,11 @@ def parse_efficiency(pairs: Sequence[str], cat: Catalog) -> dict[str, dict[str, 
         if factor not in Efficiency.model_fields:
             raise InputError(
                 f"--efficiency `{pair}`: unknown factor `{factor}`"
-                f"{did_you_mean(factor, Efficiency.model_fields)} "
-                f"(factors: {', '.join(Efficiency.model_fields)})"
+                f"{did_you_mean(factor, _read_factors())} "
+                f"(factors: {', '.join(_read_factors())})"
             )
+        if factor in UNREAD_FACTORS:
+            raise InputError(f"--efficiency `{pair}`: {factor} is {UNREAD_FACTORS[factor]}")
         try:
             value = float(raw)
         except ValueError:
@@ -384,6 +397,11 @@ def parse_efficiency(pairs: Sequence[str], cat: Catalog) -> dict[str, dict[str, 
             raise InputError(f"--efficiency `{pair}`: {factor}: {why}") from None
         result.setdefault(scope or "*", {})[factor] = value
     return result
+
+
+def _read_factors() -> list[str]:
+    """The efficiency factors an estimate reads (Efficiency's fields but UNREAD_FACTORS)."""
+    return [f for f in Efficiency.model_fields if f not in UNREAD_FACTORS]
 
 
 PCIE_LINKS = ("pcie3", "pcie4", "pcie5", "pcie6")

@@ -88,6 +88,10 @@ def test_duplicate_inventory_lines(tmp_path: Path) -> None:
         ("bandwidth=half", "`half` is not a number"),
         ("bandwidth=5", "--efficiency `bandwidth=5`: bandwidth: Input should be less than"),
         ("bandwidth=-0", "--efficiency `bandwidth=-0`: bandwidth: Input should be greater"),
+        # Read by the calibration alone (a run with DeepEP's dispatcher): no estimate reads it,
+        # so a value given would change nothing; the message names the factor that does.
+        ("moe_fused_share=0.5", "give moe_routed_ns to change the routing time"),
+        ("datacenter:moe_fused_share=1", "the planner's training jobs run Megatron-Core's"),
     ],
 )
 def test_efficiency_option_is_checked(option: str, message: str) -> None:
