@@ -156,3 +156,30 @@ def training_attention_flops_per_token_per_layer(m: ModelArch, context: float) -
     a = m.mla
     dims = a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim
     return 2.0 * m.num_attention_heads * context * dims
+
+
+def op_checkpoint_linear_share(m: ModelArch) -> float:
+    """The share of a block's linear-layer FLOPs that torchtitan's selective per-op
+    checkpointing computes twice. Its policy saves the output of every op of its save list
+    "except every second mm" (torchtitan, `_custom_policy` of the per-op activation
+    checkpointing): a counter of aten.mm calls, made afresh for each checkpointed block
+    (`selective_checkpointing_context_fn` builds it per call), marks the 2nd, 4th, ... mm of
+    the block's forward for recomputation. torchtitan's Llama block runs wq, wk, wv, wo, then
+    the MLP's w1, w3 and w2 (`w2(silu(w1(x)) * w3(x))`; a plain MLP w1, w2): wk, wo and w3 are
+    recomputed, a share of the FLOPs that follows the layers' sizes, not half (Llama 3 8B:
+    (4096 x 1024 + 4096^2 + 4096 x 14336) / 218.1 M = 0.365). Written for dense blocks of
+    grouped-query attention alone: a mixture-of-experts block (grouped_mm, not aten.mm), MLA or
+    a block of another kind runs other ops, and is an error rather than a guess."""
+    kinds = {g.kind for g in block_groups(m)}
+    if m.moe is not None or m.mla is not None or m.attention_output_gate or kinds != {"dense"}:
+        raise ValueError(
+            f"{m.id}: torchtitan's per-op checkpointing is modelled for dense blocks of "
+            "grouped-query attention only; give this run's recomputation as `full`, "
+            "`selective` or `none`"
+        )
+    head = m.head_dim or m.hidden_size // m.num_attention_heads
+    q = m.hidden_size * m.num_attention_heads * head
+    kv = m.hidden_size * m.num_key_value_heads * head
+    ffn = m.hidden_size * m.intermediate_size
+    mms = [q, kv, kv, q, *([ffn] * (3 if m.mlp == "gated" else 2))]  # forward order
+    return sum(mms[1::2]) / sum(mms)

@@ -24,6 +24,7 @@ from planner.estimator.architecture import (
     head_params,
     kv_elements_per_token_per_layer,
     linear_attention_flops_per_token_per_layer,
+    op_checkpoint_linear_share,
     recurrent_state_bytes_per_layer,
     training_attention_flops_per_token_per_layer,
 )
@@ -366,8 +367,8 @@ def training_flops_split(
     unless the recipe sets fp8_dpa (off by default), and Megatron-LM's output layer is a plain
     ColumnParallelLinear outside those modules (BF16). Full recomputation repeats the blocks'
     forward, not the output layer's (Narayanan et al. 2021, appendix). torchtitan's selective
-    per-op checkpointing (`op`, RECOMPUTED_FORWARDS) repeats half of the linear layers' forward
-    and none of attention's."""
+    per-op checkpointing (`op`) repeats every second matmul of a block's linear layers
+    (architecture.op_checkpoint_linear_share) and none of attention's."""
     blocks = float(active_params(m) - embedding_params(m) - head_params(m))
     attended = causal_attended_tokens(m, seq_len)
     attention = m.num_layers * (
@@ -377,6 +378,8 @@ def training_flops_split(
     logits = 2.0 * m.vocab_size * m.hidden_size
     mult = 3.0 if method == "full" else 2.0
     linear_again, attention_again = RECOMPUTED_FORWARDS.get(recompute, (0.0, 0.0))
+    if recompute == "op":
+        linear_again = op_checkpoint_linear_share(m)
     return (
         (mult + linear_again) * 2.0 * blocks,
         (mult + attention_again) * attention + mult * logits,
@@ -388,8 +391,10 @@ def training_flops_split(
 # `selective` recomputes attention's softmax and dropout only, no matmul. `op` is torchtitan's
 # selective per-op policy (torchtitan/models/llama/parallelize_llama.py, `_custom_policy`:
 # "Saves output of all compute ops, except every second mm"): attention's SDPA output is kept
-# and every second linear-layer matmul is recomputed, half the linear forward.
-RECOMPUTED_FORWARDS: dict[str, tuple[float, float]] = {"full": (1.0, 1.0), "op": (0.5, 0.0)}
+# (no attention matmul again) and every second linear matmul of a block is recomputed, a share
+# of the linear forward that follows the layers' sizes (architecture.op_checkpoint_linear_share,
+# training_flops_split), not half of it.
+RECOMPUTED_FORWARDS: dict[str, tuple[float, float]] = {"full": (1.0, 1.0), "op": (0.0, 0.0)}
 
 
 def training_tokens_per_second(
