@@ -400,10 +400,14 @@ class Solver:
         its purchases held (PlannerModel.hold_purchases), or `bought` held instead: a
         neighbourhood whose demand periods are nearly apart, so it is searched far closer to
         its optimum in the same time. The better plan; its bound proves nothing beyond the held
-        purchases (the caller's is the relaxation's)."""
+        purchases (the caller's is the relaxation's). `got` as it is when its plan is proved optimal
+        over the same designs: holding purchases only narrows them further, so nothing held
+        can beat it."""
         sol = got.sol
         left = until - time.monotonic() - self._reserve()
         if sol is None or sol.objective is None or got.interrupted or left < MIN_USEFUL_SEARCH_S:
+            return got
+        if sol.status == Status.OPTIMAL:
             return got
         model = PlannerModel(short, warm=sol.replicas)
         model.portfolio = True

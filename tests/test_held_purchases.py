@@ -8,6 +8,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from planner.catalog import load_catalog
 from planner.estimator.hosts import purchase_unit
 from planner.load import load_problem
@@ -109,3 +111,25 @@ def test_the_relaxations_purchases_round_down_to_whole_baseboards() -> None:
     for dev, n in found.bought.items():
         unit = max(purchase_unit(h) for h in t.econ[dev].hosts)
         assert n % unit == 0
+
+
+def test_no_held_search_after_the_plan_is_proved_optimal_over_the_same_designs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Holding purchases only narrows the designs' model further: from a plan proved optimal
+    # over them no held plan can be better, so the held search's share of the time goes to
+    # the steps that can (the relaxation's tree, the whole search) instead.
+    t = _tables()
+    best = PlannerModel(t).solve(time_limit=60, workers=1, seed=0)
+    assert best.status == Status.OPTIMAL
+    solver = Solver(time_limit=30, deadline=time.monotonic() + 30)
+    searched: list[object] = []
+
+    def search(*args: object, **kwargs: object) -> Got:
+        searched.append(args)
+        return Got(None, t, Status.NO_PLAN, [])
+
+    monkeypatch.setattr(Solver, "_search", search)
+    got = Got(best, t, Status.OPTIMAL, [], warm=best.replicas)
+    assert solver._held_purchases(t, got, time.monotonic() + 20, {}) is got
+    assert not searched
