@@ -6,7 +6,7 @@ bounds the whole solve, with one solver worker (or `--workers`).
 Per problem of `benchmarks/generate.py`'s large tier (60 device types, 126-layer models,
 8 workloads, 4,096 devices; serving or with training jobs, with or without owned inventory):
 the plan's status and cost, its bound (the tightest of the search's, the linear relaxation's
-and the branch and bound's over the relaxation, planner.solve.Solver._guided), the gap between
+and the branch and bound's over the relaxation, planner.solve_guided.GuidedSearch._guided), the gap between
 them, the wall time and the process's CPU seconds (user + system, every thread: on a shared
 machine wall time swings with the load, CPU time less so).
 """

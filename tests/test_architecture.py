@@ -31,6 +31,7 @@ STAGES = [
     "verify_rules",  # one structural check per constraint field of the schema
     "verify_plan",  # a plan file checked: hashes, derived fields, every failure of verify listed
     "simulate",  # replays a plan's serving engines (estimator + plan, no model)
+    "solve_guided",  # the search guided by the relaxation, and the rules all searches share
     "solve",
     "whatif",
     "report",

@@ -1,5 +1,5 @@
 """Large models are first searched over the designs their linear relaxation uses
-(planner.model.relaxation.support, planner.solve.Solver._guided), then over every design from
+(planner.model.relaxation.support, planner.solve_guided.GuidedSearch._guided), then over every design from
 that plan; the better plan comes back with the tighter of the whole search's bound and the
 relaxation's."""
 
@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from planner import solve as solve_module
+from planner import solve_guided
 from planner.catalog import load_catalog
 from planner.load import load_problem
 from planner.model.cpsat import PlannerModel
@@ -131,23 +132,23 @@ def test_the_relaxations_bound_holds_below_the_proved_optimum() -> None:
 
 def test_bounds_and_gaps_are_read_on_the_models_integers() -> None:
     sol = Solution(Status.FEASIBLE, 100.0, 99.2, 0.0, {}, {}, {})
-    assert solve_module._reaches(sol, 99.2, minimize=True)  # no integer between 99.2 and 100
-    assert not solve_module._reaches(sol, 98.9, minimize=True)
-    assert solve_module._reaches(sol, 100.0, minimize=False)
-    assert not solve_module._reaches(sol, 101.0, minimize=False)
-    assert solve_module._tighter(None, 5.0, minimize=True) == 5.0
-    assert solve_module._tighter(4.0, 5.0, minimize=True) == 5.0
-    assert solve_module._tighter(4.0, 5.0, minimize=False) == 4.0
+    assert solve_guided._reaches(sol, 99.2, minimize=True)  # no integer between 99.2 and 100
+    assert not solve_guided._reaches(sol, 98.9, minimize=True)
+    assert solve_guided._reaches(sol, 100.0, minimize=False)
+    assert not solve_guided._reaches(sol, 101.0, minimize=False)
+    assert solve_guided._tighter(None, 5.0, minimize=True) == 5.0
+    assert solve_guided._tighter(4.0, 5.0, minimize=True) == 5.0
+    assert solve_guided._tighter(4.0, 5.0, minimize=False) == 4.0
     # A search stopped by its time limit far from its bound did not reach the gap it was asked.
-    assert solve_module._within(sol, 0.01)
+    assert solve_guided._within(sol, 0.01)
     far = dataclasses.replace(sol, bound=60.0)
-    assert not solve_module._within(far, 0.01)
-    assert not solve_module._within(dataclasses.replace(sol, bound=None), 0.5)
+    assert not solve_guided._within(far, 0.01)
+    assert not solve_guided._within(dataclasses.replace(sol, bound=None), 0.5)
     worse = dataclasses.replace(sol, objective=120.0)
     problem = _peak()
-    assert solve_module._worse(worse, sol, problem) and not solve_module._worse(sol, worse, problem)
+    assert solve_guided._worse(worse, sol, problem) and not solve_guided._worse(sol, worse, problem)
     no_plan = dataclasses.replace(sol, status=Status.NO_PLAN, objective=None)
-    assert solve_module._worse(no_plan, sol, problem)
+    assert solve_guided._worse(no_plan, sol, problem)
 
 
 def test_a_maximized_goals_relaxation_bounds_it_from_above() -> None:

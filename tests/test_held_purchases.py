@@ -1,7 +1,7 @@
 """The search over the relaxation's designs on a large model runs CP-SAT's portfolio on one
 thread, and its plan is then searched again with purchases held: the relaxation's in whole
 units (planner.model.relaxation.whole_purchases) or the plan's own
-(planner.model.cpsat.PlannerModel.hold_purchases, planner.solve.Solver._held_purchases)."""
+(planner.model.cpsat.PlannerModel.hold_purchases, planner.solve_guided.GuidedSearch._held_purchases)."""
 
 from __future__ import annotations
 
