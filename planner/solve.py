@@ -196,7 +196,12 @@ class Solver(GuidedSearch):
             )
         if sol.status == Status.INFEASIBLE:
             notes = (
-                blocking_constraints(tables, time_limit=self._search_time(ends), seed=self.seed)
+                blocking_constraints(
+                    tables,
+                    time_limit=self._search_time(ends),
+                    seed=self.seed,
+                    deadline=None if self.ends_by is None else ends - self._reserve(),
+                )
                 if self.why and explain
                 else []
             )

@@ -4,6 +4,7 @@ constraint families whose removal (one at a time) admits a plan."""
 from __future__ import annotations
 
 import math
+import time
 
 from planner.catalog import Catalog
 from planner.estimator.designs import across_machine_degrees, allowed_devices, tp_degrees
@@ -166,12 +167,23 @@ def _limits(w: InferenceWorkload | TrainingWorkload) -> str:
     return f"{relax}lower context_tokens ({w.context_tokens:,}) or concurrency ({w.concurrency:,})"
 
 
-def blocking_constraints(tables: Tables, *, time_limit: float, seed: int) -> list[str]:
-    """Which single constraint family, switched off, makes the problem feasible."""
+def blocking_constraints(
+    tables: Tables, *, time_limit: float, seed: int, deadline: float | None = None
+) -> list[str]:
+    """Which single constraint family, switched off, makes the problem feasible. Each family
+    is tried in its share of `time_limit`, and none once `deadline` (a `time.monotonic()`
+    instant: the whole command's) has passed, since every trial builds the model again. A
+    family whose trial neither found a plan nor proved there is none is named as undecided,
+    never counted among the limits that block together."""
+    if deadline is not None and time.monotonic() >= deadline:
+        return ["not explained: no time was left to try the constraints; raise --time-limit"]
     probe = PlannerModel(tables)
     names = sorted(probe.named)
-    freed = []
-    for name in names:
+    freed, undecided = [], []
+    for i, name in enumerate(names):
+        if deadline is not None and time.monotonic() >= deadline:
+            undecided += names[i:]
+            break
         trial = PlannerModel(tables)
         sol = trial.solve(
             time_limit=time_limit / max(1, len(names)),
@@ -181,6 +193,13 @@ def blocking_constraints(tables: Tables, *, time_limit: float, seed: int) -> lis
         )
         if sol.status in ("OPTIMAL", "FEASIBLE"):
             freed.append(name)
+        elif sol.status != "INFEASIBLE":
+            undecided.append(name)
+    if not freed and undecided:
+        return [
+            "no single constraint was shown to explain it within the time limit (not settled: "
+            f"{', '.join(undecided)}); raise --time-limit to find out"
+        ]
     if not freed:
         return [
             f"no single constraint explains it: several limits block together ({', '.join(names)})"
