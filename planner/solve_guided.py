@@ -63,7 +63,6 @@ class GuidedSearch:
     builds on (`_search`, `_whole`, `_settled`) and the time kept for the plan (`_reserve`)."""
 
     gap: float  # a requested relative gap (`--gap`), 0 for a proof
-    workers: int
 
     def _search(
         self, model: PlannerModel, tables: Tables, ends: float, *, explain: bool = True
