@@ -192,8 +192,14 @@ def replica_rate(
 # only in their batch share one remembered rate, or one stopped search resumed.
 PREFILL_TABLE_BATCH = 1
 
+# Which end of its rate search (serving.RateSearch.settled) settled the last search of a
+# (role, class) in one enumeration: a ceiling no load meets tends to be missed by the next
+# design too, a full load that meets it tends to be met again.
+Ends = dict[tuple[Role, int], str]
+
+
 # Rate searches bound-first pruning stopped early, by rate key: where each stands.
-_STOPPED: dict[tuple[object, ...], tuple[Catalog, tuple[float, float, int, bool]]] = {}
+_STOPPED: dict[tuple[object, ...], tuple[Catalog, tuple[float, float, int, bool, bool]]] = {}
 
 # The last few iteration tables _engine built, with the stage specs they were built for.
 _ITERATIONS: dict[tuple[object, ...], tuple[list[StageSpec], IterationTime]] = {}
@@ -354,6 +360,7 @@ def mix_designs(
         return need[stages]
 
     witnesses = Witnesses(sorted(d.id for d in devs), len(classes))
+    settled: Ends = {}  # which end of its rate search settled each role's and class's last one
     shared = PerDevice()  # the classes' designs share their per-device figures
     for c_i in range(len(classes)):
         sub = class_workload(w, c_i)
@@ -376,7 +383,7 @@ def mix_designs(
             spec = specs.get(id(d)) or specs.setdefault(id(d), stage_specs(cat, problem, d))
             kind = (role, hosts_of(d))
             beaten = witnesses.beaten(kind, d, (c_i, i)) if prune else None
-            rates = _class_rates(w, cat, link, d, spec, c_i, role, beaten)
+            rates = _class_rates(w, cat, link, d, spec, c_i, role, beaten, settled)
             found_rates[i] = rates
             if rates is not None and c_i in rates and prune:
                 witnesses.add(kind, d, rates, (c_i, i))
@@ -412,11 +419,13 @@ def _class_rates(
     c_i: int,
     role: Role,
     beaten: Beaten | None = None,
+    settled: Ends | None = None,
 ) -> dict[int, float] | None:
     """Requests/s a replica of `d` (sized for class `c_i`) in `role` serves of each class it
     fits; a measurement stands for the engine on that hardware (whole requests only). With
     `beaten`: None, without searching the rates, when bounds on them (each class's full-load
-    capacity, _Engine) are beaten."""
+    capacity, _Engine) are beaten. `settled`: which end settled the last search of each (role,
+    class), to try that end first (serving.RateSearch; the rates are the same either way)."""
     assert w.request_mix is not None
     rates: dict[int, float] = {}
     todo: dict[int, tuple[tuple[object, ...], tuple[object, ...]]] = {}
@@ -446,11 +455,7 @@ def _class_rates(
     engines = {k: _engine(*args) for k, (_, args) in todo.items()}  # type: ignore[arg-type]
     if _shared_rates(cat, todo, engines, rates) and beaten is not None and beaten(rates):
         return None  # as for rates remembered above
-    searches = {k: e.search() for k, e in engines.items()}
-    for k, (key, _) in todo.items():
-        was = _STOPPED.pop(key, None)
-        if was is not None and was[0] is cat:
-            searches[k].resume(was[1])
+    searches = _searches(cat, todo, engines, role, settled)
     if beaten is not None:
         # Narrow each class's bound (a search's upper end) one latency evaluation at a time,
         # until the bounds are beaten or every search is over.
@@ -462,6 +467,7 @@ def _class_rates(
                     _STOPPED.clear()
                 for k, s in searches.items():
                     _STOPPED[todo[k][0]] = (cat, s.state)
+                _settled(settled, role, searches)
                 return None
             going = [(k, s) for k, s in searches.items() if not s.done]
             if not going:
@@ -475,6 +481,7 @@ def _class_rates(
                 first.step()
     for k, s in searches.items():
         rate = _remember(todo[k][0], cat, s.finish() * S)
+        _settled(settled, role, {k: s})
         same = engines[k].content
         if same is not None:
             if len(_PREFILL) > 100_000:
@@ -483,6 +490,33 @@ def _class_rates(
         if rate > 0:
             rates[k] = rate
     return dict(sorted(rates.items()))
+
+
+def _settled(ends: Ends | None, role: Role, searches: Mapping[int, RateSearch]) -> None:
+    """Note in `ends` the end that settled each of `searches` (of `role`, by class)."""
+    if ends is not None:
+        for k, s in searches.items():
+            if s.settled is not None:
+                ends[(role, k)] = s.settled
+
+
+def _searches(
+    cat: Catalog,
+    todo: dict[int, tuple[tuple[object, ...], tuple[object, ...]]],
+    engines: dict[int, _Engine],
+    role: Role,
+    settled: Ends | None,
+) -> dict[int, RateSearch]:
+    """The rate searches of `engines`, each trying first the end that settled the last search
+    of its role and class (`settled`), and each resumed where a search stopped before on the
+    same key left off (_STOPPED; its order with it)."""
+    searches = {k: e.search() for k, e in engines.items()}
+    for k, (key, _) in todo.items():
+        searches[k].trickle_first = settled is not None and settled.get((role, k)) == "trickle"
+        was = _STOPPED.pop(key, None)
+        if was is not None and was[0] is cat:
+            searches[k].resume(was[1])
+    return searches
 
 
 def _shared_rates(

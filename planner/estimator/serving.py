@@ -492,7 +492,17 @@ def max_rate(
 class RateSearch:
     """max_rate one latency evaluation at a time: `bound` never falls below the rate the search
     ends with, and is that rate once `step` has returned True (callers that only need to know
-    the rate is below some figure can stop early)."""
+    the rate is below some figure can stop early).
+
+    The rates that meet the ceiling are taken to be those up to one rate (latency rises with
+    the load, as max_rate says): the bisection keeps a rate that meets it below one that does
+    not and never looks between. So the two ends, the full load and a trickle (capacity /
+    1000), may be tried in either order: a full load that meets the ceiling ends the search at
+    it, a trickle that misses it ends it at 0 (every higher rate misses it too), and otherwise
+    both are tried and the bisection is the same. `trickle_first` (set before the first step)
+    only saves evaluations: a caller whose searches mostly end at 0 (an end-to-end ceiling no
+    load meets) sets it; `settled` says which end settled a search ("trickle", "full", or None
+    when it bisected), for a caller to choose the next search's order by."""
 
     def __init__(
         self,
@@ -500,11 +510,14 @@ class RateSearch:
         *,
         ceiling: Callable[[LoadedLatency], bool],
         capacity: float,
+        trickle_first: bool = False,
     ) -> None:
         self.latency, self.ceiling = latency, ceiling
         self.lo, self.hi = 0.0, capacity
         self.done = False
-        self._steps = -2  # the full load, then a trickle, then up to 40 halvings
+        self.trickle_first = trickle_first
+        self.settled: str | None = None
+        self._steps = -2  # the two ends (full load and trickle), then up to 40 halvings
 
     @property
     def bound(self) -> float:
@@ -512,15 +525,15 @@ class RateSearch:
         return self.lo if self.done else self.hi
 
     @property
-    def state(self) -> tuple[float, float, int, bool]:
+    def state(self) -> tuple[float, float, int, bool, bool]:
         """Where the search stands, to resume it later (`resume`) on the same inputs."""
-        return self.lo, self.hi, self._steps, self.done
+        return self.lo, self.hi, self._steps, self.done, self.trickle_first
 
-    def resume(self, state: tuple[float, float, int, bool]) -> None:
+    def resume(self, state: tuple[float, float, int, bool, bool]) -> None:
         """Continue from `state` (before any step): a search stopped early on the same
         latency, ceiling and capacity goes on as if it had never stopped, and one that had
         ended stays ended (bisecting on would give another rate than a fresh search)."""
-        self.lo, self.hi, self._steps, self.done = state
+        self.lo, self.hi, self._steps, self.done, self.trickle_first = state
 
     def finish(self) -> float:
         """The rate: the search run to its end."""
@@ -533,14 +546,14 @@ class RateSearch:
         if self.done:
             return True
         lo, hi = self.lo, self.hi
-        if self._steps == -2:
-            if self.ceiling(self.latency(hi)):
-                self.lo, self.done = hi, True
-        elif self._steps == -1:
-            if not self.ceiling(self.latency(hi * 1e-3)):
-                self.hi, self.done = 0.0, True  # lo is 0
-            else:
-                self.lo = hi * 1e-3
+        if self._steps < 0:
+            if (self._steps == -2) == self.trickle_first:
+                if not self.ceiling(self.latency(hi * 1e-3)):
+                    self.hi, self.done, self.settled = 0.0, True, "trickle"  # lo is 0
+                else:
+                    self.lo = hi * 1e-3
+            elif self.ceiling(self.latency(hi)):
+                self.lo, self.done, self.settled = hi, True, "full"
         else:
             mid = 0.5 * (lo + hi)
             lo, hi = (mid, hi) if self.ceiling(self.latency(mid)) else (lo, mid)
