@@ -93,7 +93,7 @@ def test_a_share_is_counted_in_the_constraint_s_integers() -> None:
     """0.3 requests/s of a class is 300,000 in the constraint's integers (milli-requests/s x
     1,000 steps); at 0.7 requests/s per whole replica (700 per step) that takes 429 steps, where
     the floats say 428.57; a rate that rounds to nothing gives no share."""
-    from planner.model.hints import mix_share
+    from planner.model.hint_mix import mix_share
 
     assert mix_share(300_000, 0.7) == 429
     assert 429 * 700 >= 300_000 > 428 * 700

@@ -19,18 +19,14 @@ from planner.estimator.economics import (
     grid_intensity,
     horizon_hours,
 )
-from planner.estimator.hosts import devices_bought, holds_group, hosts_for
+from planner.estimator.hosts import devices_bought, hosts_for
+from planner.model.hint_mix import MixHints
 from planner.model.result import ReplicaKey, ShareKey
-from planner.model.scale import RATE_SCALE, SHARE_STEPS, to_int
 from planner.model.tables import (
     alone_meets,
-    class_need,
-    class_share_steps,
     replicas_needed,
-    served_floor,
 )
-from planner.model.variables import CLOUD, JOB, PREM, ModelBase
-from planner.schema.catalog import Node
+from planner.model.variables import CLOUD, JOB, PREM
 from planner.schema.problem import InferenceWorkload, TrainingWorkload
 
 # Share of the budget (or capex ceiling) a max_throughput hint's own price may take: it leaves
@@ -52,7 +48,7 @@ class HintOption(NamedTuple):
     grams: float  # CO2e: its energy at each period's grid intensity and its devices' embodied share
 
 
-class Hints(ModelBase):
+class Hints(MixHints):
     def heuristic(self) -> tuple[dict[ReplicaKey, int], dict[ShareKey, int]]:
         """A quick plan: per workload, the design and site whose replicas meet the demand of
         every period at the lowest price (on premises: devices with their share of a host,
@@ -323,15 +319,6 @@ class Hints(ModelBase):
             grams += n * dev.power.idle_w * max(idle_h, 0.0) * g0
         return grams
 
-    def _bought_more(self, dev: str, used: int, more: int, fleet: int | None = None) -> int:
-        """Devices bought (whole purchase units of the hint's host, beyond those owned) to put
-        `more` `dev` on premises beside `used`, in a fleet already holding `fleet` of them (the
-        most any phase holds; `used` unless given)."""
-        node, owned = self._hint_host(dev), self.t.econ[dev].owned
-        held = used if fleet is None else max(fleet, used)
-        after = max(held, used + more)
-        return devices_bought(node, after - owned) - devices_bought(node, held - owned)
-
     def _rent_per_hour(self, d: Design) -> float:
         """A rented replica's devices per hour at the cheapest rate they have (reserved
         counted as if paid only while at work: a rough price, for choosing the hint)."""
@@ -345,82 +332,6 @@ class Hints(ModelBase):
             ]
             total += n * min(rates, default=math.inf)
         return total
-
-    def _mix_heuristic(
-        self,
-        w: InferenceWorkload,
-        slot_usd: dict[str, float],
-        per_w: float,
-        chosen: dict[ReplicaKey, int],
-        shares: dict[ShareKey, int],
-        used: dict[str, int],
-    ) -> None:
-        """Each request class alone on the design that serves its load at the lowest price
-        (devices priced by the purchase units they add to `used`, as in `_options`)."""
-        assert w.request_mix is not None
-        serves = self.t.serves[w.name]
-        designs = self.t.designs[w.name]
-        scale = self.periods[0].scale
-        for k in range(len(w.request_mix)):
-            # What the request constraint asks of the class (under a throughput goal, at the
-            # least served rate, which the completed plan may then raise).
-            need = class_need(w, k, scale)
-            if w.name in self.served:
-                need = class_share_steps(w, k, scale) * served_floor(w)
-            options: list[list[tuple[float, ReplicaKey, int, int]]] = []
-            # Whole-request replicas, or the cheapest prefill pool with the cheapest decode pool.
-            for roles in (("both",), ("prefill", "decode")):
-                picks = []
-                for role in roles:
-                    best: tuple[float, ReplicaKey, int, int] | None = None
-                    for j, rates in enumerate(serves):
-                        key = ReplicaKey(w.name, j, 0, PREM)
-                        d = designs[j]
-                        if k not in rates or key not in self.R or d.role != role:
-                            continue
-                        if not self._hint_host_holds(d):
-                            continue
-                        share = mix_share(need, rates[k])
-                        if share is None:
-                            continue
-                        n = -(-share // SHARE_STEPS)
-                        price = n * d.power_w * per_w + sum(
-                            self._bought_more(x, used.get(x, 0), n * c) * slot_usd[x]
-                            for x, c in d.devices.items()
-                        )
-                        room = chosen.get(key, 0) + n <= self.R_ub[key]
-                        if room and (best is None or price < best[0]):
-                            best = (price, key, n, share)
-                    if best is not None:
-                        picks.append(best)
-                if len(picks) == len(roles):
-                    options.append(picks)
-            if options:
-                for _, key, n, share in min(options, key=lambda o: sum(x[0] for x in o)):
-                    chosen[key] = chosen.get(key, 0) + n
-                    shares[ShareKey(w.name, key[1], k, 0, PREM)] = share
-                    for x, c in designs[key.design].devices.items():
-                        used[x] = used.get(x, 0) + n * c
-
-    def _hint_host(self, dev: str) -> Node:
-        """The host the hint puts `dev` in: its default host when it may sit there."""
-        e = self.t.econ[dev]
-        return e.node if e.node in e.hosts else e.hosts[0]
-
-    def _hint_host_holds(self, d: Design) -> bool:
-        """Whether the hint's hosts hold every stage of `d` at the speed it assumed (else the
-        hint would contradict the host rules, and the search would start from nothing)."""
-        return all(self._hint_host_holds_group(s.device, s.host_tp, s.dense) for s in d.stages)
-
-    def _hint_host_holds_group(self, dev: str, tp: int, dense: bool) -> bool:
-        """Whether the hint's host of `dev` holds a tensor-parallel group of `tp` (`dense`:
-        derated); the same few groups recur across thousands of designs, so each is worked
-        out once."""
-        group = (dev, tp, dense)
-        if group not in self._hint_holds:
-            node = self._hint_host(dev)
-            self._hint_holds[group] = holds_group(self.t.econ[dev].device, node, self.p, tp, dense)
-        return self._hint_holds[group]
 
     def _hint(self, warm: dict[ReplicaKey, int] | None) -> None:
         """Start the search from a previous plan or the heuristic one (a hint, not a constraint)."""
@@ -459,13 +370,3 @@ class Hints(ModelBase):
                 held = hosts_for(host, max(u, b + min(u, e.owned))) if mine else 0
                 self.m.add_hint(self.hosts[hk], min(held, self.hosts_ub[hk]))
                 self.m.add_hint(self.hosts_bought[hk], min(hosts_for(host, b) if mine else 0, held))
-
-
-def mix_share(need: int, rate: float) -> int | None:
-    """Steps of replica time (of SHARE_STEPS) that serve a class's `need` (in the request
-    constraint's integers, tables.class_need) at `rate` requests/s per whole replica, the rate
-    rounded down as the constraint rounds it (Constraints._mix_demand), so the hint meets it
-    exactly (worked out on floats, a share could fall a unit short and the hint be no plan).
-    None when the rate rounds to nothing there."""
-    per_step = to_int(rate * RATE_SCALE, "requests/s", up=False)
-    return -(-need // per_step) if per_step > 0 else None
