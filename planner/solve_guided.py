@@ -174,11 +174,9 @@ class GuidedSearch:
         held = self._search(model, short, until, explain=False)
         if held.sol is None or held.sol.objective is None:
             return got
-        minimize = objective_for(short.problem.objective.goal).minimize
-        gain = (
-            sol.objective - held.sol.objective if minimize else held.sol.objective - sol.objective
-        )
-        return held if gain > 0 else dataclasses.replace(got, interrupted=held.interrupted)
+        if _worse(sol, held.sol, short.problem):
+            return held
+        return dataclasses.replace(got, interrupted=held.interrupted)
 
 
 def _better(a: Solution, b: Solution, problem: Problem) -> bool:

@@ -71,11 +71,9 @@ class MixHints(ModelBase):
                 if best is None or price < best[0] - 1e-6:
                     best = (price, plan)
         for k, picks in ({} if best is None else best[1]).items():
+            self._mix_take(w, picks, used, chosen)
             for p in picks:
-                chosen[p.key] = chosen.get(p.key, 0) + p.n
                 shares[ShareKey(w.name, p.key.design, k, 0, PREM)] = p.share
-                for x, c in self.t.designs[w.name][p.key.design].devices.items():
-                    used[x] = used.get(x, 0) + p.n * c
 
     def _mix_take(
         self,
@@ -194,8 +192,7 @@ class MixHints(ModelBase):
             if first is None or whole * SHARE_STEPS * per >= need:
                 continue
             taken = dict(used)
-            for x, c in designs[lead.design].devices.items():
-                taken[x] = taken.get(x, 0) + whole * c
+            self._mix_take(w, [first], taken, {})
             rest = need - whole * SHARE_STEPS * per
             for key, per2 in fits:
                 other = designs[key.design].devices.keys() != designs[lead.design].devices.keys()
