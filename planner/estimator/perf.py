@@ -459,7 +459,9 @@ def moe_routing_seconds_per_token(m: ModelArch, dev: DeviceTable, *, fused: bool
     (`fused`: DeepEP, whose dispatch and combine take the router's top-k indices; Megatron-Core's
     `flex` dispatcher) skips the permute and unpermute passes and pays `moe_fused_share` of it.
     No part routes faster than its memory moves ROUTED_BYTES_FLOOR per element: a part with a
-    tenth of the measured parts' bandwidth is not credited with their time."""
+    tenth of the measured parts' bandwidth is not credited with their time. The floor bounds
+    the plain dispatcher's time, and a fused one pays its share of that (the share is fitted on
+    published DeepEP runs only, on parts the floor does not bind)."""
     share = dev.moe_fused_share if fused else np.ones(len(dev.devices))
     per_element = np.maximum(dev.moe_routed_s, ROUTED_BYTES_FLOOR / dev.bandwidth_bytes_s)
     return np.asarray(routed_elements_per_token(m) * per_element * share, dtype=np.float64)

@@ -39,7 +39,7 @@ import numpy.typing as npt
 
 from planner.estimator.bilinear import BilinearTable
 from planner.estimator.cost import power_w
-from planner.estimator.devices import DeviceTable, device_table, small_allreduce_seconds
+from planner.estimator.devices import DeviceTable, small_allreduce_seconds
 from planner.estimator.engine_topology import (
     ExchangeLayout,
     head_divisor,
@@ -210,9 +210,8 @@ def inference_replica(
     extra = extras[0] if one and S > 1 else 0.0
     chunk_seconds: list[float] = []
     decode_seconds: list[float] = []
-    tables = {id(x.device): device_table([x.device]) for x in _fullest(stages).values()}
     for st, hop_d, hop_c in zip(stages, hops_d, hops_c, strict=True):
-        dev = tables[id(st.device)]  # each device's table, made once for its stages
+        dev = one_device(st.device)  # each device's table, made once (iteration_parts)
         tau_d, tau_c, share = _layer_seconds(
             m, fmt, kvb, dev, st.tp, batch, context, prompt, output, st.link_args(),
             engine_layer_s, st.profile, st.layout, kernels,
@@ -234,7 +233,7 @@ def inference_replica(
         use, nbytes = _stage_memory(
             m, fmt, kvb, st, batch, S, context, first=i == 0, last=i == S - 1
         )
-        sec, dev = (1.0 - share) * d + share * c, tables[id(st.device)]
+        sec, dev = (1.0 - share) * d + share * c, one_device(st.device)
         act = min(1.0, nbytes / _scalar(dev.bandwidth_bytes_s) / T)
         watts = _scalar(power_w(dev.tdp_w, dev.idle_w, np.asarray(act), dev.power_activity_floor))
         total_w += watts * st.tp
