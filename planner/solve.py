@@ -11,7 +11,7 @@ import time
 
 from planner.catalog import Catalog, load_catalog
 from planner.estimator.designs import Design
-from planner.estimator.request_mix import OutOfTime
+from planner.estimator.mix_enumeration import OutOfTime
 from planner.model.cpsat import PlannerModel
 from planner.model.diagnose import blocking_constraints, capped_out, why_no_design
 from planner.model.objectives import objective_for, tie_break_of

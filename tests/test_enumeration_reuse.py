@@ -18,6 +18,7 @@ from planner.estimator.comm import pipeline_activation_bytes, sampled_token_byte
 from planner.estimator.designs import allowed_devices
 from planner.estimator.hosts import with_machines
 from planner.estimator.iteration_parts import grid_hops
+from planner.estimator.mix_enumeration import mix_designs
 from planner.estimator.replica import IterationTime, StageSpec, _grid, hop_bytes, hop_seconds
 from planner.estimator.routes import Route
 from planner.estimator.serving import RateSearch
@@ -104,7 +105,7 @@ def test_a_prefill_search_runs_once_for_every_batch() -> None:
     mp = pytest.MonkeyPatch()
     mp.setattr(rm, "prefill_search", counted)
     try:
-        designs, _, _ = rm.mix_designs(w, p, cat, allowed_devices(p, cat), prune=True)  # type: ignore[arg-type]
+        designs, _, _ = mix_designs(w, p, cat, allowed_devices(p, cat), prune=True)  # type: ignore[arg-type]
     finally:
         mp.undo()
     assert designs and any(d.role == "prefill" for d in designs)

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from planner.catalog import load_catalog
 from planner.estimator.designs import Design, Stage, allowed_devices
-from planner.estimator.request_mix import mix_designs, undominated
+from planner.estimator.mix_enumeration import mix_designs
+from planner.estimator.mix_pruning import undominated
 from planner.schema.problem import InferenceWorkload, Problem
 from planner.solve import Solver
 

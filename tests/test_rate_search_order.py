@@ -10,41 +10,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mix_problems import generated
 
 from planner.catalog import load_catalog
 from planner.estimator import request_mix as rm
 from planner.estimator.designs import allowed_devices
 from planner.estimator.hosts import with_machines
+from planner.estimator.mix_enumeration import mix_designs
 from planner.estimator.serving import RateSearch
 from planner.load import load_problem
 from planner.schema.problem import Problem
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def generated(devices: list[str], model: str, disaggregation: str, ttft: float) -> Problem:
-    """A two-class mix of the kind test_mix_pruning generates, with an end-to-end ceiling."""
-    return Problem.model_validate(
-        {
-            "name": "mix",
-            "workloads": [
-                {
-                    "name": "bot",
-                    "model": model,
-                    "requests_per_s": 4.0,
-                    "request_mix": [
-                        {"name": "short", "input_tokens": 300, "output_tokens": 150, "share": 0.5},
-                        {"name": "long", "input_tokens": 16000, "output_tokens": 600, "share": 0.5},
-                    ],
-                    "max_ttft_s": ttft,
-                    "max_e2e_s": 30,
-                    "disaggregation": disaggregation,
-                }
-            ],
-            "constraints": {"allowed_devices": devices, "max_stages": 2},
-            "objective": {"goal": "min_cost"},
-        }
-    )
 
 
 PROBLEMS: list[tuple[str, Any]] = [
@@ -76,7 +53,7 @@ def enumerate_mix(problem: Problem, *, learn: bool, prune: bool) -> tuple[object
     if not learn:
         mp.setattr(rm, "_settled", lambda *args: None)  # nothing learnt: full load first
     try:
-        designs, serves, sized = rm.mix_designs(  # type: ignore[arg-type]
+        designs, serves, sized = mix_designs(  # type: ignore[arg-type]
             w, problem, cat, allowed_devices(problem, cat), prune=prune
         )
     finally:

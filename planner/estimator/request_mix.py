@@ -35,23 +35,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from planner.catalog import Catalog
 from planner.estimator.designs import (
     Design,
-    PerDevice,
     Role,
-    inference_designs,
-    stage_specs,
 )
 from planner.estimator.efficiency import load_serving
-from planner.estimator.hosts import design_hosts
-from planner.estimator.measured import measured_rate, with_measured
-from planner.estimator.mix_pruning import Beaten, Witnesses, undominated
-from planner.estimator.network import network_link
-from planner.estimator.pools import decode_search, in_role, prefill_search
+from planner.estimator.measured import measured_rate
+from planner.estimator.mix_pruning import Beaten
+from planner.estimator.pools import decode_search, prefill_search
 from planner.estimator.replica import GridCache, IterationTime, StageSpec
 from planner.estimator.serving import (
     PERCENTILES,
@@ -63,8 +58,8 @@ from planner.estimator.serving import (
     prefill_prompt,
 )
 from planner.estimator.support import engine_times
-from planner.schema.catalog import Accelerator, Link
-from planner.schema.problem import InferenceWorkload, Problem, RequestClass
+from planner.schema.catalog import Link
+from planner.schema.problem import InferenceWorkload, RequestClass
 
 # The replica roles each `disaggregation` setting lets a request mix use.
 ROLES: dict[str, tuple[Role, ...]] = {
@@ -158,10 +153,47 @@ def _remembered(key: tuple[object, ...], cat: Catalog) -> float | None:
 
 
 def _remember(key: tuple[object, ...], cat: Catalog, rate: float) -> float:
-    if len(_RATES) > 100_000:
-        _RATES.clear()
-    _RATES[key] = (cat, rate)
+    _keep(_RATES, key, cat, rate)
     return rate
+
+
+# What this process wrote to the remembered figures (_RATES, _STOPPED, _PREFILL) while a
+# journal is open (None: none is): an enumeration run in another process (mix_enumeration)
+# hands it back, so this process remembers what that one found (replay).
+_JOURNAL: list[tuple[str, tuple[object, ...], object]] | None = None
+_GONE = "gone"  # a journal entry's value when the key was taken out (no figure is a string)
+
+
+def _keep(cache: dict[Any, Any], key: tuple[object, ...], cat: Catalog, value: object) -> None:
+    """Remember `value` of `key` (for `cat`) in `cache`, which is emptied past 100,000 keys."""
+    if len(cache) > 100_000:
+        cache.clear()
+    cache[key] = (cat, value)
+    if _JOURNAL is not None:
+        _JOURNAL.append((_NAMES[id(cache)], key, value))
+
+
+def open_journal() -> None:
+    """Start noting what this process remembers (_JOURNAL), for `journal()` to hand over."""
+    global _JOURNAL
+    _JOURNAL = []
+
+
+def journal() -> list[tuple[str, tuple[object, ...], object]]:
+    """What was remembered since open_journal (catalogs left out: `replay` puts its own)."""
+    return list(_JOURNAL or [])
+
+
+def replay(entries: list[tuple[str, tuple[object, ...], object]], cat: Catalog) -> None:
+    """Remember in this process what another noted in its journal, for the catalog `cat`
+    (the one its figures were found for, the same object in both since one was forked from the
+    other, so the ids in the keys hold)."""
+    for name, key, value in entries:
+        cache = _CACHES[name]
+        if isinstance(value, str):  # _GONE
+            cache.pop(key, None)
+        else:
+            _keep(cache, key, cat, value)
 
 
 def replica_rate(
@@ -307,6 +339,9 @@ def _engine(
 # Prefill rates by what their search reads (_prefill_content): designs that differ only in
 # their batch share them.
 _PREFILL: dict[tuple[object, ...], tuple[Catalog, float]] = {}
+# The remembered figures by the name a journal gives them (_keep).
+_CACHES: dict[str, dict[Any, Any]] = {"rates": _RATES, "stopped": _STOPPED, "prefill": _PREFILL}
+_NAMES = {id(cache): name for name, cache in _CACHES.items()}
 
 
 def _prefill_content(key: tuple[object, ...], it: IterationTime) -> tuple[object, ...] | None:
@@ -320,94 +355,6 @@ def _prefill_content(key: tuple[object, ...], it: IterationTime) -> tuple[object
     if len(xs) < 2 or xs[0] != 0.0 or not all(math.isfinite(v) for v in it.row(1)):
         return None
     return (*key, tuple(it._ys), tuple(it.row(0)))
-
-
-class OutOfTime(Exception):
-    """Design enumeration of a request mix passed its deadline (mix_designs)."""
-
-    def __init__(self, workload: str, done: int, classes: int) -> None:
-        super().__init__(
-            f"the designs of workload `{workload}` were still being enumerated ({done} of its "
-            f"{classes} request classes done)"
-        )
-
-
-def mix_designs(
-    w: InferenceWorkload,
-    problem: Problem,
-    cat: Catalog,
-    devs: list[Accelerator],
-    *,
-    prune: bool,
-    where: str = "",
-    deadline: float | None = None,
-) -> tuple[list[Design], list[dict[int, float]], list[int]]:
-    """Designs for every class of `w`, the requests/s each serves per class it fits, and the
-    class each was sized for. `deadline` (time.monotonic()): OutOfTime once it has passed, so a
-    command's time limit holds while its designs are enumerated."""
-    assert w.request_mix is not None
-    classes = w.request_mix
-    designs: list[Design] = []
-    serves: list[dict[int, float]] = []
-    sized: list[int] = []
-    need: dict[tuple[tuple[str, int, bool], ...], tuple[tuple[str, tuple[str, ...]], ...]] = {}
-
-    def hosts_of(d: Design) -> tuple[tuple[str, tuple[str, ...]], ...]:
-        """The hosts each device type of `d` needs (planner.estimator.hosts.design_hosts)."""
-        stages = tuple((s.device, s.host_tp, s.dense) for s in d.stages)
-        if stages not in need:
-            need[stages] = design_hosts(cat, problem, stages)
-        return need[stages]
-
-    witnesses = Witnesses(sorted(d.id for d in devs), len(classes))
-    settled: Ends = {}  # which end of its rate search settled each role's and class's last one
-    shared = PerDevice()  # the classes' designs share their per-device figures
-    for c_i in range(len(classes)):
-        sub = class_workload(w, c_i)
-        found = inference_designs(sub, problem, cat, devs, prune=prune, for_mix=True, shared=shared)
-        keep = with_measured(w, c_i, sub, found, problem, cat, devs, prune=prune, where=where)
-        link = network_link(problem, cat)
-        jobs = [(d, role) for d in keep for role in ROLES[w.disaggregation]]
-        found_rates: list[dict[int, float] | None] = [None] * len(jobs)
-        specs: dict[int, list[StageSpec]] = {}  # by id of a design in `jobs` (alive meanwhile)
-        # Pruning computes the rates of designs that use less first (undominated's order):
-        # they are the ones that can beat the others' bounds (Witnesses).
-        ahead = sorted(
-            range(len(jobs)),
-            key=lambda i: (jobs[i][0].power_w, sum(jobs[i][0].devices.values()), i),
-        )
-        for i in ahead if prune else range(len(jobs)):
-            if deadline is not None and time.monotonic() > deadline:
-                raise OutOfTime(w.name, c_i, len(classes))
-            d, role = jobs[i]
-            spec = specs.get(id(d)) or specs.setdefault(id(d), stage_specs(cat, problem, d))
-            kind = (role, hosts_of(d))
-            beaten = witnesses.beaten(kind, d, (c_i, i)) if prune else None
-            rates = _class_rates(w, cat, link, d, spec, c_i, role, beaten, settled)
-            found_rates[i] = rates
-            if rates is not None and c_i in rates and prune:
-                witnesses.add(kind, d, rates, (c_i, i))
-        for (d, role), rates in zip(jobs, found_rates, strict=True):
-            if rates is None or c_i not in rates:
-                continue  # beaten by its bound, or no load of its own class meets the ceilings
-            designs.append(in_role(d, role, sub, cat, specs[id(d)], link))
-            serves.append(rates)
-            sized.append(c_i)
-    if prune and designs:
-        chosen: list[int] = []
-        # A pool is only ever beaten by its own kind, and a design only by one that fits the
-        # same hosts (planner.estimator.hosts.design_hosts).
-        kinds: dict[tuple[object, ...], list[int]] = {}
-        for i, d in enumerate(designs):
-            kinds.setdefault((d.role, hosts_of(d)), []).append(i)
-        for at in kinds.values():
-            kept = undominated([designs[i] for i in at], [serves[i] for i in at])
-            chosen += [at[i] for i in kept.tolist()]
-        chosen.sort()
-        designs = [designs[i] for i in chosen]
-        serves = [serves[i] for i in chosen]
-        sized = [sized[i] for i in chosen]
-    return designs, serves, sized
 
 
 def _class_rates(
@@ -463,10 +410,8 @@ def _class_rates(
         while True:
             bound.update({k: s.bound * S for k, s in searches.items()})
             if beaten(bound):
-                if len(_STOPPED) > 100_000:
-                    _STOPPED.clear()
                 for k, s in searches.items():
-                    _STOPPED[todo[k][0]] = (cat, s.state)
+                    _keep(_STOPPED, todo[k][0], cat, s.state)
                 _settled(settled, role, searches)
                 return None
             going = [(k, s) for k, s in searches.items() if not s.done]
@@ -484,9 +429,7 @@ def _class_rates(
         _settled(settled, role, {k: s})
         same = engines[k].content
         if same is not None:
-            if len(_PREFILL) > 100_000:
-                _PREFILL.clear()
-            _PREFILL[same] = (cat, rate)
+            _keep(_PREFILL, same, cat, rate)
         if rate > 0:
             rates[k] = rate
     return dict(sorted(rates.items()))
@@ -514,6 +457,8 @@ def _searches(
     for k, (key, _) in todo.items():
         searches[k].trickle_first = settled is not None and settled.get((role, k)) == "trickle"
         was = _STOPPED.pop(key, None)
+        if _JOURNAL is not None:
+            _JOURNAL.append(("stopped", key, _GONE))
         if was is not None and was[0] is cat:
             searches[k].resume(was[1])
     return searches

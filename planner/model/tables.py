@@ -29,8 +29,8 @@ from planner.estimator.economics import (
     rented_devices,
 )
 from planner.estimator.hosts import with_machines
+from planner.estimator.mix_enumeration import enumeration_processes, mix_designs
 from planner.estimator.network import network_link
-from planner.estimator.request_mix import mix_designs
 from planner.estimator.training_designs import training_designs
 from planner.model.scale import RATE_SCALE, SHARE_STEPS, to_int
 from planner.schema.catalog import Link
@@ -124,11 +124,14 @@ def build_tables(
     tuned: bool = True,
     designs: dict[str, list[Design]] | None = None,
     deadline: float | None = None,
+    processes: int | None = None,
 ) -> Tables:
     """Designs and economics for every workload. `tuned=False` keeps dominated designs and
     switches off tightening and hints (the baseline the benchmark compares against).
     `designs` reuses an earlier enumeration (valid when `design_key` is unchanged).
-    `deadline` (time.monotonic()): a request mix's enumeration stops there (OutOfTime)."""
+    `deadline` (time.monotonic()): a request mix's enumeration stops there (OutOfTime).
+    `processes`: how many processes a request mix's enumeration may use (None: as many as
+    mix_enumeration.enumeration_processes allows; the designs are the same for any number)."""
     cat = with_machines(cat, problem)  # the problem's stated machines host its devices
     devs = allowed_devices(problem, cat)
     econ = device_economics(problem, cat, devs)
@@ -140,8 +143,9 @@ def build_tables(
     for w in problem.workloads:
         if isinstance(w, InferenceWorkload) and w.request_mix is not None:
             ds, serves[w.name], sized[w.name] = mix_designs(
-                w, problem, cat, devs, prune=tuned, deadline=deadline
-            )
+                w, problem, cat, devs, prune=tuned, deadline=deadline,
+                processes=enumeration_processes() if processes is None else processes,
+            )  # fmt: skip
             designs[w.name] = ds
         elif not fresh:
             continue

@@ -24,6 +24,7 @@ from typing import Any
 
 from planner.catalog import catalog_state, use_catalog_state
 from planner.errors import InputError, InternalError
+from planner.estimator import fork_share
 from planner.model import interrupt
 from planner.plan.types import Plan
 from planner.schema.problem import Problem
@@ -256,6 +257,7 @@ def _worker_start() -> None:
     """A pool worker notes Ctrl-C (from the terminal, or passed on by the parent) instead of
     dying: the solve under way stops, and its task returns the rows done before it."""
     signal.signal(signal.SIGINT, _note_sigint)
+    fork_share.ALONE = True  # the pool's other processes use the other cores
 
 
 def _local(

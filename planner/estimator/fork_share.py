@@ -1,0 +1,163 @@
+"""Tasks of one computation run side by side: this process and processes forked from it take
+the tasks one at a time from one queue, and every task's answer comes back here.
+
+A forked child starts with this process's memory as it is (the catalog, the tables already
+built, every module imported), so it costs a few milliseconds where a fresh interpreter would
+cost a third of a second of imports: what lets a single command use a second core for work
+that takes well under a second. The queue is a pipe holding the tasks' numbers, written whole
+before the fork and read four bytes at a time (a read that small is atomic), so a process that
+finishes early takes the next task and none waits on another's share. A child only computes:
+its output streams go to /dev/null, it sends its answers back pickled through a pipe and ends
+with os._exit (no exit handlers, no flushing of buffers it shares with this process).
+
+Nothing depends on a child: a task whose answer no child sent back (one could not be forked,
+died, or sent something that does not unpickle) is computed here, so the answers are the same,
+only later. The work must therefore give the same answer wherever it runs, and an exception in
+this process (a deadline passed, an interrupt) stops the children before it propagates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+# Set in a process that is itself one of a pool's (planner.whatif.executor): its siblings
+# already use the other cores, so its work runs in it alone.
+ALONE = False
+
+R = TypeVar("R")
+_WIDE = 4  # bytes of a task's number in the queue
+_QUEUE_BYTES = 65536  # a pipe's buffer on Linux (pipe(7)): the queue is written before the fork
+
+
+@dataclass(frozen=True)
+class Handback(Generic[R]):
+    """What a child hands back besides its answers: `start()` runs in the child before its
+    first task, `end()` there after its last (what it returns travels back), and `take(x)` runs
+    here on what each child's `end()` returned."""
+
+    start: Callable[[], None]
+    end: Callable[[], Any]
+    take: Callable[[Any], None]
+
+
+def cores() -> int:
+    """The CPUs this process may run on (its affinity, where the system reports one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def run_queue(
+    work: Callable[[int], R], count: int, processes: int, handback: Handback[R] | None = None
+) -> list[R]:
+    """`work(i)` for i in range(count), in that order: the tasks shared by this process and
+    `processes` - 1 forked children (where this system forks and there is more than one
+    task), else all here one after the other."""
+    if processes < 2 or count < 2 or not hasattr(os, "fork") or count * _WIDE > _QUEUE_BYTES:
+        return [work(i) for i in range(count)]
+    qr, qw = os.pipe()
+    os.write(qw, b"".join(i.to_bytes(_WIDE, "little") for i in range(count)))
+    os.close(qw)  # the queue ends where its tasks do: a read past them returns nothing
+    children: list[tuple[int, int]] = []  # (pid, read end of its answers' pipe)
+    try:
+        for _ in range(processes - 1):
+            children.append(_fork(work, qr, handback))
+        answers = dict(_pull(work, qr))
+        while children:
+            got = _collect(*children.pop(0))
+            if got is not None:
+                answers.update(got[0])
+                if handback is not None:
+                    handback.take(got[1])
+        return [answers[i] if i in answers else work(i) for i in range(count)]
+    finally:
+        os.close(qr)
+        for pid, fd in children:  # this process raised: the children are not waited for
+            _stop(pid, fd)
+
+
+def _pull(work: Callable[[int], R], queue: int) -> list[tuple[int, R]]:
+    """Tasks taken from `queue` until it is empty, each with its answer."""
+    done = []
+    while len(b := os.read(queue, _WIDE)) == _WIDE:
+        i = int.from_bytes(b, "little")
+        done.append((i, work(i)))
+    return done
+
+
+def _fork(work: Callable[[int], R], queue: int, handback: Handback[R] | None) -> tuple[int, int]:
+    """Fork a child working through `queue`: its pid and the read end of its answers' pipe
+    (pid -1 where the fork failed, so its tasks are left to the others)."""
+    r, w = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(r)
+        os.close(w)
+        return -1, -1
+    if pid == 0:  # pragma: no cover - runs in the child, whose coverage is not collected
+        _child(work, queue, handback, r, w)
+    os.close(w)
+    return pid, r
+
+
+def _child(  # pragma: no cover - runs in the child
+    work: Callable[[int], R], queue: int, handback: Handback[R] | None, r: int, w: int
+) -> None:
+    """The child's whole life: compute, send the pickled answers (or nothing), exit."""
+    data = b""
+    try:
+        os.close(r)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # an interrupt ends it at once
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        if handback is not None:
+            handback.start()
+        done = _pull(work, queue)
+        extra = handback.end() if handback is not None else None
+        data = pickle.dumps((dict(done), extra), protocol=pickle.HIGHEST_PROTOCOL)
+    except BaseException:
+        data = b""
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(w, view) :]
+    finally:
+        os._exit(0)
+
+
+def _collect(pid: int, fd: int) -> tuple[dict[int, Any], Any] | None:
+    """The answers of the child `pid` from its pipe `fd`, or None where it sent none."""
+    if pid < 0:
+        return None
+    chunks = []
+    try:
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+        os.waitpid(pid, 0)
+    try:
+        got = pickle.loads(b"".join(chunks)) if chunks else None
+    except Exception:
+        return None
+    ok = isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], dict)
+    return got if ok else None
+
+
+def _stop(pid: int, fd: int) -> None:
+    """End the child `pid` (its answers are no longer wanted) and reap it."""
+    if pid < 0:
+        return
+    os.close(fd)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)

@@ -1,0 +1,116 @@
+"""A request mix's enumeration split across processes (planner.estimator.mix_enumeration:
+kinds of designs searched side by side by this process and a forked child) finds the same
+designs, rates to the last bit and sized classes as one process, pruned and unpruned, on the
+examples and on generated mixes with disaggregated pools; what the child remembered is
+remembered here afterwards; a child that dies costs time, not the answer; and a deadline that
+has passed stops the enumeration with every child reaped."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mix_problems import generated
+
+from planner.catalog import load_catalog
+from planner.estimator import mix_enumeration as me
+from planner.estimator import request_mix as rm
+from planner.estimator.designs import allowed_devices
+from planner.estimator.hosts import with_machines
+from planner.load import load_problem
+from planner.schema.problem import Problem
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the system does not fork")
+
+ROOT = Path(__file__).resolve().parent.parent
+
+PROBLEMS: list[tuple[str, Any]] = [
+    ("p95-latency-70b", lambda: load_problem(ROOT / "problems" / "p95-latency-70b.yaml")),
+    ("request-mix", lambda: load_problem(ROOT / "problems" / "request-mix.yaml")),
+    ("generated-auto", lambda: generated(["l40s", "rtx-4090"], "llama-3.2-1b", "auto", 20.0)),
+]
+
+
+def _forget() -> None:
+    for cache in (rm._RATES, rm._STOPPED, rm._PREFILL, rm._ITERATIONS, rm._GRIDS):
+        cache.clear()
+
+
+def enumerate_mix(problem: Problem, processes: int, *, prune: bool = True) -> Any:
+    """mix_designs afresh on `processes` processes: what it returns, by value, and the keys of
+    the rates remembered afterwards."""
+    _forget()
+    cat = with_machines(load_catalog(), problem)
+    w = problem.workloads[0]
+    designs, serves, sized = me.mix_designs(  # type: ignore[arg-type]
+        w, problem, cat, allowed_devices(problem, cat), prune=prune, processes=processes
+    )
+    found = ([repr(d) for d in designs], [sorted(s.items()) for s in serves], sized)
+    return found, sorted(map(repr, rm._RATES)), sorted(v for _, v in rm._RATES.values())
+
+
+@pytest.mark.parametrize(("name", "make"), PROBLEMS, ids=[n for n, _ in PROBLEMS])
+def test_two_processes_find_what_one_finds(name: str, make: Any, monkeypatch: Any) -> None:
+    monkeypatch.setattr(me, "SHARED_FROM", 2)  # split even a small generated mix
+    problem = make()
+    for prune in (True, False) if name.startswith("generated") else (True,):
+        one = enumerate_mix(problem, 1, prune=prune)
+        two = enumerate_mix(problem, 2, prune=prune)
+        assert one[0][0], name  # designs were found: not a comparison of empty lists
+        assert two == one  # designs, rates, sized classes, and every rate remembered
+
+
+def test_a_child_that_dies_costs_time_not_the_answer(monkeypatch: Any) -> None:
+    problem = PROBLEMS[2][1]()
+    one = enumerate_mix(problem, 1)
+    here = os.getpid()
+    real = rm._class_rates
+
+    def dying(*args: Any, **kwargs: Any) -> Any:
+        if os.getpid() != here:
+            os._exit(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(me, "SHARED_FROM", 2)
+    monkeypatch.setattr(rm, "_class_rates", dying)
+    assert enumerate_mix(problem, 2) == one
+
+
+def test_a_passed_deadline_stops_every_process(monkeypatch: Any) -> None:
+    problem = PROBLEMS[0][1]()
+    cat = with_machines(load_catalog(), problem)
+    monkeypatch.setattr(me, "SHARED_FROM", 2)
+    _forget()
+    with pytest.raises(me.OutOfTime, match="designs searched"):
+        me.mix_designs(  # type: ignore[arg-type]
+            problem.workloads[0], problem, cat, allowed_devices(problem, cat),
+            prune=True, processes=2, deadline=time.monotonic() + 0.05,
+        )  # fmt: skip
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # no child left running or unreaped
+
+
+def test_a_pools_process_or_a_threaded_one_enumerates_alone(monkeypatch: Any) -> None:
+    """A process of the sweep pool, or one running other threads (a web server), forks no
+    child: the pool's other processes already use the cores, and a child forked beside other
+    threads would hold copies of their locks."""
+    import threading
+
+    from planner.estimator import fork_share
+
+    monkeypatch.setattr(fork_share, "ALONE", True)
+    assert me.enumeration_processes() == 1
+    monkeypatch.setattr(fork_share, "ALONE", False)
+    monkeypatch.setattr(fork_share, "cores", lambda: 8)
+    assert me.enumeration_processes() == me.PROCESSES
+    stop = threading.Event()
+    beside = threading.Thread(target=stop.wait)
+    beside.start()
+    try:
+        assert me.enumeration_processes() == 1
+    finally:
+        stop.set()
+        beside.join()
