@@ -7,10 +7,12 @@ searches share for keeping the better plan and the tighter bound, are in planner
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 
 from planner.catalog import Catalog, load_catalog
 from planner.estimator.designs import Design
+from planner.estimator.fork_share import run_queue, side_by_side
 from planner.estimator.mix_enumeration import OutOfTime
 from planner.model.cpsat import PlannerModel
 from planner.model.diagnose import blocking_constraints, capped_out, why_no_design
@@ -385,38 +387,21 @@ class Solver(GuidedSearch):
         proved optimal in that time is counted at its bound (no plan on it alone costs less),
         which keeps the stated saving a floor; a type left unpriced is named."""
         limit = min(self.time_limit, max(2.0, plan.solve_seconds))
-        best: tuple[float, str, Plan] | None = None  # (least cost, type, its plan)
-        unsettled = []
         devs = sorted(tables.econ)
-        for i, dev in enumerate(devs):
-            share = limit
-            if ends is not None:
-                share = min(limit, (ends - time.monotonic()) / (len(devs) - i))
-                if share < MIN_SEARCH_S * 4:
-                    unsettled.append(dev)
-                    continue
-            alone = Solver(
-                self.cat,
-                time_limit=share,
-                workers=self.workers,
-                seed=self.seed,
-                why=False,
-                deadline=None if ends is None else time.monotonic() + share,
-            )
-            # The designs on `dev` alone are this problem's, filtered (one_type_tables).
-            sub = one_type_tables(tables, dev, self.cat)
-            p = alone.solve(only_device(problem, dev) if sub is None else sub.problem, sub)
-            if p.status == "OPTIMAL":
-                least = p.tco_usd
-            elif p.status == "FEASIBLE" and p.bound is not None:
-                least = min(p.tco_usd, p.bound)
-            elif p.status == "INFEASIBLE":
+        # The types are independent solves: side by side where this process may fork
+        # (planner.estimator.fork_share), each as it would be solved alone here.
+        alone = run_queue(
+            lambda i: self._alone(problem, tables, devs, i, limit, ends), len(devs), side_by_side()
+        )
+        best: tuple[float, str, _Alone] | None = None  # (least cost, type, its solve)
+        unsettled = []
+        for dev, got in zip(devs, alone, strict=True):
+            if got.status == "INFEASIBLE":
                 continue
-            else:
+            if got.status not in ("OPTIMAL", "FEASIBLE"):
                 unsettled.append(dev)
-                continue
-            if best is None or least < best[0]:
-                best = (least, dev, p)
+            elif best is None or got.least < best[0]:
+                best = (got.least, dev, got)
         within = f"in {limit:.0f} s" if ends is None else "within the time limit"
         late = f" ({', '.join(unsettled)} alone: no plan found {within})" if unsettled else ""
         if best is None and unsettled:
@@ -424,7 +409,7 @@ class Solver(GuidedSearch):
         if best is None:
             return "no single device type can serve the whole request mix alone"
         least, dev, p = best
-        n = sum(x.count for x in p.devices)
+        n = p.devices
         saved = least - plan.tco_usd
         proved = p.status == "OPTIMAL"
         if saved >= 0:
@@ -438,6 +423,51 @@ class Solver(GuidedSearch):
             f"{dev} at ${p.tco_usd:,.0f}, not proved optimal {within}); this plan "
             f"{gain}{late}"
         )
+
+    def _alone(
+        self,
+        problem: Problem,
+        tables: Tables,
+        devs: list[str],
+        i: int,
+        limit: float,
+        ends: float | None,
+    ) -> _Alone:
+        """The cheapest plan on the type devs[i] alone (single_type_note): its status, least
+        cost (a FEASIBLE plan's bound where it has one), devices and cost."""
+        dev = devs[i]
+        share = limit
+        if ends is not None:
+            share = min(limit, (ends - time.monotonic()) / (len(devs) - i))
+            if share < MIN_SEARCH_S * 4:
+                return _Alone("NO_PLAN", math.inf, 0, math.inf)
+        alone = Solver(
+            self.cat,
+            time_limit=share,
+            workers=self.workers,
+            seed=self.seed,
+            why=False,
+            deadline=None if ends is None else time.monotonic() + share,
+        )
+        # The designs on `dev` alone are this problem's, filtered (one_type_tables).
+        sub = one_type_tables(tables, dev, self.cat)
+        p = alone.solve(only_device(problem, dev) if sub is None else sub.problem, sub)
+        least = p.tco_usd
+        if p.status == "FEASIBLE":
+            if p.bound is None:
+                return _Alone("NO_PLAN", math.inf, 0, math.inf)
+            least = min(p.tco_usd, p.bound)
+        return _Alone(str(p.status), least, sum(x.count for x in p.devices), p.tco_usd)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Alone:
+    """One type's solve for single_type_note, as small as a child process sends it back."""
+
+    status: str  # OPTIMAL, FEASIBLE (least: its bound), INFEASIBLE, or another: no plan in time
+    least: float
+    devices: int
+    tco_usd: float
 
 
 def solve_problem(

@@ -5,6 +5,7 @@ leaves its tasks to this process; an exception here reaps the children."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import pytest
@@ -88,3 +89,25 @@ def test_one_process_or_no_fork_runs_everything_here(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(fork_share.os, "fork", no_fork)
     assert run_queue(lambda i: (i, os.getpid()), 5, 2) == [(i, here) for i in range(5)]
+
+
+def test_a_pools_process_or_a_threaded_one_works_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process of the sweep pool, or one running other threads (a web server), forks no
+    child: the pool's other processes already use the cores, and a child forked beside other
+    threads would hold copies of their locks."""
+    monkeypatch.setattr(fork_share, "ALONE", True)
+    assert fork_share.side_by_side() == 1
+    monkeypatch.setattr(fork_share, "ALONE", False)
+    monkeypatch.setattr(fork_share, "cores", lambda: 8)
+    assert fork_share.side_by_side() == fork_share.PROCESSES
+    monkeypatch.setattr(fork_share, "cores", lambda: 1)
+    assert fork_share.side_by_side() == 1
+    monkeypatch.setattr(fork_share, "cores", lambda: 8)
+    stop = threading.Event()
+    beside = threading.Thread(target=stop.wait)
+    beside.start()
+    try:
+        assert fork_share.side_by_side() == 1
+    finally:
+        stop.set()
+        beside.join()

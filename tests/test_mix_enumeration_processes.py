@@ -91,26 +91,3 @@ def test_a_passed_deadline_stops_every_process(monkeypatch: Any) -> None:
         )  # fmt: skip
     with pytest.raises(ChildProcessError):
         os.waitpid(-1, os.WNOHANG)  # no child left running or unreaped
-
-
-def test_a_pools_process_or_a_threaded_one_enumerates_alone(monkeypatch: Any) -> None:
-    """A process of the sweep pool, or one running other threads (a web server), forks no
-    child: the pool's other processes already use the cores, and a child forked beside other
-    threads would hold copies of their locks."""
-    import threading
-
-    from planner.estimator import fork_share
-
-    monkeypatch.setattr(fork_share, "ALONE", True)
-    assert me.enumeration_processes() == 1
-    monkeypatch.setattr(fork_share, "ALONE", False)
-    monkeypatch.setattr(fork_share, "cores", lambda: 8)
-    assert me.enumeration_processes() == me.PROCESSES
-    stop = threading.Event()
-    beside = threading.Thread(target=stop.wait)
-    beside.start()
-    try:
-        assert me.enumeration_processes() == 1
-    finally:
-        stop.set()
-        beside.join()

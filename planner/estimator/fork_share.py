@@ -22,6 +22,7 @@ import contextlib
 import os
 import pickle
 import signal
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -44,6 +45,20 @@ class Handback(Generic[R]):
     start: Callable[[], None]
     end: Callable[[], Any]
     take: Callable[[Any], None]
+
+
+# At most this many processes work side by side (a command's solve runs two threads).
+PROCESSES = 2
+
+
+def side_by_side() -> int:
+    """Processes a computation may run on (run_queue): PROCESSES, or fewer where fewer cores
+    are this process's to run on; one where this process runs other threads (a web server's, a
+    cluster worker's: a child forked from it would hold copies of their locks) or is itself one
+    of a pool's processes (ALONE)."""
+    if threading.active_count() > 1 or ALONE:
+        return 1
+    return max(1, min(PROCESSES, cores()))
 
 
 def cores() -> int:

@@ -13,12 +13,10 @@ answer (request_mix.journal), so later solves in this process find them.
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
 
 from planner.catalog import Catalog
-from planner.estimator import fork_share
 from planner.estimator import request_mix as rm
 from planner.estimator.designs import Design, PerDevice, Role, inference_designs, stage_specs
 from planner.estimator.fork_share import Handback, run_queue
@@ -35,8 +33,6 @@ from planner.schema.problem import InferenceWorkload, Problem
 # fork and its answer's pickling (about 10 ms), worth it only where the rates take a tenth of a
 # second or more (about 0.2 ms a design).
 SHARED_FROM = 500
-# At most this many processes enumerate side by side (the command's solve runs two threads).
-PROCESSES = 2
 
 Kind = tuple[object, ...]
 
@@ -49,16 +45,6 @@ class OutOfTime(Exception):
             f"the designs of workload `{workload}` were still being enumerated ({done} of its "
             f"{jobs} designs searched)"
         )
-
-
-def enumeration_processes() -> int:
-    """Processes an enumeration may use: PROCESSES, or fewer where fewer cores are this
-    process's to run on; one where this process runs other threads (a web server's, a
-    cluster worker's: a child forked from it would hold copies of their locks) or is itself
-    one of a pool's processes (fork_share.alone)."""
-    if threading.active_count() > 1 or fork_share.ALONE:
-        return 1
-    return max(1, min(PROCESSES, fork_share.cores()))
 
 
 @dataclass(frozen=True)

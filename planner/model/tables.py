@@ -28,8 +28,9 @@ from planner.estimator.economics import (
     peak_scale,
     rented_devices,
 )
+from planner.estimator.fork_share import side_by_side
 from planner.estimator.hosts import with_machines
-from planner.estimator.mix_enumeration import enumeration_processes, mix_designs
+from planner.estimator.mix_enumeration import mix_designs
 from planner.estimator.network import network_link
 from planner.estimator.training_designs import training_designs
 from planner.model.scale import RATE_SCALE, SHARE_STEPS, to_int
@@ -131,7 +132,7 @@ def build_tables(
     `designs` reuses an earlier enumeration (valid when `design_key` is unchanged).
     `deadline` (time.monotonic()): a request mix's enumeration stops there (OutOfTime).
     `processes`: how many processes a request mix's enumeration may use (None: as many as
-    mix_enumeration.enumeration_processes allows; the designs are the same for any number)."""
+    fork_share.side_by_side allows; the designs are the same for any number)."""
     cat = with_machines(cat, problem)  # the problem's stated machines host its devices
     devs = allowed_devices(problem, cat)
     econ = device_economics(problem, cat, devs)
@@ -144,7 +145,7 @@ def build_tables(
         if isinstance(w, InferenceWorkload) and w.request_mix is not None:
             ds, serves[w.name], sized[w.name] = mix_designs(
                 w, problem, cat, devs, prune=tuned, deadline=deadline,
-                processes=enumeration_processes() if processes is None else processes,
+                processes=side_by_side() if processes is None else processes,
             )  # fmt: skip
             designs[w.name] = ds
         elif not fresh:
