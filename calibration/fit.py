@@ -57,6 +57,7 @@ from planner.estimator.prefill_path import (  # noqa: E402
     on_llama_cpp,
 )
 from planner.estimator.prompt_time import engine_prefill_seconds  # noqa: E402
+from planner.estimator.row_split import row_split_step_seconds  # noqa: E402
 from planner.estimator.support import engine_kernels, engine_times  # noqa: E402
 from planner.estimator.training_layout import (  # noqa: E402
     layout_from_notes,
@@ -315,7 +316,8 @@ def is_decode_b1(r: Row) -> bool:
 
 
 def is_layer_split(r: Row) -> bool:
-    """llama.cpp over several GPUs: the layers are split, one GPU works at a time."""
+    """llama.cpp over several GPUs at batch 1: the layers split (one GPU works at a time), or,
+    where the notes say so, every matrix split by rows (is_row_split)."""
     m = r.meas
     return (
         m.metric == "decode_tokens_per_s"
@@ -324,6 +326,17 @@ def is_layer_split(r: Row) -> bool:
         and m.engine is not None
         and kernels_of(m.engine) in LLAMA_CPP_KERNELS
     )
+
+
+# A llama.cpp row whose notes say its GPUs split every weight matrix by rows (builds before
+# llama.cpp PR #4766, January 2024, had no other multi-GPU mode; planner/estimator/row_split.py),
+# and whether its GPUs had peer access ("no peer access": copies staged through host memory).
+ROW_SPLIT = re.compile(r"\brow split\b")
+NO_PEER_ACCESS = re.compile(r"\bno peer access\b")
+
+
+def is_row_split(r: Row) -> bool:
+    return is_layer_split(r) and ROW_SPLIT.search(r.meas.notes or "") is not None
 
 
 def is_decode_batched(r: Row) -> bool:
@@ -413,22 +426,24 @@ def decode_tps(r: Row, params: Params) -> float:
     dev = engine_table(r, params)
     batch = float(m.batch or 1)
     # llama.cpp's layer split runs one GPU at a time: the step is that of one device holding
-    # every layer (link hops are negligible at batch 1). Other multi-device rows are tensor
-    # parallel.
+    # every layer (link hops are negligible at batch 1). Its row split shares every weight
+    # matrix and pays a host synchronization per product (row_split). Other multi-device rows
+    # are tensor parallel.
     tp = 1 if is_layer_split(r) else m.devices
     fmt = weight_format(m.weights or "")
-    step = float(
-        decode_step_seconds(
-            r.model,
-            fmt,
-            kv_bytes(m.kv or "fp16"),
-            dev,
-            batch=batch,
-            context=r.context,
-            tp=tp,
-            kernels=kernels_of(m.engine),
-        )[0]
-    ) + engine_seconds(r, params)
+    kernels = kernels_of(m.engine)
+    kv = kv_bytes(m.kv or "fp16")
+    if is_row_split(r):
+        peer = NO_PEER_ACCESS.search(m.notes or "") is None
+        t = row_split_step_seconds(
+            r.model, fmt, kv, dev, batch=batch, context=r.context, devices=m.devices,
+            kernels=kernels, peer_access=peer,
+        )  # fmt: skip
+    else:
+        t = decode_step_seconds(
+            r.model, fmt, kv, dev, batch=batch, context=r.context, tp=tp, kernels=kernels
+        )
+    step = float(t[0]) + engine_seconds(r, params)
     e2e = END_TO_END.search(m.notes or "")
     if e2e is None:
         return batch / step
@@ -437,7 +452,7 @@ def decode_tps(r: Row, params: Params) -> float:
     out = int(e2e.group("output"))
     first = engine_prefill_seconds(
         r.model, fmt, kv_bytes(m.kv or "fp16"), dev, prompt=int(e2e.group("prompt")), tp=tp,
-        kernels=kernels_of(m.engine), prompts=batch,
+        kernels=kernels, prompts=batch,
     )  # fmt: skip
     return batch * out / (float(first[0]) + out * step)
 
@@ -972,7 +987,7 @@ GROUPS: tuple[tuple[str, str, Callable[[Row], bool]], ...] = (
     ("prefill, batch 1 (fitted: compute)", "prefill", is_prefill),
     ("training (fitted: training_mfu, moe_routed_ns, moe_fused_share)", "training", is_training),
     (
-        "decode, batch 1, llama.cpp layer split over several GPUs (check only)",
+        "decode, batch 1, llama.cpp layer or row split over several GPUs (check only)",
         "split",
         is_layer_split,
     ),
