@@ -103,22 +103,20 @@ def mix_designs(
     tasks = _tasks(classes, prune)
     witnesses = Witnesses(sorted(d.id for d in devs), len(classes)) if prune else None
     settled: rm.Ends = {}  # which end of its rate search settled each role's and class's last one
-    # Each design's stage specs by (class, id of the design), as this process built them: the
-    # designs kept take theirs (a child's are built again here, equal).
-    specs: dict[tuple[int, int], list[StageSpec]] = {}
     clock = _Clock(w.name, deadline, sum(len(t) for t in tasks))
+    specs: dict[tuple[int, int], list[StageSpec]] = {}  # each process's own (_rates)
 
-    def work(t: int) -> dict[tuple[int, int], dict[int, float]]:
-        return _rates(w, problem, cat, classes, tasks[t], witnesses, settled, specs, clock)
+    def work(t: int) -> dict[tuple[int, int], tuple[Design, dict[int, float]]]:
+        return _rates(w, problem, cat, classes, tasks[t], witnesses, settled, clock, specs)
 
-    handback: Handback[dict[tuple[int, int], dict[int, float]]] = Handback(
+    handback: Handback[dict[tuple[int, int], tuple[Design, dict[int, float]]]] = Handback(
         rm.open_journal, rm.journal, lambda noted: rm.replay(noted, cat)
     )
-    found: dict[tuple[int, int], dict[int, float]] = {}
+    found: dict[tuple[int, int], tuple[Design, dict[int, float]]] = {}
     many = sum(len(t) for t in tasks) >= SHARED_FROM
     for got in run_queue(work, len(tasks), processes if many else 1, handback):
         found.update(got)
-    designs, serves, sized = _assemble(problem, cat, classes, found, specs)
+    designs, serves, sized = _assemble(classes, found)
     if prune and designs:
         designs, serves, sized = _undominated(designs, serves, sized, hosts)
     return designs, serves, sized
@@ -163,51 +161,45 @@ def _rates(
     task: list[tuple[int, int]],
     witnesses: Witnesses | None,
     settled: rm.Ends,
-    specs: dict[tuple[int, int], list[StageSpec]],
     clock: _Clock,
-) -> dict[tuple[int, int], dict[int, float]]:
-    """The rates of the jobs of one kind (`task`, in order) that serve their own class, by
-    (class, job); the stage specs it builds go into `specs`, by class and id of the design.
-    `witnesses`: None where nothing is pruned."""
-    out: dict[tuple[int, int], dict[int, float]] = {}
+    specs: dict[tuple[int, int], list[StageSpec]],
+) -> dict[tuple[int, int], tuple[Design, dict[int, float]]]:
+    """The jobs of one kind (`task`, in order) that serve their own class, by (class, job):
+    each design in its role and its rates. `witnesses`: None where nothing is pruned; `specs`:
+    the stage specs this process built, by class and id of the design."""
+    out: dict[tuple[int, int], tuple[Design, dict[int, float]]] = {}
     for c_i, i in task:
         clock.tick()
         c = classes[c_i]
         d, role = c.jobs[i]
         kind = c.kinds[i]
-        at = (c_i, id(d))
+        at = (c_i, id(d))  # a design's roles share its specs
         spec = specs.get(at) or specs.setdefault(at, stage_specs(cat, problem, d))
         beaten = witnesses.beaten(kind, d, (c_i, i)) if witnesses is not None else None
         rates = rm._class_rates(w, cat, c.link, d, spec, c_i, role, beaten, settled)
         if rates is not None and c_i in rates:
-            out[(c_i, i)] = rates
+            # Its figures in its role, made here where its tables are (a Design holds plain
+            # values only, so one made in a child comes back as it is).
+            out[(c_i, i)] = (in_role(d, role, c.sub, cat, spec, c.link), rates)
             if witnesses is not None:
                 witnesses.add(kind, d, rates, (c_i, i))
     return out
 
 
 def _assemble(
-    problem: Problem,
-    cat: Catalog,
-    classes: list[_Class],
-    found: dict[tuple[int, int], dict[int, float]],
-    specs: dict[tuple[int, int], list[StageSpec]],
+    classes: list[_Class], found: dict[tuple[int, int], tuple[Design, dict[int, float]]]
 ) -> tuple[list[Design], list[dict[int, float]], list[int]]:
-    """The designs in their roles whose rates were found, in the order of the jobs (their
-    stage specs from `specs` where this process built them)."""
+    """The designs in their roles whose rates were found, in the order of the jobs."""
     designs: list[Design] = []
     serves: list[dict[int, float]] = []
     sized: list[int] = []
     for c_i, c in enumerate(classes):
-        for i, (d, role) in enumerate(c.jobs):
-            rates = found.get((c_i, i))
-            if rates is None:
+        for i in range(len(c.jobs)):
+            got = found.get((c_i, i))
+            if got is None:
                 continue  # beaten by its bound, or no load of its own class meets the ceilings
-            spec = specs.get((c_i, id(d))) or specs.setdefault(
-                (c_i, id(d)), stage_specs(cat, problem, d)
-            )
-            designs.append(in_role(d, role, c.sub, cat, spec, c.link))
-            serves.append(rates)
+            designs.append(got[0])
+            serves.append(got[1])
             sized.append(c_i)
     return designs, serves, sized
 
