@@ -45,8 +45,13 @@ def test_llama_8b_training_flops_by_hand() -> None:
     assert linear_r == 4 * 2 * BLOCKS_8B
     assert rest_r == 4 * ATTENTION_8B_8K + 3 * 2 * HEAD_8B
     # LoRA: forward and activation gradients through the frozen matrices, 4N.
-    lora, _ = training_flops_split(m, 8192, "lora", "selective")
+    lora, lora_rest = training_flops_split(m, 8192, "lora", "selective")
     assert lora == 2 * 2 * BLOCKS_8B
+    # Attention multiplies two activations: its backward computes both operands' gradients (dQ,
+    # dK, dP, dV) with or without frozen weights, 3 passes; the frozen head skips its weight's.
+    assert lora_rest == 3 * ATTENTION_8B_8K + 2 * 2 * HEAD_8B
+    qlora = training_flops_split(m, 8192, "qlora", "full")
+    assert qlora == (3 * 2 * BLOCKS_8B, 4 * ATTENTION_8B_8K + 2 * 2 * HEAD_8B)
 
 
 def test_torchtitans_per_op_checkpointing_repeats_every_second_matmul() -> None:

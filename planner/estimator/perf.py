@@ -368,7 +368,10 @@ def training_flops_split(
     ColumnParallelLinear outside those modules (BF16). Full recomputation repeats the blocks'
     forward, not the output layer's (Narayanan et al. 2021, appendix). torchtitan's selective
     per-op checkpointing (`op`) repeats every second matmul of a block's linear layers
-    (architecture.op_checkpoint_linear_share) and none of attention's."""
+    (architecture.op_checkpoint_linear_share) and none of attention's. LoRA/QLoRA skip the frozen
+    weights' gradients (2 of 3 passes over the blocks and the head); attention's Q K^T and P V
+    multiply two activations, whose gradients the backward needs whatever is frozen (dQ, dK,
+    dP, dV: FlashAttention-2, Dao 2023, section 3.1.2), so it keeps its 3 passes."""
     blocks = float(active_params(m) - embedding_params(m) - head_params(m))
     attended = causal_attended_tokens(m, seq_len)
     attention = m.num_layers * (
@@ -382,8 +385,11 @@ def training_flops_split(
         linear_again = op_checkpoint_linear_share(m)
     return (
         (mult + linear_again) * 2.0 * blocks,
-        (mult + attention_again) * attention + mult * logits,
+        (ATTENTION_PASSES + attention_again) * attention + mult * logits,
     )
+
+
+ATTENTION_PASSES = 3.0  # forward, then both operands' gradients: no weight to freeze among them
 
 
 # Forward passes repeated in the backward pass by a recomputation policy: (of the blocks' linear
