@@ -41,7 +41,9 @@ def test_no_unmeasured_generation_is_credited_with_more_than_a_measured_one() ->
     cat = load_catalog()
     shipped = load_efficiency().architectures
     fitted = {"datacenter/ampere", "datacenter/hopper", "datacenter/blackwell"}
-    fitted |= {"workstation/ampere", "consumer/ada-lovelace"}  # the torchtune rows
+    # torchtune's rows: the RTX 4090 and the board its table calls '1x A6000', read as the RTX 6000
+    # Ada (calibration/measurements.yaml says why)
+    fitted |= {"workstation/ada-lovelace", "consumer/ada-lovelace"}
     measured = {k.split("/", 1)[1] for k in fitted}
     lowest = min(shipped[k]["training_mfu"] for k in fitted)
     unmeasured = [k for k in shipped if k.split("/", 1)[1] not in measured]
@@ -54,14 +56,15 @@ def test_no_unmeasured_generation_is_credited_with_more_than_a_measured_one() ->
 def test_a_generation_measured_in_one_class_lends_its_figure_to_another() -> None:
     """One tensor-core design across market segments: the RTX A6000 (workstation) and the RTX
     3090 (consumer) are Ampere like the A100, the L40S (datacenter) is Ada Lovelace like the RTX
-    4090. A class without rows of a generation takes that generation's fitted figure, so held out
-    the A6000 trains at the A100's MFU rather than a hand-set class prior."""
+    4090 and the RTX 6000 Ada. A class without rows of a generation takes that generation's
+    fitted figure (the lower where two classes measured it), so the RTX A6000 trains at the
+    A100's MFU rather than a hand-set class prior."""
     shipped = load_efficiency().architectures
     ampere = shipped["datacenter/ampere"]["training_mfu"]
     assert shipped["consumer/ampere"]["training_mfu"] == ampere
-    ada = shipped["consumer/ada-lovelace"]["training_mfu"]
+    assert shipped["workstation/ampere"]["training_mfu"] == ampere
+    ada = min(shipped[f"{c}/ada-lovelace"]["training_mfu"] for c in ("consumer", "workstation"))
     assert shipped["datacenter/ada-lovelace"]["training_mfu"] == ada
-    assert shipped["workstation/ada-lovelace"]["training_mfu"] == ada
 
 
 def test_an_architecture_entry_sits_between_the_class_and_the_user() -> None:
