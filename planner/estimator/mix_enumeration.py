@@ -104,7 +104,7 @@ def mix_designs(
     witnesses = Witnesses(sorted(d.id for d in devs), len(classes)) if prune else None
     settled: rm.Ends = {}  # which end of its rate search settled each role's and class's last one
     clock = _Clock(w.name, deadline, sum(len(t) for t in tasks))
-    specs: dict[tuple[int, int], list[StageSpec]] = {}  # each process's own (_rates)
+    specs: dict[tuple[object, ...], list[StageSpec]] = {}  # each process's own (_rates)
 
     def work(t: int) -> dict[tuple[int, int], tuple[Design, dict[int, float]]]:
         return _rates(w, problem, cat, classes, tasks[t], witnesses, settled, clock, specs)
@@ -162,18 +162,24 @@ def _rates(
     witnesses: Witnesses | None,
     settled: rm.Ends,
     clock: _Clock,
-    specs: dict[tuple[int, int], list[StageSpec]],
+    specs: dict[tuple[object, ...], list[StageSpec]],
 ) -> dict[tuple[int, int], tuple[Design, dict[int, float]]]:
     """The jobs of one kind (`task`, in order) that serve their own class, by (class, job):
     each design in its role and its rates. `witnesses`: None where nothing is pruned; `specs`:
-    the stage specs this process built, by class and id of the design."""
+    the stage specs this process built, by what they are built from."""
     out: dict[tuple[int, int], tuple[Design, dict[int, float]]] = {}
     for c_i, i in task:
         clock.tick()
         c = classes[c_i]
         d, role = c.jobs[i]
         kind = c.kinds[i]
-        at = (c_i, id(d))  # a design's roles share its specs
+        # What stage_specs reads of a design: its workload, engine and stages (not its batch,
+        # so a layout's batches and roles share one list).
+        at = (
+            d.workload,
+            d.engine,
+            *((x.device, x.tp, x.layers, x.dense, x.across_machines) for x in d.stages),
+        )
         spec = specs.get(at) or specs.setdefault(at, stage_specs(cat, problem, d))
         beaten = witnesses.beaten(kind, d, (c_i, i)) if witnesses is not None else None
         rates = rm._class_rates(w, cat, c.link, d, spec, c_i, role, beaten, settled)
