@@ -397,10 +397,18 @@ class PlannerModel(Constraints, Hints):
         while the starting plan is completed (hint_only: the hinted variables are held) too."""
         if not self._full or self.hint_only:
             return
+        self.hint_values(self._full)
+
+    def last_values(self) -> list[int]:
+        """Every variable's value in the last plan found (empty before one is found)."""
+        return list(self._full)
+
+    def hint_values(self, values: list[int]) -> None:
+        """Replace the hint by `values`, one per variable of the model (a complete hint)."""
         self.m.clear_hints()
         h = self.m.proto.solution_hint
-        h.vars.extend(range(len(self._full)))
-        h.values.extend(self._full)
+        h.vars.extend(range(len(values)))
+        h.values.extend(values)
 
     def _units(self, s: cp_model.CpSolver, expr: cp_model.LinearExpr) -> float:
         """Sum of the variables' values in `expr`: each rounded coefficient is off by less than
