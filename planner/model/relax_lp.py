@@ -47,7 +47,7 @@ class LinearProgram:
         return float(np.sum(np.minimum(a * lo, a * hi))), float(np.sum(np.maximum(a * lo, a * hi)))
 
 
-def _usable(lp: LinearProgram, y: Floats) -> Floats:
+def usable(lp: LinearProgram, y: Floats) -> Floats:
     """y with each multiplier whose row side is open taken as 0."""
     lo, hi = np.asarray(lp.lo), np.asarray(lp.hi)
     y = np.where((y > 0) & ~np.isfinite(lo), 0.0, y)
@@ -58,7 +58,7 @@ def reduced_costs(lp: LinearProgram, y: Floats) -> Floats:
     """c - A'y for the multipliers y as dual_bound reads them: min c.x over the relaxation is
     at least dual_bound(lp, y) + the sum over columns of d_j x_j less its least over the box,
     each term at least 0 (the algebra dual_bound rests on)."""
-    y = _usable(lp, y)
+    y = usable(lp, y)
     rows, cols = np.asarray(lp.rows, dtype=np.int64), np.asarray(lp.cols, dtype=np.int64)
     ay = np.bincount(cols, weights=np.asarray(lp.vals) * y[rows], minlength=len(lp.c))
     return np.asarray(lp.c - ay, dtype=float)
@@ -67,7 +67,7 @@ def reduced_costs(lp: LinearProgram, y: Floats) -> Floats:
 def dual_bound(lp: LinearProgram, y: Floats) -> float:
     """min c.x + offset over the relaxation is at least this, for any row multipliers y
     (weak duality; a multiplier whose row side is open is taken as 0)."""
-    y = _usable(lp, y)
+    y = usable(lp, y)
     lo, hi = np.asarray(lp.lo), np.asarray(lp.hi)
     lo_f, hi_f = np.where(np.isfinite(lo), lo, 0.0), np.where(np.isfinite(hi), hi, 0.0)
     rows_part = np.where(y > 0, y * lo_f, np.where(y < 0, y * hi_f, 0.0))

@@ -40,8 +40,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from planner.estimator.hosts import purchase_unit
+from planner.model import by_period
 from planner.model.cpsat import PlannerModel
 from planner.model.ortools_cp import linear_solver
+from planner.model.relax_blocks import BlockBound, block_bound
 from planner.model.relax_branch import LpTree
 from planner.model.relax_lp import Floats, LinearProgram, dual_bound
 from planner.model.tables import Tables
@@ -98,6 +100,10 @@ class Relaxation:
     dropped: dict[str, int]
     build_seconds: float  # the CP-SAT model and its conversion
     solve_seconds: float
+    # The decomposition by demand period (planner.model.relax_blocks), when asked: its bound
+    # in the goal's unit (never looser than `bound`), and how it was reached.
+    blocks: BlockBound | None = None
+    block_bound: float | None = None
 
 
 def _last(values: Any) -> int:
@@ -345,8 +351,12 @@ def _raw_bound(lp: LinearProgram, proto: Any, y: Floats) -> float:
     return float(sign * max(dual_bound(lp, y), dual_bound(lp, -y)))
 
 
-def relax(tables: Tables, *, solver: str = "GLOP", time_limit: float = 120.0) -> Relaxation:
-    """The linear relaxation of the planner's model for `tables`, solved, and its bound."""
+def relax(
+    tables: Tables, *, solver: str = "GLOP", time_limit: float = 120.0, blocks_time: float = 0.0
+) -> Relaxation:
+    """The linear relaxation of the planner's model for `tables`, solved, and its bound; with
+    `blocks_time` > 0, also the decomposition's bound by demand period (relax_blocks), its
+    blocks searched as integer programs for that many seconds in all."""
     start = time.perf_counter()
     model = PlannerModel(tables)
     goal = model.pose()
@@ -357,6 +367,12 @@ def relax(tables: Tables, *, solver: str = "GLOP", time_limit: float = 120.0) ->
     # CP-SAT minimizes coeffs.x + offset and reports scaling_factor times that (-1: maximize).
     sign = proto.objective.scaling_factor or 1.0
     raw = _raw_bound(lp, proto, y)
+    blocks = None
+    label = by_period.labels(model) if blocks_time > 0 and reported is not None else None
+    if label is not None:
+        # The better reading of the duals' sign (see _raw_bound), in the LP's minimizing sense.
+        y_min = y if dual_bound(lp, y) >= dual_bound(lp, -y) else -y
+        blocks = block_bound(lp, y_min, label, time_limit=blocks_time)
     return Relaxation(
         bound=goal.read(raw, 0.0),
         raw=raw,
@@ -370,7 +386,15 @@ def relax(tables: Tables, *, solver: str = "GLOP", time_limit: float = 120.0) ->
         dropped=dict(lp.dropped),
         build_seconds=built - start,
         solve_seconds=time.perf_counter() - built,
+        blocks=blocks,
+        block_bound=None if blocks is None else goal.read(_tightest(sign, blocks.bound, raw), 0.0),
     )
+
+
+def _tightest(sign: float, minimum: float, raw: float) -> float:
+    """The tighter of the LP's bound `raw` (as CP-SAT reports objectives) and a lower bound
+    `minimum` on the LP's minimized objective (sign x the objective: -1 when maximizing)."""
+    return max(minimum, raw) if sign > 0 else min(-minimum, raw)
 
 
 def lp_bound(tables: Tables, *, solver: str = "GLOP", time_limit: float = 120.0) -> float:
