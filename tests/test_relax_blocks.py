@@ -44,12 +44,30 @@ def test_half_replicas_by_hand() -> None:
     got = block_bound(lp, y, np.array([0, 1, -1]), time_limit=5.0)
     assert got.lp_bound == pytest.approx(3.0)
     assert got.bound == pytest.approx(6.0)
-    assert got.blocks == 2 and got.proved == 2
+    assert got.blocks == 2 and got.proved == 2  # no row of the shared column alone
+
+
+def test_a_purchase_in_whole_units_by_hand() -> None:
+    """min 4 b + r0 + r1 over integers in [0, 3]: b (bought, shared) must be at least half a
+    unit (2 b >= 1, a row of shared columns alone), each period needs r_p + b >= 1. The
+    relaxation buys b = 0.5 and rents r0 = r1 = 0.5: 3 (duals 1, 1, 1). As integers b = 1: 4.
+    The blocks: each period min r_p + b^p (b^p priced at 1) over r_p + b^p >= 1 is 1; the
+    shared block min (4 - 1 - 1) b over 2 b >= 1 is 2 at b = 1; 1 + 1 + 2 = 4."""
+    lp = LinearProgram(np.array([1.0, 1.0, 4.0]), 0.0, np.zeros(3), np.full(3, 3.0))
+    lp.add([2], [2.0], 1.0, math.inf)
+    lp.add([0, 2], [1.0, 1.0], 1.0, math.inf)
+    lp.add([1, 2], [1.0, 1.0], 1.0, math.inf)
+    y = _duals(lp)
+    got = block_bound(lp, y, np.array([0, 1, -1]), time_limit=5.0)
+    assert got.lp_bound == pytest.approx(3.0)
+    assert got.bound == pytest.approx(4.0)
+    assert got.blocks == 3
 
 
 def _random_program(rng: np.random.Generator) -> tuple[LinearProgram, np.ndarray]:
     """Two or three periods of two columns each and one or two shared columns, in [0, 2]; rows
-    within a period (some reading shared columns) and one across periods."""
+    within a period (some reading shared columns), one across periods, and in half of them one
+    over the shared columns alone."""
     periods, shared = int(rng.integers(2, 4)), int(rng.integers(1, 3))
     label = np.array([p for p in range(periods) for _ in range(2)] + [-1] * shared)
     n = len(label)
@@ -61,6 +79,9 @@ def _random_program(rng: np.random.Generator) -> tuple[LinearProgram, np.ndarray
         lp.add(cols, vals, float(rng.integers(1, 5)), math.inf)  # this period's demand
     across = [j for j in range(n) if label[j] >= 0]
     lp.add(across, [1.0] * len(across), -math.inf, float(rng.integers(2, 2 * periods + 1)))
+    if rng.random() < 0.5:  # a purchase made in whole units: shared columns alone
+        sold = [j for j in range(n) if label[j] < 0]
+        lp.add(sold, [float(v) for v in rng.integers(2, 4, len(sold))], 1.0, math.inf)
     return lp, label
 
 
@@ -125,7 +146,7 @@ def test_bound_brackets_the_proved_optimum(
     sol = PlannerModel(tables).solve(time_limit=60, workers=1, seed=0)
     assert sol.status == Status.OPTIMAL and sol.objective is not None
     assert r.blocks is not None and r.block_bound is not None
-    assert r.blocks.blocks == len(tables.periods)
+    assert r.blocks.blocks == len(tables.periods) + 1  # and the shared columns' own rows
     # Raised, not only matched: $1,012,638 -> $1,015,045 against an optimum of $1,027,007 on
     # the first, $2,477,106 -> $2,485,013 against $2,517,277 on the second (2026-11-29).
     assert r.bound < r.block_bound

@@ -6,21 +6,27 @@ fractions of a replica (0.31 of a 4-device replica, 0.7 of a 40-device one), and
 little alone; over 86 levels they add up. A period's own variables (replicas, sequences,
 rented devices) meet only that period's rows and the shared variables (devices bought, the
 fleet, reserved devices, hosts), so the relaxation splits into one block per period once the
-shared variables are priced.
+shared variables are priced. The rows over shared variables alone (purchases in whole
+baseboards, hosts for the fleet, the network gear) make one more block: the relaxation buys
+16.59 H200 on boards of 4 and 8 and a fifth of a host.
 
 The bound (Lagrangian decomposition, Guignard and Kim 1987, "Lagrangean decomposition: a
 model yielding stronger Lagrangean bounds"): take row multipliers y (the LP's duals). A row
 whose period columns are all of one period p goes to block p, with a copy x_j^p of each shared
-column it reads; every other row (shared columns only, or two periods) is priced by its y_i.
+column it reads; a row of shared columns alone goes to the shared block; a row reading two
+periods is priced by its y_i.
 Adding mu_jp (x_j^p - x_j) = 0 for every copy, with mu_jp = the sum over block p's rows of
 y_i a_ij, and the priced rows' y_i (a_i.x - side_i) >= 0, gives for every integer point x of
 the model (every variable of a CP-SAT model is an integer)
 
-    c.x >= sum over priced rows of y_i side_i + sum over shared j of min over the box of d_j x_j
+    c.x >= sum over priced rows of y_i side_i
            + sum over blocks p of min { (c - A_D'y)_own . x_own + mu_p . x_copies : x integer in
            the box, block p's rows hold }
+           + min { (c - A_D'y - sum_p mu_p) . x_shared : x integer in the box, the shared
+           block's rows hold }
 
-with d = c - A'y (the reduced costs of relax_lp). Each block's minimum is taken as the larger
+(without rows of shared columns alone, the last term is each shared column's least d_j x_j
+over its box, d = c - A'y the reduced costs of relax_lp). Each block's minimum is taken as the larger
 of two lower bounds on it: the weak-duality bound of its own rows with the same y (which makes
 the sum exactly relax_lp.dual_bound, so this bound is never below the relaxation's), and
 CP-SAT's bound on the block as an integer program. CP-SAT needs integer coefficients: the
@@ -42,6 +48,8 @@ from planner.model.relax_lp import Floats, LinearProgram, reduced_costs, usable
 
 SCALE_ROOM = 2.0**52  # the block objective's largest activity once scaled (CP-SAT: int64)
 INT_ROOM = 2**62  # an open side of a row, in CP-SAT's integers
+PRICED = -1  # a row priced by its multiplier (it reads two periods' columns)
+SHARED_ROWS = -2  # the block of the rows that read shared columns alone
 
 
 @dataclass(frozen=True)
@@ -136,37 +144,53 @@ def block_bound(
     began = time.perf_counter()
     y = usable(lp, y)
     rows = _by_row(lp)
-    n_rows = len(lp.lo)
-    block = np.full(n_rows, -1, dtype=np.int64)
-    for i in range(n_rows):
-        cs, _ = rows.of(i)
-        periods_read = {int(p) for p in label[cs] if p >= 0}
-        if len(periods_read) == 1:
-            block[i] = periods_read.pop()
-    priced = np.where(block < 0, y, 0.0)
-    d_priced = reduced_costs(lp, priced)  # c - A_D'y_D: each block's own objective
+    block = _row_blocks(rows, label, len(lp.lo))
+    d_priced = reduced_costs(lp, np.where(block == PRICED, y, 0.0))  # c - A_D'y_D
+    # The shared block's own objective: c less what every row outside it prices.
+    d_shared = reduced_costs(lp, np.where(block == SHARED_ROWS, 0.0, y))
     d_all = reduced_costs(lp, y)
     part, box = _rows_part(lp, y), _box(lp, d_all)
-    shared = label < 0
-    base = float(part[block < 0].sum() + box[shared].sum() + lp.offset)
-    periods = sorted({int(p) for p in block if p >= 0})
-    mine: dict[int, list[int]] = {p: [] for p in periods}
-    for r in np.flatnonzero(block >= 0).tolist():
+    base = float(part[block == PRICED].sum() + lp.offset)
+    blocks = sorted({int(b) for b in block if b != PRICED})  # SHARED_ROWS first
+    mine: dict[int, list[int]] = {b: [] for b in blocks}
+    for r in np.flatnonzero(block != PRICED).tolist():
         mine[int(block[r])].append(r)
     total, proved = base, 0
     lp_total = base
-    for k, p in enumerate(periods):
-        own = np.flatnonzero(np.asarray(label) == p)
-        objective = {int(j): float(d_priced[j]) for j in own}
-        for i in mine[p]:  # copies of shared columns, priced at mu_jp
-            cs, vs = rows.of(i)
-            for j, a in zip(cs, vs, strict=True):
-                if label[j] < 0:
-                    objective[int(j)] = objective.get(int(j), 0.0) + float(y[i] * a)
-        lp_part = float(part[np.asarray(mine[p], dtype=np.int64)].sum() + box[own].sum())
+    for k, b in enumerate(blocks):
+        own = np.flatnonzero(np.asarray(label) < 0 if b == SHARED_ROWS else np.asarray(label) == b)
+        if b == SHARED_ROWS:
+            objective = {int(j): float(d_shared[j]) for j in own}
+        else:
+            objective = {int(j): float(d_priced[j]) for j in own}
+            for i in mine[b]:  # copies of shared columns, priced at mu_jp
+                cs, vs = rows.of(i)
+                for j, a in zip(cs, vs, strict=True):
+                    if label[j] < 0:
+                        objective[int(j)] = objective.get(int(j), 0.0) + float(y[i] * a)
+        lp_part = float(part[np.asarray(mine[b], dtype=np.int64)].sum() + box[own].sum())
         left = time_limit - (time.perf_counter() - began)
-        ip, done = _block_minimum(lp, rows, mine[p], objective, left / (len(periods) - k))
+        ip, done = _block_minimum(lp, rows, mine[b], objective, left / (len(blocks) - k))
         proved += done
         total += lp_part if ip is None else max(ip, lp_part)
         lp_total += lp_part
-    return BlockBound(total, lp_total, len(periods), proved, time.perf_counter() - began)
+    if SHARED_ROWS not in mine:  # no row of shared columns alone: theirs is the box's least
+        shared_box = float(box[np.asarray(label) < 0].sum())
+        total, lp_total = total + shared_box, lp_total + shared_box
+    return BlockBound(total, lp_total, len(blocks), proved, time.perf_counter() - began)
+
+
+def _row_blocks(rows: _Rows, label: np.ndarray, n_rows: int) -> np.ndarray:
+    """Per row, its block: the one demand period whose columns it reads (shared columns
+    aside), SHARED_ROWS when it reads shared columns alone, else PRICED."""
+    block = np.full(n_rows, PRICED, dtype=np.int64)
+    for i in range(n_rows):
+        cs, _ = rows.of(i)
+        if not len(cs):
+            continue
+        periods_read = {int(p) for p in label[cs] if p >= 0}
+        if len(periods_read) == 1:
+            block[i] = periods_read.pop()
+        elif not periods_read:
+            block[i] = SHARED_ROWS
+    return block
