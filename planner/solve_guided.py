@@ -168,13 +168,17 @@ class GuidedSearch:
     ) -> Solution | None:
         """The plan `warm` over every design, completed in the whole model, then improved one
         demand period at a time until `until` with everything else held (planner.model.by_period):
-        the best plan with its purchases in that time. None when the whole model cannot be built
-        and searched in time, or no plan is completed."""
+        the best plan with its purchases in that time. None with one demand period (its block
+        would be the whole model), when the whole model cannot be built and searched in time,
+        or when no plan is completed."""
         from planner.model import by_period
 
         left = until - time.monotonic() - self._reserve()
-        if BUILD_S_PER_KEY * model_keys(tables) + MIN_WHOLE_SEARCH_S > left:
-            return None
+        if (
+            len(tables.periods) < 2
+            or BUILD_S_PER_KEY * model_keys(tables) + MIN_WHOLE_SEARCH_S > left
+        ):
+            return None  # one period is the whole model again: its time is the whole search's
         model = PlannerModel(tables, warm=warm)
         model.hint_only = True  # every search here completes or checks a hint
         try:
