@@ -1,12 +1,19 @@
 """planner.estimator.fork_share: tasks shared by this process and forked children come back
 in order, with what each child hands back; a child that dies, or a process that cannot fork,
-leaves its tasks to this process; an exception here reaps the children."""
+leaves its tasks to this process; an exception here (Ctrl-C too, while a child's answer is
+awaited) reaps the children; an ignored Ctrl-C stays ignored in a child; a child whose parent
+is gone takes no further task."""
 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import textwrap
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -111,3 +118,95 @@ def test_a_pools_process_or_a_threaded_one_works_alone(monkeypatch: pytest.Monke
     finally:
         stop.set()
         beside.join()
+
+
+def _ctrl_c_at_start(seen: list[int]) -> Handback[int]:
+    """A child that sends itself Ctrl-C before its first task, then hands back its pid."""
+    return Handback(lambda: os.kill(os.getpid(), signal.SIGINT), os.getpid, seen.append)
+
+
+def test_ctrl_c_ends_a_child_unless_ctrl_c_is_ignored() -> None:
+    """Ctrl-C ends a child at once; but where this process ignores it (nohup, a background
+    job of a script) the child ignores it too, or a Ctrl-C sent to the whole group would kill
+    the child and leave its share to be done again here."""
+    here = os.getpid()
+    ended: list[int] = []
+    assert run_queue(lambda i: i, 8, 2, _ctrl_c_at_start(ended)) == list(range(8))
+    assert ended == []  # the child died of its Ctrl-C: nothing handed back
+    kept: list[int] = []
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        assert run_queue(lambda i: i, 8, 2, _ctrl_c_at_start(kept)) == list(range(8))
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert len(kept) == 1 and kept[0] != here  # the child lived on and handed back
+    assert _no_children_left()
+
+
+def test_ctrl_c_here_while_a_child_works_on_stops_it() -> None:
+    """Ctrl-C that reaches this process alone (kill -INT of its pid) while it waits for a
+    child's answer: the child is killed and reaped, not waited for."""
+    here = os.getpid()
+
+    def work(i: int) -> int:
+        # The child's task outlasts this process's share (which leaves it time to take one).
+        time.sleep(0.2 if os.getpid() == here else 10)
+        return i
+
+    # Ctrl-C 1.5 s in, as this process's own handler raises it (a timer's signal, so
+    # that no thread but this one runs and the signal interrupts the wait, as in the command).
+    previous = signal.signal(signal.SIGALRM, signal.default_int_handler)
+    t0 = time.monotonic()
+    signal.setitimer(signal.ITIMER_REAL, 1.5)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_queue(work, 6, 2)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert time.monotonic() - t0 < 5  # the child was killed, not waited for
+    assert _no_children_left()
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` is alive and not a zombie (Linux's /proc)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux's /proc")
+def test_a_child_whose_parent_was_killed_takes_no_further_task(tmp_path: Path) -> None:
+    """A parent killed outright (SIGKILL, SIGTERM) cannot stop its child: the child sees it gone
+    before its next task and ends, rather than working through the rest of the queue (here
+    about 10 s of it) for no one."""
+    mark = tmp_path / "child"
+    script = textwrap.dedent(
+        f"""
+        import os, time
+        from planner.estimator.fork_share import run_queue
+        here = os.getpid()
+        def work(i):
+            if os.getpid() != here:
+                open({str(mark)!r}, "w").write(str(os.getpid()))
+            time.sleep(0.2)
+            return i
+        run_queue(work, 100, 2)
+        """
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        t0 = time.monotonic()
+        while not mark.exists() or not mark.read_text():
+            assert time.monotonic() - t0 < 30, "the child never started"
+            time.sleep(0.05)
+    finally:
+        parent.kill()
+        parent.wait()
+    child = int(mark.read_text())
+    t0 = time.monotonic()
+    while _running(child) and time.monotonic() - t0 < 3:
+        time.sleep(0.05)
+    assert not _running(child)

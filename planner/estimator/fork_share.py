@@ -13,7 +13,9 @@ with os._exit (no exit handlers, no flushing of buffers it shares with this proc
 Nothing depends on a child: a task whose answer no child sent back (one could not be forked,
 died, or sent something that does not unpickle) is computed here, so the answers are the same,
 only later. The work must therefore give the same answer wherever it runs, and an exception in
-this process (a deadline passed, an interrupt) stops the children before it propagates.
+this process (a deadline passed, an interrupt) stops the children before it propagates, and a
+child whose parent was killed outright takes no further task. A Ctrl-C this process ignores
+(nohup, a background job) the children ignore too.
 """
 
 from __future__ import annotations
@@ -98,10 +100,14 @@ def run_queue(
             _stop(pid, fd)
 
 
-def _pull(work: Callable[[int], R], queue: int) -> list[tuple[int, R]]:
-    """Tasks taken from `queue` until it is empty, each with its answer."""
+def _pull(work: Callable[[int], R], queue: int, parent: int | None = None) -> list[tuple[int, R]]:
+    """Tasks taken from `queue` until it is empty, each with its answer. `parent` (in a child):
+    the process that forked it; once that one is gone (killed, or ended without reaping this
+    one), no further task is taken, since no one would read the answers."""
     done = []
     while len(b := os.read(queue, _WIDE)) == _WIDE:
+        if parent is not None and os.getppid() != parent:
+            os._exit(0)
         i = int.from_bytes(b, "little")
         done.append((i, work(i)))
     return done
@@ -111,6 +117,7 @@ def _fork(work: Callable[[int], R], queue: int, handback: Handback[R] | None) ->
     """Fork a child working through `queue`: its pid and the read end of its answers' pipe
     (pid -1 where the fork failed, so its tasks are left to the others)."""
     r, w = os.pipe()
+    parent = os.getpid()
     try:
         pid = os.fork()
     except OSError:
@@ -118,25 +125,33 @@ def _fork(work: Callable[[int], R], queue: int, handback: Handback[R] | None) ->
         os.close(w)
         return -1, -1
     if pid == 0:  # pragma: no cover - runs in the child, whose coverage is not collected
-        _child(work, queue, handback, r, w)
+        _child(work, queue, handback, r, w, parent)
     os.close(w)
     return pid, r
 
 
 def _child(  # pragma: no cover - runs in the child
-    work: Callable[[int], R], queue: int, handback: Handback[R] | None, r: int, w: int
+    work: Callable[[int], R],
+    queue: int,
+    handback: Handback[R] | None,
+    r: int,
+    w: int,
+    parent: int,
 ) -> None:
     """The child's whole life: compute, send the pickled answers (or nothing), exit."""
     data = b""
     try:
         os.close(r)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)  # an interrupt ends it at once
+        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)  # an interrupt ends it at once
+        # else Ctrl-C is ignored (nohup, a background job): as this process ignores it, so
+        # must the child, or a Ctrl-C to the group would leave its share to be done again here
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, 1)
         os.dup2(null, 2)
         if handback is not None:
             handback.start()
-        done = _pull(work, queue)
+        done = _pull(work, queue, parent)
         extra = handback.end() if handback is not None else None
         data = pickle.dumps((dict(done), extra), protocol=pickle.HIGHEST_PROTOCOL)
     except BaseException:
@@ -157,6 +172,10 @@ def _collect(pid: int, fd: int) -> tuple[dict[int, Any], Any] | None:
     try:
         while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)
+    except BaseException:  # Ctrl-C here alone (not the child's group): its answer is not wanted
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        raise
     finally:
         os.close(fd)
         os.waitpid(pid, 0)
