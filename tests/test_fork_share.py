@@ -210,3 +210,48 @@ def test_a_child_whose_parent_was_killed_takes_no_further_task(tmp_path: Path) -
     while _running(child) and time.monotonic() - t0 < 3:
         time.sleep(0.05)
     assert not _running(child)
+
+
+def test_a_child_forks_no_further_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Work run in a child (a single-type solve that enumerates a request mix again) may not
+    fork again: the parent already uses the other core, so a grandchild would only crowd it."""
+    monkeypatch.setattr(fork_share, "cores", lambda: 8)
+    here = os.getpid()
+
+    def work(i: int) -> tuple[int, int]:
+        time.sleep(0.005)  # long enough for the child to take some of the tasks
+        return os.getpid(), fork_share.side_by_side()
+
+    got = run_queue(work, 40, 2)
+    assert {n for pid, n in got if pid == here} == {fork_share.PROCESSES}
+    assert {n for pid, n in got if pid != here} == {1}  # the child took tasks, alone
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a pipe's size is set on Linux alone")
+def test_a_queue_its_pipe_cannot_hold_runs_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pipe holds a page alone once its user's pipes pass their quota (pipe(7)): a queue
+    longer than that is not written whole before the fork (nothing reads it yet, so the write
+    would never end); the tasks then run here, one after the other."""
+    import fcntl
+
+    real = os.pipe
+
+    def one_page() -> tuple[int, int]:
+        r, w = real()
+        fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, 4096)
+        return r, w
+
+    monkeypatch.setattr(fork_share.os, "pipe", one_page)
+
+    def late(signum: int, frame: object) -> None:
+        raise TimeoutError("the queue's write never ended")
+
+    previous = signal.signal(signal.SIGALRM, late)
+    signal.setitimer(signal.ITIMER_REAL, 10)
+    try:
+        got = run_queue(lambda i: (i, os.getpid()), 2000, 2)  # 8,000 bytes of queue
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert got == [(i, os.getpid()) for i in range(2000)]
+    assert _no_children_left()

@@ -6,7 +6,8 @@ built, every module imported), so it costs a few milliseconds where a fresh inte
 cost a third of a second of imports: what lets a single command use a second core for work
 that takes well under a second. The queue is a pipe holding the tasks' numbers, written whole
 before the fork and read four bytes at a time (a read that small is atomic), so a process that
-finishes early takes the next task and none waits on another's share. A child only computes:
+finishes early takes the next task and none waits on another's share (a queue its pipe
+cannot hold runs here alone). A child forks no child of its own. A child only computes:
 its output streams go to /dev/null, it sends its answers back pickled through a pipe and ends
 with os._exit (no exit handlers, no flushing of buffers it shares with this process).
 
@@ -80,8 +81,16 @@ def run_queue(
     if processes < 2 or count < 2 or not hasattr(os, "fork") or count * _WIDE > _QUEUE_BYTES:
         return [work(i) for i in range(count)]
     qr, qw = os.pipe()
-    os.write(qw, b"".join(i.to_bytes(_WIDE, "little") for i in range(count)))
+    queue = b"".join(i.to_bytes(_WIDE, "little") for i in range(count))
+    os.set_blocking(qw, False)  # a pipe may hold less (pipe(7): a user's pipes past their quota)
+    try:
+        whole = os.write(qw, queue) == len(queue)
+    except BlockingIOError:
+        whole = False
     os.close(qw)  # the queue ends where its tasks do: a read past them returns nothing
+    if not whole:  # nothing waits to read it yet: writing on would never end
+        os.close(qr)
+        return [work(i) for i in range(count)]
     children: list[tuple[int, int]] = []  # (pid, read end of its answers' pipe)
     try:
         for _ in range(processes - 1):
@@ -139,6 +148,8 @@ def _child(  # pragma: no cover - runs in the child
     parent: int,
 ) -> None:
     """The child's whole life: compute, send the pickled answers (or nothing), exit."""
+    global ALONE
+    ALONE = True  # its parent already uses the other cores: work it runs forks no further child
     data = b""
     try:
         os.close(r)
