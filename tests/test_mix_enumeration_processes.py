@@ -2,8 +2,9 @@
 kinds of designs searched side by side by this process and a forked child) finds the same
 designs, rates to the last bit and sized classes as one process, pruned and unpruned, on the
 examples and on generated mixes with disaggregated pools; what the child remembered is
-remembered here afterwards; a child that dies costs time, not the answer; and a deadline that
-has passed stops the enumeration with every child reaped."""
+remembered here afterwards; the child's answers are taken, not done again here; a child that
+dies costs time, not the answer; and a deadline that has passed stops the enumeration with every
+child reaped."""
 
 from __future__ import annotations
 
@@ -91,3 +92,24 @@ def test_a_passed_deadline_stops_every_process(monkeypatch: Any) -> None:
         )  # fmt: skip
     with pytest.raises(ChildProcessError):
         os.waitpid(-1, os.WNOHANG)  # no child left running or unreaped
+
+
+def test_the_childs_answers_are_taken(monkeypatch: Any) -> None:
+    """The child's share comes back and is used: this process searches fewer rates than one
+    process alone would. (Answers equal to one process's prove nothing about this: a child
+    whose answer is dropped, say a Design that no longer pickles, leaves its share to be done
+    again here, with the same result.)"""
+    monkeypatch.setattr(me, "SHARED_FROM", 2)
+    problem = PROBLEMS[1][1]()
+    calls = [0]
+    real = rm._class_rates
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1  # in this process only: a child counts in its own copy
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(rm, "_class_rates", counted)
+    enumerate_mix(problem, 1)
+    alone, calls[0] = calls[0], 0
+    enumerate_mix(problem, 2)
+    assert 0 < calls[0] < alone
