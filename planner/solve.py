@@ -390,8 +390,9 @@ class Solver(GuidedSearch):
         devs = sorted(tables.econ)
         # The types are independent solves: side by side where this process may fork
         # (planner.estimator.fork_share), each as it would be solved alone here.
+        sides = side_by_side()
         alone = run_queue(
-            lambda i: self._alone(problem, tables, devs, i, limit, ends), len(devs), side_by_side()
+            lambda i: self._alone(problem, tables, devs, i, limit, ends, sides), len(devs), sides
         )
         best: tuple[float, str, _Alone] | None = None  # (least cost, type, its solve)
         unsettled = []
@@ -432,13 +433,16 @@ class Solver(GuidedSearch):
         i: int,
         limit: float,
         ends: float | None,
+        sides: int = 1,
     ) -> _Alone:
         """The cheapest plan on the type devs[i] alone (single_type_note): its status, least
-        cost (a FEASIBLE plan's bound where it has one), devices and cost."""
+        cost (a FEASIBLE plan's bound where it has one), devices and cost. Before `ends`, it
+        gets an even share of what is left among the types still to solve in each of the
+        `sides` processes solving them."""
         dev = devs[i]
         share = limit
         if ends is not None:
-            share = min(limit, (ends - time.monotonic()) / (len(devs) - i))
+            share = min(limit, (ends - time.monotonic()) / math.ceil((len(devs) - i) / sides))
             if share < MIN_SEARCH_S * 4:
                 return _Alone("NO_PLAN", math.inf, 0, math.inf)
         alone = Solver(

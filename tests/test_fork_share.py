@@ -255,3 +255,21 @@ def test_a_queue_its_pipe_cannot_hold_runs_here(monkeypatch: pytest.MonkeyPatch)
         signal.signal(signal.SIGALRM, previous)
     assert got == [(i, os.getpid()) for i in range(2000)]
     assert _no_children_left()
+
+
+def test_a_hung_child_is_stopped_and_its_tasks_done_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child that never answers (a lock copied mid-use by the fork, say) is killed once it is
+    WAIT_S past this process's own share, and its tasks are done here."""
+    here = os.getpid()
+    monkeypatch.setattr(fork_share, "WAIT_S", 0.3)
+
+    def work(i: int) -> int:
+        if os.getpid() != here:
+            time.sleep(60)  # hangs on its first task
+        time.sleep(0.01)
+        return i * 2
+
+    t0 = time.monotonic()
+    assert run_queue(work, 6, 2) == [i * 2 for i in range(6)]
+    assert time.monotonic() - t0 < 10
+    assert _no_children_left()

@@ -85,7 +85,7 @@ def test_a_passed_deadline_stops_every_process(monkeypatch: Any) -> None:
     cat = with_machines(load_catalog(), problem)
     monkeypatch.setattr(me, "SHARED_FROM", 2)
     _forget()
-    with pytest.raises(me.OutOfTime, match="designs searched"):
+    with pytest.raises(me.OutOfTime, match="design searches done"):
         me.mix_designs(  # type: ignore[arg-type]
             problem.workloads[0], problem, cat, allowed_devices(problem, cat),
             prune=True, processes=2, deadline=time.monotonic() + 0.05,

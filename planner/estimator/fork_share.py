@@ -22,10 +22,13 @@ child whose parent was killed outright takes no further task. A Ctrl-C this proc
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import pickle
+import select
 import signal
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -37,6 +40,8 @@ ALONE = False
 R = TypeVar("R")
 _WIDE = 4  # bytes of a task's number in the queue
 _QUEUE_BYTES = 65536  # a pipe's buffer on Linux (pipe(7)): the queue is written before the fork
+# Seconds a child may take past this process's own share before it is taken for hung (_collect)
+WAIT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -95,9 +100,13 @@ def run_queue(
     try:
         for _ in range(processes - 1):
             children.append(_fork(work, qr, handback))
+        began = time.monotonic()
         answers = dict(_pull(work, qr))
+        # A child is at most on its last task once the queue is empty here; one that has not
+        # answered within twice this process's own time (and WAIT_S) is taken for hung.
+        until = time.monotonic() + max(WAIT_S, 2.0 * (time.monotonic() - began))
         while children:
-            got = _collect(*children.pop(0))
+            got = _collect(*children.pop(0), until=until)
             if got is not None:
                 answers.update(got[0])
                 if handback is not None:
@@ -175,13 +184,20 @@ def _child(  # pragma: no cover - runs in the child
         os._exit(0)
 
 
-def _collect(pid: int, fd: int) -> tuple[dict[int, Any], Any] | None:
-    """The answers of the child `pid` from its pipe `fd`, or None where it sent none."""
+def _collect(pid: int, fd: int, until: float = math.inf) -> tuple[dict[int, Any], Any] | None:
+    """The answers of the child `pid` from its pipe `fd`, or None where it sent none before
+    `until` (time.monotonic(); past it the child is stopped and its tasks are done here)."""
     if pid < 0:
         return None
     chunks = []
     try:
-        while chunk := os.read(fd, 1 << 20):
+        while True:
+            ready, _, _ = select.select([fd], [], [], max(0.0, until - time.monotonic()))
+            if not ready:  # hung (a lock copied mid-use by the fork, a stopped process)
+                os.kill(pid, signal.SIGKILL)
+                return None
+            if not (chunk := os.read(fd, 1 << 20)):
+                break
             chunks.append(chunk)
     except BaseException:  # Ctrl-C here alone (not the child's group): its answer is not wanted
         with contextlib.suppress(ProcessLookupError):

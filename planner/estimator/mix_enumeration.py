@@ -42,8 +42,8 @@ class OutOfTime(Exception):
 
     def __init__(self, workload: str, done: int, jobs: int) -> None:
         super().__init__(
-            f"the designs of workload `{workload}` were still being enumerated ({done} of its "
-            f"{jobs} designs searched)"
+            f"the designs of workload `{workload}` were still being enumerated (at least {done} "
+            f"of its {jobs} design searches done)"
         )
 
 
@@ -141,8 +141,8 @@ def _tasks(classes: list[_Class], prune: bool) -> list[list[tuple[int, int]]]:
 
 
 class _Clock:
-    """The enumeration's deadline (time.monotonic(); None: none), and how many jobs were done
-    when it passed, for OutOfTime."""
+    """The enumeration's deadline (time.monotonic(); None: none), and how many jobs this
+    process had done when it passed, for OutOfTime (a child's count stays in the child)."""
 
     def __init__(self, workload: str, deadline: float | None, jobs: int) -> None:
         self.workload, self.deadline, self.jobs, self.done = workload, deadline, jobs, 0
