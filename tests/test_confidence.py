@@ -24,9 +24,11 @@ def label(device: str, engine: str, batch: int) -> str:
 
 
 def test_labels_follow_the_rows() -> None:
-    # calibration.yaml: MI300X under vLLM at batches 1, 8, 64 and 256 (AMD's MI300X vLLM table).
+    # calibration.yaml: MI300X under vLLM at batches 1, 2, 4, 8, 16, 32, 64, 128 and 256 (OCI's
+    # MI300X vLLM latency table).
     assert label("mi300x", "vllm", 64) == "measured"
-    assert label("mi300x", "vllm", 32) == "interpolated"
+    assert label("mi300x", "vllm", 32) == "measured"
+    assert label("mi300x", "vllm", 48) == "interpolated"
     assert label("mi300x", "vllm", 512) == "extrapolated"
     assert label("mi300x", "sglang", 64) == "extrapolated"  # rows, but not under this engine
     assert label("gaudi3", "vllm-gaudi", 64) == "prior"  # no row for Gaudi 3
