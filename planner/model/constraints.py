@@ -175,6 +175,14 @@ class Constraints(Quantities):
         """Owned and bought devices cover the busiest period on premises, owned ones first;
         every one of them sits in a slot of hosts of one type; bought devices fill bought hosts,
         whole where the host is sold whole (planner.estimator.hosts)."""
+        # With a request mix, a host sold whole ties its devices to the hosts bought without
+        # the host's pick as the row's condition: a host not picked holds none (hosts == 0
+        # below) and so buys none, so the row holds for every plan either way. Conditional, the
+        # relaxation loses it at any fractional pick (request-mix: a pick of 0.001 beside 0.98
+        # of an 8-GPU baseboard), and the search learns that a baseboard brings its 8 devices
+        # only once it has fixed the pick. Other problems keep the conditional row: the
+        # unconditional one moved rent-the-peak to another of its plans at the same cost.
+        mixed = any(isinstance(w, InferenceWorkload) and w.request_mix for w in self.p.workloads)
         for dev, fleet in self.fleet.items():
             e = self.t.econ[dev]
             if not self.single:
@@ -201,9 +209,9 @@ class Constraints(Quantities):
                 self.m.add(self.hosts[k] == 0).only_enforce_if(~self.pick[k])
                 self.m.add(self.hosts_bought[k] <= self.hosts[k])
                 if node.sold_whole:  # its devices are bought a whole host at a time
-                    self.m.add(bought >= node.slots * self.hosts_bought[k]).only_enforce_if(
-                        self.pick[k]
-                    )
+                    whole = self.m.add(bought >= node.slots * self.hosts_bought[k])
+                    if not mixed:
+                        whole.only_enforce_if(self.pick[k])
         self._host_holds_groups()
 
     def _allowed(self, dev: str, ids: tuple[str, ...]) -> cp_model.IntVar:
