@@ -1,0 +1,78 @@
+"""A request mix's model ties the devices bought to a host sold whole (an 8-GPU baseboard buys
+its 8 GPUs) without the host's pick as the row's condition (Constraints._inventory_and_hosts):
+a host not picked holds no hosts and so buys none, so the row holds for every plan either way,
+and the relaxation keeps it at a fractional pick. These checks hold the row to that: it is
+unconditional in a mix's model, conditional in other models, and a mix's optimum is the one
+the conditional row gives."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from planner.catalog import load_catalog
+from planner.load import load_problem
+from planner.model.cpsat import PlannerModel
+from planner.model.tables import Tables, build_tables
+from planner.schema.status import Status
+
+PROBLEMS = Path(__file__).resolve().parent.parent / "problems"
+
+
+def _tables(tmp_path: Path, name: str, **workload: Any) -> Tables:
+    raw = yaml.safe_load((PROBLEMS / f"{name}.yaml").read_text())
+    raw["workloads"][0].update(workload)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return build_tables(load_problem(path), load_catalog())
+
+
+def _mix(tmp_path: Path) -> Tables:
+    # request-mix at 10 requests/s on L40S and H100 SXM (whose HGX baseboards are sold whole).
+    return _tables(tmp_path, "request-mix", requests_per_s=10)
+
+
+def _whole_rows(model: PlannerModel) -> list[tuple[tuple[str, str], Any]]:
+    """The rows bought[d] >= slots x hosts_bought[d, h] of every host h sold whole, each with
+    its (device, host) key."""
+    proto = model.m.proto
+    out = []
+    for (dev, node), hb in model.hosts_bought.items():
+        if not model.nodes[node].sold_whole:
+            continue
+        b = model.bought[dev].index
+        for ct in proto.constraints:
+            terms = dict(zip(ct.linear.vars, ct.linear.coeffs, strict=True))
+            if set(terms) == {b, hb.index} and terms[b] > 0:  # not slots x hosts >= bought
+                out.append(((dev, node), ct))
+    return out
+
+
+def test_a_mix_buys_a_whole_host_s_devices_without_the_pick_as_condition(
+    tmp_path: Path,
+) -> None:
+    model = PlannerModel(_mix(tmp_path))
+    rows = _whole_rows(model)
+    assert len(rows) == 2  # hgx-h100-8 and hgx-h100-4
+    assert all(not ct.enforcement_literal for _, ct in rows)
+
+
+def test_other_problems_keep_the_pick_as_the_row_s_condition() -> None:
+    model = PlannerModel(build_tables(load_problem(PROBLEMS / "chat-70b.yaml"), load_catalog()))
+    rows = _whole_rows(model)
+    assert rows
+    assert all(list(ct.enforcement_literal) == [model.pick[k].index] for k, ct in rows)
+
+
+def test_the_unconditional_row_leaves_the_optimum_as_it_was(tmp_path: Path) -> None:
+    tables = _mix(tmp_path)
+    kept = PlannerModel(tables)
+    put_back = PlannerModel(tables)
+    for k, ct in _whole_rows(put_back):  # the row as it was: enforced by the host's pick
+        ct.enforcement_literal.append(put_back.pick[k].index)
+    a = kept.solve(time_limit=60, workers=1, seed=0)
+    b = put_back.solve(time_limit=60, workers=1, seed=0)
+    assert a.status == b.status == Status.OPTIMAL
+    assert a.objective == b.objective
