@@ -1,9 +1,10 @@
 """A request mix's model ties the devices bought to a host sold whole (an 8-GPU baseboard buys
 its 8 GPUs) without the host's pick as the row's condition (Constraints._inventory_and_hosts):
 a host not picked holds no hosts and so buys none, so the row holds for every plan either way,
-and the relaxation keeps it at a fractional pick. These checks hold the row to that: it is
-unconditional in a mix's model, conditional in other models, and a mix's optimum is the one
-the conditional row gives."""
+and the relaxation keeps it at a fractional pick; where every host of a device is sold whole,
+the devices bought are the slots of the hosts bought exactly. These checks hold the rows to
+that: unconditional (and the equality) in a mix's model, conditional in other models, and a
+mix's optimum is the one the conditional row gives."""
 
 from __future__ import annotations
 
@@ -50,6 +51,15 @@ def _whole_rows(model: PlannerModel) -> list[tuple[tuple[str, str], Any]]:
     return out
 
 
+def _exact(model: PlannerModel, dev: str) -> Any:
+    """The row between `dev`'s devices bought and the slots of its hosts bought."""
+    want = {model.bought[dev].index} | {
+        v.index for (d, _), v in model.hosts_bought.items() if d == dev
+    }
+    (row,) = [ct for ct in model.m.proto.constraints if set(ct.linear.vars) == want]
+    return row
+
+
 def test_a_mix_buys_a_whole_host_s_devices_without_the_pick_as_condition(
     tmp_path: Path,
 ) -> None:
@@ -57,6 +67,16 @@ def test_a_mix_buys_a_whole_host_s_devices_without_the_pick_as_condition(
     rows = _whole_rows(model)
     assert len(rows) == 2  # hgx-h100-8 and hgx-h100-4
     assert all(not ct.enforcement_literal for _, ct in rows)
+    # Both H100 hosts are sold whole: the devices bought are the slots of the hosts bought.
+    b = model.bought["h100-sxm"].index
+    hosts = {model.hosts_bought[k].index: model.nodes[k[1]].slots for k, _ in rows}
+    exact = _exact(model, "h100-sxm")
+    assert list(exact.linear.domain) == [0, 0]
+    terms = dict(zip(exact.linear.vars, exact.linear.coeffs, strict=True))
+    assert {v: c * terms[b] for v, c in terms.items()} == {
+        b: 1,
+        **{v: -n for v, n in hosts.items()},
+    }
 
 
 def test_other_problems_keep_the_pick_as_the_row_s_condition() -> None:
@@ -66,12 +86,18 @@ def test_other_problems_keep_the_pick_as_the_row_s_condition() -> None:
     assert all(list(ct.enforcement_literal) == [model.pick[k].index] for k, ct in rows)
 
 
-def test_the_unconditional_row_leaves_the_optimum_as_it_was(tmp_path: Path) -> None:
+def test_the_mix_s_rows_leave_the_optimum_as_it_was(tmp_path: Path) -> None:
     tables = _mix(tmp_path)
     kept = PlannerModel(tables)
     put_back = PlannerModel(tables)
     for k, ct in _whole_rows(put_back):  # the row as it was: enforced by the host's pick
         ct.enforcement_literal.append(put_back.pick[k].index)
+    exact = _exact(put_back, "h100-sxm")  # and the slots bought at least the devices bought
+    sign = dict(zip(exact.linear.vars, exact.linear.coeffs, strict=True))[
+        put_back.bought["h100-sxm"].index
+    ]
+    exact.linear.domain.clear()
+    exact.linear.domain.extend([-(2**63) + 1, 0] if sign > 0 else [0, 2**63 - 1])
     a = kept.solve(time_limit=60, workers=1, seed=0)
     b = put_back.solve(time_limit=60, workers=1, seed=0)
     assert a.status == b.status == Status.OPTIMAL

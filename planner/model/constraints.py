@@ -203,7 +203,13 @@ class Constraints(Quantities):
             keys = [(dev, n.id) for n in e.hosts]
             self.m.add(sum(self.pick[k] for k in keys) <= 1)
             self.m.add(sum(self.nodes[k[1]].slots * self.hosts[k] for k in keys) >= fleet)
-            self.m.add(sum(self.nodes[k[1]].slots * self.hosts_bought[k] for k in keys) >= bought)
+            bought_hosts = sum(self.nodes[k[1]].slots * self.hosts_bought[k] for k in keys)
+            if mixed and all(self.nodes[k[1]].sold_whole for k in keys):
+                # Every host sold whole: the rows below hold bought at or above the slots of
+                # the one host type picked, so the devices bought are those slots exactly.
+                self.m.add(bought_hosts == bought)
+            else:
+                self.m.add(bought_hosts >= bought)
             for k in keys:
                 node = self.nodes[k[1]]
                 self.m.add(self.hosts[k] == 0).only_enforce_if(~self.pick[k])
