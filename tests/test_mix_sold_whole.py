@@ -8,6 +8,7 @@ mix's optimum is the one the conditional row gives."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from planner.catalog import load_catalog
 from planner.load import load_problem
 from planner.model.cpsat import PlannerModel
 from planner.model.tables import Tables, build_tables
+from planner.schema.problem import InferenceWorkload
 from planner.schema.status import Status
 
 PROBLEMS = Path(__file__).resolve().parent.parent / "problems"
@@ -98,7 +100,51 @@ def test_the_mix_s_rows_leave_the_optimum_as_it_was(tmp_path: Path) -> None:
     ]
     exact.linear.domain.clear()
     exact.linear.domain.extend([-(2**63) + 1, 0] if sign > 0 else [0, 2**63 - 1])
+    for ct in _covers(put_back):  # and no per-class cover on the replicas
+        ct.linear.domain.clear()
+        ct.linear.domain.extend([-(2**63) + 1, 2**63 - 1])
     a = kept.solve(time_limit=60, workers=1, seed=0)
     b = put_back.solve(time_limit=60, workers=1, seed=0)
     assert a.status == b.status == Status.OPTIMAL
     assert a.objective == b.objective
+
+
+def _covers(model: PlannerModel) -> list[Any]:
+    """The per-class cover rows: over replica variables alone, under the requests family."""
+    lit = model.named["requests:assistant"].index
+    replicas = {v.index for v in model.R.values()}
+    return [
+        ct
+        for ct in model.m.proto.constraints
+        if list(ct.enforcement_literal) == [lit] and set(ct.linear.vars) <= replicas
+    ]
+
+
+def test_each_class_is_covered_by_the_replicas_at_their_whole_time(tmp_path: Path) -> None:
+    tables = _mix(tmp_path)
+    model = PlannerModel(tables)
+    rows = _covers(model)
+    assert len(rows) == 4  # chat and documents, each prefilled and decoded (split designs)
+    serves = tables.serves["assistant"]
+    by_index = {v.index: k.design for k, v in model.R.items()}
+    for ct in rows:
+        for v, c in zip(ct.linear.vars, ct.linear.coeffs, strict=True):
+            # SHARE_STEPS (1,000) x the design's rate in milli-requests/s, rounded down.
+            rates = {int(r * 1000 + 1e-9) * 1000 for r in serves[by_index[v]].values()}
+            assert abs(c) in rates
+
+
+def test_a_design_s_replicas_stop_at_what_serves_every_class_alone(tmp_path: Path) -> None:
+    tables = _mix(tmp_path)
+    model = PlannerModel(tables)
+    w = tables.problem.workloads[0]
+    assert isinstance(w, InferenceWorkload)
+    assert w.request_mix is not None and w.requests_per_s is not None
+    for key, ub in model.R_ub.items():
+        # Steps of replica time (1,000 a replica) that serve each class at the design's rate,
+        # in the request row's integers: milli-requests/s x 1,000 over milli-requests/s.
+        steps = 0
+        for k, rate in tables.serves["assistant"][key.design].items():
+            need = math.ceil(w.requests_per_s * w.request_mix[k].share * 1e6 - 1e-9)
+            steps += -(-need // int(rate * 1000 + 1e-9))
+        assert (ub - 1) * 1000 < steps <= ub * 1000 or (ub == 1 and steps <= 1000)

@@ -13,7 +13,7 @@ from planner.estimator.network import ports_per_host
 from planner.model.ortools_cp import cp_model, cp_model_helper
 from planner.model.result import ReplicaKey, ShareKey
 from planner.model.scale import RATE_SCALE, SHARE_STEPS, to_int
-from planner.model.tables import Tables, class_load, replicas_needed
+from planner.model.tables import Tables, class_need, replicas_needed
 from planner.schema.catalog import Node
 from planner.schema.problem import InferenceWorkload, TrainingWorkload
 from planner.schema.status import Site
@@ -339,13 +339,18 @@ class ModelBase:
     def _replica_ub(self, w: InferenceWorkload, j: int, d: Design, scale: float) -> int:
         serves = self.t.serves.get(w.name)
         if serves is not None:
-            need = max(
-                1,
-                sum(
-                    math.ceil(class_load(w, k, scale) / rate - 1e-9)
-                    for k, rate in serves[j].items()
-                ),
+            # Replicas of this design alone that serve every class it can hold, in the request
+            # constraint's integers (Constraints._mix_demand): steps of replica time per class,
+            # summed, then whole replicas. Each class rounded up to whole replicas first, as it
+            # was, allowed request-mix's documents-and-chat designs a replica more; the tighter
+            # domain shortened the proofs of generated mixes (with the per-class covers of
+            # Constraints._mix_demand: see there).
+            steps = sum(
+                -(-class_need(w, k, scale) // per)
+                for k, rate in serves[j].items()
+                if (per := to_int(rate * RATE_SCALE, "requests/s", up=False)) > 0
             )
+            need = max(1, -(-steps // SHARE_STEPS))
         else:
             need = replicas_needed(w, d, scale)
         if self.p.objective.goal in ("min_cost", "min_carbon") and self.t.tuned:
