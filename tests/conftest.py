@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
+
+from planner.estimator import fork_share
 
 
 @pytest.fixture(scope="session")
@@ -42,3 +45,19 @@ def search_finds_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
         return real(self, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(cpsat.PlannerModel, "solve", only_the_hint)
+
+
+@pytest.fixture
+def forked(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """The pids of the children fork_share forks while the test runs."""
+    pids: list[int] = []
+    real = os.fork
+
+    def fork() -> int:
+        pid = real()
+        if pid:
+            pids.append(pid)
+        return pid
+
+    monkeypatch.setattr(fork_share.os, "fork", fork)
+    yield pids

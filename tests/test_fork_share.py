@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from forks import reaped
 
 from planner.estimator import fork_share
 from planner.estimator.fork_share import Handback, run_queue
@@ -23,16 +24,7 @@ from planner.estimator.fork_share import Handback, run_queue
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the system does not fork")
 
 
-def _no_children_left() -> bool:
-    """No child of this process is running or waiting to be reaped."""
-    try:
-        os.waitpid(-1, os.WNOHANG)
-    except ChildProcessError:
-        return True
-    return False
-
-
-def test_every_task_comes_back_in_order_and_the_work_was_shared() -> None:
+def test_every_task_comes_back_in_order_and_the_work_was_shared(forked: list[int]) -> None:
     here = os.getpid()
     seen: list[int] = []
 
@@ -45,10 +37,10 @@ def test_every_task_comes_back_in_order_and_the_work_was_shared() -> None:
     ran = {pid for _, pid in got}
     assert here in ran and len(ran) == 2  # both processes took tasks
     assert seen and seen[0] != here  # the child's handback arrived here
-    assert _no_children_left()
+    assert reaped(forked)
 
 
-def test_a_child_that_dies_leaves_its_tasks_here() -> None:
+def test_a_child_that_dies_leaves_its_tasks_here(forked: list[int]) -> None:
     here = os.getpid()
 
     def work(i: int) -> int:
@@ -57,7 +49,7 @@ def test_a_child_that_dies_leaves_its_tasks_here() -> None:
         return i + 1
 
     assert run_queue(work, 10, 2) == list(range(1, 11))
-    assert _no_children_left()
+    assert reaped(forked)
 
 
 def test_a_child_whose_answer_does_not_pickle_leaves_its_tasks_here() -> None:
@@ -71,7 +63,7 @@ def test_a_child_whose_answer_does_not_pickle_leaves_its_tasks_here() -> None:
     assert got == list(range(20))
 
 
-def test_an_exception_here_stops_and_reaps_the_children() -> None:
+def test_an_exception_here_stops_and_reaps_the_children(forked: list[int]) -> None:
     here = os.getpid()
 
     def work(i: int) -> int:
@@ -84,7 +76,7 @@ def test_an_exception_here_stops_and_reaps_the_children() -> None:
     with pytest.raises(TimeoutError):
         run_queue(work, 4, 2)
     assert time.monotonic() - t0 < 4  # the child was killed, not waited for
-    assert _no_children_left()
+    assert reaped(forked)
 
 
 def test_one_process_or_no_fork_runs_everything_here(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -125,7 +117,7 @@ def _ctrl_c_at_start(seen: list[int]) -> Handback[int]:
     return Handback(lambda: os.kill(os.getpid(), signal.SIGINT), os.getpid, seen.append)
 
 
-def test_ctrl_c_ends_a_child_unless_ctrl_c_is_ignored() -> None:
+def test_ctrl_c_ends_a_child_unless_ctrl_c_is_ignored(forked: list[int]) -> None:
     """Ctrl-C ends a child at once; but where this process ignores it (nohup, a background
     job of a script) the child ignores it too, or a Ctrl-C sent to the whole group would kill
     the child and leave its share to be done again here."""
@@ -140,10 +132,10 @@ def test_ctrl_c_ends_a_child_unless_ctrl_c_is_ignored() -> None:
     finally:
         signal.signal(signal.SIGINT, previous)
     assert len(kept) == 1 and kept[0] != here  # the child lived on and handed back
-    assert _no_children_left()
+    assert reaped(forked)
 
 
-def test_ctrl_c_here_while_a_child_works_on_stops_it() -> None:
+def test_ctrl_c_here_while_a_child_works_on_stops_it(forked: list[int]) -> None:
     """Ctrl-C that reaches this process alone (kill -INT of its pid) while it waits for a
     child's answer: the child is killed and reaped, not waited for."""
     here = os.getpid()
@@ -165,7 +157,7 @@ def test_ctrl_c_here_while_a_child_works_on_stops_it() -> None:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     assert time.monotonic() - t0 < 5  # the child was killed, not waited for
-    assert _no_children_left()
+    assert reaped(forked)
 
 
 def _running(pid: int) -> bool:
@@ -228,7 +220,9 @@ def test_a_child_forks_no_further_child(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="a pipe's size is set on Linux alone")
-def test_a_queue_its_pipe_cannot_hold_runs_here(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_queue_its_pipe_cannot_hold_runs_here(
+    monkeypatch: pytest.MonkeyPatch, forked: list[int]
+) -> None:
     """A pipe holds a page alone once its user's pipes pass their quota (pipe(7)): a queue
     longer than that is not written whole before the fork (nothing reads it yet, so the write
     would never end); the tasks then run here, one after the other."""
@@ -254,10 +248,12 @@ def test_a_queue_its_pipe_cannot_hold_runs_here(monkeypatch: pytest.MonkeyPatch)
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     assert got == [(i, os.getpid()) for i in range(2000)]
-    assert _no_children_left()
+    assert forked == []  # no child was forked
 
 
-def test_a_hung_child_is_stopped_and_its_tasks_done_here(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_hung_child_is_stopped_and_its_tasks_done_here(
+    monkeypatch: pytest.MonkeyPatch, forked: list[int]
+) -> None:
     """A child that never answers (a lock copied mid-use by the fork, say) is killed once it is
     WAIT_S past this process's own share, and its tasks are done here."""
     here = os.getpid()
@@ -272,4 +268,4 @@ def test_a_hung_child_is_stopped_and_its_tasks_done_here(monkeypatch: pytest.Mon
     t0 = time.monotonic()
     assert run_queue(work, 6, 2) == [i * 2 for i in range(6)]
     assert time.monotonic() - t0 < 10
-    assert _no_children_left()
+    assert reaped(forked)
