@@ -862,6 +862,7 @@ def solve(
     """Solve a problem file: the optimal bill of materials, layer map and figures."""
     with user_errors():
         with startup():
+            from planner.estimator import mix_enumeration
             from planner.load import load_problem
             from planner.model import progress
             from planner.solve import solve_problem
@@ -873,6 +874,8 @@ def solve(
         # Best objective and gap while a long solve runs: on a terminal only, so the bytes
         # written to pipes and files never change.
         progress.show_on(sys.stderr if sys.stderr.isatty() else None)
+        # One solve, then the process ends: a forked child's remembered figures are not needed.
+        hand_back, mix_enumeration.HAND_BACK = mix_enumeration.HAND_BACK, False
         try:
             plan = solve_problem(
                 prob,
@@ -886,6 +889,7 @@ def solve(
             raise InputError(f"{problem}: {e}") from None
         finally:
             progress.show_on(None)
+            mix_enumeration.HAND_BACK = hand_back
         _print_plan(plan, prob, fmt, out_path, timings=not no_timings)
         if plan.status == "INFEASIBLE":
             raise typer.Exit(3)

@@ -57,6 +57,7 @@ def enumerate_mix(problem: Problem, processes: int, *, prune: bool = True) -> An
 @pytest.mark.parametrize(("name", "make"), PROBLEMS, ids=[n for n, _ in PROBLEMS])
 def test_two_processes_find_what_one_finds(name: str, make: Any, monkeypatch: Any) -> None:
     monkeypatch.setattr(me, "SHARED_FROM", 2)  # split even a small generated mix
+    monkeypatch.setattr(me, "HAND_BACK", True)  # the child's remembered rates come back
     problem = make()
     for prune in (True, False) if name.startswith("generated") else (True,):
         one = enumerate_mix(problem, 1, prune=prune)
@@ -113,3 +114,15 @@ def test_the_childs_answers_are_taken(monkeypatch: Any) -> None:
     alone, calls[0] = calls[0], 0
     enumerate_mix(problem, 2)
     assert 0 < calls[0] < alone
+
+
+def test_a_single_solve_takes_no_remembered_figures_back(monkeypatch: Any) -> None:
+    """`planner solve` solves once and ends (HAND_BACK off): the child's designs come back, its
+    remembered rates do not."""
+    monkeypatch.setattr(me, "SHARED_FROM", 2)
+    problem = PROBLEMS[2][1]()
+    one = enumerate_mix(problem, 1)
+    monkeypatch.setattr(me, "HAND_BACK", False)
+    two = enumerate_mix(problem, 2)
+    assert two[0] == one[0]  # the same designs, rates and sized classes
+    assert set(two[1]) < set(one[1])  # only this process's remembered rates
