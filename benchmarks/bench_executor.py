@@ -17,9 +17,10 @@ import platform
 import time
 from pathlib import Path
 
+from planner.estimator.fork_share import cores
 from planner.load import parse_problem
 from planner.schema.yaml_io import read_yaml
-from planner.whatif.executor import Executor, Settings, available_cpus, solve_all
+from planner.whatif.executor import Executor, Settings, solve_all
 from planner.whatif.sweep import parse_vary
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,7 +40,7 @@ def main() -> None:
     if args.dask:
         kinds.append(Executor("dask", jobs=args.jobs))
     print(
-        f"{args.problem}, {len(problems)} points; {available_cpus()} CPUs free of "
+        f"{args.problem}, {len(problems)} points; {cores()} CPUs free of "
         f"{os.cpu_count()}, load {os.getloadavg()[0]:.1f}; {platform.python_version()}"
     )
     first = None

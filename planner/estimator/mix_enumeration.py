@@ -108,7 +108,8 @@ def mix_designs(
     tasks = _tasks(classes, prune)
     witnesses = Witnesses(sorted(d.id for d in devs), len(classes)) if prune else None
     settled: rm.Ends = {}  # which end of its rate search settled each role's and class's last one
-    clock = _Clock(w.name, deadline, sum(len(t) for t in tasks))
+    searches = sum(len(t) for t in tasks)
+    clock = _Clock(w.name, deadline, searches)
     specs: dict[tuple[object, ...], list[StageSpec]] = {}  # each process's own (_rates)
 
     def work(t: int) -> dict[tuple[int, int], tuple[Design, dict[int, float]]]:
@@ -118,7 +119,7 @@ def mix_designs(
     if HAND_BACK:
         handback = Handback(rm.open_journal, rm.journal, lambda noted: rm.replay(noted, cat))
     found: dict[tuple[int, int], tuple[Design, dict[int, float]]] = {}
-    many = sum(len(t) for t in tasks) >= SHARED_FROM
+    many = searches >= SHARED_FROM
     for got in run_queue(work, len(tasks), processes if many else 1, handback):
         found.update(got)
     designs, serves, sized = _assemble(classes, found)

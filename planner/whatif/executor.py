@@ -215,13 +215,6 @@ def solve_all(
     return out
 
 
-def available_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
 # By default a process is started for every 16 points (up to one per CPU): starting the pool
 # costs about what a dozen quick solves do (benchmarks/bench_executor.py: 32 points of
 # serve-405b, 1.9 s in this process, 5.6 s in a pool of two on a busy two-core machine).
@@ -231,7 +224,7 @@ POINTS_PER_JOB = 16
 def _jobs(executor: Executor, tasks: int, points: int) -> int:
     """Processes (or Dask workers) to use: as asked, else one per CPU and per POINTS_PER_JOB
     points; never more than there are tasks."""
-    wanted = executor.jobs or min(available_cpus(), points // POINTS_PER_JOB)
+    wanted = executor.jobs or min(fork_share.cores(), points // POINTS_PER_JOB)
     return max(1, min(tasks, wanted))
 
 
