@@ -61,7 +61,7 @@ from planner.estimator.memory import (
 )
 from planner.estimator.perf import head_seconds, serving_layer_seconds
 from planner.estimator.profiles import layer_profile, profiled_pair
-from planner.estimator.replica import StageSpec, hop_bytes, layer_estimate
+from planner.estimator.replica import StageSpec, hop_bytes, layer_estimate, sorted_distinct
 from planner.estimator.routes import (
     Route,
     group_link,
@@ -1993,7 +1993,7 @@ def dominated(
             va = v[alive]
             hit = np.flatnonzero(va == np.minimum.reduceat(va, starts)[seg])
             wit.append(hit[np.r_[True, seg[hit][1:] != seg[hit][:-1]]])
-        i, j = _later_pairs(_distinct(np.concatenate(wit)), g[alive])
+        i, j = _later_pairs(sorted_distinct(np.concatenate(wit)), g[alive])
         drop[alive[_beats(A[:, alive], i, j)[1]]] = True
     alive = np.flatnonzero(~drop)
     i, j = _later_pairs(np.arange(len(alive)), g[alive])
@@ -2001,13 +2001,6 @@ def dominated(
     out = np.empty(n, dtype=bool)
     out[idx] = drop
     return out
-
-
-def _distinct(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """np.unique(rows), without its masked-array check: that check imports numpy.ma, a part of
-    numpy nothing else in a solve loads (about 20 ms of every command's start-up)."""
-    s = np.sort(rows)
-    return s[np.r_[True, s[1:] != s[:-1]]] if len(s) else s
 
 
 def _later_pairs(

@@ -160,15 +160,7 @@ class MixHints(ModelBase):
         (request-mix's workload at 30 requests/s, 15 % documents: the L4-alone model took
         0.427 of deterministic time instead of 0.043, from a starting plan nearer its optimum)."""
         designs = self.t.designs[w.name]
-        fits: list[tuple[ReplicaKey, int]] = []  # the design's key, its requests per step
-        for j, rates in enumerate(self.t.serves[w.name]):
-            key = ReplicaKey(w.name, j, 0, PREM)
-            d = designs[j]
-            if k not in rates or key not in self.R or d.role != role:
-                continue
-            per_step = to_int(rates[k] * RATE_SCALE, "requests/s", up=False)
-            if per_step > 0 and self._hint_host_holds(d):
-                fits.append((key, per_step))
+        fits = self._mix_fits(w, k, role)
 
         def pick(key: ReplicaKey, share: int, taken: dict[str, int]) -> MixPick | None:
             d, n = designs[key.design], -(-share // SHARE_STEPS)
@@ -210,14 +202,39 @@ class MixHints(ModelBase):
                 break
         return list(kept.values())
 
+    def _mix_fits(self, w: InferenceWorkload, k: int, role: str) -> list[tuple[ReplicaKey, int]]:
+        """The designs of `role` on premises a starting plan may give class `k` of `w` (whose
+        hosts hold them: `_hint_host_holds`), each with its requests per step of the request
+        constraint; worked out once per model (the starting plan asks for them about 50 times
+        on request-mix, each a pass over every design)."""
+        got = self._mix_fit.get((w.name, k, role))
+        if got is not None:
+            return got
+        designs, fits = self.t.designs[w.name], []
+        for j, rates in enumerate(self.t.serves[w.name]):
+            key = ReplicaKey(w.name, j, 0, PREM)
+            d = designs[j]
+            if k not in rates or key not in self.R or d.role != role:
+                continue
+            per_step = to_int(rates[k] * RATE_SCALE, "requests/s", up=False)
+            if per_step > 0 and self._hint_host_holds(d):
+                fits.append((key, per_step))
+        self._mix_fit[(w.name, k, role)] = fits
+        return fits
+
     def _bought_more(self, dev: str, used: int, more: int, fleet: int | None = None) -> int:
         """Devices bought (whole purchase units of the hint's host, beyond those owned) to put
         `more` `dev` on premises beside `used`, in a fleet already holding `fleet` of them (the
         most any phase holds; `used` unless given)."""
-        node, owned = self._hint_host(dev), self.t.econ[dev].owned
-        held = used if fleet is None else max(fleet, used)
-        after = max(held, used + more)
-        return devices_bought(node, after - owned) - devices_bought(node, held - owned)
+        args = (dev, used, more, fleet)
+        got = self._bought.get(args)
+        if got is None:
+            node, owned = self._hint_host(dev), self.t.econ[dev].owned
+            held = used if fleet is None else max(fleet, used)
+            after = max(held, used + more)
+            got = devices_bought(node, after - owned) - devices_bought(node, held - owned)
+            self._bought[args] = got  # the starting plan asks the same few, thousands of times
+        return got
 
     def _hint_host(self, dev: str) -> Node:
         """The host the hint puts `dev` in: its default host when it may sit there."""

@@ -106,6 +106,11 @@ class ModelBase:
             tuple[str, int], list[ReplicaKey]
         ] = {}  # (workload, design) -> keys
         self._hint_holds: dict[tuple[str, int, bool], bool] = {}  # (device, tp, dense) -> holds
+        # (workload, class, role) -> the designs a starting plan may give the class, with their
+        # requests per step (hint_mix.MixHints._mix_fits)
+        self._mix_fit: dict[tuple[str, int, str], list[tuple[ReplicaKey, int]]] = {}
+        # (device, used, more, fleet) -> devices bought (hint_mix.MixHints._bought_more)
+        self._bought: dict[tuple[str, int, int, int | None], int] = {}
         self.start: dict[ReplicaKey, int] = {}  # the search's starting plan (set by Hints._hint)
 
     @property
