@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -44,7 +45,7 @@ class Witnesses:
         self.types = types
         self.classes = classes
         self.rows: dict[object, list[tuple[list[float], list[float], tuple[int, int]]]] = {}
-        self.packed: dict[object, tuple[npt.NDArray[np.float64], ...]] = {}
+        self.packed: dict[object, tuple[npt.NDArray[Any], ...]] = {}
 
     def _use(self, d: Design) -> list[float]:
         return [float(d.devices.get(x, 0)) for x in self.types] + [d.power_w]
@@ -55,6 +56,20 @@ class Witnesses:
             row[k] = r
         self.rows.setdefault(kind, []).append((self._use(d), row, pos))
         self.packed.pop(kind, None)
+
+    @staticmethod
+    def _pack(
+        rows: list[tuple[list[float], list[float], tuple[int, int]]],
+    ) -> tuple[npt.NDArray[Any], ...]:
+        """A kind's witnesses as arrays: rates, positions, which resources each uses, the
+        inverse of each use (0 where unused), power and devices; what `fitting` reads of them
+        for every design it tests, worked out once per witness added."""
+        use = np.array([r[0] for r in rows])
+        held = use > 0
+        inv = np.where(held, 1.0 / np.where(held, use, 1.0), 0.0)
+        rate = np.array([r[1] for r in rows])
+        where = np.array([r[2] for r in rows], dtype=np.float64)
+        return rate, where, held, inv, use[:, -1], use[:, :-1].sum(axis=1)
 
     def beaten(self, kind: object, d: Design, pos: tuple[int, int]) -> Beaten:
         """The test for `d` at `pos` (class, place): whether its bounds are beaten."""
@@ -67,23 +82,13 @@ class Witnesses:
             rows = self.rows[kind]
             if cache["n"] != len(rows):
                 if kind not in self.packed:
-                    self.packed[kind] = (
-                        np.array([r[0] for r in rows]),
-                        np.array([r[1] for r in rows]),
-                        np.array([r[2] for r in rows], dtype=np.float64),
-                    )
-                use, rate, where = self.packed[kind]
+                    self.packed[kind] = self._pack(rows)
+                rate, where, held, inv, power, devices = self.packed[kind]
                 mine = np.array(self._use(d))
-                held = use > 0
-                inv = np.where(held, 1.0 / np.where(held, use, 1.0), 0.0)
                 # As undominated counts them: replicas of each known design that fit in one of d.
                 copies = np.floor(np.where(held, mine * inv, np.inf).min(axis=1) * (1 + 1e-12))
                 fit = copies >= 1
-                same = (
-                    (copies == 1)
-                    & (use[:, -1] == mine[-1])
-                    & (use[:, :-1].sum(axis=1) == mine[:-1].sum())
-                )
+                same = (copies == 1) & (power == mine[-1]) & (devices == mine[:-1].sum())
                 earlier = (where[:, 0] < pos[0]) | (
                     (where[:, 0] == pos[0]) & (where[:, 1] < pos[1])
                 )
@@ -104,10 +109,10 @@ class Witnesses:
             need = np.zeros(self.classes)
             for k, r in bound.items():
                 need[k] = r
-            beats = np.all(served >= need, axis=1)
+            beats = (served >= need).all(axis=1)
             # A tie in everything beats d only from an earlier position.
-            tie = tie_later & np.all(rate == need, axis=1)
-            return bool(np.any(beats & ~tie))
+            tie = tie_later & (rate == need).all(axis=1)
+            return bool((beats & ~tie).any())
 
         def threshold(bound: dict[int, float], k: int) -> float:
             """The most class `k`'s bound may be, the others' as in `bound`, for a witness to
@@ -122,7 +127,7 @@ class Witnesses:
             for c, r in bound.items():
                 need[c] = r
             need[k] = 0.0
-            covers = np.all(served >= need, axis=1)
+            covers = (served >= need).all(axis=1)
             return float(served[covers, k].max()) if covers.any() else -math.inf
 
         return Beaten(test, threshold)

@@ -389,13 +389,15 @@ class IterationTime(BilinearTable):
         self.n_grid, self.p_grid, n, p = _grid(batch, self.budget, prompt)
         S = len(stages)
         extras = hop_extras(stages, hop_overhead_s, rpc, link)
-        own = [h + e for h, e in zip(grid_hops(stages, link, n, p, prompt, m), extras, strict=True)]
-        hops = dict(
-            zip(((id(x.device), x.tp) for x in stages), kind_hops(stages, own), strict=True)
-        )
-        worst = np.zeros_like(n)
+        # Terms that are zero are left out rather than added (x + 0.0 is x, bit for bit): one
+        # stage hops nowhere (grid_hops' zeros; p95-latency-70b: 629 of its 4,073 tables), and
+        # most engines do no host work per token. An enumeration builds thousands of tables.
+        alone = S == 1 and not extras[0]
+        own = grid_hops(stages, link, n, p, prompt, m)
+        own, hops = (own, {}) if alone else _with_extras(stages, own, extras)
+        worst: Any = None
         # The host's work: a token per decoding sequence and per prompt the iteration finishes.
-        host = host_s_per_token * (n + p / max(prompt, 1))
+        host: Any = host_s_per_token * (n + p / max(prompt, 1)) if host_s_per_token else 0.0
         per_layer: dict[tuple[int, int], tuple[_Floats, _Floats]] = {}
         for kind, st in _fullest(stages).items():
             dev = one_device(st.device)
@@ -416,10 +418,14 @@ class IterationTime(BilinearTable):
                         grids.clear()
                     grids[key] = (st.device, m, tau, head)
             own_s = dev.step_overhead_s + engine_step_s
-            step = st.layers * tau + head + own_s + hops[kind] + host
-            worst = np.maximum(worst, step)
+            step = st.layers * tau + head + own_s
+            if not alone:
+                step = step + hops[kind]
+            step = step + host if host_s_per_token else step
+            # The first kind's step is the maximum so far (times are not negative).
+            worst = step if worst is None else np.maximum(worst, step)
             per_layer[kind] = (tau, np.asarray(own_s, dtype=np.float64))
-        self.table = S * worst
+        self.table = worst if alone else S * worst
         self._alone = (m, fmt, list(stages), per_layer, own, n, host_s_per_token, kernels)
         self._xs, self._ys = _grid_lists(batch, self.budget, prompt)
         # A row as a list when first read (_fill): a rate search reads a few of them.
@@ -482,6 +488,16 @@ def layer_estimate(
         )
 
     return layer
+
+
+def _with_extras(
+    stages: list[StageSpec], own: list[_Floats], extras: list[float]
+) -> tuple[list[_Floats], dict[tuple[int, int], _Floats]]:
+    """Each stage's hop grid with its engine's extras (hop_extras), and the hop each kind of
+    stage is charged (kind_hops), by (device id, degree)."""
+    own = [h + e for h, e in zip(own, extras, strict=True)]
+    kinds = ((id(x.device), x.tp) for x in stages)
+    return own, dict(zip(kinds, kind_hops(stages, own), strict=True))
 
 
 def sorted_distinct(a: npt.NDArray[Any]) -> npt.NDArray[Any]:

@@ -46,11 +46,13 @@ Long because the waits, their quantiles and the rate search of both serving layo
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from planner.estimator.efficiency import load_serving
 from planner.estimator.formats import GGUF_FORMATS, WeightFormat
@@ -224,13 +226,23 @@ def slot_wait_probability(
     )
 
 
+@functools.lru_cache(maxsize=1024)
+def _chain_grid(units: int, slots: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """_slot_chain's units 1..units and the sequences each holds less one, j x z - 1: the same
+    few chains are evaluated thousands of times in an enumeration (shared, never written to)."""
+    j = np.arange(1, units + 1, dtype=np.float64)
+    fill = j * (slots / units) - 1
+    j.flags.writeable = fill.flags.writeable = False
+    return j, fill
+
+
 def _slot_chain(
     units: int, slots: int, rate: float, hold_one: float, hold_full: float, hold_queued: float
 ) -> float:
     """slot_wait_probability's chain over `units` units of slots / units requests each."""
     z = slots / units
-    j = np.arange(1, units + 1, dtype=np.float64)
-    hold = hold_one + (hold_full - hold_one) * (j * z - 1) / max(slots - 1, 1)
+    j, fill = _chain_grid(units, slots)
+    hold = hold_one + (hold_full - hold_one) * fill / max(slots - 1, 1)
     log_pi = np.concatenate([[0.0], np.cumsum(np.log(rate / z * hold / j))])
     top = float(log_pi[-1])
     r = rate * hold_queued / slots  # the geometric ratio once every slot is taken
