@@ -448,13 +448,15 @@ def decode_tps(r: Row, params: Params) -> float:
     if e2e is None:
         return batch / step
     # Output tokens over the whole request: the prompts' prefill on the engine's kernels
-    # (llama.cpp's, or the serving grid's), then every output step.
+    # (llama.cpp's, or the serving grid's), which samples each sequence's first output token,
+    # then one step for each of the other out - 1 (vLLM's own benchmark counts them so:
+    # benchmark_serving.py's TPOT is (latency - TTFT) / (output_len - 1)).
     out = int(e2e.group("output"))
     first = engine_prefill_seconds(
         r.model, fmt, kv_bytes(m.kv or "fp16"), dev, prompt=int(e2e.group("prompt")), tp=tp,
         kernels=kernels, prompts=batch,
     )  # fmt: skip
-    return batch * out / (float(first[0]) + out * step)
+    return batch * out / (float(first[0]) + (out - 1) * step)
 
 
 # A prefill row run with another llama.cpp micro-batch than the default says so in its notes
