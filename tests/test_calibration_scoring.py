@@ -228,7 +228,79 @@ def test_a_main_run_reads_no_more_cache_than_its_context_window(fit: ModuleType)
         for r in rows
         if r.meas.source == "xd-gpu-bench-llama2" and r.meas.metric == "decode_tokens_per_s"
     ]
-    assert len(main) == 29 and all(r.context == pytest.approx(385.3, abs=0.05) for r in main)
+    assert len(main) == 55 and all(r.context == pytest.approx(385.3, abs=0.05) for r in main)
+
+
+# The README's LLaMA 2 eval table (GPU-Benchmarks-on-LLM-Inference, Dec 2023 snapshots), every row
+# on more than one GPU: GPUs -> (7B_q4_0, 7B_f16, 70B_q4_0, 70B_f16), tokens/s, None for OOM.
+XD_LLAMA2_MULTI_GPU = {
+    ("rtx-4000-ada", 2): (60.68, 31.83, None, None),
+    ("rtx-3090", 2): (53.25, 38.73, 14.28, None),
+    ("rtx-4090", 2): (66.26, 49.2, 18.5, None),
+    ("rtx-3090", 3): (46.14, 35.83, 13.64, None),
+    ("rtx-4090", 3): (62.14, 50.39, 14.92, None),
+    ("rtx-4000-ada", 4): (55.41, 40.52, 15.48, None),
+    ("rtx-a6000", 2): (74.43, 47.08, 17.31, None),
+    ("rtx-3090", 6): (27.71, 27.37, 10.15, 7.54),
+    ("rtx-4090", 6): (38.19, 37.5, 15.59, 10.24),
+}
+
+
+def test_xd_llama2_multi_gpu_rows_are_the_whole_table(fit: ModuleType) -> None:
+    """A source is used whole: each of the 28 multi-GPU figures of xd-gpu-bench-llama2's eval
+    table is a row, read as a row split (the Dec 2023 build predates llama.cpp PR #4766), the
+    GeForce cards without peer access, and none is left out of scoring."""
+    rows, _ = fit.load_rows()
+    got = {
+        (r.meas.device, r.meas.devices, r.meas.model, r.meas.weights): r
+        for r in rows
+        if r.meas.source == "xd-gpu-bench-llama2" and r.meas.devices > 1
+    }
+    want = {
+        (dev, n, model, w): v
+        for (dev, n), vals in XD_LLAMA2_MULTI_GPU.items()
+        for (model, w), v in zip(
+            [
+                ("llama-2-7b", "q4_0"),
+                ("llama-2-7b", "fp16"),
+                ("llama-2-70b", "q4_0"),
+                ("llama-2-70b", "fp16"),
+            ],
+            vals,
+            strict=True,
+        )
+        if v is not None
+    }
+    assert len(want) == 28 and set(got) == set(want)
+    for key, r in got.items():
+        assert r.meas.value == want[key] and fit.is_row_split(r) and fit.unscorable(r) is None
+        peer = fit.NO_PEER_ACCESS.search(r.meas.notes or "") is None
+        assert peer == (r.meas.device not in ("rtx-3090", "rtx-4090"))
+
+
+def test_a_one_token_request_is_its_prompts_pass_alone(fit: ModuleType) -> None:
+    """A fixed-batch latency row's prefill samples each sequence's first output token (vLLM's
+    benchmark_serving.py: TPOT = (latency - TTFT) / (output_len - 1)), so output N costs the
+    prompts' pass and N - 1 decode steps: with output 1 the throughput is batch / prefill time,
+    and the steps of outputs 2 and 128 follow from it by hand."""
+    rows, _ = fit.load_rows()
+    oci = next(r for r in rows if r.meas.source == "oci-mi300x-llama31-405b" and r.meas.batch == 4)
+
+    def with_output(n: int) -> float:
+        notes = (oci.meas.notes or "").replace("output 128", f"output {n}", 1)
+        meas = oci.meas.model_copy(update={"notes": notes})
+        return fit.decode_tps(fit.Row(meas, oci.model, oci.device, oci.context), {})
+
+    dev = fit.engine_table(oci, {})
+    prefill = fit.engine_prefill_seconds(
+        oci.model, fit.weight_format("fp8"), fit.kv_bytes("fp16"), dev, prompt=128, tp=8,
+        kernels=fit.kernels_of(oci.meas.engine), prompts=4.0,
+    )[0]  # fmt: skip
+    assert 4 / with_output(1) == pytest.approx(prefill, rel=1e-12)
+    step = 4 * 2 / with_output(2) - prefill
+    assert 0 < step < prefill
+    assert with_output(128) == pytest.approx(4 * 128 / (prefill + 127 * step), rel=1e-9)
+    assert fit.decode_tps(oci, {}) == pytest.approx(with_output(128), rel=1e-12)
 
 
 def test_a_first_prompt_evaluation_leaves_prefill_scoring_with_its_reason(fit: ModuleType) -> None:
