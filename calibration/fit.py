@@ -692,20 +692,24 @@ def fit_scalar(
     prior: float,
     value: Callable[[Row, Params], float],
     prior_weight: float = 1.0,
+    weights: Sequence[float] | None = None,
 ) -> float:
-    """One factor in (0, 1]: minimize the summed |log(predicted / measured)|, with the prior
-    counted as `prior_weight` more rows at the same cost. Prefill and training rows include
+    """One factor in (0, 1]: minimize the summed |log(predicted / measured)| (each row's times
+    its weight in `weights`, 1 unless given), with the prior counted as `prior_weight` more
+    rows at the same cost. Prefill and training rows include
     cases the model cannot explain (MoE prefill and training); a squared relative error
     would let a few large over-predictions drag the factor for every other row, the L1 of
     log-ratios (for a pure multiplier, the median implied factor) does not."""
     if not rows:
         return prior
 
+    w = np.ones(len(rows)) if weights is None else np.asarray(weights, dtype=np.float64)
+
     def loss(log_f: float) -> float:
         f = float(np.exp(log_f))
         ps = {**params, cls: {**params[cls], key: f}}
         errs = np.array([np.log(value(r, ps) / r.meas.value) for r in rows])
-        return float(np.sum(np.abs(errs)) + prior_weight * abs(log_f - np.log(prior)))
+        return float(np.sum(w * np.abs(errs)) + prior_weight * abs(log_f - np.log(prior)))
 
     return round(float(np.exp(grid_minimum(loss, np.linspace(np.log(0.02), 0.0, 60)))), 3)
 
@@ -843,7 +847,10 @@ def fit_all(rows: Sequence[Row]) -> Params:
     for key in keys:
         prior = PRIORS[OWN_FIT.get(key, key)]
         tr = [r for r in group_rows(rows, key, is_training) if r.model.moe is None]
-        mfu = fit_scalar(tr, params, key, "training_mfu", prior["training_mfu"], training_value)
+        mfu = fit_scalar(
+            tr, params, key, "training_mfu", prior["training_mfu"], training_value,
+            weights=weak_scaling_weights(tr),
+        )  # fmt: skip
         # No published large-model run sustains more than ~0.6 MFU (PaLM 46 %, MegaScale 55 %,
         # Llama 3 38-43 %): a higher fit means the few rows behind it are off, not the GPU.
         params[key]["training_mfu"] = min(mfu, MAX_PLAUSIBLE_MFU)
@@ -853,8 +860,9 @@ def fit_all(rows: Sequence[Row]) -> Params:
         cls = key.split("/", 1)[0]
         params[key] = {"training_mfu": params[cls]["training_mfu"]}
         mfu = fit_scalar(
-            tr, params, key, "training_mfu", params[cls]["training_mfu"], training_value
-        )
+            tr, params, key, "training_mfu", params[cls]["training_mfu"], training_value,
+            weights=weak_scaling_weights(tr),
+        )  # fmt: skip
         params[key]["training_mfu"] = min(mfu, MAX_PLAUSIBLE_MFU)
     params.update(borrowed_architectures(params))
     fit_moe_routing(rows, params)
@@ -902,13 +910,14 @@ def fit_moe_routing(rows: Sequence[Row], params: Params) -> None:
             continue
         params[cls]["moe_fused_share"] = 1.0
         params[cls]["moe_routed_ns"] = fit_nonnegative(
-            plain, params, cls, "moe_routed_ns", training_value
+            plain, params, cls, "moe_routed_ns", training_value, weak_scaling_weights(plain)
         )
         times.append(params[cls]["moe_routed_ns"])
         if fused and plain is not fused:
             params[cls]["moe_fused_share"] = fit_scalar(
-                fused, params, cls, "moe_fused_share", 1.0, training_value, PREFILL_PRIOR_WEIGHT
-            )
+                fused, params, cls, "moe_fused_share", 1.0, training_value, PREFILL_PRIOR_WEIGHT,
+                weak_scaling_weights(fused),
+            )  # fmt: skip
             shares.append(params[cls]["moe_fused_share"])
     for cls in CLASSES:
         if not any(r.model.moe is not None and r.cls == cls for r in rows if is_training(r)):
@@ -924,21 +933,49 @@ def dispatch_fused(r: Row) -> bool:
     return layout_from_notes(r.meas.notes or "", r.meas.devices).node_dedup
 
 
+def weak_scaling_weights(rows: Sequence[Row]) -> list[float]:
+    """Each training row's weight in a fit: 1 / (rows of its weak-scaling series). A series is
+    one source's runs of one model on one part at the same layout per model replica (tensor,
+    pipeline, context and expert sizes, micro-batch and sequences per replica, dispatcher),
+    differing only in data parallel replicas: the same work per GPU at 256 and 512 GPUs, one
+    measurement of the software repeated (DGX Cloud's DeepSeek-V3 on GB200 reads 958.3 and
+    956.1 tokens/s per GPU), which counted per row would outvote a run of another stack."""
+    keys = []
+    for r in rows:
+        lay = layout_from_notes(r.meas.notes or "", r.meas.devices)
+        per_replica = None if lay.global_batch is None else lay.global_batch / lay.data_parallel
+        same_work: tuple[object, ...] = (lay.tensor, lay.pipeline, lay.virtual, lay.context)
+        same_work += (lay.expert,)
+        same_work += (lay.micro_batch, per_replica, lay.node_dedup, lay.overlap_alltoall)
+        # A run whose global batch is not stated is in no series (its work per GPU is not
+        # known to be the same as another's).
+        ungrouped = id(r) if lay.global_batch is None else None
+        row = (r.meas.source, r.meas.model, r.meas.metric, r.device.id, r.meas.weights)
+        keys.append((*row, r.meas.context, r.meas.engine, r.meas.batch, ungrouped, *same_work))
+    count = {k: keys.count(k) for k in keys}
+    return [1.0 / count[k] for k in keys]
+
+
 def fit_nonnegative(
     rows: Sequence[Row],
     params: Params,
     cls: str,
     key: str,
     value: Callable[[Row, Params], float],
+    weights: Sequence[float] | None = None,
     lower: float = MOE_ROUTED_NS_PRIOR,
     upper: float = MOE_ROUTED_NS_MAX,
 ) -> float:
     """One factor in [lower, upper] that slows predictions as it grows: minimize the summed
     |log(predicted / measured)| (grid_minimum), to four decimals."""
 
+    w = [1.0] * len(rows) if weights is None else list(weights)
+
     def loss(f: float) -> float:
         ps = {**params, cls: {**params[cls], key: f}}
-        return float(sum(abs(np.log(value(r, ps) / r.meas.value)) for r in rows))
+        return float(
+            sum(x * abs(np.log(value(r, ps) / r.meas.value)) for r, x in zip(rows, w, strict=True))
+        )
 
     return round(grid_minimum(loss, np.geomspace(lower, upper, 101)), 4)
 

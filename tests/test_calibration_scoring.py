@@ -363,3 +363,55 @@ def test_deepep_runs_route_through_the_fused_dispatcher(fit: ModuleType) -> None
     plain = {r.meas.source for r in moe if not fit.dispatch_fused(r)}
     assert fused == {"nemo-automodel-perf-20251002", "megatron-moe-modelzoo-qwen3"}
     assert plain == {"megatron-bridge-perf-2511", "dgxc-benchmarking-25.05.04"}
+
+
+def test_a_weak_scaling_series_counts_once_in_the_training_fits(fit: ModuleType) -> None:
+    # DGX Cloud Benchmarking 25.05.04, deepseek_v3/pretraining/README.md: DeepSeek-V3 BF16 on
+    # GB200 at 128 GPUs (TP2 PP4 EP32, GBS 1024), 256 (EP64, GBS 2048) and 512 (EP64, GBS 4096);
+    # 959.0, 958.3 and 956.1 tokens/s per GPU. The 256 and 512 runs differ only in data parallel
+    # replicas (64 sequences per replica each): one series, half a row each. The 128-GPU run has
+    # another expert-parallel size, a run of its own.
+    rows, _ = fit.load_rows()
+    gb200 = sorted(
+        (
+            r
+            for r in rows
+            if r.meas.source == "dgxc-benchmarking-25.05.04" and r.device.id == "gb200"
+        ),
+        key=lambda r: r.meas.devices,
+    )
+    assert [r.meas.devices for r in gb200] == [128, 256, 512]  # the source's table, whole
+    assert [r.meas.value for r in gb200] == [959.0, 958.3, 956.1]
+    assert fit.weak_scaling_weights(gb200) == [1.0, 0.5, 0.5]
+    # A run whose global batch is not stated is in no series: torchtune's single-GPU rows of one
+    # model and part (LoRA and full fine-tuning) each weigh a whole row.
+    tune = [
+        r
+        for r in rows
+        if r.meas.source == "torchtune-readme-llama31" and r.meas.metric.startswith("train")
+    ]
+    assert len(tune) >= 2
+    assert fit.weak_scaling_weights(tune) == [1.0] * len(tune)
+
+
+def test_a_weighted_fit_reads_a_half_row_as_half(fit: ModuleType) -> None:
+    # fit_nonnegative minimizes the weighted sum of |log(predicted / measured)|: with rows that
+    # want 1 and 3 (the factor is the predicted value itself), weights 1 and 0.5 put the optimum
+    # at 1 (the L1 optimum sits at the heavier row), weights 0.5 and 1 at 3.
+    rows = [_Stub(1.0), _Stub(3.0)]
+    params: dict[str, dict[str, float]] = {"c": {"f": 1.0}}
+
+    def value(r: Any, ps: dict[str, dict[str, float]]) -> float:
+        return ps["c"]["f"]
+
+    got = fit.fit_nonnegative(rows, params, "c", "f", value, [1.0, 0.5], lower=0.5, upper=4.0)
+    assert got == pytest.approx(1.0, abs=0.02)
+    got = fit.fit_nonnegative(rows, params, "c", "f", value, [0.5, 1.0], lower=0.5, upper=4.0)
+    assert got == pytest.approx(3.0, abs=0.05)
+
+
+class _Stub:
+    """A row as fit_nonnegative reads it: its measured value."""
+
+    def __init__(self, value: float) -> None:
+        self.meas = type("M", (), {"value": value})()
