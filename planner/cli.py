@@ -678,6 +678,7 @@ def estimate(
         from planner.estimator.support import (
             check_estimate_group,
             estimate_engines,
+            estimate_tensor_groups,
             supported_devices,
         )
         from planner.report.estimate import estimate_dict, estimate_tables, estimates_table
@@ -766,6 +767,7 @@ def estimate(
             runs = supported_devices(cat, devices, weights, kv)
             check_estimate_group(cat, engine, tp)
             runs, engines = estimate_engines(cat, runs, weights, kv, engine)
+            runs, engines = estimate_tensor_groups(cat, runs, engines, weights, kv, arch, tp)
             if len(runs) < len(devices):
                 table = device_table(runs, ov, links=cat.links)
             one_stage = {

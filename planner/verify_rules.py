@@ -23,7 +23,7 @@ from planner.estimator.hosts import carries_scale_up, host_options, tp_limit
 from planner.estimator.network import network_link
 from planner.estimator.request_mix import class_workload
 from planner.estimator.routes import group_route
-from planner.estimator.support import gguf_row_refused
+from planner.estimator.support import gguf_row_refused, tensor_parallel_refusal
 from planner.plan.recipe import launch_command, served_context, served_sequences
 from planner.plan.types import Plan, StageLine, WorkloadPlan
 from planner.schema.catalog import Node
@@ -316,6 +316,29 @@ def _supported(cat: Catalog, engine: str, backend: str, device: str, w: Inferenc
     )
 
 
+def _tensor_groups(cat: Catalog, w: InferenceWorkload, wp: WorkloadPlan) -> list[str]:
+    """A tensor-parallel group only where the engine's mode runs the model on the stage's
+    backend (support.tensor_parallel_refusal), and as the replica's one stage where that mode
+    takes every device of the replica (Engine.tensor_parallel_single_stage)."""
+    eng = cat.engines.get(wp.engine)
+    groups = [s for s in wp.stages if s.tp > 1]
+    if eng is None or not groups:
+        return []
+    m = cat.model(w.model)
+    out = []
+    for s in groups:
+        why = tensor_parallel_refusal(cat, wp.engine, wp.backends.get(s.device, ""), m)
+        if why is not None:
+            out.append(f"workloads.engine: `{w.name}` stage on {s.device} at tp {s.tp}: {why}")
+    if eng.tensor_parallel_single_stage and len(wp.stages) > 1:
+        out.append(
+            f"workloads.engine: `{w.name}` runs a tensor-parallel group in one of "
+            f"{len(wp.stages)} pipeline stages; {wp.engine}'s tensor-parallel mode takes every "
+            "device of the replica (one stage)"
+        )
+    return out
+
+
 def _engine(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
     out = []
     for w, wp in _inference(plan, problem):
@@ -338,6 +361,7 @@ def _engine(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
                 "pipeline_parallel: false); give a replica one stage, or name an engine that "
                 "pipelines"
             )
+        out += _tensor_groups(cat, w, wp)
         for dev in sorted({s.device for s in wp.stages}):
             backend = wp.backends.get(dev, "")
             if not _supported(cat, wp.engine, backend, dev, w):

@@ -80,6 +80,7 @@ from planner.estimator.support import (
     engine_times,
     exchange_overhead_s,
     runtime_for,
+    tensor_parallel_refusal,
 )
 from planner.schema.catalog import Accelerator, Link, ModelArch
 from planner.schema.model_params import split_heads
@@ -437,6 +438,9 @@ def inference_designs(
     options = []
     for i, d in enumerate(devs):
         engine = _runtime(runs, d.id).engine
+        # Groups of two or more only where the engine's tensor-parallel mode runs the model on
+        # this backend (support.tensor_parallel_refusal); else one device per stage.
+        solo = tensor_parallel_refusal(cat, engine, _runtime(runs, d.id).backend, m) is not None
         chassis: tuple[bool | None, ...] = (False, True) if derates(d, problem) else (None,)
         for dense in chassis:
             if dense:
@@ -445,6 +449,7 @@ def inference_designs(
             options += [
                 _Option(devs[row], row, k, bool(dense), engine=engine)
                 for k in tp_degrees(d, cat, problem, m, dense)
+                if k == 1 or not solo
             ]
         x, net = exchange_overhead_s(cat, engine, d.id), group_link(problem, cat, d.id)
         lay = exchange_layout(cat, engine, m)
@@ -1767,6 +1772,15 @@ def _with_runtimes(st: _Setting, cat: Catalog, runtimes: list[Runtime]) -> _Sett
     layer = np.array([t["engine_layer_s"] for t in times])
     fixed = st.fixed + host[None, :] * st.levels[:, None] + own[None, :]
     pipes = np.array([cat.engines[r.engine].pipeline_parallel for r in runtimes], dtype=bool)
+    # An engine whose tensor-parallel mode takes every device of the replica serves a group of
+    # two or more as a replica of one stage (Engine.tensor_parallel_single_stage).
+    pipes &= ~np.array(
+        [
+            cat.engines[r.engine].tensor_parallel_single_stage and o.tp > 1
+            for r, o in zip(runtimes, st.opts, strict=True)
+        ],
+        dtype=bool,
+    )
     if not layer.any():
         return replace(st, runtimes=runtimes, hop_extra=extra, fixed=fixed, pipelines=pipes)
     return replace(

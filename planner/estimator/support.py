@@ -19,7 +19,7 @@ from planner.errors import InputError
 from planner.estimator.efficiency import load_efficiency
 from planner.estimator.formats import GGUF_FORMATS, format_parts
 from planner.estimator.rpc_hop import NO_RPC, RpcTimes
-from planner.schema.catalog import Accelerator
+from planner.schema.catalog import Accelerator, ModelArch
 from planner.schema.problem import Constraints, InferenceWorkload
 from planner.schema.support import KernelFamily
 
@@ -320,4 +320,76 @@ def estimate_engines(
             f"offers {', '.join(offered) or 'no engine'} there; name one with --engine); see "
             "`planner catalog list support`"
         )
+    return kept, out
+
+
+def tensor_parallel_refusal(
+    cat: Catalog, engine: str | None, backend: str | None, m: ModelArch
+) -> str | None:
+    """Why `engine` on `backend` runs no tensor-parallel group of `m`, or None where it does:
+    an engine without a tensor-parallel mode (Engine.tensor_parallel), a backend its mode is
+    not planned on (Engine.tensor_parallel_backends), a model with multi-head latent attention
+    (Engine.tensor_parallel_refuses_mla) or of a family its mode refuses
+    (Engine.tensor_parallel_excluded_families). The design then keeps one device per stage
+    (the engine's layer split), as the engine itself would run the model."""
+    e = cat.engines.get(engine) if engine else None
+    if e is None:
+        return None
+    listed = e.tensor_parallel_backends
+    checks = [
+        (
+            not e.tensor_parallel,
+            "tensor_parallel",
+            "it has no tensor-parallel mode it is planned with",
+        ),
+        (
+            listed is not None and backend not in listed,
+            "tensor_parallel_backends",
+            f"its tensor-parallel mode is planned on {', '.join(listed or [])} only, not on {backend}",
+        ),
+        (
+            e.tensor_parallel_refuses_mla and m.mla is not None,
+            "tensor_parallel_refuses_mla",
+            f"its tensor-parallel mode refuses {m.id}'s multi-head latent attention",
+        ),
+        (
+            m.family in e.tensor_parallel_excluded_families,
+            "tensor_parallel_excluded_families",
+            f"its tensor-parallel mode refuses the {m.family} architecture",
+        ),
+    ]
+    for refused, section, why in checks:
+        if refused:
+            return (
+                f"{e.id} runs no tensor-parallel group of {m.id}: {why} "
+                f"(source `{e.source_of(section)}`); one device per stage"
+            )
+    return None
+
+
+def estimate_tensor_groups(
+    cat: Catalog,
+    devices: list[Accelerator],
+    engines: list[tuple[str, EngineTimes]],
+    weights: str,
+    kv: str,
+    m: ModelArch,
+    tp: int | None,
+) -> tuple[list[Accelerator], list[tuple[str, EngineTimes]]]:
+    """For `planner estimate --tp`: the devices (and their engines, estimate_engines's) whose
+    engine runs a tensor-parallel group of `m` on the device's backend
+    (tensor_parallel_refusal); an error giving each refusal where none does."""
+    if tp is None or tp <= 1:
+        return devices, engines
+    kept, out, why = [], [], []
+    for d, (name, times) in zip(devices, engines, strict=True):
+        backend = next(r.backend for r in runtimes(cat, d, weights, kv) if r.engine == name)
+        refused = tensor_parallel_refusal(cat, name, backend, m)
+        if refused is None:
+            kept.append(d)
+            out.append((name, times))
+        elif refused not in why:
+            why.append(refused)
+    if not kept:
+        raise InputError(f"--tp {tp}: {'; '.join(why)}; give --tp 1")
     return kept, out

@@ -173,8 +173,10 @@ def launch_command(
         return out + (f"  # {'; '.join(notes)}" if notes else "")
     if engine == "llama.cpp":
         # Share of the layers per device, in stage order (each device of a stage an equal part).
+        # A tensor-parallel replica is one stage of all its devices (-sm tensor, which needs
+        # flash attention); the layer split otherwise.
         split = ",".join(f"{n / tp_i:g}" for _, tp_i, n in stages for _ in range(tp_i))
-        mode = "row" if any(t > 1 for _, t, _ in stages) else "layer"
+        mode = "tensor -fa on" if any(t > 1 for _, t, _ in stages) else "layer"
         out = (
             f"llama-server -m MODEL.gguf -ngl 999 --split-mode {mode} --tensor-split {split} "
             f"--parallel {seqs} --ctx-size {context * seqs}"

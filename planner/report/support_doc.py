@@ -21,6 +21,24 @@ def _launch(per_layer_us: float, per_step_us: float) -> str:
     return f"{per_layer_us:g} us, {per_step_us:g} us"
 
 
+def _tp_cell(e: Engine) -> str:
+    """Whether the engine's tensor parallelism is planned, and where it is not
+    (support.tensor_parallel_refusal)."""
+    if not e.tensor_parallel:
+        return "no"
+    limits = []
+    if e.tensor_parallel_backends is not None:
+        limits.append(f"on {', '.join(e.tensor_parallel_backends)} only")
+    if e.tensor_parallel_single_stage:
+        limits.append("one stage of all the replica's devices")
+    refused = (["multi-head latent attention"] if e.tensor_parallel_refuses_mla else []) + list(
+        e.tensor_parallel_excluded_families
+    )
+    if refused:
+        limits.append(f"not for {', '.join(refused)}")
+    return f"yes ({'; '.join(limits)})" if limits else "yes"
+
+
 def support_markdown(cat: Catalog) -> str:
     """The matrix as Markdown: architectures with their devices, engines, then every row with
     its source and date, then the sources."""
@@ -63,7 +81,7 @@ def support_markdown(cat: Catalog) -> str:
         yes = {True: "yes", False: "no"}
         lines.append(
             f"| {e.rank} | {e.id} | {e.name}{' (only where named)' if e.named_only else ''} "
-            f"| {yes[e.tensor_parallel]} | {yes[e.tensor_parallel_across_machines]} "
+            f"| {_tp_cell(e)} | {yes[e.tensor_parallel_across_machines]} "
             f"| {yes[e.pipeline_parallel]} | {yes[e.cross_stack_pipeline]} | {e.kernels} "
             f"| {_hop_cell(e)} "
             f"| {_exchange_cell(e)} "

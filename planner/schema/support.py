@@ -185,6 +185,30 @@ class Engine(Sourced):
         "`serving-grid`, batched GEMMs in continuous-batching iterations (vLLM, SGLang, "
         "TensorRT-LLM), timed as an iteration of the serving grid (prompt_time.serving_prefill_seconds)."
     )
+    tensor_parallel_backends: list[str] | None = Field(
+        None,
+        description="Backends (support rows' `backend`) on which the engine's tensor-parallel "
+        "mode runs at the speed the planner charges (two all-reduces per block at the link's "
+        "speed); on its other backends a design keeps one device per stage. None: every "
+        "backend the engine runs on. Its source is `sources.tensor_parallel_backends`.",
+    )
+    tensor_parallel_single_stage: bool = Field(
+        False,
+        description="The engine's tensor-parallel mode takes every device of the replica "
+        "(llama.cpp's `--split-mode tensor` is one mode for all visible devices, not combined "
+        "with its layer split or its RPC backend): a group of two or more devices serves as a "
+        "replica of one stage only.",
+    )
+    tensor_parallel_refuses_mla: bool = Field(
+        False,
+        description="The engine's tensor-parallel mode refuses models with multi-head latent "
+        "attention (a compressed KV latent it does not split over devices).",
+    )
+    tensor_parallel_excluded_families: list[str] = Field(
+        default_factory=list,
+        description="Model families (catalog models' `family`) whose architecture the engine's "
+        "tensor-parallel mode refuses.",
+    )
     named_only: bool = Field(
         False,
         description="Planned only where a workload (or `planner estimate --engine`) names it, "
