@@ -678,6 +678,7 @@ def estimate(
         from planner.estimator.support import (
             check_estimate_group,
             estimate_engines,
+            estimate_solo,
             estimate_tensor_groups,
             supported_devices,
         )
@@ -775,7 +776,8 @@ def estimate(
                 for e in cat.engines.values()
                 if not e.pipeline_parallel
             }
-            rows = estimate_inference(arch, table, q, econ, mfile, engines, one_stage)
+            solo = estimate_solo(cat, runs, engines, weights, kv, arch)
+            rows = estimate_inference(arch, table, q, econ, mfile, engines, one_stage, solo)
             if mfile is not None and mdoc is not None:
                 notes = unused_notes(mfile, mdoc, arch, rows, q, cat)
         else:

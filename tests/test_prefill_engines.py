@@ -109,20 +109,24 @@ def test_an_estimate_times_a_prompt_as_the_serving_grid(device: str, weights: st
     assert got == pytest.approx(m.num_layers * block + head, rel=1e-3)
 
 
-def test_the_old_release_keeps_its_rate_under_automatic_tensor_parallelism() -> None:
-    # Llama 3.1 70B Q4_K_M on A100 40GB SXM needs two devices; the estimate makes them tensor
-    # parallel by itself or by --tp 2, the same layout: one first-token time. The 2023-2024
-    # builds dequantize GGUF weights to FP16 cuBLAS at 312 TFLOP/s, where a current build's
-    # MMQ runs 1 / (1 / 624e12 + 0.0625 / 19.5e12) = 208 TFLOP/s (A100 datasheet: int8 624,
-    # FP32 19.5), so the old release's prompt is the faster one on this part: its products
-    # alone run 312 / 208 = 1.5x as fast; the attention and the per-layer costs, which both
-    # builds pay alike, dilute that (1.30x at the refit of 2026-11-29), never below 1.2x.
+def test_the_old_release_keeps_its_rate_on_its_layer_split() -> None:
+    # Llama 3.1 70B Q4_K_M on A100 40GB SXM needs two devices. The 2023-2024 builds had no
+    # tensor split but the row split (--split-mode tensor is llama.cpp PR #19378, 2026), so
+    # the estimate lays them out as a layer split by itself, the layout --tp 1 asks for: one
+    # first-token time; --tp 2 is refused. The 2023-2024 builds dequantize GGUF weights to
+    # FP16 cuBLAS at 312 TFLOP/s, where a current build's MMQ runs
+    # 1 / (1 / 624e12 + 0.0625 / 19.5e12) = 208 TFLOP/s (A100 datasheet: int8 624, FP32 19.5),
+    # so on the same layer split the old release's prompt is the faster one on this part: its
+    # products alone run 312 / 208 = 1.5x as fast; the attention and the per-layer costs,
+    # which both builds pay alike, dilute that, never below 1.2x.
     base = ["-m", "llama-3.1-70b", "-d", "a100-40gb-sxm", "--weights", "q4_k_m", "--prompt", "2048"]
     auto = _prefill_s(*base, "--engine", "llama.cpp-2024")
-    given = _prefill_s(*base, "--engine", "llama.cpp-2024", "--tp", "2")
+    given = _prefill_s(*base, "--engine", "llama.cpp-2024", "--tp", "1")
     assert auto == pytest.approx(given, rel=1e-9)
-    current = _prefill_s(*base, "--engine", "llama.cpp")
+    current = _prefill_s(*base, "--engine", "llama.cpp", "--tp", "1")
     assert current > 1.2 * auto
+    r = CliRunner().invoke(app, ["estimate", *base, "--engine", "llama.cpp-2024", "--tp", "2"])
+    assert r.exit_code != 0 and "no tensor-parallel mode" in r.output
 
 
 def test_a_serial_pool_prefills_at_its_release_rate_by_hand() -> None:

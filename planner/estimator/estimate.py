@@ -122,6 +122,7 @@ def estimate_inference(
     measured: MeasurementFile | None = None,
     engines: list[tuple[str, EngineTimes]] | None = None,
     unpipelined: dict[str, bool] | None = None,
+    solo: list[bool] | None = None,
 ) -> list[Estimate]:
     """Inference figures for `m` on every device of `dev`; `engines`, per device, the serving
     engine and its own times: host work per generated token (Engine.host_us_per_token), added
@@ -129,7 +130,9 @@ def estimate_inference(
     and per step (the efficiency file's `engines`), added to every forward pass. An engine of
     `unpipelined` (Engine.pipeline_parallel false; True where its groups run only over
     machines, support.check_estimate_group) is given no layout of several stages: such a row
-    has no figures and says why.
+    has no figures and says why. `solo`, per device: its engine runs no tensor-parallel group
+    of `m` there (support.tensor_parallel_refusal), so a layout without --tp keeps one device
+    per stage (the layer split) instead of a group.
 
     Long because it assembles one estimate's every figure in order.
     """
@@ -169,7 +172,8 @@ def estimate_inference(
             n, step, pre, par = _layout(m, qi, dev, i, stages, times, kernels[i])
         else:
             times = (float(step1[i]), float(pre1[i]), *hop)
-            n, step, pre, par = _layout(m, q, dev, i, stages, times, kernels[i])
+            grouped = not (solo and solo[i])
+            n, step, pre, par = _layout(m, q, dev, i, stages, times, kernels[i], grouped)
         refused = ""
         unpiped = unpipelined or {}
         if n and engine in unpiped and "pipeline" in par:
@@ -343,12 +347,14 @@ def _layout(
     stages: int,
     times: tuple[float, float, float, float],
     kernels: str,
+    grouped: bool = True,
 ) -> tuple[int, float, float, str]:
     """(devices, decode step s, time to first token s, description) of the layout that holds
     the model in `stages` parts of `q.tp` devices each (or one device per part without --tp);
     `times`: one part's decode step and prompt, then one pipeline hop of each. Without a given
     degree, parts that fit one scale-up domain become tensor parallel instead, their prompt
-    on the engine's `kernels` (prompt_time.engine_prefill_seconds) as on one device."""
+    on the engine's `kernels` (prompt_time.engine_prefill_seconds) as on one device; not where
+    the engine runs no group of the model there (`grouped` false)."""
     step1, pre1, *hop = times
     if q.tp is not None:
         # The user's degree: `stages` groups of tp devices, a pipeline when stages > 1; a token
@@ -358,7 +364,7 @@ def _layout(
         par = par or "single"
         k = max(stages - 1, 0)
         return stages * q.tp, step1 + k * hop[0], pre1 + k * hop[1], par
-    n, domain = stages, int(dev.domain_size[i])
+    n, domain = stages, int(dev.domain_size[i]) if grouped else 1
     pow2 = 1 << max(0, n - 1).bit_length()
     if 1 < n <= domain and pow2 <= domain and split_heads(m) % pow2 == 0:
         n = pow2  # tensor parallelism splits heads: a power of two that divides them

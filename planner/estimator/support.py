@@ -383,8 +383,7 @@ def estimate_tensor_groups(
         return devices, engines
     kept, out, why = [], [], []
     for d, (name, times) in zip(devices, engines, strict=True):
-        backend = next(r.backend for r in runtimes(cat, d, weights, kv) if r.engine == name)
-        refused = tensor_parallel_refusal(cat, name, backend, m)
+        refused = _group_refusal(cat, d, name, weights, kv, m)
         if refused is None:
             kept.append(d)
             out.append((name, times))
@@ -393,3 +392,27 @@ def estimate_tensor_groups(
     if not kept:
         raise InputError(f"--tp {tp}: {'; '.join(why)}; give --tp 1")
     return kept, out
+
+
+def _group_refusal(
+    cat: Catalog, d: Accelerator, engine: str, weights: str, kv: str, m: ModelArch
+) -> str | None:
+    """tensor_parallel_refusal for `engine` on the backend its support row gives `d`."""
+    backend = next(r.backend for r in runtimes(cat, d, weights, kv) if r.engine == engine)
+    return tensor_parallel_refusal(cat, engine, backend, m)
+
+
+def estimate_solo(
+    cat: Catalog,
+    devices: list[Accelerator],
+    engines: list[tuple[str, EngineTimes]],
+    weights: str,
+    kv: str,
+    m: ModelArch,
+) -> list[bool]:
+    """Per device of `planner estimate`: its engine runs no tensor-parallel group of `m` there
+    (tensor_parallel_refusal), so a layout the estimate picks keeps one device per stage."""
+    return [
+        _group_refusal(cat, d, name, weights, kv, m) is not None
+        for d, (name, _) in zip(devices, engines, strict=True)
+    ]
