@@ -19,6 +19,8 @@ from planner.cli import app
 from planner.estimator.designs import allowed_devices, inference_designs
 from planner.estimator.support import tensor_parallel_refusal
 from planner.schema.problem import InferenceWorkload, Problem
+from planner.solve import solve_problem
+from planner.verify_rules import rule_failures
 
 
 def test_the_refusals_follow_the_engine_source() -> None:
@@ -100,3 +102,27 @@ def test_estimate_refuses_a_group_the_engine_does_not_run() -> None:
     r = CliRunner().invoke(app, ["estimate", *args, "--engine", "llama.cpp", "--tp", "2"])
     assert r.exit_code != 0
     assert "multi-head latent attention" in r.output
+
+
+def test_a_solved_group_launches_sm_tensor_and_verify_checks_the_backend() -> None:
+    """Llama 3.1 70B Q4_K_M at 40 ms per token on RTX 4090s over PCIe: the plan is one stage
+    of a tensor-parallel group, launched with -sm tensor and flash attention (PR #19378; the
+    deprecated -sm row of docs/multi-gpu.md no longer). The verifier passes it, and fails the
+    same plan under a catalog whose llama.cpp runs its groups on ROCm only."""
+    prob = _problem("llama-3.1-70b", "q4_k_m", "q8_0", ["rtx-4090"])
+    w = prob.workloads[0].model_copy(update={"min_tokens_per_s": 100, "max_ms_per_token": 40})
+    prob = prob.model_copy(update={"workloads": [w]})
+    plan = solve_problem(prob, time_limit=30)
+    assert plan.status == "OPTIMAL"
+    wp = plan.workloads[0]
+    assert len(wp.stages) == 1 and wp.stages[0].tp > 1
+    assert wp.recipe is not None and "--split-mode tensor -fa on" in wp.recipe.command
+    cat = load_catalog()
+    assert rule_failures(plan, prob, cat) == []
+    engine = cat.engines["llama.cpp"]
+    cat.engines["llama.cpp"] = engine.model_copy(update={"tensor_parallel_backends": ["rocm"]})
+    try:
+        failures = rule_failures(plan, prob, cat)
+    finally:
+        cat.engines["llama.cpp"] = engine
+    assert any("not on cuda" in f for f in failures)
