@@ -320,7 +320,7 @@ def _tensor_groups(cat: Catalog, w: InferenceWorkload, wp: WorkloadPlan) -> list
     """A tensor-parallel group only where the engine's mode runs the model on the stage's
     backend (support.tensor_parallel_refusal), and as the replica's one stage where that mode
     takes every device of the replica (Engine.tensor_parallel_single_stage)."""
-    eng = cat.engines.get(wp.engine)
+    eng = cat.engines.get(wp.engine) if wp.engine else None
     groups = [s for s in wp.stages if s.tp > 1]
     if eng is None or not groups:
         return []
