@@ -126,3 +126,15 @@ def test_a_solved_group_launches_sm_tensor_and_verify_checks_the_backend() -> No
     finally:
         cat.engines["llama.cpp"] = engine
     assert any("not on cuda" in f for f in failures)
+
+
+def test_the_plan_says_why_an_mla_model_keeps_one_device_per_stage() -> None:
+    """DeepSeek V2 Lite under llama.cpp on RTX 4090s: the plan's notes carry the refusal
+    (llm_arch_supports_sm_tensor refuses deepseek2); Llama 3.1 8B's plan has no such note."""
+    for model, refused in (("deepseek-v2-lite", True), ("llama-3.1-8b", False)):
+        prob = _problem(model, "q4_k_m", "fp16", ["rtx-4090"])
+        w = prob.workloads[0].model_copy(update={"min_tokens_per_s": 100})
+        plan = solve_problem(prob.model_copy(update={"workloads": [w]}), time_limit=30)
+        notes = [n for n in plan.notes if "runs no tensor-parallel group" in n]
+        assert bool(notes) == refused, model
+        assert all("multi-head latent attention" in n for n in notes)

@@ -40,7 +40,13 @@ from planner.estimator.economics import (
     reserved_hours,
     working_hours,
 )
-from planner.estimator.hosts import derates, devices_bought, hosts_for, with_machines
+from planner.estimator.hosts import (
+    derates,
+    devices_bought,
+    host_options,
+    hosts_for,
+    with_machines,
+)
 from planner.estimator.network import network_gear, network_link, ports_per_host
 from planner.estimator.replica import ReplicaFigures, inference_replica, training_stage_memory
 from planner.estimator.request_mix import (
@@ -51,7 +57,7 @@ from planner.estimator.request_mix import (
 )
 from planner.estimator.routes import hop_routes, route_link_ids
 from planner.estimator.serving import prefill_pool_budget, prefill_prompt, token_budget
-from planner.estimator.support import engine_times
+from planner.estimator.support import engine_times, tensor_parallel_refusal
 from planner.estimator.training_designs import training_job, training_setup
 from planner.model.objectives import Figures, objective_for
 from planner.model.result import Solution
@@ -434,6 +440,28 @@ def _energy_and_periods(
     if problem.carbon is not None:
         plan.carbon = _carbon(plan, problem, cat, energy_kwh, other_kwh, sum(tally.tokens))
         plan.notes += _carbon_notes(plan, problem, cat)
+    plan.notes += _tensor_group_notes(plan, problem, cat)
+
+
+def _tensor_group_notes(plan: Plan, problem: Problem, cat: Catalog) -> list[str]:
+    """Why a workload's replicas keep one device per stage where its engine runs no
+    tensor-parallel group of the model on a device's backend (support.tensor_parallel_refusal):
+    the designs it was chosen from had no such group."""
+    models = {w.name: w.model for w in problem.workloads}
+    out: list[str] = []
+    for wp in plan.workloads:
+        if wp.kind == "training" or not wp.engine or wp.name not in models:
+            continue
+        m = cat.model(models[wp.name])
+        for dev in sorted({s.device for s in wp.stages}):
+            hosts = host_options(cat, cat.accelerator(dev), problem)
+            if max((n.slots for n in hosts), default=1) <= 1:
+                continue  # one device per machine: no group to refuse
+            why = tensor_parallel_refusal(cat, wp.engine, wp.backends.get(dev, ""), m)
+            note = f"`{wp.name}` on {dev}: {why}"
+            if why is not None and note not in out:
+                out.append(note)
+    return out
 
 
 def _carbon_devices(plan: Plan) -> list[str]:
