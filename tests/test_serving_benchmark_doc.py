@@ -147,3 +147,29 @@ def test_a_long_run_of_like_requests_replays_at_the_steady_state_rate() -> None:
     s = {**r.spec, "requests": [(prompt, output)] * 40 * int(r.spec["max_seqs"])}
     steady = run.offline_per_accelerator(s)
     assert run.run_per_accelerator(s) == pytest.approx(steady, rel=0.05)
+
+
+def test_a_printed_serving_result_gives_its_row_the_quoted_totals() -> None:
+    """Rows copied from a `vllm bench serve` printout (GPUStack's performance lab) carry what
+    the quote states: the mean request shape is the quoted total input and generated tokens over
+    the successful requests, and the figure scored is the quoted output token throughput."""
+    run = _load()
+    printed = [x for x in run.load_raw() if "Total generated tokens:" in x["source"]["quote"]]
+    assert len(printed) >= 30
+    for x in printed:
+        quote = x["source"]["quote"]
+
+        def quoted(label: str, quote: str = quote, rid: str = x["id"]) -> float:
+            found = re.search(rf"{re.escape(label)} ([\d.]+)", quote)
+            assert found, (rid, label)
+            return float(found.group(1))
+
+        n = quoted("Successful requests:")
+        assert x["prompt_tokens"] == round(quoted("Total input tokens:") / n, 2), x["id"]
+        assert x["output_tokens"] == round(quoted("Total generated tokens:") / n, 2), x["id"]
+        assert x["measured"]["tokens_per_s"] == quoted("Output token throughput (tok/s):"), x["id"]
+        assert x["measured"].get("max_concurrency") == (
+            quoted("Maximum request concurrency:")
+            if "Maximum request concurrency:" in quote
+            else None
+        ), x["id"]

@@ -47,7 +47,11 @@ missing piece named.
   no whole-system figure, is listed as not expressible.
 
 The fitted factors are the batched serving compute efficiencies of datacenter devices, one per
-tensor path (16-bit, 8-bit, 4-bit; AMD's stack on its own: catalog serving.yaml). For each
+tensor path (16-bit, 8-bit, 4-bit; AMD's stack on its own: catalog serving.yaml), fitted on the
+rows of dense models: a mixture-of-experts model's expert products are grouped GEMMs, another
+kernel path, so its rows are scored at the dense rows' factors and enter no fit (the rule came
+with the first scored MoE rows, GPUStack's, 1.4 to 26 times above their measurements on every
+saturated run; the dense rows' factors and scores are as before them). For each
 source they are fitted on the other sources' rows (each path's factor minimizing the summed
 |log(planner / measured)| of its rows, on a grid of 0.20-0.90 in steps of 0.02), then that
 source's rows are scored with them. KV-cache format: as the source states it, else the engine's
@@ -116,6 +120,8 @@ MODELS = {
     "Llama-3.1-70B-Instruct": "llama-3.1-70b",
     "Meta-Llama-3-8B-Instruct": "llama-3.1-8b",  # Llama 3 8B: the architecture of Llama 3.1 8B
     "Qwen3-32B": "qwen3-32b",  # config.json in benchmarks/serving/models
+    "gpt-oss-120b": "gpt-oss-120b",
+    "Qwen3-235B-A22B-Instruct-2507": "qwen3-235b-a22b",  # the 2507 refresh: Qwen3-235B-A22B's config
 }
 DEVICES = {
     "H100-SXM-80GB (DGX H100)": "h100-sxm",
@@ -135,6 +141,8 @@ DEVICES = {
     "AMD Instinct MI300X": "mi300x",
     "AMD Instinct MI325X": "mi325x",
     "Intel Gaudi 2 (96 GB HBM2E)": "gaudi2",
+    # GPUStack's performance lab names "NVIDIA H100 GPUs" only; read as SXM 80 GB (its rows' notes).
+    "NVIDIA H100 (gpustack performance lab)": "h100-sxm",
 }
 # Sequences an engine batches when the run does not set its limit: vLLM's --max-num-seqs, 256
 # in its V0 engine (EngineArgs.__post_init__: "256 if not envs.VLLM_USE_V1 else 1024",
@@ -149,7 +157,8 @@ ENGINE_MAX_SEQS = {"vllm": 256, "vllm-0.5": 256}
 # cache unless the run asks for fp8. Other rows: FP8 where the weights are 8- or 4-bit
 # (TensorRT-LLM's FP8 and FP4 recipes), else FP16 (_kv).
 ENGINE_KV = {"vllm": "fp16", "vllm-0.5": "fp16"}
-WEIGHTS = {"fp8": "fp8", "fp16": "fp16", "fp4": "nvfp4"}  # TensorRT-LLM's FP4 on B200 is NVFP4
+# TensorRT-LLM's FP4 on B200 is NVFP4; gpt-oss's checkpoint is MXFP4 (its own format in the catalog)
+WEIGHTS = {"fp8": "fp8", "fp16": "fp16", "bf16": "bf16", "fp4": "nvfp4", "mxfp4": "mxfp4"}
 GRID = np.round(np.arange(0.20, 0.901, 0.02), 2)
 MARK_BEGIN = "<!-- benchmarks/serving/run.py --markdown: begin -->"
 MARK_END = "<!-- benchmarks/serving/run.py --markdown: end -->"
@@ -683,7 +692,7 @@ def fit(rows: list[Row], pred: dict[str, list[float]]) -> dict[str, int]:
     def best(on: list[Row]) -> int:
         return min(range(len(GRID)), key=lambda i: (round(_loss(on, pred, i), 9), i))
 
-    fitted = [r for r in rows if r.spec.get("path")]
+    fitted = [r for r in rows if r.spec.get("path") and dense_path(r)]
     pooled = best(fitted)
     out = {}
     for path in ALL_PATHS:  # a vendor's path is fitted only where it has rows
@@ -691,6 +700,16 @@ def fit(rows: list[Row], pred: dict[str, list[float]]) -> dict[str, int]:
         if on or path in PATHS:
             out[path] = best(on) if on else pooled
     return out
+
+
+def dense_path(r: Row) -> bool:
+    """Whether the row's matrix products are the dense ones the fitted factors describe: a
+    mixture-of-experts model's expert products run as grouped GEMMs over the tokens each expert
+    receives (vLLM's fused_moe kernels, SGLang's and TensorRT-LLM's MoE backends), another kernel
+    path. Its rows are scored at the factors the dense rows give and do not enter the fit: one
+    source's MoE rows (GPUStack's) cannot set a figure for every MoE plan."""
+    m = r.spec.get("m")
+    return m is None or m.moe is None
 
 
 def factor_for(fitted: dict[str, int], path: str) -> int:
