@@ -35,15 +35,22 @@ def test_labels_follow_the_rows() -> None:
     assert label("tpu-v5e", "vllm-tpu", 8) == "prior"
 
 
-def test_the_band_is_the_residual_of_the_measured_row() -> None:
-    (row,) = [
-        r for r in residuals() if r.device == "mi300x" and r.engine == "vllm" and r.batch == 64
-    ]
+def test_the_band_is_the_residual_of_the_measured_rows() -> None:
+    # MI300X under vLLM at batch 64: OCI's Llama 3.1 405B row and ROCm/vllm's dev-docker rows
+    # (Llama 3.1 70B and 405B at 128 and 2048 prompt tokens), all estimated above the measured
+    # figure (the estimate is exp(residual) times it).
+    rows = sorted(
+        r.residual
+        for r in residuals()
+        if r.device == "mi300x" and r.engine == "vllm" and r.batch == 64
+    )
     c = design_confidence(CAT, [CAT.accelerator("mi300x")], "vllm", 64)
-    # The estimate is exp(residual) times the measured figure: 39 % over it at batch 64.
-    assert row.residual > 0
-    assert c.low_pct == (1 - math.exp(-row.residual)) * 100
-    assert c.high_pct == 0.0 and c.rows == 1
+    assert len(rows) == 5 and rows[0] > 0
+    # The band's low side is the rows' 90th percentile, interpolated between the 4th and 5th
+    # of the five sorted residuals at 0.9 x (5 - 1) = 3.6.
+    q90 = rows[3] + (rows[4] - rows[3]) * 0.6
+    assert c.low_pct == (1 - math.exp(-q90)) * 100
+    assert c.high_pct == 0.0 and c.rows == 5
 
 
 def test_a_design_takes_its_weakest_device() -> None:
