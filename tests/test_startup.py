@@ -61,8 +61,9 @@ def test_solve_loads_no_pandas_and_exits_with_its_code(tmp_path: Path) -> None:
     assert "exit handlers ran" in r.stderr
     code = (
         "import sys\nfrom planner.cli import app\n"
-        "try:\n    app(['solve', 'problems/chat-70b.yaml', '--format', 'json'])\n"
-        "except SystemExit:\n    pass\n"
+        "for ex in ('chat-70b', 'p95-latency-70b'):\n"
+        "    try:\n        app(['solve', f'problems/{ex}.yaml', '--format', 'json'])\n"
+        "    except SystemExit:\n        pass\n"
         "print([m for m in ('pandas', 'numpy.ma') if m in sys.modules], file=sys.stderr)"
     )
     r = _run(code, {"PLANNER_CACHE_DIR": str(tmp_path)})
@@ -153,15 +154,18 @@ def test_help_loads_no_pydantic_model_or_rich() -> None:
     assert _loaded_by_help(f"m for m in sys.modules if m.startswith({prefixes})") == "[]"
 
 
-def test_distinct_is_numpys_unique() -> None:
+def test_sorted_distinct_is_numpys_unique() -> None:
     import numpy as np
 
-    from planner.estimator.designs import _distinct
+    from planner.estimator.replica import sorted_distinct
 
     rng = np.random.default_rng(7)
     for n in (0, 1, 2, 50):
         rows = rng.integers(0, 10, n).astype(np.int64)
-        assert np.array_equal(_distinct(rows), np.unique(rows))
+        assert np.array_equal(sorted_distinct(rows), np.unique(rows))
+        grid = np.concatenate([np.linspace(0.0, 9.0, 7), rng.integers(0, 10, n).astype(float)])
+        got = sorted_distinct(grid)
+        assert got.dtype == np.float64 and np.array_equal(got, np.unique(grid))
 
 
 def test_a_command_leaves_its_callers_collector_as_it_was(tmp_path: Path) -> None:
