@@ -52,6 +52,26 @@ def test_the_tree_reaches_a_knapsacks_integer_optimum() -> None:
     assert got.bound <= 10.0 + 1e-9
 
 
+def test_a_dual_simplex_that_ends_unsolved_falls_back_to_the_primal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The dual simplex stopped at once (no iteration allowed) stands for one that ends
+    ABNORMAL: the root and every node are still solved, by the primal simplex on the LP loaded
+    afresh, and the tree reaches the knapsack's optimum as before."""
+    import planner.model.relax_branch as relax_branch
+
+    stopped = relax_branch.DUAL + ", max_number_of_iterations: 0"
+    monkeypatch.setattr(relax_branch, "DUAL", stopped)
+    tree = LpTree(_knapsack())
+    tree.s.SetTimeLimit(1000)
+    assert tree.s.Solve() != tree.optimal  # the dual alone does not solve it
+    root, x, _ = tree.solve({}, 5.0)
+    assert root == pytest.approx(8.75)
+    assert x.tolist() == pytest.approx([0.0, 1.75])
+    got = tree_bound(tree, root, x, incumbent=None, time_limit=10.0)
+    assert got.bound == pytest.approx(10.0)
+
+
 def test_a_box_no_point_fits_is_proved_empty() -> None:
     tree = LpTree(_knapsack())
     assert tree.empty({0: (0.0, 1.0), 1: (0.0, 1.0)})  # 2 + 4 < 7

@@ -43,6 +43,10 @@ from planner.model.relax_lp import Floats, LinearProgram, dual_bound, reduced_co
 # plan optimal that is not.
 SAFETY = 1e-9
 FRACTIONAL = 1e-6  # a value this close to an integer is taken as integral
+# GLOP's parameters: the dual simplex without the presolve (LpTree), and the primal simplex
+# for an LP on which the dual ends ABNORMAL.
+DUAL = "use_dual_simplex: true, use_preprocessing: false"
+PRIMAL = "use_dual_simplex: false, use_preprocessing: false"
 Box = dict[int, tuple[float, float]]  # column -> (lb, ub) where a node differs from the root
 
 
@@ -71,13 +75,30 @@ class LpTree:
     def __init__(self, lp: LinearProgram) -> None:
         pywraplp = lp_solver()
         self.lp = lp
-        s = pywraplp.Solver.CreateSolver("GLOP")
+        self.optimal, self.infeasible = pywraplp.Solver.OPTIMAL, pywraplp.Solver.INFEASIBLE
+        self._load()
+        self.box: Box = {}  # bounds now set away from the root's
+        self.scratch = pywraplp.MPSolverParameters()  # a solve that forgets the last basis
+        self.scratch.SetIntegerParam(
+            pywraplp.MPSolverParameters.INCREMENTALITY,
+            pywraplp.MPSolverParameters.INCREMENTALITY_OFF,
+        )
+        self._matrix = (
+            np.asarray(lp.rows, dtype=np.int64),
+            np.asarray(lp.cols, dtype=np.int64),
+            np.asarray(lp.vals, dtype=float),
+        )
+
+    def _load(self) -> None:
+        """The LP loaded in a new GLOP solver, every variable at its root bounds."""
+        lp = self.lp
+        s = lp_solver().Solver.CreateSolver("GLOP")
         # Dual simplex without GLOP's presolve: with its presolve on, the week of hourly demand
         # in 34 levels (benchmarks/bench_week.py) ends ABNORMAL with either simplex, and once
         # ended so a re-solve does not recover; without it that LP solves in 0.4 s. The
         # re-solves under changed bounds start from the last basis, which a presolve would
         # rebuild each time anyway.
-        s.SetSolverSpecificParametersAsString("use_dual_simplex: true, use_preprocessing: false")
+        s.SetSolverSpecificParametersAsString(DUAL)
         inf = s.infinity()
         self.xs = [s.NumVar(float(a), float(b), "") for a, b in zip(lp.lb, lp.ub, strict=True)]
         self.rows = [
@@ -90,22 +111,8 @@ class LpTree:
         for col in np.flatnonzero(lp.c):
             obj.SetCoefficient(self.xs[col], float(lp.c[col]))
         obj.SetMinimization()
-        self.s, self.optimal, self.infeasible = (
-            s,
-            pywraplp.Solver.OPTIMAL,
-            pywraplp.Solver.INFEASIBLE,
-        )
-        self.box: Box = {}  # bounds now set away from the root's
-        self.scratch = pywraplp.MPSolverParameters()  # a solve that forgets the last basis
-        self.scratch.SetIntegerParam(
-            pywraplp.MPSolverParameters.INCREMENTALITY,
-            pywraplp.MPSolverParameters.INCREMENTALITY_OFF,
-        )
-        self._matrix = (
-            np.asarray(lp.rows, dtype=np.int64),
-            np.asarray(lp.cols, dtype=np.int64),
-            np.asarray(lp.vals, dtype=float),
-        )
+        self.s = s
+        self.box = {}
 
     def _set(self, box: Box) -> None:
         """Every variable at its root bounds except those in `box`."""
@@ -143,6 +150,19 @@ class LpTree:
             # GLOP's warm start can end ABNORMAL (small-serve: 2 of 64 nodes); once more from
             # scratch it solves.
             status = self.s.Solve(self.scratch)
+        if status not in (self.optimal, self.infeasible):
+            # The dual simplex can end ABNORMAL on the LP itself, from scratch too: the largest
+            # generated tier's serving problems (coefficients from 1 to 8e7) did with or
+            # without the presolve, and their root LP solves with the primal simplex in
+            # 1.2-1.9 s (2026-11-29). A solver that ended so does not recover: the LP is loaded
+            # afresh and solved with the primal simplex; the next node's warm re-solve is the
+            # dual's again (on that root's children 0.07 s each).
+            self._load()
+            self._set(box)
+            self.s.SetTimeLimit(max(10, int(seconds * 1000)))
+            self.s.SetSolverSpecificParametersAsString(PRIMAL)
+            status = self.s.Solve()
+            self.s.SetSolverSpecificParametersAsString(DUAL)
         if status != self.optimal:
             return -math.inf, np.zeros(0), np.zeros(0)
         y = np.asarray([r.dual_value() for r in self.rows], dtype=float)

@@ -227,10 +227,10 @@ def linear_program(proto: Any) -> LinearProgram:
 
 
 def _solved(
-    lp: LinearProgram, solver: str, time_limit: float, presolve: bool = True
+    lp: LinearProgram, solver: str, time_limit: float, presolve: bool = True, dual: bool = True
 ) -> mbh.ModelSolverHelper:
     """The LP handed to `solver` and solved within `time_limit` seconds (`presolve` False:
-    GLOP without its presolve)."""
+    GLOP without its presolve; `dual` False: GLOP's primal simplex)."""
     lp_helper = linear_solver()  # typed through the annotations (a module loaded at call)
     h: mbh.ModelBuilderHelper = lp_helper.ModelBuilderHelper()
     n = len(lp.c)
@@ -250,7 +250,7 @@ def _solved(
         # Dual simplex: on a week of hourly demand (89k columns, 113k rows) it took 22 s where
         # GLOP's default primal simplex took 45 s.
         extra = "" if presolve else ", use_preprocessing: false"
-        s.set_solver_specific_parameters("use_dual_simplex: true" + extra)
+        s.set_solver_specific_parameters(f"use_dual_simplex: {str(dual).lower()}" + extra)
     s.solve(h)
     return s
 
@@ -268,6 +268,12 @@ def solve_lp(lp: LinearProgram, solver: str, time_limit: float) -> tuple[Floats,
         # in 0.5 s without it. Once more without it, in the time left.
         left = time_limit - (time.perf_counter() - began)
         s = _solved(lp, solver, left, presolve=False)
+    if solver == "GLOP" and s.status().name == "ABNORMAL":
+        # The dual simplex can end ABNORMAL on the LP itself: the largest generated tier's
+        # serving problems did with and without the presolve, and solve with the primal
+        # simplex (relax_branch.LpTree.solve).
+        left = time_limit - (time.perf_counter() - began)
+        s = _solved(lp, solver, left, presolve=False, dual=False)
     status = s.status().name
     if not s.has_solution():
         return np.zeros(len(lp.lo)), None, status
