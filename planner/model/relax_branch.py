@@ -113,6 +113,7 @@ class LpTree:
         obj.SetMinimization()
         self.s = s
         self.box = {}
+        self.warm = False  # whether the loaded LP was solved before: a basis to start from
 
     def _set(self, box: Box) -> None:
         """Every variable at its root bounds except those in `box`."""
@@ -143,12 +144,14 @@ class LpTree:
         optimality; the arrays then empty)."""
         if self.empty(box):
             return math.inf, np.zeros(0), np.zeros(0)
+        ends = time.perf_counter() + seconds
         self._set(box)
         self.s.SetTimeLimit(max(10, int(seconds * 1000)))
+        warm, self.warm = self.warm, True
         status = self.s.Solve()
-        if status not in (self.optimal, self.infeasible):
+        if status not in (self.optimal, self.infeasible) and warm:
             # GLOP's warm start can end ABNORMAL (small-serve: 2 of 64 nodes); once more from
-            # scratch it solves.
+            # scratch it solves. (The first solve of a loaded LP is from scratch already.)
             status = self.s.Solve(self.scratch)
         if status not in (self.optimal, self.infeasible):
             # The dual simplex can end ABNORMAL on the LP itself, from scratch too: the largest
@@ -159,10 +162,11 @@ class LpTree:
             # dual's again (on that root's children 0.07 s each).
             self._load()
             self._set(box)
-            self.s.SetTimeLimit(max(10, int(seconds * 1000)))
+            self.s.SetTimeLimit(max(10, int((ends - time.perf_counter()) * 1000)))
             self.s.SetSolverSpecificParametersAsString(PRIMAL)
             status = self.s.Solve()
             self.s.SetSolverSpecificParametersAsString(DUAL)
+            self.warm = True
         if status != self.optimal:
             return -math.inf, np.zeros(0), np.zeros(0)
         y = np.asarray([r.dual_value() for r in self.rows], dtype=float)
