@@ -194,3 +194,33 @@ def test_the_bound_never_passes_a_brute_forced_optimum_whatever_the_incumbent() 
                 assert got.bound == best
         checked += 1
     assert checked >= 40  # most draws have a plan and a solved root
+
+
+def test_solve_lp_falls_back_to_the_primal_when_the_dual_ends_abnormal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """relaxation.solve_lp: a dual simplex that ends ABNORMAL, with its presolve and without,
+    is followed by the primal simplex, which yields the knapsack's relaxed optimum (8.75, by
+    hand in _knapsack) and duals whose weak-duality bound is that optimum."""
+    from planner.model import relaxation
+    from planner.model.relax_lp import dual_bound
+
+    real = relaxation._solved
+    calls: list[bool] = []
+
+    class _Abnormal:
+        def status(self) -> object:
+            return type("S", (), {"name": "ABNORMAL"})()
+
+    def solved(
+        lp: LinearProgram, solver: str, limit: float, presolve: bool = True, dual: bool = True
+    ) -> object:
+        calls.append(dual)
+        return _Abnormal() if dual else real(lp, solver, limit, presolve, dual)
+
+    monkeypatch.setattr(relaxation, "_solved", solved)
+    lp = _knapsack()
+    y, reported, status = relaxation.solve_lp(lp, "GLOP", 5.0)
+    assert calls == [True, True, False]
+    assert status == "OPTIMAL" and reported == pytest.approx(8.75)
+    assert max(dual_bound(lp, y), dual_bound(lp, -y)) == pytest.approx(8.75)
