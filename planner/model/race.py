@@ -19,6 +19,7 @@ With several workers the full search is not deterministic anyway; the first proo
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +33,9 @@ PROVED = (cp_model.OPTIMAL, cp_model.INFEASIBLE)
 # stopped pass was a few per cent behind (cost-per-token-qwen72b: 0.123 of deterministic time
 # against a proof at 0.127).
 GRACE = 0.08
+# Seconds of the time limit a pass must have left to be run again (_settle): below it, the
+# proof in hand is kept.
+MIN_AGAIN_S = 0.05
 
 
 def _proved(status: Any) -> bool:
@@ -50,12 +54,15 @@ def _grace(s: cp_model.CpSolver) -> float:
     return GRACE * float(s.response_proto.wall_time) + 0.005
 
 
-def _again(s: cp_model.CpSolver, up_to: float) -> cp_model.CpSolver:
-    """A solver set as `s` is, stopped after `up_to` deterministic time (at most its own)."""
+def _again(s: cp_model.CpSolver, up_to: float, left_s: float) -> cp_model.CpSolver:
+    """A solver set as `s` is, stopped after `up_to` deterministic time (at most its own) or
+    `left_s` seconds, what is left of the race's time limit: the run again is part of the
+    search the caller gave that limit (a whole command's deadline rests on it)."""
     again = cp_model.CpSolver()
     again.parameters.copy_from(s.parameters)
     limit = s.parameters.max_deterministic_time
     again.parameters.max_deterministic_time = min(limit, up_to) if limit > 0 else up_to
+    again.parameters.max_time_in_seconds = left_s
     return again
 
 
@@ -85,6 +92,7 @@ def race(
         for timer in stopping:
             timer.cancel()
 
+    began = time.monotonic()
     beside = threading.Thread(target=run_light, name="light pass", daemon=True)
     beside.start()
     st = interrupt.solve(full, m, callback, beside=light, then=then)
@@ -93,7 +101,8 @@ def race(
         return full, st, True
     if full.parameters.num_workers != 1:
         return (light, st_light, False) if _proved(st_light) else (full, st, True)
-    return _settle(m, full, st, light, st_light)
+    left_s = full.parameters.max_time_in_seconds - (time.monotonic() - began)
+    return _settle(m, full, st, light, st_light, left_s)
 
 
 def _settle(
@@ -102,24 +111,29 @@ def _settle(
     st: Any,
     light: cp_model.CpSolver,
     st_light: Any,
+    left_s: float,
 ) -> tuple[cp_model.CpSolver, Any, bool]:
     """The kept answer once one pass has proved (see the module's docstring): a stopped pass
-    that had done less work than the other's proof is run again up to that much work."""
+    that had done less work than the other's proof is run again up to that much work, within
+    the `left_s` seconds left of the time limit (none left: the proof in hand is kept, an
+    optimum either way; only which of equal plans is kept then depends on the machine)."""
     rerun: Callable[[cp_model.CpSolver], Any] = lambda s: interrupt.solve(s, m)  # noqa: E731
     if _proved(st_light) and _proved(st):
         if _work(light) <= _work(full):
             return light, st_light, False
         return full, st, True
     if _proved(st):  # the light pass was stopped (or ran out of its work limit) unproved
-        if _work(light) < min(_work(full), light.parameters.max_deterministic_time):
-            again = _again(light, _work(full))
+        if left_s > MIN_AGAIN_S and _work(light) < min(
+            _work(full), light.parameters.max_deterministic_time
+        ):
+            again = _again(light, _work(full), left_s)
             st_again = rerun(again)
             if _proved(st_again) and not interrupt.requested():
                 return again, st_again, False
         return full, st, True
     # The light pass proved; the full search was stopped before proving.
-    if _work(full) < _work(light) and not interrupt.requested():
-        again = _again(full, _work(light))
+    if left_s > MIN_AGAIN_S and _work(full) < _work(light) and not interrupt.requested():
+        again = _again(full, _work(light), left_s)
         st_again = rerun(again)
         if _proved(st_again) and _work(again) < _work(light):
             return again, st_again, True
