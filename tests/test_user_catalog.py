@@ -223,3 +223,24 @@ def test_an_overlay_model_published_params_rounded_as_cards_do_is_accepted(
     llama["published_params"] = 8e9  # the card's "8B", 0.4 % under 8.03B
     _overlay_entry(tmp_path, "models", llama)
     assert load_catalog().model("llama-3.1-8b").published_params == 8e9
+
+
+def test_an_overlay_figure_of_infinity_is_refused_with_its_line(tmp_path: Path) -> None:
+    """An H100 replaced by a copy whose fp16 rate is `.inf` passed every `gt=0` bound and
+    `planner estimate` printed `decode throughput nan tokens/s`, exit 0."""
+    overlay = tmp_path / "inf"
+    overlay.mkdir()
+    (overlay / "accelerators.yaml").write_text(
+        OVERLAY_DEVICE.replace("id: acme-x1", "id: h100-sxm").replace("fp16: 1307.4", "fp16: .inf"),
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(
+        app,
+        ["--catalog", str(overlay), "estimate", "-m", "llama-3.1-8b", "-d", "h100-sxm"],
+    )
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert "accelerators.yaml:10:" in text
+    assert "accelerators[0].dense_tflops.fp16: got" in text
+    assert "write a finite number" in text
+    assert "tokens/s" not in text

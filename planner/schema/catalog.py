@@ -21,7 +21,9 @@ GIB = 2**30
 class Frozen(BaseModel):
     """A validated, immutable record; unknown keys are errors."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No NaN or infinity: a user's catalog folder may hold `.inf` or `.nan`, which pass every
+    # `gt=0` bound and turn the estimates they reach into `nan` figures.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class KeyValueError(ValueError):
