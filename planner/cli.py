@@ -544,6 +544,56 @@ def _check_estimate_bounds(given: dict[str, int | None]) -> None:
             raise InputError(f"{option} {value:,}: at most {most:,}: {why}")
 
 
+# The options of one kind of estimate: a serving one reads no training shape, a training one
+# no serving shape (as a problem file's training workload has no `concurrency`), so an option
+# of the other kind would be dropped without a word and the figures answer another question.
+_SERVING_OPTIONS = {
+    "weights": "--weights",
+    "kv": "--kv",
+    "context": "--context",
+    "batch": "--batch",
+    "prompt": "--prompt",
+    "tp": "--tp",
+}
+_TRAINING_OPTIONS = {
+    "seq": "--seq",
+    "micro_batch": "--micro-batch",
+    "optimizer": "--optimizer",
+    "recompute": "--recompute",
+    "lora_rank": "--lora-rank",
+    "tokens": "--tokens",
+}
+
+
+def _check_task_options(call: typer.Context, task: Task) -> None:
+    """Refuse an option the task does not read, naming it and the task it goes with."""
+
+    def given(name: str) -> bool:
+        source = call.get_parameter_source(name)
+        return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+    if task is Task.inference:
+        stray = [flag for name, flag in _TRAINING_OPTIONS.items() if given(name)]
+        if stray:
+            raise InputError(
+                f"{', '.join(stray)} shape a training run: they go with --task full, lora or "
+                "qlora; drop them for a serving estimate"
+            )
+        return
+    stray = [flag for name, flag in _SERVING_OPTIONS.items() if given(name)]
+    if stray:
+        raise InputError(
+            f"{', '.join(stray)} shape a serving estimate: they go with --task inference; a "
+            f"--task {task.value} estimate takes --seq, --micro-batch, --optimizer, --recompute, "
+            "--zero, --dp and --tokens"
+        )
+    if task is Task.full and given("lora_rank"):
+        raise InputError(
+            "--lora-rank sets the rank of LoRA adapters: a --task full run trains every weight "
+            "and no adapter; drop it, or use --task lora or qlora"
+        )
+
+
 @app.command()
 def estimate(
     call: typer.Context,
@@ -698,6 +748,7 @@ def estimate(
                 "--dp": dp,
             }
         )
+        _check_task_options(call, task)
         source = call.get_parameter_source("zero")
         zero_given = source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
         cat = load_catalog()

@@ -150,3 +150,28 @@ def test_the_default_training_sequence_fits_the_models_context() -> None:
     rather than a length it was never trained on, and says nothing the user did not write."""
     r = runner.invoke(app, ["estimate", "-m", "tinyllama-1.1b", "-d", "rtx-4090", "--task", "lora"])
     assert r.exit_code == 0, r.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # Each of these once printed the default estimate, exit 0, the option dropped: 64
+        # sequences of 32k context asked of a full fine-tune gave its 4,096-token micro-batch of 1.
+        (["--task", "full", "--batch", "64", "--context", "32768"], "--context, --batch shape a"),
+        (["--task", "qlora", "--weights", "nf4"], "--weights shape a serving estimate"),
+        (["--task", "lora", "--tp", "2"], "--tp shape a serving estimate"),
+        (["--seq", "8192", "--micro-batch", "4"], "--seq, --micro-batch shape a training run"),
+        (["--tokens", "2e9"], "--tokens shape a training run"),
+        (["--optimizer", "sgd", "--lora-rank", "8"], "--optimizer, --lora-rank shape a training"),
+        (["--task", "full", "--lora-rank", "64"], "a --task full run trains every weight"),
+    ],
+)
+def test_an_option_the_task_does_not_read_is_refused(args: list[str], message: str) -> None:
+    r = runner.invoke(app, ["estimate", "-m", "llama-3.1-8b", "-d", "h100-sxm", *args])
+    assert r.exit_code == 2 and message in " ".join(r.output.split()), r.output
+
+
+def test_the_options_of_the_task_are_accepted() -> None:
+    assert _estimate("-m", "llama-3.1-8b", "-d", "h100-sxm", "--batch", "8", "--tp", "2")
+    lora = ("-m", "llama-3.1-8b", "-d", "h100-sxm", "--task", "lora", "--lora-rank", "8")
+    assert _estimate(*lora, "--seq", "2048", "--micro-batch", "2", "--tokens", "1e9")

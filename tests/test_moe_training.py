@@ -157,7 +157,7 @@ def test_estimate_says_when_routing_binds_a_moe_training_run() -> None:
     from planner.cli import app
 
     def bound(model: str) -> str:
-        args = ["estimate", "-m", model, "-d", "h100-sxm", "--task", "full", "--weights", "bf16"]
+        args = ["estimate", "-m", model, "-d", "h100-sxm", "--task", "full"]
         r = CliRunner().invoke(app, [*args, "--format", "json"])
         assert r.exit_code in (0, 3), r.output
         doc = json.loads(r.output)
