@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeGuard, cast
 
 import typer
 
-from planner.errors import InputError, PlannerError
+from planner.errors import InputError, PlannerError, visible
 from planner.model import interrupt
 from planner.process import ctrl_c_in, pause_gc, resume_gc
 from planner.schema.files import out_target, read_json, write_atomic
@@ -289,7 +289,8 @@ def user_errors() -> Iterator[None]:
         # A planner error that Ctrl-C caused (inside a validator, while a catalog file loads, it
         # makes a valid value look invalid) is the user's stop, not the file's fault.
         if isinstance(e, PlannerError) and not ctrl_c_in(e):
-            err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, markup=True)
+            shown = escape(visible(str(e)))
+            err.print(f"[bold red]error:[/] {shown}", highlight=False, markup=True)
             raise typer.Exit(e.exit_code) from None
         if not ctrl_c_in(e):
             raise

@@ -32,6 +32,23 @@ class InternalError(PlannerError):
     exit_code = 1
 
 
+def visible(text: str) -> str:
+    """`text` as a terminal should show it: every character it would not draw as itself (a NUL,
+    an escape sequence's ESC, a right-to-left override that reorders the rest of the line, a
+    zero-width space) written as its code point, `\\u202e`, so a message quoting a hostile
+    value shows what is wrong with it. Line breaks and tabs stay."""
+    if text.isprintable():
+        return text
+    return "".join(
+        c
+        if c.isprintable() or c in "\n\t"
+        else f"\\u{ord(c):04x}"
+        if ord(c) <= 0xFFFF
+        else f"\\U{ord(c):08x}"
+        for c in text
+    )
+
+
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 

@@ -187,3 +187,29 @@ def test_an_optimal_plan_has_a_gap_of_zero() -> None:
     assert proved.gap == 0.0
     stopped = Plan("p", Status.FEASIBLE, "max_throughput", 5000.0, 5344.0, 0.1)
     assert stopped.gap is not None and abs(stopped.gap - 344 / 5000) < 1e-12
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        # A NUL once showed as "`chat` is not a valid name": the name looked right.
+        ('"ch\\0at"', "`ch\\u0000at` is not a valid name"),
+        # A right-to-left override reordered the rest of the message on a terminal.
+        ('"chat\\u202e"', "`chat\\u202e` is not a valid name"),
+        # An escape sequence (here: red text) was sent to the terminal as it was.
+        ('"\\e[31mchat"', "`\\u001b[31mchat` is not a valid name"),
+    ],
+)
+def test_characters_a_terminal_hides_are_shown_as_code_points(
+    tmp_path: Path, raw: str, shown: str
+) -> None:
+    code, out = run("solve", str(chat_with(tmp_path, "name: chat\n", f"name: {raw}\n")))
+    assert code == 2
+    assert "p.yaml:6:5: workloads[0].name: " + shown in out
+    assert "\x00" not in out and "\u202e" not in out and "\x1b" not in out
+
+
+def test_letters_of_other_scripts_are_shown_as_they_are() -> None:
+    code, out = run("solve", str(CHAT), "--set", "workloads.chat.model=ллама-3")
+    assert code == 2
+    assert "unknown model `ллама-3`" in out
