@@ -174,6 +174,46 @@ def test_out_of_range_and_mistyped_numbers_are_refused_by_path(
     assert "Traceback" not in text
 
 
+def _drop(key: str) -> Callable[[dict[str, Any]], None]:
+    def edit(doc: dict[str, Any]) -> None:
+        del doc[key]
+
+    return edit
+
+
+# A field of another type than a number once got the fix for numbers ("the planner writes
+# numbers bare (no quotes) and counts as whole numbers") whatever it was: a missing `problem`,
+# a status, a list in quotes; and a version in quotes read "version '2'; this planner reads
+# version 2".
+MISTYPED = {
+    "a missing field": (_drop("problem"), "`problem`: missing: every plan the planner writes"),
+    "an unknown status": (_set("status", "PERFECT"), 'not "PERFECT": not what the planner'),
+    "a list in quotes": (_set("devices", "gaudi2"), 'not "gaudi2": not what the planner writes'),
+    "an object as text": (
+        _set("workloads.0.confidence", "high"),
+        'not "high": not what the planner writes there; restore the planner\'s value',
+    ),
+    "a version in quotes": (
+        _set("format_version", "2"),
+        '`format_version`: "2" is no plan format version: the planner writes it as a whole '
+        "number without quotes (2 for this planner)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MISTYPED))
+def test_a_field_of_the_wrong_kind_gets_the_fix_for_its_kind(
+    case: str, chat_doc: dict[str, Any], tmp_path: Path
+) -> None:
+    doc = json.loads(json.dumps(chat_doc))
+    edit, message = MISTYPED[case]
+    edit(doc)
+    code, text = run("verify", str(_write(tmp_path, doc)), "--no-resolve")
+    text = " ".join(text.split())
+    assert code == 2 and message in text, text
+    assert "numbers bare" not in text
+
+
 def test_a_key_written_twice_is_refused_by_path(chat_doc: dict[str, Any], tmp_path: Path) -> None:
     text = json.dumps(chat_doc)
     top = text.replace('"tco_usd": ', '"tco_usd": 1.0, "tco_usd": ', 1)

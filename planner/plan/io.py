@@ -334,7 +334,14 @@ def _dotted(loc: tuple[int | str, ...]) -> str:
 def plan_from_data(data: dict[str, Any], source: str) -> PlanFile:
     """Check a parsed plan document against the format and build its Plan and Problem."""
     version = data.get("format_version", 1)
-    if type(version) is not int or version != FORMAT_VERSION:
+    if type(version) is not int:  # "2" or 2.0 once read "version '2'; this planner reads 2"
+        raise InputError(
+            f"{source}: `format_version`: {json.dumps(version)[:40]} is no plan format version: "
+            f"the planner writes it as a whole number without quotes ({FORMAT_VERSION} for this "
+            "planner); write that, or solve the problem again (`planner solve PROBLEM.yaml "
+            "--out PLAN.json`)"
+        )
+    if version != FORMAT_VERSION:
         raise InputError(
             f"{source}: plan format version {version!r}; this planner reads version "
             f"{FORMAT_VERSION}. Solve the problem again to write a current plan: "
@@ -375,6 +382,24 @@ def plan_from_data(data: dict[str, Any], source: str) -> PlanFile:
     return PlanFile(source, data, plan, problem, data["problem_sha256"], data["catalog_sha256"])
 
 
+# pydantic's errors about a number: a count or a figure in quotes, a boolean, a point in a
+# count, a bound passed (the fix is the planner's own figure, written bare).
+_NUMBER_ERRORS = frozenset(
+    {
+        "int_type",
+        "int_parsing",
+        "int_from_float",
+        "float_type",
+        "float_parsing",
+        "finite_number",
+        "less_than_equal",
+        "greater_than_equal",
+        "greater_than",
+        "less_than",
+    }
+)
+
+
 def _schema_error(e: ValidationError, source: str) -> str:
     """The first field of a plan that fails its type, by path, with what the file holds there
     and the fix."""
@@ -382,6 +407,19 @@ def _schema_error(e: ValidationError, source: str) -> str:
     more = f" ({e.error_count() - 1} more)" if e.error_count() > 1 else ""
     if first["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
         msg = "not a field the planner writes there; remove it, or solve again"
+    elif first["type"] == "missing":  # once "Field required, not {...}: ... writes numbers bare"
+        msg = (
+            "missing: every plan the planner writes has it; restore it, or solve the problem "
+            "again (`planner solve PROBLEM.yaml --out PLAN.json`)"
+        )
+    elif first["type"] not in _NUMBER_ERRORS:  # a status, a list, an object of another type
+        held = json.dumps(first.get("input"), default=str)
+        held = held if len(held) <= 40 else held[:37] + "..."
+        msg = (
+            f"{first['msg']}, not {held}: not what the planner writes there; restore the "
+            "planner's value, or solve the problem again (`planner solve PROBLEM.yaml --out "
+            "PLAN.json`)"
+        )
     else:
         held = json.dumps(first.get("input"), default=str)
         held = held if len(held) <= 40 else held[:37] + "..."
