@@ -481,3 +481,19 @@ def test_the_estimate_json_writer_writes_no_infinity() -> None:
 
     text = json_text({"a": [1.0, float("inf")], "b": (float("nan"), {"c": -float("inf")})})
     assert json.loads(text) == {"a": [1.0, None], "b": [None, {"c": None}]}
+
+
+def test_a_negative_zero_is_zero(tmp_path: Path) -> None:
+    """`electricity_usd_per_kwh: -0.0` once made a training note say "energy for the job $-0"
+    while the verifier's figure said "$0": the plan was refused as an internal error, exit 1."""
+    from planner.load import load_problem
+
+    text = (PROBLEMS / "train-13b-2m.yaml").read_text(encoding="utf-8")
+    old = "electricity_usd_per_kwh: 0.10"
+    assert old in text
+    path = tmp_path / "p.yaml"
+    path.write_text(text.replace(old, "electricity_usd_per_kwh: -0.0"), encoding="utf-8")
+    code, out = run("solve", str(path))
+    assert code == 0, out
+    assert "OPTIMAL" in out and "$-0" not in out
+    assert str(load_problem(path).horizon.electricity_usd_per_kwh) == "0.0"

@@ -359,7 +359,9 @@ def _converter(family: Family) -> Callable[[Any], Any]:
         else:
             exact = _from_number(value, family)
         if not family.integer:
-            return float(exact)
+            # -0.0 is zero: kept, it reached the plan's notes as "$-0" while the verifier's
+            # figure read "$0", and a valid plan was refused as an internal error.
+            return float(exact) + 0.0
         if isinstance(exact, float) and not exact.is_integer():
             raise ValueError(f"got {exact!r}, which is not a whole number; {_expected(family)}")
         if isinstance(exact, Fraction) and exact.denominator != 1:
