@@ -1179,8 +1179,11 @@ def options(
         rows = compare_options(prob, scales, solver)
         if fmt is Format.json:
             emit_json(options_rows(rows))
-            return
-        out.print(options_table(prob.name, prob.horizon.lifetime_years, rows))
+        else:
+            out.print(options_table(prob.name, prob.horizon.lifetime_years, rows))
+        if not any(r.cheapest for r in rows):  # no option at any level: as solve, 3 or 4
+            proved = all(p.status == "INFEASIBLE" for r in rows for p in (r.buy, r.rent))
+            raise typer.Exit(3 if proved else 4)
 
 
 SWEEP_COLUMNS = [

@@ -497,3 +497,14 @@ def test_a_negative_zero_is_zero(tmp_path: Path) -> None:
     assert code == 0, out
     assert "OPTIMAL" in out and "$-0" not in out
     assert str(load_problem(path).horizon.electricity_usd_per_kwh) == "0.0"
+
+
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_options_with_no_option_at_any_demand_exits_3(fmt: str) -> None:
+    """infeasible.yaml under `planner options` once printed INFEASIBLE buying and renting at
+    every level with "the cheapest option is the same at every demand level asked", exit 0."""
+    code, out = run("options", str(PROBLEMS / "infeasible.yaml"), "--format", fmt)
+    assert code == 3, out
+    assert "the cheapest option is the same" not in out
+    if fmt == "table":
+        assert "no option serves the demand at any level asked" in out

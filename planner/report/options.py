@@ -61,7 +61,13 @@ def options_table(problem: str, years: float, rows: list[OptionRow]) -> Table:
             api,
             r.cheapest or "-",
         )
-    notes = changes(rows) or ["the cheapest option is the same at every demand level asked"]
+    notes = changes(rows) or [
+        "the cheapest option is the same at every demand level asked"
+        if any(r.cheapest for r in rows)
+        # Once "the same at every demand level" under a table of INFEASIBLE rows.
+        else "no option serves the demand at any level asked: buying and renting have no plan "
+        "(their status is shown) and no catalog API serves the model"
+    ]
     t.caption = (
         "costs over the horizon; tokens/s: output served on average over the working hours; "
         "API: the cheapest catalog provider for the same prompt and output tokens\n"
