@@ -107,6 +107,15 @@ def test_parse_vary() -> None:
         parse_vary("constraints.power_w=5 kW..10 mW:2")
 
 
+@pytest.mark.parametrize("spec", ["5000..5000:3", "5 kW..5000 W:4", "1e4..10000"])
+def test_a_range_whose_ends_are_one_value_is_refused(spec: str) -> None:
+    # Once as many identical rows as points, each point solved.
+    with pytest.raises(InputError, match="FROM and TO are the same value"):
+        parse_vary(f"constraints.power_w={spec}")
+    code, out = run("sweep", CHAT, "--vary", f"constraints.power_w={spec}")
+    assert code == 2 and "--set constraints.power_w=" in " ".join(out.split())
+
+
 def test_sweep_csv_and_plot(tmp_path: Path) -> None:
     out, png = tmp_path / "sweep.csv", tmp_path / "sweep.png"
     code, text = run(

@@ -116,6 +116,11 @@ def parse_vary(spec: str) -> Vary:
         span, _, count = raw.partition(":")
         lo_text, _, hi_text = span.partition("..")
         lo, hi, unit = _range_ends(lo_text, hi_text, spec)
+        if lo == hi:  # once as many identical rows as POINTS, each solved
+            raise InputError(
+                f"--vary {spec}: FROM and TO are the same value, so every point would be the "
+                f"same problem; give two different ends, or set one value with --set {path}=..."
+            )
         n = 5
         if count:
             try:
