@@ -1500,6 +1500,21 @@ class Problem(ProblemModel):
     )
 
     @model_validator(mode="after")
+    def _workload_names(self) -> Problem:
+        """Workload names are unique. Checked first: every check after it finds a workload by
+        its name (two named `pretrain` once read "`pretrain` is an inference workload: it
+        belongs in the last phase")."""
+        seen: set[str] = set()
+        for i, w in enumerate(self.workloads):
+            if w.name in seen:
+                raise KeyValueError(
+                    f"two workloads are named `{w.name}`; names must be unique",
+                    ("workloads", i, "name"),
+                )
+            seen.add(w.name)
+        return self
+
+    @model_validator(mode="after")
     def _links(self) -> Problem:
         for i, lk in enumerate(self.links):
             if any(q.id == lk.id for q in self.links[:i]):
@@ -1654,14 +1669,6 @@ class Problem(ProblemModel):
 
     @model_validator(mode="after")
     def _names_unique(self) -> Problem:
-        seen: set[str] = set()
-        for i, w in enumerate(self.workloads):
-            if w.name in seen:
-                raise KeyValueError(
-                    f"two workloads are named `{w.name}`; names must be unique",
-                    ("workloads", i, "name"),
-                )
-            seen.add(w.name)
         if self.objective.goal in ("max_throughput",) and not (
             self.constraints.budget_usd
             or self.constraints.capex_usd is not None
