@@ -345,6 +345,20 @@ def check_training(
     f.training_usd += cost
 
 
+def _unwritten(problem: Problem, w: InferenceWorkload, wp: WorkloadPlan, at: str) -> None:
+    """A training job's figures, and sequences where none are counted (a request mix, or no
+    concurrency), on a serving workload: the planner writes none, and a plan stating 0 once
+    verified."""
+    unwritten = ["finish_hours", "job_usd"]
+    if w.request_mix is not None or w.concurrency is None:
+        unwritten.append("sequences")
+    for key in unwritten:
+        if getattr(wp, key) is not None:
+            fail(
+                problem, f"`{at}.{key}`: stated {getattr(wp, key)}; this serving workload has none"
+            )
+
+
 def _check_serving(
     problem: Problem, w: InferenceWorkload, wp: WorkloadPlan, fig: ReplicaFigures, f: Fleet, at: str
 ) -> None:
@@ -352,6 +366,7 @@ def _check_serving(
     end to end: the plan's figures equal the recomputed ones, which meet the ceilings."""
     made = fig.tokens_per_s * wp.replicas
     why = f" (`{at}.replicas` {wp.replicas} x {fig.tokens_per_s:.6g} tokens/s)"
+    _unwritten(problem, w, wp, at)
     if w.request_mix is None and w.concurrency is not None:
         slots = wp.batch * len(wp.stages) * wp.replicas
         if wp.sequences is None or not wp.replicas <= wp.sequences <= slots:

@@ -317,6 +317,23 @@ CORPUS: dict[str, tuple[str, list[Edit], str]] = {
         [setp("periods.0.gco2e_per_kwh", lambda v: v / 2)],
         "periods.0.gco2e_per_kwh",
     ),
+    # A training job's figures on a serving workload, and sequences on a request mix (the
+    # planner writes none there): each set to 0 once verified, exit 0.
+    "a serving workload's finish time": (
+        "chat-70b",
+        [setp("workloads.0.finish_hours", 0)],
+        "workloads.0.finish_hours`: stated 0.0; this serving workload has none",
+    ),
+    "a serving workload's job cost": (
+        "chat-70b",
+        [setp("workloads.0.job_usd", 0)],
+        "workloads.0.job_usd`: stated 0.0; this serving workload has none",
+    ),
+    "sequences of a request mix": (
+        "p95-latency-70b",
+        [setp("workloads.0.sequences", 0)],
+        "workloads.0.sequences`: stated 0; this serving workload has none",
+    ),
 }
 
 
