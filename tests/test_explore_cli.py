@@ -62,6 +62,16 @@ def test_set_errors_name_the_override(setting: str, message: str) -> None:
     assert message in text
 
 
+def test_a_long_set_value_is_named_by_its_start() -> None:
+    # 10,000 hourly levels once echoed whole in the message: 20 kB of "1,1,1,...".
+    levels = "[" + ",".join(["1"] * 10_000) + "]"
+    code, text = run("solve", "problems/rent-the-peak.yaml", "--set", f"demand.hourly={levels}")
+    assert code == 2
+    assert "--set demand.hourly=[1,1,1" in text and "... (20,015 characters)" in text
+    assert "`hourly` has 10000 values: give 24 (a day) or 168 (a week)" in text
+    assert len(text) < 400
+
+
 def test_no_timings_gives_identical_bytes() -> None:
     a = run("solve", CHAT, "--format", "json", "--no-timings")[1]
     b = run("solve", CHAT, "--format", "json", "--no-timings")[1]

@@ -115,7 +115,10 @@ def apply_overrides(
     origin: dict[str, str] = {}
     labelled = [("--set", t) for t in pairs] + [("--vary point", t) for t in points]
     for option, text in labelled:
-        label = f"{option} {text}"
+        # A long value is named by its start: a list of 10,000 numbers once filled 20 kB of
+        # every message about it.
+        shown = text if len(text) <= 120 else f"{text[:100]}... ({len(text):,} characters)"
+        label = f"{option} {shown}"
         path, raw = split_assignment(text, option)
         parts = path.split(".")
         if any(not p for p in parts):
