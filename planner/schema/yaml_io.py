@@ -140,6 +140,13 @@ class _Walker:
                 self.fail(
                     key, f"{dotted(loc)}: a key is empty (`{k or '~'}` is null); keys are text"
                 )
+            if key.tag == _YAML + "bool":  # placed here: the data's key True reads as `[1]`
+                self.fail(
+                    key,
+                    f"{dotted((*loc, k))}: keys must be text, got `{_short(k)}`, which YAML reads "
+                    "as a boolean (unquoted yes/no/on/off/true/false are booleans): quote it, as "
+                    f'in "{_short(k)}"',
+                )
             line = key.start_mark.line + 1
             if key.tag != _YAML + "merge":  # `<<: *defaults` then a key overrides on purpose
                 if (key.tag, k) in seen:
