@@ -508,3 +508,15 @@ def test_options_with_no_option_at_any_demand_exits_3(fmt: str) -> None:
     assert "the cheapest option is the same" not in out
     if fmt == "table":
         assert "no option serves the demand at any level asked" in out
+
+
+def test_a_device_life_of_a_blink_is_refused() -> None:
+    """carbon.device_life_years 1e-9 on a rented fleet (`planner options`, or procurement rent)
+    once overflowed the solver's integers: "the solver model is invalid", exit 1."""
+    rent = ("solve", str(PROBLEMS / "carbon-cap.yaml"), "--set", "horizon.procurement=rent")
+    code, out = run(*rent, "--set", "carbon.device_life_years=1e-9")
+    assert code == 2, out
+    assert "carbon.device_life_years: must be at least 0.000114155, got 1e-09" in out
+    # An hour, the least a device life may be, solves (the carbon ceiling then binds).
+    code, out = run(*rent, "--set", "carbon.device_life_years=1 h", "--time-limit", "60")
+    assert code == 3 and "infeasible because of `carbon`" in out, out

@@ -1248,7 +1248,14 @@ class Carbon(ProblemModel):
         Annotated[Number, Limit(ge=0, le=2000, why="above the dirtiest grids (~1,000)")] | None
     ) = Field(None, description="Grid intensity, g CO2e per kWh (instead of a region).")
     device_life_years: Annotated[
-        Years, Limit(gt=0, le=20, why="no accelerator serves more than 20 years")
+        Years,
+        Limit(
+            ge=1 / HOURS_PER_YEAR,
+            le=20,
+            why="no accelerator serves more than 20 years",
+            # 1e-9 years once overflowed the solver's integers (exit 1) on a rented fleet
+            low_why="a device's embodied carbon is spread over at least an hour (1/8760 year)",
+        ),
     ] = Field(
         5.0,
         description="Expected life over which a device's embodied carbon is spread; the plan "
