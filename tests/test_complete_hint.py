@@ -73,3 +73,35 @@ def test_the_completed_hint_proves_the_same_optimum(
     assert hinted.status == partial.status == Status.OPTIMAL
     assert hinted.objective == partial.objective
     assert hinted.bound == partial.bound
+
+
+def test_a_large_model_does_not_dive_along_its_complete_hint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # CP-SAT's dive along a hint (hint_conflict_limit, default 10) does not heed the time limit
+    # on a large model (large-serve-owned: 25.3 s of a 23.5 s limit), so a model over
+    # HINT_DIVE_MAX_VARIABLES with a complete hint is searched without it; smaller models, and
+    # any model whose hint is partial, keep CP-SAT's default. The proved optimum is the same.
+    import planner.model.cpsat as cpsat
+
+    cat = load_catalog()
+    problem = load_problem(PROBLEMS / "chat-70b.yaml", [])
+    limits: list[tuple[bool, int]] = []
+    solver = PlannerModel._solver
+
+    def spy(self: PlannerModel, *a: Any, **kw: Any) -> Any:
+        s = solver(self, *a, **kw)
+        limits.append((self.hint_complete, s.parameters.hint_conflict_limit))
+        return s
+
+    monkeypatch.setattr(PlannerModel, "_solver", spy)
+    base = Solver(cat, deadline=time.monotonic() + 60).solve(problem)
+    assert limits and all(limit == 10 for _, limit in limits)  # CP-SAT's default, kept
+    assert any(complete for complete, _ in limits)  # the search was hinted completely
+    limits.clear()
+    monkeypatch.setattr(cpsat, "HINT_DIVE_MAX_VARIABLES", 10)  # chat-70b's model is "large"
+    small = Solver(cat, deadline=time.monotonic() + 60).solve(problem)
+    assert {limit for complete, limit in limits if complete} == {0}
+    assert {limit for complete, limit in limits if not complete} <= {10}
+    assert small.status == base.status == Status.OPTIMAL
+    assert small.objective == pytest.approx(base.objective, rel=1e-9)

@@ -53,6 +53,15 @@ MAX_RATIO_STEPS = 30  # Dinkelbach iterations; each one strictly improves the ra
 # 1.42 s (their light passes then prove what the full search would), the other examples within
 # 4 % either way (2026-11-28).
 LIGHT_DTIME = 0.5
+# Above this many variables a complete hint is not followed by CP-SAT's dive along the hint
+# (hint_conflict_limit 0). A complete hint is loaded as a solution before the search starts
+# ("complete_hint" in CP-SAT's log); the dive that follows it (up to 10 conflicts) finds that
+# plan again, and on a large model it does not heed the time limit: large-serve-owned's search
+# (18,768 variables, one worker) spent 25.3 s of a 23.5 s limit in it and the whole command took
+# 66 s of its 60; without it, the same plan in 59.3 s. On the examples (at most 2,746
+# variables) the dive pays for itself (rent-the-peak's solve 1.9 -> 5.2 CPU s without it, the
+# same optimum), so it is kept there.
+HINT_DIVE_MAX_VARIABLES = 10_000
 
 
 def _lighten(s: cp_model.CpSolver) -> None:
@@ -117,6 +126,7 @@ class PlannerModel(Constraints, Hints):
             # single tree search; set by the solver session for the models where that pays.
             self.portfolio = False
             self.hinted = False  # set by _hint when there is a starting plan
+            self.hint_complete = False  # every variable hinted (hint_values): see _solver
             if warm is not None or t.tuned:
                 self._hint(warm)
 
@@ -324,6 +334,8 @@ class PlannerModel(Constraints, Hints):
     ) -> cp_model.CpSolver:
         s = cp_model.CpSolver()
         s.parameters.max_time_in_seconds = max(0.05, time_limit)
+        if self.hint_complete and len(self.m.proto.variables) > HINT_DIVE_MAX_VARIABLES:
+            s.parameters.hint_conflict_limit = 0  # see HINT_DIVE_MAX_VARIABLES
         s.parameters.num_workers = workers
         s.parameters.random_seed = seed
         if workers == 1:
@@ -409,6 +421,7 @@ class PlannerModel(Constraints, Hints):
         h = self.m.proto.solution_hint
         h.vars.extend(range(len(values)))
         h.values.extend(values)
+        self.hint_complete = True
 
     def _units(self, s: cp_model.CpSolver, expr: cp_model.LinearExpr) -> float:
         """Sum of the variables' values in `expr`: each rounded coefficient is off by less than
