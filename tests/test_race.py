@@ -65,11 +65,18 @@ def test_a_stopped_pass_behind_the_first_proof_is_run_again_to_settle_the_rule()
     assert stopped.response_proto.status != cp_model.OPTIMAL
     stopped.parameters.max_deterministic_time = cpsat.LIGHT_DTIME  # as the race sets it
     kept, status, light_failed = race._settle(
-        model.m, full, full.response_proto.status, stopped, stopped.response_proto.status
+        model.m, full, full.response_proto.status, stopped, stopped.response_proto.status, 30.0
     )
     assert status == cp_model.OPTIMAL
     assert light_failed == (not light_proves_first)
     assert (kept is full) == (not light_proves_first)
+    assert kept.objective_value == full.objective_value
+    # With no time left of the limit the pass is not run again: the proof in hand is kept (an
+    # optimum either way).
+    kept, status, light_failed = race._settle(
+        model.m, full, full.response_proto.status, stopped, stopped.response_proto.status, 0.0
+    )
+    assert kept is full and status == cp_model.OPTIMAL and light_failed
     assert kept.objective_value == full.objective_value
 
 
@@ -79,7 +86,7 @@ def test_both_proved_the_one_with_less_work_is_kept() -> None:
     full, light = _alone(model, light=False), _alone(model, light=True)
     assert full.response_proto.status == light.response_proto.status == cp_model.OPTIMAL
     kept, _, light_failed = race._settle(
-        model.m, full, full.response_proto.status, light, light.response_proto.status
+        model.m, full, full.response_proto.status, light, light.response_proto.status, 30.0
     )
     light_first = light.response_proto.deterministic_time <= full.response_proto.deterministic_time
     assert (kept is light) == light_first and light_failed == (not light_first)
